@@ -1,0 +1,42 @@
+"""One error hierarchy; third-party exceptions are translated into it at the edges.
+
+The CLI prints ``str(error)`` on one line and exits with ``error.exit_code``.
+"""
+
+
+class SatbenchError(Exception):
+    """Base of every error satbench raises on purpose."""
+
+    exit_code = 1
+
+
+class UserError(SatbenchError):
+    """Bad input from the user: flags, files, paths, URLs."""
+
+    exit_code = 2
+
+
+class ModelError(UserError):
+    """A model file is missing, unreadable, not GGUF, or fails its checksum."""
+
+
+class RuntimeStartError(SatbenchError):
+    """The inference server could not be started or reached."""
+
+    exit_code = 3
+
+
+class ServerGoneError(SatbenchError):
+    """The inference server died or stopped answering during a run."""
+
+    exit_code = 4
+
+
+class ParseError(SatbenchError):
+    """A server answer (SSE stream, /metrics, /slots, /props) could not be parsed."""
+
+
+class RunDirError(SatbenchError):
+    """A run directory is missing, unreadable, inconsistent or unwritable."""
+
+    exit_code = 5
