@@ -1,0 +1,288 @@
+"""Tests of the synthetic GGUF writer; the load tests run real llama.cpp in a child process."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+import pydantic
+import pytest
+
+from satbench.errors import ModelError
+from satbench.models import synthetic
+from satbench.models.synthetic import (
+    ARCHS,
+    N_VOCAB,
+    SyntheticModelInfo,
+    build_vocab,
+    is_synthetic_gguf,
+    read_synthetic_metadata,
+    suppressed_token_ids,
+    write_synthetic_gguf,
+)
+
+ALL_MODELS = [(arch, size) for arch in ARCHS for size in ARCHS[arch].sizes]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def small_llama(tmp_path_factory: pytest.TempPathFactory) -> SyntheticModelInfo:
+    """The Q8_0 "small" llama, written once per module (about a second)."""
+    return write_synthetic_gguf(tmp_path_factory.mktemp("small") / "small.gguf", size="small")
+
+
+# ----------------------------------------------------------------------------- determinism
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_same_seed_gives_identical_bytes(tmp_path: Path, arch: str) -> None:
+    a = write_synthetic_gguf(tmp_path / "a.gguf", arch=arch, seed=7)
+    b = write_synthetic_gguf(tmp_path / "b.gguf", arch=arch, seed=7)
+    assert _sha256(a.path) == _sha256(b.path) == a.sha256 == b.sha256
+    assert a.path.read_bytes() == b.path.read_bytes()
+
+
+def test_other_seed_gives_other_bytes(tmp_path: Path) -> None:
+    a = write_synthetic_gguf(tmp_path / "a.gguf", seed=0)
+    b = write_synthetic_gguf(tmp_path / "b.gguf", seed=1)
+    assert a.sha256 != b.sha256
+    assert a.file_bytes == b.file_bytes  # same layout, other weights
+
+
+@pytest.mark.parametrize(("arch", "size"), [m for m in ALL_MODELS if m[1] == "tiny"])
+def test_tiny_is_small_and_fast(tmp_path: Path, arch: str, size: str) -> None:
+    start = time.perf_counter()
+    info = write_synthetic_gguf(tmp_path / "m.gguf", arch=arch, size=size)
+    assert time.perf_counter() - start < 2.0
+    assert 1_000_000 < info.file_bytes < 20_000_000
+
+
+# ----------------------------------------------------------------------------- info and metadata
+
+
+def test_info_describes_the_file(tmp_path: Path) -> None:
+    info = write_synthetic_gguf(tmp_path / "m.gguf", seed=3)
+    assert info.path == tmp_path / "m.gguf"
+    assert (info.arch, info.size, info.seed) == ("llama", "tiny", 3)
+    assert info.file_bytes == info.path.stat().st_size
+    assert info.sha256 == _sha256(info.path)
+    reader = gguf.GGUFReader(info.path)
+    assert info.n_params == sum(int(t.n_elements) for t in reader.tensors)
+    with pytest.raises(pydantic.ValidationError):
+        info.seed = 4  # type: ignore[misc]
+    with pytest.raises(pydantic.ValidationError):
+        SyntheticModelInfo(**info.model_dump(), extra=1)
+
+
+def test_metadata_marks_the_file_synthetic(tmp_path: Path) -> None:
+    info = write_synthetic_gguf(tmp_path / "m.gguf", seed=42)
+    assert is_synthetic_gguf(info.path)
+    assert read_synthetic_metadata(info.path) == {
+        "satbench.synthetic": True,
+        "satbench.seed": 42,
+        "satbench.size": "tiny",
+        "general.architecture": "llama",
+        "general.name": "satbench-synthetic-llama-tiny",
+    }
+    field = gguf.GGUFReader(info.path).get_field("satbench.seed")
+    assert field is not None and field.types == [gguf.GGUFValueType.UINT32]
+
+
+def test_plain_gguf_is_not_synthetic(tmp_path: Path) -> None:
+    path = tmp_path / "plain.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_name("not-synthetic")
+    writer.add_tensor("token_embd.weight", np.zeros((4, 32), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    assert not is_synthetic_gguf(path)
+    assert read_synthetic_metadata(path) is None
+
+
+@pytest.mark.parametrize("content", [b"", b"hello", b"GGUF\x03\x00\x00\x00\xff"])
+def test_unreadable_file_raises_model_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "bad.gguf"
+    path.write_bytes(content)
+    with pytest.raises(ModelError):
+        is_synthetic_gguf(path)
+
+
+def test_missing_file_raises_model_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelError):
+        is_synthetic_gguf(tmp_path / "nope.gguf")
+
+
+def test_truncated_synthetic_file_raises_model_error(tmp_path: Path) -> None:
+    info = write_synthetic_gguf(tmp_path / "m.gguf")
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(info.path.read_bytes()[:3000])
+    with pytest.raises(ModelError):
+        is_synthetic_gguf(cut)
+
+
+# ----------------------------------------------------------------------------- bad arguments
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"arch": "gpt2"}, "architecture"),
+        ({"size": "huge"}, "size"),
+        ({"seed": -1}, "seed"),
+        ({"seed": 2**32}, "seed"),
+    ],
+)
+def test_bad_arguments_raise_model_error(
+    tmp_path: Path, kwargs: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(ModelError, match=match):
+        write_synthetic_gguf(tmp_path / "m.gguf", **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_directory_raises_model_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelError):
+        write_synthetic_gguf(tmp_path / "no" / "such" / "m.gguf")
+
+
+# ----------------------------------------------------------------------------- atomic write
+
+
+def test_write_replaces_existing_file_and_leaves_no_temp(tmp_path: Path) -> None:
+    target = tmp_path / "m.gguf"
+    target.write_bytes(b"old")
+    info = write_synthetic_gguf(target)
+    assert info.file_bytes > 3 and is_synthetic_gguf(target)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.gguf"]
+
+
+def test_failed_write_keeps_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "m.gguf"
+    target.write_bytes(b"old")
+
+    def boom(*args: object) -> int:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(synthetic, "_write_gguf", boom)
+    with pytest.raises(ModelError, match="disk full"):
+        write_synthetic_gguf(target)
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["m.gguf"]
+
+
+# ----------------------------------------------------------------------------- vocabulary, weights
+
+
+def test_vocabulary_is_sentencepiece_with_ascii_pieces() -> None:
+    tokens, scores, types = build_vocab()
+    assert len(tokens) == len(set(tokens)) == len(scores) == len(types) == N_VOCAB
+    assert tokens[:3] == ["<unk>", "<s>", "</s>"]
+    assert tokens[3:259] == [f"<0x{b:02X}>" for b in range(256)]
+    assert set(types[3:259]) == {gguf.TokenType.BYTE}
+    assert set(types[259:]) == {gguf.TokenType.NORMAL}
+    assert all(t.replace("\u2581", " ").isascii() for t in tokens[259:])
+    assert "\u2581the" in tokens
+
+
+def test_tensors_follow_gguf_tables_and_bias_channel(tmp_path: Path) -> None:
+    info = write_synthetic_gguf(tmp_path / "m.gguf")
+    reader = gguf.GGUFReader(info.path)
+    tensors = {t.name: t for t in reader.tensors}
+    assert len(tensors) == 3 + 4 * 9
+    model_field = reader.get_field("tokenizer.ggml.model")
+    assert model_field is not None and model_field.contents() == "llama"
+    out = np.asarray(tensors["output.weight"].data, dtype=np.float32)
+    embd = np.asarray(tensors["token_embd.weight"].data, dtype=np.float32)
+    bad = suppressed_token_ids()
+    assert (out[bad, 0] < 0).all() and (out[:, 0] <= 0).all()
+    assert np.all(embd[:, 0] == embd[0, 0]) and embd[0, 0] > 0
+    for name in ("blk.0.attn_output.weight", "blk.3.ffn_down.weight"):
+        assert not np.asarray(tensors[name].data)[0].any()
+
+
+def test_small_is_q8_0(small_llama: SyntheticModelInfo) -> None:
+    reader = gguf.GGUFReader(small_llama.path)
+    kinds = {t.name: t.tensor_type for t in reader.tensors}
+    assert kinds["blk.11.ffn_up.weight"] == gguf.GGMLQuantizationType.Q8_0
+    assert kinds["blk.0.attn_norm.weight"] == gguf.GGMLQuantizationType.F32
+    assert 20_000_000 < small_llama.file_bytes < 100_000_000
+    assert small_llama.n_params > 50_000_000
+
+
+# ----------------------------------------------------------------------------- real llama.cpp
+
+_CHILD = r"""
+import json, sys, urllib.request
+import xllamacpp
+
+path, prompt = sys.argv[1], json.loads(sys.argv[2])
+params = xllamacpp.CommonParams()
+params.model.path = path
+params.hostnames = ["127.0.0.1"]
+params.port = 0
+params.n_parallel = 2
+params.n_ctx = 1024
+params.cpuparams.n_threads = 2
+params.cpuparams_batch.n_threads = 2
+server = xllamacpp.Server(params)
+body = {"prompt": prompt, "n_predict": 16, "ignore_eos": True, "stream": True,
+        "cache_prompt": False}
+request = urllib.request.Request(
+    server.listening_address + "/completion", data=json.dumps(body).encode(),
+    headers={"Content-Type": "application/json"})
+events = []
+with urllib.request.urlopen(request, timeout=30) as response:
+    for raw in response:
+        line = raw.decode("utf-8").strip()
+        if line.startswith("data: "):
+            events.append(json.loads(line[len("data: "):]))
+print(json.dumps(events))
+del server
+"""
+
+needs_xllamacpp = pytest.mark.skipif(
+    importlib.util.find_spec("xllamacpp") is None, reason="xllamacpp is not installed"
+)
+
+
+def _generate_in_child(path: Path, prompt: object) -> list[dict]:
+    """Load ``path`` in a fresh interpreter (a GGML_ASSERT aborts it) and stream 16 tokens."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), json.dumps(prompt)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, f"child exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    events: list[dict] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return events
+
+
+@pytest.mark.integration
+@needs_xllamacpp
+@pytest.mark.parametrize(("arch", "size"), ALL_MODELS)
+def test_llama_cpp_loads_and_streams(tmp_path: Path, arch: str, size: str) -> None:
+    info = write_synthetic_gguf(tmp_path / f"{arch}-{size}.gguf", arch=arch, size=size, seed=5)
+    prompt: object = [1, 262, 300, 400, 500] if arch == "llama" else "Grüße, 世界! the model"
+    events = _generate_in_child(info.path, prompt)
+    tokens, final = events[:-1], events[-1]
+    assert len(tokens) == 16, events
+    assert all(len(e["tokens"]) == 1 and not e["stop"] for e in tokens), tokens
+    assert all(e["content"].isascii() for e in tokens)
+    assert final["stop"] is True
+    assert final["stop_type"] == "limit"
+    assert final["timings"]["predicted_n"] == 16
+    assert final["tokens_predicted"] == 16
