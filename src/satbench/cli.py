@@ -1,0 +1,150 @@
+"""Command line: parse → typed config → library call → exit code. User errors: one line, no traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+import satbench
+from satbench.config import (BUILTIN_MODEL, RuntimeConfig, ServerParams, SweepConfig,
+                             WorkloadConfig, parse_levels, resolve_model_dir)
+from satbench.errors import SatbenchError, UserError
+from satbench.runtimes.remote import redact_url
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        raise UserError(f"{self.prog}: {message}")
+
+
+def _sweep_args(p: argparse.ArgumentParser) -> None:
+    src = p.add_argument_group("what to measure")
+    src.add_argument("--model", help=f"GGUF file, or {BUILTIN_MODEL} (default)")
+    src.add_argument("--model-dir", help="where built-in models are assembled "
+                     "(default $SATBENCH_MODEL_DIR or ./.satbench/models)")
+    src.add_argument("--url", help="measure a running server (llama-server or OpenAI-compatible)")
+    src.add_argument("--api-key-env", help="environment variable holding the remote server's API key")
+    src.add_argument("--server-bin", help="start this llama-server binary instead of the embedded one")
+    wl = p.add_argument_group("workload")
+    wl.add_argument("--concurrency", default="1,2,4,8", help="levels, e.g. 1,2,4,8,16")
+    wl.add_argument("--prompt-tokens", type=int, default=WorkloadConfig().prompt_tokens)
+    wl.add_argument("--output-tokens", type=int, default=WorkloadConfig().output_tokens)
+    wl.add_argument("--requests-per-level", type=int, help="measured requests per level and repetition "
+                    "(default max(8N, 32))")
+    wl.add_argument("--repetitions", type=int, default=3)
+    wl.add_argument("--shared-prefix", action="store_true", help="same prompt for all, prompt cache on")
+    wl.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
+    ll = p.add_argument_group("llama.cpp server (same meaning as llama-server's flags)")
+    ll.add_argument("-np", "--parallel", type=int, help="slots (default: the highest level)")
+    ll.add_argument("-c", "--ctx-size", type=int, help="total context (default: enough for every slot)")
+    ll.add_argument("-b", "--batch-size", type=int, default=ServerParams().n_batch)
+    ll.add_argument("-ub", "--ubatch-size", type=int, default=ServerParams().n_ubatch)
+    ll.add_argument("-t", "--threads", type=int)
+    ll.add_argument("-ngl", "--n-gpu-layers", type=int)
+    ll.add_argument("--kv-unified", action="store_true")
+    p.add_argument("-o", "--output", help="run directory (default: runs/<timestamp>)")
+
+
+def build_parser() -> _Parser:
+    parser = _Parser(prog="satbench", description="How many requests at once should this llama.cpp node take?")
+    parser.add_argument("--version", action="version", version=f"satbench {satbench.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sw = sub.add_parser("sweep", help="closed-loop concurrency sweep against a real server")
+    _sweep_args(sw)
+    an = sub.add_parser("analyze", help="recompute results.json from a run directory's raw files")
+    an.add_argument("run_dir")
+    sc = sub.add_parser("schema", help="print a published JSON Schema")
+    sc.add_argument("name", choices=["results"])
+    return parser
+
+
+def sweep_config(a: argparse.Namespace) -> SweepConfig:
+    """Typed configuration from parsed flags; pydantic's complaints become one-line UserErrors."""
+    if a.url and (a.model or a.server_bin):
+        raise UserError("--url measures a running server; it cannot be combined with --model or --server-bin")
+    kind = "url" if a.url else ("native" if a.server_bin else "embedded")
+    try:
+        return SweepConfig(
+            levels=parse_levels(a.concurrency),
+            requests_per_level=a.requests_per_level,
+            repetitions=a.repetitions,
+            request_timeout_s=a.request_timeout,
+            workload=WorkloadConfig(prompt_tokens=a.prompt_tokens, output_tokens=a.output_tokens,
+                                    shared_prefix=a.shared_prefix),
+            server=ServerParams(n_parallel=a.parallel, n_ctx=a.ctx_size, n_batch=a.batch_size,
+                                n_ubatch=a.ubatch_size, n_threads=a.threads,
+                                n_gpu_layers=a.n_gpu_layers, kv_unified=a.kv_unified),
+            runtime=RuntimeConfig(kind=kind, model=None if a.url else (a.model or BUILTIN_MODEL),
+                                  model_dir=resolve_model_dir(a.model_dir), server_bin=a.server_bin,
+                                  url=a.url, api_key_env=a.api_key_env),
+        )
+    except ValueError as exc:  # ValidationError is a ValueError
+        raise UserError(_first_error(exc)) from exc
+
+
+def _first_error(exc: ValueError) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "config"
+        return f"invalid {loc}: {err['msg']}"
+    return str(exc)
+
+
+def _cmd_sweep(a: argparse.Namespace) -> int:
+    from satbench.report.progress import RichProgress
+    from satbench.report.table import print_results
+    from satbench.sweep import Sweep, command_line, default_run_dir, prepare_run_dir
+
+    cfg = sweep_config(a)
+    run_dir = prepare_run_dir(Path(a.output) if a.output else default_run_dir())
+    argv = [redact_url(x) for x in command_line()]
+    try:
+        results = Sweep(cfg, run_dir, argv, RichProgress()).run()
+    except (SatbenchError, KeyboardInterrupt) as exc:
+        where = f"what was measured is in {run_dir}"
+        if isinstance(exc, KeyboardInterrupt):
+            raise SatbenchError(f"interrupted; {where} (run.json status: interrupted)") from exc
+        exc.args = (f"{exc} — {where}",)
+        raise
+    print_results(results)
+    print(f"run directory: {run_dir}")
+    return 0
+
+
+def _cmd_analyze(a: argparse.Namespace) -> int:
+    from satbench.analyze import analyze_and_write
+    from satbench.report.table import print_results
+
+    results = analyze_and_write(Path(a.run_dir))
+    print_results(results)
+    return 0
+
+
+def _cmd_schema(a: argparse.Namespace) -> int:
+    from satbench.results import results_json_schema
+
+    print(json.dumps(results_json_schema(), indent=2, sort_keys=True))
+    return 0
+
+
+COMMANDS = {"sweep": _cmd_sweep, "analyze": _cmd_analyze, "schema": _cmd_schema}
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except SatbenchError as exc:
+        print(f"satbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("satbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""Typed configuration of a sweep: what to run, against which server, with which knobs.
+
+Everything the CLI accepts ends up in one `SweepConfig`, which is written into
+`run.json` so that a run directory says exactly how it was produced.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DEFAULT_LEVELS = (1, 2, 4, 8)
+DEFAULT_PROMPT_TOKENS = 128
+DEFAULT_OUTPUT_TOKENS = 32
+DEFAULT_REPETITIONS = 3
+BUILTIN_MODEL = "builtin:gemma3-270m"
+MODEL_DIR_ENV = "SATBENCH_MODEL_DIR"
+DEFAULT_MODEL_DIR = os.path.join(".satbench", "models")
+
+
+class Strict(BaseModel):
+    """Base for every model that crosses a module boundary: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerParams(Strict):
+    """llama.cpp server knobs, named after and meaning the same as llama-server's flags.
+
+    `None` means "let satbench choose" (n_parallel, n_ctx) or "llama.cpp's default".
+    """
+
+    n_parallel: int | None = Field(None, ge=1, description="--parallel: number of slots")
+    n_ctx: int | None = Field(None, ge=64, description="--ctx-size: total context over all slots")
+    n_batch: int = Field(2048, ge=1, description="--batch-size: logical batch (tokens per iteration)")
+    n_ubatch: int = Field(512, ge=1, description="--ubatch-size: physical batch")
+    n_threads: int | None = Field(None, ge=1, description="--threads: generation threads")
+    n_gpu_layers: int | None = Field(None, description="--n-gpu-layers (-1 = all)")
+    kv_unified: bool = Field(False, description="--kv-unified: one KV buffer shared by all slots")
+
+
+class WorkloadConfig(Strict):
+    """What every request of a sweep looks like."""
+
+    prompt_tokens: int = Field(DEFAULT_PROMPT_TOKENS, ge=8)
+    output_tokens: int = Field(DEFAULT_OUTPUT_TOKENS, ge=2)
+    shared_prefix: bool = Field(
+        False, description="all requests share one prompt and may hit the prompt cache"
+    )
+
+
+RuntimeKind = Literal["embedded", "native", "url"]
+
+
+class RuntimeConfig(Strict):
+    """Which server satbench measures and how it gets one."""
+
+    kind: RuntimeKind = "embedded"
+    model: str | None = Field(BUILTIN_MODEL, description="GGUF path or builtin:NAME; None for url")
+    model_dir: str = DEFAULT_MODEL_DIR
+    server_bin: str | None = None
+    url: str | None = None
+    api_key_env: str | None = Field(None, description="environment variable holding the API key")
+    startup_timeout_s: float = Field(180.0, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RuntimeConfig:
+        if self.kind == "url" and not self.url:
+            raise ValueError("runtime kind 'url' needs a url")
+        if self.kind == "native" and not self.server_bin:
+            raise ValueError("runtime kind 'native' needs server_bin")
+        if self.kind != "url" and not self.model:
+            raise ValueError(f"runtime kind {self.kind!r} needs a model")
+        return self
+
+
+class SweepConfig(Strict):
+    """One lane's sweep: levels, repetitions, requests per level, timeouts."""
+
+    lane: str = "default"
+    levels: list[int] = Field(default_factory=lambda: list(DEFAULT_LEVELS))
+    requests_per_level: int | None = Field(
+        None, ge=1, description="measured requests per level and repetition; None = max(8N, 32)"
+    )
+    repetitions: int = Field(DEFAULT_REPETITIONS, ge=1)
+    warmup_per_stream: int = Field(1, ge=0)
+    request_timeout_s: float = Field(300.0, gt=0)
+    read_timeout_s: float = Field(60.0, gt=0, description="longest silence inside one stream")
+    sample_interval_s: float = Field(0.1, gt=0, le=1.0, description="server sampler period")
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    server: ServerParams = Field(default_factory=ServerParams)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+
+    @field_validator("levels")
+    @classmethod
+    def _levels_positive(cls, levels: list[int]) -> list[int]:
+        if not levels:
+            raise ValueError("at least one concurrency level is needed")
+        if any(n < 1 for n in levels):
+            raise ValueError(f"concurrency levels must be positive integers, got {levels}")
+        if len(set(levels)) != len(levels):
+            raise ValueError(f"concurrency levels repeat: {levels}")
+        return sorted(levels)
+
+    def measured_requests(self, level: int) -> int:
+        """Measured requests per repetition of `level`: the user's number, else max(8N, 32)."""
+        if self.requests_per_level is not None:
+            return self.requests_per_level
+        return design_minimum_requests(level)
+
+    def slots_wanted(self) -> int:
+        """Slots to ask a server satbench starts for: the user's --parallel, else the top level."""
+        return self.server.n_parallel or max(self.levels)
+
+    def ctx_wanted(self) -> int:
+        """Total context to ask for: the user's --ctx-size, else enough for every slot.
+
+        Per-slot context is n_ctx / n_parallel unless the KV cache is unified, so each
+        slot gets prompt + output + 16 tokens of margin, rounded up to 256.
+        """
+        if self.server.n_ctx is not None:
+            return self.server.n_ctx
+        per_slot = self.workload.prompt_tokens + self.workload.output_tokens + 16
+        per_slot = int(math.ceil(per_slot / 256.0)) * 256
+        return per_slot * self.slots_wanted()
+
+
+def design_minimum_requests(level: int) -> int:
+    """DESIGN.md §5: at least max(8·N, 32) measured requests per level."""
+    return max(8 * level, 32)
+
+
+def parse_levels(text: str) -> list[int]:
+    """Parse a comma-separated list such as "1,2,4,8" into integers (validation is the model's)."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        return [int(p) for p in parts]
+    except ValueError as exc:
+        raise ValueError(f"concurrency levels must be integers like 1,2,4,8, got {text!r}") from exc
+
+
+def resolve_model_dir(cli_value: str | None) -> str:
+    """--model-dir, else $SATBENCH_MODEL_DIR, else .satbench/models under the working directory."""
+    return cli_value or os.environ.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR

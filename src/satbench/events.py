@@ -1,0 +1,176 @@
+"""Raw records (DESIGN.md §3): what happened, stamped with the monotonic clock, nothing derived.
+
+Two append-only JSONL files hold them:
+- `events.jsonl`: one `RequestEvent` per finished request (warmup and measured, errors
+  included) and `LevelMark` lines at the start and end of every level repetition;
+- `server_samples.jsonl`: `MetricsSample`, `SlotsSample` and `ProcessSample` lines.
+
+Lines are written and flushed as they happen, so a crash loses at most what was in flight.
+All `*_ns` stamps come from `time.perf_counter_ns()` (CLOCK_MONOTONIC on Linux).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Iterator, Literal, Union
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from satbench.config import Strict
+from satbench.errors import RunDirError
+
+EVENTS_FILE = "events.jsonl"
+SAMPLES_FILE = "server_samples.jsonl"
+
+
+class ServerTimings(Strict):
+    """The server's own `timings` from the final stream event (llama.cpp only)."""
+
+    cache_n: int | None = None
+    prompt_n: int | None = None
+    prompt_ms: float | None = None
+    predicted_n: int | None = None
+    predicted_ms: float | None = None
+
+
+class RequestErrorInfo(Strict):
+    """Why a request failed: a stable `type` for grouping and the original message."""
+
+    type: str
+    message: str
+    http_status: int | None = None
+
+
+class RequestEvent(Strict):
+    """One request, from intent to last byte. `chunks` holds [t_ns, tokens_in_chunk] pairs."""
+
+    kind: Literal["request"] = "request"
+    lane: str
+    level: int
+    repetition: int
+    stream: int
+    seq: int
+    phase: Literal["warmup", "measured"]
+    request_id: str
+    prompt_tokens: int
+    max_tokens: int
+    targeted_ns: int
+    sent_ns: int
+    headers_ns: int | None = None
+    end_ns: int
+    chunks: list[tuple[int, int]] = Field(default_factory=list)
+    output_tokens: int = 0
+    token_count_exact: bool = True
+    http_status: int | None = None
+    slot_id: int | None = None
+    timings: ServerTimings | None = None
+    retries: int = 0
+    error: RequestErrorInfo | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class LevelMark(Strict):
+    """Start or end of one repetition of one level, as the load generator saw it."""
+
+    kind: Literal["level_start", "level_end"]
+    lane: str
+    level: int
+    repetition: int
+    t_ns: int
+    n_requests: int = 0
+    status: Literal["running", "complete", "failed", "interrupted"] = "running"
+    reason: str | None = None
+
+
+class MetricsSample(Strict):
+    """One scrape of `/metrics`: every `llamacpp:*` sample, name without the prefix."""
+
+    kind: Literal["metrics"] = "metrics"
+    lane: str
+    sent_ns: int
+    t_ns: int
+    values: dict[str, float] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class SlotsSample(Strict):
+    """One read of `/slots`: which slots were processing and how far each was."""
+
+    kind: Literal["slots"] = "slots"
+    lane: str
+    sent_ns: int
+    t_ns: int
+    n_slots: int = 0
+    busy_ids: list[int] = Field(default_factory=list)
+    n_decoded: dict[int, int] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class ProcessSample(Strict):
+    """Server process resources: RSS (with children), CPU seconds, GPU memory where present."""
+
+    kind: Literal["process"] = "process"
+    lane: str
+    t_ns: int
+    rss_bytes: int | None = None
+    cpu_seconds: float | None = None
+    gpu_mem_used_bytes: int | None = None
+    error: str | None = None
+
+
+EventLine = Annotated[Union[RequestEvent, LevelMark], Field(discriminator="kind")]
+SampleLine = Annotated[Union[MetricsSample, SlotsSample, ProcessSample], Field(discriminator="kind")]
+_EVENT_ADAPTER: TypeAdapter[RequestEvent | LevelMark] = TypeAdapter(EventLine)
+_SAMPLE_ADAPTER: TypeAdapter[MetricsSample | SlotsSample | ProcessSample] = TypeAdapter(SampleLine)
+
+
+class JsonlWriter:
+    """Append-only JSONL file; every line is flushed to the OS as soon as it is written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._fh = path.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+    def write(self, record: Strict) -> None:
+        try:
+            self._fh.write(record.model_dump_json(exclude_defaults=False) + "\n")
+            self._fh.flush()
+        except OSError as exc:
+            raise RunDirError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _read_jsonl(path: Path, adapter: TypeAdapter) -> Iterator:
+    if not path.exists():
+        raise RunDirError(f"{path} is missing")
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield adapter.validate_python(json.loads(line))
+            except (json.JSONDecodeError, ValidationError) as exc:
+                if not line.endswith("\n"):
+                    return  # a last line cut short by a crash: everything before it stands
+                raise RunDirError(f"{path}:{lineno}: not a valid record ({exc.__class__.__name__})") from exc
+
+
+def read_events(run_dir: Path) -> list[RequestEvent | LevelMark]:
+    """Every line of events.jsonl, in file order (a torn last line is ignored)."""
+    return list(_read_jsonl(run_dir / EVENTS_FILE, _EVENT_ADAPTER))
+
+
+def read_samples(run_dir: Path) -> list[MetricsSample | SlotsSample | ProcessSample]:
+    """Every line of server_samples.jsonl, in file order (missing file = no samples)."""
+    if not (run_dir / SAMPLES_FILE).exists():
+        return []
+    return list(_read_jsonl(run_dir / SAMPLES_FILE, _SAMPLE_ADAPTER))

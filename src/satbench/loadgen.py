@@ -1,0 +1,129 @@
+"""Closed-loop load generator: exactly N requests in flight, a finished one replaced at once.
+
+Each of the N streams first sends its warmup request(s) (recorded, phase "warmup", left out
+of every metric), then takes measured requests from one shared queue until it is empty.
+Every finished request becomes a `RequestEvent` written at once, so a crash loses at most
+the requests in flight. The steady window is not decided here: it is computed later from
+the events alone (metrics/window.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from satbench.client import CompletionRequest, StreamClient, StreamOutcome
+from satbench.config import Strict
+from satbench.events import LevelMark, RequestErrorInfo, RequestEvent, ServerTimings
+
+# failures that mean "the server is not there"; this many in a row stop a level
+_UNREACHABLE = {"connection_dropped", "client_error", "os_error"}
+
+
+class Sink(Protocol):
+    def write(self, record: Strict) -> None: ...
+
+
+@dataclass
+class LevelPlan:
+    """The requests of one repetition of one level; `warmup[i]` belong to stream i % N."""
+
+    lane: str
+    level: int
+    repetition: int
+    warmup: list[CompletionRequest]
+    measured: list[CompletionRequest]
+
+
+@dataclass
+class _Shared:
+    queue: deque[tuple[int, CompletionRequest]]
+    consecutive_unreachable: int = 0
+    abort_reason: str | None = None
+    done: list[RequestEvent] = field(default_factory=list)
+
+
+def to_event(
+    plan: LevelPlan, stream: int, seq: int, phase: str, req: CompletionRequest,
+    targeted_ns: int, out: StreamOutcome,
+) -> RequestEvent:
+    """Translate the client's outcome into the raw record (no derived values)."""
+    timings = None
+    if out.timings:
+        keys = ServerTimings.model_fields.keys()
+        timings = ServerTimings(**{k: out.timings.get(k) for k in keys})
+    error = None
+    if out.error_type is not None:
+        error = RequestErrorInfo(
+            type=out.error_type, message=out.error_message or "", http_status=out.http_status
+        )
+    return RequestEvent(
+        lane=plan.lane, level=plan.level, repetition=plan.repetition, stream=stream, seq=seq,
+        phase=phase, request_id=req.request_id, prompt_tokens=req.prompt_tokens,
+        max_tokens=req.max_tokens, targeted_ns=targeted_ns, sent_ns=out.sent_ns,
+        headers_ns=out.headers_ns, end_ns=out.end_ns, chunks=out.chunks,
+        output_tokens=out.output_tokens, token_count_exact=out.token_count_exact,
+        http_status=out.http_status, slot_id=out.slot_id, timings=timings,
+        retries=out.retries, error=error,
+    )
+
+
+async def run_level(
+    client: StreamClient,
+    plan: LevelPlan,
+    sink: Sink,
+    *,
+    on_done: Callable[[RequestEvent], None] | None = None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+    max_consecutive_unreachable: int | None = None,
+) -> LevelMark:
+    """Run one level repetition closed-loop and return its end mark (also written to `sink`)."""
+    n = plan.level
+    limit = max_consecutive_unreachable or (n + 3)
+    shared = _Shared(queue=deque(enumerate(plan.measured)))
+    sink.write(LevelMark(kind="level_start", lane=plan.lane, level=n, repetition=plan.repetition,
+                         t_ns=clock(), n_requests=len(plan.measured)))
+
+    async def one(stream: int, seq: int, phase: str, req: CompletionRequest) -> None:
+        targeted = clock()
+        out = await client.run(req)
+        event = to_event(plan, stream, seq, phase, req, targeted, out)
+        sink.write(event)
+        if out.error_type in _UNREACHABLE:
+            shared.consecutive_unreachable += 1
+            if shared.consecutive_unreachable >= limit and shared.abort_reason is None:
+                shared.abort_reason = (
+                    f"{shared.consecutive_unreachable} requests in a row could not reach the "
+                    f"server ({out.error_type}: {out.error_message})"
+                )
+                shared.queue.clear()
+        else:
+            shared.consecutive_unreachable = 0
+        if on_done is not None:
+            on_done(event)
+
+    async def stream_loop(stream: int) -> None:
+        for seq in range(stream, len(plan.warmup), n):
+            if shared.abort_reason:
+                return
+            await one(stream, seq, "warmup", plan.warmup[seq])
+        while shared.queue and not shared.abort_reason:
+            seq, req = shared.queue.popleft()
+            await one(stream, seq, "measured", req)
+
+    status, reason = "complete", None
+    try:
+        await asyncio.gather(*(stream_loop(i) for i in range(n)))
+    except asyncio.CancelledError:
+        status, reason = "interrupted", "interrupted by the user"
+        raise
+    finally:
+        if shared.abort_reason:
+            status, reason = "failed", shared.abort_reason
+        end = LevelMark(kind="level_end", lane=plan.lane, level=n, repetition=plan.repetition,
+                        t_ns=clock(), n_requests=len(plan.measured), status=status, reason=reason)
+        sink.write(end)
+    return end

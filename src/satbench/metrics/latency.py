@@ -1,0 +1,62 @@
+"""Per-request latency metrics (DESIGN.md §4). Each function states its formula.
+
+All take a successful `RequestEvent` and return milliseconds (None when undefined).
+"""
+
+from __future__ import annotations
+
+from satbench.events import RequestEvent
+
+NS_PER_MS = 1_000_000.0
+
+
+def first_token_ns(ev: RequestEvent) -> int | None:
+    """Arrival time of the first chunk that carries ≥ 1 generated token."""
+    for t_ns, n in ev.chunks:
+        if n > 0:
+            return t_ns
+    return None
+
+
+def ttft_ms(ev: RequestEvent) -> float | None:
+    """TTFT = t(first chunk with ≥1 generated token) − sent_ns."""
+    first = first_token_ns(ev)
+    return None if first is None else (first - ev.sent_ns) / NS_PER_MS
+
+
+def e2e_ms(ev: RequestEvent) -> float:
+    """E2E = end_ns − sent_ns."""
+    return (ev.end_ns - ev.sent_ns) / NS_PER_MS
+
+
+def tpot_ms(ev: RequestEvent) -> float | None:
+    """TPOT = (E2E − TTFT) ÷ (output tokens − 1); undefined for fewer than 2 tokens."""
+    ttft = ttft_ms(ev)
+    if ttft is None or ev.output_tokens < 2:
+        return None
+    return (e2e_ms(ev) - ttft) / (ev.output_tokens - 1)
+
+
+def itl_ms(ev: RequestEvent) -> list[float]:
+    """ITL per gap = (t_k − t_{k−1}) ÷ tokens in chunk k, over consecutive token-carrying chunks."""
+    gaps: list[float] = []
+    prev: int | None = None
+    for t_ns, n in ev.chunks:
+        if n <= 0:
+            continue
+        if prev is not None:
+            gaps.append((t_ns - prev) / NS_PER_MS / n)
+        prev = t_ns
+    return gaps
+
+
+def queue_time_ms(ev: RequestEvent, overhead_ms: float) -> float | None:
+    """Queue-time estimate = max(0, TTFT − server prompt_ms − loopback overhead).
+
+    llama.cpp stamps no per-request queue time; this estimate folds in anything else that
+    sits between sending and the first token besides prefill (clamped at zero).
+    """
+    ttft = ttft_ms(ev)
+    if ttft is None or ev.timings is None or ev.timings.prompt_ms is None:
+        return None
+    return max(0.0, ttft - ev.timings.prompt_ms - overhead_ms)

@@ -1,0 +1,306 @@
+"""One level's result: every metric of DESIGN.md §4 with its sample count, CI and flags.
+
+Pure function of the raw records (`summarize_level`); `analyze` calls it per lane and level.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+from pydantic import Field
+
+from satbench.config import Strict, design_minimum_requests
+from satbench.events import LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample
+from satbench.metrics import latency, memory, occupancy, throughput
+from satbench.metrics.little import LittleCheck, littles_law
+from satbench.metrics.stats import Distribution, Estimate, distribution, mean_estimate
+from satbench.metrics.window import SteadyWindow, steady_window
+
+
+class LevelContext(Strict):
+    """What a level's analysis needs besides the records: server shape and workload."""
+
+    lane: str
+    level: int
+    repetitions_planned: int
+    measured_requests_planned: int
+    slots: int | None
+    per_slot_ctx: int | None
+    prompt_tokens: int
+    output_tokens: int
+    overhead_ms: float
+    llamacpp: bool
+
+
+class RepetitionResult(Strict):
+    repetition: int
+    status: str
+    status_reason: str | None = None
+    window_start_ns: int | None = None
+    window_end_ns: int | None = None
+    window_s: float | None = None
+    no_window_reason: str | None = None
+    output_tokens_in_window: int | None = None
+    output_tok_per_s: float | None = None
+    total_tok_per_s: float | None = None
+    req_per_s: float | None = None
+    requests_completed_in_window: int = 0
+    requests_measured: int = 0
+    errors: int = 0
+    retries: int = 0
+
+
+class Throughput(Strict):
+    output_tok_per_s: Estimate
+    total_tok_per_s: Estimate
+    req_per_s: Estimate
+
+
+class Latency(Strict):
+    ttft_ms: Distribution
+    itl_ms: Distribution
+    tpot_ms: Distribution
+    e2e_ms: Distribution
+    queue_time_ms: Distribution = Field(description="estimate: TTFT − prompt_ms − loopback overhead")
+
+
+class Occupancy(Strict):
+    slots: int | None
+    time_weighted_busy_slots: float | None = None
+    time_weighted_source: str | None = None
+    decode_weighted_busy_slots: float | None = None
+    client_in_flight: float | None = None
+    time_weighted_fraction: float | None = None
+    decode_weighted_fraction: float | None = None
+    client_in_flight_fraction: float | None = None
+    requests_deferred_max: float | None = None
+
+
+class Memory(Strict):
+    peak_rss_bytes: int | None = None
+    peak_gpu_mem_bytes: int | None = None
+    server_cpu_cores: float | None = None
+
+
+class Counts(Strict):
+    requests_measured: int
+    requests_ok: int
+    requests_in_window: int
+    warmup_requests: int
+    retries: int
+    errors_by_type: dict[str, int] = Field(default_factory=dict)
+
+
+class LevelResult(Strict):
+    concurrency: int
+    repetitions: list[RepetitionResult]
+    throughput: Throughput
+    latency: Latency
+    occupancy: Occupancy
+    memory: Memory
+    littles_law: LittleCheck | None = None
+    counts: Counts
+    flags: list[str] = Field(default_factory=list)
+    unavailable: dict[str, str] = Field(default_factory=dict)
+
+
+def _repetition(
+    rep: int, events: list[RequestEvent], end_mark: LevelMark | None, n: int
+) -> tuple[RepetitionResult, SteadyWindow | None]:
+    measured = [e for e in events if e.phase == "measured"]
+    res = RepetitionResult(
+        repetition=rep,
+        status=end_mark.status if end_mark else "incomplete",
+        status_reason=end_mark.reason if end_mark else "no level_end mark (run stopped)",
+        requests_measured=len(measured),
+        errors=sum(1 for e in measured if not e.ok),
+        retries=sum(e.retries for e in events),
+    )
+    win, why = steady_window(events, n)
+    if win is None:
+        res.no_window_reason = why
+        return res, None
+    res.window_start_ns, res.window_end_ns, res.window_s = win.start_ns, win.end_ns, win.duration_s
+    res.output_tokens_in_window = throughput.output_tokens_in_window(events, win)
+    res.output_tok_per_s = throughput.output_tok_per_s(events, win)
+    res.total_tok_per_s = throughput.total_tok_per_s(events, win)
+    res.req_per_s = throughput.req_per_s(events, win)
+    res.requests_completed_in_window = len(throughput.completed_in_window(events, win))
+    return res, win
+
+
+def _window_mean(values: list[float | None]) -> float | None:
+    good = [v for v in values if v is not None]
+    return sum(good) / len(good) if good else None
+
+
+def summarize_level(
+    ctx: LevelContext,
+    events: Sequence[RequestEvent],
+    marks: Sequence[LevelMark],
+    samples: Sequence[MetricsSample | SlotsSample | ProcessSample],
+) -> LevelResult:
+    """All metrics of one level, pooled over its repetitions (throughput CI across repetitions)."""
+    n = ctx.level
+    reps = sorted({e.repetition for e in events} | {m.repetition for m in marks})
+    metrics_s = [s for s in samples if isinstance(s, MetricsSample)]
+    slots_s = [s for s in samples if isinstance(s, SlotsSample)]
+    proc_s = [s for s in samples if isinstance(s, ProcessSample)]
+    rep_results: list[RepetitionResult] = []
+    windows: list[SteadyWindow] = []
+    in_window: list[RequestEvent] = []
+    occ = {"tw": [], "src": None, "dw": [], "cif": [], "deferred": []}
+    for rep in reps:
+        rep_events = [e for e in events if e.repetition == rep]
+        end = next((m for m in marks if m.repetition == rep and m.kind == "level_end"), None)
+        res, win = _repetition(rep, rep_events, end, n)
+        rep_results.append(res)
+        if win is None:
+            continue
+        windows.append(win)
+        in_window += throughput.completed_in_window(rep_events, win)
+        tw = occupancy.time_weighted_busy_slots(slots_s, win)
+        if tw is not None:
+            occ["src"] = "slots"
+        else:
+            tw = occupancy.time_weighted_requests_processing(metrics_s, win)
+            if tw is not None and occ["src"] is None:
+                occ["src"] = "requests_processing"
+        occ["tw"].append(tw)
+        occ["dw"].append(occupancy.decode_weighted_busy_slots(metrics_s, win))
+        occ["cif"].append(occupancy.client_in_flight(rep_events, win))
+        occ["deferred"] += [s.values["requests_deferred"] for s in metrics_s
+                            if win.contains(s.t_ns) and "requests_deferred" in s.values]
+
+    method = "t over repetitions"
+    thr = Throughput(
+        output_tok_per_s=mean_estimate([r.output_tok_per_s for r in rep_results if r.output_tok_per_s is not None], method),
+        total_tok_per_s=mean_estimate([r.total_tok_per_s for r in rep_results if r.total_tok_per_s is not None], method),
+        req_per_s=mean_estimate([r.req_per_s for r in rep_results if r.req_per_s is not None], method),
+    )
+    lat = Latency(
+        ttft_ms=distribution([v for e in in_window if (v := latency.ttft_ms(e)) is not None]),
+        itl_ms=distribution([g for e in in_window for g in latency.itl_ms(e)]),
+        tpot_ms=distribution([v for e in in_window if (v := latency.tpot_ms(e)) is not None]),
+        e2e_ms=distribution([latency.e2e_ms(e) for e in in_window]),
+        queue_time_ms=distribution(
+            [v for e in in_window if (v := latency.queue_time_ms(e, ctx.overhead_ms)) is not None]
+        ),
+    )
+    o = Occupancy(
+        slots=ctx.slots,
+        time_weighted_busy_slots=_window_mean(occ["tw"]),
+        time_weighted_source=occ["src"],
+        decode_weighted_busy_slots=_window_mean(occ["dw"]),
+        client_in_flight=_window_mean(occ["cif"]),
+        requests_deferred_max=max(occ["deferred"]) if occ["deferred"] else None,
+    )
+    if ctx.slots:
+        o.time_weighted_fraction = _ratio(o.time_weighted_busy_slots, ctx.slots)
+        o.decode_weighted_fraction = _ratio(o.decode_weighted_busy_slots, ctx.slots)
+        o.client_in_flight_fraction = _ratio(o.client_in_flight, ctx.slots)
+    mem = _memory(_rep_intervals(events, marks), proc_s)
+    little = None
+    if thr.req_per_s.value and lat.e2e_ms.mean:
+        little = littles_law(n, thr.req_per_s.value, lat.e2e_ms.mean)
+    measured = [e for e in events if e.phase == "measured"]
+    counts = Counts(
+        requests_measured=len(measured),
+        requests_ok=sum(1 for e in measured if e.ok),
+        requests_in_window=len(in_window),
+        warmup_requests=sum(1 for e in events if e.phase == "warmup"),
+        retries=sum(e.retries for e in events),
+        errors_by_type=dict(sorted(Counter(e.error.type for e in measured if e.error).items())),
+    )
+    result = LevelResult(
+        concurrency=n, repetitions=rep_results, throughput=thr, latency=lat, occupancy=o,
+        memory=mem, littles_law=little, counts=counts,
+    )
+    result.flags = level_flags(ctx, result, events)
+    result.unavailable = unavailable_figures(ctx, result)
+    return result
+
+
+def _rep_intervals(events: Sequence[RequestEvent], marks: Sequence[LevelMark]) -> list[tuple[int, int]]:
+    """[start, end] of each repetition from its marks, else from its first send and last end."""
+    out = []
+    for rep in sorted({e.repetition for e in events} | {m.repetition for m in marks}):
+        starts = [m.t_ns for m in marks if m.repetition == rep and m.kind == "level_start"]
+        ends = [m.t_ns for m in marks if m.repetition == rep and m.kind == "level_end"]
+        rep_ev = [e for e in events if e.repetition == rep]
+        lo = starts[0] if starts else min((e.sent_ns for e in rep_ev), default=None)
+        hi = ends[0] if ends else max((e.end_ns for e in rep_ev), default=None)
+        if lo is not None and hi is not None:
+            out.append((lo, hi))
+    return out
+
+
+def _memory(intervals: list[tuple[int, int]], proc_s: Sequence[ProcessSample]) -> Memory:
+    """Peaks over every repetition of the level; CPU cores averaged over repetitions."""
+    rss = [v for lo, hi in intervals if (v := memory.peak_rss_bytes(proc_s, lo, hi)) is not None]
+    gpu = [v for lo, hi in intervals if (v := memory.peak_gpu_mem_bytes(proc_s, lo, hi)) is not None]
+    cpu = [v for lo, hi in intervals if (v := memory.server_cpu_utilisation(proc_s, lo, hi)) is not None]
+    return Memory(
+        peak_rss_bytes=max(rss) if rss else None,
+        peak_gpu_mem_bytes=max(gpu) if gpu else None,
+        server_cpu_cores=sum(cpu) / len(cpu) if cpu else None,
+    )
+
+
+def _ratio(value: float | None, slots: int) -> float | None:
+    return None if value is None else value / slots
+
+
+def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent]) -> list[str]:
+    """Stability and validity flags that travel with the level's numbers."""
+    flags: list[str] = []
+    if ctx.slots is not None and ctx.level > ctx.slots:
+        flags.append(f"queue_bound: {ctx.level} streams but {ctx.slots} slots")
+    if ctx.per_slot_ctx is not None and ctx.per_slot_ctx < ctx.prompt_tokens + ctx.output_tokens:
+        flags.append(f"queue_bound: per-slot context {ctx.per_slot_ctx} < prompt+output "
+                     f"{ctx.prompt_tokens + ctx.output_tokens}")
+    if ctx.measured_requests_planned < design_minimum_requests(ctx.level):
+        flags.append(f"few_requests: {ctx.measured_requests_planned} measured per repetition, "
+                     f"design minimum {design_minimum_requests(ctx.level)}")
+    if len(r.repetitions) < ctx.repetitions_planned:
+        flags.append(f"missing_repetitions: {len(r.repetitions)} of {ctx.repetitions_planned}")
+    for rep in r.repetitions:
+        if rep.status != "complete":
+            flags.append(f"repetition_{rep.status}: r{rep.repetition} {rep.status_reason or ''}".strip())
+        if rep.no_window_reason:
+            flags.append(f"no_steady_window: r{rep.repetition} {rep.no_window_reason}")
+    if r.latency.ttft_ms.few_samples or r.latency.e2e_ms.few_samples:
+        flags.append(f"few_samples: p95 from {r.latency.e2e_ms.n} requests (< 100); read its CI")
+    if r.littles_law is not None and not r.littles_law.within_tolerance:
+        flags.append(f"littles_law_mismatch: N={ctx.level} but X·E2E={r.littles_law.n_from_little:.2f} "
+                     f"({r.littles_law.relative_error:.1%} off)")
+    if r.counts.errors_by_type:
+        flags.append("errors: " + ", ".join(f"{k}×{v}" for k, v in r.counts.errors_by_type.items()))
+    if r.counts.retries:
+        flags.append(f"retries: {r.counts.retries} request(s) retried after a dropped connection")
+    if any(not e.token_count_exact for e in events):
+        flags.append("token_count_approximate: the server did not report token ids per chunk")
+    return flags
+
+
+def unavailable_figures(ctx: LevelContext, r: LevelResult) -> dict[str, str]:
+    """Figures that are null because the server cannot provide them (never reported as zero)."""
+    out: dict[str, str] = {}
+    if not ctx.llamacpp:
+        why = "not a llama.cpp server (no /props): llama.cpp-only figure"
+        for key in ("queue_time_ms", "time_weighted_busy_slots", "decode_weighted_busy_slots",
+                    "requests_deferred_max", "slots"):
+            out[key] = why
+    else:
+        if r.occupancy.time_weighted_busy_slots is None:
+            out["time_weighted_busy_slots"] = "no /slots or requests_processing samples in the window"
+        if r.occupancy.decode_weighted_busy_slots is None:
+            out["decode_weighted_busy_slots"] = "fewer than two /metrics samples in the window"
+        if r.latency.queue_time_ms.n == 0:
+            out["queue_time_ms"] = "the server reported no prompt_ms timings"
+    if r.memory.peak_rss_bytes is None:
+        out["peak_rss_bytes"] = "server process not local or not sampled"
+    if r.memory.peak_gpu_mem_bytes is None:
+        out["peak_gpu_mem_bytes"] = "no GPU visible through NVML"
+    return out

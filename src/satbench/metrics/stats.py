@@ -1,0 +1,96 @@
+"""Percentiles and confidence intervals. Never a bare number: n and CI travel with it.
+
+- Percentiles use linear interpolation between order statistics (numpy's default, type 7).
+- A percentile's 95 % CI is distribution-free: the order statistics x(l), x(u) whose ranks
+  come from Binomial(n, p) (l = B⁻¹(0.025), u = B⁻¹(0.975) + 1). When n is too small
+  for a finite upper rank, the CI's upper end is null (unbounded).
+- A mean's CI is Student-t: mean ± t(0.975, n−1)·s/√n.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from pydantic import Field
+from scipy import stats as sps
+
+from satbench.config import Strict
+
+PERCENTILES = (50, 90, 95, 99)
+FEW_SAMPLES = 100
+CONFIDENCE = 0.95
+
+
+class Interval(Strict):
+    low: float | None
+    high: float | None
+
+
+class Distribution(Strict):
+    """Summary of one latency sample (milliseconds unless the field name says otherwise)."""
+
+    n: int
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    ci: dict[str, Interval] = Field(default_factory=dict, description="95 % CI per percentile")
+    few_samples: bool = Field(False, description="fewer than 100 samples: read p95/p99 with their CI")
+
+
+class Estimate(Strict):
+    """A mean with its 95 % CI and how the CI was obtained."""
+
+    value: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int = 0
+    ci_method: str = "none"
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Linear-interpolation percentile (numpy 'linear'); `values` must be non-empty."""
+    return float(np.percentile(np.asarray(values, dtype=float), pct))
+
+
+def percentile_ci(sorted_values: Sequence[float], pct: float) -> Interval:
+    """Order-statistic 95 % CI of the `pct` percentile (see module docstring)."""
+    n = len(sorted_values)
+    p = pct / 100.0
+    alpha = 1.0 - CONFIDENCE
+    lo_rank = int(sps.binom.ppf(alpha / 2, n, p))
+    hi_rank = int(sps.binom.ppf(1 - alpha / 2, n, p)) + 1
+    low = sorted_values[lo_rank - 1] if lo_rank >= 1 else None
+    high = sorted_values[hi_rank - 1] if hi_rank <= n else None
+    return Interval(low=None if low is None else float(low), high=None if high is None else float(high))
+
+
+def distribution(values: Sequence[float]) -> Distribution:
+    """n, mean, p50/p90/p95/p99, max and their CIs; empty input gives n=0 and nulls."""
+    n = len(values)
+    if n == 0:
+        return Distribution(n=0, few_samples=True)
+    ordered = sorted(float(v) for v in values)
+    pcts = {f"p{p}": percentile(ordered, p) for p in PERCENTILES}
+    cis = {f"p{p}": percentile_ci(ordered, p) for p in PERCENTILES}
+    return Distribution(
+        n=n, mean=float(sum(ordered) / n), max=ordered[-1], ci=cis,
+        few_samples=n < FEW_SAMPLES, **pcts,
+    )
+
+
+def mean_estimate(values: Sequence[float], method: str = "t over repetitions") -> Estimate:
+    """Mean with a Student-t 95 % CI; one value gives no CI."""
+    n = len(values)
+    if n == 0:
+        return Estimate(value=None, n=0)
+    mean = float(sum(values) / n)
+    if n == 1:
+        return Estimate(value=mean, n=1, ci_method="none (one value)")
+    sd = float(np.std(np.asarray(values, dtype=float), ddof=1))
+    half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * sd / math.sqrt(n)
+    return Estimate(value=mean, ci_low=mean - half, ci_high=mean + half, n=n, ci_method=method)

@@ -1,0 +1,111 @@
+"""What is behind a URL: llama.cpp (detected through /props) or another OpenAI-compatible server.
+
+Also measures the client↔server round-trip time (the loopback overhead used by the
+queue-time estimate) and offers llama.cpp's /tokenize to the workload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+
+import aiohttp
+
+from satbench.config import Strict
+from satbench.errors import RuntimeStartError
+from satbench.workload import Tokenizer
+
+
+class ServerFacts(Strict):
+    llamacpp: bool
+    total_slots: int | None = None
+    per_slot_ctx: int | None = None
+    build_info: str | None = None
+    model_alias: str | None = None
+    model_path: str | None = None
+    openai_model: str | None = None
+
+
+async def _get_json(session: aiohttp.ClientSession, url: str) -> tuple[int, object]:
+    async with session.get(url) as resp:
+        if resp.status != 200:
+            return resp.status, None
+        try:
+            return 200, await resp.json(content_type=None)
+        except ValueError:
+            return 200, None
+
+
+async def probe_server(session: aiohttp.ClientSession, base_url: str) -> ServerFacts:
+    """GET /props (llama.cpp) and /v1/models; RuntimeStartError if the server cannot be reached."""
+    try:
+        status, props = await _get_json(session, base_url + "/props")
+        if status in (401, 403):
+            raise RuntimeStartError(f"{base_url} refused access (HTTP {status}): check the API key")
+        _, models = await _get_json(session, base_url + "/v1/models")
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        raise RuntimeStartError(f"cannot reach {base_url}: {exc.__class__.__name__}: {exc}") from exc
+    openai_model = None
+    if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
+        first = models["data"][0]
+        openai_model = first.get("id") if isinstance(first, dict) else None
+    if not (isinstance(props, dict) and "total_slots" in props):
+        if models is None:
+            raise RuntimeStartError(f"{base_url} answers neither /props nor /v1/models: not an inference server")
+        return ServerFacts(llamacpp=False, openai_model=openai_model)
+    dgs = props.get("default_generation_settings")
+    per_slot = dgs.get("n_ctx") if isinstance(dgs, dict) else None
+    return ServerFacts(
+        llamacpp=True,
+        total_slots=int(props["total_slots"]),
+        per_slot_ctx=int(per_slot) if isinstance(per_slot, int) else None,
+        build_info=str(props.get("build_info")) if props.get("build_info") is not None else None,
+        model_alias=props.get("model_alias"),
+        model_path=props.get("model_path"),
+        openai_model=openai_model,
+    )
+
+
+async def measure_rtt_ms(session: aiohttp.ClientSession, base_url: str, n: int = 20) -> list[float]:
+    """Round trips of GET /health (or /v1/models when /health is absent), in ms."""
+    out: list[float] = []
+    path = "/health"
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        try:
+            async with session.get(base_url + path) as resp:
+                await resp.read()
+                if resp.status == 404 and path == "/health":
+                    path = "/v1/models"
+                    continue
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            continue
+        out.append((time.perf_counter_ns() - t0) / 1e6)
+    return out
+
+
+def rtt_summary(samples: list[float]) -> tuple[float | None, float | None]:
+    if not samples:
+        return None, None
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return statistics.median(ordered), p95
+
+
+def llamacpp_tokenizer(session: aiohttp.ClientSession, base_url: str) -> Tokenizer:
+    """POST /tokenize {content, add_special} → ids."""
+
+    async def tokenize(text: str, add_special: bool) -> list[int]:
+        try:
+            async with session.post(base_url + "/tokenize",
+                                    json={"content": text, "add_special": add_special}) as resp:
+                body = await resp.json(content_type=None)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            raise RuntimeStartError(f"/tokenize failed: {exc.__class__.__name__}: {exc}") from exc
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            raise RuntimeStartError("/tokenize returned no token list")
+        return tokens
+
+    return tokenize

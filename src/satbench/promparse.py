@@ -1,0 +1,46 @@
+"""Prometheus text exposition → {name: value}. Only satbench's own ParseError escapes."""
+
+from __future__ import annotations
+
+import math
+
+from satbench.errors import ParseError
+
+LLAMACPP_PREFIX = "llamacpp:"
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Every sample line `name[{labels}] value [timestamp]`; comments and blank lines skipped.
+
+    Labelled samples keep their label block in the key (`name{a="b"}`).
+    """
+    out: dict[str, float] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "{" in line:
+            close = line.rfind("}")
+            if close < line.index("{"):
+                raise ParseError(f"/metrics line {lineno}: unclosed label block")
+            name, rest = line[: close + 1], line[close + 1 :].split()
+        else:
+            parts = line.split()
+            name, rest = parts[0], parts[1:]
+        if not rest or len(rest) > 2:
+            raise ParseError(f"/metrics line {lineno}: expected 'name value [timestamp]'")
+        try:
+            value = float(rest[0])
+        except ValueError as exc:
+            raise ParseError(f"/metrics line {lineno}: value {rest[0][:40]!r} is not a number") from exc
+        out[name] = value
+    return out
+
+
+def llamacpp_values(text: str) -> dict[str, float]:
+    """The `llamacpp:*` samples with the prefix removed; NaN/inf values dropped."""
+    return {
+        k[len(LLAMACPP_PREFIX):]: v
+        for k, v in parse_prometheus(text).items()
+        if k.startswith(LLAMACPP_PREFIX) and math.isfinite(v)
+    }

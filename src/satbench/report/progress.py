@@ -1,0 +1,38 @@
+"""Progress bar on stderr while a sweep runs (rich), refreshed a few times a second only."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from satbench.events import RequestEvent
+
+
+class RichProgress:
+    def __init__(self) -> None:
+        self._p = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("errors {task.fields[errors]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+            console=Console(stderr=True), refresh_per_second=4, transient=False,
+        )
+        self._task = None
+        self._errors = 0
+
+    def begin(self, total_requests: int) -> None:
+        self._p.start()
+        self._task = self._p.add_task("starting", total=total_requests, errors=0)
+
+    def level(self, level: int, repetition: int) -> None:
+        if self._task is not None:
+            self._p.update(self._task, description=f"N={level} rep {repetition}")
+
+    def request_done(self, event: RequestEvent) -> None:
+        if self._task is None:
+            return
+        if event.error is not None:
+            self._errors += 1
+        self._p.update(self._task, advance=1, errors=self._errors)
+
+    def end(self) -> None:
+        self._p.stop()

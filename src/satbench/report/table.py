@@ -1,0 +1,90 @@
+"""Terminal rendering of results: one rich table per lane, flags listed under it."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from satbench.metrics.level import LevelResult
+from satbench.metrics.stats import Distribution, Estimate
+from satbench.results import LaneResult, ResultsFile
+
+
+def _est(e: Estimate, digits: int = 1) -> str:
+    if e.value is None:
+        return "n/a"
+    if e.ci_low is None or e.ci_high is None:
+        return f"{e.value:.{digits}f}"
+    return f"{e.value:.{digits}f} ±{(e.ci_high - e.ci_low) / 2:.{digits}f}"
+
+
+def _pct(d: Distribution, key: str, digits: int = 0) -> str:
+    v = getattr(d, key)
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def _p50_p95(d: Distribution, digits: int = 0) -> str:
+    """"p50/p95", with * when p95 comes from < 100 samples (its CI is listed under the table)."""
+    return f"{_pct(d, 'p50', digits)}/{_pct(d, 'p95', digits)}{'*' if d.few_samples and d.n else ''}"
+
+
+def _num(v: float | None, fmt: str = "{:.2f}") -> str:
+    return "n/a" if v is None else fmt.format(v)
+
+
+def lane_table(lane: LaneResult) -> Table:
+    rt = lane.runtime
+    title = (f"lane {lane.lane}: {lane.model.path or rt.model_alias or 'remote model'}"
+             f"{' (SYNTHETIC weights)' if lane.model.synthetic else ''} · {rt.kind}"
+             f" · slots {rt.total_slots if rt.total_slots is not None else 'n/a'}"
+             f" · prompt {lane.workload.prompt_tokens} / output {lane.workload.output_tokens} tokens")
+    t = Table(title=title, title_justify="left")
+    for col in ("N", "out tok/s", "req/s", "TTFT p50/p95", "ITL p50/p95", "TPOT p50",
+                "E2E p50/p95", "queue p50", "slots t/d/c", "RSS MiB", "flags"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for lv in lane.levels:
+        t.add_row(*_row(lv))
+    return t
+
+
+def _row(lv: LevelResult) -> list[str]:
+    lat, occ = lv.latency, lv.occupancy
+    rss = lv.memory.peak_rss_bytes
+    return [
+        str(lv.concurrency),
+        _est(lv.throughput.output_tok_per_s),
+        _est(lv.throughput.req_per_s, 2),
+        _p50_p95(lat.ttft_ms), _p50_p95(lat.itl_ms, 1), _pct(lat.tpot_ms, "p50", 1),
+        _p50_p95(lat.e2e_ms), _pct(lat.queue_time_ms, "p50"),
+        "/".join(_num(v, "{:.1f}") for v in (occ.time_weighted_busy_slots,
+                                               occ.decode_weighted_busy_slots, occ.client_in_flight)),
+        "n/a" if rss is None else f"{rss / 2**20:.0f}",
+        str(len(lv.flags)) if lv.flags else "-",
+    ]
+
+
+def _ci_note(name: str, d: Distribution) -> str | None:
+    ci = d.ci.get("p95")
+    if not d.few_samples or not d.n or ci is None:
+        return None
+    lo = "?" if ci.low is None else f"{ci.low:.0f}"
+    hi = "unbounded" if ci.high is None else f"{ci.high:.0f}"
+    return f"{name} p95 {d.p95:.0f} ms from n={d.n}, 95% CI [{lo}, {hi}]"
+
+
+def print_results(results: ResultsFile, console: Console | None = None) -> None:
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=max(console.width, 132))
+    for lane in results.lanes:
+        console.print(lane_table(lane))
+        console.print("latencies in ms; * = p95 from < 100 samples (CI below); slots t/d/c = busy slots "
+                      "time-weighted / decode-weighted / client in-flight; queue = TTFT − prompt_ms − RTT "
+                      "(an estimate: llama.cpp stamps no queue time)", markup=False, highlight=False)
+        for lv in lane.levels:
+            notes = [_ci_note("TTFT", lv.latency.ttft_ms), _ci_note("E2E", lv.latency.e2e_ms)]
+            for line in [n for n in notes if n] + lv.flags:
+                console.print(f"  N={lv.concurrency}: {line}", markup=False, highlight=False)
+    if results.status != "complete":
+        console.print(f"run status: {results.status} — {results.status_reason}", markup=False)

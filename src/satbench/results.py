@@ -1,0 +1,89 @@
+"""results.json: the versioned, schema-validated product of `analyze` (DESIGN.md §8)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+from pydantic import Field
+
+from satbench.config import ServerParams, Strict, WorkloadConfig
+from satbench.errors import RunDirError
+from satbench.manifest import ModelInfo, Provenance, RuntimeInfo, write_json_atomic
+from satbench.metrics.level import LevelResult
+
+RESULTS_FILE = "results.json"
+RESULTS_SCHEMA_VERSION = "1.0"
+SCHEMA_ID = "https://satbench.dev/schema/results/1.0.json"
+
+DEFINITIONS = {
+    "ttft_ms": "first chunk carrying >=1 generated token - sent_ns",
+    "itl_ms": "gap between consecutive token-carrying chunks / tokens in the later chunk; pooled over requests",
+    "tpot_ms": "(E2E - TTFT) / (output tokens - 1), per request",
+    "e2e_ms": "end_ns - sent_ns",
+    "queue_time_ms": "estimate: max(0, TTFT - server prompt_ms - median loopback RTT); llama.cpp has no queue stamp",
+    "output_tok_per_s": "output tokens with chunk time inside the steady window / window length",
+    "total_tok_per_s": "(prompt tokens of requests whose first token is in the window + output tokens in window) / window length",
+    "req_per_s": "successful measured requests completing inside the window / window length",
+    "steady_window": "from the moment every stream has a token of a measured request to the first completion after the last request was issued",
+    "latency_sample": "successful measured requests completing inside the steady window, pooled over repetitions",
+    "time_weighted_busy_slots": "time-weighted mean of busy slots from /slots (or requests_processing) samples in the window",
+    "decode_weighted_busy_slots": "delta(n_busy_slots_per_decode * n_decode_total) / delta(n_decode_total) over the window",
+    "client_in_flight": "time-weighted mean of requests between sent_ns and end_ns in the window",
+    "percentiles": "linear interpolation; 95% CI from binomial order statistics; mean CI Student-t over repetitions",
+    "littles_law": "N vs req_per_s * mean E2E; flagged beyond 5%",
+}
+
+
+class LaneResult(Strict):
+    lane: str
+    model: ModelInfo
+    runtime: RuntimeInfo
+    workload: WorkloadConfig
+    server_params: ServerParams
+    levels: list[LevelResult]
+
+
+class ResultsFile(Strict):
+    schema_version: str = RESULTS_SCHEMA_VERSION
+    run_id: str
+    status: str
+    status_reason: str | None = None
+    started_at: str
+    finished_at: str | None = None
+    command_line: list[str]
+    provenance: Provenance
+    definitions: dict[str, str] = Field(default_factory=lambda: dict(DEFINITIONS))
+    lanes: list[LaneResult]
+
+
+def results_json_schema() -> dict:
+    """The published JSON Schema of results.json (`satbench schema results`)."""
+    schema = ResultsFile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = SCHEMA_ID
+    schema["title"] = f"satbench results {RESULTS_SCHEMA_VERSION}"
+    return schema
+
+
+def render_results(results: ResultsFile) -> str:
+    """Deterministic text of results.json (same input → same bytes)."""
+    return json.dumps(results.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def validate_results_text(text: str) -> None:
+    """Check results.json text against the published schema; RunDirError if it does not hold."""
+    try:
+        jsonschema.validate(json.loads(text), results_json_schema())
+    except (ValueError, jsonschema.ValidationError) as exc:
+        msg = getattr(exc, "message", str(exc))
+        raise RunDirError(f"results.json does not match its schema: {msg}") from exc
+
+
+def write_results(run_dir: Path, results: ResultsFile) -> Path:
+    text = render_results(results)
+    validate_results_text(text)
+    path = run_dir / RESULTS_FILE
+    write_json_atomic(path, text)
+    return path

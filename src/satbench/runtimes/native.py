@@ -1,0 +1,87 @@
+"""Native runtime: a `llama-server` binary started and stopped by satbench, on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from satbench.config import ServerParams
+from satbench.errors import RuntimeStartError, UserError
+from satbench.runtimes.base import Runtime, free_loopback_port, llama_server_flags
+from satbench.runtimes.logscan import failure_reason_from_file
+
+
+class NativeRuntime(Runtime):
+    kind = "native"
+
+    def __init__(self, server_bin: str, model_path: str, params: ServerParams, n_parallel: int,
+                 n_ctx: int, workdir: Path, startup_timeout_s: float = 180.0) -> None:
+        super().__init__()
+        if not (os.path.isfile(server_bin) and os.access(server_bin, os.X_OK)):
+            raise UserError(f"--server-bin {server_bin}: not an executable file")
+        self.server_bin, self.model_path = server_bin, model_path
+        self.timeout_s = startup_timeout_s
+        self.log_path = workdir / "server.log"
+        self.server_args = llama_server_flags(params, n_parallel, n_ctx) + ["--metrics", "--slots"]
+        self._proc: subprocess.Popen | None = None
+        self._version: str | None = None
+
+    def name_and_version(self) -> tuple[str, str | None]:
+        if self._version is None:
+            try:
+                out = subprocess.run([self.server_bin, "--version"], capture_output=True, text=True,
+                                     timeout=20)
+                lines = (out.stdout + out.stderr).strip().splitlines()
+                self._version = next((ln for ln in lines if ln.startswith("version")), lines[0] if lines else None)
+            except (OSError, subprocess.TimeoutExpired):
+                self._version = None
+        return f"llama-server binary ({self.server_bin})", self._version
+
+    def start(self) -> None:
+        port = free_loopback_port()
+        cmd = [self.server_bin, "--model", self.model_path, "--host", "127.0.0.1",
+               "--port", str(port), *self.server_args]
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid = self._proc.pid
+        self.base_url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            code = self._proc.poll()
+            if code is not None:
+                reason = failure_reason_from_file(self.log_path) or f"exit code {code}"
+                raise RuntimeStartError(f"llama-server failed to start (exit {code}): {reason}")
+            if _healthy(self.base_url):
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeStartError(f"llama-server did not become healthy within {self.timeout_s:.0f} s "
+                                f"(log: {self.log_path})")
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _healthy(base_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(base_url + "/health", timeout=1.0) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False

@@ -1,0 +1,54 @@
+"""URL runtime: a server someone else runs. Nothing to start or stop; credentials never leave here."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from satbench.errors import UserError
+from satbench.runtimes.base import Runtime
+
+
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """(URL without user:password, the password or None). Rejects anything but http(s)://host[:port]."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise UserError(f"--url {redact_url(url)}: expected http://HOST:PORT or https://HOST:PORT")
+    try:
+        port = parsed.port
+    except ValueError as exc:
+        raise UserError(f"--url {redact_url(url)}: the port is not a number") from exc
+    host = parsed.hostname if ":" not in parsed.hostname else f"[{parsed.hostname}]"
+    netloc = host + (f":{port}" if port else "")
+    clean = urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path.rstrip("/"), "", ""))
+    return clean, parsed.password
+
+
+def redact_url(url: str) -> str:
+    """The URL with any user:password replaced by ***."""
+    parsed = urllib.parse.urlsplit(url)
+    if "@" not in parsed.netloc:
+        return url
+    return urllib.parse.urlunsplit((parsed.scheme, "***@" + parsed.netloc.rsplit("@", 1)[1],
+                                    parsed.path, parsed.query, parsed.fragment))
+
+
+def is_loopback(url: str) -> bool:
+    host = urllib.parse.urlsplit(url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+class UrlRuntime(Runtime):
+    kind = "url"
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.base_url, self.url_password = split_credentials(url)
+
+    def name_and_version(self) -> tuple[str, str | None]:
+        return "remote server (given by --url)", None
+
+    def start(self) -> None:
+        """Nothing to start; reachability is checked by the probe."""
+
+    def stop(self) -> None:
+        """Not ours to stop."""

@@ -1,0 +1,165 @@
+"""Server sampler: /metrics, /slots and the server process, each in its own task, ≥10 Hz.
+
+Only this module scrapes /metrics (its `*_tokens_seconds` gauges reset at every scrape, so
+two pollers would corrupt each other). An endpoint that fails is recorded as such; after a
+run of failures its poller stops and the figures it feeds are reported as unavailable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Callable
+
+import aiohttp
+import psutil
+
+from satbench.errors import ParseError
+from satbench.events import JsonlWriter, MetricsSample, ProcessSample, SlotsSample
+from satbench.gpu import NvmlGpus
+from satbench.promparse import llamacpp_values
+
+MAX_CONSECUTIVE_FAILURES = 20
+
+
+def parse_slots(payload: object) -> tuple[int, list[int], dict[int, int]]:
+    """/slots JSON → (n_slots, busy slot ids, tokens decoded per busy slot)."""
+    if not isinstance(payload, list):
+        raise ParseError("/slots did not return a JSON list")
+    busy, decoded = [], {}
+    for slot in payload:
+        if not isinstance(slot, dict) or not isinstance(slot.get("id"), int):
+            raise ParseError("/slots entry without an integer id")
+        if slot.get("is_processing"):
+            busy.append(slot["id"])
+            nxt = slot.get("next_token")
+            if isinstance(nxt, list) and nxt and isinstance(nxt[0], dict):
+                n = nxt[0].get("n_decoded")
+                if isinstance(n, int):
+                    decoded[slot["id"]] = n
+    return len(payload), sorted(busy), decoded
+
+
+class ServerSampler:
+    """Polls until `stop()`; every sample goes straight to `server_samples.jsonl`."""
+
+    def __init__(
+        self, base_url: str, lane: str, writer: JsonlWriter, *, interval_s: float = 0.1,
+        llamacpp: bool = True, pid: int | None = None, gpus: NvmlGpus | None = None,
+        headers: dict[str, str] | None = None, timeout_s: float = 2.0,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.lane, self.writer, self.interval_s = lane, writer, interval_s
+        self.llamacpp, self.pid, self.gpus, self.clock = llamacpp, pid, gpus, clock
+        self._headers = headers or {}
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._tasks: list[asyncio.Task] = []
+        self._session: aiohttp.ClientSession | None = None
+        self.disabled: dict[str, str] = {}
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
+        if self.llamacpp:
+            self._tasks.append(asyncio.create_task(self._loop("metrics", self._metrics)))
+            self._tasks.append(asyncio.create_task(self._loop("slots", self._slots)))
+        if self.pid is not None or self.gpus is not None:
+            self._tasks.append(asyncio.create_task(self._loop("process", self._process)))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _loop(self, name: str, poll: Callable) -> None:
+        """Tick on an absolute schedule (no drift); a slow answer skips ticks, never piles up."""
+        next_t = time.monotonic()
+        failures = 0
+        while True:
+            ok = await poll()
+            failures = 0 if ok else failures + 1
+            if failures >= MAX_CONSECUTIVE_FAILURES:
+                self.disabled[name] = f"{failures} consecutive failures; stopped polling"
+                return
+            next_t += self.interval_s
+            now = time.monotonic()
+            if next_t < now:
+                next_t = now
+            await asyncio.sleep(next_t - now)
+
+    async def _get(self, path: str) -> tuple[int, str]:
+        assert self._session is not None
+        async with self._session.get(self.base_url + path) as resp:
+            return resp.status, await resp.text()
+
+    async def _metrics(self) -> bool:
+        sent = self.clock()
+        try:
+            status, text = await self._get("/metrics")
+            if status != 200:
+                raise ParseError(f"/metrics answered HTTP {status}")
+            values = llamacpp_values(text)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError) as exc:
+            self.writer.write(MetricsSample(lane=self.lane, sent_ns=sent, t_ns=self.clock(),
+                                            error=_describe(exc)))
+            return False
+        self.writer.write(MetricsSample(lane=self.lane, sent_ns=sent, t_ns=self.clock(), values=values))
+        return True
+
+    async def _slots(self) -> bool:
+        sent = self.clock()
+        try:
+            status, text = await self._get("/slots")
+            if status != 200:
+                raise ParseError(f"/slots answered HTTP {status}")
+            try:
+                payload = json.loads(text)
+            except ValueError as exc:
+                raise ParseError("/slots is not JSON") from exc
+            n, busy, decoded = parse_slots(payload)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError) as exc:
+            self.writer.write(SlotsSample(lane=self.lane, sent_ns=sent, t_ns=self.clock(),
+                                          error=_describe(exc)))
+            return False
+        self.writer.write(SlotsSample(lane=self.lane, sent_ns=sent, t_ns=self.clock(), n_slots=n,
+                                      busy_ids=busy, n_decoded=decoded))
+        return True
+
+    async def _process(self) -> bool:
+        sample = ProcessSample(lane=self.lane, t_ns=self.clock())
+        try:
+            if self.pid is not None:
+                sample.rss_bytes, sample.cpu_seconds = process_tree_usage(self.pid)
+            if self.gpus is not None:
+                sample.gpu_mem_used_bytes = self.gpus.memory_used_bytes()
+        except (psutil.Error, OSError) as exc:
+            sample.error = _describe(exc)
+        except Exception as exc:  # noqa: BLE001 - NVML raises its own types; keep sampling
+            sample.error = _describe(exc)
+        self.writer.write(sample)
+        return sample.error is None
+
+
+def process_tree_usage(pid: int) -> tuple[int, float]:
+    """(RSS bytes, user+system CPU seconds) of a process and all its descendants."""
+    root = psutil.Process(pid)
+    procs = [root] + root.children(recursive=True)
+    rss, cpu = 0, 0.0
+    for p in procs:
+        try:
+            rss += p.memory_info().rss
+            t = p.cpu_times()
+            cpu += t.user + t.system
+        except psutil.NoSuchProcess:
+            continue
+    return rss, cpu
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{exc.__class__.__name__}: {text}"[:300] if text else exc.__class__.__name__

@@ -1,0 +1,149 @@
+"""Server-sent events: split a byte stream into `data:` payloads, then read what each says.
+
+Two layers, both pure functions of their input so they can be fuzzed:
+- `SseSplitter.feed(bytes)` returns the complete `data` payloads seen so far;
+- `interpret_native` / `interpret_openai` turn one payload into a `StreamUpdate`.
+Anything malformed raises `ParseError` (satbench's own), never a third-party error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from satbench.errors import ParseError
+
+MAX_EVENT_BYTES = 8 * 1024 * 1024
+
+
+class SseSplitter:
+    """Incremental SSE framing (WHATWG): events end at a blank line; `data:` lines join with \\n.
+
+    Comment lines (starting with ':') and fields other than `data` are ignored.
+    """
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._data: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        self._buf += chunk
+        out: list[bytes] = []
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl < 0:
+                if len(self._buf) > MAX_EVENT_BYTES:
+                    raise ParseError("SSE line longer than 8 MiB without a newline")
+                return out
+            line = self._buf[:nl]
+            self._buf = self._buf[nl + 1 :]
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line:
+                if self._data:
+                    out.append(b"\n".join(self._data))
+                    self._data = []
+                continue
+            if line.startswith(b":"):
+                continue
+            field, _, value = line.partition(b":")
+            if field == b"data":
+                self._data.append(value[1:] if value.startswith(b" ") else value)
+
+    def finish(self) -> list[bytes]:
+        """Payloads left when the stream closed without a final blank line."""
+        rest = self.feed(b"\n\n") if (self._buf or self._data) else []
+        self._buf = b""
+        return rest
+
+
+@dataclass(slots=True)
+class StreamUpdate:
+    """What one payload contributes: tokens, and for the final one, the server's summary."""
+
+    n_tokens: int = 0
+    exact: bool = True
+    final: bool = False
+    done_marker: bool = False
+    slot_id: int | None = None
+    timings: dict | None = None
+    usage_completion_tokens: int | None = None
+    usage_prompt_tokens: int | None = None
+    error: str | None = None
+
+
+def _load(payload: bytes) -> dict:
+    try:
+        obj = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ParseError(f"stream event is not JSON: {payload[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise ParseError(f"stream event is not a JSON object: {payload[:80]!r}")
+    return obj
+
+
+def _error_text(obj: dict) -> str | None:
+    err = obj.get("error")
+    if err is None:
+        return None
+    if isinstance(err, dict):
+        return str(err.get("message") or err.get("type") or err)
+    return str(err)
+
+
+def _int_or_none(value: object) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    raise ParseError(f"expected an integer, got {value!r}")
+
+
+def interpret_native(payload: bytes) -> StreamUpdate:
+    """llama.cpp `/completion` event: `tokens` (ids in this chunk), `stop`, `timings`, `id_slot`."""
+    obj = _load(payload)
+    err = _error_text(obj)
+    if err is not None:
+        return StreamUpdate(error=err)
+    tokens = obj.get("tokens")
+    if isinstance(tokens, list):
+        n, exact = len(tokens), True
+    else:
+        n, exact = (1 if obj.get("content") else 0), False
+    upd = StreamUpdate(n_tokens=n, exact=exact)
+    if obj.get("stop") is True:
+        upd.final = True
+        upd.slot_id = _int_or_none(obj.get("id_slot"))
+        timings = obj.get("timings")
+        upd.timings = timings if isinstance(timings, dict) else None
+        upd.usage_completion_tokens = _int_or_none(obj.get("tokens_predicted"))
+        upd.usage_prompt_tokens = _int_or_none(obj.get("tokens_evaluated"))
+    return upd
+
+
+def interpret_openai(payload: bytes) -> StreamUpdate:
+    """OpenAI `/v1/completions` chunk: `choices[0].text`; `usage` (+ llama.cpp `timings`); [DONE]."""
+    if payload.strip() == b"[DONE]":
+        return StreamUpdate(done_marker=True)
+    obj = _load(payload)
+    err = _error_text(obj)
+    if err is not None:
+        return StreamUpdate(error=err)
+    upd = StreamUpdate(exact=False)
+    choices = obj.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        text = choices[0].get("text")
+        if text is None and isinstance(choices[0].get("delta"), dict):
+            text = choices[0]["delta"].get("content")
+        upd.n_tokens = 1 if text else 0
+        if choices[0].get("finish_reason"):
+            upd.final = True
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        upd.final = True
+        upd.usage_completion_tokens = _int_or_none(usage.get("completion_tokens"))
+        upd.usage_prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
+    timings = obj.get("timings")
+    if isinstance(timings, dict):
+        upd.timings = timings
+    return upd

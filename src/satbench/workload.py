@@ -1,0 +1,92 @@
+"""Requests of a sweep: fixed prompt and output lengths, a unique prefix per request.
+
+When the server can tokenize (llama.cpp's `/tokenize`), prompts are token-id lists of
+exactly `prompt_tokens` ids: a unique text prefix (tokenized with BOS) followed by filler
+tokens. Elsewhere the prompt is text of about `prompt_tokens` words and the real count
+comes back in the server's `usage`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Awaitable, Callable, Literal
+
+from satbench.client import CompletionRequest
+from satbench.config import WorkloadConfig
+from satbench.errors import UserError
+
+Tokenizer = Callable[[str, bool], Awaitable[list[int]]]  # (text, add_special) -> ids
+Phase = Literal["warmup", "measured"]
+
+FILLER_TEXT = (
+    "The river ran past the old mill and under the stone bridge where the children of the "
+    "village met each morning before school to trade stories about the weather, the harvest, "
+    "the travelling market and the strange lights that some of them said they had seen above "
+    "the hills during the long summer nights when nobody could sleep because of the heat. "
+)
+
+
+class WorkloadBuilder:
+    """Builds the `CompletionRequest`s of every level; one instance per lane and run."""
+
+    def __init__(self, cfg: WorkloadConfig, tokenizer: Tokenizer | None, run_nonce: str) -> None:
+        self.cfg = cfg
+        self._tokenize = tokenizer
+        self._nonce = run_nonce
+        self._filler: list[int] = []
+
+    @property
+    def exact_prompt_length(self) -> bool:
+        return self._tokenize is not None
+
+    async def prepare(self) -> None:
+        """Tokenize the filler once (no BOS), so every prompt is cut from the same tokens."""
+        if self._tokenize is None:
+            return
+        text = FILLER_TEXT * (1 + self.cfg.prompt_tokens // 40)
+        self._filler = await self._tokenize(text, False)
+        if not self._filler:
+            raise UserError("the server tokenized the filler text to zero tokens")
+
+    def request_id(self, lane: str, level: int, repetition: int, phase: Phase, seq: int) -> str:
+        return f"{self._nonce}-{lane}-n{level}-r{repetition}-{phase[0]}{seq}"
+
+    async def build(
+        self, lane: str, level: int, repetition: int, phase: Phase, count: int
+    ) -> list[CompletionRequest]:
+        """`count` requests for one level repetition and phase, each with its own id."""
+        out = []
+        for seq in range(count):
+            rid = self.request_id(lane, level, repetition, phase, seq)
+            out.append(await self._one(rid))
+        return out
+
+    async def _one(self, request_id: str) -> CompletionRequest:
+        n_prompt, n_out = self.cfg.prompt_tokens, self.cfg.output_tokens
+        prefix_text = "" if self.cfg.shared_prefix else f"[{request_id}] "
+        if self._tokenize is None:
+            prompt: str | list[int] = prefix_text + _words(n_prompt - len(prefix_text.split()))
+        else:
+            prefix = await self._tokenize(prefix_text, True)
+            if len(prefix) >= n_prompt:
+                raise UserError(
+                    f"--prompt-tokens {n_prompt} is too small for the unique request prefix "
+                    f"({len(prefix)} tokens); use at least {len(prefix) + 8}"
+                )
+            prompt = prefix + _cycle(self._filler, n_prompt - len(prefix))
+        return CompletionRequest(
+            request_id=request_id,
+            prompt=prompt,
+            prompt_tokens=n_prompt,
+            max_tokens=n_out,
+            cache_prompt=self.cfg.shared_prefix,
+        )
+
+
+def _cycle(items: list, n: int) -> list:
+    """The first `n` items of `items` repeated end to end."""
+    return list(itertools.islice(itertools.cycle(items), n))
+
+
+def _words(n: int) -> str:
+    return " ".join(_cycle(FILLER_TEXT.split(), max(n, 1)))
