@@ -46,15 +46,23 @@ class _Shared:
     done: list[RequestEvent] = field(default_factory=list)
 
 
+def server_timings(raw: dict) -> ServerTimings:
+    """The numeric timing fields we keep; anything non-numeric from the server becomes null."""
+    kept: dict[str, float | int | None] = {}
+    for key, ftype in (("cache_n", int), ("prompt_n", int), ("prompt_ms", float),
+                       ("predicted_n", int), ("predicted_ms", float)):
+        v = raw.get(key)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+        kept[key] = ftype(v) if ok else None
+    return ServerTimings(**kept)
+
+
 def to_event(
     plan: LevelPlan, stream: int, seq: int, phase: str, req: CompletionRequest,
     targeted_ns: int, out: StreamOutcome,
 ) -> RequestEvent:
     """Translate the client's outcome into the raw record (no derived values)."""
-    timings = None
-    if out.timings:
-        keys = ServerTimings.model_fields.keys()
-        timings = ServerTimings(**{k: out.timings.get(k) for k in keys})
+    timings = server_timings(out.timings) if out.timings else None
     error = None
     if out.error_type is not None:
         error = RequestErrorInfo(

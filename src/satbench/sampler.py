@@ -76,6 +76,12 @@ class ServerSampler:
             await self._session.close()
             self._session = None
 
+    async def snapshot(self) -> None:
+        """One process sample now (the sweep takes one at every level boundary, so even a level
+        shorter than the sampling period has its memory figures)."""
+        if self.pid is not None or self.gpus is not None:
+            await self._process()
+
     async def _loop(self, name: str, poll: Callable) -> None:
         """Tick on an absolute schedule (no drift); a slow answer skips ticks, never piles up."""
         next_t = time.monotonic()

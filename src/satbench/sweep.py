@@ -206,7 +206,7 @@ class Sweep:
             await sampler.start()
             try:
                 async with client:
-                    await self._levels(client, workload, events, runtime)
+                    await self._levels(client, workload, events, runtime, sampler)
             finally:
                 await sampler.stop()
                 events.close()
@@ -214,7 +214,7 @@ class Sweep:
                 self.progress.end()
 
     async def _levels(self, client: StreamClient, workload: WorkloadBuilder, sink: JsonlWriter,
-                      runtime: Runtime) -> None:
+                      runtime: Runtime, sampler: ServerSampler) -> None:
         cfg = self.cfg
         for rep in range(1, cfg.repetitions + 1):
             for n in cfg.levels:
@@ -224,7 +224,9 @@ class Sweep:
                     warmup=await workload.build(cfg.lane, n, rep, "warmup", n * cfg.warmup_per_stream),
                     measured=await workload.build(cfg.lane, n, rep, "measured", cfg.measured_requests(n)),
                 )
+                await sampler.snapshot()
                 end: LevelMark = await run_level(client, plan, sink, on_done=self.progress.request_done)
+                await sampler.snapshot()
                 if end.status == "failed":
                     why = "the server process exited" if not runtime.alive() else end.reason
                     raise ServerGoneError(f"level {n} (repetition {rep}) failed: {why}")

@@ -1,0 +1,77 @@
+"""A whole level from hand-made records: Little's law, flags, and what is unavailable."""
+
+import pytest
+
+from satbench.metrics.level import LevelContext, summarize_level
+from tests.builders import ev, mark, metrics, slots
+
+
+def ctx(**kw):
+    base = dict(lane="default", level=1, repetitions_planned=1, measured_requests_planned=32,
+                slots=1, per_slot_ctx=256, prompt_tokens=16, output_tokens=3, overhead_ms=0.0,
+                llamacpp=True)
+    base.update(kw)
+    return LevelContext(**base)
+
+
+def closed_loop_n1(n_requests: int = 5):
+    """One stream, 100 ms per request: TTFT 40, then 2 tokens 30 ms apart."""
+    events = [ev(phase="warmup", sent_ms=0, chunks_ms=[40, 70, 100])]
+    for i in range(n_requests):
+        t0 = 100 * (i + 1)
+        events.append(ev(seq=i, sent_ms=t0, targeted_ms=t0, chunks_ms=[t0 + 40, t0 + 70, t0 + 100],
+                         prompt_ms=30.0, prompt_n=16))
+    return events
+
+
+def test_level_metrics_exact_on_a_scripted_closed_loop():
+    events = closed_loop_n1()
+    marks = [mark("level_start", 0), mark("level_end", 600)]
+    samples = [slots(t, [0], n=1) for t in range(0, 700, 100)]
+    samples += [metrics(150, n_busy_slots_per_decode=1.0, n_decode_total=10),
+                metrics(550, n_busy_slots_per_decode=1.0, n_decode_total=22)]
+    r = summarize_level(ctx(), events, marks, samples)
+    # window: first measured token 140 → first completion after the last issue (500) = 600
+    rep = r.repetitions[0]
+    assert rep.window_s == pytest.approx(0.460)
+    assert r.latency.ttft_ms.p50 == pytest.approx(40.0)
+    assert r.latency.itl_ms.p50 == pytest.approx(30.0)
+    assert r.latency.tpot_ms.p50 == pytest.approx(30.0)
+    assert r.latency.e2e_ms.mean == pytest.approx(100.0)
+    assert r.latency.queue_time_ms.p50 == pytest.approx(10.0)  # 40 - 30 - 0
+    assert r.occupancy.time_weighted_busy_slots == pytest.approx(1.0)
+    assert r.occupancy.decode_weighted_busy_slots == pytest.approx(1.0)
+    # requests completing in [140, 600]: those ending at 200..600 → 5 requests / 0.46 s
+    assert r.throughput.req_per_s.value == pytest.approx(5 / 0.46)
+    assert r.littles_law is not None
+    assert r.littles_law.n_from_little == pytest.approx(5 / 0.46 * 0.1)
+
+
+def test_littles_law_mismatch_is_flagged():
+    events = closed_loop_n1()
+    r = summarize_level(ctx(), events, [mark("level_start", 0), mark("level_end", 600)], [])
+    assert any(f.startswith("littles_law_mismatch") for f in r.flags)  # 1.087 vs 1 is 8.7 % off
+    assert r.littles_law.within_tolerance is False
+
+
+def test_flags_for_queue_bound_few_requests_errors_and_retries():
+    events = closed_loop_n1()
+    events.append(ev(seq=9, sent_ms=550, chunks_ms=[560], error="timeout", retries=1))
+    r = summarize_level(ctx(level=2, slots=1, per_slot_ctx=10, measured_requests_planned=5),
+                        events, [mark("level_start", 0, level=2)], [])
+    text = " | ".join(r.flags)
+    assert "queue_bound: 2 streams but 1 slots" in text
+    assert "per-slot context 10 < prompt+output 19" in text
+    assert "few_requests" in text
+    assert "errors: timeout×1" in text
+    assert "retries" in text
+    assert "repetition_incomplete" in text
+    assert r.counts.errors_by_type == {"timeout": 1}
+
+
+def test_llamacpp_only_figures_are_unavailable_not_zero_on_other_servers():
+    r = summarize_level(ctx(llamacpp=False, slots=None), closed_loop_n1(), [], [])
+    assert r.occupancy.time_weighted_busy_slots is None
+    assert r.occupancy.decode_weighted_busy_slots is None
+    assert "not a llama.cpp server" in r.unavailable["decode_weighted_busy_slots"]
+    assert "no GPU" in r.unavailable["peak_gpu_mem_bytes"]

@@ -1,0 +1,81 @@
+"""CLI: flags map onto typed config; user errors print one line and exit non-zero."""
+
+import json
+
+import pytest
+
+from satbench.cli import build_parser, main, sweep_config
+
+
+def cfg_of(*argv):
+    return sweep_config(build_parser().parse_args(["sweep", *argv]))
+
+
+def test_defaults_are_the_embedded_builtin_model_at_1_2_4_8():
+    cfg = cfg_of()
+    assert cfg.levels == [1, 2, 4, 8]
+    assert cfg.runtime.kind == "embedded" and cfg.runtime.model == "builtin:gemma3-270m"
+    assert cfg.runtime.model_dir.endswith(".satbench/models")
+    assert cfg.slots_wanted() == 8
+    assert cfg.ctx_wanted() >= 8 * (cfg.workload.prompt_tokens + cfg.workload.output_tokens)
+
+
+def test_llama_server_knobs_and_workload_flags():
+    cfg = cfg_of("--model", "m.gguf", "--concurrency", "1,2,4,8,16", "--prompt-tokens", "256",
+                 "--output-tokens", "128", "--requests-per-level", "64", "--repetitions", "3",
+                 "--parallel", "16", "--ctx-size", "8192", "--batch-size", "1024", "--ubatch-size", "256",
+                 "--threads", "2", "--n-gpu-layers", "99")
+    assert cfg.levels == [1, 2, 4, 8, 16] and cfg.measured_requests(16) == 64
+    s = cfg.server
+    assert (s.n_parallel, s.n_ctx, s.n_batch, s.n_ubatch, s.n_threads, s.n_gpu_layers) == (16, 8192, 1024, 256, 2, 99)
+    assert cfg.ctx_wanted() == 8192
+
+
+def test_default_request_count_follows_the_design_minimum():
+    cfg = cfg_of()
+    assert [cfg.measured_requests(n) for n in (1, 2, 4, 8, 16)] == [32, 32, 32, 64, 128]
+
+
+def test_model_dir_from_environment(monkeypatch):
+    monkeypatch.setenv("SATBENCH_MODEL_DIR", "/big/disk/models")
+    assert cfg_of().runtime.model_dir == "/big/disk/models"
+    assert cfg_of("--model-dir", "/x").runtime.model_dir == "/x"
+
+
+def test_url_and_server_bin_select_the_runtime():
+    assert cfg_of("--url", "http://127.0.0.1:8080").runtime.kind == "url"
+    assert cfg_of("--server-bin", "/bin/llama-server", "--model", "m.gguf").runtime.kind == "native"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["sweep", "--concurrency", "1,0"], "positive integers"),
+    (["sweep", "--concurrency", "1,x"], "integers"),
+    (["sweep", "--concurrency", "2,2"], "repeat"),
+    (["sweep", "--prompt-tokens", "3"], "prompt_tokens"),
+    (["sweep", "--url", "http://h:1", "--model", "m.gguf"], "cannot be combined"),
+    (["sweep", "--bogus"], "unrecognized arguments"),
+    (["sweep", "--model", "/nonexistent/model.gguf", "-o", "{tmp}/run"], "does not exist"),
+    (["analyze", "{tmp}/nothing"], "not a satbench run directory"),
+])
+def test_user_errors_are_one_line_and_non_zero(argv, needle, capsys, tmp_path):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code != 0
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+
+
+def test_not_a_gguf_file(tmp_path, capsys):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"NOPE" + b"\0" * 100)
+    assert main(["sweep", "--model", str(bad), "-o", str(tmp_path / "run")]) == 2
+    assert "not a GGUF file" in capsys.readouterr().err
+
+
+def test_schema_results_is_published(capsys):
+    assert main(["schema", "results"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["$id"].endswith("/results/1.0.json")
+    assert "lanes" in schema["properties"]

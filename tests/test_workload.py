@@ -1,0 +1,44 @@
+"""Prompts have exactly the requested length and a unique prefix per request."""
+
+import pytest
+
+from satbench.config import WorkloadConfig
+from satbench.errors import UserError
+from satbench.workload import WorkloadBuilder
+
+
+async def fake_tokenize(text: str, add_special: bool) -> list[int]:
+    ids = [ord(c) + 10 for c in text]  # one token per character
+    return ([1] if add_special else []) + ids
+
+
+async def test_token_prompts_are_exact_unique_and_uncached():
+    b = WorkloadBuilder(WorkloadConfig(prompt_tokens=64, output_tokens=16), fake_tokenize, "abc")
+    await b.prepare()
+    reqs = await b.build("default", 4, 1, "measured", 20)
+    assert all(len(r.prompt) == 64 and r.prompt_tokens == 64 and r.max_tokens == 16 for r in reqs)
+    assert all(r.prompt[0] == 1 for r in reqs)  # BOS from the prefix
+    assert len({tuple(r.prompt[:24]) for r in reqs}) == 20  # unique prefixes
+    assert not any(r.cache_prompt for r in reqs)
+    assert len({r.request_id for r in reqs}) == 20
+
+
+async def test_shared_prefix_mode_repeats_the_prompt_and_allows_the_cache():
+    b = WorkloadBuilder(WorkloadConfig(prompt_tokens=32, output_tokens=8, shared_prefix=True), fake_tokenize, "n")
+    await b.prepare()
+    reqs = await b.build("default", 2, 1, "measured", 3)
+    assert len({tuple(r.prompt) for r in reqs}) == 1 and all(r.cache_prompt for r in reqs)
+
+
+async def test_prompt_too_short_for_the_prefix_is_a_user_error():
+    b = WorkloadBuilder(WorkloadConfig(prompt_tokens=16, output_tokens=8), fake_tokenize, "x" * 40)
+    await b.prepare()
+    with pytest.raises(UserError, match="too small"):
+        await b.build("default", 1, 1, "measured", 1)
+
+
+async def test_text_prompts_without_a_tokenizer():
+    b = WorkloadBuilder(WorkloadConfig(prompt_tokens=50, output_tokens=8), None, "n")
+    await b.prepare()
+    (r,) = await b.build("default", 1, 1, "warmup", 1)
+    assert isinstance(r.prompt, str) and len(r.prompt.split()) == 50 and not b.exact_prompt_length
