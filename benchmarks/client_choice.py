@@ -1,0 +1,248 @@
+"""Which HTTP client can the load generator afford? aiohttp vs httpx against the fake server.
+
+The fake llama.cpp server (tests/fakes) runs in its own process, pinned to the last CPU;
+this process (the client) is pinned to the first. For each client and each concurrency N
+it runs a closed loop of N streams (zero think time) for --duration seconds against a fake
+with N slots and a fixed decode iteration, then prints:
+
+- req/s and streamed tok/s in the window [start + warmup, stop issuing], next to "sched", the
+  req/s the fake's script allows at that N (a client that keeps up reaches it);
+- client CPU % (process_time / wall over that window) and the fake's CPU %;
+- chunk lag p50/p99: client arrival of a token chunk − the fake's write of it (schedule log),
+  i.e. loopback + client parsing delay; and TTFT error p50/p99: client TTFT − the fake's own
+  first-write − arrival, i.e. what the client adds to TTFT;
+- send p50/p99: the fake's arrival stamp − the client's send stamp (client-side queueing
+  before the request reaches the socket; part of the TTFT error);
+- the fake's p99 write lateness, mean iteration length and overruns (ticks re-based because it fell
+  behind), so a row whose server did not keep its schedule can be discarded.
+
+Both clients read raw body bytes and share one SSE splitter + json.loads per event
+(--mode raw), or use their line iterators (--mode lines: aiohttp StreamReader line
+iteration, httpx aiter_lines), so the comparison is about the HTTP stack itself.
+
+    python benchmarks/client_choice.py --duration 10 --levels 64,128
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+FAKE = ROOT / "tests" / "fakes" / "fake_llama_server.py"
+_ns = time.perf_counter_ns
+PREFILL_MS_PER_TOKEN = 0.02
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def _events(buf: bytes) -> tuple[list[bytes], bytes]:
+    *done, rest = buf.split(b"\n\n")
+    return [e[6:] for e in done if e.startswith(b"data: ")], rest
+
+
+class Trace:
+    """Per-request client timing; `chunks` = arrival ns of each token-carrying event."""
+
+    __slots__ = ("rid", "sent_ns", "chunks", "end_ns", "tokens", "error")
+
+    def __init__(self, rid: str):
+        self.rid, self.sent_ns, self.chunks, self.end_ns, self.tokens, self.error = rid, _ns(), [], 0, 0, None
+
+    def feed(self, payloads: list[bytes], t: int) -> None:
+        for p in payloads:
+            ev = json.loads(p)
+            if not ev.get("stop"):
+                self.chunks.append(t)
+                self.tokens += len(ev["tokens"])
+
+
+async def one_aiohttp(session: aiohttp.ClientSession, url: str, body: dict, tr: Trace, mode: str) -> None:
+    async with session.post(url, json=body, headers={"X-Request-Id": tr.rid}) as r:
+        if r.status != 200:
+            raise RuntimeError(f"HTTP {r.status}")
+        if mode == "raw":
+            buf = b""
+            async for data in r.content.iter_any():
+                payloads, buf = _events(buf + data)
+                tr.feed(payloads, _ns())
+        else:
+            async for line in r.content:
+                if line.startswith(b"data: "):
+                    tr.feed([line[6:]], _ns())
+
+
+async def one_httpx(client: httpx.AsyncClient, url: str, body: dict, tr: Trace, mode: str) -> None:
+    async with client.stream("POST", url, json=body, headers={"X-Request-Id": tr.rid}) as r:
+        if r.status_code != 200:
+            raise RuntimeError(f"HTTP {r.status_code}")
+        if mode == "raw":
+            buf = b""
+            async for data in r.aiter_raw():
+                payloads, buf = _events(buf + data)
+                tr.feed(payloads, _ns())
+        else:
+            async for line in r.aiter_lines():
+                if line.startswith("data: "):
+                    tr.feed([line[6:].encode()], _ns())
+
+
+async def closed_loop(client_name: str, mode: str, base_url: str, n: int, duration_s: float, body: dict):
+    traces: list[Trace] = []
+    stop_at = time.monotonic() + duration_s
+    url = base_url + "/completion"
+    if client_name == "aiohttp":
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                        timeout=aiohttp.ClientTimeout(total=None))
+        one = lambda tr: one_aiohttp(session, url, body, tr, mode)  # noqa: E731
+    else:
+        session = httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=n + 8,
+                                                                      max_keepalive_connections=n + 8))
+        one = lambda tr: one_httpx(session, url, body, tr, mode)  # noqa: E731
+
+    async def worker(w: int) -> None:
+        k = 0
+        while time.monotonic() < stop_at:
+            tr = Trace(f"{client_name}-{w}-{k}")
+            k += 1
+            try:
+                await one(tr)
+            except Exception as exc:  # errors are data
+                tr.error = f"{type(exc).__name__}: {exc}"
+            tr.end_ns = _ns()
+            traces.append(tr)
+
+    t0, c0 = _ns(), time.process_time()
+    await asyncio.gather(*(worker(w) for w in range(n)))
+    t1, c1 = _ns(), time.process_time()
+    if client_name == "aiohttp":
+        await session.close()
+    else:
+        await session.aclose()
+    return traces, t0, t1, (c1 - c0) / ((t1 - t0) / 1e9)
+
+
+def start_fake(script: dict, tmp: Path) -> tuple[subprocess.Popen, str]:
+    (tmp / "script.json").write_text(json.dumps(script))
+    ready = tmp / "ready.json"
+    ncpu = os.cpu_count() or 1
+    pin = (lambda: os.sched_setaffinity(0, {ncpu - 1})) if ncpu > 1 else None
+    proc = subprocess.Popen([sys.executable, str(FAKE), "--port", "0", "--script", str(tmp / "script.json"),
+                             "--ready-file", str(ready)], preexec_fn=pin, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while not ready.exists():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError("fake server did not start: " + proc.stderr.read().decode()[-2000:])
+        time.sleep(0.02)
+    return proc, json.loads(ready.read_text())["base_url"]
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_one(client_name: str, mode: str, n: int, args) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        log = tmp / "schedule.jsonl"
+        script = {"n_slots": n, "decode_iteration_ms": args.iteration_ms, "prefill_ms_per_token": PREFILL_MS_PER_TOKEN,
+                  "schedule_log": str(log), **json.loads(args.script_extra)}
+        proc, base = start_fake(script, tmp)
+        body = {"prompt": list(range(args.prompt_tokens)), "n_predict": args.n_predict, "ignore_eos": True,
+                "stream": True, "cache_prompt": False}
+        try:
+            fake_c0 = cpu_s(proc.pid)
+            traces, t0, t1, client_cpu = asyncio.run(closed_loop(client_name, mode, base, n, args.duration, body))
+            fake_cpu = (cpu_s(proc.pid) - fake_c0) / ((t1 - t0) / 1e9)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        stats = json.loads(err.decode().strip().splitlines()[-1])["stats"]
+        server = {r["id"]: r for r in map(json.loads, log.read_text().splitlines())}
+    w0 = t0 + int(args.warmup * 1e9)
+    w1 = max(tr.sent_ns for tr in traces)  # last request issued: closed loop ends after it
+    window_s = (w1 - w0) / 1e9
+    ok = [tr for tr in traces if tr.error is None]
+    reqs = sum(w0 <= tr.end_ns <= w1 for tr in ok)
+    toks = sum(w0 <= t <= w1 for tr in ok for t in tr.chunks)
+    lag, ttft_err, late, send = [], [], [], []
+    for tr in ok:
+        rec = server.get(tr.rid)
+        if rec is None or not tr.chunks or tr.sent_ns < w0 or tr.end_ns > w1:
+            continue
+        sc = rec["chunk_ns"]
+        lag += [(a - s) / 1e6 for a, s in zip(tr.chunks, sc)]
+        ttft_err.append(((tr.chunks[0] - tr.sent_ns) - (sc[0] - rec["arrival_ns"])) / 1e6)
+        late.append(rec["late_ns_max"] / 1e6)
+        send.append((rec["arrival_ns"] - tr.sent_ns) / 1e6)
+    return {"client": client_name, "mode": mode, "n": n, "req_s": reqs / window_s, "tok_s": toks / window_s,
+            "cpu": 100 * client_cpu, "fake_cpu": 100 * fake_cpu, "errors": len(traces) - len(ok),
+            "lag50": pct(lag, 0.5), "lag99": pct(lag, 0.99), "ttft50": pct(ttft_err, 0.5),
+            "ttft99": pct(ttft_err, 0.99), "send50": pct(send, 0.5), "send99": pct(send, 0.99),
+            "late99": pct(late, 0.99), "overruns": stats["overruns"], "conns": stats["connections"],
+            "iter_ms": (t1 - t0) / 1e6 / max(stats["iterations"], 1),
+            # the fake's capacity: a request spends ~(n_predict + 1) iterations in its slot and adds
+            # its prefill to the shared iteration time
+            "ideal_req_s": 1e3 * n / ((args.n_predict + 1) * args.iteration_ms
+                                      + n * args.prompt_tokens * PREFILL_MS_PER_TOKEN),
+            "first_error": next((tr.error for tr in traces if tr.error), None)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--warmup", type=float, default=1.0)
+    ap.add_argument("--levels", default="64,128")
+    ap.add_argument("--clients", default="aiohttp,httpx")
+    ap.add_argument("--modes", default="raw")
+    ap.add_argument("--iteration-ms", type=float, default=3.0)
+    ap.add_argument("--n-predict", type=int, default=64)
+    ap.add_argument("--prompt-tokens", type=int, default=16)
+    ap.add_argument("--script-extra", default="{}", help="more FakeScript fields as JSON (e.g. llamacpp: false)")
+    args = ap.parse_args()
+    if (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(0, {0})
+    print(f"fake: {args.iteration_ms} ms decode iteration, slots = N, prompt {args.prompt_tokens} tok, "
+          f"n_predict {args.n_predict}; {args.duration:g} s per row, first {args.warmup:g} s discarded; "
+          f"client pinned to CPU 0, fake to CPU {(os.cpu_count() or 1) - 1}; load avg {os.getloadavg()[0]:.2f}")
+    head = (f"{'client':8} {'mode':5} {'N':>4} {'req/s':>7} {'sched':>6} {'tok/s':>8} {'cli CPU%':>8} "
+            f"{'fake CPU%':>9} {'lag p50':>8} {'lag p99':>8} {'TTFTerr50':>9} {'TTFTerr99':>9} "
+            f"{'send p50':>8} {'send p99':>8} "
+            f"{'fake late p99':>13} {'iter ms':>7} {'overruns':>8} {'conns':>5} {'errors':>6}")
+    print(head)
+    print("-" * len(head))
+    for n in (int(x) for x in args.levels.split(",")):
+        for mode in args.modes.split(","):
+            for client in args.clients.split(","):
+                r = run_one(client, mode, n, args)
+                print(f"{r['client']:8} {r['mode']:5} {r['n']:>4} {r['req_s']:>7.1f} {r['ideal_req_s']:>6.0f} "
+                      f"{r['tok_s']:>8.0f} {r['cpu']:>8.0f} {r['fake_cpu']:>9.0f} {r['lag50']:>6.2f}ms "
+                      f"{r['lag99']:>6.2f}ms {r['ttft50']:>7.2f}ms {r['ttft99']:>7.2f}ms {r['send50']:>6.2f}ms "
+                      f"{r['send99']:>6.2f}ms {r['late99']:>11.2f}ms {r['iter_ms']:>7.2f} "
+                      f"{r['overruns']:>8} {r['conns']:>5} {r['errors']:>6}", flush=True)
+                if r["first_error"]:
+                    print(f"   first error: {r['first_error']}")
+    print(f"load avg after: {os.getloadavg()[0]:.2f}. lag = client chunk arrival - fake write; TTFTerr = client "
+          "TTFT - (fake first write - fake arrival); send = fake arrival - client send stamp (part of TTFTerr)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
