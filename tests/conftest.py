@@ -1,0 +1,62 @@
+"""Shared fixtures: the fake llama.cpp server in its own process (so `Sweep.run` can own its loop)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+FAKE = Path(__file__).parent / "fakes" / "fake_llama_server.py"
+
+
+class FakeProcess:
+    def __init__(self, tmp: Path, script: dict) -> None:
+        self.log = tmp / "schedule.jsonl"
+        script = {**script, "schedule_log": str(self.log)}
+        (tmp / "script.json").write_text(json.dumps(script))
+        ready = tmp / "ready.json"
+        self.proc = subprocess.Popen([sys.executable, str(FAKE), "--port", "0", "--script",
+                                      str(tmp / "script.json"), "--ready-file", str(ready)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"fake server did not start: {self.proc.stderr.read().decode()[-500:]}")
+            time.sleep(0.02)
+        self.base_url = json.loads(ready.read_text())["base_url"]
+
+    def stop(self) -> list[dict]:
+        """Stop the fake and return its schedule (one record per request it served)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=20)
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=20)
+
+
+@pytest.fixture
+def fake_server(tmp_path):
+    started: list[FakeProcess] = []
+
+    def start(**script) -> FakeProcess:
+        d = tmp_path / f"fake{len(started)}"
+        d.mkdir()
+        fp = FakeProcess(d, script)
+        started.append(fp)
+        return fp
+
+    yield start
+    for fp in started:
+        if fp.proc.poll() is None:
+            fp.proc.kill()
+            fp.proc.wait(timeout=20)

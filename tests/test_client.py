@@ -1,0 +1,93 @@
+"""The streaming client never raises: drops are retried once and counted, failures are data."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from satbench.client import CompletionRequest, StreamClient
+from tests.fakes.fake_llama_server import FakeLlamaServer
+from tests.fakes.fake_scheduler import FakeScript
+
+
+def req(n_out=4, prompt=None, rid="r1"):
+    return CompletionRequest(request_id=rid, prompt=prompt or [1, 2, 3, 4], prompt_tokens=4, max_tokens=n_out)
+
+
+class ScriptedServer:
+    """Raw TCP server: each connection gets the next canned behaviour."""
+
+    def __init__(self, behaviours):
+        self.behaviours = list(behaviours)
+        self.connections = 0
+
+    async def handle(self, reader, writer):
+        self.connections += 1
+        behaviour = self.behaviours.pop(0) if self.behaviours else "ok"
+        await reader.readuntil(b"\r\n\r\n")
+        if behaviour == "drop":
+            writer.close()
+            return
+        events = [{"content": "x", "tokens": [7], "stop": False}] * 4
+        final = {"content": "", "tokens": [], "stop": True, "id_slot": 0,
+                 "timings": {"prompt_n": 4, "prompt_ms": 1.0, "predicted_n": 4}}
+        if behaviour == "truncated":
+            events = events[:2]
+            final = None
+        body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+        if final is not None:
+            body += b"data: " + json.dumps(final).encode() + b"\n\n"
+        if behaviour == "garbage":
+            body = b"data: {not json\n\n"
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    async def __aenter__(self):
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc):
+        self.server.close()
+
+
+async def test_a_connection_dropped_before_any_byte_is_retried_once_and_counted():
+    async with ScriptedServer(["drop", "ok"]) as srv, StreamClient(srv.url) as client:
+        out = await client.run(req())
+    assert out.error_type is None and out.retries == 1 and out.output_tokens == 4
+    assert srv.connections == 2
+
+
+async def test_a_second_drop_is_recorded_not_raised():
+    async with ScriptedServer(["drop", "drop"]) as srv, StreamClient(srv.url) as client:
+        out = await client.run(req())
+    assert out.error_type == "connection_dropped" and out.retries == 1
+
+
+async def test_truncated_and_malformed_streams_are_errors_with_their_chunks_kept():
+    async with ScriptedServer(["truncated", "garbage"]) as srv, StreamClient(srv.url) as client:
+        truncated = await client.run(req())
+        garbage = await client.run(req())
+    assert truncated.error_type == "truncated_stream" and len(truncated.chunks) == 2
+    assert garbage.error_type == "malformed_stream"
+
+
+async def test_wrong_token_count_is_an_error():
+    async with ScriptedServer(["ok"]) as srv, StreamClient(srv.url) as client:
+        out = await client.run(req(n_out=5))
+    assert out.error_type == "wrong_token_count" and "asked for 5" in out.error_message
+
+
+async def test_http_400_from_llamacpp_is_recorded_with_its_message():
+    async with FakeLlamaServer(FakeScript(n_slots=1, n_ctx=64)) as srv, StreamClient(srv.base_url) as client:
+        out = await client.run(req(n_out=8, prompt=list(range(100))))
+    assert out.error_type == "http_400" and out.http_status == 400
+    assert out.error_message  # llama.cpp's own message
+
+
+async def test_unreachable_server_is_data():
+    async with StreamClient("http://127.0.0.1:9") as client:
+        out = await client.run(req())
+    assert out.error_type == "connection_dropped" and out.end_ns >= out.sent_ns

@@ -1,0 +1,140 @@
+"""Whole sweeps against the fake llama.cpp server: the metrics agree with what the server did."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from satbench.config import RuntimeConfig, SweepConfig, WorkloadConfig
+from satbench.events import RequestEvent, read_events
+from satbench.metrics.latency import first_token_ns
+from satbench.results import render_results, validate_results_text
+from satbench.analyze import analyze_run
+from satbench.sweep import Sweep
+
+MS = 1e6
+
+
+def url_config(url: str, levels, requests=12, reps=2, prompt=32, output=16) -> SweepConfig:
+    return SweepConfig(levels=levels, requests_per_level=requests, repetitions=reps,
+                       workload=WorkloadConfig(prompt_tokens=prompt, output_tokens=output),
+                       runtime=RuntimeConfig(kind="url", model=None, url=url))
+
+
+@pytest.fixture(scope="module")
+def two_slot_run(tmp_path_factory):
+    """Levels 1, 2, 4 against a 2-slot fake: level 4 queues two requests at all times."""
+    from tests.conftest import FakeProcess
+
+    tmp = tmp_path_factory.mktemp("fake2")
+    fake = FakeProcess(tmp, dict(n_slots=2, prefill_ms_per_token=0.25, decode_iteration_ms=6.0))
+    run_dir = tmp / "run"
+    run_dir.mkdir()
+    results = Sweep(url_config(fake.base_url, [1, 2, 4]), run_dir, ["satbench", "test"]).run()
+    schedule = {rec["id"]: rec for rec in fake.stop()}
+    events = [e for e in read_events(run_dir) if isinstance(e, RequestEvent)]
+    return results, schedule, events, run_dir
+
+
+def level(results, n):
+    return next(lv for lv in results.lanes[0].levels if lv.concurrency == n)
+
+
+def test_every_request_is_recorded_and_exact(two_slot_run):
+    results, schedule, events, _ = two_slot_run
+    # per repetition: warmups N + 12 measured; levels 1, 2, 4; two repetitions
+    assert len(events) == 2 * ((1 + 12) + (2 + 12) + (4 + 12))
+    assert all(e.ok and e.output_tokens == 16 and e.prompt_tokens == 32 for e in events)
+    assert {e.request_id for e in events} == set(schedule)
+    assert all(len(schedule[e.request_id]["chunk_ns"]) == 16 for e in events)
+
+
+def test_closed_loop_keeps_exactly_n_in_flight_at_the_server(two_slot_run):
+    _, schedule, events, _ = two_slot_run
+    for n in (1, 2, 4):
+        for rep in (1, 2):
+            recs = [schedule[e.request_id] for e in events if e.level == n and e.repetition == rep]
+            points = sorted([(r["arrival_ns"], 1) for r in recs] + [(r["end_ns"], -1) for r in recs])
+            in_flight, peak = 0, 0
+            for _, d in points:
+                in_flight += d
+                peak = max(peak, in_flight)
+            assert peak == n
+
+
+def test_client_stamps_match_the_servers_schedule_to_the_millisecond(two_slot_run):
+    _, schedule, events, _ = two_slot_run
+    lags_ms = []
+    for e in events:
+        writes = schedule[e.request_id]["chunk_ns"]
+        lags_ms += [(t - w) / MS for (t, _), w in zip(e.chunks, writes)]
+    # one clock (CLOCK_MONOTONIC) in both processes; the fake stamps just *after* its write
+    # returns, so the client can see a chunk a little before the fake's stamp
+    assert min(lags_ms) > -2.0
+    assert statistics.median(lags_ms) < 1.0
+    assert sorted(lags_ms)[int(0.99 * len(lags_ms))] < 5.0
+
+
+def test_ttft_and_queue_time_agree_with_the_server(two_slot_run):
+    _, schedule, events, _ = two_slot_run
+    ttft_err, queue_err = [], []
+    for e in events:
+        rec = schedule[e.request_id]
+        true_ttft = (rec["chunk_ns"][0] - rec["arrival_ns"]) / MS
+        ttft_err.append((first_token_ns(e) - e.sent_ns) / MS - true_ttft)
+        true_queue = (rec["prompt_start_ns"] - rec["arrival_ns"]) / MS
+        est = (first_token_ns(e) - e.sent_ns) / MS - e.timings.prompt_ms
+        queue_err.append(est - true_queue)
+    assert 0 <= statistics.median(ttft_err) < 1.5
+    assert abs(statistics.median(queue_err)) < 1.5
+
+
+def test_throughput_equals_tokens_the_server_wrote_inside_the_window(two_slot_run):
+    results, schedule, events, _ = two_slot_run
+    for n in (1, 2, 4):
+        for rep in level(results, n).repetitions:
+            lo, hi = rep.window_start_ns, rep.window_end_ns
+            written = [w for e in events if e.level == n and e.repetition == rep.repetition
+                       and e.phase == "measured" for w in schedule[e.request_id]["chunk_ns"]]
+            server_tok_s = sum(1 for w in written if lo <= w <= hi) / ((hi - lo) / 1e9)
+            assert rep.output_tok_per_s == pytest.approx(server_tok_s, rel=0.05)
+
+
+def test_occupancy_three_ways_shows_the_queue(two_slot_run):
+    results, *_ = two_slot_run
+    occ = level(results, 4).occupancy
+    assert occ.slots == 2
+    assert occ.time_weighted_busy_slots == pytest.approx(2.0, abs=0.25)
+    assert occ.decode_weighted_busy_slots == pytest.approx(2.0, abs=0.25)
+    assert occ.client_in_flight == pytest.approx(4.0, abs=0.25)
+    assert level(results, 4).occupancy.requests_deferred_max >= 1
+    # with a free slot a request only waits for the running iteration (≤ 6 ms here);
+    # with all slots busy it waits for a whole request to finish
+    q2, q4 = level(results, 2).latency.queue_time_ms.p50, level(results, 4).latency.queue_time_ms.p50
+    assert q2 < 9.0
+    assert q4 > 5 * q2 and q4 > 40
+    assert any(f.startswith("queue_bound: 4 streams but 2 slots") for f in level(results, 4).flags)
+    assert not any(f.startswith("queue_bound") for f in level(results, 2).flags)
+
+
+def test_results_validate_and_reanalysis_is_identical(two_slot_run):
+    _, _, _, run_dir = two_slot_run
+    text = (run_dir / "results.json").read_text()
+    validate_results_text(text)
+    assert render_results(analyze_run(run_dir)) == text
+
+
+def test_generic_openai_server_gets_unavailable_not_zero(fake_server, tmp_path):
+    fake = fake_server(n_slots=2, llamacpp=False, decode_iteration_ms=3.0)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    results = Sweep(url_config(fake.base_url, [1, 2], requests=6, reps=1), run_dir, ["t"]).run()
+    lane = results.lanes[0]
+    assert lane.runtime.llamacpp is False and lane.runtime.total_slots is None
+    for lv in lane.levels:
+        assert lv.throughput.output_tok_per_s.value > 0
+        assert lv.occupancy.time_weighted_busy_slots is None
+        assert lv.latency.queue_time_ms.n == 0
+        assert "not a llama.cpp server" in lv.unavailable["queue_time_ms"]
+    validate_results_text((run_dir / "results.json").read_text())
