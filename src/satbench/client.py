@@ -1,8 +1,9 @@
-"""Streaming HTTP client: send one completion, stamp every chunk, never raise.
+"""Streaming client: send one completion, stamp every chunk, never raise.
 
 `StreamClient.run()` returns a `StreamOutcome` whatever happens; failures are data
 (`error_type`, `error_message`), because a benchmark that loses its failed requests
-lies about the server. aiohttp was chosen after measuring (see benchmarks/client_choice.py).
+lies about the server. The bytes travel over satbench's own HTTP/1.1 transport
+(transport.py), which stamps chunks as they leave `recv`; see that module for why.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-import aiohttp
-
 from satbench.config import Strict
-from satbench.errors import ParseError
-from satbench.sse import SseSplitter, StreamUpdate, interpret_native, interpret_openai
+from satbench.errors import ParseError, UserError
+from satbench.sse import StreamUpdate, interpret_native, interpret_openai
+from satbench.transport import HttpResult, HttpStream, request_bytes, tls_context
 
 Api = Literal["native", "openai"]
 Clock = Callable[[], int]
@@ -35,7 +36,12 @@ class CompletionRequest(Strict):
 
 @dataclass(slots=True)
 class StreamOutcome:
-    """Raw timing of one request (all `*_ns` from the client's clock)."""
+    """Raw timing of one request (all `*_ns` from the client's clock).
+
+    `sent_ns` is when the request was handed to the connected socket, so the client's own
+    connect and scheduling delays stay out of TTFT and E2E; they show as
+    `sent_ns − targeted_ns` in the event instead.
+    """
 
     sent_ns: int = 0
     headers_ns: int | None = None
@@ -47,6 +53,7 @@ class StreamOutcome:
     slot_id: int | None = None
     timings: dict | None = None
     retries: int = 0
+    finished: bool = False
     error_type: str | None = None
     error_message: str | None = None
 
@@ -75,11 +82,15 @@ def build_body(req: CompletionRequest, api: Api, model_name: str | None) -> dict
 
 
 class _Dropped(Exception):
-    """Connection closed before any byte of the answer arrived (retry once)."""
+    """Connection closed or refused before any byte of the answer arrived (retry once)."""
+
+
+class _Timeout(Exception):
+    """No byte for `read_timeout_s`, or the whole request past `request_timeout_s`."""
 
 
 class StreamClient:
-    """One aiohttp session shared by every stream of a run."""
+    """Streams completions over satbench's own HTTP/1.1 transport (one connection per request)."""
 
     def __init__(
         self,
@@ -90,113 +101,118 @@ class StreamClient:
         headers: dict[str, str] | None = None,
         request_timeout_s: float = 300.0,
         read_timeout_s: float = 60.0,
+        connect_timeout_s: float = 10.0,
         verify_tls: bool = True,
         clock: Clock = time.perf_counter_ns,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api = api
         self.model_name = model_name
+        self._url = urllib.parse.urlsplit(self.base_url)
+        if self._url.scheme not in ("http", "https") or not self._url.hostname:
+            raise UserError(f"not an http(s) URL: {self.base_url}")
+        self._port = self._url.port or (443 if self._url.scheme == "https" else 80)
+        self._ssl = tls_context(verify_tls) if self._url.scheme == "https" else None
         self._headers = dict(headers or {})
-        self._timeout = aiohttp.ClientTimeout(
-            total=request_timeout_s, sock_connect=10.0, sock_read=read_timeout_s
-        )
-        self._verify_tls = verify_tls
+        self._request_timeout_ns = int(request_timeout_s * 1e9)
+        self._read_timeout_ns = int(read_timeout_s * 1e9)
+        self._connect_timeout_s = connect_timeout_s
         self._clock = clock
-        self._session: aiohttp.ClientSession | None = None
-        path = "/completion" if api == "native" else "/v1/completions"
-        self._url = self.base_url + path
+        self._path = "/completion" if api == "native" else "/v1/completions"
         self._interpret = interpret_native if api == "native" else interpret_openai
+        self._connect_gate: asyncio.Lock | None = None
 
     async def __aenter__(self) -> StreamClient:
-        # One connection per request: llama.cpp's server closes a connection after a streamed
-        # answer, and reusing it fails with "Can not write request body" on every second request
-        # (measured: 8 of 16). A loopback connect costs ~0.1 ms; a broken reuse costs a request.
-        connector = aiohttp.TCPConnector(
-            limit=0, force_close=True, ssl=None if self._verify_tls else False
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout, headers=self._headers
-        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        return None
 
     async def run(self, req: CompletionRequest) -> StreamOutcome:
         """Send `req` and read its stream; one retry if the connection drops before any byte."""
         out = StreamOutcome()
         body = json.dumps(build_body(req, self.api, self.model_name)).encode()
         for attempt in (0, 1):
-            out.sent_ns = self._clock()
             try:
-                await self._attempt(req, body, out)
-                break
+                result = await self._exchange(req, body, out)
             except _Dropped as exc:
                 if attempt == 0:
                     out.retries += 1
                     continue
-                self._fail(out, "connection_dropped", str(exc.__cause__ or exc))
-            except asyncio.TimeoutError:
-                self._fail(out, "timeout", "no answer within the request or read timeout")
-            except ParseError as exc:
-                self._fail(out, "malformed_stream", str(exc))
-            except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
-                self._fail(out, "stream_broken", str(exc) or exc.__class__.__name__)
-            except aiohttp.ClientError as exc:
-                self._fail(out, "client_error", f"{exc.__class__.__name__}: {exc}")
-            except OSError as exc:
-                self._fail(out, "os_error", f"{exc.__class__.__name__}: {exc}")
+                self._fail(out, "connection_dropped", str(exc))
+                break
+            except _Timeout as exc:
+                self._fail(out, "timeout", str(exc))
+                break
+            self._read_result(req, result, out)
             break
         if not out.end_ns:
             out.end_ns = self._clock()
-        if out.error_type is None:
-            self._check_count(req, out)
         return out
+
+    async def _exchange(self, req: CompletionRequest, body: bytes, out: StreamOutcome) -> HttpResult:
+        loop = asyncio.get_running_loop()
+        reader = _PayloadReader(self, out)
+        proto = HttpStream(self._clock, reader.feed)
+        headers = {"X-Request-Id": req.request_id, **self._headers}
+        out.sent_ns = self._clock()
+        if self._connect_gate is None:
+            self._connect_gate = asyncio.Lock()
+        # One connect at a time: when many streams finish together, their reconnects (~0.1 ms
+        # of CPU each) are spread over loop iterations, so chunks arriving meanwhile are read
+        # and stamped between them instead of after the whole storm.
+        async with self._connect_gate:
+            try:
+                await asyncio.wait_for(
+                    loop.create_connection(lambda: proto, self._url.hostname, self._port, ssl=self._ssl,
+                                           server_hostname=self._url.hostname if self._ssl else None),
+                    timeout=self._connect_timeout_s)
+            except (OSError, asyncio.TimeoutError) as exc:
+                raise _Dropped(f"cannot connect to {self._url.hostname}:{self._port}: "
+                               f"{exc.__class__.__name__}: {exc}") from exc
+            assert proto.transport is not None
+            proto.transport.write(request_bytes(self._url, self._path, body, headers))
+            out.sent_ns = self._clock()
+        watchdog = _Watchdog(loop, proto, out.sent_ns, self._read_timeout_ns, self._request_timeout_ns)
+        try:
+            result = await proto.done
+        finally:
+            watchdog.cancel()
+            if not proto.done.done():  # cancelled (Ctrl-C): do not leave the socket open
+                proto.transport.abort()
+        if isinstance(result.failure, _Timeout):
+            raise result.failure
+        if result.status is None and result.first_byte_ns is None:
+            raise _Dropped("connection closed before any byte of the answer arrived")
+        out.finished = reader.finished
+        return result
+
+    def _read_result(self, req: CompletionRequest, r: HttpResult, out: StreamOutcome) -> None:
+        out.headers_ns, out.http_status, out.end_ns = r.headers_ns, r.status, r.end_ns or self._clock()
+        if isinstance(r.failure, ParseError):
+            self._fail(out, "malformed_stream", str(r.failure))
+            return
+        if r.status is None:
+            self._fail(out, "stream_broken", "connection closed inside the response head")
+            return
+        if r.status != 200:
+            self._fail(out, f"http_{r.status}", _error_message(r.error_body.decode("utf-8", "replace")))
+            return
+        if out.error_type is not None:  # set by a payload as it arrived
+            return
+        if not r.complete:
+            why = f"{r.failure.__class__.__name__}: {r.failure}" if r.failure else "closed early"
+            self._fail(out, "stream_broken", f"connection lost mid-stream ({why})")
+        elif not out.finished:
+            self._fail(out, "truncated_stream", "stream ended without its final event")
+        else:
+            self._check_count(req, out)
 
     def _fail(self, out: StreamOutcome, kind: str, message: str) -> None:
         if not out.end_ns:
             out.end_ns = self._clock()
         out.error_type = kind
         out.error_message = message[:500]
-
-    async def _attempt(self, req: CompletionRequest, body: bytes, out: StreamOutcome) -> None:
-        assert self._session is not None, "StreamClient used outside 'async with'"
-        headers = {"Content-Type": "application/json", "X-Request-Id": req.request_id}
-        try:
-            resp_cm = self._session.post(self._url, data=body, headers=headers)
-            resp = await resp_cm.__aenter__()
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            # refused, reset or closed before the answer's first byte (ClientConnectorError and
-            # "Can not write request body" are both ClientOSError)
-            raise _Dropped("connection dropped before any byte arrived") from exc
-        try:
-            out.headers_ns = self._clock()
-            out.http_status = resp.status
-            if resp.status != 200:
-                text = (await resp.content.read(4096)).decode("utf-8", "replace")
-                self._fail(out, f"http_{resp.status}", _error_message(text))
-                return
-            await self._read_stream(resp, out)
-        finally:
-            await resp_cm.__aexit__(None, None, None)
-
-    async def _read_stream(self, resp: aiohttp.ClientResponse, out: StreamOutcome) -> None:
-        splitter = SseSplitter()
-        clock, interpret, chunks = self._clock, self._interpret, out.chunks
-        finished = False
-        async for data in resp.content.iter_any():
-            t_ns = clock()
-            for payload in splitter.feed(data):
-                finished = self._apply(interpret(payload), t_ns, out) or finished
-                if out.error_type is not None:
-                    return
-        for payload in splitter.finish():
-            finished = self._apply(interpret(payload), clock(), out) or finished
-        out.end_ns = clock()
-        if out.error_type is None and not finished:
-            self._fail(out, "truncated_stream", "stream ended without its final event")
 
     def _apply(self, upd: StreamUpdate, t_ns: int, out: StreamOutcome) -> bool:
         if upd.error is not None:
@@ -224,6 +240,53 @@ class StreamClient:
                 "wrong_token_count",
                 f"asked for {req.max_tokens} tokens, received {out.output_tokens}",
             )
+
+
+class _PayloadReader:
+    """Interprets each SSE payload the moment it arrives; after an error it ignores the rest."""
+
+    def __init__(self, client: StreamClient, out: StreamOutcome) -> None:
+        self.client, self.out = client, out
+        self.finished = False
+        out.chunks.clear()
+        out.output_tokens, out.token_count_exact = 0, True
+
+    def feed(self, t_ns: int, payload: bytes) -> None:
+        out = self.out
+        if out.error_type is not None:
+            return
+        try:
+            upd = self.client._interpret(payload)
+        except ParseError as exc:
+            self.client._fail(out, "malformed_stream", str(exc))
+            out.end_ns = t_ns
+            return
+        self.finished = self.client._apply(upd, t_ns, out) or self.finished
+        if out.error_type is not None:
+            out.end_ns = t_ns
+
+
+class _Watchdog:
+    """Checks once a second (not per chunk) for read silence and the total deadline."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, proto: HttpStream, start_ns: int,
+                 read_ns: int, total_ns: int) -> None:
+        self.loop, self.proto = loop, proto
+        self.start_ns, self.read_ns, self.total_ns = start_ns, read_ns, total_ns
+        self.period_s = min(1.0, read_ns / 1e9 / 4, total_ns / 1e9 / 4)
+        self.handle = loop.call_later(self.period_s, self.check)
+
+    def check(self) -> None:
+        now = self.proto.clock()
+        if now - self.start_ns > self.total_ns:
+            self.proto.abort(_Timeout(f"request took longer than {self.total_ns / 1e9:.0f} s"))
+        elif now - max(self.proto.last_data_ns, self.start_ns) > self.read_ns:
+            self.proto.abort(_Timeout(f"no byte from the server for {self.read_ns / 1e9:.0f} s"))
+        else:
+            self.handle = self.loop.call_later(self.period_s, self.check)
+
+    def cancel(self) -> None:
+        self.handle.cancel()
 
 
 def _error_message(text: str) -> str:

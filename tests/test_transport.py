@@ -1,0 +1,53 @@
+"""The HTTP/1.1 transport's framing: chunked bodies split anywhere, bad framing is ParseError."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from satbench.errors import ParseError
+from satbench.transport import ChunkedDecoder, parse_head
+
+
+def chunked(*parts: bytes) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+
+
+def test_chunked_decoder_any_split_point():
+    wire = chunked(b"data: a\n\n", b"data: bb\n\n", b"x" * 300)
+    for cut in range(1, len(wire)):
+        d = ChunkedDecoder()
+        body = d.feed(wire[:cut]) + d.feed(wire[cut:])
+        assert body == b"data: a\n\ndata: bb\n\n" + b"x" * 300 and d.done
+
+
+@pytest.mark.parametrize("wire", [b"zz\r\nab\r\n", b"2\r\nabXX", b"-1\r\n"])
+def test_bad_chunk_framing(wire):
+    with pytest.raises(ParseError):
+        ChunkedDecoder().feed(wire)
+
+
+def test_parse_head():
+    status, headers = parse_head(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 12")
+    assert status == 400 and headers["content-length"] == "12"
+    with pytest.raises(ParseError):
+        parse_head(b"SSH-2.0-OpenSSH\r\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=40), max_size=10))
+def test_fuzz_chunked_decoder_raises_only_parse_error(pieces):
+    d = ChunkedDecoder()
+    try:
+        for p in pieces:
+            d.feed(p)
+    except ParseError:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_fuzz_parse_head_raises_only_parse_error(head):
+    try:
+        parse_head(head)
+    except ParseError:
+        pass
