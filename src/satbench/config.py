@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DEFAULT_LEVELS = (1, 2, 4, 8)
-DEFAULT_PROMPT_TOKENS = 128
+DEFAULT_PROMPT_TOKENS = 64
 DEFAULT_OUTPUT_TOKENS = 32
 DEFAULT_REPETITIONS = 3
 BUILTIN_MODEL = "builtin:gemma3-270m"
