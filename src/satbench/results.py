@@ -32,7 +32,7 @@ DEFINITIONS = {
     "decode_weighted_busy_slots": "delta(n_busy_slots_per_decode * n_decode_total) / delta(n_decode_total) over the window",
     "client_in_flight": "time-weighted mean of requests between sent_ns and end_ns in the window",
     "percentiles": "linear interpolation; 95% CI from binomial order statistics; mean CI Student-t over repetitions",
-    "littles_law": "N vs req_per_s * mean E2E; flagged beyond 5%",
+    "littles_law": "N vs sum over streams of X_s * E2E_s, both taken between the stream's first and last completion in the window (no boundary bias); flagged beyond 5%",
 }
 
 

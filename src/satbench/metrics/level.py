@@ -150,6 +150,7 @@ def summarize_level(
     rep_results: list[RepetitionResult] = []
     windows: list[SteadyWindow] = []
     in_window: list[RequestEvent] = []
+    per_rep_completed: list[list[RequestEvent]] = []
     occ = {"tw": [], "src": None, "dw": [], "cif": [], "deferred": []}
     for rep in reps:
         rep_events = [e for e in events if e.repetition == rep]
@@ -159,7 +160,9 @@ def summarize_level(
         if win is None:
             continue
         windows.append(win)
-        in_window += throughput.completed_in_window(rep_events, win)
+        done = throughput.completed_in_window(rep_events, win)
+        in_window += done
+        per_rep_completed.append(done)
         tw = occupancy.time_weighted_busy_slots(slots_s, win)
         if tw is not None:
             occ["src"] = "slots"
@@ -201,9 +204,7 @@ def summarize_level(
         o.decode_weighted_fraction = _ratio(o.decode_weighted_busy_slots, ctx.slots)
         o.client_in_flight_fraction = _ratio(o.client_in_flight, ctx.slots)
     mem = _memory(_rep_intervals(events, marks), proc_s)
-    little = None
-    if thr.req_per_s.value and lat.e2e_ms.mean:
-        little = littles_law(n, thr.req_per_s.value, lat.e2e_ms.mean)
+    little = littles_law(n, per_rep_completed)
     measured = [e for e in events if e.phase == "measured"]
     counts = Counts(
         requests_measured=len(measured),
