@@ -104,11 +104,10 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     argv = [redact_url(x) for x in command_line()]
     try:
         results = Sweep(cfg, run_dir, argv, RichProgress()).run()
-    except (SatbenchError, KeyboardInterrupt) as exc:
-        where = f"what was measured is in {run_dir}"
-        if isinstance(exc, KeyboardInterrupt):
-            raise SatbenchError(f"interrupted; {where} (run.json status: interrupted)") from exc
-        exc.args = (f"{exc} — {where}",)
+    except KeyboardInterrupt as exc:
+        raise SatbenchError(f"interrupted; what was measured is in {run_dir} (status: interrupted)") from exc
+    except SatbenchError as exc:
+        exc.args = (f"{exc} (run directory: {run_dir})",)
         raise
     print_results(results)
     print(f"run directory: {run_dir}")

@@ -6,11 +6,17 @@ through HTTP, identically for every runtime.
 
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
+import time
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Callable
 
 from satbench.config import ServerParams
+from satbench.errors import RuntimeStartError
+from satbench.runtimes.logscan import failure_reason_from_file
 
 
 class Runtime(ABC):
@@ -43,6 +49,63 @@ class Runtime(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ProcessRuntime(Runtime):
+    """A runtime whose server is a child process satbench started and must stop."""
+
+    label = "server"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._proc: subprocess.Popen | None = None
+        self.timeout_s = 180.0
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _wait_ready(self, ready: Callable[[], bool], poll_s: float) -> None:
+        """Poll `ready()` until it holds; if the child exits first, raise with llama.cpp's reason."""
+        assert self._proc is not None
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            if ready():
+                return
+            code = self._proc.poll()
+            if code is not None:
+                self._on_exit()
+                reason = failure_reason_from_file(self.log_path) or f"exit code {code}"
+                raise RuntimeStartError(f"{self.label} failed to start (exit {describe_exit(code)}): {reason}")
+            time.sleep(poll_s)
+        self.stop()
+        raise RuntimeStartError(f"{self.label} did not start within {self.timeout_s:.0f} s (log: {self.log_path})")
+
+    def _on_exit(self) -> None:
+        """Hook: release what the child held (e.g. its log file) once it has exited."""
+
+    def _ask_to_stop(self, proc: subprocess.Popen) -> None:
+        proc.send_signal(signal.SIGTERM)
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                self._ask_to_stop(proc)
+                proc.wait(timeout=10)
+            except (subprocess.TimeoutExpired, OSError):
+                proc.kill()
+                proc.wait(timeout=10)
+        self._on_exit()
+
+
+def describe_exit(code: int) -> str:
+    """Exit status in words: a number, or the signal that killed the process (e.g. SIGABRT)."""
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return str(code)
 
 
 def free_loopback_port() -> int:

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from satbench.config import ServerParams
-from satbench.errors import RuntimeStartError, UserError
-from satbench.runtimes.base import Runtime, free_loopback_port, llama_server_flags
-from satbench.runtimes.logscan import failure_reason_from_file
+from satbench.errors import UserError
+from satbench.runtimes.base import ProcessRuntime, free_loopback_port, llama_server_flags
 
 
-class NativeRuntime(Runtime):
+class NativeRuntime(ProcessRuntime):
     kind = "native"
+    label = "llama-server"
 
     def __init__(self, server_bin: str, model_path: str, params: ServerParams, n_parallel: int,
                  n_ctx: int, workdir: Path, startup_timeout_s: float = 180.0) -> None:
@@ -28,7 +26,6 @@ class NativeRuntime(Runtime):
         self.timeout_s = startup_timeout_s
         self.log_path = workdir / "server.log"
         self.server_args = llama_server_flags(params, n_parallel, n_ctx) + ["--metrics", "--slots"]
-        self._proc: subprocess.Popen | None = None
         self._version: str | None = None
 
     def name_and_version(self) -> tuple[str, str | None]:
@@ -51,32 +48,7 @@ class NativeRuntime(Runtime):
                                           stderr=subprocess.STDOUT, start_new_session=True)
         self.pid = self._proc.pid
         self.base_url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + self.timeout_s
-        while time.monotonic() < deadline:
-            code = self._proc.poll()
-            if code is not None:
-                reason = failure_reason_from_file(self.log_path) or f"exit code {code}"
-                raise RuntimeStartError(f"llama-server failed to start (exit {code}): {reason}")
-            if _healthy(self.base_url):
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeStartError(f"llama-server did not become healthy within {self.timeout_s:.0f} s "
-                                f"(log: {self.log_path})")
-
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        self._wait_ready(lambda: _healthy(self.base_url), poll_s=0.1)
 
 
 def _healthy(base_url: str) -> bool:

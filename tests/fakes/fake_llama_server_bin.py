@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""A stand-in `llama-server` executable for testing the native runtime without a C++ build.
+
+Accepts llama-server's flags, records its argv to $FAKE_BIN_ARGV, and serves the fake
+llama.cpp server on --host/--port with --parallel slots and --ctx-size context. With
+$FAKE_BIN_FAIL set it prints a llama.cpp-style load error and exits 1, as llama-server does.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.fakes.fake_llama_server import FakeLlamaServer  # noqa: E402
+from tests.fakes.fake_scheduler import FakeScript  # noqa: E402
+
+
+def main() -> int:
+    if os.environ.get("FAKE_BIN_ARGV"):
+        Path(os.environ["FAKE_BIN_ARGV"]).write_text(json.dumps(sys.argv[1:]))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8080)
+    ap.add_argument("--parallel", type=int, default=1)
+    ap.add_argument("--ctx-size", type=int, default=4096)
+    ap.add_argument("--version", action="store_true")
+    args, _ = ap.parse_known_args()
+    if args.version:
+        print("version: 99999 (fakebin)")
+        return 0
+    if os.environ.get("FAKE_BIN_FAIL"):
+        print("0.00.001.000 I main: loading model", flush=True)
+        print(f"0.00.002.000 E llama_model_load: error loading model: fake failure for {args.model}", flush=True)
+        print("0.00.002.100 E main: exiting due to model loading error", flush=True)
+        return 1
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        script = FakeScript(n_slots=args.parallel, n_ctx=args.ctx_size, decode_iteration_ms=2.0)
+        async with FakeLlamaServer(script, host=args.host, port=args.port):
+            await stop.wait()
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

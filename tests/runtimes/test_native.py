@@ -1,0 +1,65 @@
+"""The native runtime starts and stops a llama-server executable with the lane's flags.
+
+The executable here is tests/fakes/fake_llama_server_bin.py (no C++ build in the test suite);
+the real binary was exercised by hand (see the README).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from satbench.cli import main
+from satbench.config import ServerParams
+from satbench.errors import UserError
+from satbench.manifest import read_manifest
+from satbench.models.synthetic import write_synthetic_gguf
+from satbench.runtimes.native import NativeRuntime
+
+BIN = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_llama_server_bin.py")
+
+
+def test_flags_follow_llama_server(tmp_path, monkeypatch):
+    argv_file = tmp_path / "argv.json"
+    monkeypatch.setenv("FAKE_BIN_ARGV", str(argv_file))
+    params = ServerParams(n_batch=1024, n_ubatch=256, n_threads=2, n_gpu_layers=99, kv_unified=True)
+    rt = NativeRuntime(BIN, "/m.gguf", params, 4, 2048, tmp_path)
+    rt.start()
+    try:
+        assert rt.alive() and rt.base_url.startswith("http://127.0.0.1:")
+    finally:
+        rt.stop()
+    assert not rt.alive()
+    argv = json.loads(argv_file.read_text())
+    joined = " ".join(argv)
+    for flag in ("--host 127.0.0.1", "--parallel 4", "--ctx-size 2048", "--batch-size 1024",
+                 "--ubatch-size 256", "--threads 2", "--n-gpu-layers 99", "--kv-unified", "--metrics", "--slots"):
+        assert flag in joined, flag
+
+
+def test_sweep_with_server_bin_end_to_end(tmp_path):
+    model = tmp_path / "m.gguf"
+    write_synthetic_gguf(model, "llama", "tiny", 1)
+    out = tmp_path / "run"
+    code = main(["sweep", "--server-bin", BIN, "--model", str(model), "--concurrency", "1,2",
+                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "16",
+                 "--output-tokens", "8", "-o", str(out)])
+    assert code == 0
+    m = read_manifest(out)
+    assert m.status == "complete" and m.provenance.runtime.kind == "native"
+    assert m.provenance.runtime.total_slots == 2 and "99999" in m.provenance.runtime.version
+
+
+def test_failure_reason_comes_from_the_servers_log(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FAKE_BIN_FAIL", "1")
+    model = tmp_path / "m.gguf"
+    write_synthetic_gguf(model, "llama", "tiny", 1)
+    code = main(["sweep", "--server-bin", BIN, "--model", str(model), "-o", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 3 and len(err.splitlines()) == 1
+    assert "llama-server failed to start (exit 1): llama_model_load: error loading model: fake failure" in err
+
+
+def test_missing_binary_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="not an executable"):
+        NativeRuntime(str(tmp_path / "nope"), "/m.gguf", ServerParams(), 1, 512, tmp_path)
