@@ -12,7 +12,7 @@ from pydantic import ValidationError
 import satbench
 from satbench.config import (BUILTIN_MODEL, RuntimeConfig, ServerParams, SweepConfig,
                              WorkloadConfig, parse_levels, resolve_model_dir)
-from satbench.errors import SatbenchError, UserError
+from satbench.errors import Interrupted, SatbenchError, UserError
 from satbench.runtimes.remote import redact_url
 
 
@@ -105,7 +105,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     try:
         results = Sweep(cfg, run_dir, argv, RichProgress()).run()
     except KeyboardInterrupt as exc:
-        raise SatbenchError(f"interrupted; what was measured is in {run_dir} (status: interrupted)") from exc
+        raise Interrupted(f"interrupted; what was measured is in {run_dir} (status: interrupted)") from exc
     except SatbenchError as exc:
         exc.args = (f"{exc} (run directory: {run_dir})",)
         raise

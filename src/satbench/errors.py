@@ -40,3 +40,9 @@ class RunDirError(SatbenchError):
     """A run directory is missing, unreadable, inconsistent or unwritable."""
 
     exit_code = 5
+
+
+class Interrupted(SatbenchError):
+    """The user stopped the run (Ctrl-C); what was measured stays valid and analyzable."""
+
+    exit_code = 130
