@@ -43,3 +43,31 @@ def test_server_killed_mid_level(fake_server, tmp_path, capsys):
     results = json.loads((run_dir / "results.json").read_text())
     assert results["status"] == "failed"
     assert any("repetition_failed" in f for f in results["lanes"][0]["levels"][0]["flags"])
+
+
+def test_ctrl_c_leaves_a_valid_interrupted_run(fake_server, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    fake = fake_server(n_slots=2, decode_iteration_ms=5.0)
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "satbench.cli", "sweep", "--url", fake.base_url,
+                             "--concurrency", "2", "--requests-per-level", "400", "--repetitions", "1",
+                             "--prompt-tokens", "16", "--output-tokens", "16", "-o", str(run_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    events = run_dir / "events.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if events.exists() and events.read_text().count('"phase":"measured"') >= 5:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.decode().strip().splitlines()[-1].startswith("satbench: error: interrupted")
+    assert read_manifest(run_dir).status == "interrupted"
+    assert main(["analyze", str(run_dir)]) == 0  # still analyzable
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["status"] == "interrupted"
+    assert results["lanes"][0]["levels"][0]["counts"]["requests_ok"] >= 5
