@@ -139,3 +139,23 @@ def test_generic_openai_server_gets_unavailable_not_zero(fake_server, tmp_path):
         assert lv.latency.queue_time_ms.n == 0
         assert "not a llama.cpp server" in lv.unavailable["queue_time_ms"]
     validate_results_text((run_dir / "results.json").read_text())
+
+
+def test_url_credentials_and_api_keys_never_reach_the_run_directory(fake_server, tmp_path, monkeypatch):
+    from satbench.cli import main
+
+    fake = fake_server(n_slots=1, decode_iteration_ms=2.0)
+    secret_url = fake.base_url.replace("http://", "http://user:hunter2-url-secret@")
+    run_dir = tmp_path / "run"
+    assert main(["sweep", "--url", secret_url, "--concurrency", "1", "--requests-per-level", "3",
+                 "--repetitions", "1", "--prompt-tokens", "16", "--output-tokens", "4", "-o", str(run_dir)]) == 0
+    monkeypatch.setenv("MY_KEY", "sk-env-secret-123")
+    run2 = tmp_path / "run2"
+    assert main(["sweep", "--url", fake.base_url, "--api-key-env", "MY_KEY", "--concurrency", "1",
+                 "--requests-per-level", "3", "--repetitions", "1", "--prompt-tokens", "16",
+                 "--output-tokens", "4", "-o", str(run2)]) == 0
+    for d in (run_dir, run2):
+        for f in d.iterdir():
+            text = f.read_bytes()
+            assert b"hunter2-url-secret" not in text and b"sk-env-secret-123" not in text, f
+    assert "MY_KEY" in (run2 / "run.json").read_text()  # the variable's name is recorded, not its value

@@ -47,7 +47,7 @@ def analyze_run(run_dir: Path) -> ResultsFile:
     return ResultsFile(
         run_id=manifest.run_id, status=manifest.status, status_reason=manifest.status_reason,
         started_at=manifest.started_at, finished_at=manifest.finished_at,
-        command_line=manifest.command_line, provenance=prov, lanes=[lane_result],
+        command_line=manifest.command_line, config=cfg, provenance=prov, lanes=[lane_result],
     )
 
 

@@ -103,6 +103,7 @@ def write_json_atomic(path: Path, text: str) -> None:
     """Write `text` to a temporary file beside `path`, fsync it, then rename over `path`."""
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are meant to be shared
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()

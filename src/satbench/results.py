@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 from pydantic import Field
 
-from satbench.config import ServerParams, Strict, WorkloadConfig
+from satbench.config import ServerParams, Strict, SweepConfig, WorkloadConfig
 from satbench.errors import RunDirError
 from satbench.manifest import ModelInfo, Provenance, RuntimeInfo, write_json_atomic
 from satbench.metrics.level import LevelResult
@@ -53,6 +53,7 @@ class ResultsFile(Strict):
     started_at: str
     finished_at: str | None = None
     command_line: list[str]
+    config: SweepConfig
     provenance: Provenance
     definitions: dict[str, str] = Field(default_factory=lambda: dict(DEFINITIONS))
     lanes: list[LaneResult]

@@ -37,7 +37,7 @@ from satbench.results import ResultsFile
 from satbench.runtimes.base import Runtime
 from satbench.runtimes.embedded import EmbeddedRuntime
 from satbench.runtimes.native import NativeRuntime
-from satbench.runtimes.remote import UrlRuntime, is_loopback
+from satbench.runtimes.remote import UrlRuntime, is_loopback, split_credentials
 from satbench.sampler import ServerSampler
 from satbench.workload import WorkloadBuilder
 
@@ -121,15 +121,19 @@ def satbench_commit() -> str | None:
         return None
 
 
-def api_headers(cfg: SweepConfig, runtime: Runtime) -> dict[str, str]:
-    """Authorization for a remote server: key from the named environment variable or the URL."""
+def api_headers(cfg: SweepConfig, url_secret: str | None) -> dict[str, str]:
+    """Authorization for a remote server: key from the named environment variable or the URL.
+
+    The key lives only in this header; config, run.json and results carry the variable's
+    name or nothing.
+    """
     key = None
     if cfg.runtime.api_key_env:
         key = os.environ.get(cfg.runtime.api_key_env)
         if not key:
             raise UserError(f"environment variable {cfg.runtime.api_key_env} (the API key) is empty or unset")
-    elif isinstance(runtime, UrlRuntime) and runtime.url_password:
-        key = runtime.url_password
+    elif url_secret:
+        key = url_secret
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
@@ -138,6 +142,10 @@ class Sweep:
 
     def __init__(self, cfg: SweepConfig, run_dir: Path, command_line: list[str],
                  progress: Progress | None = None) -> None:
+        self._url_secret: str | None = None
+        if cfg.runtime.url:  # keep user:password out of everything that is written down
+            clean, self._url_secret = split_credentials(cfg.runtime.url)
+            cfg = cfg.model_copy(update={"runtime": cfg.runtime.model_copy(update={"url": clean})})
         self.cfg, self.run_dir, self.command_line = cfg, run_dir, command_line
         self.progress = progress or _Silent()
         self.nonce = secrets.token_hex(3)
@@ -181,7 +189,7 @@ class Sweep:
 
     async def _measure(self, runtime: Runtime, model_info: ModelInfo) -> None:
         cfg = self.cfg
-        headers = api_headers(cfg, runtime)
+        headers = api_headers(cfg, self._url_secret)
         timeout = aiohttp.ClientTimeout(total=30)
         async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
             facts = await probe_server(session, runtime.base_url)
