@@ -91,3 +91,26 @@ async def test_unreachable_server_is_data():
     async with StreamClient("http://127.0.0.1:9") as client:
         out = await client.run(req())
     assert out.error_type == "connection_dropped" and out.end_ns >= out.sent_ns
+
+
+class HeldBackServer(ScriptedServer):
+    """Like llama.cpp when a token ends inside a multi-byte character: no event for token 2."""
+
+    async def handle(self, reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        events = [{"content": "a", "tokens": [7], "stop": False, "tokens_predicted": 1},
+                  {"content": "\u00e9b", "tokens": [9], "stop": False, "tokens_predicted": 3},
+                  {"content": "c", "tokens": [4], "stop": False, "tokens_predicted": 4},
+                  {"content": "", "tokens": [], "stop": True, "id_slot": 0, "tokens_predicted": 4,
+                   "timings": {"prompt_n": 4, "prompt_ms": 1.0, "predicted_n": 4}}]
+        body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+
+async def test_tokens_held_back_by_llamacpp_are_counted_from_tokens_predicted():
+    async with HeldBackServer([]) as srv, StreamClient(srv.url) as client:
+        out = await client.run(req(n_out=4))
+    assert out.error_type is None and out.output_tokens == 4
+    assert [n for _, n in out.chunks] == [1, 2, 1]  # the merged event carries two tokens

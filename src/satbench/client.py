@@ -218,9 +218,12 @@ class StreamClient:
         if upd.error is not None:
             self._fail(out, "server_error_event", upd.error)
             return False
-        if upd.n_tokens:
-            out.chunks.append((t_ns, upd.n_tokens))
-            out.output_tokens += upd.n_tokens
+        n = upd.n_tokens
+        if upd.tokens_so_far is not None:  # llama.cpp's running count covers held-back tokens
+            n = max(0, upd.tokens_so_far - out.output_tokens)
+        if n:
+            out.chunks.append((t_ns, n))
+            out.output_tokens += n
             out.token_count_exact = out.token_count_exact and upd.exact
         if upd.slot_id is not None:
             out.slot_id = upd.slot_id

@@ -62,6 +62,7 @@ class StreamUpdate:
     """What one payload contributes: tokens, and for the final one, the server's summary."""
 
     n_tokens: int = 0
+    tokens_so_far: int | None = None
     exact: bool = True
     final: bool = False
     done_marker: bool = False
@@ -100,17 +101,23 @@ def _int_or_none(value: object) -> int | None:
 
 
 def interpret_native(payload: bytes) -> StreamUpdate:
-    """llama.cpp `/completion` event: `tokens` (ids in this chunk), `stop`, `timings`, `id_slot`."""
+    """llama.cpp `/completion` event: `tokens_predicted` (running count), `tokens`, `stop`, `timings`.
+
+    The running count is what counts: when a token ends inside a multi-byte UTF-8 character,
+    llama.cpp holds its text back and sends no event for it, so `tokens` (ids of this event
+    only) misses it, while the next event's `tokens_predicted` includes it.
+    """
     obj = _load(payload)
     err = _error_text(obj)
     if err is not None:
         return StreamUpdate(error=err)
     tokens = obj.get("tokens")
+    so_far = _int_or_none(obj.get("tokens_predicted"))
     if isinstance(tokens, list):
         n, exact = len(tokens), True
     else:
-        n, exact = (1 if obj.get("content") else 0), False
-    upd = StreamUpdate(n_tokens=n, exact=exact)
+        n, exact = (1 if obj.get("content") else 0), so_far is not None
+    upd = StreamUpdate(n_tokens=n, tokens_so_far=so_far, exact=exact)
     if obj.get("stop") is True:
         upd.final = True
         upd.slot_id = _int_or_none(obj.get("id_slot"))
