@@ -138,6 +138,7 @@ def test_generic_openai_server_gets_unavailable_not_zero(fake_server, tmp_path):
         assert lv.occupancy.time_weighted_busy_slots is None
         assert lv.latency.queue_time_ms.n == 0
         assert "not a llama.cpp server" in lv.unavailable["queue_time_ms"]
+        assert any(f.startswith("token_timing_approximate") for f in lv.flags)
     validate_results_text((run_dir / "results.json").read_text())
 
 

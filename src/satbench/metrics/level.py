@@ -281,7 +281,9 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
     if r.counts.retries:
         flags.append(f"retries: {r.counts.retries} request(s) retried after a dropped connection")
     if any(not e.token_count_exact for e in events):
-        flags.append("token_count_approximate: the server did not report token ids per chunk")
+        flags.append("token_count_approximate: the server reported no exact token count")
+    if not ctx.llamacpp:
+        flags.append("token_timing_approximate: each SSE chunk taken as one token (total from usage)")
     return flags
 
 
