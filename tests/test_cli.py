@@ -72,6 +72,8 @@ def test_not_a_gguf_file(tmp_path, capsys):
     bad.write_bytes(b"NOPE" + b"\0" * 100)
     assert main(["sweep", "--model", str(bad), "-o", str(tmp_path / "run")]) == 2
     assert "not a GGUF file" in capsys.readouterr().err
+    manifest = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert manifest["status"] == "failed" and "not a GGUF file" in manifest["status_reason"]
 
 
 def test_schema_results_is_published(capsys):

@@ -148,6 +148,7 @@ class Sweep:
             cfg = cfg.model_copy(update={"runtime": cfg.runtime.model_copy(update={"url": clean})})
         self.cfg, self.run_dir, self.command_line = cfg, run_dir, command_line
         self.progress = progress or _Silent()
+        self.results: ResultsFile | None = None
         self.nonce = secrets.token_hex(3)
         self.manifest = RunManifest(
             run_id=run_dir.name, command_line=command_line,
@@ -157,29 +158,35 @@ class Sweep:
         )
 
     def run(self) -> ResultsFile:
-        """Execute the sweep; raises SatbenchError after writing what was measured."""
+        """Execute the sweep; raises SatbenchError after writing what was measured.
+
+        Whatever ends the run (success, a server that failed, Ctrl-C, a bug), run.json gets
+        its final status, and results.json is computed from whatever raw data exists.
+        """
         write_manifest(self.run_dir, self.manifest)
-        model_path, model_info = resolve_model(self.cfg)
-        runtime = make_runtime(self.cfg, model_path, self.run_dir)
-        failure: BaseException | None = None
+        runtime: Runtime | None = None
         try:
+            model_path, model_info = resolve_model(self.cfg)
+            runtime = make_runtime(self.cfg, model_path, self.run_dir)
             runtime.start()
             asyncio.run(self._measure(runtime, model_info))
-        except KeyboardInterrupt as exc:
-            failure = exc
+        except KeyboardInterrupt:
             self._finish("interrupted", "interrupted by the user (Ctrl-C)")
+            raise
         except SatbenchError as exc:
-            failure = exc
             self._finish("failed", str(exc))
-        finally:
-            runtime.stop()
-        if failure is None:
+            raise
+        except Exception as exc:
+            self._finish("failed", f"internal error: {exc.__class__.__name__}: {exc}")
+            raise
+        else:
             self._finish("complete", None)
-        results = analyze_and_write(self.run_dir) if self.manifest.provenance else None
-        if failure is not None:
-            raise failure
-        assert results is not None
-        return results
+        finally:
+            if runtime is not None:
+                runtime.stop()
+            if self.manifest.provenance is not None:
+                self.results = analyze_and_write(self.run_dir)
+        return self.results
 
     def _finish(self, status: str, reason: str | None) -> None:
         self.manifest.status = status  # type: ignore[assignment]
