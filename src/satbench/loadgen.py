@@ -23,8 +23,8 @@ from satbench.client import CompletionRequest, StreamClient, StreamOutcome
 from satbench.config import Strict
 from satbench.events import LevelMark, RequestErrorInfo, RequestEvent, ServerTimings
 
-# failures that mean "the server is not there"; this many in a row stop a level
-_UNREACHABLE = {"connection_dropped", "client_error", "os_error"}
+# failures that mean "the server is gone or hung"; N + 3 of them in a row stop a level
+_UNREACHABLE = {"connection_dropped", "timeout"}
 
 
 class Sink(Protocol):
@@ -121,8 +121,8 @@ async def run_level(
             shared.consecutive_unreachable += 1
             if shared.consecutive_unreachable >= limit and shared.abort_reason is None:
                 shared.abort_reason = (
-                    f"{shared.consecutive_unreachable} requests in a row could not reach the "
-                    f"server ({out.error_type}: {out.error_message})"
+                    f"{shared.consecutive_unreachable} requests in a row could not reach the server "
+                    f"or got no answer ({out.error_type}: {out.error_message})"
                 )
                 shared.queue.clear()
         else:
