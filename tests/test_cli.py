@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from satbench.cli import build_parser, main, sweep_config
+from satbench.cli import build_parser, lane_config, main
 
 
 def cfg_of(*argv):
-    return sweep_config(build_parser().parse_args(["sweep", *argv]))
+    return lane_config(build_parser().parse_args(["sweep", *argv]))
 
 
 def test_defaults_are_the_embedded_builtin_model_at_1_2_4_8():
@@ -79,5 +79,5 @@ def test_not_a_gguf_file(tmp_path, capsys):
 def test_schema_results_is_published(capsys):
     assert main(["schema", "results"]) == 0
     schema = json.loads(capsys.readouterr().out)
-    assert schema["$id"].endswith("/results/1.0.json")
+    assert schema["$id"].endswith("/results/2.0.json")
     assert "lanes" in schema["properties"]

@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from satbench.config import RuntimeConfig, SweepConfig, WorkloadConfig
+from satbench.config import LaneConfig, RunConfig, RuntimeConfig, WorkloadConfig
 from satbench.events import RequestEvent, read_events
 from satbench.metrics.latency import first_token_ns
 from satbench.results import render_results, validate_results_text
@@ -16,10 +16,10 @@ from satbench.sweep import Sweep
 MS = 1e6
 
 
-def url_config(url: str, levels, requests=12, reps=2, prompt=32, output=16) -> SweepConfig:
-    return SweepConfig(levels=levels, requests_per_level=requests, repetitions=reps,
-                       workload=WorkloadConfig(prompt_tokens=prompt, output_tokens=output),
-                       runtime=RuntimeConfig(kind="url", model=None, url=url))
+def url_config(url: str, levels, requests=12, reps=2, prompt=32, output=16) -> RunConfig:
+    return RunConfig(lanes=[LaneConfig(levels=levels, requests_per_level=requests, repetitions=reps,
+                                       workload=WorkloadConfig(prompt_tokens=prompt, output_tokens=output),
+                                       runtime=RuntimeConfig(kind="url", model=None, url=url))])
 
 
 @pytest.fixture(scope="module")

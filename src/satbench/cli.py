@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 import satbench
-from satbench.config import (BUILTIN_MODEL, RuntimeConfig, ServerParams, SweepConfig,
+from satbench.config import (BUILTIN_MODEL, LaneConfig, RunConfig, RuntimeConfig, ServerParams,
                              WorkloadConfig, parse_levels, resolve_model_dir)
 from satbench.errors import Interrupted, SatbenchError, UserError
 from satbench.runtimes.remote import redact_url
@@ -21,28 +21,38 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message}")
 
 
+# flags that describe one lane; a lane file replaces all of them
+_LANE_FLAGS = ("model", "url", "api_key_env", "server_bin", "concurrency", "prompt_tokens", "output_tokens",
+               "requests_per_level", "repetitions", "request_timeout", "parallel", "ctx_size", "batch_size",
+               "ubatch_size", "threads", "n_gpu_layers", "model_dir")
+
+
 def _sweep_args(p: argparse.ArgumentParser) -> None:
-    src = p.add_argument_group("what to measure")
-    src.add_argument("--model", help=f"GGUF file, or {BUILTIN_MODEL} (default)")
+    lanes = p.add_argument_group("several lanes")
+    lanes.add_argument("--lanes", help="lane file (TOML): several models/runtimes, each with its knobs and SLO")
+    lanes.add_argument("--together", action="store_true",
+                       help="also run all lanes at once and report each one's degradation")
+    src = p.add_argument_group("one lane (without --lanes)")
+    src.add_argument("--model", help=f"GGUF file, {BUILTIN_MODEL} (default) or synthetic:ARCH-SIZE")
     src.add_argument("--model-dir", help="where built-in models are assembled "
                      "(default $SATBENCH_MODEL_DIR or ./.satbench/models)")
     src.add_argument("--url", help="measure a running server (llama-server or OpenAI-compatible)")
     src.add_argument("--api-key-env", help="environment variable holding the remote server's API key")
     src.add_argument("--server-bin", help="start this llama-server binary instead of the embedded one")
     wl = p.add_argument_group("workload")
-    wl.add_argument("--concurrency", default="1,2,4,8", help="levels, e.g. 1,2,4,8,16")
-    wl.add_argument("--prompt-tokens", type=int, default=WorkloadConfig().prompt_tokens)
-    wl.add_argument("--output-tokens", type=int, default=WorkloadConfig().output_tokens)
+    wl.add_argument("--concurrency", help="levels, e.g. 1,2,4,8,16 (default 1,2,4,8)")
+    wl.add_argument("--prompt-tokens", type=int, help=f"default {WorkloadConfig().prompt_tokens}")
+    wl.add_argument("--output-tokens", type=int, help=f"default {WorkloadConfig().output_tokens}")
     wl.add_argument("--requests-per-level", type=int, help="measured requests per level and repetition "
                     "(default max(8N, 32))")
-    wl.add_argument("--repetitions", type=int, default=3)
+    wl.add_argument("--repetitions", type=int, help="default 3")
     wl.add_argument("--shared-prefix", action="store_true", help="same prompt for all, prompt cache on")
-    wl.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
+    wl.add_argument("--request-timeout", type=float, help="seconds per request (default 300)")
     ll = p.add_argument_group("llama.cpp server (same meaning as llama-server's flags)")
     ll.add_argument("-np", "--parallel", type=int, help="slots (default: the highest level)")
     ll.add_argument("-c", "--ctx-size", type=int, help="total context (default: enough for every slot)")
-    ll.add_argument("-b", "--batch-size", type=int, default=ServerParams().n_batch)
-    ll.add_argument("-ub", "--ubatch-size", type=int, default=ServerParams().n_ubatch)
+    ll.add_argument("-b", "--batch-size", type=int, help=f"default {ServerParams().n_batch}")
+    ll.add_argument("-ub", "--ubatch-size", type=int, help=f"default {ServerParams().n_ubatch}")
     ll.add_argument("-t", "--threads", type=int)
     ll.add_argument("-ngl", "--n-gpu-layers", type=int)
     ll.add_argument("--kv-unified", action="store_true")
@@ -59,24 +69,37 @@ def build_parser() -> _Parser:
     an.add_argument("run_dir")
     sc = sub.add_parser("schema", help="print a published JSON Schema")
     sc.add_argument("name", choices=["results"])
+    mo = sub.add_parser("models", help="model files")
+    mo_sub = mo.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
+    mk = mo_sub.add_parser("make", help="write a SYNTHETIC random-weight GGUF that llama.cpp loads")
+    mk.add_argument("--arch", required=True, choices=["llama", "qwen3moe", "deepseek2"])
+    mk.add_argument("--size", required=True, choices=["tiny", "small"])
+    mk.add_argument("--seed", type=int, default=0)
+    mk.add_argument("-o", "--output", required=True, help="FILE.gguf")
     return parser
 
 
-def sweep_config(a: argparse.Namespace) -> SweepConfig:
-    """Typed configuration from parsed flags; pydantic's complaints become one-line UserErrors."""
+def _given(value, default):
+    return default if value is None else value
+
+
+def lane_config(a: argparse.Namespace) -> LaneConfig:
+    """One lane from the single-lane flags; pydantic's complaints become one-line UserErrors."""
     if a.url and (a.model or a.server_bin):
         raise UserError("--url measures a running server; it cannot be combined with --model or --server-bin")
     kind = "url" if a.url else ("native" if a.server_bin else "embedded")
     try:
-        return SweepConfig(
-            levels=parse_levels(a.concurrency),
+        return LaneConfig(
+            levels=parse_levels(_given(a.concurrency, "1,2,4,8")),
             requests_per_level=a.requests_per_level,
-            repetitions=a.repetitions,
-            request_timeout_s=a.request_timeout,
-            workload=WorkloadConfig(prompt_tokens=a.prompt_tokens, output_tokens=a.output_tokens,
+            repetitions=_given(a.repetitions, 3),
+            request_timeout_s=_given(a.request_timeout, 300.0),
+            workload=WorkloadConfig(prompt_tokens=_given(a.prompt_tokens, WorkloadConfig().prompt_tokens),
+                                    output_tokens=_given(a.output_tokens, WorkloadConfig().output_tokens),
                                     shared_prefix=a.shared_prefix),
-            server=ServerParams(n_parallel=a.parallel, n_ctx=a.ctx_size, n_batch=a.batch_size,
-                                n_ubatch=a.ubatch_size, n_threads=a.threads,
+            server=ServerParams(n_parallel=a.parallel, n_ctx=a.ctx_size,
+                                n_batch=_given(a.batch_size, ServerParams().n_batch),
+                                n_ubatch=_given(a.ubatch_size, ServerParams().n_ubatch), n_threads=a.threads,
                                 n_gpu_layers=a.n_gpu_layers, kv_unified=a.kv_unified),
             runtime=RuntimeConfig(kind=kind, model=None if a.url else (a.model or BUILTIN_MODEL),
                                   model_dir=resolve_model_dir(a.model_dir), server_bin=a.server_bin,
@@ -84,6 +107,20 @@ def sweep_config(a: argparse.Namespace) -> SweepConfig:
         )
     except ValueError as exc:  # ValidationError is a ValueError
         raise UserError(_first_error(exc)) from exc
+
+
+def run_config(a: argparse.Namespace) -> RunConfig:
+    """The run: from a lane file (--lanes), else one lane from the flags."""
+    if a.lanes:
+        given = [f"--{f.replace('_', '-')}" for f in _LANE_FLAGS if getattr(a, f) is not None]
+        if given or a.shared_prefix or a.kv_unified:
+            raise UserError(f"--lanes describes every lane; drop {', '.join(given) or 'the single-lane flags'}")
+        from satbench.lanefile import load_lane_file
+
+        return load_lane_file(Path(a.lanes), together=True if a.together else None)
+    if a.together:
+        raise UserError("--together needs a lane file with at least two lanes (--lanes FILE)")
+    return RunConfig(lanes=[lane_config(a)])
 
 
 def _first_error(exc: ValueError) -> str:
@@ -99,7 +136,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     from satbench.report.table import print_results
     from satbench.sweep import Sweep, command_line, default_run_dir, prepare_run_dir
 
-    cfg = sweep_config(a)
+    cfg = run_config(a)
     run_dir = prepare_run_dir(Path(a.output) if a.output else default_run_dir())
     argv = [redact_url(x) for x in command_line()]
     try:
@@ -130,7 +167,16 @@ def _cmd_schema(a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"sweep": _cmd_sweep, "analyze": _cmd_analyze, "schema": _cmd_schema}
+def _cmd_models(a: argparse.Namespace) -> int:
+    from satbench.models.synthetic import write_synthetic_gguf
+
+    info = write_synthetic_gguf(Path(a.output), arch=a.arch, size=a.size, seed=a.seed)
+    print(f"wrote {info.path}: SYNTHETIC random weights, {info.arch} {info.size}, seed {info.seed}, "
+          f"{info.n_params:,} parameters, {info.file_bytes:,} bytes, sha256 {info.sha256}")
+    return 0
+
+
+COMMANDS = {"sweep": _cmd_sweep, "analyze": _cmd_analyze, "schema": _cmd_schema, "models": _cmd_models}
 
 
 def main(argv: list[str] | None = None) -> int:

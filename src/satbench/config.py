@@ -1,7 +1,7 @@
-"""Typed configuration of a sweep: what to run, against which server, with which knobs.
+"""Typed configuration of a run: its lanes, what each one serves and how it is measured.
 
-Everything the CLI accepts ends up in one `SweepConfig`, which is written into
-`run.json` so that a run directory says exactly how it was produced.
+Everything the CLI or a lane file says ends up in one `RunConfig` (a list of `LaneConfig`),
+which is written into `run.json` so that a run directory says exactly how it was produced.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class RuntimeConfig(Strict):
     """Which server satbench measures and how it gets one."""
 
     kind: RuntimeKind = "embedded"
-    model: str | None = Field(BUILTIN_MODEL, description="GGUF path or builtin:NAME; None for url")
+    model: str | None = Field(BUILTIN_MODEL, description="GGUF path, builtin:NAME or synthetic:ARCH-SIZE; None for url")
     model_dir: str = DEFAULT_MODEL_DIR
     server_bin: str | None = None
     url: str | None = None
@@ -77,10 +77,20 @@ class RuntimeConfig(Strict):
         return self
 
 
-class SweepConfig(Strict):
-    """One lane's sweep: levels, repetitions, requests per level, timeouts."""
+class SloConfig(Strict):
+    """A lane's latency objective: p95 TTFT and p95 TPOT, in milliseconds."""
 
-    lane: str = "default"
+    p95_ttft_ms: float = Field(gt=0)
+    p95_tpot_ms: float = Field(gt=0)
+
+
+LANE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class LaneConfig(Strict):
+    """One lane (one model on one runtime configuration) and its sweep."""
+
+    name: str = Field("default", pattern=LANE_NAME_PATTERN)
     levels: list[int] = Field(default_factory=lambda: list(DEFAULT_LEVELS))
     requests_per_level: int | None = Field(
         None, ge=1, description="measured requests per level and repetition; None = max(8N, 32)"
@@ -93,6 +103,7 @@ class SweepConfig(Strict):
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     server: ServerParams = Field(default_factory=ServerParams)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    slo: SloConfig | None = None
 
     @field_validator("levels")
     @classmethod
@@ -145,3 +156,23 @@ def parse_levels(text: str) -> list[int]:
 def resolve_model_dir(cli_value: str | None) -> str:
     """--model-dir, else $SATBENCH_MODEL_DIR, else .satbench/models under the working directory."""
     return cli_value or os.environ.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR
+
+
+class RunConfig(Strict):
+    """A run: lanes measured one after the other, and optionally all at once (`together`)."""
+
+    lanes: list[LaneConfig] = Field(min_length=1)
+    together: bool = False
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> RunConfig:
+        names = [lane.name for lane in self.lanes]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"lane names repeat: {', '.join(dup)}")
+        if self.together and len(self.lanes) < 2:
+            raise ValueError("together needs at least two lanes")
+        return self
+
+    def lane(self, name: str) -> LaneConfig:
+        return next(lane for lane in self.lanes if lane.name == name)

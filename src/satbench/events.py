@@ -1,5 +1,9 @@
 """Raw records (DESIGN.md §3): what happened, stamped with the monotonic clock, nothing derived.
 
+Every record names its lane and scenario (solo, or together with the run's other lanes);
+`background` requests keep a lane busy in the together scenario while another lane is still
+measuring, and never count toward any metric.
+
 Two append-only JSONL files hold them:
 - `events.jsonl`: one `RequestEvent` per finished request (warmup and measured, errors
   included) and `LevelMark` lines at the start and end of every level repetition;
@@ -22,6 +26,9 @@ from satbench.errors import RunDirError
 
 EVENTS_FILE = "events.jsonl"
 SAMPLES_FILE = "server_samples.jsonl"
+
+# "solo": the lane alone on the machine; "together": every lane of the run at once
+Scenario = Literal["solo", "together"]
 
 
 class ServerTimings(Strict):
@@ -47,11 +54,12 @@ class RequestEvent(Strict):
 
     kind: Literal["request"] = "request"
     lane: str
+    scenario: Scenario = "solo"
     level: int
     repetition: int
     stream: int
     seq: int
-    phase: Literal["warmup", "measured"]
+    phase: Literal["warmup", "measured", "background"]
     request_id: str
     prompt_tokens: int
     max_tokens: int
@@ -78,6 +86,7 @@ class LevelMark(Strict):
 
     kind: Literal["level_start", "level_end"]
     lane: str
+    scenario: Scenario = "solo"
     level: int
     repetition: int
     t_ns: int
@@ -91,6 +100,7 @@ class MetricsSample(Strict):
 
     kind: Literal["metrics"] = "metrics"
     lane: str
+    scenario: Scenario = "solo"
     sent_ns: int
     t_ns: int
     values: dict[str, float] = Field(default_factory=dict)
@@ -102,6 +112,7 @@ class SlotsSample(Strict):
 
     kind: Literal["slots"] = "slots"
     lane: str
+    scenario: Scenario = "solo"
     sent_ns: int
     t_ns: int
     n_slots: int = 0
@@ -115,6 +126,7 @@ class ProcessSample(Strict):
 
     kind: Literal["process"] = "process"
     lane: str
+    scenario: Scenario = "solo"
     t_ns: int
     rss_bytes: int | None = None
     cpu_seconds: float | None = None

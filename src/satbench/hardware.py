@@ -22,7 +22,8 @@ def cpu_model() -> str:
 
 
 def describe_host(gpus: NvmlGpus | None) -> HostInfo:
-    return HostInfo(
+    """Host facts plus their stable fingerprint hash."""
+    host = HostInfo(
         cpu_model=cpu_model(),
         cores_logical=psutil.cpu_count(logical=True) or 1,
         cores_physical=psutil.cpu_count(logical=False),
@@ -31,3 +32,5 @@ def describe_host(gpus: NvmlGpus | None) -> HostInfo:
         python=platform.python_version(),
         gpus=gpus.describe() if gpus is not None else [],
     )
+    host.fingerprint_sha256 = host.fingerprint()
+    return host

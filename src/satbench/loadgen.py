@@ -33,13 +33,20 @@ class Sink(Protocol):
 
 @dataclass
 class LevelPlan:
-    """The requests of one repetition of one level; `warmup[i]` belong to stream i % N."""
+    """The requests of one repetition of one level; `warmup[i]` belong to stream i % N.
+
+    `background` requests (cycled) keep the streams busy after the measured ones are issued,
+    until the runner's `keep_busy` event is set — used when lanes run together, so a lane that
+    finishes first still loads the machine while the others measure.
+    """
 
     lane: str
     level: int
     repetition: int
     warmup: list[CompletionRequest]
     measured: list[CompletionRequest]
+    scenario: str = "solo"
+    background: list[CompletionRequest] = field(default_factory=list)
 
 
 @dataclass
@@ -73,7 +80,8 @@ def to_event(
             type=out.error_type, message=out.error_message or "", http_status=out.http_status
         )
     return RequestEvent(
-        lane=plan.lane, level=plan.level, repetition=plan.repetition, stream=stream, seq=seq,
+        lane=plan.lane, scenario=plan.scenario, level=plan.level, repetition=plan.repetition,
+        stream=stream, seq=seq,
         phase=phase, request_id=req.request_id, prompt_tokens=req.prompt_tokens,
         max_tokens=req.max_tokens, targeted_ns=targeted_ns, sent_ns=out.sent_ns,
         headers_ns=out.headers_ns, end_ns=out.end_ns, chunks=out.chunks,
@@ -104,13 +112,26 @@ async def run_level(
     on_done: Callable[[RequestEvent], None] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
     max_consecutive_unreachable: int | None = None,
+    keep_busy: asyncio.Event | None = None,
+    measured_done: Callable[[], None] | None = None,
 ) -> LevelMark:
-    """Run one level repetition closed-loop and return its end mark (also written to `sink`)."""
+    """Run one level repetition closed-loop and return its end mark (also written to `sink`).
+
+    With `keep_busy`, streams whose measured work is over send background requests until the
+    event is set; `measured_done` is called once every measured request has finished.
+    """
     n = plan.level
     limit = max_consecutive_unreachable or (n + 3)
     shared = _Shared(queue=deque(enumerate(plan.measured)))
-    sink.write(LevelMark(kind="level_start", lane=plan.lane, level=n, repetition=plan.repetition,
-                         t_ns=clock(), n_requests=len(plan.measured)))
+    sink.write(LevelMark(kind="level_start", lane=plan.lane, scenario=plan.scenario, level=n,
+                         repetition=plan.repetition, t_ns=clock(), n_requests=len(plan.measured)))
+    measuring = {"left": n, "told": False}
+
+    def tell_measured_done() -> None:
+        if not measuring["told"]:
+            measuring["told"] = True
+            if measured_done is not None:
+                measured_done()
 
     async def one(stream: int, seq: int, phase: str, req: CompletionRequest) -> None:
         targeted = clock()
@@ -130,7 +151,7 @@ async def run_level(
         if on_done is not None:
             on_done(event)
 
-    async def stream_loop(stream: int) -> None:
+    async def measured_part(stream: int) -> None:
         for seq in range(stream, len(plan.warmup), n):
             if shared.abort_reason:
                 return
@@ -138,6 +159,18 @@ async def run_level(
         while shared.queue and not shared.abort_reason:
             seq, req = shared.queue.popleft()
             await one(stream, seq, "measured", req)
+
+    async def stream_loop(stream: int) -> None:
+        try:
+            await measured_part(stream)
+        finally:
+            measuring["left"] -= 1
+            if measuring["left"] == 0:
+                tell_measured_done()
+        k = stream
+        while keep_busy is not None and plan.background and not keep_busy.is_set() and not shared.abort_reason:
+            await one(stream, k, "background", plan.background[k % len(plan.background)])
+            k += n
 
     status, reason = "complete", None
     try:
@@ -147,9 +180,11 @@ async def run_level(
         status, reason = "interrupted", "interrupted by the user"
         raise
     finally:
+        tell_measured_done()  # also when the level failed or was cancelled: never leave others waiting
         if shared.abort_reason:
             status, reason = "failed", shared.abort_reason
-        end = LevelMark(kind="level_end", lane=plan.lane, level=n, repetition=plan.repetition,
-                        t_ns=clock(), n_requests=len(plan.measured), status=status, reason=reason)
+        end = LevelMark(kind="level_end", lane=plan.lane, scenario=plan.scenario, level=n,
+                        repetition=plan.repetition, t_ns=clock(), n_requests=len(plan.measured),
+                        status=status, reason=reason)
         sink.write(end)
     return end

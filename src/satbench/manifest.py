@@ -6,6 +6,7 @@ needs besides the raw JSONL files comes from here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -14,11 +15,11 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from satbench.config import Strict, SweepConfig
+from satbench.config import RunConfig, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "1.0"
+MANIFEST_SCHEMA_VERSION = "2.0"
 
 
 class ModelInfo(Strict):
@@ -35,6 +36,9 @@ class RuntimeInfo(Strict):
     version: str | None = None
     llamacpp: bool = Field(description="llama.cpp detected through /props")
     build_info: str | None = Field(None, description="/props build_info as the server reports it")
+    build_number: int | None = Field(None, description="llama.cpp build number parsed from build_info")
+    build_commit: str | None = Field(None, description="llama.cpp commit parsed from build_info")
+    backend: str | None = Field(None, description="devices the server computes on, e.g. 'CPU' or 'CUDA0 (NVIDIA H200)'")
     base_url: str = Field(description="server URL without credentials")
     total_slots: int | None = None
     per_slot_ctx: int | None = None
@@ -58,6 +62,24 @@ class HostInfo(Strict):
     os: str
     python: str
     gpus: list[GpuInfo] = Field(default_factory=list)
+    fingerprint_sha256: str = Field("", description="stable hash of the identity fields, see fingerprint()")
+
+    def identity(self) -> dict:
+        """What makes two machines the same for a recommendation: CPU, cores, RAM (whole GiB),
+        OS, and every GPU's name, memory (whole GiB), driver and CUDA version. Python is not in it."""
+        return {
+            "cpu_model": self.cpu_model, "cores_logical": self.cores_logical,
+            "cores_physical": self.cores_physical, "ram_gib": round(self.ram_bytes / 2**30),
+            "os": self.os,
+            "gpus": [{"name": g.name, "memory_gib": None if g.memory_total_bytes is None
+                      else round(g.memory_total_bytes / 2**30), "driver": g.driver, "cuda": g.cuda}
+                     for g in self.gpus],
+        }
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical JSON of identity() (sorted keys, no spaces)."""
+        canon = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canon.encode()).hexdigest()
 
 
 class NetworkInfo(Strict):
@@ -67,13 +89,23 @@ class NetworkInfo(Strict):
     rtt_samples: int = 0
 
 
-class Provenance(Strict):
-    satbench_version: str
-    satbench_commit: str | None = None
+class LaneProvenance(Strict):
+    """What one lane served and how: model file, server build and backend, network path."""
+
     model: ModelInfo
     runtime: RuntimeInfo
-    host: HostInfo
     network: NetworkInfo
+    together_runtime: RuntimeInfo | None = Field(
+        None, description="the server started again for the together scenario (same build, new process)")
+
+
+class Provenance(Strict):
+    """Recorded once per run; every lane result carries the host part and its own lane part."""
+
+    satbench_version: str
+    satbench_commit: str | None = None
+    host: HostInfo
+    lanes: dict[str, LaneProvenance] = Field(default_factory=dict)
 
 
 class ClockAnchor(Strict):
@@ -95,7 +127,7 @@ class RunManifest(Strict):
     clock_anchor: ClockAnchor
     status: RunStatus = "running"
     status_reason: str | None = None
-    config: SweepConfig
+    config: RunConfig
     provenance: Provenance | None = None
 
 

@@ -8,14 +8,17 @@ from pathlib import Path
 import jsonschema
 from pydantic import Field
 
-from satbench.config import ServerParams, Strict, SweepConfig, WorkloadConfig
+from satbench.config import RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
 from satbench.errors import RunDirError
-from satbench.manifest import ModelInfo, Provenance, RuntimeInfo, write_json_atomic
+from satbench.manifest import HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo, write_json_atomic
+from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 
 RESULTS_FILE = "results.json"
-RESULTS_SCHEMA_VERSION = "1.0"
-SCHEMA_ID = "https://satbench.dev/schema/results/1.0.json"
+RESULTS_SCHEMA_VERSION = "2.0"
+SCHEMA_ID = "https://satbench.dev/schema/results/2.0.json"
+# 2.0: one section per lane (model, runtime build and backend, network, hardware fingerprint),
+#      together-scenario levels and cross-lane interference; 1.0 had a single lane.
 
 DEFINITIONS = {
     "ttft_ms": "first chunk carrying >=1 generated token - sent_ns",
@@ -37,12 +40,20 @@ DEFINITIONS = {
 
 
 class LaneResult(Strict):
+    """Everything about one lane, keyed by lane and (through `hardware`) by machine."""
+
     lane: str
     model: ModelInfo
     runtime: RuntimeInfo
+    network: NetworkInfo
+    hardware: HostInfo = Field(description="recorded once per run, attached to every lane")
     workload: WorkloadConfig
     server_params: ServerParams
-    levels: list[LevelResult]
+    slo: SloConfig | None = None
+    levels: list[LevelResult] = Field(description="the lane alone on the machine")
+    together_levels: list[LevelResult] = Field(default_factory=list,
+                                               description="the lane while every lane of the run ran")
+    interference: list[Interference] = Field(default_factory=list)
 
 
 class ResultsFile(Strict):
@@ -53,7 +64,7 @@ class ResultsFile(Strict):
     started_at: str
     finished_at: str | None = None
     command_line: list[str]
-    config: SweepConfig
+    config: RunConfig
     provenance: Provenance
     definitions: dict[str, str] = Field(default_factory=lambda: dict(DEFINITIONS))
     lanes: list[LaneResult]

@@ -48,10 +48,11 @@ class ServerSampler:
         self, base_url: str, lane: str, writer: JsonlWriter, *, interval_s: float = 0.1,
         llamacpp: bool = True, pid: int | None = None, gpus: NvmlGpus | None = None,
         headers: dict[str, str] | None = None, timeout_s: float = 2.0,
-        clock: Callable[[], int] = time.perf_counter_ns,
+        clock: Callable[[], int] = time.perf_counter_ns, scenario: str = "solo",
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.lane, self.writer, self.interval_s = lane, writer, interval_s
+        self.tag = {"lane": lane, "scenario": scenario}
         self.llamacpp, self.pid, self.gpus, self.clock = llamacpp, pid, gpus, clock
         self._headers = headers or {}
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -111,10 +112,10 @@ class ServerSampler:
                 raise ParseError(f"/metrics answered HTTP {status}")
             values = llamacpp_values(text)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError) as exc:
-            self.writer.write(MetricsSample(lane=self.lane, sent_ns=sent, t_ns=self.clock(),
+            self.writer.write(MetricsSample(**self.tag, sent_ns=sent, t_ns=self.clock(),
                                             error=_describe(exc)))
             return False
-        self.writer.write(MetricsSample(lane=self.lane, sent_ns=sent, t_ns=self.clock(), values=values))
+        self.writer.write(MetricsSample(**self.tag, sent_ns=sent, t_ns=self.clock(), values=values))
         return True
 
     async def _slots(self) -> bool:
@@ -129,15 +130,15 @@ class ServerSampler:
                 raise ParseError("/slots is not JSON") from exc
             n, busy, decoded = parse_slots(payload)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError) as exc:
-            self.writer.write(SlotsSample(lane=self.lane, sent_ns=sent, t_ns=self.clock(),
+            self.writer.write(SlotsSample(**self.tag, sent_ns=sent, t_ns=self.clock(),
                                           error=_describe(exc)))
             return False
-        self.writer.write(SlotsSample(lane=self.lane, sent_ns=sent, t_ns=self.clock(), n_slots=n,
+        self.writer.write(SlotsSample(**self.tag, sent_ns=sent, t_ns=self.clock(), n_slots=n,
                                       busy_ids=busy, n_decoded=decoded))
         return True
 
     async def _process(self) -> bool:
-        sample = ProcessSample(lane=self.lane, t_ns=self.clock())
+        sample = ProcessSample(**self.tag, t_ns=self.clock())
         try:
             if self.pid is not None:
                 sample.rss_bytes, sample.cpu_seconds = process_tree_usage(self.pid)

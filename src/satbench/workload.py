@@ -16,7 +16,7 @@ from satbench.config import WorkloadConfig
 from satbench.errors import UserError
 
 Tokenizer = Callable[[str, bool], Awaitable[list[int]]]  # (text, add_special) -> ids
-Phase = Literal["warmup", "measured"]
+Phase = Literal["warmup", "measured", "background"]
 
 FILLER_TEXT = (
     "The river ran past the old mill and under the stone bridge where the children of the "

@@ -30,9 +30,13 @@ def main() -> int:
     ap.add_argument("--parallel", type=int, default=1)
     ap.add_argument("--ctx-size", type=int, default=4096)
     ap.add_argument("--version", action="store_true")
+    ap.add_argument("--list-devices", action="store_true")
     args, _ = ap.parse_known_args()
     if args.version:
         print("version: 99999 (fakebin)")
+        return 0
+    if args.list_devices:
+        print("Available devices:\n  (none)")
         return 0
     if os.environ.get("FAKE_BIN_FAIL"):
         print("0.00.001.000 I main: loading model", flush=True)

@@ -42,15 +42,18 @@ def test_run_directory_holds_every_raw_and_derived_file(run_dir):
 def test_manifest_and_provenance(run_dir, tiny_model):
     m = read_manifest(run_dir)
     assert m.status == "complete"
-    p = m.provenance
+    p = m.provenance.lanes["default"]
     assert p.model.sha256 == sha256_file(tiny_model, cache=None) and p.model.synthetic is True
     rt = p.runtime
     assert rt.kind == "embedded" and rt.llamacpp and rt.build_info
+    assert rt.build_number and rt.build_number > 10000  # from the xllamacpp version (build_info says b0)
+    assert rt.backend and "CPU" in rt.backend
     assert rt.base_url.startswith("http://127.0.0.1:")
     assert rt.total_slots == 2  # n_parallel = the highest level
     assert rt.per_slot_ctx >= 48 + 12
     assert p.network.path == "loopback" and p.network.rtt_ms_median > 0
-    assert p.host.cores_logical >= 1 and p.host.ram_bytes > 0
+    host = m.provenance.host
+    assert host.cores_logical >= 1 and host.ram_bytes > 0 and len(host.fingerprint_sha256) == 64
 
 
 def test_events_are_complete_exact_and_uncached(run_dir):

@@ -23,7 +23,7 @@ def test_flags_follow_llama_server(tmp_path, monkeypatch):
     argv_file = tmp_path / "argv.json"
     monkeypatch.setenv("FAKE_BIN_ARGV", str(argv_file))
     params = ServerParams(n_batch=1024, n_ubatch=256, n_threads=2, n_gpu_layers=99, kv_unified=True)
-    rt = NativeRuntime(BIN, "/m.gguf", params, 4, 2048, tmp_path)
+    rt = NativeRuntime(BIN, "/m.gguf", params, 4, 2048, tmp_path / "server.log")
     rt.start()
     try:
         assert rt.alive() and rt.base_url.startswith("http://127.0.0.1:")
@@ -46,8 +46,9 @@ def test_sweep_with_server_bin_end_to_end(tmp_path):
                  "--output-tokens", "8", "-o", str(out)])
     assert code == 0
     m = read_manifest(out)
-    assert m.status == "complete" and m.provenance.runtime.kind == "native"
-    assert m.provenance.runtime.total_slots == 2 and "99999" in m.provenance.runtime.version
+    rt = m.provenance.lanes["default"].runtime
+    assert m.status == "complete" and rt.kind == "native"
+    assert rt.total_slots == 2 and "99999" in rt.version and rt.backend == "CPU"
 
 
 def test_failure_reason_comes_from_the_servers_log(tmp_path, monkeypatch, capsys):
@@ -62,4 +63,4 @@ def test_failure_reason_comes_from_the_servers_log(tmp_path, monkeypatch, capsys
 
 def test_missing_binary_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="not an executable"):
-        NativeRuntime(str(tmp_path / "nope"), "/m.gguf", ServerParams(), 1, 512, tmp_path)
+        NativeRuntime(str(tmp_path / "nope"), "/m.gguf", ServerParams(), 1, 512, tmp_path / "server.log")

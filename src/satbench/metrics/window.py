@@ -40,14 +40,16 @@ def window_start_ns(measured: list[RequestEvent], n_streams: int) -> int | None:
 def window_end_ns(all_events: list[RequestEvent]) -> int | None:
     """End = first moment fewer than N requests are in flight because none is issued any more.
 
-    The last request is issued at T = max(targeted_ns) of measured requests; every request
-    finishing after T is not replaced, so End = min(end_ns of requests with end_ns > T).
+    The last request is issued at T = max(targeted_ns) of measured requests; every measured
+    request finishing after T is not replaced by a measured one, so
+    End = min(end_ns of measured requests with end_ns > T). (When lanes run together, a
+    background request replaces it; that is where the lane's measured work ends.)
     """
     measured = [ev for ev in all_events if ev.phase == "measured"]
     if not measured:
         return None
     last_issue = max(ev.targeted_ns for ev in measured)
-    after = [ev.end_ns for ev in all_events if ev.end_ns > last_issue]
+    after = [ev.end_ns for ev in measured if ev.end_ns > last_issue]
     return min(after) if after else None
 
 

@@ -18,21 +18,26 @@ class RichProgress:
         )
         self._task = None
         self._errors = 0
+        self._total = 0
 
     def begin(self, total_requests: int) -> None:
-        self._p.start()
-        self._task = self._p.add_task("starting", total=total_requests, errors=0)
+        self._total = total_requests
 
-    def level(self, level: int, repetition: int) -> None:
+    def level(self, lane: str, scenario: str, level: int, repetition: int) -> None:
+        if self._task is None:  # drawn from the first level on: a failed start leaves no bar behind
+            self._p.start()
+            self._task = self._p.add_task("", total=self._total, errors=0)
         if self._task is not None:
-            self._p.update(self._task, description=f"N={level} rep {repetition}")
+            where = f"{lane}{' (together)' if scenario == 'together' else ''}"
+            self._p.update(self._task, description=f"{where} N={level} rep {repetition}")
 
     def request_done(self, event: RequestEvent) -> None:
-        if self._task is None:
+        if self._task is None or event.phase == "background":
             return
         if event.error is not None:
             self._errors += 1
         self._p.update(self._task, advance=1, errors=self._errors)
 
     def end(self) -> None:
-        self._p.stop()
+        if self._task is not None:
+            self._p.stop()

@@ -32,18 +32,41 @@ def _num(v: float | None, fmt: str = "{:.2f}") -> str:
     return "n/a" if v is None else fmt.format(v)
 
 
-def lane_table(lane: LaneResult) -> Table:
+def lane_title(lane: LaneResult) -> str:
     rt = lane.runtime
-    title = (f"lane {lane.lane}: {lane.model.path or rt.model_alias or 'remote model'}"
-             f"{' (SYNTHETIC weights)' if lane.model.synthetic else ''} · {rt.kind}"
-             f" · slots {rt.total_slots if rt.total_slots is not None else 'n/a'}"
-             f" · prompt {lane.workload.prompt_tokens} / output {lane.workload.output_tokens} tokens")
-    t = Table(title=title, title_justify="left")
+    build = f"b{rt.build_number}" if rt.build_number else (rt.build_info or "build n/a")
+    return (f"lane {lane.lane}: {lane.model.path or rt.model_alias or 'remote model'}"
+            f"{' (SYNTHETIC weights)' if lane.model.synthetic else ''} · {rt.kind} llama.cpp {build}"
+            f" on {rt.backend or 'n/a'} · slots {rt.total_slots if rt.total_slots is not None else 'n/a'}"
+            f" · prompt {lane.workload.prompt_tokens} / output {lane.workload.output_tokens} tokens")
+
+
+def lane_table(lane: LaneResult, levels: list[LevelResult] | None = None, scenario: str = "alone") -> Table:
+    t = Table(title=f"{lane_title(lane)} · {scenario}", title_justify="left")
     for col in ("N", "out tok/s", "req/s", "TTFT p50/p95", "ITL p50/p95", "TPOT p50",
                 "E2E p50/p95", "queue p50", "slots t/d/c", "RSS MiB", "flags"):
         t.add_column(col, justify="right", no_wrap=True)
-    for lv in lane.levels:
+    for lv in lane.levels if levels is None else levels:
         t.add_row(*_row(lv))
+    return t
+
+
+def _ratio(r) -> str:
+    if r.value is None:
+        return "n/a"
+    lo = "?" if r.ci_low is None else f"{r.ci_low:.2f}"
+    hi = "?" if r.ci_high is None else f"{r.ci_high:.2f}"
+    return f"{r.value:.2f} [{lo}–{hi}]"
+
+
+def interference_table(lane: LaneResult) -> Table:
+    others = "the other lanes"
+    t = Table(title=f"lane {lane.lane}: together with {others} ÷ alone (95% CI)", title_justify="left")
+    for col in ("N", "out tok/s ratio", "p95 TTFT ratio", "p95 ITL ratio"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for row in lane.interference:
+        t.add_row(str(row.concurrency), _ratio(row.output_tok_per_s), _ratio(row.p95_ttft_ms),
+                  _ratio(row.p95_itl_ms))
     return t
 
 
@@ -77,14 +100,22 @@ def print_results(results: ResultsFile, console: Console | None = None) -> None:
         console = Console()
         if not console.is_terminal:
             console = Console(width=max(console.width, 132))
+    h = results.provenance.host
+    console.print(f"host: {h.cpu_model}, {h.cores_logical} cores, {h.ram_bytes / 2**30:.0f} GiB, {h.os}"
+                  f"{'; ' + ', '.join(g.name for g in h.gpus) if h.gpus else ''} · fingerprint "
+                  f"{h.fingerprint_sha256[:16]}", markup=False, highlight=False)
     for lane in results.lanes:
         console.print(lane_table(lane))
+        if lane.together_levels:
+            console.print(lane_table(lane, lane.together_levels, "together with the other lanes"))
+            console.print(interference_table(lane))
         console.print("latencies in ms; * = p95 from < 100 samples (CI below); slots t/d/c = busy slots "
                       "time-weighted / decode-weighted / client in-flight; queue = TTFT − prompt_ms − RTT "
                       "(an estimate: llama.cpp stamps no queue time)", markup=False, highlight=False)
-        for lv in lane.levels:
-            notes = [_ci_note("TTFT", lv.latency.ttft_ms), _ci_note("E2E", lv.latency.e2e_ms)]
-            for line in [n for n in notes if n] + lv.flags:
-                console.print(f"  N={lv.concurrency}: {line}", markup=False, highlight=False)
+        for tag, levels in (("", lane.levels), (" together", lane.together_levels)):
+            for lv in levels:
+                notes = [_ci_note("TTFT", lv.latency.ttft_ms), _ci_note("E2E", lv.latency.e2e_ms)]
+                for line in [n for n in notes if n] + lv.flags:
+                    console.print(f"  {lane.lane}{tag} N={lv.concurrency}: {line}", markup=False, highlight=False)
     if results.status != "complete":
         console.print(f"run status: {results.status} — {results.status_reason}", markup=False)

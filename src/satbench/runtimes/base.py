@@ -40,6 +40,10 @@ class Runtime(ABC):
     def name_and_version(self) -> tuple[str, str | None]:
         """What serves, e.g. ("xllamacpp wheel", "2026.10.11549")."""
 
+    def backend(self) -> str | None:
+        """Devices the server computes on ("CPU", "CUDA0 (NVIDIA H200)"); None when unknown."""
+        return None
+
     def alive(self) -> bool:
         return True
 

