@@ -81,3 +81,12 @@ def test_schema_results_is_published(capsys):
     schema = json.loads(capsys.readouterr().out)
     assert schema["$id"].endswith("/results/2.0.json")
     assert "lanes" in schema["properties"]
+
+
+def test_lanes_and_single_lane_flags_do_not_mix(tmp_path, capsys):
+    lanes = tmp_path / "l.toml"
+    lanes.write_text('[[lanes]]\nname = "a"\n')
+    assert main(["sweep", "--lanes", str(lanes), "--concurrency", "1,2"]) == 2
+    assert "--lanes describes every lane; drop --concurrency" in capsys.readouterr().err
+    assert main(["sweep", "--together"]) == 2
+    assert "--together needs a lane file" in capsys.readouterr().err

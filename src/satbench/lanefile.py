@@ -27,7 +27,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from satbench.config import (BUILTIN_MODEL, LaneConfig, RunConfig, RuntimeConfig, ServerParams, SloConfig,
                              Strict, WorkloadConfig, resolve_model_dir)
@@ -65,6 +65,14 @@ class FileLane(Strict):
     request_timeout_s: float = 300.0
     server: FileServer = Field(default_factory=FileServer)
     slo: SloConfig | None = None
+
+    @model_validator(mode="after")
+    def _runtime_needs(self) -> FileLane:
+        if self.runtime == "url" and not self.url:
+            raise ValueError("runtime 'url' needs a url")
+        if self.runtime == "native" and not self.server_bin:
+            raise ValueError("runtime 'native' needs server_bin (the llama-server binary)")
+        return self
 
 
 class LaneFile(Strict):
@@ -152,16 +160,21 @@ def load_lane_file(path: Path, together: bool | None = None) -> RunConfig:
         parsed = LaneFile.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         raise _error(path, tuple(err["loc"]), msg, lines) from exc
+    seen: set[str] = set()
+    for i, f in enumerate(parsed.lanes):
+        if f.name in seen:
+            raise _error(path, ("lanes", i, "name"), f"lane names repeat: {f.name}", lines)
+        seen.add(f.name)
     lanes = []
     for i, f in enumerate(parsed.lanes):
         try:
             lanes.append(to_lane_config(f))
         except ValidationError as exc:
             err = exc.errors()[0]
-            head = err["loc"][0] if err["loc"] else ""
-            loc = ("lanes", i) + _FILE_KEY.get(str(head), (str(head),))
+            head = str(err["loc"][0]) if err["loc"] else ""
+            loc = ("lanes", i) + (_FILE_KEY.get(head, (head,)) if head else ())
             raise _error(path, loc, err["msg"].removeprefix("Value error, "), lines) from exc
     try:
         return RunConfig(lanes=lanes, together=parsed.together if together is None else together)

@@ -1,0 +1,89 @@
+"""Lane files: every error names the key and its line; good files become typed lanes."""
+
+from pathlib import Path
+
+import pytest
+
+from satbench.errors import UserError
+from satbench.lanefile import key_lines, load_lane_file
+
+GOOD = """\
+together = true
+
+[[lanes]]
+name = "dense"
+model = "builtin:gemma3-270m"
+concurrency = [1, 2, 4]
+slo = { p95_ttft_ms = 900, p95_tpot_ms = 50 }
+
+[lanes.server]
+parallel = 4
+ctx_size = 4096
+
+[[lanes]]
+name = "remote"
+runtime = "url"
+url = "http://10.0.0.5:8080"
+api_key_env = "NODE_KEY"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "lanes.toml"
+    p.write_text(text)
+    return p
+
+
+def test_good_file(tmp_path):
+    cfg = load_lane_file(write(tmp_path, GOOD))
+    dense, remote = cfg.lanes
+    assert cfg.together
+    assert dense.levels == [1, 2, 4] and dense.server.n_parallel == 4 and dense.server.n_ctx == 4096
+    assert dense.slo.p95_ttft_ms == 900
+    assert remote.runtime.kind == "url" and remote.runtime.model is None
+    assert remote.runtime.api_key_env == "NODE_KEY"
+
+
+def test_shipped_example_is_valid():
+    cfg = load_lane_file(Path(__file__).parents[1] / "examples" / "lanes.toml")
+    assert [lane.name for lane in cfg.lanes] == ["dense", "moe"]
+    assert cfg.lanes[1].runtime.model == "synthetic:deepseek2-small"
+
+
+@pytest.mark.parametrize("edit, line, needle", [
+    (("ctx_size = 4096", "ctx_sizee = 4096"), 11, "lanes[0].server.ctx_sizee: unknown key"),
+    (('name = "remote"', 'name = "remote"\ncolour = "blue"'), 15, "lanes[1].colour: unknown key"),
+    (("concurrency = [1, 2, 4]", "concurrency = [1, 0, 4]"), 6, "concurrency"),
+    (("parallel = 4", 'parallel = "four"'), 10, "lanes[0].server.parallel"),
+    (("p95_ttft_ms = 900", "p95_ttft_ms = -1"), 7, "lanes[0].slo"),
+    (('url = "http://10.0.0.5:8080"', ""), 13, "lanes[1]: runtime 'url' needs a url"),
+    (('name = "remote"', 'name = "dense"'), 14, "lanes[1].name: lane names repeat: dense"),
+    (('name = "dense"', 'name = "no spaces allowed"'), 4, "lanes[0].name"),
+])
+def test_errors_name_the_key_and_its_line(tmp_path, edit, line, needle):
+    path = write(tmp_path, GOOD.replace(*edit, 1))
+    with pytest.raises(UserError) as info:
+        load_lane_file(path)
+    msg = str(info.value)
+    assert msg.startswith(f"{path}:{line}:"), msg
+    assert needle in msg, msg
+    assert "\n" not in msg
+
+
+def test_toml_syntax_error_has_its_line(tmp_path):
+    with pytest.raises(UserError, match=r"not valid TOML: .*line 2"):
+        load_lane_file(write(tmp_path, "[[lanes]]\nname = \n"))
+
+
+def test_missing_file_and_together_with_one_lane(tmp_path):
+    with pytest.raises(UserError, match="No such file"):
+        load_lane_file(tmp_path / "nope.toml")
+    with pytest.raises(UserError, match="at least two lanes"):
+        load_lane_file(write(tmp_path, '[[lanes]]\nname = "a"\n'), together=True)
+
+
+def test_key_lines():
+    lines = key_lines(GOOD)
+    assert lines[("together",)] == 1
+    assert lines[("lanes", 0)] == 3 and lines[("lanes", 1)] == 13
+    assert lines[("lanes", 0, "server", "ctx_size")] == 11
