@@ -35,6 +35,9 @@ DEFINITIONS = {
     "decode_weighted_busy_slots": "delta(n_busy_slots_per_decode * n_decode_total) / delta(n_decode_total) over the window",
     "client_in_flight": "time-weighted mean of requests between sent_ns and end_ns in the window",
     "percentiles": "linear interpolation; 95% CI from binomial order statistics; mean CI Student-t over repetitions",
+    "together_levels": "the lane measured while every lane of the run ran at once, levels in lockstep by position; lanes that finished early kept their streams busy with background requests (never counted)",
+    "interference": "together / alone for output tok/s and p95 TTFT and ITL; CI by interval arithmetic on the two 95% CIs",
+    "hardware.fingerprint_sha256": "sha256 of canonical JSON of CPU model, cores, RAM (whole GiB), OS, and each GPU's name, memory (GiB), driver and CUDA version",
     "littles_law": "N vs sum over streams of X_s * E2E_s, both taken between the stream's first and last completion in the window (no boundary bias); flagged beyond 5%",
 }
 

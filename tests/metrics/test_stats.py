@@ -34,3 +34,9 @@ def test_mean_estimate_t_interval():
     assert e.ci_high - e.value == pytest.approx(4.968, abs=1e-3)
     single = mean_estimate([5.0])
     assert single.ci_low is None and single.n == 1
+
+
+def test_rates_never_get_a_negative_lower_bound():
+    e = mean_estimate([1.0, 30.0, 2.0], floor=0.0)
+    assert e.ci_low == 0.0 and e.ci_high > 30
+    assert mean_estimate([1.0, 30.0, 2.0]).ci_low < 0  # without the floor the t-interval goes below 0

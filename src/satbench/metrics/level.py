@@ -178,9 +178,11 @@ def summarize_level(
 
     method = "t over repetitions"
     thr = Throughput(
-        output_tok_per_s=mean_estimate([r.output_tok_per_s for r in rep_results if r.output_tok_per_s is not None], method),
-        total_tok_per_s=mean_estimate([r.total_tok_per_s for r in rep_results if r.total_tok_per_s is not None], method),
-        req_per_s=mean_estimate([r.req_per_s for r in rep_results if r.req_per_s is not None], method),
+        output_tok_per_s=mean_estimate([r.output_tok_per_s for r in rep_results if r.output_tok_per_s is not None],
+                                       method, floor=0.0),
+        total_tok_per_s=mean_estimate([r.total_tok_per_s for r in rep_results if r.total_tok_per_s is not None],
+                                      method, floor=0.0),
+        req_per_s=mean_estimate([r.req_per_s for r in rep_results if r.req_per_s is not None], method, floor=0.0),
     )
     lat = Latency(
         ttft_ms=distribution([v for e in in_window if (v := latency.ttft_ms(e)) is not None]),

@@ -83,8 +83,10 @@ def distribution(values: Sequence[float]) -> Distribution:
     )
 
 
-def mean_estimate(values: Sequence[float], method: str = "t over repetitions") -> Estimate:
-    """Mean with a Student-t 95 % CI; one value gives no CI."""
+def mean_estimate(values: Sequence[float], method: str = "t over repetitions",
+                  floor: float | None = None) -> Estimate:
+    """Mean with a Student-t 95 % CI; one value gives no CI. `floor` clips the CI's lower end
+    for quantities that cannot go below it (a rate is never negative)."""
     n = len(values)
     if n == 0:
         return Estimate(value=None, n=0)
@@ -93,4 +95,5 @@ def mean_estimate(values: Sequence[float], method: str = "t over repetitions") -
         return Estimate(value=mean, n=1, ci_method="none (one value)")
     sd = float(np.std(np.asarray(values, dtype=float), ddof=1))
     half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * sd / math.sqrt(n)
-    return Estimate(value=mean, ci_low=mean - half, ci_high=mean + half, n=n, ci_method=method)
+    low = mean - half if floor is None else max(floor, mean - half)
+    return Estimate(value=mean, ci_low=low, ci_high=mean + half, n=n, ci_method=method)
