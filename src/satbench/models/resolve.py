@@ -60,4 +60,3 @@ def resolve_model(model: str | None, model_dir: Path) -> tuple[Path | None, Mode
     synthetic = read_synthetic_metadata(path) is not None
     return path, ModelInfo(path=str(path), sha256=sha256_file(path), size_bytes=path.stat().st_size,
                            synthetic=synthetic, source=source)
-
