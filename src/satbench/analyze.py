@@ -7,10 +7,12 @@ from pathlib import Path
 from satbench.config import LaneConfig
 from satbench.errors import RunDirError
 from satbench.events import LevelMark, RequestEvent, read_events, read_samples
+from satbench.fairness.plan import make_plan
+from satbench.fairness.verdicts import Verdict, lane_verdicts
 from satbench.manifest import LaneProvenance, read_manifest
 from satbench.metrics.interference import interference
 from satbench.metrics.level import LevelContext, LevelResult, summarize_level
-from satbench.results import LaneResult, ResultsFile, write_results
+from satbench.results import LaneResult, ResultsFile, verdicts_of, write_results, write_verdicts
 
 
 def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list, samples: list) -> list[LevelResult]:
@@ -32,6 +34,16 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
     return out
 
 
+def _fairness(lane: LaneConfig, prov: LaneProvenance, records: list) -> list[Verdict]:
+    """The six verdicts, when the fairness checks ran for this lane."""
+    rt = prov.fairness_runtime
+    if rt is None:
+        return []
+    events = [r for r in records if isinstance(r, RequestEvent) and r.lane == lane.name and r.scenario == "fairness"]
+    plan = make_plan(lane, rt.total_slots or lane.slots_wanted())
+    return lane_verdicts(events, plan, lane.fairness, rt.llamacpp)
+
+
 def analyze_run(run_dir: Path) -> ResultsFile:
     """Recompute every figure of a run from run.json, events.jsonl and server_samples.jsonl."""
     manifest = read_manifest(run_dir)
@@ -51,6 +63,7 @@ def analyze_run(run_dir: Path) -> ResultsFile:
             lane=lane.name, model=lp.model, runtime=lp.runtime, network=lp.network, hardware=prov.host,
             workload=lane.workload, server_params=lane.server, slo=lane.slo, levels=solo,
             together_levels=together, interference=interference(solo, together),
+            fairness=_fairness(lane, lp, records),
         ))
     return ResultsFile(
         run_id=manifest.run_id, status=manifest.status, status_reason=manifest.status_reason,
@@ -60,6 +73,10 @@ def analyze_run(run_dir: Path) -> ResultsFile:
 
 
 def analyze_and_write(run_dir: Path) -> ResultsFile:
+    """results.json, and verdicts.json when the fairness checks ran."""
     results = analyze_run(run_dir)
     write_results(run_dir, results)
+    verdicts = verdicts_of(results)
+    if verdicts is not None:
+        write_verdicts(run_dir, verdicts)
     return results

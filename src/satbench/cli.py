@@ -32,6 +32,8 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     lanes.add_argument("--lanes", help="lane file (TOML): several models/runtimes, each with its knobs and SLO")
     lanes.add_argument("--together", action="store_true",
                        help="also run all lanes at once and report each one's degradation")
+    lanes.add_argument("--with-fairness", action="store_true",
+                       help="then run the fairness and starvation checks of every lane (same run directory)")
     src = p.add_argument_group("one lane (without --lanes)")
     src.add_argument("--model", help=f"GGUF file, {BUILTIN_MODEL} (default) or synthetic:ARCH-SIZE")
     src.add_argument("--model-dir", help="where built-in models are assembled "
@@ -65,10 +67,12 @@ def build_parser() -> _Parser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sw = sub.add_parser("sweep", help="closed-loop concurrency sweep against a real server")
     _sweep_args(sw)
+    fa = sub.add_parser("fairness", help="fairness and starvation checks (F1-F3, S1-S3) per lane")
+    _sweep_args(fa)
     an = sub.add_parser("analyze", help="recompute results.json from a run directory's raw files")
     an.add_argument("run_dir")
     sc = sub.add_parser("schema", help="print a published JSON Schema")
-    sc.add_argument("name", choices=["results"])
+    sc.add_argument("name", choices=["results", "verdicts"])
     mo = sub.add_parser("models", help="model files")
     mo_sub = mo.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mk = mo_sub.add_parser("make", help="write a SYNTHETIC random-weight GGUF that llama.cpp loads")
@@ -111,6 +115,15 @@ def lane_config(a: argparse.Namespace) -> LaneConfig:
 
 def run_config(a: argparse.Namespace) -> RunConfig:
     """The run: from a lane file (--lanes), else one lane from the flags."""
+    cfg = _lanes_config(a)
+    if a.command == "fairness":
+        if a.together or a.with_fairness:
+            raise UserError("satbench fairness runs only the checks; --together and --with-fairness belong to sweep")
+        return cfg.model_copy(update={"fairness_only": True})
+    return cfg.model_copy(update={"with_fairness": a.with_fairness})
+
+
+def _lanes_config(a: argparse.Namespace) -> RunConfig:
     if a.lanes:
         given = [f"--{f.replace('_', '-')}" for f in _LANE_FLAGS if getattr(a, f) is not None]
         if given or a.shared_prefix or a.kv_unified:
@@ -131,9 +144,13 @@ def _first_error(exc: ValueError) -> str:
     return str(exc)
 
 
+FAIRNESS_FAILED = 6
+
+
 def _cmd_sweep(a: argparse.Namespace) -> int:
     from satbench.report.progress import RichProgress
     from satbench.report.table import print_results
+    from satbench.results import verdicts_of
     from satbench.sweep import Sweep, command_line, default_run_dir, prepare_run_dir
 
     cfg = run_config(a)
@@ -148,6 +165,10 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         raise
     print_results(results)
     print(f"run directory: {run_dir}")
+    verdicts = verdicts_of(results)
+    if verdicts is not None and verdicts.any_failed:
+        print("satbench: a fairness or starvation check failed (see the verdict table)", file=sys.stderr)
+        return FAIRNESS_FAILED
     return 0
 
 
@@ -161,9 +182,10 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
 
 
 def _cmd_schema(a: argparse.Namespace) -> int:
-    from satbench.results import results_json_schema
+    from satbench.results import results_json_schema, verdicts_json_schema
 
-    print(json.dumps(results_json_schema(), indent=2, sort_keys=True))
+    schema = results_json_schema() if a.name == "results" else verdicts_json_schema()
+    print(json.dumps(schema, indent=2, sort_keys=True))
     return 0
 
 
@@ -176,7 +198,8 @@ def _cmd_models(a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"sweep": _cmd_sweep, "analyze": _cmd_analyze, "schema": _cmd_schema, "models": _cmd_models}
+COMMANDS = {"sweep": _cmd_sweep, "fairness": _cmd_sweep, "analyze": _cmd_analyze, "schema": _cmd_schema,
+            "models": _cmd_models}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -128,9 +128,12 @@ class StreamClient:
     async def __aexit__(self, *exc: object) -> None:
         return None
 
-    async def run(self, req: CompletionRequest) -> StreamOutcome:
-        """Send `req` and read its stream; one retry if the connection drops before any byte."""
-        out = StreamOutcome()
+    async def run(self, req: CompletionRequest, out: StreamOutcome | None = None) -> StreamOutcome:
+        """Send `req` and read its stream; one retry if the connection drops before any byte.
+
+        Pass your own (empty) `out` to watch its `chunks` grow while the request streams.
+        """
+        out = out if out is not None else StreamOutcome()
         body = json.dumps(build_body(req, self.api, self.model_name)).encode()
         for attempt in (0, 1):
             try:

@@ -84,6 +84,37 @@ class SloConfig(Strict):
     p95_tpot_ms: float = Field(gt=0)
 
 
+class FairnessConfig(Strict):
+    """Workload sizes and thresholds of the fairness and starvation checks (DESIGN.md §6).
+
+    Every bound is derived from the lane's own measurements (prefill rate at N = 1, decode
+    iteration time); these numbers only scale them. Override any of them per lane in the lane
+    file under [lanes.fairness].
+    """
+
+    f1_streams: int | None = Field(None, ge=2, description="F1 concurrency (default min(slots, 4))")
+    f1_requests_per_stream: int = Field(6, ge=3)
+    f1_max_min_ratio: float = Field(1.10, gt=1.0, description="max/min per-request decode rate")
+    f1_jain_min: float = Field(0.99, gt=0.0, le=1.0)
+    f1_ttft_iterations: float = Field(2.0, ge=0.0, description="iterations added to Σprompt ÷ prefill rate")
+    f2_slowdown_factor: float = Field(1.1, gt=0.0, description="bound = factor × N")
+    f2_repetitions: int = Field(3, ge=1)
+    f3_extra_clients: int | None = Field(None, ge=1, description="clients beyond the slots (default max(2, slots/2))")
+    f3_requests_per_client: int = Field(6, ge=3)
+    f3_diff_costliest: float = Field(2.0, gt=0.0, description="max service gap, in costliest requests")
+    f3_trend_costliest: float = Field(1.0, gt=0.0, description="max fitted growth of the gap over the window")
+    s1_prompt_batches: float = Field(3.0, ge=1.5, description="injected prompt = this × n_batch tokens")
+    s1_decoders: int | None = Field(None, ge=1, description="decoding streams (default min(slots - 1, 3))")
+    s1_batch_factor: float = Field(1.5, gt=0.0, description="max ITL ≤ factor × n_batch ÷ prefill rate + baseline")
+    s1_prefill_factor: float = Field(1.25, gt=1.0, description="injected prefill ≤ factor × its solo time")
+    s1_stall_factor: float = Field(3.0, gt=1.0, description="a stall is an ITL > factor × baseline median")
+    s2_iterations: float = Field(2.0, gt=0.0)
+    s2_probes: int = Field(5, ge=1)
+    s3_iterations: float = Field(2.0, gt=0.0)
+    s3_prompt_batches: float = Field(1.0, gt=0.0, description="each prompt = this × n_batch tokens")
+    s3_repetitions: int = Field(2, ge=1)
+
+
 LANE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
@@ -104,6 +135,7 @@ class LaneConfig(Strict):
     server: ServerParams = Field(default_factory=ServerParams)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     slo: SloConfig | None = None
+    fairness: FairnessConfig = Field(default_factory=FairnessConfig)
 
     @field_validator("levels")
     @classmethod
@@ -159,10 +191,13 @@ def resolve_model_dir(cli_value: str | None) -> str:
 
 
 class RunConfig(Strict):
-    """A run: lanes measured one after the other, and optionally all at once (`together`)."""
+    """A run: lanes measured one after the other, optionally all at once (`together`), and
+    optionally followed (or replaced, `fairness_only`) by the fairness checks of each lane."""
 
     lanes: list[LaneConfig] = Field(min_length=1)
     together: bool = False
+    with_fairness: bool = False
+    fairness_only: bool = False
 
     @model_validator(mode="after")
     def _unique_names(self) -> RunConfig:

@@ -27,8 +27,9 @@ from satbench.errors import RunDirError
 EVENTS_FILE = "events.jsonl"
 SAMPLES_FILE = "server_samples.jsonl"
 
-# "solo": the lane alone on the machine; "together": every lane of the run at once
-Scenario = Literal["solo", "together"]
+# "solo": the lane alone on the machine; "together": every lane of the run at once;
+# "fairness": the workloads of the fairness and starvation checks (each request names its check and role)
+Scenario = Literal["solo", "together", "fairness"]
 
 
 class ServerTimings(Strict):
@@ -75,6 +76,8 @@ class RequestEvent(Strict):
     timings: ServerTimings | None = None
     retries: int = 0
     error: RequestErrorInfo | None = None
+    check: str | None = Field(None, description="fairness scenario: the check this request belongs to")
+    role: str | None = Field(None, description="fairness scenario: its part in the check (decoder, probe, solo, …)")
 
     @property
     def ok(self) -> bool:

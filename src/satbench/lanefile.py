@@ -15,6 +15,9 @@ slo = { p95_ttft_ms = 2000, p95_tpot_ms = 100 }
 [lanes.server]                    # llama-server's flags, by their long names
 parallel = 8
 ctx_size = 4096
+
+[lanes.fairness]                  # thresholds and sizes of the fairness checks (config.FairnessConfig)
+f1_max_min_ratio = 1.10
 ```
 
 Unknown keys and bad values are errors that name the key and its line in the file.
@@ -29,8 +32,8 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from satbench.config import (BUILTIN_MODEL, LaneConfig, RunConfig, RuntimeConfig, ServerParams, SloConfig,
-                             Strict, WorkloadConfig, resolve_model_dir)
+from satbench.config import (BUILTIN_MODEL, FairnessConfig, LaneConfig, RunConfig, RuntimeConfig, ServerParams,
+                             SloConfig, Strict, WorkloadConfig, resolve_model_dir)
 from satbench.errors import UserError
 
 
@@ -65,6 +68,7 @@ class FileLane(Strict):
     request_timeout_s: float = 300.0
     server: FileServer = Field(default_factory=FileServer)
     slo: SloConfig | None = None
+    fairness: FairnessConfig = Field(default_factory=FairnessConfig)
 
     @model_validator(mode="after")
     def _runtime_needs(self) -> FileLane:
@@ -136,7 +140,7 @@ def to_lane_config(f: FileLane) -> LaneConfig:
         runtime=RuntimeConfig(kind=f.runtime, model=None if f.runtime == "url" else f.model,
                               model_dir=resolve_model_dir(f.model_dir), server_bin=f.server_bin,
                               url=f.url, api_key_env=f.api_key_env),
-        slo=f.slo,
+        slo=f.slo, fairness=f.fairness,
     )
 
 

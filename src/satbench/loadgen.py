@@ -47,6 +47,7 @@ class LevelPlan:
     measured: list[CompletionRequest]
     scenario: str = "solo"
     background: list[CompletionRequest] = field(default_factory=list)
+    check: str | None = None
 
 
 @dataclass
@@ -70,7 +71,7 @@ def server_timings(raw: dict) -> ServerTimings:
 
 def to_event(
     plan: LevelPlan, stream: int, seq: int, phase: str, req: CompletionRequest,
-    targeted_ns: int, out: StreamOutcome,
+    targeted_ns: int, out: StreamOutcome, role: str | None = None,
 ) -> RequestEvent:
     """Translate the client's outcome into the raw record (no derived values)."""
     timings = server_timings(out.timings) if out.timings else None
@@ -87,7 +88,7 @@ def to_event(
         headers_ns=out.headers_ns, end_ns=out.end_ns, chunks=out.chunks,
         output_tokens=out.output_tokens, token_count_exact=out.token_count_exact,
         http_status=out.http_status, slot_id=out.slot_id, timings=timings,
-        retries=out.retries, error=error,
+        retries=out.retries, error=error, check=plan.check, role=role or (phase if plan.check else None),
     )
 
 
@@ -114,11 +115,13 @@ async def run_level(
     max_consecutive_unreachable: int | None = None,
     keep_busy: asyncio.Event | None = None,
     measured_done: Callable[[], None] | None = None,
+    start_offsets_s: list[float] | None = None,
 ) -> LevelMark:
     """Run one level repetition closed-loop and return its end mark (also written to `sink`).
 
     With `keep_busy`, streams whose measured work is over send background requests until the
     event is set; `measured_done` is called once every measured request has finished.
+    `start_offsets_s[i]` delays stream i's first request (staggered clients, as in F3).
     """
     n = plan.level
     limit = max_consecutive_unreachable or (n + 3)
@@ -152,6 +155,8 @@ async def run_level(
             on_done(event)
 
     async def measured_part(stream: int) -> None:
+        if start_offsets_s:
+            await asyncio.sleep(start_offsets_s[stream])
         for seq in range(stream, len(plan.warmup), n):
             if shared.abort_reason:
                 return

@@ -97,6 +97,8 @@ class LaneProvenance(Strict):
     network: NetworkInfo
     together_runtime: RuntimeInfo | None = Field(
         None, description="the server started again for the together scenario (same build, new process)")
+    fairness_runtime: RuntimeInfo | None = Field(
+        None, description="the server started for the fairness checks (context sized for their prompts)")
 
 
 class Provenance(Strict):

@@ -11,6 +11,7 @@ from pydantic import Field
 from satbench.config import RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
 from satbench.errors import RunDirError
 from satbench.manifest import HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo, write_json_atomic
+from satbench.fairness.verdicts import Verdict
 from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 
@@ -57,6 +58,7 @@ class LaneResult(Strict):
     together_levels: list[LevelResult] = Field(default_factory=list,
                                                description="the lane while every lane of the run ran")
     interference: list[Interference] = Field(default_factory=list)
+    fairness: list[Verdict] = Field(default_factory=list, description="F1-F3, S1-S3; empty when not run")
 
 
 class ResultsFile(Strict):
@@ -100,5 +102,58 @@ def write_results(run_dir: Path, results: ResultsFile) -> Path:
     text = render_results(results)
     validate_results_text(text)
     path = run_dir / RESULTS_FILE
+    write_json_atomic(path, text)
+    return path
+
+
+VERDICTS_FILE = "verdicts.json"
+VERDICTS_SCHEMA_VERSION = "1.0"
+VERDICTS_SCHEMA_ID = "https://satbench.dev/schema/verdicts/1.0.json"
+
+
+class LaneVerdicts(Strict):
+    lane: str
+    model_sha256: str | None
+    hardware_fingerprint: str
+    runtime_build: int | None
+    verdicts: list[Verdict]
+
+
+class VerdictsFile(Strict):
+    """verdicts.json: the fairness and starvation verdicts of every lane of a run."""
+
+    schema_version: str = VERDICTS_SCHEMA_VERSION
+    run_id: str
+    lanes: list[LaneVerdicts]
+
+    @property
+    def any_failed(self) -> bool:
+        return any(v.verdict == "fail" for lane in self.lanes for v in lane.verdicts)
+
+
+def verdicts_of(results: ResultsFile) -> VerdictsFile | None:
+    lanes = [LaneVerdicts(lane=lane.lane, model_sha256=lane.model.sha256,
+                          hardware_fingerprint=lane.hardware.fingerprint_sha256,
+                          runtime_build=lane.runtime.build_number, verdicts=lane.fairness)
+             for lane in results.lanes if lane.fairness]
+    return VerdictsFile(run_id=results.run_id, lanes=lanes) if lanes else None
+
+
+def verdicts_json_schema() -> dict:
+    """The published JSON Schema of verdicts.json (`satbench schema verdicts`)."""
+    schema = VerdictsFile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = VERDICTS_SCHEMA_ID
+    schema["title"] = f"satbench verdicts {VERDICTS_SCHEMA_VERSION}"
+    return schema
+
+
+def write_verdicts(run_dir: Path, verdicts: VerdictsFile) -> Path:
+    text = json.dumps(verdicts.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    try:
+        jsonschema.validate(json.loads(text), verdicts_json_schema())
+    except jsonschema.ValidationError as exc:
+        raise RunDirError(f"verdicts.json does not match its schema: {exc.message}") from exc
+    path = run_dir / VERDICTS_FILE
     write_json_atomic(path, text)
     return path

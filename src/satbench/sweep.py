@@ -23,6 +23,8 @@ from pathlib import Path
 import satbench
 from satbench.analyze import analyze_and_write
 from satbench.config import LaneConfig, RunConfig
+from satbench.fairness.plan import make_plan
+from satbench.fairness.runner import FairnessRunner
 from satbench.errors import RunDirError, SatbenchError, UserError
 from satbench.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter, RequestEvent
 from satbench.gpu import open_nvml
@@ -73,9 +75,22 @@ def satbench_commit() -> str | None:
 
 
 def total_requests(cfg: RunConfig) -> int:
+    """Requests the progress bar expects (fairness workloads are counted as they come)."""
+    if cfg.fairness_only:
+        return 0
     per_lane = {lane.name: sum((lane.measured_requests(n) + n * lane.warmup_per_stream) * lane.repetitions
                                for n in lane.levels) for lane in cfg.lanes}
     return sum(per_lane.values()) * (2 if cfg.together else 1)
+
+
+def fairness_lane(lane: LaneConfig) -> LaneConfig:
+    """The lane as the fairness server runs it: same knobs, but a context big enough for the
+    checks' longest prompts in every slot (unless the user fixed --ctx-size)."""
+    if lane.server.n_ctx is not None:
+        return lane
+    slots = lane.slots_wanted()
+    need = make_plan(lane, slots).per_slot_ctx_needed()
+    return lane.model_copy(update={"server": lane.server.model_copy(update={"n_ctx": slots * need})})
 
 
 class Sweep:
@@ -144,17 +159,21 @@ class Sweep:
         samples = JsonlWriter(self.run_dir / SAMPLES_FILE)
         self.progress.begin(total_requests(self.cfg))
         try:
-            for lane in self.cfg.lanes:
-                await self._solo(lane, events, samples, gpus)
-            if self.cfg.together:
-                await self._together(events, samples, gpus)
+            if not self.cfg.fairness_only:
+                for lane in self.cfg.lanes:
+                    await self._solo(lane, events, samples, gpus)
+                if self.cfg.together:
+                    await self._together(events, samples, gpus)
+            if self.cfg.with_fairness or self.cfg.fairness_only:
+                for lane in self.cfg.lanes:
+                    await self._fairness(lane, events, samples, gpus)
         finally:
             events.close()
             samples.close()
             self.progress.end()
 
     def _log_path(self, lane: LaneConfig, scenario: str) -> Path:
-        suffix = "" if scenario == "solo" else "-together"
+        suffix = "" if scenario == "solo" else f"-{scenario}"
         name = "server.log" if len(self.cfg.lanes) == 1 and scenario == "solo" else f"server-{lane.name}{suffix}.log"
         return self.run_dir / name
 
@@ -171,11 +190,13 @@ class Sweep:
             raise
         prov = self.manifest.provenance
         assert prov is not None
-        if scenario == "solo":
+        if lane.name not in prov.lanes:
             prov.lanes[lane.name] = LaneProvenance(model=session.model_info(), runtime=session.runtime_info(),
                                                    network=session.network_info())
-        else:
+        if scenario == "together":
             prov.lanes[lane.name].together_runtime = session.runtime_info()
+        elif scenario == "fairness":
+            prov.lanes[lane.name].fairness_runtime = session.runtime_info()
         write_manifest(self.run_dir, self.manifest)
         return session
 
@@ -191,6 +212,15 @@ class Sweep:
             for rep in range(1, lane.repetitions + 1):
                 for n in lane.levels:
                     await session.run(await session.plan(n, rep, background=False), events, self.progress)
+        finally:
+            await self._stop(session)
+
+    async def _fairness(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
+        session = await self._start(fairness_lane(lane), "fairness", samples, gpus)
+        try:
+            slots = (session.facts.total_slots if session.facts else None) or lane.slots_wanted()
+            runner = FairnessRunner(session, make_plan(lane, slots), events, self.progress, self.nonce)
+            await runner.run_all()
         finally:
             await self._stop(session)
 

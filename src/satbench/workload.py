@@ -35,6 +35,10 @@ class WorkloadBuilder:
         self._nonce = run_nonce
         self._filler: list[int] = []
 
+    def derive(self, cfg: WorkloadConfig, run_nonce: str) -> WorkloadBuilder:
+        """A builder with other sizes that shares this one's tokenizer (the same server)."""
+        return WorkloadBuilder(cfg, self._tokenize, run_nonce)
+
     @property
     def exact_prompt_length(self) -> bool:
         return self._tokenize is not None
@@ -62,7 +66,13 @@ class WorkloadBuilder:
         return out
 
     async def _one(self, request_id: str) -> CompletionRequest:
-        n_prompt, n_out = self.cfg.prompt_tokens, self.cfg.output_tokens
+        return await self.one(request_id, self.cfg.prompt_tokens, self.cfg.output_tokens)
+
+    async def one(self, request_id: str, n_prompt: int, n_out: int) -> CompletionRequest:
+        """One request of exactly `n_prompt` prompt tokens (when the server tokenizes) and
+        `n_out` output tokens, with the unique prefix `request_id`."""
+        if self._tokenize is not None and len(self._filler) < 1:
+            raise UserError("WorkloadBuilder.prepare() must run before requests are built")
         prefix_text = "" if self.cfg.shared_prefix else f"[{request_id}] "
         if self._tokenize is None:
             prompt: str | list[int] = prefix_text + _words(n_prompt - len(prefix_text.split()))

@@ -278,7 +278,8 @@ class FakeLlamaServer:
     def _record(self, req: FakeRequest, status: str):
         rec = {"id": req.rid, "task_id": req.task_id, "slot": req.slot, "status": status,
                "endpoint": req.extra.get("endpoint"), "prompt_tokens": req.prompt_n, "n_predict": req.n_predict,
-               "n_decoded": req.n_decoded, "arrival_ns": req.arrival_ns, "prompt_start_ns": req.prompt_start_ns,
+               "n_decoded": req.n_decoded, "truncated": req.truncated, "arrival_ns": req.arrival_ns,
+               "admit_ns": req.admit_ns, "prompt_start_ns": req.prompt_start_ns,
                "headers_ns": req.headers_ns, "chunk_ns": req.chunk_ns, "end_ns": req.end_ns,
                "late_ns_max": req.late_ns_max}
         if req.gen_start_ns:
@@ -348,8 +349,8 @@ class FakeLlamaServer:
         n_predict = data.get("max_tokens" if oai else "n_predict", data.get("n_predict"))
         if not isinstance(n_predict, int) or n_predict < 1:
             raise _HttpError(400, "the fake server needs n_predict / max_tokens >= 1 (it never emits EOS)")
-        if prompt_n + n_predict > s.n_ctx_slot:
-            raise _HttpError(400, f"request ({prompt_n + n_predict} tokens) exceeds the available context size "
+        if prompt_n >= s.n_ctx_slot:  # llama.cpp checks the prompt alone; a longer answer is cut (truncated)
+            raise _HttpError(400, f"request ({prompt_n} tokens) exceeds the available context size "
                                   f"({s.n_ctx_slot} tokens), try increasing it", "exceed_context_size_error",
                              n_prompt_tokens=prompt_n, n_ctx=s.n_ctx_slot)
         stream = bool(data.get("stream", False))
@@ -387,7 +388,7 @@ class FakeLlamaServer:
         return {"index": 0, "content": text, "tokens": [], "id_slot": req.slot, "stop": True,
                 "model": s.model_alias, "tokens_predicted": req.n_decoded, "tokens_evaluated": req.prompt_n,
                 "generation_settings": {"n_predict": req.n_predict, **req.params}, "prompt": x["prompt"],
-                "has_new_line": False, "truncated": False, "stop_type": "limit", "stopping_word": "",
+                "has_new_line": False, "truncated": req.truncated, "stop_type": "limit", "stopping_word": "",
                 "tokens_cached": req.prompt_n + req.n_decoded, "timings": req.timings()}
 
     def _final_events(self, req: FakeRequest) -> list:

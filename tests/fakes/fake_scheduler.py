@@ -3,6 +3,9 @@
 Model (one engine "thread" like llama.cpp's ``update_slots``):
 
 * A request takes the lowest free slot, else waits FIFO (``requests_deferred``).
+* A request generates ``min(n_predict, n_ctx_slot - prompt_n)`` tokens: like llama.cpp
+  without context shift it stops (``truncated``) when prompt + generated reach the slot
+  context; a prompt of ``n_ctx_slot`` tokens or more is refused (HTTP 400, the server).
 * Each iteration (one ``llama_decode`` call) holds one decode token for every
   generating slot, then fills up to ``n_batch`` with prompt tokens of prefilling
   slots in slot-index order. It lasts::
@@ -13,8 +16,11 @@ Model (one engine "thread" like llama.cpp's ``update_slots``):
 
 * At the end of an iteration every generating slot emits ``tokens_per_chunk``
   tokens (the last chunk may carry fewer) and a slot whose prompt completed emits
-  its first token (always one). A slot is freed after its ``n_predict``-th token;
+  its first token (always one). A slot is freed after its last token (see above);
   waiting requests enter freed slots and join the next iteration.
+
+Deliberately unfair knobs (all off by default; see the fields' descriptions):
+``prefill_first``, ``admit_when_idle``, ``slow_slots``, ``queue_order``, ``serial``.
 
 Iterations chain on scripted deadlines (``perf_counter_ns``), so timer jitter does
 not accumulate; a tick later than ``max(2 ms, its duration)`` re-bases on "now"
@@ -31,7 +37,7 @@ import time
 import zlib
 from collections import deque
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -84,6 +90,24 @@ class FakeScript(BaseModel):
         "connections beyond this wait unread (llama-server: max(n_parallel + 2, n_cpu - 1)); None = unlimited")
     precise_timing: bool = Field(True, description="keep deadlines with a timer thread (else loop.call_later)")
     schedule_log: Path | None = None
+    # -- deliberately unfair / starving schedulers (tests of the fairness checks) --
+    prefill_first: bool = Field(
+        False, description="while some busy slot has prompt left, an iteration holds ONLY prompt tokens "
+        "(up to n_batch, slot order): every generating slot freezes until no prompt is pending")
+    admit_when_idle: bool = Field(
+        False, description="waiting / arriving requests get slots only when NO slot is busy (then up to "
+        "n_slots at once); until then they wait (requests_deferred) while free slots stay empty")
+    hold_while_decoding: bool = Field(
+        False, description="an arriving or waiting request gets a free slot only while no slot is generating, "
+        "or when a request has just completed: a free slot is held while the others decode")
+    slow_slots: list[int] = Field(
+        default_factory=list, description="these slots emit decode tokens only on every second iteration "
+        "they take part in (half the decode rate); prefill and the first token unaffected")
+    queue_order: Literal["fifo", "lifo"] = Field(
+        "fifo", description="which waiting request a freed slot takes: lifo = the most recently arrived")
+    serial: bool = Field(
+        False, description="only the busy slot with the lowest index progresses in an iteration "
+        "(its prompt chunk or its decode token); the others wait")
 
     @property
     def n_ctx_slot(self) -> int:
@@ -93,19 +117,21 @@ class FakeScript(BaseModel):
 class FakeRequest:
     """One admitted completion; the engine fills the counters, the sink writes bytes."""
 
-    __slots__ = ("rid", "task_id", "prompt_n", "n_predict", "params", "sink", "slot", "n_processed",
-                 "n_decoded", "generating", "cancelled", "done", "arrival_ns", "prompt_start_ns",
-                 "gen_start_ns", "last_token_ns", "chunk_ns", "late_ns_max", "headers_ns", "end_ns",
-                 "extra")
+    __slots__ = ("rid", "task_id", "prompt_n", "n_predict", "n_stop", "truncated", "params", "sink", "slot",
+                 "n_processed", "n_decoded", "n_decode_iters", "generating", "cancelled", "done", "arrival_ns",
+                 "admit_ns", "prompt_start_ns", "gen_start_ns", "last_token_ns", "chunk_ns", "late_ns_max",
+                 "headers_ns", "end_ns", "extra")
 
     def __init__(self, rid: str | None, prompt_n: int, n_predict: int, params: dict, sink, arrival_ns: int):
         self.rid, self.prompt_n, self.n_predict, self.params, self.sink = rid, prompt_n, n_predict, params, sink
         self.task_id = -1
         self.slot = -1
-        self.n_processed = self.n_decoded = 0
-        self.generating = self.cancelled = self.done = False
+        self.n_stop = n_predict  # tokens it will generate (the engine caps it at the slot context)
+        self.n_processed = self.n_decoded = self.n_decode_iters = 0
+        self.generating = self.cancelled = self.done = self.truncated = False
         self.arrival_ns = arrival_ns
-        self.prompt_start_ns = self.gen_start_ns = self.last_token_ns = self.headers_ns = self.end_ns = 0
+        self.admit_ns = self.prompt_start_ns = self.gen_start_ns = 0
+        self.last_token_ns = self.headers_ns = self.end_ns = 0
         self.chunk_ns: list[int] = []
         self.late_ns_max = 0
         self.extra: dict = {}
@@ -166,7 +192,7 @@ class _Ticker:
 
 
 class Engine:
-    """Slots, FIFO of deferred requests, the iteration timer and llama.cpp's metrics."""
+    """Slots, queue of deferred requests, the iteration timer and llama.cpp's metrics."""
 
     def __init__(self, script: FakeScript):
         self.s = script
@@ -189,7 +215,8 @@ class Engine:
     def submit(self, req: FakeRequest) -> None:
         req.task_id = self._next_task
         self._next_task += 1
-        if not self._take_slot(req):
+        req.n_stop = max(1, min(req.n_predict, self.s.n_ctx_slot - req.prompt_n))
+        if self.waiting or not self._may_admit() or not self._take_slot(req):
             self.waiting.append(req)
             self.stats["deferred_total"] += 1
         if not self._running:
@@ -205,28 +232,39 @@ class Engine:
         elif req in self.waiting:
             self.waiting.remove(req)
 
-    def _take_slot(self, req: FakeRequest) -> bool:
+    def _may_admit(self, just_completed: bool = False) -> bool:
+        if self.s.hold_while_decoding and not just_completed and any(
+                r is not None and r.generating for r in self.slots):
+            return False
+        return not self.s.admit_when_idle or all(r is None for r in self.slots)
+
+    def _take_slot(self, req: FakeRequest, now_ns: int = 0) -> bool:
         for i, r in enumerate(self.slots):
             if r is None:
-                self.slots[i], req.slot = req, i
+                self.slots[i], req.slot, req.admit_ns = req, i, now_ns or _perf_ns()
                 return True
         return False
 
-    def _admit(self) -> None:
+    def _admit(self, just_completed: bool = False) -> None:
+        if not self._may_admit(just_completed):  # admit_when_idle: all at once, and only into an idle server
+            return
+        lifo, now = self.s.queue_order == "lifo", _perf_ns()
         while self.waiting and None in self.slots:
-            self._take_slot(self.waiting.popleft())
+            self._take_slot(self.waiting.pop() if lifo else self.waiting.popleft(), now)
 
     # -- iteration loop --------------------------------------------------
     def _start_iteration(self, start_ns: int) -> None:
         s, batch = self.s, []
         busy = [r for r in self.slots if r is not None]
+        active = busy[:1] if s.serial else busy  # serial: only the lowest busy slot progresses
+        decode = not (s.prefill_first and any(not r.generating for r in active))
         n_gen = 0
-        for r in busy:
-            if r.generating:
+        for r in active:
+            if r.generating and decode:
                 batch.append((r, 0))
                 n_gen += 1
         budget, n_prompt, completes = s.n_batch - n_gen, 0, False
-        for r in busy:
+        for r in active:
             if not r.generating and budget > 0:
                 n = min(budget, r.prompt_n - r.n_processed)
                 if r.n_processed == 0:
@@ -263,6 +301,7 @@ class Engine:
         late = now - deadline
         self.stats["late_ns_max"] = max(self.stats["late_ns_max"], late)
         tpc, m = self.s.tokens_per_chunk, self.m
+        completed = False
         for req, n_prompt in self._batch:
             if req.cancelled:
                 continue
@@ -278,14 +317,19 @@ class Engine:
                 self.bucket["t_prompt_ms"] += p_ms
                 k = 1
             else:
-                k = min(tpc, req.n_predict - req.n_decoded)
+                req.n_decode_iters += 1
+                if req.slot in self.s.slow_slots and req.n_decode_iters % 2:
+                    continue  # a slow slot: this iteration yields nothing for it
+                k = min(tpc, req.n_stop - req.n_decoded)
             ids = [generated_token(req.n_decoded + j) for j in range(k)]
             req.n_decoded += k
             req.last_token_ns = now
-            done = req.n_decoded >= req.n_predict
+            done = req.n_decoded >= req.n_stop
             m["n_tokens_max"] = max(m["n_tokens_max"], req.prompt_n + req.n_decoded)
             if done:
+                completed = True
                 req.done = True
+                req.truncated = req.prompt_n + req.n_decoded >= self.s.n_ctx_slot  # llama.cpp: ctx check first
                 self.slots[req.slot] = None
                 g_ms = (now - req.gen_start_ns) / 1e6
                 m["tokens_predicted_total"] += req.n_decoded
@@ -294,7 +338,7 @@ class Engine:
                 self.bucket["t_pred_ms"] += g_ms
             self.stats["chunks"] += 1
             req.sink.tokens(req, ids, done, deadline)
-        self._admit()
+        self._admit(just_completed=completed)
         after = _perf_ns()
         if after - deadline > max(2_000_000, self._deadline_span()):
             self.stats["overruns"] += 1

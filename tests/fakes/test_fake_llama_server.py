@@ -159,19 +159,34 @@ async def test_metrics_counters_add_up_and_gauges_reset():
     assert "# TYPE llamacpp:tokens_predicted_total counter" in text
 
 
-async def test_context_overflow_is_http_400():
-    script = FakeScript(n_slots=2, n_ctx=256)  # 128 per slot
+async def test_context_overflow_like_llamacpp_400_for_prompt_truncation_for_output():
+    script = FakeScript(n_slots=2, n_ctx=128, decode_iteration_ms=1)  # 64 per slot
     async with FakeLlamaServer(script) as srv, httpx.AsyncClient(base_url=srv.base_url) as c:
         props = (await c.get("/props")).json()
-        out = await stream(c, "/completion", {"prompt": list(range(100)), "n_predict": 50})
-        r = await c.post("/v1/completions", json={"prompt": "a", "max_tokens": 200})
-        ok = await stream(c, "/completion", {"prompt": list(range(100)), "n_predict": 28})
-    assert props["total_slots"] == 2 and props["default_generation_settings"]["n_ctx"] == 128
+        cut = await stream(c, "/completion", {"prompt": list(range(40)), "n_predict": 50}, rid="cut")
+        big = await stream(c, "/completion", {"prompt": list(range(70)), "n_predict": 5})
+        full = await stream(c, "/completion", {"prompt": list(range(64)), "n_predict": 1})  # llama.cpp: >=
+        r = await c.post("/v1/completions", json={"prompt": list(range(60)), "max_tokens": 200})
+        ok = await stream(c, "/completion", {"prompt": list(range(40)), "n_predict": 23}, rid="ok")
+        recs = {x["id"]: x for x in srv.schedule() if x["id"]}
+    assert props["total_slots"] == 2 and props["default_generation_settings"]["n_ctx"] == 64
     assert props["build_info"] == "b11549-fake"
-    assert out["status"] == 400 and out["body"]["error"]["type"] == "exceed_context_size_error"
-    assert out["body"]["error"]["code"] == 400
-    assert r.status_code == 400 and r.json()["error"]["type"] == "exceed_context_size_error"
-    assert ok["status"] == 200 and ok["events"][-1]["tokens_predicted"] == 28
+    # prompt fits, prompt + n_predict does not: 200, generation stops at the slot context (64 - 40)
+    *partials, final = cut["events"]
+    assert cut["status"] == 200 and len(partials) == 24
+    assert final["tokens_predicted"] == 24 and final["truncated"] is True and final["stop_type"] == "limit"
+    assert final["timings"]["predicted_n"] == 24 and final["generation_settings"]["n_predict"] == 50
+    assert recs["cut"]["n_decoded"] == 24 and recs["cut"]["truncated"] is True
+    # the prompt alone does not fit: 400 exceed_context_size_error
+    for out in (big, full):
+        assert out["status"] == 400 and out["body"]["error"]["type"] == "exceed_context_size_error"
+        assert out["body"]["error"]["code"] == 400 and out["body"]["error"]["n_ctx"] == 64
+    assert big["body"]["error"]["n_prompt_tokens"] == 70
+    body = r.json()
+    assert r.status_code == 200 and body["usage"]["completion_tokens"] == 4
+    assert body["choices"][0]["finish_reason"] == "length"
+    assert ok["status"] == 200 and ok["events"][-1]["tokens_predicted"] == 23
+    assert ok["events"][-1]["truncated"] is False and recs["ok"]["truncated"] is False
 
 
 async def test_generic_openai_mode():
@@ -208,7 +223,7 @@ async def test_schedule_log_written(tmp_path):
     async with FakeLlamaServer(FakeScript(decode_iteration_ms=1, schedule_log=log)) as srv, \
             httpx.AsyncClient(base_url=srv.base_url) as c:
         await stream(c, "/completion", {"prompt": "a b c", "n_predict": 4}, rid="abc")
-        await stream(c, "/completion", {"prompt": list(range(10)), "n_predict": 10 ** 6}, rid="too-long")
+        await stream(c, "/completion", {"prompt": list(range(5000)), "n_predict": 1}, rid="too-long")
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     assert [x["id"] for x in lines] == ["abc", "too-long"]
     ok, err = lines

@@ -95,6 +95,27 @@ def _ci_note(name: str, d: Distribution) -> str | None:
     return f"{name} p95 {d.p95:.0f} ms from n={d.n}, 95% CI [{lo}, {hi}]"
 
 
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.3g}" if abs(v) < 10 else f"{v:.0f}"
+
+
+def verdict_table(lane: LaneResult) -> Table:
+    t = Table(title=f"lane {lane.lane}: fairness and starvation", title_justify="left")
+    for col, just in (("check", "left"), ("verdict", "left"), ("measured", "left"), ("bound", "left"),
+                      ("how the bound was derived / why inconclusive", "left")):
+        t.add_column(col, justify=just, overflow="fold")
+    for v in lane.fairness:
+        measured = ", ".join(f"{k} {_fmt(x)}" for k, x in v.measured.items() if k in v.bounds or k in (
+            "stalls", "p99_itl_ms"))
+        bounds = ", ".join(f"{k} {'≥' if k == 'jain_index' else '≤'} {_fmt(x)}" for k, x in v.bounds.items())
+        colour = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}[v.verdict]
+        t.add_row(f"{v.check} {v.name}", f"[{colour}]{v.verdict}[/]", measured or "-", bounds or "-",
+                  v.reason if v.verdict == "inconclusive" else v.derivation)
+    return t
+
+
 def print_results(results: ResultsFile, console: Console | None = None) -> None:
     if console is None:
         console = Console()
@@ -105,13 +126,17 @@ def print_results(results: ResultsFile, console: Console | None = None) -> None:
                   f"{'; ' + ', '.join(g.name for g in h.gpus) if h.gpus else ''} · fingerprint "
                   f"{h.fingerprint_sha256[:16]}", markup=False, highlight=False)
     for lane in results.lanes:
-        console.print(lane_table(lane))
+        if lane.levels:
+            console.print(lane_table(lane))
         if lane.together_levels:
             console.print(lane_table(lane, lane.together_levels, "together with the other lanes"))
             console.print(interference_table(lane))
-        console.print("latencies in ms; * = p95 from < 100 samples (CI below); slots t/d/c = busy slots "
-                      "time-weighted / decode-weighted / client in-flight; queue = TTFT − prompt_ms − RTT "
-                      "(an estimate: llama.cpp stamps no queue time)", markup=False, highlight=False)
+        if lane.levels:
+            console.print("latencies in ms; * = p95 from < 100 samples (CI below); slots t/d/c = busy slots "
+                          "time-weighted / decode-weighted / client in-flight; queue = TTFT − prompt_ms − RTT "
+                          "(an estimate: llama.cpp stamps no queue time)", markup=False, highlight=False)
+        if lane.fairness:
+            console.print(verdict_table(lane))
         for tag, levels in (("", lane.levels), (" together", lane.together_levels)):
             for lv in levels:
                 notes = [_ci_note("TTFT", lv.latency.ttft_ms), _ci_note("E2E", lv.latency.e2e_ms)]

@@ -1,0 +1,68 @@
+"""The sizes of every fairness workload, derived from the lane (one place, used by the runner,
+by the server's context sizing and by the verdicts)."""
+
+from __future__ import annotations
+
+import math
+
+from satbench.config import LaneConfig, Strict
+
+CHECKS = ("F1", "F2", "F3", "S1", "S2", "S3")
+NAMES = {
+    "F1": "equal requests",
+    "F2": "mixed sizes",
+    "F3": "backlogged clients",
+    "S1": "decode stall during a long prefill",
+    "S2": "prompt admission while decoding",
+    "S3": "prompt behind prompt",
+}
+
+
+class FairnessPlan(Strict):
+    slots: int
+    n_batch: int
+    prompt: int
+    output: int
+    f1_streams: int
+    f1_output: int
+    f2_sizes: list[tuple[int, int]]
+    f3_clients: int
+    s1_decoders: int
+    s1_prompt: int
+    s1_decoder_output: int
+    s2_decoders: int
+    s2_decoder_output: int
+    s3_prompt: int
+    s3_output: int
+    calibration_prompt: int
+    calibration_output: int
+
+    def per_slot_ctx_needed(self) -> int:
+        """Largest prompt + output any single request of the checks needs, plus a margin."""
+        largest = max([p + o for p, o in self.f2_sizes] + [self.s1_prompt + 4, self.s3_prompt + self.s3_output,
+                       self.prompt + self.f1_output,
+                       self.prompt + self.s1_decoder_output, self.prompt + self.s2_decoder_output,
+                       self.calibration_prompt + self.calibration_output])
+        return largest + 16
+
+
+def make_plan(lane: LaneConfig, slots: int) -> FairnessPlan:
+    f, w = lane.fairness, lane.workload
+    n_batch = lane.server.n_batch
+    p, o = w.prompt_tokens, w.output_tokens
+    s1_prompt = int(math.ceil(f.s1_prompt_batches * n_batch))
+    s1_decoders = f.s1_decoders or max(1, min(slots - 1, 3))
+    chunks = int(math.ceil(s1_prompt / n_batch))
+    return FairnessPlan(
+        slots=slots, n_batch=n_batch, prompt=p, output=o,
+        f1_streams=min(f.f1_streams or min(slots, 4), slots) if slots >= 2 else 0,
+        # long enough that a neighbour's prefill landing in one iteration is noise, not a verdict
+        f1_output=max(64, 4 * o),
+        f2_sizes=[(max(8, p // 2), max(2, o // 2)), (p, o), (2 * p, 2 * o), (4 * p, 4 * o)][: max(1, min(slots, 4))],
+        f3_clients=slots + (f.f3_extra_clients or max(2, slots // 2)),
+        s1_decoders=s1_decoders, s1_prompt=s1_prompt,
+        s1_decoder_output=16 + 2 * chunks + 16,
+        s2_decoders=max(1, slots - 1), s2_decoder_output=max(64, 8 * f.s2_probes + 32),
+        s3_prompt=int(math.ceil(f.s3_prompt_batches * n_batch)), s3_output=16,
+        calibration_prompt=min(n_batch, 512), calibration_output=48,
+    )

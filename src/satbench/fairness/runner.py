@@ -1,0 +1,171 @@
+"""The workloads of the six checks, on one lane's server; every request becomes a raw event
+(scenario "fairness", tagged with its check and role), so the verdicts can be recomputed.
+
+Each check measures its own references (a request alone, the decoders before an injection),
+so its bound comes from this lane on this machine, not from a constant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from satbench.client import CompletionRequest, StreamOutcome
+from satbench.config import WorkloadConfig
+from satbench.events import JsonlWriter, RequestEvent
+from satbench.fairness.plan import FairnessPlan
+from satbench.lane_session import LaneSession, Progress
+from satbench.loadgen import LevelPlan, run_level, to_event
+from satbench.workload import WorkloadBuilder  # noqa: F401 - type of self.builder
+
+WATCH_TOKENS = 8  # decoders are "steady" once each has this many tokens
+PAIR_GAP_S = 0.010  # S3: the second prompt follows the first by 10 ms
+
+
+class FairnessRunner:
+    def __init__(self, session: LaneSession, plan: FairnessPlan, sink: JsonlWriter, progress: Progress,
+                 nonce: str) -> None:
+        self.s, self.plan, self.sink, self.progress = session, plan, sink, progress
+        self.lane = session.lane.name
+        self.nonce = nonce
+        self.builder: WorkloadBuilder | None = None
+        self.lone_e2e_s = 0.0
+
+    async def prepare(self) -> None:
+        assert self.s.workload is not None
+        # the lane's tokenizer, but always unique prefixes and no prompt cache
+        cfg = WorkloadConfig(prompt_tokens=self.plan.prompt, output_tokens=self.plan.output)
+        self.builder = self.s.workload.derive(cfg, self.nonce)
+        await self.builder.prepare()
+
+    async def _req(self, check: str, role: str, seq: int, prompt: int, output: int) -> CompletionRequest:
+        assert self.builder is not None
+        return await self.builder.one(f"{self.nonce}-{self.lane}-{check}-{role}{seq}", prompt, output)
+
+    def _level_plan(self, check: str, level: int, rep: int, warmup=(), measured=()) -> LevelPlan:
+        return LevelPlan(lane=self.lane, level=level, repetition=rep, warmup=list(warmup),
+                         measured=list(measured), scenario="fairness", check=check)
+
+    async def send(self, check: str, role: str, seq: int, req: CompletionRequest, *, level: int = 1,
+                   rep: int = 1, stream: int = 0, out: StreamOutcome | None = None) -> RequestEvent:
+        assert self.s.client is not None
+        targeted = time.perf_counter_ns()
+        out = await self.s.client.run(req, out)
+        event = to_event(self._level_plan(check, level, rep), stream, seq, "measured", req, targeted, out, role=role)
+        self.sink.write(event)
+        self.progress.request_done(event)
+        return event
+
+    async def _closed_loop(self, check: str, streams: int, per_stream: int, prompt: int, output: int,
+                           stagger_s: float = 0.0) -> None:
+        assert self.s.client is not None
+        warm = [await self._req(check, "warmup", i, prompt, output) for i in range(streams)]
+        meas = [await self._req(check, "measured", i, prompt, output) for i in range(streams * per_stream)]
+        self.progress.level(self.lane, f"fairness {check}", streams, 1)
+        await run_level(self.s.client, self._level_plan(check, streams, 1, warm, meas), self.sink,
+                        on_done=self.progress.request_done,
+                        start_offsets_s=[i * stagger_s for i in range(streams)] if stagger_s else None)
+
+    async def _watch(self, outs: list[StreamOutcome], tokens: int, timeout_s: float = 120.0) -> None:
+        """Wait until every watched stream has received `tokens` tokens (or finished)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(o.output_tokens >= tokens or o.end_ns for o in outs):
+                return
+            await asyncio.sleep(0.002)
+
+    async def _decoders(self, check: str, n: int, output: int) -> tuple[list[StreamOutcome], list[asyncio.Task]]:
+        outs = [StreamOutcome() for _ in range(n)]
+        reqs = [await self._req(check, "decoder", i, self.plan.prompt, output) for i in range(n)]
+        tasks = [asyncio.create_task(self.send(check, "decoder", i, r, level=n, stream=i, out=o))
+                 for i, (r, o) in enumerate(zip(reqs, outs))]
+        return outs, tasks
+
+    # -- the checks ------------------------------------------------------------------------
+    async def calibration(self) -> None:
+        p = self.plan
+        self.progress.level(self.lane, "fairness calibration", 1, 1)
+        for i in range(3):
+            await self.send("CAL", "prefill", i, await self._req("CAL", "prefill", i, p.calibration_prompt, 2))
+        e = await self.send("CAL", "decode", 0, await self._req("CAL", "decode", 0, p.prompt, p.calibration_output))
+        # one lone request of the lane's size, end to end (used to stagger F3's clients)
+        self.lone_e2e_s = (e.end_ns - e.sent_ns) / 1e9 * p.output / p.calibration_output
+
+    async def f1(self) -> None:
+        if self.plan.f1_streams >= 2:
+            await self._closed_loop("F1", self.plan.f1_streams, self.s.lane.fairness.f1_requests_per_stream,
+                                    self.plan.prompt, self.plan.f1_output)
+
+    async def f2(self) -> None:
+        sizes = self.plan.f2_sizes
+        if len(sizes) < 2:
+            return
+        self.progress.level(self.lane, "fairness F2", len(sizes), 1)
+        for i, (pr, out) in enumerate(sizes):
+            await self.send("F2", "alone", i, await self._req("F2", "alone", i, pr, out), level=len(sizes))
+        for rep in range(1, self.s.lane.fairness.f2_repetitions + 1):
+            order = sorted(range(len(sizes)), key=lambda i: -(sizes[i][0] + sizes[i][1]))  # biggest first
+            reqs = {i: await self._req("F2", f"together{rep}-", i, *sizes[i]) for i in order}
+            tasks = []
+            for i in order:
+                tasks.append(asyncio.create_task(self.send("F2", "together", i, reqs[i], level=len(sizes),
+                                                           rep=rep, stream=i)))
+                await asyncio.sleep(0.001)
+            await asyncio.gather(*tasks)
+
+    async def f3(self) -> None:
+        """Clients start staggered over one request's duration, as backlogged clients arrive in
+        practice; equal requests started together would finish together forever, and the order in
+        which a scheduler picks among waiters would never matter."""
+        c = self.plan.f3_clients
+        await self._closed_loop("F3", c, self.s.lane.fairness.f3_requests_per_client, self.plan.prompt,
+                                self.plan.output, stagger_s=self.lone_e2e_s / c)
+
+    async def s1(self) -> None:
+        p = self.plan
+        if p.slots < 2:
+            return
+        self.progress.level(self.lane, "fairness S1", p.s1_decoders + 1, 1)
+        await self.send("S1", "solo", 0, await self._req("S1", "solo", 0, p.s1_prompt, 4))
+        outs, tasks = await self._decoders("S1", p.s1_decoders, p.s1_decoder_output)
+        await self._watch(outs, WATCH_TOKENS)
+        await self.send("S1", "injected", 0, await self._req("S1", "injected", 0, p.s1_prompt, 4),
+                        level=p.s1_decoders + 1, stream=p.s1_decoders)
+        await asyncio.gather(*tasks)
+
+    async def s2(self) -> None:
+        p, probes = self.plan, self.s.lane.fairness.s2_probes
+        if p.slots < 2:
+            return
+        self.progress.level(self.lane, "fairness S2", p.s2_decoders + 1, 1)
+        short = max(8, min(32, p.prompt))
+        for i in range(3):
+            await self.send("S2", "solo", i, await self._req("S2", "solo", i, short, 4))
+        outs, tasks = await self._decoders("S2", p.s2_decoders, p.s2_decoder_output)
+        await self._watch(outs, WATCH_TOKENS)
+        for i in range(probes):
+            await self.send("S2", "probe", i, await self._req("S2", "probe", i, short, 4),
+                            level=p.s2_decoders + 1, stream=p.s2_decoders)
+            done = min(o.output_tokens for o in outs)
+            await self._watch(outs, done + 3)  # let the decoders run a few iterations between probes
+        await asyncio.gather(*tasks)
+
+    async def s3(self) -> None:
+        p = self.plan
+        if p.slots < 2:
+            return
+        self.progress.level(self.lane, "fairness S3", 2, 1)
+        await self.send("S3", "solo", 0, await self._req("S3", "solo", 0, p.s3_prompt, p.s3_output))
+        for rep in range(1, self.s.lane.fairness.s3_repetitions + 1):
+            first = await self._req("S3", f"first{rep}-", 0, p.s3_prompt, p.s3_output)
+            second = await self._req("S3", f"second{rep}-", 0, p.s3_prompt, p.s3_output)
+            t1 = asyncio.create_task(self.send("S3", "first", 0, first, level=2, rep=rep, stream=0))
+            await asyncio.sleep(PAIR_GAP_S)
+            t2 = asyncio.create_task(self.send("S3", "second", 1, second, level=2, rep=rep, stream=1))
+            await asyncio.gather(t1, t2)
+
+    async def run_all(self) -> None:
+        await self.prepare()
+        await self.calibration()
+        for check in (self.f1, self.f2, self.f3, self.s1, self.s2, self.s3):
+            await check()

@@ -1,0 +1,302 @@
+"""Verdicts of the six checks, computed from raw events alone (DESIGN.md §6).
+
+Every verdict carries the measured value, the bound and how the bound was derived from this
+lane's own measurements: prefill rate at N = 1 and decode iteration time. `inconclusive` (with
+its reason) replaces a silent pass whenever the evidence is missing or tainted.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Literal, Sequence
+
+from pydantic import Field
+
+from satbench.config import FairnessConfig, Strict
+from satbench.events import RequestEvent
+from satbench.fairness.plan import NAMES, FairnessPlan
+from satbench.metrics.latency import first_token_ns, itl_ms, ttft_ms
+from satbench.metrics.throughput import completed_in_window
+from satbench.metrics.window import steady_window
+
+MS = 1e6
+
+
+class Verdict(Strict):
+    check: Literal["F1", "F2", "F3", "S1", "S2", "S3"]
+    name: str
+    verdict: Literal["pass", "fail", "inconclusive"]
+    measured: dict[str, float | None] = Field(default_factory=dict)
+    bounds: dict[str, float | None] = Field(default_factory=dict)
+    derivation: str = ""
+    reason: str | None = None
+    samples: int = 0
+
+
+class Calibration(Strict):
+    prefill_tok_per_s: float | None
+    decode_iteration_ms: float | None
+
+
+def _v(check: str, verdict: str, **kw) -> Verdict:
+    return Verdict(check=check, name=NAMES[check], verdict=verdict, **kw)
+
+
+def _inconclusive(check: str, reason: str, samples: int = 0) -> Verdict:
+    return _v(check, "inconclusive", reason=reason, samples=samples)
+
+
+def _errors(events: Sequence[RequestEvent]) -> str | None:
+    bad = [e for e in events if not e.ok]
+    if not bad:
+        return None
+    kinds = sorted({e.error.type for e in bad if e.error})
+    return f"{len(bad)} request(s) failed ({', '.join(kinds)})"
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _role(events: Sequence[RequestEvent], role: str) -> list[RequestEvent]:
+    return [e for e in events if e.role == role]
+
+
+def calibrate(cal: Sequence[RequestEvent]) -> Calibration:
+    """Prefill tok/s = median prompt_n ÷ prompt_ms of the lone prefill requests (TTFT when the
+    server gives no timings); decode iteration = median ITL of the lone decode request."""
+    rates = []
+    for e in _role(cal, "prefill"):
+        if not e.ok:
+            continue
+        if e.timings and e.timings.prompt_n and e.timings.prompt_ms:
+            rates.append(e.timings.prompt_n / e.timings.prompt_ms * 1000.0)
+        elif (t := ttft_ms(e)) is not None:
+            rates.append(e.prompt_tokens / t * 1000.0)
+    itls = [g for e in _role(cal, "decode") if e.ok for g in itl_ms(e)]
+    return Calibration(prefill_tok_per_s=_median(rates), decode_iteration_ms=_median(itls))
+
+
+def decode_rate(e: RequestEvent) -> float | None:
+    """Per-request decode rate = (output tokens − 1) ÷ (end − first token), tokens/s."""
+    first = first_token_ns(e)
+    if first is None or e.output_tokens < 2 or e.end_ns <= first:
+        return None
+    return (e.output_tokens - 1) / ((e.end_ns - first) / 1e9)
+
+
+def jain_index(xs: Sequence[float]) -> float:
+    """Jain = (Σx)² ÷ (n·Σx²); 1 when all equal."""
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))
+
+
+def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg: FairnessConfig) -> Verdict:
+    n = plan.f1_streams
+    if n < 2:
+        return _inconclusive("F1", f"needs at least 2 slots (server has {plan.slots})")
+    if not events:
+        return _inconclusive("F1", "no F1 requests were recorded")
+    if (err := _errors(events)):
+        return _inconclusive("F1", err, len(events))
+    win, why = steady_window(list(events), n)
+    done = completed_in_window(list(events), win) if win else []
+    if len(done) < 2 * n:
+        return _inconclusive("F1", f"{len(done)} requests in the steady window, need {2 * n} ({why or 'too few'})",
+                             len(done))
+    if cal.prefill_tok_per_s is None:
+        return _inconclusive("F1", "no prefill-rate calibration")
+    rates = [r for e in done if (r := decode_rate(e)) is not None]
+    ratio, jain = max(rates) / min(rates), jain_index(rates)
+    iteration = _median([g for e in done for g in itl_ms(e)]) or 0.0
+    max_ttft = max(t for e in done if (t := ttft_ms(e)) is not None)
+    ttft_bound = n * plan.prompt / cal.prefill_tok_per_s * 1000.0 + cfg.f1_ttft_iterations * iteration
+    ok = ratio <= cfg.f1_max_min_ratio and jain >= cfg.f1_jain_min and max_ttft <= ttft_bound
+    return _v("F1", "pass" if ok else "fail", samples=len(done),
+              measured={"max_min_decode_rate": ratio, "jain_index": jain, "max_ttft_ms": max_ttft},
+              bounds={"max_min_decode_rate": cfg.f1_max_min_ratio, "jain_index": cfg.f1_jain_min,
+                      "max_ttft_ms": ttft_bound},
+              derivation=(f"{n} equal streams; TTFT bound = Σprompt {n}×{plan.prompt} tok ÷ prefill "
+                          f"{cal.prefill_tok_per_s:.0f} tok/s + {cfg.f1_ttft_iterations:g} × iteration "
+                          f"{iteration:.1f} ms (median ITL at N={n})"))
+
+
+def f2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
+    n = len(plan.f2_sizes)
+    if n < 2:
+        return _inconclusive("F2", f"needs at least 2 slots (server has {plan.slots})")
+    if (err := _errors(events)):
+        return _inconclusive("F2", err, len(events))
+    alone = {e.seq: e for e in _role(events, "alone")}
+    together: dict[int, list[RequestEvent]] = {}
+    for e in _role(events, "together"):
+        together.setdefault(e.seq, []).append(e)
+    if set(alone) != set(range(n)) or set(together) != set(range(n)):
+        return _inconclusive("F2", "missing alone or together requests", len(events))
+    slow = {i: statistics.mean((e.end_ns - e.sent_ns) for e in together[i]) / (alone[i].end_ns - alone[i].sent_ns)
+            for i in range(n)}
+    worst = max(slow, key=slow.get)
+    bound = cfg.f2_slowdown_factor * n
+    return _v("F2", "pass" if slow[worst] <= bound else "fail", samples=len(events),
+              measured={"max_slowdown": slow[worst], **{f"slowdown_size{i}": slow[i] for i in range(n)}},
+              bounds={"max_slowdown": bound},
+              derivation=(f"{n} requests of sizes {plan.f2_sizes} (prompt, output) sent together; slowdown = "
+                          f"E2E together ÷ E2E alone; bound {cfg.f2_slowdown_factor:g} × N; worst: size {worst}"))
+
+
+def service_gap(done: Sequence[RequestEvent], clients: int, start_ns: int) -> list[tuple[float, float]]:
+    """(t s, max − min accumulated weighted service over clients) after each completion, where a
+    request's weight is prompt + 2·output tokens."""
+    served = {c: 0.0 for c in range(clients)}
+    out = []
+    for e in sorted(done, key=lambda e: e.end_ns):
+        served[e.stream] += e.prompt_tokens + 2 * e.output_tokens
+        out.append(((e.end_ns - start_ns) / 1e9, max(served.values()) - min(served.values())))
+    return out
+
+
+def _slope(points: Sequence[tuple[float, float]]) -> float:
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return 0.0 if den == 0 else sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den
+
+
+def backlog_window(events: Sequence[RequestEvent]) -> tuple[int, int] | None:
+    """F3's window: from the moment every client has a request outstanding (the last warmup send)
+    to the first completion after the last measured request was issued. Unlike the steady window
+    it does not wait for every client to be served, so a starved client counts with zero service."""
+    warm = [e.sent_ns for e in events if e.phase == "warmup"]
+    measured = [e for e in events if e.phase == "measured"]
+    if not warm or not measured:
+        return None
+    last_issue = max(e.targeted_ns for e in measured)
+    after = [e.end_ns for e in measured if e.end_ns > last_issue]
+    start, end = max(warm), (min(after) if after else None)
+    return (start, end) if end is not None and end > start else None
+
+
+def f3(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
+    c = plan.f3_clients
+    if (err := _errors(events)):
+        return _inconclusive("F3", err, len(events))
+    window = backlog_window(events)
+    done = [e for e in events if window and window[0] <= e.end_ns <= window[1]]
+    if window is None or len(done) < 2 * c:
+        return _inconclusive("F3", f"{len(done)} completions while all {c} clients were backlogged, need {2 * c}",
+                             len(done))
+    costliest = max(e.prompt_tokens + 2 * e.output_tokens for e in done)
+    gaps = service_gap(done, c, window[0])
+    max_gap = max(g for _, g in gaps)
+    growth = _slope(gaps) * (window[1] - window[0]) / 1e9
+    ok = max_gap <= cfg.f3_diff_costliest * costliest and growth <= cfg.f3_trend_costliest * costliest
+    return _v("F3", "pass" if ok else "fail", samples=len(done),
+              measured={"max_service_gap_tokens": max_gap, "fitted_growth_tokens": growth},
+              bounds={"max_service_gap_tokens": cfg.f3_diff_costliest * costliest,
+                      "fitted_growth_tokens": cfg.f3_trend_costliest * costliest},
+              derivation=(f"{c} closed-loop clients on {plan.slots} slots; service = Σ(prompt + 2·output) per "
+                          f"client; bounds {cfg.f3_diff_costliest:g}× and {cfg.f3_trend_costliest:g}× the costliest "
+                          f"request ({costliest} weighted tokens)"))
+
+
+def _gaps(e: RequestEvent) -> list[tuple[int, int, float]]:
+    """(start ns, end ns, ms per token) for each gap between token-carrying chunks."""
+    ts = [(t, n) for t, n in e.chunks if n > 0]
+    return [(a[0], b[0], (b[0] - a[0]) / MS / b[1]) for a, b in zip(ts, ts[1:])]
+
+
+def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg: FairnessConfig) -> Verdict:
+    if plan.slots < 2:
+        return _inconclusive("S1", f"needs at least 2 slots (server has {plan.slots})")
+    if (err := _errors(events)):
+        return _inconclusive("S1", err, len(events))
+    solo, inj, dec = _role(events, "solo"), _role(events, "injected"), _role(events, "decoder")
+    if not (solo and inj and dec) or cal.prefill_tok_per_s is None:
+        return _inconclusive("S1", "missing the solo prompt, the injected prompt, the decoders or calibration")
+    inj_e, start = inj[0], inj[0].sent_ns
+    end = first_token_ns(inj_e)
+    baseline = _median([ms for e in dec for a, b, ms in _gaps(e) if b <= start])
+    during = [ms for e in dec for a, b, ms in _gaps(e) if b > start and a < end]
+    if baseline is None or not during:
+        return _inconclusive("S1", "the decoders were not decoding across the injected prefill", len(events))
+    during.sort()
+    max_itl, p99 = during[-1], during[min(len(during) - 1, int(0.99 * len(during)))]
+    stalls = sum(1 for g in during if g > cfg.s1_stall_factor * baseline)
+    itl_bound = cfg.s1_batch_factor * plan.n_batch / cal.prefill_tok_per_s * 1000.0 + baseline
+    prefill, solo_prefill = ttft_ms(inj_e), ttft_ms(solo[0])
+    ok = max_itl <= itl_bound and prefill <= cfg.s1_prefill_factor * solo_prefill
+    return _v("S1", "pass" if ok else "fail", samples=len(during),
+              measured={"max_itl_ms": max_itl, "p99_itl_ms": p99, "stalls": float(stalls),
+                        "baseline_itl_ms": baseline, "prefill_ms": prefill},
+              bounds={"max_itl_ms": itl_bound, "prefill_ms": cfg.s1_prefill_factor * solo_prefill},
+              derivation=(f"{len(dec)} decoders, injected prompt {inj_e.prompt_tokens} tok (n_batch {plan.n_batch}); "
+                          f"ITL bound = {cfg.s1_batch_factor:g} × n_batch ÷ prefill {cal.prefill_tok_per_s:.0f} tok/s "
+                          f"+ baseline {baseline:.1f} ms; prefill bound = {cfg.s1_prefill_factor:g} × solo "
+                          f"{solo_prefill:.0f} ms; stall = ITL > {cfg.s1_stall_factor:g} × baseline"))
+
+
+def s2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
+    if plan.slots < 2:
+        return _inconclusive("S2", f"needs at least 2 slots (server has {plan.slots})")
+    if (err := _errors(events)):
+        return _inconclusive("S2", err, len(events))
+    solo, probes, dec = _role(events, "solo"), _role(events, "probe"), _role(events, "decoder")
+    if not (solo and probes and dec):
+        return _inconclusive("S2", "missing solo probes, probes or decoders")
+    first_probe = min(p.sent_ns for p in probes)
+    iteration = _median([ms for e in dec for a, b, ms in _gaps(e) if b <= first_probe])
+    # a probe counts if every decoder was mid-stream when it was sent (a scheduler that then holds
+    # it until the decoders end is what this check exists to catch)
+    valid = [p for p in probes if all(first_token_ns(d) <= p.sent_ns < d.end_ns for d in dec)]
+    if iteration is None or not valid:
+        return _inconclusive("S2", "no probe was sent while all decoders were decoding", len(events))
+    probes = valid
+    solo_ttft = statistics.median(ttft_ms(e) for e in solo)
+    delays = sorted(ttft_ms(p) - solo_ttft for p in probes)
+    delay = statistics.median(delays)
+    bound = cfg.s2_iterations * iteration
+    return _v("S2", "pass" if delay <= bound else "fail", samples=len(probes),
+              measured={"admission_delay_ms": delay, "max_admission_delay_ms": delays[-1]},
+              bounds={"admission_delay_ms": bound},
+              derivation=(f"{len(dec)} decoders, a slot free; delay = probe TTFT − solo TTFT {solo_ttft:.1f} ms "
+                          f"(median of {len(probes)} probes); bound = {cfg.s2_iterations:g} × iteration "
+                          f"{iteration:.1f} ms (decoders' median ITL)"))
+
+
+def s3(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg: FairnessConfig) -> Verdict:
+    if plan.slots < 2:
+        return _inconclusive("S3", f"needs at least 2 slots (server has {plan.slots})")
+    if (err := _errors(events)):
+        return _inconclusive("S3", err, len(events))
+    solo = _role(events, "solo")
+    pairs = {e.repetition: {} for e in events if e.role in ("first", "second")}
+    for e in events:
+        if e.role in ("first", "second"):
+            pairs[e.repetition][e.role] = e
+    if not solo or not pairs or cal.decode_iteration_ms is None:
+        return _inconclusive("S3", "missing the solo prompt, the pairs or calibration")
+    solo_prefill = ttft_ms(solo[0])
+    excess, worst = [], (0.0, 0.0)
+    for pair in pairs.values():
+        t1, t2 = ttft_ms(pair["first"]), ttft_ms(pair["second"])
+        bound = t1 + solo_prefill + cfg.s3_iterations * cal.decode_iteration_ms
+        excess.append(t2 - bound)
+        if t2 - bound >= max(excess):
+            worst = (t2, bound)
+    return _v("S3", "pass" if max(excess) <= 0 else "fail", samples=len(pairs),
+              measured={"second_ttft_ms": worst[0]}, bounds={"second_ttft_ms": worst[1]},
+              derivation=(f"two {plan.s3_prompt}-token prompts 10 ms apart; bound = first's TTFT + solo prefill "
+                          f"{solo_prefill:.0f} ms + {cfg.s3_iterations:g} × iteration {cal.decode_iteration_ms:.1f} ms "
+                          f"(lone decode ITL); worst of {len(pairs)} pairs"))
+
+
+def lane_verdicts(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig,
+                  llamacpp: bool) -> list[Verdict]:
+    """All six verdicts of one lane from its fairness-scenario events."""
+    if not llamacpp:
+        why = "the server is not llama.cpp: its slots and batch size are unknown"
+        return [_inconclusive(c, why) for c in ("F1", "F2", "F3", "S1", "S2", "S3")]
+    by = {c: [e for e in events if e.check == c and e.phase != "warmup"] for c in ("CAL", "F2", "S1", "S2", "S3")}
+    closed = {c: [e for e in events if e.check == c] for c in ("F1", "F3")}
+    cal = calibrate(by["CAL"])
+    return [f1(closed["F1"], plan, cal, cfg), f2(by["F2"], plan, cfg), f3(closed["F3"], plan, cfg),
+            s1(by["S1"], plan, cal, cfg), s2(by["S2"], plan, cfg), s3(by["S3"], plan, cal, cfg)]

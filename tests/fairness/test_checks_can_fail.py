@@ -1,0 +1,29 @@
+"""Every check passes on a fair scheduler and fails on a deliberately unfair or starving one
+(DESIGN.md §6: a check that cannot fail is a defect)."""
+
+import pytest
+
+from tests.fairness.harness import run_check
+
+CASES = [
+    # check, unfair knob of the fake, why it must fail
+    ("F1", {"slow_slots": [1]}, "slot 1 decodes at half rate"),
+    ("F2", {"serial": True}, "the small request waits behind the big ones"),
+    ("F3", {"queue_order": "lifo"}, "the newest waiter always takes the freed slot"),
+    ("S1", {"prefill_first": True}, "decoders freeze for the whole long prompt"),
+    ("S2", {"hold_while_decoding": True}, "a free slot is held while the decoders decode"),
+    ("S3", {"admit_when_idle": True}, "the second prompt waits for the first request to end"),
+]
+
+
+@pytest.mark.parametrize("check", [c for c, _, _ in CASES])
+async def test_fair_scheduler_passes(check):
+    v = await run_check(check)
+    assert v.verdict == "pass", (v.measured, v.bounds, v.reason)
+
+
+@pytest.mark.parametrize("check, knob, why", CASES, ids=[c for c, _, _ in CASES])
+async def test_unfair_scheduler_fails(check, knob, why):
+    v = await run_check(check, **knob)
+    assert v.verdict == "fail", (why, v.measured, v.bounds, v.reason)
+    assert v.derivation and v.bounds and v.measured
