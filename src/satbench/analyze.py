@@ -7,7 +7,7 @@ from pathlib import Path
 from satbench.config import LaneConfig
 from satbench.errors import RunDirError
 from satbench.events import LevelMark, RequestEvent, read_events, read_samples
-from satbench.fairness.plan import make_plan
+from satbench.fairness.plan import fairness_plan
 from satbench.fairness.verdicts import Verdict, lane_verdicts
 from satbench.manifest import LaneProvenance, read_manifest
 from satbench.metrics.interference import interference
@@ -40,8 +40,8 @@ def _fairness(lane: LaneConfig, prov: LaneProvenance, records: list) -> list[Ver
     if rt is None:
         return []
     events = [r for r in records if isinstance(r, RequestEvent) and r.lane == lane.name and r.scenario == "fairness"]
-    plan = make_plan(lane, rt.total_slots or lane.slots_wanted())
-    return lane_verdicts(events, plan, lane.fairness, rt.llamacpp)
+    return lane_verdicts(events, fairness_plan(lane, rt, prov.fairness_network or prov.network), lane.fairness,
+                         rt.llamacpp)
 
 
 def analyze_run(run_dir: Path) -> ResultsFile:

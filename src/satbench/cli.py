@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 import satbench
-from satbench.config import (BUILTIN_MODEL, LaneConfig, RunConfig, RuntimeConfig, ServerParams,
+from satbench.config import (BUILTIN_MODEL, FairnessConfig, LaneConfig, RunConfig, RuntimeConfig, ServerParams,
                              WorkloadConfig, parse_levels, resolve_model_dir)
 from satbench.errors import Interrupted, SatbenchError, UserError
 from satbench.runtimes.remote import redact_url
@@ -34,6 +34,7 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
                        help="also run all lanes at once and report each one's degradation")
     lanes.add_argument("--with-fairness", action="store_true",
                        help="then run the fairness and starvation checks of every lane (same run directory)")
+    lanes.add_argument("--checks", help="fairness checks to run, e.g. S1,S2 (default all six: F1,F2,F3,S1,S2,S3)")
     src = p.add_argument_group("one lane (without --lanes)")
     src.add_argument("--model", help=f"GGUF file, {BUILTIN_MODEL} (default) or synthetic:ARCH-SIZE")
     src.add_argument("--model-dir", help="where built-in models are assembled "
@@ -116,6 +117,14 @@ def lane_config(a: argparse.Namespace) -> LaneConfig:
 def run_config(a: argparse.Namespace) -> RunConfig:
     """The run: from a lane file (--lanes), else one lane from the flags."""
     cfg = _lanes_config(a)
+    if a.checks:
+        wanted = [c.strip().upper() for c in a.checks.split(",") if c.strip()]
+        try:
+            lanes = [lane.model_copy(update={"fairness": FairnessConfig.model_validate(
+                {**lane.fairness.model_dump(), "checks": wanted})}) for lane in cfg.lanes]
+        except ValueError as exc:
+            raise UserError(f"--checks {a.checks}: expected a list of F1, F2, F3, S1, S2, S3") from exc
+        cfg = cfg.model_copy(update={"lanes": lanes})
     if a.command == "fairness":
         if a.together or a.with_fairness:
             raise UserError("satbench fairness runs only the checks; --together and --with-fairness belong to sweep")

@@ -92,6 +92,9 @@ class FairnessConfig(Strict):
     file under [lanes.fairness].
     """
 
+    checks: list[Literal["F1", "F2", "F3", "S1", "S2", "S3"]] = Field(
+        default_factory=lambda: ["F1", "F2", "F3", "S1", "S2", "S3"], min_length=1,
+        description="which checks to run (all six by default)")
     f1_streams: int | None = Field(None, ge=2, description="F1 concurrency (default min(slots, 4))")
     f1_requests_per_stream: int = Field(6, ge=3)
     f1_max_min_ratio: float = Field(1.10, gt=1.0, description="max/min per-request decode rate")

@@ -99,6 +99,7 @@ class LaneProvenance(Strict):
         None, description="the server started again for the together scenario (same build, new process)")
     fairness_runtime: RuntimeInfo | None = Field(
         None, description="the server started for the fairness checks (context sized for their prompts)")
+    fairness_network: NetworkInfo | None = None
 
 
 class Provenance(Strict):

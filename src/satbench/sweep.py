@@ -23,7 +23,7 @@ from pathlib import Path
 import satbench
 from satbench.analyze import analyze_and_write
 from satbench.config import LaneConfig, RunConfig
-from satbench.fairness.plan import make_plan
+from satbench.fairness.plan import fairness_plan, make_plan, request_count
 from satbench.fairness.runner import FairnessRunner
 from satbench.errors import RunDirError, SatbenchError, UserError
 from satbench.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter, RequestEvent
@@ -75,12 +75,15 @@ def satbench_commit() -> str | None:
 
 
 def total_requests(cfg: RunConfig) -> int:
-    """Requests the progress bar expects (fairness workloads are counted as they come)."""
-    if cfg.fairness_only:
-        return 0
-    per_lane = {lane.name: sum((lane.measured_requests(n) + n * lane.warmup_per_stream) * lane.repetitions
-                               for n in lane.levels) for lane in cfg.lanes}
-    return sum(per_lane.values()) * (2 if cfg.together else 1)
+    """Requests the progress bar expects."""
+    total = 0
+    if not cfg.fairness_only:
+        per_lane = [sum((lane.measured_requests(n) + n * lane.warmup_per_stream) * lane.repetitions
+                        for n in lane.levels) for lane in cfg.lanes]
+        total = sum(per_lane) * (2 if cfg.together else 1)
+    if cfg.with_fairness or cfg.fairness_only:
+        total += sum(request_count(make_plan(lane, lane.slots_wanted()), lane) for lane in cfg.lanes)
+    return total
 
 
 def fairness_lane(lane: LaneConfig) -> LaneConfig:
@@ -197,6 +200,7 @@ class Sweep:
             prov.lanes[lane.name].together_runtime = session.runtime_info()
         elif scenario == "fairness":
             prov.lanes[lane.name].fairness_runtime = session.runtime_info()
+            prov.lanes[lane.name].fairness_network = session.network_info()
         write_manifest(self.run_dir, self.manifest)
         return session
 
@@ -218,8 +222,8 @@ class Sweep:
     async def _fairness(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
         session = await self._start(fairness_lane(lane), "fairness", samples, gpus)
         try:
-            slots = (session.facts.total_slots if session.facts else None) or lane.slots_wanted()
-            runner = FairnessRunner(session, make_plan(lane, slots), events, self.progress, self.nonce)
+            runner = FairnessRunner(session, fairness_plan(lane, session.runtime_info(), session.network_info()),
+                                    events, self.progress, self.nonce)
             await runner.run_all()
         finally:
             await self._stop(session)

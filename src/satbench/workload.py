@@ -68,9 +68,10 @@ class WorkloadBuilder:
     async def _one(self, request_id: str) -> CompletionRequest:
         return await self.one(request_id, self.cfg.prompt_tokens, self.cfg.output_tokens)
 
-    async def one(self, request_id: str, n_prompt: int, n_out: int) -> CompletionRequest:
+    async def one(self, request_id: str, n_prompt: int, n_out: int, grow: bool = False) -> CompletionRequest:
         """One request of exactly `n_prompt` prompt tokens (when the server tokenizes) and
-        `n_out` output tokens, with the unique prefix `request_id`."""
+        `n_out` output tokens, with the unique prefix `request_id`. With `grow`, a prompt too
+        short for the prefix is lengthened to prefix + 8 tokens instead of refused."""
         if self._tokenize is not None and len(self._filler) < 1:
             raise UserError("WorkloadBuilder.prepare() must run before requests are built")
         prefix_text = "" if self.cfg.shared_prefix else f"[{request_id}] "
@@ -78,6 +79,8 @@ class WorkloadBuilder:
             prompt: str | list[int] = prefix_text + _words(n_prompt - len(prefix_text.split()))
         else:
             prefix = await self._tokenize(prefix_text, True)
+            if grow and len(prefix) + 8 > n_prompt:
+                n_prompt = len(prefix) + 8
             if len(prefix) >= n_prompt:
                 raise UserError(
                     f"--prompt-tokens {n_prompt} is too small for the unique request prefix "

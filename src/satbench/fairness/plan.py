@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from satbench.config import LaneConfig, Strict
+from satbench.manifest import NetworkInfo, RuntimeInfo
 
 CHECKS = ("F1", "F2", "F3", "S1", "S2", "S3")
 NAMES = {
@@ -20,6 +21,8 @@ NAMES = {
 
 class FairnessPlan(Strict):
     slots: int
+    per_slot_ctx: int | None
+    jitter_ms: float
     n_batch: int
     prompt: int
     output: int
@@ -46,23 +49,56 @@ class FairnessPlan(Strict):
         return largest + 16
 
 
-def make_plan(lane: LaneConfig, slots: int) -> FairnessPlan:
+def request_count(plan: FairnessPlan, lane: LaneConfig) -> int:
+    """How many requests the fairness workloads send (for the progress bar)."""
+    f = lane.fairness
+    n2 = len(plan.f2_sizes) if len(plan.f2_sizes) >= 2 else 0
+    two = plan.slots >= 2
+    per_check = {
+        "F1": plan.f1_streams * (1 + f.f1_requests_per_stream) if plan.f1_streams >= 2 else 0,
+        "F2": n2 * (3 + f.f2_repetitions), "F3": plan.f3_clients * (1 + f.f3_requests_per_client),
+        "S1": 2 + plan.s1_decoders if two else 0, "S2": 3 + plan.s2_decoders + f.s2_probes if two else 0,
+        "S3": 3 + 2 * f.s3_repetitions if two else 0,
+    }
+    return 4 + sum(n for c, n in per_check.items() if c in f.checks)
+
+
+def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None, jitter_ms: float = 0.0) -> FairnessPlan:
+    """Sizes for `slots` slots; with the server's `per_slot_ctx` known, long prompts are capped
+    to fit it (S1 then says whether the cap still leaves a prompt ≫ n_batch). `jitter_ms` (the
+    client↔server round trip's p95) widens the latency bounds by what the client cannot resolve."""
     f, w = lane.fairness, lane.workload
     n_batch = lane.server.n_batch
     p, o = w.prompt_tokens, w.output_tokens
+    room = (per_slot_ctx - 16) if per_slot_ctx else None
     s1_prompt = int(math.ceil(f.s1_prompt_batches * n_batch))
+    if room is not None:
+        s1_prompt = min(s1_prompt, room - 4)
     s1_decoders = f.s1_decoders or max(1, min(slots - 1, 3))
     chunks = int(math.ceil(s1_prompt / n_batch))
+    sizes = [(max(8, p // 2), max(2, o // 2)), (p, o), (2 * p, 2 * o), (4 * p, 4 * o)][: max(1, min(slots, 4))]
+    if room is not None:
+        sizes = [(min(sp, room - so), so) for sp, so in sizes]
+    s3_prompt = int(math.ceil(f.s3_prompt_batches * n_batch))
+    if room is not None:
+        s3_prompt = min(s3_prompt, room - 16)
     return FairnessPlan(
-        slots=slots, n_batch=n_batch, prompt=p, output=o,
+        slots=slots, per_slot_ctx=per_slot_ctx, jitter_ms=jitter_ms, n_batch=n_batch, prompt=p, output=o,
         f1_streams=min(f.f1_streams or min(slots, 4), slots) if slots >= 2 else 0,
         # long enough that a neighbour's prefill landing in one iteration is noise, not a verdict
         f1_output=max(64, 4 * o),
-        f2_sizes=[(max(8, p // 2), max(2, o // 2)), (p, o), (2 * p, 2 * o), (4 * p, 4 * o)][: max(1, min(slots, 4))],
+        f2_sizes=sizes,
         f3_clients=slots + (f.f3_extra_clients or max(2, slots // 2)),
         s1_decoders=s1_decoders, s1_prompt=s1_prompt,
         s1_decoder_output=16 + 2 * chunks + 16,
         s2_decoders=max(1, slots - 1), s2_decoder_output=max(64, 8 * f.s2_probes + 32),
-        s3_prompt=int(math.ceil(f.s3_prompt_batches * n_batch)), s3_output=16,
+        s3_prompt=s3_prompt, s3_output=16,
         calibration_prompt=min(n_batch, 512), calibration_output=48,
     )
+
+
+def fairness_plan(lane: LaneConfig, runtime: RuntimeInfo, network: NetworkInfo) -> FairnessPlan:
+    """The plan for the server as it started: its slots, per-slot context and RTT jitter, all
+    recorded in run.json, so `analyze` rebuilds exactly the plan the run used."""
+    return make_plan(lane, runtime.total_slots or lane.slots_wanted(), runtime.per_slot_ctx,
+                     network.rtt_ms_p95 or 0.0)

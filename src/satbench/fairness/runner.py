@@ -39,8 +39,10 @@ class FairnessRunner:
         await self.builder.prepare()
 
     async def _req(self, check: str, role: str, seq: int, prompt: int, output: int) -> CompletionRequest:
+        """A request whose id (and unique prompt prefix) is short: nonce, check, role, number.
+        A prompt too short for that prefix grows to fit (the event records its real length)."""
         assert self.builder is not None
-        return await self.builder.one(f"{self.nonce}-{self.lane}-{check}-{role}{seq}", prompt, output)
+        return await self.builder.one(f"{self.nonce}{check}{role}{seq}", prompt, output, grow=True)
 
     def _level_plan(self, check: str, level: int, rep: int, warmup=(), measured=()) -> LevelPlan:
         return LevelPlan(lane=self.lane, level=level, repetition=rep, warmup=list(warmup),
@@ -101,8 +103,10 @@ class FairnessRunner:
         if len(sizes) < 2:
             return
         self.progress.level(self.lane, "fairness F2", len(sizes), 1)
-        for i, (pr, out) in enumerate(sizes):
-            await self.send("F2", "alone", i, await self._req("F2", "alone", i, pr, out), level=len(sizes))
+        for rep in range(3):  # each size alone three times: its median is the reference
+            for i, (pr, out) in enumerate(sizes):
+                await self.send("F2", "alone", i, await self._req("F2", f"alone{rep}-", i, pr, out),
+                                level=len(sizes), rep=rep + 1)
         for rep in range(1, self.s.lane.fairness.f2_repetitions + 1):
             order = sorted(range(len(sizes)), key=lambda i: -(sizes[i][0] + sizes[i][1]))  # biggest first
             reqs = {i: await self._req("F2", f"together{rep}-", i, *sizes[i]) for i in order}
@@ -155,7 +159,8 @@ class FairnessRunner:
         if p.slots < 2:
             return
         self.progress.level(self.lane, "fairness S3", 2, 1)
-        await self.send("S3", "solo", 0, await self._req("S3", "solo", 0, p.s3_prompt, p.s3_output))
+        for i in range(3):  # three, so the verdict knows how much a lone prefill varies by itself
+            await self.send("S3", "solo", i, await self._req("S3", "solo", i, p.s3_prompt, p.s3_output))
         for rep in range(1, self.s.lane.fairness.s3_repetitions + 1):
             first = await self._req("S3", f"first{rep}-", 0, p.s3_prompt, p.s3_output)
             second = await self._req("S3", f"second{rep}-", 0, p.s3_prompt, p.s3_output)
@@ -165,7 +170,11 @@ class FairnessRunner:
             await asyncio.gather(t1, t2)
 
     async def run_all(self) -> None:
+        """Calibration, then the lane's chosen checks in the order F1, F2, F3, S1, S2, S3."""
         await self.prepare()
         await self.calibration()
-        for check in (self.f1, self.f2, self.f3, self.s1, self.s2, self.s3):
-            await check()
+        wanted = self.s.lane.fairness.checks
+        for name, check in (("F1", self.f1), ("F2", self.f2), ("F3", self.f3), ("S1", self.s1),
+                            ("S2", self.s2), ("S3", self.s3)):
+            if name in wanted:
+                await check()

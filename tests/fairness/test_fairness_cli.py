@@ -1,0 +1,72 @@
+"""`satbench fairness` end to end against the fake server in its own process: exit codes,
+verdicts.json, recomputation by `analyze`, thresholds from the lane file."""
+
+import json
+
+from satbench.cli import main
+from satbench.results import VERDICTS_FILE, verdicts_json_schema
+from tests.fairness.harness import FAIR
+
+import jsonschema
+
+
+def _args(url, out, *extra):
+    return ["fairness", "--url", url, "--batch-size", "256", "--prompt-tokens", "32", "--output-tokens", "16",
+            "--checks", "S1", "-o", str(out), *extra]
+
+
+def test_a_failing_check_exits_non_zero_and_analyze_recomputes_the_verdicts(fake_server, tmp_path, capsys):
+    fake = fake_server(**FAIR, prefill_first=True)
+    out = tmp_path / "run"
+    assert main(_args(fake.base_url, out)) == 6
+    assert "fairness or starvation check failed" in capsys.readouterr().err
+    text = (out / VERDICTS_FILE).read_text()
+    data = json.loads(text)
+    jsonschema.validate(data, verdicts_json_schema())
+    (s1,) = data["lanes"][0]["verdicts"]
+    assert s1["check"] == "S1" and s1["verdict"] == "fail" and s1["measured"]["max_itl_ms"] > s1["bounds"]["max_itl_ms"]
+    results = json.loads((out / "results.json").read_text())
+    assert results["lanes"][0]["fairness"][0]["verdict"] == "fail"
+    (out / VERDICTS_FILE).unlink()
+    assert main(["analyze", str(out)]) == 0
+    assert (out / VERDICTS_FILE).read_text() == text
+
+
+def test_fair_server_exits_zero(fake_server, tmp_path):
+    fake = fake_server(**FAIR)
+    assert main(_args(fake.base_url, tmp_path / "run")) == 0
+    (s1,) = json.loads((tmp_path / "run" / VERDICTS_FILE).read_text())["lanes"][0]["verdicts"]
+    assert s1["verdict"] == "pass" and "solo prefill rate" in s1["derivation"]
+
+
+def test_thresholds_come_from_the_lane_file(fake_server, tmp_path):
+    fake = fake_server(**FAIR, prefill_first=True)
+    lanes = tmp_path / "lanes.toml"
+    lanes.write_text(f"""
+[[lanes]]
+name = "lenient"
+runtime = "url"
+url = "{fake.base_url}"
+prompt_tokens = 32
+output_tokens = 16
+
+[lanes.server]
+batch_size = 256
+
+[lanes.fairness]
+checks = ["S1"]
+s1_batch_factor = 20.0
+""")
+    out = tmp_path / "run"
+    assert main(["fairness", "--lanes", str(lanes), "-o", str(out)]) == 0
+    (s1,) = json.loads((out / VERDICTS_FILE).read_text())["lanes"][0]["verdicts"]
+    assert s1["verdict"] == "pass" and "20 × n_batch" in s1["derivation"]
+
+
+def test_unknown_check_and_bad_threshold_are_user_errors(tmp_path, capsys):
+    assert main(["fairness", "--url", "http://127.0.0.1:9", "--checks", "S9", "-o", str(tmp_path / "r")]) == 2
+    assert "--checks S9" in capsys.readouterr().err
+    lanes = tmp_path / "l.toml"
+    lanes.write_text('[[lanes]]\nname = "a"\n\n[lanes.fairness]\nf1_max_min_ratio = 0.5\n')
+    assert main(["fairness", "--lanes", str(lanes), "-o", str(tmp_path / "r2")]) == 2
+    assert "l.toml:5: lanes[0].fairness.f1_max_min_ratio" in capsys.readouterr().err
