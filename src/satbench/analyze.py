@@ -27,7 +27,7 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
             measured_requests_planned=lane.measured_requests(n),
             slots=prov.runtime.total_slots, per_slot_ctx=prov.runtime.per_slot_ctx,
             prompt_tokens=lane.workload.prompt_tokens, output_tokens=lane.workload.output_tokens,
-            overhead_ms=prov.network.rtt_ms_median or 0.0, llamacpp=prov.runtime.llamacpp,
+            overhead_ms=prov.network.rtt_ms_median or 0.0, llamacpp=prov.runtime.llamacpp, slo=lane.slo,
         )
         out.append(summarize_level(ctx, [e for e in events if e.level == n],
                                    [m for m in marks if m.level == n], lane_samples))

@@ -35,6 +35,8 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     lanes.add_argument("--with-fairness", action="store_true",
                        help="then run the fairness and starvation checks of every lane (same run directory)")
     lanes.add_argument("--checks", help="fairness checks to run, e.g. S1,S2 (default all six: F1,F2,F3,S1,S2,S3)")
+    lanes.add_argument("--refine", action="store_true",
+                       help="measure 2-3 extra levels between the points that bracket the knee, then recommend")
     src = p.add_argument_group("one lane (without --lanes)")
     src.add_argument("--model", help=f"GGUF file, {BUILTIN_MODEL} (default) or synthetic:ARCH-SIZE")
     src.add_argument("--model-dir", help="where built-in models are assembled "
@@ -73,7 +75,15 @@ def build_parser() -> _Parser:
     an = sub.add_parser("analyze", help="recompute results.json from a run directory's raw files")
     an.add_argument("run_dir")
     sc = sub.add_parser("schema", help="print a published JSON Schema")
-    sc.add_argument("name", choices=["results", "verdicts"])
+    sc.add_argument("name", choices=["results", "verdicts", "recommendations", "capability"])
+    rc = sub.add_parser("recommend", help="write recommendations.json from a run directory")
+    rc.add_argument("run_dir")
+    ca = sub.add_parser("capability", help="the node's capability report, from recommendations checked against it")
+    ca.add_argument("--recommendations", required=True, help="recommendations.json")
+    ca.add_argument("--max-age-days", type=float, default=30.0, help="refuse older recommendations (default 30)")
+    ca.add_argument("--format", choices=["json", "litellm"], default="json",
+                    help="json: the capability report; litellm: a LiteLLM proxy model_list fragment")
+    _sweep_args(ca)
     mo = sub.add_parser("models", help="model files")
     mo_sub = mo.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mk = mo_sub.add_parser("make", help="write a SYNTHETIC random-weight GGUF that llama.cpp loads")
@@ -126,10 +136,11 @@ def run_config(a: argparse.Namespace) -> RunConfig:
             raise UserError(f"--checks {a.checks}: expected a list of F1, F2, F3, S1, S2, S3") from exc
         cfg = cfg.model_copy(update={"lanes": lanes})
     if a.command == "fairness":
-        if a.together or a.with_fairness:
-            raise UserError("satbench fairness runs only the checks; --together and --with-fairness belong to sweep")
+        if a.together or a.with_fairness or a.refine:
+            raise UserError("satbench fairness runs only the checks; --together, --with-fairness and --refine "
+                            "belong to sweep")
         return cfg.model_copy(update={"fairness_only": True})
-    return cfg.model_copy(update={"with_fairness": a.with_fairness})
+    return cfg.model_copy(update={"with_fairness": a.with_fairness, "refine": a.refine})
 
 
 def _lanes_config(a: argparse.Namespace) -> RunConfig:
@@ -173,6 +184,8 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         exc.args = (f"{exc} (run directory: {run_dir})",)
         raise
     print_results(results)
+    if any(lane.levels for lane in results.lanes):
+        _recommend(run_dir)
     print(f"run directory: {run_dir}")
     verdicts = verdicts_of(results)
     if verdicts is not None and verdicts.any_failed:
@@ -191,10 +204,53 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
 
 
 def _cmd_schema(a: argparse.Namespace) -> int:
+    from satbench.capability import capability_json_schema
     from satbench.results import results_json_schema, verdicts_json_schema
+    from satbench.saturation.recommend import recommendations_json_schema
 
-    schema = results_json_schema() if a.name == "results" else verdicts_json_schema()
+    schema = {"results": results_json_schema, "verdicts": verdicts_json_schema,
+              "recommendations": recommendations_json_schema, "capability": capability_json_schema}[a.name]()
     print(json.dumps(schema, indent=2, sort_keys=True))
+    return 0
+
+
+def _recommend(run_dir: Path) -> None:
+    from satbench.report.table import print_recommendations
+    from satbench.saturation.recommend import recommend, write_recommendations
+
+    recs = recommend(run_dir)
+    path = write_recommendations(run_dir, recs)
+    print_recommendations(recs)
+    print(f"recommendations: {path}")
+
+
+def _cmd_capability(a: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from satbench.capability import capability_report, render_json, render_litellm
+
+    if a.together or a.with_fairness or a.checks or a.refine:
+        raise UserError("capability reads recommendations; --together, --with-fairness, --checks and --refine "
+                        "belong to sweep")
+    if a.max_age_days <= 0:
+        raise UserError("--max-age-days must be positive")
+    cfg = _lanes_config(a)
+    report = capability_report(cfg, Path(a.recommendations), dt.timedelta(days=a.max_age_days))
+    text = render_json(report) if a.format == "json" else render_litellm(report, cfg)
+    if a.output:
+        from satbench.manifest import write_json_atomic
+
+        write_json_atomic(Path(a.output), text)
+    else:
+        sys.stdout.write(text)
+    for lane in report.lanes:
+        if lane.status == "unmeasured":
+            print(f"satbench: lane {lane.lane} is unmeasured here: {lane.reason}", file=sys.stderr)
+    return 0
+
+
+def _cmd_recommend(a: argparse.Namespace) -> int:
+    _recommend(Path(a.run_dir))
     return 0
 
 
@@ -208,7 +264,7 @@ def _cmd_models(a: argparse.Namespace) -> int:
 
 
 COMMANDS = {"sweep": _cmd_sweep, "fairness": _cmd_sweep, "analyze": _cmd_analyze, "schema": _cmd_schema,
-            "models": _cmd_models}
+            "models": _cmd_models, "recommend": _cmd_recommend, "capability": _cmd_capability}
 
 
 def main(argv: list[str] | None = None) -> int:

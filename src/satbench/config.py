@@ -201,6 +201,7 @@ class RunConfig(Strict):
     together: bool = False
     with_fairness: bool = False
     fairness_only: bool = False
+    refine: bool = Field(False, description="measure 2-3 extra levels between the points bracketing the knee")
 
     @model_validator(mode="after")
     def _unique_names(self) -> RunConfig:

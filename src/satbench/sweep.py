@@ -86,6 +86,37 @@ def total_requests(cfg: RunConfig) -> int:
     return total
 
 
+def refine_levels(run_dir: Path, lane: LaneConfig) -> list[int]:
+    """2-3 levels inside the bracket where saturation sets in: below the knee when the step into it
+    already scaled sub-linearly (< 90 % efficient: the real knee lies below), else above it.
+    Without a knee, between the top two levels if the last step scaled sub-linearly; else none."""
+    from satbench.analyze import analyze_run
+    from satbench.saturation.knee import Point, marginal_gain_knee
+
+    result = next((r for r in analyze_run(run_dir).lanes if r.lane == lane.name), None)
+    if result is None:
+        return []
+    pts = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value, ci_low=lv.throughput.output_tok_per_s.ci_low,
+                 ci_high=lv.throughput.output_tok_per_s.ci_high) for lv in result.levels
+           if lv.throughput.output_tok_per_s.value]
+    if len(pts) < 2:
+        return []
+    pts.sort(key=lambda p: p.n)
+    knee = marginal_gain_knee(pts).knee
+    at = next(i for i, p in enumerate(pts) if p.n == knee) if knee is not None else len(pts) - 1
+
+    def efficient(lo: int, hi: int) -> bool:
+        return (pts[hi].x / pts[lo].x) / (pts[hi].n / pts[lo].n) >= 0.9
+
+    if at > 0 and not efficient(at - 1, at):
+        lo, hi = pts[at - 1].n, pts[at].n
+    elif at + 1 < len(pts):
+        lo, hi = pts[at].n, pts[at + 1].n
+    else:
+        return []
+    return sorted({round(lo + (hi - lo) * i / 4) for i in (1, 2, 3)} - {lo, hi})
+
+
 def fairness_lane(lane: LaneConfig) -> LaneConfig:
     """The lane as the fairness server runs it: same knobs, but a context big enough for the
     checks' longest prompts in every slot (unless the user fixed --ctx-size)."""
@@ -122,6 +153,7 @@ class Sweep:
             config=self.cfg,
         )
         self._models: dict[str, tuple[Path | None, ModelInfo]] = {}
+        self.refined: dict[str, list[int]] = {}
 
     def run(self) -> ResultsFile:
         """Execute every lane; raises SatbenchError after writing what was measured."""
@@ -216,6 +248,12 @@ class Sweep:
             for rep in range(1, lane.repetitions + 1):
                 for n in lane.levels:
                     await session.run(await session.plan(n, rep, background=False), events, self.progress)
+            if self.cfg.refine:
+                extra = refine_levels(self.run_dir, lane)
+                self.refined[lane.name] = extra
+                for rep in range(1, lane.repetitions + 1):
+                    for n in extra:
+                        await session.run(await session.plan(n, rep, background=False), events, self.progress)
         finally:
             await self._stop(session)
 

@@ -32,6 +32,7 @@ class Verdict(Strict):
     derivation: str = ""
     reason: str | None = None
     samples: int = 0
+    concurrency: int | None = Field(None, description="requests in flight while the check ran")
 
 
 class Calibration(Strict):
@@ -321,4 +322,12 @@ def lane_verdicts(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: Fairn
     verdicts = {"F1": lambda: f1(closed["F1"], plan, cal, cfg), "F2": lambda: f2(by["F2"], plan, cfg),
                 "F3": lambda: f3(closed["F3"], plan, cfg), "S1": lambda: s1(by["S1"], plan, cal, cfg),
                 "S2": lambda: s2(by["S2"], plan, cfg), "S3": lambda: s3(by["S3"], plan, cal, cfg)}
-    return [verdicts[c]() for c in ("F1", "F2", "F3", "S1", "S2", "S3") if c in cfg.checks]
+    level = {"F1": plan.f1_streams, "F2": len(plan.f2_sizes), "F3": plan.f3_clients, "S1": plan.s1_decoders + 1,
+             "S2": plan.s2_decoders + 1, "S3": 2}
+    out = []
+    for c in ("F1", "F2", "F3", "S1", "S2", "S3"):
+        if c in cfg.checks:
+            v = verdicts[c]()
+            v.concurrency = level[c] or None
+            out.append(v)
+    return out

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from pydantic import Field
 
-from satbench.config import Strict, design_minimum_requests
+from satbench.config import SloConfig, Strict, design_minimum_requests
 from satbench.events import LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample
 from satbench.metrics import latency, memory, occupancy, throughput
 from satbench.metrics.little import LittleCheck, littles_law
@@ -31,6 +31,7 @@ class LevelContext(Strict):
     output_tokens: int
     overhead_ms: float
     llamacpp: bool
+    slo: SloConfig | None = None
 
 
 class RepetitionResult(Strict):
@@ -100,6 +101,8 @@ class LevelResult(Strict):
     occupancy: Occupancy
     memory: Memory
     littles_law: LittleCheck | None = None
+    slo_attainment: float | None = Field(None, description="share of window requests meeting both SLO targets")
+    goodput_req_per_s: float | None = Field(None, description="req/s × SLO attainment")
     counts: Counts
     flags: list[str] = Field(default_factory=list)
     unavailable: dict[str, str] = Field(default_factory=dict)
@@ -220,9 +223,23 @@ def summarize_level(
         concurrency=n, repetitions=rep_results, throughput=thr, latency=lat, occupancy=o,
         memory=mem, littles_law=little, counts=counts,
     )
+    if ctx.slo is not None and in_window:
+        result.slo_attainment = slo_attainment(in_window, ctx.slo)
+        if thr.req_per_s.value is not None:
+            result.goodput_req_per_s = thr.req_per_s.value * result.slo_attainment
     result.flags = level_flags(ctx, result, events)
     result.unavailable = unavailable_figures(ctx, result)
     return result
+
+
+def slo_attainment(requests: Sequence[RequestEvent], slo: SloConfig) -> float:
+    """Share of requests with TTFT ≤ the SLO's TTFT target and TPOT ≤ its TPOT target."""
+    ok = 0
+    for e in requests:
+        ttft, tpot = latency.ttft_ms(e), latency.tpot_ms(e)
+        if ttft is not None and ttft <= slo.p95_ttft_ms and (tpot is None or tpot <= slo.p95_tpot_ms):
+            ok += 1
+    return ok / len(requests)
 
 
 def _rep_intervals(events: Sequence[RequestEvent], marks: Sequence[LevelMark]) -> list[tuple[int, int]]:

@@ -144,3 +144,24 @@ def print_results(results: ResultsFile, console: Console | None = None) -> None:
                     console.print(f"  {lane.lane}{tag} N={lv.concurrency}: {line}", markup=False, highlight=False)
     if results.status != "complete":
         console.print(f"run status: {results.status} — {results.status_reason}", markup=False)
+
+
+def print_recommendations(recs, console: Console | None = None) -> None:
+    """One line per lane: the recommendation, why, and what to expect there."""
+    console = console or Console(width=132)
+    t = Table(title="recommendations (recommendations.json)", title_justify="left")
+    for col in ("lane", "recommended", "binding", "knee", "max under SLO", "slots", "out tok/s at rec",
+                "p95 TTFT / TPOT ms", "USL peak N*"):
+        t.add_column(col, overflow="fold")
+    for r in recs.lanes:
+        e = r.expected
+        usl = f"{r.usl.peak_n:.0f}" if r.usl.peak_reported and r.usl.peak_n else "not reported"
+        t.add_row(r.lane, str(r.recommended_concurrency), r.binding.reason,
+                  "none (still rising)" if r.knee is None else str(r.knee),
+                  "n/a" if r.max_concurrency_under_slo is None else str(r.max_concurrency_under_slo),
+                  "n/a" if r.slots is None else str(r.slots), _est(e.output_tok_per_s),
+                  f"{_num(e.p95_ttft_ms, '{:.0f}')} / {_num(e.p95_tpot_ms, '{:.1f}')}", usl)
+    console.print(t)
+    for r in recs.lanes:
+        console.print(f"  {r.lane}: {r.binding.detail}", markup=False, highlight=False)
+        console.print(f"  {r.lane}: server side {r.server_confirmation.statement}", markup=False, highlight=False)

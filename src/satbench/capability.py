@@ -1,0 +1,276 @@
+"""The node's capability report: what each lane may advertise, read from recommendations.json
+and checked against the node as it is now. Nothing in it is a constant.
+
+A recommendation is refused — and its lane advertised as `unmeasured` with max concurrency 1,
+the most conservative admission setting — when the file is not valid JSON or fails its schema,
+when it was measured on another machine (hardware fingerprint), for another model file
+(sha256) or another runtime build, when it is older than the allowed age, or when its own
+numbers do not hold together (e.g. a concurrency that was never measured).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Literal
+
+import jsonschema
+from pydantic import Field, ValidationError
+
+from satbench.config import LaneConfig, RunConfig, Strict
+from satbench.gpu import open_nvml
+from satbench.hardware import describe_host
+from satbench.manifest import HostInfo
+from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile, recommendations_json_schema
+
+CAPABILITY_SCHEMA_VERSION = "1.0"
+CAPABILITY_SCHEMA_ID = "https://satbench.dev/schema/capability/1.0.json"
+CONSERVATIVE_CONCURRENCY = 1
+
+
+class NodeLane(Strict):
+    """What this node runs for a lane now: model identity and runtime build."""
+
+    lane: str
+    model_path: str | None
+    model_sha256: str | None
+    runtime_kind: str
+    runtime_build: str | None = Field(description="build number, else the version string; None if unknown")
+
+
+class Evidence(Strict):
+    recommendations_file: str
+    recommendations_sha256: str
+    run_id: str | None = None
+    results_sha256: str | None = None
+
+
+class LaneCapability(Strict):
+    lane: str
+    status: Literal["measured", "unmeasured"]
+    reason: str | None = None
+    model_path: str | None
+    model_sha256: str | None
+    synthetic_model: bool | None = None
+    max_concurrency: int
+    expected_output_tok_per_s: float | None = None
+    expected_p95_ttft_ms: float | None = None
+    expected_p95_tpot_ms: float | None = None
+    peak_rss_bytes: int | None = None
+    peak_gpu_mem_bytes: int | None = None
+    measured_at: str | None = None
+    evidence: Evidence | None = None
+
+
+class CapabilityReport(Strict):
+    schema_version: str = CAPABILITY_SCHEMA_VERSION
+    generated_at: str
+    hardware_fingerprint: str
+    hardware: HostInfo
+    lanes: list[LaneCapability]
+
+
+def capability_json_schema() -> dict:
+    schema = CapabilityReport.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = CAPABILITY_SCHEMA_ID
+    schema["title"] = f"satbench capability report {CAPABILITY_SCHEMA_VERSION}"
+    return schema
+
+
+def build_id(number: int | None, version: str | None) -> str | None:
+    return str(number) if number else version
+
+
+def runtime_build_now(lane: LaneConfig) -> str | None:
+    """The build this node would serve the lane with, without starting it."""
+    rc = lane.runtime
+    if rc.kind == "embedded":
+        try:
+            v = metadata.version("xllamacpp")
+        except metadata.PackageNotFoundError:
+            return None
+        m = re.match(r"^\d+\.\d+\.(\d+)$", v)
+        return m[1] if m else v
+    if rc.kind == "native" and rc.server_bin:
+        try:
+            out = subprocess.run([rc.server_bin, "--version"], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        text = out.stdout + out.stderr
+        m = re.search(r"version: (\d+)", text)
+        line = next((ln for ln in text.splitlines() if ln.startswith("version")), None)
+        return m[1] if m and m[1] != "0" else line
+    return None
+
+
+def recommendation_problems(rec: LaneRecommendation) -> list[str]:
+    """Internal consistency: the numbers must be ones the run measured."""
+    measured = {lv.concurrency: lv for lv in rec.measured_levels}
+    out = []
+    if rec.recommended_concurrency not in measured:
+        out.append(f"recommended concurrency {rec.recommended_concurrency} is not a measured level {sorted(measured)}")
+    else:
+        lv = measured[rec.recommended_concurrency]
+        if lv.output_tok_per_s.value != rec.expected.output_tok_per_s.value:
+            out.append("expected throughput differs from the measured level's")
+    if rec.slots is not None and rec.recommended_concurrency > rec.slots:
+        out.append(f"recommended concurrency {rec.recommended_concurrency} exceeds the {rec.slots} slots")
+    if rec.fairness_cap is not None and rec.recommended_concurrency > rec.fairness_cap:
+        out.append("recommended concurrency is above its own fairness cap")
+    if rec.expected.concurrency != rec.recommended_concurrency:
+        out.append("expected figures are for another concurrency")
+    return out
+
+
+def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint: str, now: dt.datetime,
+               max_age: dt.timedelta) -> str | None:
+    """Why this recommendation may not be advertised on this node (None: it may)."""
+    if rec is None:
+        return "no recommendation for this lane"
+    if rec.hardware_fingerprint != host_fingerprint:
+        return (f"measured on another machine (fingerprint {rec.hardware_fingerprint[:16]} ≠ this node's "
+                f"{host_fingerprint[:16]})")
+    if node.model_sha256 is not None and rec.model.sha256 != node.model_sha256:
+        return f"measured with another model file (sha256 {str(rec.model.sha256)[:16]} ≠ {node.model_sha256[:16]})"
+    if node.model_sha256 is None and node.model_path and rec.model.path != node.model_path:
+        return f"measured with another model ({rec.model.path} ≠ {node.model_path})"
+    rec_build = build_id(rec.runtime.build_number, rec.runtime.version)
+    if node.runtime_build is None:
+        return "cannot confirm this node's runtime build"
+    if rec_build != node.runtime_build:
+        return f"measured with another runtime build ({rec_build} ≠ {node.runtime_build})"
+    try:
+        measured = dt.datetime.fromisoformat(rec.measured_at)
+    except ValueError:
+        return f"unreadable measurement time {rec.measured_at!r}"
+    if measured.tzinfo is None:
+        measured = measured.replace(tzinfo=dt.timezone.utc)
+    age = now - measured
+    if age > max_age:
+        return f"stale: measured {age.days} days ago, the limit is {max_age.days} days"
+    if age < dt.timedelta(minutes=-5):
+        return "measured in the future (clock or file tampered)"
+    problems = recommendation_problems(rec)
+    if problems:
+        return "inconsistent recommendation (tampered?): " + "; ".join(problems)
+    return None
+
+
+def load_recommendations(path: Path) -> tuple[RecommendationsFile | None, str | None, str]:
+    """(file, why it is refused, its sha256)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, f"cannot read {path}: {exc.strerror or exc}", ""
+    digest = hashlib.sha256(raw).hexdigest()
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None, f"{path.name} is not valid JSON", digest
+    try:
+        jsonschema.validate(data, recommendations_json_schema())
+        return RecommendationsFile.model_validate(data), None, digest
+    except (jsonschema.ValidationError, ValidationError) as exc:
+        msg = getattr(exc, "message", None) or str(exc).splitlines()[0]
+        return None, f"{path.name} fails schema validation: {msg[:200]}", digest
+
+
+def remote_identity(lane: LaneConfig) -> tuple[str | None, str | None]:
+    """(model path, build) a running server reports on /props; (None, None) if it cannot be asked."""
+    import os
+    import urllib.request
+
+    from satbench.runtimes.remote import split_credentials
+
+    url, secret = split_credentials(lane.runtime.url or "")
+    key = os.environ.get(lane.runtime.api_key_env) if lane.runtime.api_key_env else secret
+    req = urllib.request.Request(url + "/props", headers={"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            props = json.loads(resp.read())
+    except (OSError, ValueError):
+        return None, None
+    m = re.match(r"^b(\d+)-", str(props.get("build_info", "")))
+    build = m[1] if m and m[1] != "0" else props.get("build_info")
+    return props.get("model_path"), build
+
+
+def node_lane(lane: LaneConfig) -> NodeLane:
+    """Identify the lane's model and runtime on this node (models are hashed, servers not started;
+    a remote server is asked through /props, and its model is compared by path)."""
+    from satbench.models.resolve import resolve_model
+
+    if lane.runtime.kind == "url":
+        model_path, build = remote_identity(lane)
+        return NodeLane(lane=lane.name, model_path=model_path, model_sha256=None, runtime_kind="url",
+                        runtime_build=build)
+    path, info = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
+    return NodeLane(lane=lane.name, model_path=info.path, model_sha256=info.sha256,
+                    runtime_kind=lane.runtime.kind, runtime_build=runtime_build_now(lane))
+
+
+def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedelta,
+                      nodes: list[NodeLane] | None = None, host: HostInfo | None = None,
+                      now: dt.datetime | None = None) -> CapabilityReport:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    host = host or describe_host(open_nvml())
+    nodes = nodes or [node_lane(lane) for lane in cfg.lanes]
+    recs, refused, digest = load_recommendations(recommendations)
+    by_lane = {r.lane: r for r in recs.lanes} if recs else {}
+    out = []
+    for node in nodes:
+        rec = by_lane.get(node.lane)
+        why = refused or check_lane(rec, node, host.fingerprint_sha256, now, max_age)
+        base = dict(lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256)
+        if why is not None:
+            out.append(LaneCapability(**base, status="unmeasured", reason=why, max_concurrency=CONSERVATIVE_CONCURRENCY))
+            continue
+        assert rec is not None and recs is not None
+        e = rec.expected
+        out.append(LaneCapability(
+            **base, status="measured", synthetic_model=rec.model.synthetic,
+            max_concurrency=rec.recommended_concurrency,
+            expected_output_tok_per_s=e.output_tok_per_s.value, expected_p95_ttft_ms=e.p95_ttft_ms,
+            expected_p95_tpot_ms=e.p95_tpot_ms, peak_rss_bytes=e.peak_rss_bytes, peak_gpu_mem_bytes=e.peak_gpu_mem_bytes,
+            measured_at=rec.measured_at,
+            evidence=Evidence(recommendations_file=str(recommendations), recommendations_sha256=digest,
+                              run_id=recs.run_id, results_sha256=recs.results_sha256),
+        ))
+    return CapabilityReport(generated_at=now.isoformat(timespec="seconds"), hardware_fingerprint=host.fingerprint_sha256,
+                            hardware=host, lanes=out)
+
+
+def render_json(report: CapabilityReport) -> str:
+    return json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def render_litellm(report: CapabilityReport, cfg: RunConfig) -> str:
+    """A LiteLLM proxy `model_list` fragment: one deployment per lane with its concurrency cap."""
+    lines = [f"# satbench capability report {report.generated_at}, node {report.hardware_fingerprint[:16]}",
+             "# LiteLLM proxy config fragment: max_parallel_requests = satbench's measured recommendation;",
+             f"# lanes that could not be confirmed on this node get {CONSERVATIVE_CONCURRENCY}.",
+             "model_list:"]
+    urls = {lane.name: lane.runtime.url for lane in cfg.lanes}
+    for lane in report.lanes:
+        env = "SATBENCH_" + re.sub(r"[^A-Z0-9]", "_", lane.lane.upper()) + "_API_BASE"
+        base = f"{urls[lane.lane].rstrip('/')}/v1" if urls.get(lane.lane) else f"os.environ/{env}"
+        lines += [f"  - model_name: {lane.lane}",
+                  "    litellm_params:",
+                  f"      model: openai/{lane.lane}",
+                  f"      api_base: {base}",
+                  f"      max_parallel_requests: {lane.max_concurrency}",
+                  "    model_info:",
+                  f"      satbench_status: {lane.status}"]
+        if lane.status == "measured":
+            lines += [f"      satbench_expected_output_tok_per_s: {lane.expected_output_tok_per_s:.1f}",
+                      f"      satbench_expected_p95_ttft_ms: {lane.expected_p95_ttft_ms:.0f}",
+                      f"      satbench_measured_at: \"{lane.measured_at}\""]
+        else:
+            lines.append(f"      satbench_reason: {json.dumps(lane.reason)}")
+    return "\n".join(lines) + "\n"

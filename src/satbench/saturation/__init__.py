@@ -1,0 +1,1 @@
+"""Saturation analysis (DESIGN.md §7): knee, Universal Scalability Law, SLO bound, recommendation."""

@@ -1,0 +1,260 @@
+"""recommendations.json (DESIGN.md §7, §8): per lane and machine, how many requests at once.
+
+recommended = the largest measured level ≤ min(knee, SLO bound, slots, fairness cap), with
+the binding reason named. Everything comes from results.json; the file is byte-identical for
+the same run directory except `created_at`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+import jsonschema
+from pydantic import Field
+
+import satbench
+from satbench.config import SloConfig, Strict
+from satbench.errors import RunDirError
+from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo, write_json_atomic
+from satbench.metrics.level import LevelResult
+from satbench.metrics.stats import Distribution, Estimate, Interval
+from satbench.results import RESULTS_FILE, LaneResult, ResultsFile
+from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
+from satbench.saturation.usl import UslFit, fit_usl
+
+RECOMMENDATIONS_FILE = "recommendations.json"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.0"
+SCHEMA_ID = "https://satbench.dev/schema/recommendations/1.0.json"
+SLO_MIN_ATTAINMENT = 0.90
+Reason = Literal["fairness", "slo", "slots", "knee", "highest_measured"]
+
+
+class LevelSummary(Strict):
+    concurrency: int
+    output_tok_per_s: Estimate
+    p95_ttft_ms: float | None
+    p95_tpot_ms: float | None
+    slo_attainment: float | None = None
+
+
+class Expected(Strict):
+    """What the lane delivers at the recommended concurrency (measured there, with 95 % CIs)."""
+
+    concurrency: int
+    output_tok_per_s: Estimate
+    p95_ttft_ms: float | None
+    p95_ttft_ci: Interval | None
+    p95_tpot_ms: float | None
+    p95_tpot_ci: Interval | None
+    peak_rss_bytes: int | None
+    peak_gpu_mem_bytes: int | None
+
+
+class ServerConfirmation(Strict):
+    at_concurrency: int
+    slots: int | None
+    busy_slots_per_decode: float | None
+    requests_deferred_max: float | None
+    itl_p50_ms_by_level: dict[int, float | None]
+    slots_saturated: bool
+    requests_deferred: bool
+    decode_time_rising: bool
+    statement: str
+
+
+class Binding(Strict):
+    reason: Reason
+    detail: str
+
+
+class LaneRecommendation(Strict):
+    lane: str
+    hardware_fingerprint: str
+    hardware: HostInfo
+    model: ModelInfo
+    runtime: RuntimeInfo
+    recommended_concurrency: int
+    max_concurrency_under_slo: int | None
+    slo: SloConfig | None
+    knee: int | None
+    knee_reason: str
+    kneedle_knee: int | None
+    slots: int | None
+    fairness_cap: int | None
+    fairness_failures: list[str] = Field(default_factory=list)
+    binding: Binding
+    expected: Expected
+    usl: UslFit
+    server_confirmation: ServerConfirmation
+    measured_levels: list[LevelSummary]
+    measured_at: str
+    command_line: list[str]
+
+
+class RecommendationsFile(Strict):
+    schema_version: str = RECOMMENDATIONS_SCHEMA_VERSION
+    created_at: str
+    satbench_version: str
+    satbench_commit: str | None
+    run_id: str
+    results_sha256: str
+    lanes: list[LaneRecommendation]
+
+
+def _p95(d: Distribution) -> tuple[float | None, Interval | None]:
+    return d.p95, d.ci.get("p95")
+
+
+def _upper_p95(d: Distribution) -> float | None:
+    """The p95's upper 95 % confidence end; the largest sample when the CI is open."""
+    ci = d.ci.get("p95")
+    return ci.high if ci is not None and ci.high is not None else d.max
+
+
+def slo_bound(levels: list[LevelResult], slo: SloConfig | None) -> tuple[int | None, str]:
+    """Largest N such that it and every lower level meet the SLO: upper-CI p95 TTFT and p95 TPOT
+    within the targets and ≥ 90 % of requests meeting both."""
+    if slo is None:
+        return None, "no SLO declared for this lane"
+    best, why = None, ""
+    for lv in sorted(levels, key=lambda x: x.concurrency):
+        ttft, tpot = _upper_p95(lv.latency.ttft_ms), _upper_p95(lv.latency.tpot_ms)
+        att = lv.slo_attainment
+        fails = []
+        if ttft is None or ttft > slo.p95_ttft_ms:
+            fails.append(f"p95 TTFT upper CI {ttft if ttft is None else round(ttft)} ms > {slo.p95_ttft_ms:g}")
+        if tpot is None or tpot > slo.p95_tpot_ms:
+            fails.append(f"p95 TPOT upper CI {tpot if tpot is None else round(tpot, 1)} ms > {slo.p95_tpot_ms:g}")
+        if att is None or att < SLO_MIN_ATTAINMENT:
+            fails.append(f"attainment {att if att is None else f'{att:.0%}'} < {SLO_MIN_ATTAINMENT:.0%}")
+        if fails:
+            why = f"N={lv.concurrency} misses the SLO: {'; '.join(fails)}"
+            break
+        best = lv.concurrency
+    return best, why or "every measured level meets the SLO"
+
+
+def fairness_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
+    """A check that failed at concurrency c forbids recommending c or more."""
+    failed = [v for v in lane.fairness if v.verdict == "fail" and v.concurrency]
+    if not failed:
+        return None, []
+    cap = min(v.concurrency for v in failed) - 1
+    return max(cap, 1), [f"{v.check} ({v.name}) failed at {v.concurrency} in flight" for v in failed]
+
+
+def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> ServerConfirmation:
+    """At the recommended level and the next one: are slots full, requests deferred, decode slower?"""
+    by_n = {lv.concurrency: lv for lv in levels}
+    above = [n for n in sorted(by_n) if n > at]
+    look = by_n[above[0]] if above else by_n[at]
+    busy = look.occupancy.decode_weighted_busy_slots
+    deferred = look.occupancy.requests_deferred_max
+    itl = {n: by_n[n].latency.itl_ms.p50 for n in sorted(by_n)}
+    first, last = itl[min(itl)], itl[look.concurrency]
+    saturated = bool(slots and busy is not None and busy >= 0.9 * slots)
+    rising = bool(first and last and last > 1.2 * first)
+    parts = [f"at N={look.concurrency}:"]
+    parts.append(f"{busy:.1f} of {slots} slots busy per decode" if busy is not None and slots else "busy slots n/a")
+    parts.append(f"up to {deferred:.0f} request(s) deferred" if deferred else "no deferred requests")
+    if first and last:
+        parts.append(f"decode time per token {first:.1f} ms at N={min(itl)} → {last:.1f} ms")
+    which = [w for w, on in (("slots full", saturated), ("requests queued", bool(deferred)),
+                             ("per-token decode time rising", rising)) if on]
+    parts.append("confirms saturation: " + ", ".join(which) if which else "no server-side sign of saturation")
+    return ServerConfirmation(at_concurrency=look.concurrency, slots=slots, busy_slots_per_decode=busy,
+                              requests_deferred_max=deferred, itl_p50_ms_by_level=itl, slots_saturated=saturated,
+                              requests_deferred=bool(deferred), decode_time_rising=rising,
+                              statement=f"{parts[0]} " + ", ".join(parts[1:]))
+
+
+def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation | None:
+    levels = sorted((lv for lv in lane.levels if lv.throughput.output_tok_per_s.value), key=lambda lv: lv.concurrency)
+    if not levels:
+        return None
+    points = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value, ci_low=lv.throughput.output_tok_per_s.ci_low,
+                    ci_high=lv.throughput.output_tok_per_s.ci_high) for lv in levels]
+    k = marginal_gain_knee(points)
+    samples = [(lv.concurrency, r.output_tok_per_s) for lv in levels for r in lv.repetitions
+               if r.output_tok_per_s is not None]
+    slo_n, slo_why = slo_bound(levels, lane.slo)
+    slots = lane.runtime.total_slots
+    cap, failures = fairness_cap(lane)
+    top = levels[-1].concurrency
+    bounds: list[tuple[Reason, int, str]] = []
+    if cap is not None:
+        bounds.append(("fairness", cap, "; ".join(failures) + ": nothing at or above it is recommended"))
+    if lane.slo is not None and slo_n != levels[-1].concurrency:  # binding only where a level missed it
+        bounds.append(("slo", slo_n or 0, slo_why))
+    if slots:
+        bounds.append(("slots", slots, f"the server has {slots} slots"))
+    bounds.append(("knee", k.knee, k.reason) if k.knee is not None else ("highest_measured", top, k.reason))
+    limit = min(b[1] for b in bounds)
+    tied = [b for b in bounds if b[1] == limit]
+    reason = tied[0][0]
+    detail = "; ".join(f"{b[0]}: {b[2]}" for b in tied)
+    measured = [lv.concurrency for lv in levels]
+    rec = max((n for n in measured if n <= limit), default=measured[0])
+    if rec != limit:
+        detail += f"; the largest measured level at or below {limit} is {rec} (--refine measures between levels)"
+    at = next(lv for lv in levels if lv.concurrency == rec)
+    ttft, ttft_ci = _p95(at.latency.ttft_ms)
+    tpot, tpot_ci = _p95(at.latency.tpot_ms)
+    return LaneRecommendation(
+        lane=lane.lane, hardware_fingerprint=lane.hardware.fingerprint_sha256, hardware=lane.hardware,
+        model=lane.model, runtime=lane.runtime, recommended_concurrency=rec, max_concurrency_under_slo=slo_n,
+        slo=lane.slo, knee=k.knee, knee_reason=k.reason, kneedle_knee=kneedle(points), slots=slots,
+        fairness_cap=cap, fairness_failures=failures, binding=Binding(reason=reason, detail=detail),
+        expected=Expected(concurrency=rec, output_tok_per_s=at.throughput.output_tok_per_s, p95_ttft_ms=ttft,
+                          p95_ttft_ci=ttft_ci, p95_tpot_ms=tpot, p95_tpot_ci=tpot_ci,
+                          peak_rss_bytes=at.memory.peak_rss_bytes, peak_gpu_mem_bytes=at.memory.peak_gpu_mem_bytes),
+        usl=fit_usl(samples), server_confirmation=confirmation(levels, rec, slots),
+        measured_levels=[LevelSummary(concurrency=lv.concurrency, output_tok_per_s=lv.throughput.output_tok_per_s,
+                                      p95_ttft_ms=lv.latency.ttft_ms.p95, p95_tpot_ms=lv.latency.tpot_ms.p95,
+                                      slo_attainment=lv.slo_attainment) for lv in levels],
+        measured_at=results.finished_at or results.started_at, command_line=results.command_line,
+    )
+
+
+def recommend(run_dir: Path) -> RecommendationsFile:
+    """Recommendations from a run directory's results.json."""
+    path = run_dir / RESULTS_FILE
+    if not path.exists():
+        raise RunDirError(f"{run_dir} has no results.json; run 'satbench analyze {run_dir}' first")
+    text = path.read_bytes()
+    results = ResultsFile.model_validate(json.loads(text))
+    lanes = [r for lane in results.lanes if (r := recommend_lane(lane, results)) is not None]
+    if not lanes:
+        raise RunDirError(f"{run_dir}: no lane has measured levels to recommend from")
+    return RecommendationsFile(
+        created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        satbench_version=satbench.__version__, satbench_commit=results.provenance.satbench_commit,
+        run_id=results.run_id, results_sha256=hashlib.sha256(text).hexdigest(), lanes=lanes,
+    )
+
+
+def recommendations_json_schema() -> dict:
+    schema = RecommendationsFile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = SCHEMA_ID
+    schema["title"] = f"satbench recommendations {RECOMMENDATIONS_SCHEMA_VERSION}"
+    return schema
+
+
+def render(recs: RecommendationsFile) -> str:
+    return json.dumps(recs.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def write_recommendations(run_dir: Path, recs: RecommendationsFile) -> Path:
+    text = render(recs)
+    try:
+        jsonschema.validate(json.loads(text), recommendations_json_schema())
+    except jsonschema.ValidationError as exc:
+        raise RunDirError(f"recommendations.json does not match its schema: {exc.message}") from exc
+    path = run_dir / RECOMMENDATIONS_FILE
+    write_json_atomic(path, text)
+    return path

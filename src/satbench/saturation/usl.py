@@ -1,0 +1,79 @@
+"""Universal Scalability Law fit (DESIGN.md §7.3):
+
+    X(N) = λ·N / (1 + α(N−1) + β·N(N−1)),   λ > 0, α ≥ 0, β ≥ 0
+
+fitted by bounded least squares on every repetition's throughput (not the means), so the fit
+has degrees of freedom for a CI on β. The predicted peak N* = √((1−α)/β) is reported only if
+β's 95 % CI excludes 0 and R² ≥ 0.9; otherwise the reason is given instead.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+from scipy import optimize
+from scipy import stats as sps
+
+from satbench.config import Strict
+
+MIN_R2 = 0.9
+
+
+class UslFit(Strict):
+    fitted: bool
+    lambda_x1: float | None = None
+    alpha: float | None = None
+    beta: float | None = None
+    beta_ci: tuple[float, float] | None = None
+    r2: float | None = None
+    peak_n: float | None = None
+    peak_reported: bool = False
+    why_not: str | None = None
+    points: int = 0
+
+
+def usl(n: np.ndarray, lam: float, alpha: float, beta: float) -> np.ndarray:
+    """X(N) = λN / (1 + α(N−1) + βN(N−1))."""
+    return lam * n / (1.0 + alpha * (n - 1.0) + beta * n * (n - 1.0))
+
+
+def fit_usl(samples: Sequence[tuple[int, float]]) -> UslFit:
+    """Fit (N, X) samples; at least 4 samples over at least 3 levels are needed."""
+    pts = [(float(n), float(x)) for n, x in samples if x is not None and x > 0]
+    levels = {n for n, _ in pts}
+    if len(pts) < 4 or len(levels) < 3:
+        return UslFit(fitted=False, points=len(pts), why_not="needs ≥ 4 samples over ≥ 3 levels")
+    n = np.array([p[0] for p in pts])
+    x = np.array([p[1] for p in pts])
+    x1 = float(np.mean(x[n == n.min()])) / n.min()
+    res = optimize.least_squares(lambda p: usl(n, *p) - x, x0=[max(x1, 1e-9), 0.01, 0.001],
+                                 bounds=([1e-12, 0.0, 0.0], [np.inf, np.inf, np.inf]))
+    lam, alpha, beta = (float(v) for v in res.x)
+    resid = res.fun
+    ss_res = float(np.sum(resid ** 2))
+    ss_tot = float(np.sum((x - x.mean()) ** 2))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
+    fit = UslFit(fitted=True, lambda_x1=lam, alpha=alpha, beta=beta, r2=r2, points=len(pts))
+    dof = len(pts) - 3
+    try:
+        cov = np.linalg.inv(res.jac.T @ res.jac) * (ss_res / dof) if dof > 0 else None
+    except np.linalg.LinAlgError:
+        cov = None
+    if cov is not None and np.isfinite(cov[2, 2]) and cov[2, 2] >= 0:
+        half = float(sps.t.ppf(0.975, dof)) * math.sqrt(cov[2, 2])
+        fit.beta_ci = (beta - half, beta + half)
+    if beta > 0 and alpha < 1:
+        fit.peak_n = math.sqrt((1.0 - alpha) / beta)
+    if fit.beta_ci is None:
+        fit.why_not = "no confidence interval for β (too few samples or a degenerate fit)"
+    elif fit.beta_ci[0] <= 0:
+        fit.why_not = f"β's 95 % CI [{fit.beta_ci[0]:.2g}, {fit.beta_ci[1]:.2g}] includes 0: no retrograde peak is evident"
+    elif r2 < MIN_R2:
+        fit.why_not = f"R² {r2:.2f} < {MIN_R2}: the law does not describe these points well"
+    elif fit.peak_n is None:
+        fit.why_not = "α ≥ 1: throughput never rises, so there is no peak"
+    else:
+        fit.peak_reported = True
+    return fit

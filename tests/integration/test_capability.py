@@ -1,0 +1,95 @@
+"""The capability report on this node: a real (tiny, embedded) run's recommendation is accepted,
+and every kind of mismatch or damage is refused — the lane is then unmeasured with concurrency 1."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from satbench.cli import main
+from satbench.models.synthetic import write_synthetic_gguf
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cap")
+    model = tmp / "tiny.gguf"
+    write_synthetic_gguf(model, "llama", "tiny", 11)
+    run = tmp / "run"
+    assert main(["sweep", "--model", str(model), "--concurrency", "1,2,4", "--repetitions", "2",
+                 "--requests-per-level", "8", "--prompt-tokens", "32", "--output-tokens", "12", "-o", str(run)]) == 0
+    return model, run / "recommendations.json"
+
+
+def capability(capsys, recs: Path, model: Path, *extra) -> dict:
+    capsys.readouterr()
+    assert main(["capability", "--recommendations", str(recs), "--model", str(model), *extra]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (lane,) = report["lanes"]
+    return lane
+
+
+def edited(tmp_path, recs: Path, change) -> Path:
+    data = json.loads(recs.read_text())
+    change(data["lanes"][0])
+    out = tmp_path / "recommendations.json"
+    out.write_text(json.dumps(data))
+    return out
+
+
+def test_the_nodes_own_recommendation_is_advertised(measured, capsys):
+    model, recs = measured
+    lane = capability(capsys, recs, model)
+    rec = json.loads(recs.read_text())["lanes"][0]
+    assert lane["status"] == "measured" and lane["max_concurrency"] == rec["recommended_concurrency"]
+    assert lane["expected_output_tok_per_s"] == rec["expected"]["output_tok_per_s"]["value"]
+    assert lane["synthetic_model"] is True and lane["evidence"]["run_id"] == "run"
+
+
+def test_litellm_fragment(measured, capsys):
+    model, recs = measured
+    capsys.readouterr()
+    assert main(["capability", "--recommendations", str(recs), "--model", str(model), "--format", "litellm"]) == 0
+    text = capsys.readouterr().out
+    rec = json.loads(recs.read_text())["lanes"][0]
+    assert "model_list:" in text and f"max_parallel_requests: {rec['recommended_concurrency']}" in text
+
+
+@pytest.mark.parametrize("name, change, needle", [
+    ("wrong hardware", lambda r: r.update(hardware_fingerprint="0" * 64), "another machine"),
+    ("wrong build", lambda r: r["runtime"].update(build_number=1), "another runtime build"),
+    ("stale", lambda r: r.update(measured_at="2020-01-01T00:00:00+00:00"), "stale"),
+    ("tampered level", lambda r: r.update(recommended_concurrency=64), "not a measured level"),
+    ("tampered figure", lambda r: r["expected"]["output_tok_per_s"].update(value=1e9), "expected throughput"),
+    ("schema-invalid", lambda r: r.update(recommended_concurrency="lots"), "fails schema validation"),
+    ("schema-invalid missing key", lambda r: r.pop("binding"), "fails schema validation"),
+])
+def test_refusals(measured, capsys, tmp_path, name, change, needle):
+    model, recs = measured
+    lane = capability(capsys, edited(tmp_path, recs, change), model)
+    assert lane["status"] == "unmeasured" and needle in lane["reason"], lane["reason"]
+    assert lane["max_concurrency"] == 1 and lane["expected_output_tok_per_s"] is None
+
+
+def test_refused_for_another_model_file(measured, capsys, tmp_path):
+    _, recs = measured
+    other = tmp_path / "other.gguf"
+    write_synthetic_gguf(other, "llama", "tiny", 12)
+    lane = capability(capsys, recs, other)
+    assert lane["status"] == "unmeasured" and "another model file" in lane["reason"]
+
+
+def test_refused_when_corrupt(measured, capsys, tmp_path):
+    model, recs = measured
+    bad = tmp_path / "recommendations.json"
+    bad.write_text(recs.read_text()[:200])
+    lane = capability(capsys, bad, model)
+    assert lane["status"] == "unmeasured" and "not valid JSON" in lane["reason"]
+
+
+def test_refused_when_older_than_the_allowed_age(measured, capsys):
+    model, recs = measured
+    lane = capability(capsys, recs, model, "--max-age-days", "0.000001")
+    assert lane["status"] == "unmeasured" and "stale" in lane["reason"]

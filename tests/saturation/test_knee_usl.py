@@ -1,0 +1,62 @@
+"""Knee, Kneedle and USL on synthetic curves with known answers."""
+
+import numpy as np
+import pytest
+
+from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
+from satbench.saturation.usl import fit_usl, usl
+
+LEVELS = [1, 2, 4, 8, 16]
+
+
+def pts(xs, rel_ci=0.02):
+    return [Point(n=n, x=x, ci_low=x * (1 - rel_ci), ci_high=x * (1 + rel_ci)) for n, x in zip(LEVELS, xs)]
+
+
+def test_a_linear_curve_has_no_knee():
+    k = marginal_gain_knee(pts([100 * n for n in LEVELS]))
+    assert k.knee is None and k.last_real_gain_to == 16 and "still gains" in k.reason
+
+
+def test_a_curve_that_flattens_at_4_has_its_knee_at_4():
+    assert marginal_gain_knee(pts([100, 200, 400, 410, 415])).knee == 4
+
+
+def test_noisy_points_inside_each_others_ci_do_not_create_a_knee():
+    # rising curve; the dip at 8 lies inside 4's CI, then 16 doubles: no knee at 4
+    noisy = [Point(n=1, x=100, ci_low=90, ci_high=110), Point(n=2, x=190, ci_low=170, ci_high=210),
+             Point(n=4, x=380, ci_low=340, ci_high=420), Point(n=8, x=370, ci_low=330, ci_high=410),
+             Point(n=16, x=760, ci_low=700, ci_high=820)]
+    assert marginal_gain_knee(noisy).knee is None
+
+
+def test_a_wiggle_above_10_percent_but_inside_the_ci_does_not_move_the_knee():
+    flat = [Point(n=1, x=100, ci_low=98, ci_high=102), Point(n=2, x=200, ci_low=196, ci_high=204),
+            Point(n=4, x=400, ci_low=340, ci_high=460), Point(n=8, x=445, ci_low=400, ci_high=490),
+            Point(n=16, x=430, ci_low=390, ci_high=470)]
+    assert marginal_gain_knee(flat).knee == 4  # 445 is +11 % but inside 4's CI
+
+
+def test_kneedle_on_a_saturating_curve():
+    assert kneedle(pts([100, 190, 340, 400, 410])) in (4, 8)
+    assert kneedle(pts([100, 200, 400, 800])) is None  # fewer than 5 levels
+
+
+def test_usl_recovers_known_parameters_and_reports_the_peak():
+    rng = np.random.default_rng(0)
+    levels = np.array([1, 2, 4, 8, 16, 32, 64] * 3, dtype=float)
+    x = usl(levels, 100.0, 0.05, 0.002) * (1 + rng.normal(0, 0.01, levels.size))
+    fit = fit_usl(list(zip(levels.astype(int), x)))
+    assert fit.fitted and fit.r2 > 0.99
+    assert fit.alpha == pytest.approx(0.05, abs=0.02) and fit.beta == pytest.approx(0.002, rel=0.3)
+    assert fit.peak_reported and fit.peak_n == pytest.approx((0.95 / 0.002) ** 0.5, rel=0.2)
+
+
+def test_usl_peak_not_reported_for_a_linear_curve():
+    levels = [1, 2, 4, 8, 16] * 3
+    fit = fit_usl([(n, 100.0 * n * (1 + 0.01 * (i % 3))) for i, n in enumerate(levels)])
+    assert fit.fitted and not fit.peak_reported and fit.why_not
+
+
+def test_usl_needs_enough_points():
+    assert not fit_usl([(1, 10.0), (2, 19.0)]).fitted

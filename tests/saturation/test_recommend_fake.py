@@ -1,0 +1,97 @@
+"""Recommendations on the fake server: with a fixed slot count the answer is the slot count;
+a failed fairness check and an SLO pull it down, with the reason named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from satbench.config import LaneConfig, RunConfig, RuntimeConfig, SloConfig, WorkloadConfig
+from satbench.fairness.verdicts import Verdict
+from satbench.results import ResultsFile
+from satbench.saturation.recommend import recommend, recommend_lane, render, slo_bound
+from satbench.sweep import Sweep
+
+
+@pytest.fixture(scope="module")
+def four_slot_run(tmp_path_factory):
+    from tests.conftest import FakeProcess
+
+    tmp = tmp_path_factory.mktemp("rec")
+    # constant iteration time: throughput grows with busy slots up to 4, then waits in the queue
+    fake = FakeProcess(tmp, dict(n_slots=4, prefill_ms_per_token=0.02, decode_iteration_ms=8.0))
+    run_dir = tmp / "run"
+    run_dir.mkdir()
+    lane = LaneConfig(levels=[1, 2, 4, 8], requests_per_level=16, repetitions=2,
+                      workload=WorkloadConfig(prompt_tokens=16, output_tokens=24),
+                      runtime=RuntimeConfig(kind="url", model=None, url=fake.base_url),
+                      slo=SloConfig(p95_ttft_ms=10_000, p95_tpot_ms=1_000))
+    Sweep(RunConfig(lanes=[lane]), run_dir, ["satbench", "test"]).run()
+    fake.stop()
+    return run_dir
+
+
+def test_recommendation_equals_the_slot_count(four_slot_run):
+    rec = recommend(four_slot_run).lanes[0]
+    assert rec.slots == 4 and rec.knee == 4
+    assert rec.recommended_concurrency == 4
+    assert rec.binding.reason in ("slots", "knee")
+    assert rec.server_confirmation.slots_saturated
+    assert rec.server_confirmation.requests_deferred  # N=8 queued behind 4 slots
+    assert rec.expected.concurrency == 4 and rec.expected.output_tok_per_s.value > 0
+
+
+def test_recommendations_are_reproducible_except_their_creation_time(four_slot_run):
+    a, b = render(recommend(four_slot_run)), render(recommend(four_slot_run))
+    strip = lambda t: {k: v for k, v in json.loads(t).items() if k != "created_at"}  # noqa: E731
+    assert strip(a) == strip(b)
+    assert [ln for ln in a.splitlines() if "created_at" not in ln] == [ln for ln in b.splitlines()
+                                                                      if "created_at" not in ln]
+
+
+def _results(run_dir) -> ResultsFile:
+    return ResultsFile.model_validate(json.loads((run_dir / "results.json").read_text()))
+
+
+def test_a_failed_fairness_check_caps_the_recommendation(four_slot_run):
+    results = _results(four_slot_run)
+    lane = results.lanes[0]
+    lane.fairness = [Verdict(check="F1", name="equal requests", verdict="fail", concurrency=4),
+                     Verdict(check="S3", name="prompt behind prompt", verdict="pass", concurrency=2)]
+    rec = recommend_lane(lane, results)
+    assert rec.recommended_concurrency == 2  # nothing at or above 4; 3 was not measured
+    assert rec.binding.reason == "fairness" and "F1 (equal requests) failed at 4" in rec.binding.detail
+    assert rec.fairness_cap == 3
+
+
+def test_an_slo_that_a_level_misses_binds(four_slot_run):
+    results = _results(four_slot_run)
+    lane = results.lanes[0]
+    by_n = {lv.concurrency: lv for lv in lane.levels}
+    # at N=8 half the requests wait a whole request for a slot: TTFT jumps
+    assert by_n[8].latency.ttft_ms.p50 > 3 * by_n[4].latency.ttft_ms.max
+    tight = SloConfig(p95_ttft_ms=by_n[4].latency.ttft_ms.max * 1.5, p95_tpot_ms=1e9)
+    for lv in lane.levels:
+        lv.slo_attainment = 1.0
+    lane.slo = tight
+    n, why = slo_bound(lane.levels, tight)
+    assert n == 4 and "N=8 misses the SLO" in why
+    lane.runtime.total_slots = 16  # so that the SLO, not the slots, is what binds
+    rec = recommend_lane(lane, results)
+    assert rec.recommended_concurrency == 4 and rec.binding.reason == "slo" and rec.max_concurrency_under_slo == 4
+
+
+def test_refine_finds_a_saturation_point_between_powers_of_two(fake_server, tmp_path):
+    from satbench.cli import main
+
+    fake = fake_server(n_slots=6, prefill_ms_per_token=0.02, decode_iteration_ms=8.0)
+    out = tmp_path / "run"
+    assert main(["sweep", "--url", fake.base_url, "--concurrency", "1,2,4,8", "--requests-per-level", "18",
+                 "--repetitions", "2", "--prompt-tokens", "16", "--output-tokens", "24", "--refine",
+                 "-o", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    measured = [lv["concurrency"] for lv in results["lanes"][0]["levels"]]
+    assert measured == [1, 2, 4, 5, 6, 7, 8]  # 4 → 8 scaled at 75 %: the knee lies between them
+    rec = json.loads((out / "recommendations.json").read_text())["lanes"][0]
+    assert rec["knee"] == 6 and rec["recommended_concurrency"] == 6
