@@ -165,7 +165,7 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
         parts.append(f"decode time per token {first:.1f} ms at N={min(itl)} → {last:.1f} ms")
     which = [w for w, on in (("slots full", saturated), ("requests queued", bool(deferred)),
                              ("per-token decode time rising", rising)) if on]
-    parts.append("confirms saturation: " + ", ".join(which) if which else "no server-side sign of saturation")
+    parts.append("server-side signs of saturation: " + ", ".join(which) if which else "no server-side sign of saturation")
     return ServerConfirmation(at_concurrency=look.concurrency, slots=slots, busy_slots_per_decode=busy,
                               requests_deferred_max=deferred, itl_p50_ms_by_level=itl, slots_saturated=saturated,
                               requests_deferred=bool(deferred), decode_time_rising=rising,

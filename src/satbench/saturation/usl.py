@@ -73,7 +73,9 @@ def fit_usl(samples: Sequence[tuple[int, float]]) -> UslFit:
     elif r2 < MIN_R2:
         fit.why_not = f"R² {r2:.2f} < {MIN_R2}: the law does not describe these points well"
     elif fit.peak_n is None:
-        fit.why_not = "α ≥ 1: throughput never rises, so there is no peak"
+        fit.why_not = "α ≥ 1 or β = 0: the fitted curve has no peak"
     else:
         fit.peak_reported = True
+    if not fit.peak_reported:
+        fit.peak_n = None  # an unreliable peak is not a number anyone should read
     return fit
