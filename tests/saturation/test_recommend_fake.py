@@ -85,13 +85,17 @@ def test_an_slo_that_a_level_misses_binds(four_slot_run):
 def test_refine_finds_a_saturation_point_between_powers_of_two(fake_server, tmp_path):
     from satbench.cli import main
 
-    fake = fake_server(n_slots=6, prefill_ms_per_token=0.02, decode_iteration_ms=8.0)
+    fake = fake_server(n_slots=6, prefill_ms_per_token=0.02, decode_iteration_ms=4.0)
     out = tmp_path / "run"
-    assert main(["sweep", "--url", fake.base_url, "--concurrency", "1,2,4,8", "--requests-per-level", "18",
-                 "--repetitions", "2", "--prompt-tokens", "16", "--output-tokens", "24", "--refine",
+    # three repetitions of 36 requests: with two, Student's t (df = 1) makes every CI too wide for
+    # the one-slot steps between 4 and 8 to count as real gains
+    assert main(["sweep", "--url", fake.base_url, "--concurrency", "1,2,4,8", "--requests-per-level", "36",
+                 "--repetitions", "3", "--prompt-tokens", "16", "--output-tokens", "16", "--refine",
                  "-o", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
     measured = [lv["concurrency"] for lv in results["lanes"][0]["levels"]]
     assert measured == [1, 2, 4, 5, 6, 7, 8]  # 4 → 8 scaled at 75 %: the knee lies between them
     rec = json.loads((out / "recommendations.json").read_text())["lanes"][0]
-    assert rec["knee"] == 6 and rec["recommended_concurrency"] == 6
+    # the knee is 6 or 7: one waiting request (N = slots + 1) hides the client's turnaround between
+    # requests, a real ~5 % gain; the 6 slots bind either way
+    assert rec["knee"] in (6, 7) and rec["recommended_concurrency"] == 6 and rec["slots"] == 6
