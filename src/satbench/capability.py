@@ -22,6 +22,7 @@ from typing import Literal
 import jsonschema
 from pydantic import Field, ValidationError
 
+from satbench.artifacts import published_schema, render
 from satbench.config import LaneConfig, RunConfig, Strict
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
@@ -29,7 +30,6 @@ from satbench.manifest import HostInfo
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile, recommendations_json_schema
 
 CAPABILITY_SCHEMA_VERSION = "1.0"
-CAPABILITY_SCHEMA_ID = "https://satbench.dev/schema/capability/1.0.json"
 CONSERVATIVE_CONCURRENCY = 1
 
 
@@ -76,11 +76,7 @@ class CapabilityReport(Strict):
 
 
 def capability_json_schema() -> dict:
-    schema = CapabilityReport.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = CAPABILITY_SCHEMA_ID
-    schema["title"] = f"satbench capability report {CAPABILITY_SCHEMA_VERSION}"
-    return schema
+    return published_schema(CapabilityReport, "capability", CAPABILITY_SCHEMA_VERSION, "capability report")
 
 
 def build_id(number: int | None, version: str | None) -> str | None:
@@ -247,7 +243,7 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
 
 
 def render_json(report: CapabilityReport) -> str:
-    return json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    return render(report)
 
 
 def render_litellm(report: CapabilityReport, cfg: RunConfig) -> str:

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import jsonschema
 from pydantic import Field
 
+from satbench.artifacts import published_schema, render, validate_text, write_artifact
 from satbench.config import RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
-from satbench.errors import RunDirError
-from satbench.manifest import HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo, write_json_atomic
+from satbench.manifest import HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo
 from satbench.fairness.verdicts import Verdict
 from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 
 RESULTS_FILE = "results.json"
 RESULTS_SCHEMA_VERSION = "2.0"
-SCHEMA_ID = "https://satbench.dev/schema/results/2.0.json"
 # 2.0: one section per lane (model, runtime build and backend, network, hardware fingerprint),
 #      together-scenario levels and cross-lane interference; 1.0 had a single lane.
 
@@ -77,38 +74,25 @@ class ResultsFile(Strict):
 
 def results_json_schema() -> dict:
     """The published JSON Schema of results.json (`satbench schema results`)."""
-    schema = ResultsFile.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = SCHEMA_ID
-    schema["title"] = f"satbench results {RESULTS_SCHEMA_VERSION}"
-    return schema
+    return published_schema(ResultsFile, "results", RESULTS_SCHEMA_VERSION)
 
 
 def render_results(results: ResultsFile) -> str:
     """Deterministic text of results.json (same input → same bytes)."""
-    return json.dumps(results.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    return render(results)
 
 
 def validate_results_text(text: str) -> None:
     """Check results.json text against the published schema; RunDirError if it does not hold."""
-    try:
-        jsonschema.validate(json.loads(text), results_json_schema())
-    except (ValueError, jsonschema.ValidationError) as exc:
-        msg = getattr(exc, "message", str(exc))
-        raise RunDirError(f"results.json does not match its schema: {msg}") from exc
+    validate_text(text, results_json_schema(), RESULTS_FILE)
 
 
 def write_results(run_dir: Path, results: ResultsFile) -> Path:
-    text = render_results(results)
-    validate_results_text(text)
-    path = run_dir / RESULTS_FILE
-    write_json_atomic(path, text)
-    return path
+    return write_artifact(run_dir / RESULTS_FILE, results, results_json_schema())
 
 
 VERDICTS_FILE = "verdicts.json"
 VERDICTS_SCHEMA_VERSION = "1.0"
-VERDICTS_SCHEMA_ID = "https://satbench.dev/schema/verdicts/1.0.json"
 
 
 class LaneVerdicts(Strict):
@@ -141,19 +125,8 @@ def verdicts_of(results: ResultsFile) -> VerdictsFile | None:
 
 def verdicts_json_schema() -> dict:
     """The published JSON Schema of verdicts.json (`satbench schema verdicts`)."""
-    schema = VerdictsFile.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = VERDICTS_SCHEMA_ID
-    schema["title"] = f"satbench verdicts {VERDICTS_SCHEMA_VERSION}"
-    return schema
+    return published_schema(VerdictsFile, "verdicts", VERDICTS_SCHEMA_VERSION)
 
 
 def write_verdicts(run_dir: Path, verdicts: VerdictsFile) -> Path:
-    text = json.dumps(verdicts.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
-    try:
-        jsonschema.validate(json.loads(text), verdicts_json_schema())
-    except jsonschema.ValidationError as exc:
-        raise RunDirError(f"verdicts.json does not match its schema: {exc.message}") from exc
-    path = run_dir / VERDICTS_FILE
-    write_json_atomic(path, text)
-    return path
+    return write_artifact(run_dir / VERDICTS_FILE, verdicts, verdicts_json_schema())

@@ -13,13 +13,13 @@ import json
 from pathlib import Path
 from typing import Literal
 
-import jsonschema
 from pydantic import Field
 
 import satbench
+from satbench.artifacts import published_schema, render, write_artifact  # noqa: F401 - render is re-exported
 from satbench.config import SloConfig, Strict
 from satbench.errors import RunDirError
-from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo, write_json_atomic
+from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, Estimate, Interval
 from satbench.results import RESULTS_FILE, LaneResult, ResultsFile
@@ -28,7 +28,6 @@ from satbench.saturation.usl import UslFit, fit_usl
 
 RECOMMENDATIONS_FILE = "recommendations.json"
 RECOMMENDATIONS_SCHEMA_VERSION = "1.0"
-SCHEMA_ID = "https://satbench.dev/schema/recommendations/1.0.json"
 SLO_MIN_ATTAINMENT = 0.90
 Reason = Literal["fairness", "slo", "slots", "knee", "highest_measured"]
 
@@ -238,23 +237,8 @@ def recommend(run_dir: Path) -> RecommendationsFile:
 
 
 def recommendations_json_schema() -> dict:
-    schema = RecommendationsFile.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = SCHEMA_ID
-    schema["title"] = f"satbench recommendations {RECOMMENDATIONS_SCHEMA_VERSION}"
-    return schema
-
-
-def render(recs: RecommendationsFile) -> str:
-    return json.dumps(recs.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    return published_schema(RecommendationsFile, "recommendations", RECOMMENDATIONS_SCHEMA_VERSION)
 
 
 def write_recommendations(run_dir: Path, recs: RecommendationsFile) -> Path:
-    text = render(recs)
-    try:
-        jsonschema.validate(json.loads(text), recommendations_json_schema())
-    except jsonschema.ValidationError as exc:
-        raise RunDirError(f"recommendations.json does not match its schema: {exc.message}") from exc
-    path = run_dir / RECOMMENDATIONS_FILE
-    write_json_atomic(path, text)
-    return path
+    return write_artifact(run_dir / RECOMMENDATIONS_FILE, recs, recommendations_json_schema())
