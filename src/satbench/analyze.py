@@ -15,7 +15,8 @@ from satbench.metrics.level import LevelContext, LevelResult, summarize_level
 from satbench.results import LaneResult, ResultsFile, verdicts_of, write_results, write_verdicts
 
 
-def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list, samples: list) -> list[LevelResult]:
+def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list, samples: list,
+            host_cores: int | None = None) -> list[LevelResult]:
     """Every level of one lane in one scenario."""
     events = [r for r in records if isinstance(r, RequestEvent) and r.lane == lane.name and r.scenario == scenario]
     marks = [r for r in records if isinstance(r, LevelMark) and r.lane == lane.name and r.scenario == scenario]
@@ -28,6 +29,7 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
             slots=prov.runtime.total_slots, per_slot_ctx=prov.runtime.per_slot_ctx,
             prompt_tokens=lane.workload.prompt_tokens, output_tokens=lane.workload.output_tokens,
             overhead_ms=prov.network.rtt_ms_median or 0.0, llamacpp=prov.runtime.llamacpp, slo=lane.slo,
+            host_cores=host_cores,
         )
         out.append(summarize_level(ctx, [e for e in events if e.level == n],
                                    [m for m in marks if m.level == n], lane_samples))
@@ -57,8 +59,9 @@ def analyze_run(run_dir: Path) -> ResultsFile:
         lp = prov.lanes.get(lane.name)
         if lp is None:
             continue  # the run stopped before this lane's server started
-        solo = _levels(lane, lp, "solo", records, samples)
-        together = _levels(lane, lp, "together", records, samples)
+        cores = prov.host.cores_logical
+        solo = _levels(lane, lp, "solo", records, samples, cores)
+        together = _levels(lane, lp, "together", records, samples, cores)
         lanes.append(LaneResult(
             lane=lane.name, model=lp.model, runtime=lp.runtime, network=lp.network, hardware=prov.host,
             workload=lane.workload, server_params=lane.server, slo=lane.slo, levels=solo,

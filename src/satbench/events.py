@@ -134,6 +134,9 @@ class ProcessSample(Strict):
     rss_bytes: int | None = None
     cpu_seconds: float | None = None
     gpu_mem_used_bytes: int | None = None
+    host_busy_cpu_seconds: float | None = Field(
+        None, description="whole machine: CPU seconds not idle (all cores), cumulative since boot")
+    client_cpu_seconds: float | None = Field(None, description="the satbench process itself, cumulative")
     error: str | None = None
 
 

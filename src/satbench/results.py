@@ -14,7 +14,8 @@ from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 
 RESULTS_FILE = "results.json"
-RESULTS_SCHEMA_VERSION = "2.0"
+RESULTS_SCHEMA_VERSION = "2.1"
+# 2.1: memory.host_busy_cores and memory.client_cpu_cores per level, and the cpu_contention flag.
 # 2.0: one section per lane (model, runtime build and backend, network, hardware fingerprint),
 #      together-scenario levels and cross-lane interference; 1.0 had a single lane.
 
@@ -36,6 +37,8 @@ DEFINITIONS = {
     "together_levels": "the lane measured while every lane of the run ran at once, levels in lockstep by position; lanes that finished early kept their streams busy with background requests (never counted)",
     "interference": "together / alone for output tok/s and p95 TTFT and ITL; CI by interval arithmetic on the two 95% CIs",
     "hardware.fingerprint_sha256": "sha256 of canonical JSON of CPU model, cores, RAM (whole GiB), OS, and each GPU's name, memory (GiB), driver and CUDA version",
+    "host_busy_cores": "whole machine: delta(total - idle - iowait CPU seconds) / delta wall, over the level's process samples",
+    "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours competed) or other processes used >= 0.25 core",
     "littles_law": "N vs sum over streams of X_s * E2E_s, both taken between the stream's first and last completion in the window (no boundary bias); flagged beyond 5%",
 }
 
@@ -121,6 +124,11 @@ def verdicts_of(results: ResultsFile) -> VerdictsFile | None:
                           runtime_build=lane.runtime.build_number, verdicts=lane.fairness)
              for lane in results.lanes if lane.fairness]
     return VerdictsFile(run_id=results.run_id, lanes=lanes) if lanes else None
+
+
+def render_verdicts(verdicts: VerdictsFile) -> str:
+    """Deterministic text of verdicts.json."""
+    return render(verdicts)
 
 
 def verdicts_json_schema() -> dict:

@@ -142,6 +142,7 @@ class ServerSampler:
         try:
             if self.pid is not None:
                 sample.rss_bytes, sample.cpu_seconds = process_tree_usage(self.pid)
+            sample.host_busy_cpu_seconds, sample.client_cpu_seconds = host_and_client_cpu()
             if self.gpus is not None:
                 sample.gpu_mem_used_bytes = self.gpus.memory_used_bytes()
         except (psutil.Error, OSError) as exc:
@@ -165,6 +166,14 @@ def process_tree_usage(pid: int) -> tuple[int, float]:
         except psutil.NoSuchProcess:
             continue
     return rss, cpu
+
+
+def host_and_client_cpu() -> tuple[float, float]:
+    """(machine-wide busy CPU seconds = total − idle − iowait, this process's user+system seconds)."""
+    t = psutil.cpu_times()
+    busy = sum(t) - t.idle - getattr(t, "iowait", 0.0)
+    own = psutil.Process().cpu_times()
+    return busy, own.user + own.system
 
 
 def _describe(exc: BaseException) -> str:

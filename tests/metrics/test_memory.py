@@ -1,7 +1,9 @@
 """Memory peaks per level, including levels shorter than the sampling period."""
 
 from satbench.events import ProcessSample
-from satbench.metrics.memory import peak_rss_bytes, server_cpu_utilisation
+from satbench.metrics.level import Memory, cpu_contention_flag
+from satbench.metrics.memory import client_cpu_cores, host_busy_cores, peak_rss_bytes, server_cpu_utilisation
+from satbench.sampler import host_and_client_cpu
 
 MS = 1_000_000
 
@@ -20,3 +22,32 @@ def test_peak_inside_the_level_with_bracketing_samples():
 def test_cpu_cores_from_cpu_second_deltas():
     samples = [p(0, 1, 10.0), p(1000, 1, 11.5)]
     assert server_cpu_utilisation(samples, 0, 1000 * MS) == 1.5
+
+
+def host(t_ms, server, busy, client):
+    return ProcessSample(lane="default", t_ns=t_ms * MS, rss_bytes=1, cpu_seconds=server,
+                         host_busy_cpu_seconds=busy, client_cpu_seconds=client)
+
+
+def test_host_and_client_cores_from_their_own_counters():
+    samples = [host(0, 10.0, 100.0, 5.0), host(2000, 12.0, 103.0, 5.5)]
+    assert host_busy_cores(samples, 0, 2000 * MS) == 1.5
+    assert client_cpu_cores(samples, 0, 2000 * MS) == 0.25
+    assert server_cpu_utilisation(samples, 0, 2000 * MS) == 1.0
+
+
+def test_cpu_contention_flags_a_saturated_host_and_a_neighbour_but_not_a_quiet_one():
+    quiet = Memory(server_cpu_cores=1.0, client_cpu_cores=0.2, host_busy_cores=1.3)
+    assert cpu_contention_flag(quiet, 2) is None
+    saturated = Memory(server_cpu_cores=1.6, client_cpu_cores=0.3, host_busy_cores=1.95)
+    flag = cpu_contention_flag(saturated, 2)
+    assert flag is not None and flag.startswith("cpu_contention: host 1.95 of 2 cores busy")
+    assert "load generator competes" in flag
+    neighbour = Memory(server_cpu_cores=1.0, client_cpu_cores=0.2, host_busy_cores=4.0)
+    assert "other processes 2.80" in cpu_contention_flag(neighbour, 16)
+    assert cpu_contention_flag(Memory(), 2) is None  # not sampled → no claim either way
+
+
+def test_a_real_sample_reads_this_machine():
+    busy, own = host_and_client_cpu()
+    assert busy > 0 and own > 0

@@ -32,6 +32,7 @@ class LevelContext(Strict):
     overhead_ms: float
     llamacpp: bool
     slo: SloConfig | None = None
+    host_cores: int | None = None
 
 
 class RepetitionResult(Strict):
@@ -82,6 +83,8 @@ class Memory(Strict):
     peak_rss_bytes: int | None = None
     peak_gpu_mem_bytes: int | None = None
     server_cpu_cores: float | None = None
+    host_busy_cores: float | None = Field(None, description="whole machine, all processes, mean over repetitions")
+    client_cpu_cores: float | None = Field(None, description="satbench's own process, mean over repetitions")
 
 
 class Counts(Strict):
@@ -260,12 +263,41 @@ def _memory(intervals: list[tuple[int, int]], proc_s: Sequence[ProcessSample]) -
     """Peaks over every repetition of the level; CPU cores averaged over repetitions."""
     rss = [v for lo, hi in intervals if (v := memory.peak_rss_bytes(proc_s, lo, hi)) is not None]
     gpu = [v for lo, hi in intervals if (v := memory.peak_gpu_mem_bytes(proc_s, lo, hi)) is not None]
-    cpu = [v for lo, hi in intervals if (v := memory.server_cpu_utilisation(proc_s, lo, hi)) is not None]
     return Memory(
         peak_rss_bytes=max(rss) if rss else None,
         peak_gpu_mem_bytes=max(gpu) if gpu else None,
-        server_cpu_cores=sum(cpu) / len(cpu) if cpu else None,
+        server_cpu_cores=_mean_over(intervals, proc_s, memory.server_cpu_utilisation),
+        host_busy_cores=_mean_over(intervals, proc_s, memory.host_busy_cores),
+        client_cpu_cores=_mean_over(intervals, proc_s, memory.client_cpu_cores),
     )
+
+
+def _mean_over(intervals: list[tuple[int, int]], proc_s: Sequence[ProcessSample], fn) -> float | None:
+    vals = [v for lo, hi in intervals if (v := fn(proc_s, lo, hi)) is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+CONTENDED_FRACTION = 0.9  # host busy ≥ 90 % of its logical cores
+NEIGHBOUR_CORES = 0.25    # other processes using ≥ a quarter core
+
+
+def cpu_contention_flag(m: Memory, host_cores: int | None) -> str | None:
+    """Flag a level whose numbers may be bent by CPU contention: the machine was (nearly) saturated,
+    so server, load generator and any neighbour competed; or other processes took a real share."""
+    if m.host_busy_cores is None or not host_cores:
+        return None
+    others = m.host_busy_cores - (m.server_cpu_cores or 0.0) - (m.client_cpu_cores or 0.0)
+    saturated = m.host_busy_cores >= CONTENDED_FRACTION * host_cores
+    if not saturated and others < NEIGHBOUR_CORES:
+        return None
+    parts = (f"host {m.host_busy_cores:.2f} of {host_cores} cores busy (server "
+             f"{_cores(m.server_cpu_cores)}, satbench {_cores(m.client_cpu_cores)}, other processes {max(others, 0):.2f})")
+    why = "the load generator competes with the server for CPU" if saturated else "other processes took CPU"
+    return f"cpu_contention: {parts}; {why}"
+
+
+def _cores(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f}"
 
 
 def _ratio(value: float | None, slots: int) -> float | None:
@@ -299,6 +331,8 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
         flags.append("errors: " + ", ".join(f"{k}×{v}" for k, v in r.counts.errors_by_type.items()))
     if r.counts.retries:
         flags.append(f"retries: {r.counts.retries} request(s) retried after a dropped connection")
+    if (cpu := cpu_contention_flag(r.memory, ctx.host_cores)) is not None:
+        flags.append(cpu)
     if any(not e.token_count_exact for e in events):
         flags.append("token_count_approximate: the server reported no exact token count")
     if not ctx.llamacpp:

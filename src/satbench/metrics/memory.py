@@ -34,13 +34,28 @@ def peak_gpu_mem_bytes(samples: Sequence[ProcessSample], start_ns: int, end_ns: 
     return max(vals) if vals else None
 
 
-def server_cpu_utilisation(samples: Sequence[ProcessSample], start_ns: int, end_ns: int) -> float | None:
-    """Server CPU = Δcpu_seconds ÷ Δwall between the level's first and last samples, in cores."""
-    pts = [s for s in level_samples(samples, start_ns, end_ns) if s.cpu_seconds is not None]
+def cpu_cores(samples: Sequence[ProcessSample], start_ns: int, end_ns: int, field: str = "cpu_seconds") -> float | None:
+    """Cores used = Δ(cumulative CPU seconds in `field`) ÷ Δwall between the level's first and last samples."""
+    pts = [s for s in level_samples(samples, start_ns, end_ns) if getattr(s, field) is not None]
     if len(pts) < 2:
         return None
     first, last = pts[0], pts[-1]
     wall_s = (last.t_ns - first.t_ns) / 1e9
     if wall_s <= 0:
         return None
-    return (last.cpu_seconds - first.cpu_seconds) / wall_s  # type: ignore[operator]
+    return (getattr(last, field) - getattr(first, field)) / wall_s
+
+
+def server_cpu_utilisation(samples: Sequence[ProcessSample], start_ns: int, end_ns: int) -> float | None:
+    """Server CPU = Δcpu_seconds ÷ Δwall of the server process tree, in cores."""
+    return cpu_cores(samples, start_ns, end_ns, "cpu_seconds")
+
+
+def host_busy_cores(samples: Sequence[ProcessSample], start_ns: int, end_ns: int) -> float | None:
+    """Whole machine busy = Δ(total − idle − iowait CPU seconds) ÷ Δwall, in cores."""
+    return cpu_cores(samples, start_ns, end_ns, "host_busy_cpu_seconds")
+
+
+def client_cpu_cores(samples: Sequence[ProcessSample], start_ns: int, end_ns: int) -> float | None:
+    """satbench's own process (load generator and sampler) = Δ its CPU seconds ÷ Δwall, in cores."""
+    return cpu_cores(samples, start_ns, end_ns, "client_cpu_seconds")
