@@ -1,0 +1,338 @@
+"""`satbench compare RUN_A RUN_B`: B ÷ A per lane and level, with CIs and a significance rule.
+
+A difference is significant when the ratio's 95 % CI (interval arithmetic on both runs' CIs, as
+for interference) excludes 1 on the side of the ratio AND the effect |ratio − 1| is at least
+`min_effect` (5 %). An open CI end is unknown, so it cannot exclude 1. Runs whose lanes or
+workloads differ are refused; different machines or llama.cpp builds are the point of comparing
+and are only printed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from satbench.config import ServerParams, Strict, WorkloadConfig
+from satbench.errors import UserError
+from satbench.manifest import HostInfo
+from satbench.metrics.interference import Ratio, ratio_of_estimates, ratio_of_p95
+from satbench.metrics.level import LevelResult
+from satbench.results import RESULTS_FILE, RESULTS_SCHEMA_VERSION, LaneResult, ResultsFile
+
+MIN_EFFECT = 0.05
+_EPS = 1e-9  # a ratio of exactly 1.05 is a 5 % effect despite float rounding
+
+Scenario = Literal["solo", "together"]
+
+
+class MetricComparison(Strict):
+    metric: str
+    a: float | None
+    b: float | None
+    ratio: Ratio = Field(description="B ÷ A with a conservative 95 % CI")
+    significant: bool
+    direction: Literal["better", "worse", "same"] = Field(
+        description="better = more throughput or lower latency, and significant; same when not significant")
+
+
+class LevelComparison(Strict):
+    scenario: Scenario
+    concurrency: int
+    metrics: list[MetricComparison]
+
+
+class LaneComparison(Strict):
+    lane: str
+    levels: list[LevelComparison]
+    only_in_a: list[int] = Field(description="solo levels measured only in run A")
+    only_in_b: list[int] = Field(description="solo levels measured only in run B")
+    notes: list[str] = Field(default_factory=list)
+
+
+class Comparison(Strict):
+    run_a: str
+    run_b: str
+    header: list[str]
+    lanes: list[LaneComparison]
+    min_effect: float = MIN_EFFECT
+
+
+# ---------------------------------------------------------------------------------------- loading
+
+def load_results(run_dir: Path) -> ResultsFile:
+    """A run directory's results.json; UserError (one line) when missing, unreadable or invalid."""
+    run_dir = Path(run_dir)
+    path = run_dir / RESULTS_FILE
+    redo = f"run `satbench analyze {run_dir}` first"
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such run directory")
+    if not path.is_file():
+        raise UserError(f"{run_dir}: no {RESULTS_FILE}; {redo}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: cannot read it ({exc.__class__.__name__}); {redo}") from exc
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if not isinstance(version, str) or version.split(".")[0] != RESULTS_SCHEMA_VERSION.split(".")[0]:
+        raise UserError(f"{path}: results schema {version} is not {RESULTS_SCHEMA_VERSION}; {redo}")
+    try:
+        return ResultsFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{path}: not a valid {RESULTS_FILE} ({where}: {first['msg']}); {redo}") from exc
+
+
+# ---------------------------------------------------------------------------------- compatibility
+
+def _short(sha: str) -> str:
+    return sha[:12]
+
+
+def lane_differences(a: LaneResult, b: LaneResult) -> list[str]:
+    """What makes lane `a` and lane `b` different workloads (empty: comparable)."""
+    out = []
+    if a.model.sha256 and b.model.sha256 and a.model.sha256 != b.model.sha256:
+        out.append(f"model {_short(a.model.sha256)} in A, {_short(b.model.sha256)} in B")
+    for field in WorkloadConfig.model_fields:
+        va, vb = getattr(a.workload, field), getattr(b.workload, field)
+        if va != vb:
+            out.append(f"{field} {va} in A, {vb} in B")
+    if a.runtime.kind != b.runtime.kind:
+        out.append(f"runtime {a.runtime.kind} in A, {b.runtime.kind} in B")
+    return [f"lane {a.lane}: {d}" for d in out]
+
+
+def run_differences(a: ResultsFile, b: ResultsFile) -> list[str]:
+    """Every reason the two runs cannot be compared, lane set first."""
+    names_a, names_b = [ln.lane for ln in a.lanes], [ln.lane for ln in b.lanes]
+    out = [f"lane {n} only in A" for n in names_a if n not in names_b]
+    out += [f"lane {n} only in B" for n in names_b if n not in names_a]
+    by_name = {ln.lane: ln for ln in b.lanes}
+    for lane in a.lanes:
+        if lane.lane in by_name:
+            out += lane_differences(lane, by_name[lane.lane])
+    return out
+
+
+# ------------------------------------------------------------------------------------------ header
+
+def _build(lane: LaneResult) -> str:
+    rt = lane.runtime
+    return f"b{rt.build_number}" if rt.build_number else (rt.build_info or "n/a")
+
+
+def _fingerprint(host: HostInfo) -> str:
+    return host.fingerprint_sha256 or host.fingerprint()
+
+
+def run_label(results: ResultsFile) -> str:
+    """'build b11549 on 0123456789ab' (builds listed per lane when the lanes differ)."""
+    builds = {ln.lane: _build(ln) for ln in results.lanes}
+    if len(set(builds.values())) <= 1:
+        build = f"build {next(iter(builds.values()), 'n/a')}"
+    else:
+        build = "builds " + ", ".join(f"{name} {b}" for name, b in builds.items())
+    return f"{build} on {_short(_fingerprint(results.provenance.host))}"
+
+
+def _machine(h: HostInfo) -> str:
+    gpus = ", ".join(g.name for g in h.gpus) or "no GPU"
+    return f"{h.cpu_model}, {h.cores_logical} cores, {h.ram_bytes / 2**30:.0f} GiB, {h.os}; {gpus}"
+
+
+def header_lines(a: ResultsFile, b: ResultsFile, run_a: str, run_b: str) -> list[str]:
+    lines = [f"A = {run_a} (run {a.run_id}) · B = {run_b} (run {b.run_id})",
+             f"A: {run_label(a)} · B: {run_label(b)}"]
+    ha, hb = a.provenance.host, b.provenance.host
+    if _fingerprint(ha) != _fingerprint(hb):
+        lines.append(f"machines differ: A {_machine(ha)} · B {_machine(hb)}")
+    for tag, r in (("A", a), ("B", b)):
+        if r.status != "complete":
+            lines.append(f"{tag}: run status {r.status}" + (f" ({r.status_reason})" if r.status_reason else ""))
+    return lines
+
+
+# --------------------------------------------------------------------------------------- ratios
+
+def is_significant(ratio: Ratio, min_effect: float = MIN_EFFECT) -> bool:
+    """The CI excludes 1 on the ratio's side (an open end cannot) and |ratio − 1| ≥ min_effect."""
+    v = ratio.value
+    if v is None or abs(v - 1.0) < min_effect - _EPS:
+        return False
+    if v > 1.0:
+        return ratio.ci_low is not None and ratio.ci_low > 1.0
+    return ratio.ci_high is not None and ratio.ci_high < 1.0
+
+
+def _metric(name: str, a: float | None, b: float | None, ratio: Ratio, higher_is_better: bool,
+            min_effect: float) -> MetricComparison:
+    sig = is_significant(ratio, min_effect)
+    direction: Literal["better", "worse", "same"] = "same"
+    if sig:
+        direction = "better" if ((ratio.value or 0.0) > 1.0) == higher_is_better else "worse"
+    return MetricComparison(metric=name, a=a, b=b, ratio=ratio, significant=sig, direction=direction)
+
+
+_P95_METRICS: tuple[tuple[str, Callable], ...] = (
+    ("p95_ttft_ms", lambda lv: lv.latency.ttft_ms),
+    ("p95_itl_ms", lambda lv: lv.latency.itl_ms),
+    ("p95_e2e_ms", lambda lv: lv.latency.e2e_ms),
+)
+
+
+def compare_level(a: LevelResult, b: LevelResult, scenario: Scenario,
+                  min_effect: float = MIN_EFFECT) -> LevelComparison:
+    """Throughput (mean over repetitions) and p95 TTFT / ITL / E2E of one level: B ÷ A."""
+    ta, tb = a.throughput.output_tok_per_s, b.throughput.output_tok_per_s
+    metrics = [_metric("output_tok_per_s", ta.value, tb.value, ratio_of_estimates(tb, ta), True, min_effect)]
+    for name, get in _P95_METRICS:
+        da, db = get(a), get(b)
+        metrics.append(_metric(name, da.p95, db.p95, ratio_of_p95(db, da), False, min_effect))
+    return LevelComparison(scenario=scenario, concurrency=a.concurrency, metrics=metrics)
+
+
+# ------------------------------------------------------------------------------------------ lanes
+
+def _levels(xs: list[int]) -> str:
+    return ", ".join(map(str, xs)) or "none"
+
+
+def _flag_kinds(lv: LevelResult) -> str:
+    return ", ".join(dict.fromkeys(f.split(":")[0] for f in lv.flags)) or "none"
+
+
+def _flag_notes(pairs: list[tuple[int, LevelResult, LevelResult]], scenario: Scenario) -> list[str]:
+    """'solo N=1, 2 flags: A few_samples · B none', levels with the same flag kinds grouped."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for n, a, b in pairs:
+        if a.flags or b.flags:
+            groups.setdefault((_flag_kinds(a), _flag_kinds(b)), []).append(n)
+    return [f"{scenario} N={_levels(ns)} flags: A {fa} · B {fb}" for (fa, fb), ns in groups.items()]
+
+
+def _pair_levels(a: list[LevelResult], b: list[LevelResult], scenario: Scenario, min_effect: float,
+                 notes: list[str]) -> tuple[list[LevelComparison], list[int], list[int]]:
+    """Compare the levels both lists hold; list the others; note the flags of compared levels."""
+    by_a, by_b = {lv.concurrency: lv for lv in a}, {lv.concurrency: lv for lv in b}
+    common = sorted(set(by_a) & set(by_b))
+    rows = [compare_level(by_a[n], by_b[n], scenario, min_effect) for n in common]
+    notes += _flag_notes([(n, by_a[n], by_b[n]) for n in common], scenario)
+    return rows, sorted(set(by_a) - set(by_b)), sorted(set(by_b) - set(by_a))
+
+
+def _param_notes(a: LaneResult, b: LaneResult) -> list[str]:
+    """Differences that do not block the comparison but change what it means."""
+    notes = []
+    for field in ServerParams.model_fields:
+        va, vb = getattr(a.server_params, field), getattr(b.server_params, field)
+        if va != vb:
+            notes.append(f"server {field} {va} in A, {vb} in B")
+    if a.runtime.backend != b.runtime.backend:
+        notes.append(f"backend {a.runtime.backend or 'n/a'} in A, {b.runtime.backend or 'n/a'} in B")
+    unknown = [tag for tag, ln in (("A", a), ("B", b)) if not ln.model.sha256]
+    if unknown:
+        notes.append(f"model identity not checked: no sha256 in {' and '.join(unknown)}")
+    return notes
+
+
+def compare_lane(a: LaneResult, b: LaneResult, min_effect: float = MIN_EFFECT) -> LaneComparison:
+    notes = _param_notes(a, b)
+    rows, only_a, only_b = _pair_levels(a.levels, b.levels, "solo", min_effect, notes)
+    if not rows:
+        notes.append(f"no solo level in common (A: {_levels(only_a)}; B: {_levels(only_b)})")
+    if a.together_levels and b.together_levels:
+        t_rows, t_a, t_b = _pair_levels(a.together_levels, b.together_levels, "together", min_effect, notes)
+        rows += t_rows
+        if t_a or t_b:
+            notes.append(f"together levels only in A: {_levels(t_a)}; only in B: {_levels(t_b)}")
+    elif a.together_levels or b.together_levels:
+        notes.append(f"together scenario only in {'A' if a.together_levels else 'B'}; not compared")
+    return LaneComparison(lane=a.lane, levels=rows, only_in_a=only_a, only_in_b=only_b, notes=notes)
+
+
+def compare_results(a: ResultsFile, b: ResultsFile, run_a: str, run_b: str,
+                    min_effect: float = MIN_EFFECT) -> Comparison:
+    """B ÷ A for every lane of A; UserError naming every difference when the runs are incomparable."""
+    if not 0.0 <= min_effect < 1.0:
+        raise UserError(f"minimum effect must be in [0, 1), got {min_effect}")
+    diffs = run_differences(a, b)
+    if diffs:
+        raise UserError("cannot compare: " + "; ".join(diffs))
+    by_name = {ln.lane: ln for ln in b.lanes}
+    lanes = [compare_lane(ln, by_name[ln.lane], min_effect) for ln in a.lanes]
+    return Comparison(run_a=run_a, run_b=run_b, header=header_lines(a, b, run_a, run_b),
+                      lanes=lanes, min_effect=min_effect)
+
+
+def compare_runs(run_a: Path, run_b: Path, min_effect: float = MIN_EFFECT) -> Comparison:
+    """What the CLI calls: load both results.json files and compare them."""
+    return compare_results(load_results(run_a), load_results(run_b), str(run_a), str(run_b), min_effect)
+
+
+# -------------------------------------------------------------------------------------- printing
+
+_COLUMNS = (("output_tok_per_s", "out tok/s"), ("p95_ttft_ms", "p95 TTFT"),
+            ("p95_itl_ms", "p95 ITL"), ("p95_e2e_ms", "p95 E2E"))
+_MARKS = {"better": ("▲", "green"), "worse": ("▼", "red"), "same": ("", "")}
+
+
+def ratio_cell(m: MetricComparison, min_effect: float = MIN_EFFECT) -> Text:
+    """'×1.12 [1.05–1.20] ▲' (an open CI end prints as ?). A ratio within 0.005 of the effect
+    threshold gets three decimals, so that ×1.045 (not significant) does not read as ×1.05."""
+    r = m.ratio
+    if r.value is None:
+        return Text("n/a")
+    digits = 3 if abs(abs(r.value - 1.0) - min_effect) < 0.005 else 2
+    lo = "?" if r.ci_low is None else f"{r.ci_low:.2f}"
+    hi = "?" if r.ci_high is None else f"{r.ci_high:.2f}"
+    mark, style = _MARKS[m.direction]
+    return Text(f"×{r.value:.{digits}f} [{lo}–{hi}]" + (f" {mark}" if mark else ""), style=style)
+
+
+def lane_comparison_table(lane: LaneComparison, min_effect: float = MIN_EFFECT) -> Table:
+    t = Table(title=f"lane {lane.lane}: B ÷ A (95% CI)", title_justify="left")
+    for col in ("N", "scenario") + tuple(label for _, label in _COLUMNS):
+        t.add_column(col, justify="right", no_wrap=True)
+    for lv in lane.levels:
+        by_name = {m.metric: m for m in lv.metrics}
+        t.add_row(str(lv.concurrency), lv.scenario,
+                  *(ratio_cell(by_name[k], min_effect) if k in by_name else Text("n/a") for k, _ in _COLUMNS))
+    return t
+
+
+def legend(min_effect: float = MIN_EFFECT) -> str:
+    return (f"▲ better, ▼ worse (more throughput / lower latency is better): significant when the 95% CI "
+            f"of B ÷ A excludes 1 and the change is at least {min_effect:.0%}; ? = open CI end, cannot "
+            f"exclude 1")
+
+
+def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
+    """Header lines, one table per lane with its unmatched levels and notes, then the legend."""
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=max(console.width, 132))
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False)
+
+    for line in cmp.header:
+        say(line)
+    for lane in cmp.lanes:
+        if lane.levels:
+            console.print(lane_comparison_table(lane, cmp.min_effect))
+        else:
+            say(f"lane {lane.lane}: nothing to compare")
+        if lane.levels and (lane.only_in_a or lane.only_in_b):
+            say(f"  {lane.lane}: levels only in A: {_levels(lane.only_in_a)}; only in B: {_levels(lane.only_in_b)}")
+        for note in lane.notes:
+            say(f"  {lane.lane}: {note}")
+    say(legend(cmp.min_effect))
