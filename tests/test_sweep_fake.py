@@ -156,7 +156,8 @@ def test_url_credentials_and_api_keys_never_reach_the_run_directory(fake_server,
                  "--requests-per-level", "3", "--repetitions", "1", "--prompt-tokens", "16",
                  "--output-tokens", "4", "-o", str(run2)]) == 0
     for d in (run_dir, run2):
-        for f in d.iterdir():
+        assert (d / "EVIDENCE.md").exists() and (d / "report.html").exists()
+        for f in (p for p in d.rglob("*") if p.is_file()):
             text = f.read_bytes()
             assert b"hunter2-url-secret" not in text and b"sk-env-secret-123" not in text, f
     assert "MY_KEY" in (run2 / "run.json").read_text()  # the variable's name is recorded, not its value

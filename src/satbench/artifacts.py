@@ -10,7 +10,7 @@ import jsonschema
 from pydantic import BaseModel
 
 from satbench.errors import RunDirError
-from satbench.manifest import write_json_atomic
+from satbench.manifest import write_text_atomic
 
 
 def published_schema(model: type[BaseModel], name: str, version: str, title: str | None = None) -> dict:
@@ -40,5 +40,5 @@ def write_artifact(path: Path, obj: BaseModel, schema: dict) -> Path:
     """Render, validate against the published schema, then write atomically."""
     text = render(obj)
     validate_text(text, schema, path.name)
-    write_json_atomic(path, text)
+    write_text_atomic(path, text)
     return path

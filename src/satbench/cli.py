@@ -84,6 +84,14 @@ def build_parser() -> _Parser:
     ca.add_argument("--format", choices=["json", "litellm"], default="json",
                     help="json: the capability report; litellm: a LiteLLM proxy model_list fragment")
     _sweep_args(ca)
+    rp = sub.add_parser("report", help="write the evidence bundle: EVIDENCE.md, report.html, plots, results.csv, "
+                        "SHA256SUMS")
+    rp.add_argument("run_dir")
+    ve = sub.add_parser("verify", help="check a run directory against its SHA256SUMS and recompute its results")
+    ve.add_argument("run_dir")
+    co = sub.add_parser("compare", help="ratios B ÷ A per lane and level, with CIs and significance")
+    co.add_argument("run_a")
+    co.add_argument("run_b")
     mo = sub.add_parser("models", help="model files")
     mo_sub = mo.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mk = mo_sub.add_parser("make", help="write a SYNTHETIC random-weight GGUF that llama.cpp loads")
@@ -171,11 +179,11 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     from satbench.report.progress import RichProgress
     from satbench.report.table import print_results
     from satbench.results import verdicts_of
-    from satbench.sweep import Sweep, command_line, default_run_dir, prepare_run_dir
+    from satbench.sweep import Sweep, default_run_dir, prepare_run_dir
 
     cfg = run_config(a)
     run_dir = prepare_run_dir(Path(a.output) if a.output else default_run_dir())
-    argv = [redact_url(x) for x in command_line()]
+    argv = [redact_url(x) for x in ["satbench", *a.argv]]
     try:
         results = Sweep(cfg, run_dir, argv, RichProgress()).run()
     except KeyboardInterrupt as exc:
@@ -186,6 +194,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     print_results(results)
     if any(lane.levels for lane in results.lanes):
         _recommend(run_dir)
+    _report(run_dir)
     print(f"run directory: {run_dir}")
     verdicts = verdicts_of(results)
     if verdicts is not None and verdicts.any_failed:
@@ -238,14 +247,52 @@ def _cmd_capability(a: argparse.Namespace) -> int:
     report = capability_report(cfg, Path(a.recommendations), dt.timedelta(days=a.max_age_days))
     text = render_json(report) if a.format == "json" else render_litellm(report, cfg)
     if a.output:
-        from satbench.manifest import write_json_atomic
+        from satbench.manifest import write_text_atomic
 
-        write_json_atomic(Path(a.output), text)
+        write_text_atomic(Path(a.output), text)
     else:
         sys.stdout.write(text)
     for lane in report.lanes:
         if lane.status == "unmeasured":
             print(f"satbench: lane {lane.lane} is unmeasured here: {lane.reason}", file=sys.stderr)
+    return 0
+
+
+def _report(run_dir: Path) -> None:
+    from satbench.report.bundle import write_report
+
+    files = write_report(run_dir)
+    print(f"report: {files.evidence}, {files.html} ({len(files.plots)} plots), {files.csv}; "
+          f"bundle digest (sha256 of SHA256SUMS) {files.bundle_digest}")
+
+
+def _cmd_report(a: argparse.Namespace) -> int:
+    _report(Path(a.run_dir))
+    return 0
+
+
+VERIFY_FAILED = 7
+
+
+def _cmd_verify(a: argparse.Namespace) -> int:
+    from satbench.report.integrity import verify
+
+    v = verify(Path(a.run_dir))
+    for label, items in (("MODIFIED", v.modified), ("MISSING", v.missing), ("INCONSISTENT", v.inconsistent),
+                         ("not listed (added after the report)", v.unlisted)):
+        for item in items:
+            print(f"{label}: {item}")
+    verdict = "OK" if v.ok else "FAILED"
+    print(f"verify {verdict}: {v.files_checked} files in SHA256SUMS, {len(v.modified)} modified, "
+          f"{len(v.missing)} missing, {len(v.inconsistent)} derived files inconsistent with the raw ones; "
+          f"bundle digest {v.bundle_digest}")
+    return 0 if v.ok else VERIFY_FAILED
+
+
+def _cmd_compare(a: argparse.Namespace) -> int:
+    from satbench.report.compare import compare_runs, print_comparison
+
+    print_comparison(compare_runs(Path(a.run_a), Path(a.run_b)))
     return 0
 
 
@@ -264,12 +311,15 @@ def _cmd_models(a: argparse.Namespace) -> int:
 
 
 COMMANDS = {"sweep": _cmd_sweep, "fairness": _cmd_sweep, "analyze": _cmd_analyze, "schema": _cmd_schema,
-            "models": _cmd_models, "recommend": _cmd_recommend, "capability": _cmd_capability}
+            "models": _cmd_models, "recommend": _cmd_recommend, "capability": _cmd_capability, "report": _cmd_report,
+            "verify": _cmd_verify, "compare": _cmd_compare}
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
+        argv = sys.argv[1:] if argv is None else argv
         args = build_parser().parse_args(argv)
+        args.argv = list(argv)  # what the user typed, recorded in run.json (credentials redacted)
         return COMMANDS[args.command](args)
     except SatbenchError as exc:
         print(f"satbench: error: {exc}", file=sys.stderr)

@@ -19,7 +19,7 @@ from satbench.config import RunConfig, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.0"
+MANIFEST_SCHEMA_VERSION = "2.1"  # 2.1: provenance.satbench_modified_files
 
 
 class ModelInfo(Strict):
@@ -107,6 +107,8 @@ class Provenance(Strict):
 
     satbench_version: str
     satbench_commit: str | None = None
+    satbench_modified_files: list[str] = Field(
+        default_factory=list, description="files of the satbench checkout modified since that commit")
     host: HostInfo
     lanes: dict[str, LaneProvenance] = Field(default_factory=dict)
 
@@ -134,7 +136,7 @@ class RunManifest(Strict):
     provenance: Provenance | None = None
 
 
-def write_json_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
     """Write `text` to a temporary file beside `path`, fsync it, then rename over `path`."""
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -149,7 +151,7 @@ def write_json_atomic(path: Path, text: str) -> None:
 
 
 def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
-    write_json_atomic(run_dir / MANIFEST_FILE, manifest.model_dump_json(indent=2) + "\n")
+    write_text_atomic(run_dir / MANIFEST_FILE, manifest.model_dump_json(indent=2) + "\n")
 
 
 def read_manifest(run_dir: Path) -> RunManifest:

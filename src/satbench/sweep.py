@@ -16,7 +16,6 @@ import asyncio
 import datetime as dt
 import secrets
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -59,19 +58,21 @@ def prepare_run_dir(path: Path) -> Path:
     return path
 
 
-def satbench_commit() -> str | None:
-    """Git commit of the satbench source tree when it is a checkout (with '+dirty' if modified)."""
+def satbench_source() -> tuple[str | None, list[str]]:
+    """(git commit of the satbench source tree, '+dirty' when modified; the modified files),
+    or (None, []) when satbench is not running from a checkout."""
     src = Path(satbench.__file__).resolve().parent
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True,
                               timeout=5)
         if head.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=src,
-                               capture_output=True, text=True, timeout=5)
-        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+            return None, []
+        status = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=src,
+                                capture_output=True, text=True, timeout=5)
+        changed = sorted(line[3:] for line in status.stdout.splitlines() if line.strip())
+        return head.stdout.strip() + ("+dirty" if changed else ""), changed
     except (OSError, subprocess.TimeoutExpired):
-        return None
+        return None, []
 
 
 def total_requests(cfg: RunConfig) -> int:
@@ -185,8 +186,9 @@ class Sweep:
 
     async def _run_all(self) -> None:
         gpus = open_nvml()
-        self.manifest.provenance = Provenance(satbench_version=satbench.__version__,
-                                              satbench_commit=satbench_commit(), host=describe_host(gpus))
+        commit, changed = satbench_source()
+        self.manifest.provenance = Provenance(satbench_version=satbench.__version__, satbench_commit=commit,
+                                              satbench_modified_files=changed, host=describe_host(gpus))
         write_manifest(self.run_dir, self.manifest)
         for lane in self.cfg.lanes:  # fail on a bad model before any server starts
             self._models[lane.name] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
@@ -304,6 +306,3 @@ class Sweep:
             keep_busy.set()
             releaser.cancel()
 
-
-def command_line() -> list[str]:
-    return [Path(sys.argv[0]).name, *sys.argv[1:]]

@@ -41,13 +41,23 @@ def lane_title(lane: LaneResult) -> str:
             f" · prompt {lane.workload.prompt_tokens} / output {lane.workload.output_tokens} tokens")
 
 
+LEVEL_HEADERS = ("N", "out tok/s", "req/s", "TTFT p50/p95", "ITL p50/p95", "TPOT p50",
+                 "E2E p50/p95", "queue p50", "slots t/d/c", "RSS MiB", "flags")
+LEVEL_LEGEND = ("latencies in ms; ± = half the 95% CI over repetitions; * = p95 from < 100 samples (CI below); "
+                "slots t/d/c = busy slots time-weighted / decode-weighted / client in-flight; "
+                "queue = TTFT − prompt_ms − RTT (an estimate: llama.cpp stamps no queue time)")
+INTERFERENCE_HEADERS = ("N", "out tok/s ratio", "p95 TTFT ratio", "p95 ITL ratio")
+VERDICT_HEADERS = ("check", "verdict", "measured", "bound", "how the bound was derived / why inconclusive")
+RECOMMENDATION_HEADERS = ("lane", "recommended", "binding", "knee", "max under SLO", "slots", "out tok/s at rec",
+                          "p95 TTFT / TPOT ms", "USL peak N*")
+
+
 def lane_table(lane: LaneResult, levels: list[LevelResult] | None = None, scenario: str = "alone") -> Table:
     t = Table(title=f"{lane_title(lane)} · {scenario}", title_justify="left")
-    for col in ("N", "out tok/s", "req/s", "TTFT p50/p95", "ITL p50/p95", "TPOT p50",
-                "E2E p50/p95", "queue p50", "slots t/d/c", "RSS MiB", "flags"):
+    for col in LEVEL_HEADERS:
         t.add_column(col, justify="right", no_wrap=True)
     for lv in lane.levels if levels is None else levels:
-        t.add_row(*_row(lv))
+        t.add_row(*level_row(lv))
     return t
 
 
@@ -62,15 +72,18 @@ def _ratio(r) -> str:
 def interference_table(lane: LaneResult) -> Table:
     others = "the other lanes"
     t = Table(title=f"lane {lane.lane}: together with {others} ÷ alone (95% CI)", title_justify="left")
-    for col in ("N", "out tok/s ratio", "p95 TTFT ratio", "p95 ITL ratio"):
+    for col in INTERFERENCE_HEADERS:
         t.add_column(col, justify="right", no_wrap=True)
     for row in lane.interference:
-        t.add_row(str(row.concurrency), _ratio(row.output_tok_per_s), _ratio(row.p95_ttft_ms),
-                  _ratio(row.p95_itl_ms))
+        t.add_row(*interference_row(row))
     return t
 
 
-def _row(lv: LevelResult) -> list[str]:
+def interference_row(row) -> list[str]:
+    return [str(row.concurrency), _ratio(row.output_tok_per_s), _ratio(row.p95_ttft_ms), _ratio(row.p95_itl_ms)]
+
+
+def level_row(lv: LevelResult) -> list[str]:
     lat, occ = lv.latency, lv.occupancy
     rss = lv.memory.peak_rss_bytes
     return [
@@ -86,7 +99,7 @@ def _row(lv: LevelResult) -> list[str]:
     ]
 
 
-def _ci_note(name: str, d: Distribution) -> str | None:
+def ci_note(name: str, d: Distribution) -> str | None:
     ci = d.ci.get("p95")
     if not d.few_samples or not d.n or ci is None:
         return None
@@ -103,17 +116,22 @@ def _fmt(v: float | None) -> str:
 
 def verdict_table(lane: LaneResult) -> Table:
     t = Table(title=f"lane {lane.lane}: fairness and starvation", title_justify="left")
-    for col, just in (("check", "left"), ("verdict", "left"), ("measured", "left"), ("bound", "left"),
-                      ("how the bound was derived / why inconclusive", "left")):
-        t.add_column(col, justify=just, overflow="fold")
+    for col in VERDICT_HEADERS:
+        t.add_column(col, justify="left", overflow="fold")
     for v in lane.fairness:
-        measured = ", ".join(f"{k} {_fmt(x)}" for k, x in v.measured.items() if k in v.bounds or k in (
-            "stalls", "p99_itl_ms"))
-        bounds = ", ".join(f"{k} {'≥' if k == 'jain_index' else '≤'} {_fmt(x)}" for k, x in v.bounds.items())
+        row = verdict_row(v)
         colour = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}[v.verdict]
-        t.add_row(f"{v.check} {v.name}", f"[{colour}]{v.verdict}[/]", measured or "-", bounds or "-",
-                  v.reason if v.verdict == "inconclusive" else v.derivation)
+        row[1] = f"[{colour}]{v.verdict}[/]"
+        t.add_row(*row)
     return t
+
+
+def verdict_row(v) -> list[str]:
+    measured = ", ".join(f"{k} {_fmt(x)}" for k, x in v.measured.items() if k in v.bounds or k in (
+        "stalls", "p99_itl_ms"))
+    bounds = ", ".join(f"{k} {'≥' if k == 'jain_index' else '≤'} {_fmt(x)}" for k, x in v.bounds.items())
+    return [f"{v.check} {v.name}", v.verdict, measured or "-", bounds or "-",
+            (v.reason if v.verdict == "inconclusive" else v.derivation) or "-"]
 
 
 def print_results(results: ResultsFile, console: Console | None = None) -> None:
@@ -132,14 +150,12 @@ def print_results(results: ResultsFile, console: Console | None = None) -> None:
             console.print(lane_table(lane, lane.together_levels, "together with the other lanes"))
             console.print(interference_table(lane))
         if lane.levels:
-            console.print("latencies in ms; * = p95 from < 100 samples (CI below); slots t/d/c = busy slots "
-                          "time-weighted / decode-weighted / client in-flight; queue = TTFT − prompt_ms − RTT "
-                          "(an estimate: llama.cpp stamps no queue time)", markup=False, highlight=False)
+            console.print(LEVEL_LEGEND, markup=False, highlight=False)
         if lane.fairness:
             console.print(verdict_table(lane))
         for tag, levels in (("", lane.levels), (" together", lane.together_levels)):
             for lv in levels:
-                notes = [_ci_note("TTFT", lv.latency.ttft_ms), _ci_note("E2E", lv.latency.e2e_ms)]
+                notes = [ci_note("TTFT", lv.latency.ttft_ms), ci_note("E2E", lv.latency.e2e_ms)]
                 for line in [n for n in notes if n] + lv.flags:
                     console.print(f"  {lane.lane}{tag} N={lv.concurrency}: {line}", markup=False, highlight=False)
     if results.status != "complete":
@@ -150,18 +166,21 @@ def print_recommendations(recs, console: Console | None = None) -> None:
     """One line per lane: the recommendation, why, and what to expect there."""
     console = console or Console(width=132)
     t = Table(title="recommendations (recommendations.json)", title_justify="left")
-    for col in ("lane", "recommended", "binding", "knee", "max under SLO", "slots", "out tok/s at rec",
-                "p95 TTFT / TPOT ms", "USL peak N*"):
+    for col in RECOMMENDATION_HEADERS:
         t.add_column(col, overflow="fold")
     for r in recs.lanes:
-        e = r.expected
-        usl = f"{r.usl.peak_n:.0f}" if r.usl.peak_reported and r.usl.peak_n else "not reported"
-        t.add_row(r.lane, str(r.recommended_concurrency), r.binding.reason,
-                  "none (still rising)" if r.knee is None else str(r.knee),
-                  "n/a" if r.max_concurrency_under_slo is None else str(r.max_concurrency_under_slo),
-                  "n/a" if r.slots is None else str(r.slots), _est(e.output_tok_per_s),
-                  f"{_num(e.p95_ttft_ms, '{:.0f}')} / {_num(e.p95_tpot_ms, '{:.1f}')}", usl)
+        t.add_row(*recommendation_row(r))
     console.print(t)
     for r in recs.lanes:
         console.print(f"  {r.lane}: {r.binding.detail}", markup=False, highlight=False)
         console.print(f"  {r.lane}: server side {r.server_confirmation.statement}", markup=False, highlight=False)
+
+
+def recommendation_row(r) -> list[str]:
+    e = r.expected
+    usl = f"{r.usl.peak_n:.0f}" if r.usl.peak_reported and r.usl.peak_n else "not reported"
+    return [r.lane, str(r.recommended_concurrency), r.binding.reason,
+            "none (still rising)" if r.knee is None else str(r.knee),
+            "n/a" if r.max_concurrency_under_slo is None else str(r.max_concurrency_under_slo),
+            "n/a" if r.slots is None else str(r.slots), _est(e.output_tok_per_s),
+            f"{_num(e.p95_ttft_ms, '{:.0f}')} / {_num(e.p95_tpot_ms, '{:.1f}')}", usl]

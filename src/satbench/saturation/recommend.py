@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import Field
 
 import satbench
-from satbench.artifacts import published_schema, render, write_artifact  # noqa: F401 - render is re-exported
+from satbench.artifacts import published_schema, render, write_artifact  # noqa: F401  (render: re-exported)
 from satbench.config import SloConfig, Strict
 from satbench.errors import RunDirError
 from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
@@ -234,6 +234,22 @@ def recommend(run_dir: Path) -> RecommendationsFile:
         satbench_version=satbench.__version__, satbench_commit=results.provenance.satbench_commit,
         run_id=results.run_id, results_sha256=hashlib.sha256(text).hexdigest(), lanes=lanes,
     )
+
+
+def recommendations_differ(run_dir: Path, text: str) -> str | None:
+    """Why the recommendations `text` is not what this run directory gives now (None when it is),
+    comparing everything but `created_at`."""
+    try:
+        given = RecommendationsFile.model_validate_json(text).model_dump(mode="json")
+    except ValueError:
+        return "not a valid recommendations file"
+    fresh = recommend(run_dir).model_dump(mode="json")
+    for d in (given, fresh):
+        d.pop("created_at")
+    if given == fresh:
+        return None
+    keys = sorted(k for k in fresh if given.get(k) != fresh[k])
+    return f"differs from a fresh recommendation from results.json (fields: {', '.join(keys)})"
 
 
 def recommendations_json_schema() -> dict:

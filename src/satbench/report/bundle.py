@@ -1,0 +1,89 @@
+"""`satbench report RUN_DIR`: the evidence bundle, written into the run directory.
+
+raw files → (analyze) results.json, verdicts.json → (recommend) recommendations.json →
+plots/*.png, results.csv, EVIDENCE.md, report.html → SHA256SUMS (last, over everything).
+Missing derived JSON is computed first, so deleting every derived file and running
+`analyze` then `report` (or `report` alone) rebuilds the same bundle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from satbench.config import Strict
+from satbench.errors import RunDirError
+from satbench.events import RequestEvent, read_events
+from satbench.manifest import write_text_atomic
+from satbench.report.csvfile import write_csv
+from satbench.report.document import render_html, render_markdown
+from satbench.report.evidence import evidence_blocks
+from satbench.report.integrity import raw_hashes, write_sums
+from satbench.report.plots import PlotFile, write_plots
+from satbench.results import RESULTS_FILE, ResultsFile
+from satbench.saturation.recommend import RECOMMENDATIONS_FILE, RecommendationsFile, recommend, write_recommendations
+
+EVIDENCE_FILE = "EVIDENCE.md"
+HTML_FILE = "report.html"
+PLOTS_DIR = "plots"
+
+
+class ReportFiles(Strict):
+    evidence: str
+    html: str
+    csv: str
+    plots: list[PlotFile]
+    bundle_digest: str
+
+
+def load_results(run_dir: Path) -> ResultsFile:
+    """results.json, computed from the raw files first when it is missing."""
+    path = run_dir / RESULTS_FILE
+    if not path.exists():
+        from satbench.analyze import analyze_and_write
+
+        return analyze_and_write(run_dir)
+    try:
+        return ResultsFile.model_validate_json(path.read_text(encoding="utf-8"))
+    except (ValueError, ValidationError) as exc:
+        raise RunDirError(f"{path} is not a valid results file ({exc.__class__.__name__}); "
+                          f"delete it and run `satbench analyze {run_dir}`") from exc
+
+
+def load_recommendations(run_dir: Path, results: ResultsFile) -> tuple[RecommendationsFile | None, str | None]:
+    """(recommendations, sha256 of its file); written first when missing and some lane has levels."""
+    path = run_dir / RECOMMENDATIONS_FILE
+    if not path.exists():
+        if not any(lane.levels for lane in results.lanes):
+            return None, None
+        write_recommendations(run_dir, recommend(run_dir))
+    text = path.read_bytes()
+    try:
+        return RecommendationsFile.model_validate_json(text), hashlib.sha256(text).hexdigest()
+    except (ValueError, ValidationError) as exc:
+        raise RunDirError(f"{path} is not a valid recommendations file ({exc.__class__.__name__}); "
+                          f"delete it and run `satbench recommend {run_dir}`") from exc
+
+
+def write_report(run_dir: Path) -> ReportFiles:
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} is not a directory")
+    results = load_results(run_dir)
+    recs, recs_sha = load_recommendations(run_dir, results)
+    events = [e for e in read_events(run_dir) if isinstance(e, RequestEvent)]
+    shutil.rmtree(run_dir / PLOTS_DIR, ignore_errors=True)  # plots of an older report must not linger
+    try:
+        (run_dir / PLOTS_DIR).mkdir()
+    except OSError as exc:
+        raise RunDirError(f"cannot write {run_dir / PLOTS_DIR}: {exc.strerror or exc}") from exc
+    plots = write_plots(run_dir, results, recs, events)
+    csv_path = write_csv(run_dir, results)
+    blocks = evidence_blocks(str(run_dir), results, recs, recs_sha, plots, raw_hashes(run_dir))
+    write_text_atomic(run_dir / EVIDENCE_FILE, render_markdown(blocks))
+    write_text_atomic(run_dir / HTML_FILE, render_html(blocks, run_dir, f"satbench run {results.run_id}"))
+    digest = write_sums(run_dir)
+    return ReportFiles(evidence=str(run_dir / EVIDENCE_FILE), html=str(run_dir / HTML_FILE), csv=str(csv_path),
+                       plots=plots, bundle_digest=digest)

@@ -1,0 +1,243 @@
+"""The content of EVIDENCE.md and report.html: what a stranger needs to trust or repeat every number.
+
+Built from the derived files alone (results.json, recommendations.json) plus the raw files'
+hashes, so `analyze` then `report` on the raw files gives the same text. Each section appears
+when its data exists (no fairness section without verdicts, …). Prompts and generated text
+are never recorded by satbench, so no payload can reach a report.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Sequence
+
+from satbench.manifest import RuntimeInfo
+from satbench.report.document import Block, Bullets, Code, Heading, Image, Para, TableBlock
+from satbench.report.integrity import SUMS_FILE, FileHash
+from satbench.report.plots import PlotFile
+from satbench.report.table import (INTERFERENCE_HEADERS, LEVEL_HEADERS, LEVEL_LEGEND, RECOMMENDATION_HEADERS,
+                                   VERDICT_HEADERS, ci_note, interference_row, lane_title, level_row,
+                                   recommendation_row, verdict_row)
+from satbench.results import RESULTS_SCHEMA_VERSION, VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
+from satbench.saturation.recommend import RECOMMENDATIONS_SCHEMA_VERSION, RecommendationsFile
+
+
+def _mib(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / 2**20:,.1f} MiB"
+
+
+def _cmd(argv: Sequence[str]) -> str:
+    return shlex.join(argv)
+
+
+def header(results: ResultsFile) -> list[Block]:
+    p = results.provenance
+    commit = p.satbench_commit or "not a git checkout"
+    blocks: list[Block] = [
+        Heading(level=1, text=f"satbench evidence: run {results.run_id}"),
+        Para(text=f"Status: {results.status}{' — ' + results.status_reason if results.status_reason else ''}. "
+                  f"Started {results.started_at}, finished {results.finished_at or 'n/a'}. "
+                  f"satbench {p.satbench_version}, commit `{commit}`."),
+    ]
+    if p.satbench_modified_files:
+        blocks.append(Para(text="The satbench checkout was modified when this ran; changed files: "
+                                + ", ".join(f"`{f}`" for f in p.satbench_modified_files) + "."))
+    return blocks
+
+
+def _server_command(rt: RuntimeInfo, model: str | None) -> str:
+    if rt.kind == "url":
+        return f"a running server at {rt.base_url} ({rt.name}); satbench did not start it"
+    args = _cmd(["--model", model or "?", *rt.server_args])
+    return f"llama-server {args}" if rt.kind == "native" else f"embedded (xllamacpp, llama-server's flags): {args}"
+
+
+def commands(run_dir_name: str, results: ResultsFile) -> list[Block]:
+    blocks: list[Block] = [Heading(level=2, text="What was run"),
+                           Para(text="The command, as recorded in `run.json` (credentials redacted):"),
+                           Code(text=_cmd(results.command_line))]
+    rows = []
+    for lane in results.lanes:
+        prov = results.provenance.lanes.get(lane.lane)
+        for label, rt in (("alone", lane.runtime), ("together", prov.together_runtime if prov else None),
+                          ("fairness", prov.fairness_runtime if prov else None)):
+            if rt is not None:
+                rows.append([lane.lane, label, _server_command(rt, lane.model.path)])
+    blocks.append(TableBlock(headers=["lane", "server for", "server command line"], rows=rows,
+                             caption="Each lane's own llama.cpp server (bound to 127.0.0.1 when satbench started it)"))
+    d = run_dir_name
+    blocks.append(Para(text="To regenerate every derived file from the raw ones, and to check the bundle:"))
+    blocks.append(Code(text=f"satbench analyze {d}\nsatbench recommend {d}\nsatbench report {d}\n"
+                            f"satbench verify {d}        # or: cd {d} && sha256sum -c {SUMS_FILE}"))
+    return blocks
+
+
+def machine(results: ResultsFile) -> list[Block]:
+    h = results.provenance.host
+    items = [f"CPU: {h.cpu_model}, {h.cores_logical} logical / {h.cores_physical or 'n/a'} physical cores",
+             f"RAM: {h.ram_bytes / 2**30:.1f} GiB", f"OS: {h.os}; Python {h.python}"]
+    items += [f"GPU: {g.name}, {_mib(g.memory_total_bytes)}, driver {g.driver or 'n/a'}, CUDA {g.cuda or 'n/a'}"
+              for g in h.gpus] or ["GPU: none visible through NVML"]
+    items.append(f"hardware fingerprint (sha256): `{h.fingerprint_sha256}`")
+    return [Heading(level=2, text="Machine"), Bullets(items=items)]
+
+
+def lanes_table(results: ResultsFile) -> list[Block]:
+    models, runtimes = [], []
+    for lane in results.lanes:
+        m, rt, net = lane.model, lane.runtime, lane.network
+        build = f"b{rt.build_number}" if rt.build_number else (rt.build_info or "n/a")
+        weights = "SYNTHETIC" if m.synthetic else ("real" if m.synthetic is False else "n/a")
+        models.append([lane.lane, m.path or rt.model_alias or "remote", _mib(m.size_bytes), weights,
+                       f"`{m.sha256}`" if m.sha256 else "n/a"])
+        runtimes.append([lane.lane, f"{rt.name} {rt.version or ''}".strip(),
+                         f"{build}{' ' + rt.build_commit if rt.build_commit else ''}", rt.backend or "n/a",
+                         str(rt.total_slots) if rt.total_slots is not None else "n/a",
+                         str(rt.per_slot_ctx) if rt.per_slot_ctx is not None else "n/a",
+                         f"{net.path}, RTT p50 {net.rtt_ms_median:.2f} ms" if net.rtt_ms_median is not None
+                         else net.path,
+                         f"{lane.workload.prompt_tokens} / {lane.workload.output_tokens}"
+                         + (" shared prefix" if lane.workload.shared_prefix else "")])
+    return [Heading(level=2, text="Lanes: models and runtimes"),
+            TableBlock(headers=["lane", "model file", "size", "weights", "sha256"], rows=models),
+            TableBlock(headers=["lane", "runtime", "llama.cpp build", "backend", "slots", "per-slot ctx", "network",
+                                "prompt / output tokens"], rows=runtimes)]
+
+
+def _plots_for(plots: Sequence[PlotFile], lane: str) -> list[Block]:
+    return [Image(file=p.file, title=p.title, caption=p.caption) for p in plots if p.lane == lane]
+
+
+def lane_section(lane: LaneResult, plots: Sequence[PlotFile]) -> list[Block]:
+    blocks: list[Block] = [Heading(level=2, text=f"Lane {lane.lane}"), Para(text=lane_title(lane))]
+    if lane.slo is not None:
+        blocks.append(Para(text=f"SLO: {lane.slo.model_dump_json()}"))
+    for label, levels in (("alone on the machine", lane.levels), ("together with the run's other lanes",
+                                                                   lane.together_levels)):
+        if levels:
+            blocks.append(TableBlock(headers=list(LEVEL_HEADERS), rows=[level_row(lv) for lv in levels],
+                                     caption=f"{lane.lane}, {label}"))
+    if lane.levels:
+        notes = [n for lv in lane.levels for n in (ci_note(f"N={lv.concurrency} TTFT", lv.latency.ttft_ms),
+                                                      ci_note(f"N={lv.concurrency} E2E", lv.latency.e2e_ms)) if n]
+        blocks.append(Para(text=LEVEL_LEGEND + "."))
+        if notes:
+            blocks.append(Bullets(items=notes))
+    if lane.interference:
+        blocks.append(TableBlock(headers=list(INTERFERENCE_HEADERS),
+                                 rows=[interference_row(r) for r in lane.interference],
+                                 caption=f"{lane.lane}: together ÷ alone, with 95% CI (conservative interval arithmetic)"))
+    if lane.fairness:
+        blocks.append(Heading(level=3, text=f"Fairness and starvation ({lane.lane})"))
+        blocks.append(TableBlock(headers=list(VERDICT_HEADERS), rows=[verdict_row(v) for v in lane.fairness]))
+    blocks += _plots_for(plots, lane.lane)
+    return blocks
+
+
+def recommendations(recs: RecommendationsFile | None) -> list[Block]:
+    if recs is None:
+        return []
+    blocks: list[Block] = [Heading(level=2, text="Recommendations"),
+                           TableBlock(headers=list(RECOMMENDATION_HEADERS),
+                                      rows=[recommendation_row(r) for r in recs.lanes],
+                                      caption="recommended = the largest measured level ≤ min(knee, SLO bound, "
+                                              "slots, fairness cap); out tok/s with its 95% CI")]
+    items = []
+    for r in recs.lanes:
+        items += [f"{r.lane}: {r.binding.detail}", f"{r.lane}: knee — {r.knee_reason}",
+                  f"{r.lane}: server side {r.server_confirmation.statement}",
+                  f"{r.lane}: USL — " + (f"peak N* ≈ {r.usl.peak_n:.1f}" if r.usl.peak_reported and r.usl.peak_n
+                                         else r.usl.why_not or "no peak reported")]
+    blocks.append(Bullets(items=items))
+    return blocks
+
+
+def flags(results: ResultsFile) -> list[Block]:
+    items = [f"{lane.lane} {scenario} N={lv.concurrency}: {f}"
+             for lane in results.lanes
+             for scenario, levels in (("alone", lane.levels), ("together", lane.together_levels))
+             for lv in levels for f in lv.flags]
+    text = Bullets(items=items) if items else Para(text="No level raised a flag.")
+    return [Heading(level=2, text="Flags raised"),
+            Para(text="Every level's validity flags (few samples, Little's-law mismatch, retries, errors, "
+                      "CPU contention, queue-bound levels, missing repetitions):"), text]
+
+
+def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[Block]:
+    items = []
+    for lane in results.lanes:
+        if lane.model.synthetic:
+            items.append(f"{lane.lane}: SYNTHETIC random weights — the timings are those of the architecture "
+                         "and shapes, the text is meaningless; do not read quality into it.")
+        if not lane.runtime.llamacpp:
+            items.append(f"{lane.lane}: not a llama.cpp server — slots, queue estimate and token timing are "
+                         "unavailable or approximate.")
+        if lane.runtime.kind == "url":
+            items.append(f"{lane.lane}: a remote server — its memory and CPU were not sampled.")
+    items += [
+        "Queue time is an estimate on llama.cpp (TTFT − server prompt_ms − loopback RTT): the server stamps no "
+        "queue time.",
+        "Percentile CIs are distribution-free order-statistic intervals; throughput CIs are Student-t over "
+        "repetitions, which assumes the repetitions are independent.",
+        "Every figure holds for this hardware fingerprint, this llama.cpp build, this model file and this "
+        "workload shape (prompt/output tokens); the capability report refuses to apply it elsewhere.",
+    ]
+    if any(f.startswith("cpu_contention") for lane in results.lanes for lv in lane.levels for f in lv.flags):
+        items.append("Some levels ran with the CPU saturated: the load generator shares the machine with the "
+                     "server, so those levels measure the pair, not the server alone.")
+    if results.status != "complete":
+        items.append(f"The run is {results.status}: {results.status_reason or 'no reason recorded'}; "
+                     "levels it did not reach are absent, not zero.")
+    return [Heading(level=2, text="Limitations"), Bullets(items=items)]
+
+
+def raw_files(hashes: Sequence[FileHash], bundle_note: str) -> list[Block]:
+    return [Heading(level=2, text="Raw files and their hashes"),
+            Para(text="What was measured, as written during the run. Every figure above is recomputed from these "
+                      f"by `satbench analyze`. `{SUMS_FILE}` lists these and every derived file; {bundle_note}"),
+            TableBlock(headers=["file", "bytes", "sha256"],
+                       rows=[[h.file, f"{h.size_bytes:,}", f"`{h.sha256}`"] for h in hashes])]
+
+
+def handoff(run_dir_name: str, results: ResultsFile, recs: RecommendationsFile | None,
+            recs_sha256: str | None) -> list[Block]:
+    items = []
+    if recs is not None:
+        items.append(f"`recommendations.json` (schema {RECOMMENDATIONS_SCHEMA_VERSION}, `satbench schema "
+                     f"recommendations`; sha256 `{recs_sha256}` when this report was written): per lane the "
+                     "recommended concurrency, its binding reason and the figures expected there.")
+        items.append(f"The capability report: `satbench capability --recommendations {run_dir_name}/"
+                     "recommendations.json [--lanes FILE | --model … | --url …] [--format litellm]` — it refuses "
+                     "a lane measured on other hardware, another build or another model file.")
+    items.append(f"`results.json` (schema {RESULTS_SCHEMA_VERSION}) for every figure with its CI; `results.csv` "
+                 "for spreadsheets" + (f"; `verdicts.json` (schema {VERDICTS_SCHEMA_VERSION})"
+                                        if any(lane.fairness for lane in results.lanes) else "") + ".")
+    missing = []
+    for lane in results.lanes:
+        top = max((lv.concurrency for lv in lane.levels), default=None)
+        missing.append(f"{lane.lane}: concurrency above {top}" if top else f"{lane.lane}: no level measured")
+        missing.append(f"{lane.lane}: other prompt/output lengths than {lane.workload.prompt_tokens}/"
+                       f"{lane.workload.output_tokens} tokens" + ("" if lane.workload.shared_prefix else
+                                                                  ", and prompt-cache reuse (no --shared-prefix)"))
+        if not lane.fairness:
+            missing.append(f"{lane.lane}: fairness and starvation (run with --with-fairness)")
+        if not lane.together_levels and len(results.lanes) > 1:
+            missing.append(f"{lane.lane}: interference from the other lanes (run with --together)")
+        if not lane.hardware.gpus:
+            missing.append(f"{lane.lane}: GPU memory and utilisation (no GPU on this machine)")
+    return [Heading(level=2, text="Handoff"), Para(text="A consumer may rely on:"), Bullets(items=items),
+            Para(text="Not measured by this run (do not extrapolate to it):"), Bullets(items=missing)]
+
+
+def evidence_blocks(run_dir_name: str, results: ResultsFile, recs: RecommendationsFile | None,
+                    recs_sha256: str | None, plots: Sequence[PlotFile], hashes: Sequence[FileHash]) -> list[Block]:
+    blocks = header(results) + commands(run_dir_name, results) + machine(results) + lanes_table(results)
+    for lane in results.lanes:
+        blocks += lane_section(lane, plots)
+    blocks += recommendations(recs) + flags(results) + limitations(results, recs)
+    blocks += raw_files(hashes, f"check them with `satbench verify {run_dir_name}`.")
+    blocks += handoff(run_dir_name, results, recs, recs_sha256)
+    blocks.append(Para(text="Prompts and generated text are not recorded by satbench (prompts are token ids "
+                            "built from a unique prefix), so none appear here; API keys and URL credentials are "
+                            "redacted before anything is written."))
+    return blocks

@@ -1,0 +1,159 @@
+"""SHA256SUMS and `satbench verify`: is this run directory what its report says it is?
+
+`SHA256SUMS` (the format `sha256sum -c` reads, so a stranger can check it without satbench)
+lists every file of the run directory, raw and derived. `verify` checks three things:
+
+1. every listed file is present with its hash (nothing modified, nothing missing);
+2. the derived results follow from the raw files: results.json and verdicts.json are
+   recomputed from run.json + the JSONL files and must be byte-identical, and
+   recommendations.json must match a fresh recommendation except its `created_at`;
+3. files present but not listed are named (added after the report; not an error).
+
+A matching SHA256SUMS proves consistency, not authorship: whoever can edit the raw files can
+rewrite SHA256SUMS. Quote the bundle digest (sha256 of SHA256SUMS) where the run is cited to
+anchor it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pydantic import Field
+
+from satbench.config import Strict
+from satbench.errors import RunDirError, SatbenchError
+from satbench.manifest import write_text_atomic
+
+SUMS_FILE = "SHA256SUMS"
+# written by analyze / recommend / report; everything else in a run directory is raw
+DERIVED_FILES = ("results.json", "verdicts.json", "recommendations.json", "results.csv", "EVIDENCE.md",
+                 "report.html", SUMS_FILE)
+DERIVED_DIRS = ("plots",)
+
+
+class FileHash(Strict):
+    file: str = Field(description="path relative to the run directory, '/' separated")
+    sha256: str
+    size_bytes: int
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def is_derived(rel: str) -> bool:
+    return rel in DERIVED_FILES or rel.split("/", 1)[0] in DERIVED_DIRS
+
+
+def run_files(run_dir: Path) -> list[str]:
+    """Every regular file under the run directory (relative, sorted), but SHA256SUMS and temp files."""
+    out = []
+    for p in run_dir.rglob("*"):
+        rel = p.relative_to(run_dir).as_posix()
+        if p.is_file() and not p.is_symlink() and rel != SUMS_FILE and not p.name.startswith("."):
+            out.append(rel)
+    return sorted(out)
+
+
+def hash_files(run_dir: Path, rels: list[str]) -> list[FileHash]:
+    return [FileHash(file=r, sha256=sha256_file(run_dir / r), size_bytes=(run_dir / r).stat().st_size)
+            for r in rels]
+
+
+def raw_hashes(run_dir: Path) -> list[FileHash]:
+    """The raw files (what was measured and how), with their hashes: EVIDENCE.md lists these."""
+    return hash_files(run_dir, [r for r in run_files(run_dir) if not is_derived(r)])
+
+
+def write_sums(run_dir: Path) -> str:
+    """Write SHA256SUMS over every file; return the bundle digest (sha256 of SHA256SUMS)."""
+    lines = "".join(f"{h.sha256}  {h.file}\n" for h in hash_files(run_dir, run_files(run_dir)))
+    write_text_atomic(run_dir / SUMS_FILE, lines)
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def read_sums(run_dir: Path) -> dict[str, str]:
+    path = run_dir / SUMS_FILE
+    if not path.exists():
+        raise RunDirError(f"{run_dir} has no {SUMS_FILE}; write it with `satbench report {run_dir}`")
+    sums: dict[str, str] = {}
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        digest, sep, rel = line.partition("  ")
+        if not sep or len(digest) != 64 or not rel or rel.startswith("/") or ".." in rel.split("/"):
+            raise RunDirError(f"{path}:{lineno}: not a 'sha256  path' line")
+        sums[rel] = digest
+    return sums
+
+
+class Verification(Strict):
+    run_dir: str
+    bundle_digest: str
+    files_checked: int
+    modified: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+    unlisted: list[str] = Field(default_factory=list)
+    inconsistent: list[str] = Field(default_factory=list, description="derived files that do not follow from the raw ones")
+
+    @property
+    def ok(self) -> bool:
+        return not (self.modified or self.missing or self.inconsistent)
+
+
+def verify(run_dir: Path) -> Verification:
+    """Check SHA256SUMS and recompute the derived JSON files from the raw ones."""
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} is not a directory")
+    sums = read_sums(run_dir)
+    present = set(run_files(run_dir))
+    v = Verification(run_dir=str(run_dir), files_checked=len(sums),
+                     bundle_digest=sha256_file(run_dir / SUMS_FILE))
+    for rel, digest in sorted(sums.items()):
+        if rel not in present:
+            v.missing.append(rel)
+        elif sha256_file(run_dir / rel) != digest:
+            v.modified.append(rel)
+    v.unlisted = sorted(present - set(sums))
+    v.inconsistent = _rederive(run_dir)
+    return v
+
+
+def _version_note(old: str, new: str) -> str:
+    """When the file was written under another schema version, say so: a refresh, not tampering, may explain it."""
+    import json
+
+    try:
+        was, now = json.loads(old).get("schema_version"), json.loads(new).get("schema_version")
+    except ValueError:
+        return " (not valid JSON)"
+    return "" if was == now else f" (written as schema {was}; this satbench writes {now}: `satbench analyze` refreshes it)"
+
+
+def _rederive(run_dir: Path) -> list[str]:
+    """Derived JSON that differs from what the raw files give now (each with the reason)."""
+    from satbench.analyze import analyze_run
+    from satbench.results import render_results, render_verdicts, verdicts_of
+    from satbench.saturation.recommend import RECOMMENDATIONS_FILE, recommendations_differ
+
+    out: list[str] = []
+    try:
+        results = analyze_run(run_dir)
+    except SatbenchError as exc:
+        return [f"raw files cannot be analyzed: {exc}"]
+    expected = {"results.json": render_results(results)}
+    if (verdicts := verdicts_of(results)) is not None:
+        expected["verdicts.json"] = render_verdicts(verdicts)
+    for name, text in expected.items():
+        path = run_dir / name
+        if not path.exists():
+            out.append(f"{name}: missing (satbench analyze writes it)")
+        elif (old := path.read_text(encoding="utf-8")) != text:
+            out.append(f"{name}: differs from a fresh analysis of the raw files{_version_note(old, text)}")
+    rec_path = run_dir / RECOMMENDATIONS_FILE
+    if rec_path.exists() and (why := recommendations_differ(run_dir, rec_path.read_text(encoding="utf-8"))):
+        out.append(f"{RECOMMENDATIONS_FILE}: {why}")
+    return out

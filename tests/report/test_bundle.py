@@ -1,0 +1,169 @@
+"""The evidence bundle of a whole sweep (fake llama.cpp server, through the CLI): EVIDENCE.md,
+report.html in a real headless Chromium, results.csv, SHA256SUMS and `satbench verify`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from satbench.cli import main
+from satbench.report.integrity import DERIVED_FILES, SUMS_FILE, read_sums, verify
+from satbench.results import ResultsFile
+from tests.report.chromium import find_chromium, open_page
+
+KEY = "sk-test-7f3c9a1b2d4e6f80"
+PASSWORD = "hunter2-pw-91ab"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    from tests.conftest import FakeProcess
+
+    tmp = tmp_path_factory.mktemp("bundle")
+    fake = FakeProcess(tmp, dict(n_slots=2, prefill_ms_per_token=0.2, decode_iteration_ms=4.0))
+    url = fake.base_url.replace("http://", f"http://admin:{PASSWORD}@")
+    out = tmp / "run"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SATBENCH_TEST_KEY", KEY)
+    try:
+        assert main(["sweep", "--url", url, "--api-key-env", "SATBENCH_TEST_KEY", "--concurrency", "1,2,4",
+                     "--requests-per-level", "10", "--repetitions", "2", "--prompt-tokens", "32",
+                     "--output-tokens", "8", "-o", str(out)]) == 0
+    finally:
+        mp.undo()
+        fake.stop()
+    return out
+
+
+def test_a_sweep_ends_with_the_whole_bundle(run_dir):
+    for name in ("EVIDENCE.md", "report.html", "results.csv", SUMS_FILE, "results.json", "recommendations.json"):
+        assert (run_dir / name).stat().st_size > 0, name
+    kinds = sorted(p.name for p in (run_dir / "plots").iterdir())
+    assert kinds == ["default-latency.png", "default-occupancy.png", "default-throughput.png",
+                     "default-timeline.png"]
+
+
+def test_evidence_names_commands_build_hardware_model_and_every_raw_file(run_dir):
+    text = (run_dir / "EVIDENCE.md").read_text()
+    results = ResultsFile.model_validate_json((run_dir / "results.json").read_text())
+    for section in ("## What was run", "## Machine", "## Lanes: models and runtimes", "## Lane default",
+                    "## Recommendations", "## Flags raised", "## Limitations", "## Raw files and their hashes",
+                    "## Handoff"):
+        assert section in text, section
+    assert "satbench sweep --url 'http://***@127.0.0.1:" in text  # the recorded command, credentials gone
+    assert results.provenance.host.fingerprint_sha256 in text
+    sums = read_sums(run_dir)
+    for raw in ("run.json", "events.jsonl", "server_samples.jsonl"):
+        assert f"| {raw} |" in text and sums[raw] in text
+    # every measured level is a row of the lane's table
+    for lv in results.lanes[0].levels:
+        assert f"\n| {lv.concurrency} | " in text
+    # a 2-slot server at N=4 is queue-bound: the flag travels to the evidence
+    assert "default alone N=4: queue_bound: 4 streams but 2 slots" in text
+    assert "Queue time is an estimate" in text
+    assert "concurrency above 4" in text  # the handoff says what was not measured
+
+
+def test_no_credential_reaches_any_file(run_dir):
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert KEY.encode() not in data, path
+            assert PASSWORD.encode() not in data, path
+
+
+def test_results_csv_has_one_row_per_lane_and_level(run_dir):
+    rows = list(csv.DictReader(io.StringIO((run_dir / "results.csv").read_text())))
+    results = ResultsFile.model_validate_json((run_dir / "results.json").read_text())
+    assert [int(r["concurrency"]) for r in rows] == [lv.concurrency for lv in results.lanes[0].levels]
+    for row, lv in zip(rows, results.lanes[0].levels):
+        assert float(row["output_tok_per_s"]) == pytest.approx(lv.throughput.output_tok_per_s.value, rel=1e-6)
+        assert float(row["ttft_p95_ms"]) == pytest.approx(lv.latency.ttft_ms.p95, rel=1e-6)
+        assert row["lane"] == "default" and row["scenario"] == "solo"
+    assert rows[0]["peak_rss_bytes"] == ""  # a remote server's memory: unavailable, not zero
+
+
+def test_verify_passes_then_catches_a_modified_a_missing_and_an_inconsistent_file(run_dir, tmp_path, capsys):
+    assert verify(run_dir).ok
+    assert main(["verify", str(run_dir)]) == 0
+    assert "verify OK" in capsys.readouterr().out
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    events = copy / "events.jsonl"
+    lines = events.read_text().splitlines(keepends=True)
+    events.write_text("".join(lines[:-3]))  # drop three raw records
+    (copy / "results.csv").unlink()
+    v = verify(copy)
+    assert v.modified == ["events.jsonl"] and v.missing == ["results.csv"]
+    assert any(s.startswith("results.json: differs") for s in v.inconsistent)
+    assert main(["verify", str(copy)]) == 7
+    out = capsys.readouterr().out
+    assert "MODIFIED: events.jsonl" in out and "verify FAILED" in out
+
+
+def test_a_consistently_rehashed_tampering_is_still_caught(run_dir, tmp_path):
+    """Editing a figure in results.json and rewriting SHA256SUMS to match: the hashes agree, the
+    recomputation from the raw files does not."""
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    res = json.loads((copy / "results.json").read_text())
+    res["lanes"][0]["levels"][0]["throughput"]["output_tok_per_s"]["value"] *= 2
+    (copy / "results.json").write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
+    from satbench.report.integrity import write_sums
+
+    write_sums(copy)
+    v = verify(copy)
+    assert not v.modified and not v.missing
+    assert v.inconsistent and v.inconsistent[0].startswith("results.json")
+
+
+def test_deleting_every_derived_file_and_regenerating_gives_the_same_report(run_dir, tmp_path):
+    copy = tmp_path / "run"  # same name: the run id is the directory's name
+    shutil.copytree(run_dir, copy)
+    before = (copy / "EVIDENCE.md").read_text().replace(str(run_dir), "RUN")
+    before_csv = (copy / "results.csv").read_text()
+    plots_before = sorted(p.name for p in (copy / "plots").iterdir())
+    for name in DERIVED_FILES:
+        (copy / name).unlink(missing_ok=True)
+    shutil.rmtree(copy / "plots")
+    assert main(["analyze", str(copy)]) == 0
+    assert main(["report", str(copy)]) == 0
+    after = (copy / "EVIDENCE.md").read_text().replace(str(copy), "RUN").replace(str(run_dir), "RUN")
+    # identical but for recommendations.json's hash (its created_at is new)
+    strip = [line for line in before.splitlines() if "sha256 `" not in line or "recommendations.json" not in line]
+    strip_after = [line for line in after.splitlines() if "sha256 `" not in line or "recommendations.json" not in line]
+    assert strip == strip_after
+    assert (copy / "results.csv").read_text() == before_csv
+    assert sorted(p.name for p in (copy / "plots").iterdir()) == plots_before
+    assert verify(copy).ok
+
+
+def test_report_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 5
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+CHROMIUM = find_chromium()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs Debian's chromium; "
+                                             "apt-get install chromium)")
+def test_the_html_report_loads_offline_in_headless_chromium_and_shows_every_plot(run_dir, tmp_path):
+    alone = tmp_path / "report.html"  # a copy alone in a folder: it must need no other file
+    shutil.copy(run_dir / "report.html", alone)
+    page = open_page(alone, CHROMIUM)
+    assert page.errors == []
+    assert page.title.startswith("satbench run ")
+    assert all(u.startswith(("file:", "data:")) for u in page.requests), page.requests  # no network
+    plots = sorted(p.name for p in (run_dir / "plots").iterdir())
+    assert sorted(Path(i["plot"]).name for i in page.images) == plots
+    for img in page.images:
+        assert img["complete"] and img["natural_w"] >= 600 and img["src_scheme"] == "data", img
+        assert img["shown_w"] >= 600, img  # legible: not shrunk below 600 px in a 1280-px window
+    assert page.tables >= 4
+    (run_dir / ".." / "report-screenshot.png").resolve().write_bytes(page.screenshot_png)
