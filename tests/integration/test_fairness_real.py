@@ -13,6 +13,7 @@ from satbench.manifest import read_manifest
 from satbench.models.synthetic import write_synthetic_gguf
 from satbench.results import render_results
 from satbench.analyze import analyze_run
+from satbench.report.integrity import verify
 
 pytestmark = pytest.mark.integration
 
@@ -38,3 +39,10 @@ def test_sweep_with_fairness_on_real_llamacpp(tmp_path):
     assert {e.check for e in events} == {"CAL", "F1", "F2", "F3", "S1", "S2", "S3"}
     assert all(e.ok for e in events), [e.error for e in events if e.error]
     assert render_results(analyze_run(out)) == (out / "results.json").read_text()
+    # the evidence bundle of a real run: every plot kind, S1's starvation plot included, and it verifies
+    plots = sorted(p.name for p in (out / "plots").iterdir())
+    assert plots == [f"default-{k}.png" for k in ("latency", "occupancy", "starvation", "throughput", "timeline")]
+    evidence = (out / "EVIDENCE.md").read_text()
+    assert "### Fairness and starvation (default)" in evidence and "SYNTHETIC" in evidence
+    assert f"`{prov.runtime.build_number}`" in evidence or f"b{prov.runtime.build_number}" in evidence
+    assert verify(out).ok

@@ -98,3 +98,18 @@ def test_results_have_one_section_per_lane_with_interference(run_dir):
             assert row["output_tok_per_s"]["value"] > 0
     assert by_lane["dense"]["slo"] == {"p95_ttft_ms": 500.0, "p95_tpot_ms": 50.0}
     assert by_lane["moe"]["slo"] is None
+
+
+def test_the_real_run_has_a_verified_bundle_with_both_lanes_and_the_together_series(run_dir):
+    from satbench.report.integrity import verify
+
+    plots = sorted(p.name for p in (run_dir / "plots").iterdir())
+    assert plots == sorted(f"{lane}-{k}.png" for lane in ("dense", "moe")
+                           for k in ("latency", "occupancy", "throughput", "timeline"))
+    evidence = (run_dir / "EVIDENCE.md").read_text()
+    assert "*dense, together with the run's other lanes*" in evidence
+    assert "together ÷ alone" in evidence
+    rows = (run_dir / "results.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 2 * 2  # header + 2 lanes × 2 scenarios × 2 levels
+    v = verify(run_dir)
+    assert v.ok, (v.modified, v.missing, v.inconsistent)
