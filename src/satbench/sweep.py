@@ -305,4 +305,3 @@ class Sweep:
         finally:
             keep_busy.set()
             releaser.cancel()
-
