@@ -27,7 +27,7 @@ class RuntimeStartError(SatbenchError):
 
 
 class ServerGoneError(SatbenchError):
-    """The inference server died or stopped answering during a run."""
+    """The inference server died, stopped answering, or failed every request of a level during a run."""
 
     exit_code = 4
 

@@ -77,6 +77,7 @@ class RequestEvent(Strict):
     retries: int = 0
     error: RequestErrorInfo | None = None
     check: str | None = Field(None, description="fairness scenario: the check this request belongs to")
+    session: int = Field(0, description="0 = the run's first session; n = its n-th --resume")
     role: str | None = Field(None, description="fairness scenario: its part in the check (decoder, probe, solo, …)")
 
     @property
@@ -96,6 +97,7 @@ class LevelMark(Strict):
     n_requests: int = 0
     status: Literal["running", "complete", "failed", "interrupted"] = "running"
     reason: str | None = None
+    session: int = 0
 
 
 class MetricsSample(Strict):
@@ -151,6 +153,7 @@ class JsonlWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.failed = False  # a write failed (disk full, file too large, I/O error): already reported
         try:
             self._fh = path.open("a", encoding="utf-8")
         except OSError as exc:
@@ -161,10 +164,16 @@ class JsonlWriter:
             self._fh.write(record.model_dump_json(exclude_defaults=False) + "\n")
             self._fh.flush()
         except OSError as exc:
+            self.failed = True
             raise RunDirError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
 
     def close(self) -> None:
-        self._fh.close()
+        """Close; closing retries the unwritten rest of a failed write, whose error was already raised."""
+        try:
+            self._fh.close()
+        except OSError as exc:
+            if not self.failed:
+                raise RunDirError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
 
 
 def _read_jsonl(path: Path, adapter: TypeAdapter) -> Iterator:

@@ -9,19 +9,19 @@ belong to that lane alone.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from pathlib import Path
 from typing import Protocol
 
 import aiohttp
 
+from satbench.access import auth_headers, tls_context_for
 from satbench.client import StreamClient
 from satbench.config import LaneConfig
-from satbench.errors import ServerGoneError, UserError
+from satbench.errors import ServerGoneError
 from satbench.events import JsonlWriter, LevelMark, RequestEvent
 from satbench.gpu import NvmlGpus
-from satbench.loadgen import LevelPlan, run_level
+from satbench.loadgen import UNREACHABLE, LevelPlan, run_level
 from satbench.manifest import ModelInfo, NetworkInfo, RuntimeInfo
 from satbench.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
 from satbench.runtimes.base import Runtime
@@ -58,20 +58,12 @@ def make_runtime(lane: LaneConfig, model_path: Path | None, log_path: Path) -> R
 
 
 def api_headers(lane: LaneConfig, url_secret: str | None) -> dict[str, str]:
-    """Authorization for a remote server: key from the named environment variable or the URL.
+    """Authorization for a remote server: key from api_key_env, api_key_file or the URL (access.py).
 
     The key lives only in this header; config, run.json and results carry the variable's
-    name or nothing.
+    name, the file's path or nothing.
     """
-    key = None
-    if lane.runtime.api_key_env:
-        key = os.environ.get(lane.runtime.api_key_env)
-        if not key:
-            raise UserError(f"lane {lane.name}: environment variable {lane.runtime.api_key_env} "
-                            "(the API key) is empty or unset")
-    elif url_secret:
-        key = url_secret
-    return {"Authorization": f"Bearer {key}"} if key else {}
+    return auth_headers(lane.runtime, lane.name, url_secret)
 
 
 def parse_build(build_info: str | None, runtime: Runtime) -> tuple[int | None, str | None]:
@@ -96,6 +88,7 @@ class LaneSession:
                  url_secret: str | None, nonce: str) -> None:
         self.lane, self.scenario, self.runtime, self.model = lane, scenario, runtime, model
         self.headers = api_headers(lane, url_secret)
+        self.tls = tls_context_for(lane.runtime)  # the one TLS policy of every connection to the server
         self.nonce = nonce
         self.facts: ServerFacts | None = None
         self.rtts: list[float] = []
@@ -103,10 +96,12 @@ class LaneSession:
         self._sampler: ServerSampler | None = None
         self.client: StreamClient | None = None
         self.workload: WorkloadBuilder | None = None
+        self.session_index = 0  # which session of the run (0, or the n-th --resume) its records belong to
 
     async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None) -> None:
         """Probe the (started) server, measure RTT, prepare the workload, start the sampler."""
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=self.headers)
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=self.headers,
+                                              connector=aiohttp.TCPConnector(ssl=self.tls))
         base = self.runtime.base_url
         self.facts = await probe_server(self._session, base)
         self.rtts = await measure_rtt_ms(self._session, base)
@@ -116,12 +111,22 @@ class LaneSession:
         lane = self.lane
         self._sampler = ServerSampler(base, lane.name, samples, interval_s=lane.sample_interval_s,
                                       llamacpp=self.facts.llamacpp, pid=self.runtime.pid, gpus=gpus,
-                                      headers=self.headers, scenario=self.scenario)
+                                      headers=self.headers, tls=self.tls, scenario=self.scenario)
         self.client = StreamClient(base, "native" if self.facts.llamacpp else "openai",
                                    model_name=self.facts.openai_model, headers=self.headers,
                                    request_timeout_s=lane.request_timeout_s,
-                                   read_timeout_s=lane.read_timeout_s, verify_tls=True)
+                                   read_timeout_s=lane.read_timeout_s, tls=self.tls)
         await self._sampler.start()
+
+    async def _answers(self, timeout_s: float = 5.0) -> bool:
+        """Whether the server still answers GET /health (with any status) within `timeout_s`."""
+        assert self._session is not None
+        try:
+            async with self._session.get(self.runtime.base_url + "/health",
+                                         timeout=aiohttp.ClientTimeout(total=timeout_s)):
+                return True
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            return False
 
     async def close(self) -> None:
         if self._sampler is not None:
@@ -160,6 +165,7 @@ class LaneSession:
         name = lane.name if self.scenario == "solo" else f"{lane.name}.together"
         return LevelPlan(
             lane=lane.name, level=level, repetition=repetition, scenario=self.scenario,
+            session=self.session_index,
             warmup=await w.build(name, level, repetition, "warmup", level * lane.warmup_per_stream),
             measured=await w.build(name, level, repetition, "measured", lane.measured_requests(level)),
             background=(await w.build(name, level, repetition, "background",
@@ -173,12 +179,27 @@ class LaneSession:
         assert self.client is not None and self._sampler is not None
         progress.level(self.lane.name, self.scenario, plan.level, plan.repetition)
         await self._sampler.snapshot()
-        end = await run_level(self.client, plan, sink, on_done=progress.request_done,
+        last: list[RequestEvent] = []
+
+        def done(event: RequestEvent) -> None:
+            last[:] = [event]
+            progress.request_done(event)
+
+        end = await run_level(self.client, plan, sink, on_done=done,
                               keep_busy=keep_busy,
                               measured_done=measured_done.set if measured_done is not None else None)
         await self._sampler.snapshot()
-        if end.status == "failed":
-            why = "the server process exited" if not self.runtime.alive() else end.reason
+        self._sampler.check_written()  # server_samples.jsonl unwritable (disk full): stop, say so
+        # a level can end on unreachable failures too few for run_level's "N + 3 in a row": ask the server
+        tail = last[0].error if last and last[0].error and last[0].error.type in UNREACHABLE else None
+        silent = tail is not None and end.status != "failed" and not await self._answers()
+        if end.status == "failed" or not self.runtime.alive() or silent:
+            if not self.runtime.alive():
+                why = "the server process exited"
+            elif silent and tail is not None:
+                why = f"the server stopped answering (last request: {tail.type}: {tail.message})"
+            else:
+                why = end.reason
             raise ServerGoneError(f"lane {self.lane.name}: level {plan.level} (repetition "
                                   f"{plan.repetition}{', together' if self.scenario == 'together' else ''}) "
                                   f"failed: {why}")

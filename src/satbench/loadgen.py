@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -24,7 +24,7 @@ from satbench.config import Strict
 from satbench.events import LevelMark, RequestErrorInfo, RequestEvent, ServerTimings
 
 # failures that mean "the server is gone or hung"; N + 3 of them in a row stop a level
-_UNREACHABLE = {"connection_dropped", "timeout"}
+UNREACHABLE = frozenset({"connection_dropped", "timeout"})
 
 
 class Sink(Protocol):
@@ -48,6 +48,7 @@ class LevelPlan:
     scenario: str = "solo"
     background: list[CompletionRequest] = field(default_factory=list)
     check: str | None = None
+    session: int = 0
 
 
 @dataclass
@@ -56,6 +57,16 @@ class _Shared:
     consecutive_unreachable: int = 0
     abort_reason: str | None = None
     done: list[RequestEvent] = field(default_factory=list)
+    measured_ok: int = 0
+    measured_errors: Counter = field(default_factory=Counter)
+    first_error: str = ""
+
+    def nothing_succeeded(self) -> str | None:
+        """'every measured request failed (…)' when there were measured requests and none succeeded."""
+        if self.measured_ok or not self.measured_errors:
+            return None
+        kinds = ", ".join(f"{k} ×{v}" for k, v in self.measured_errors.most_common())
+        return f"every measured request failed ({kinds}; first: {self.first_error})"
 
 
 def server_timings(raw: dict) -> ServerTimings:
@@ -89,6 +100,7 @@ def to_event(
         output_tokens=out.output_tokens, token_count_exact=out.token_count_exact,
         http_status=out.http_status, slot_id=out.slot_id, timings=timings,
         retries=out.retries, error=error, check=plan.check, role=role or (phase if plan.check else None),
+        session=plan.session,
     )
 
 
@@ -127,7 +139,8 @@ async def run_level(
     limit = max_consecutive_unreachable or (n + 3)
     shared = _Shared(queue=deque(enumerate(plan.measured)))
     sink.write(LevelMark(kind="level_start", lane=plan.lane, scenario=plan.scenario, level=n,
-                         repetition=plan.repetition, t_ns=clock(), n_requests=len(plan.measured)))
+                         repetition=plan.repetition, t_ns=clock(), n_requests=len(plan.measured),
+                         session=plan.session))
     measuring = {"left": n, "told": False}
 
     def tell_measured_done() -> None:
@@ -141,7 +154,13 @@ async def run_level(
         out = await client.run(req)
         event = to_event(plan, stream, seq, phase, req, targeted, out)
         sink.write(event)
-        if out.error_type in _UNREACHABLE:
+        if phase == "measured":
+            if out.error_type is None:
+                shared.measured_ok += 1
+            else:
+                shared.first_error = shared.first_error or (out.error_message or out.error_type)[:200]
+                shared.measured_errors[out.error_type] += 1
+        if out.error_type in UNREACHABLE:
             shared.consecutive_unreachable += 1
             if shared.consecutive_unreachable >= limit and shared.abort_reason is None:
                 shared.abort_reason = (
@@ -178,18 +197,27 @@ async def run_level(
             k += n
 
     status, reason = "complete", None
+    streams = [asyncio.ensure_future(stream_loop(i)) for i in range(n)]
     try:
         with gc_paused():
-            await asyncio.gather(*(stream_loop(i) for i in range(n)))
+            await asyncio.gather(*streams)
     except asyncio.CancelledError:
         status, reason = "interrupted", "interrupted by the user"
+        raise
+    except Exception as exc:  # one stream failed (e.g. its record could not be written): stop the others
+        for s in streams:
+            s.cancel()
+        await asyncio.gather(*streams, return_exceptions=True)
+        status, reason = "failed", f"{exc.__class__.__name__}: {exc}"
         raise
     finally:
         tell_measured_done()  # also when the level failed or was cancelled: never leave others waiting
         if shared.abort_reason:
             status, reason = "failed", shared.abort_reason
+        elif status == "complete" and (why := shared.nothing_succeeded()):
+            status, reason = "failed", why
         end = LevelMark(kind="level_end", lane=plan.lane, scenario=plan.scenario, level=n,
                         repetition=plan.repetition, t_ns=clock(), n_requests=len(plan.measured),
-                        status=status, reason=reason)
+                        status=status, reason=reason, session=plan.session)
         sink.write(end)
     return end

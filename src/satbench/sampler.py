@@ -2,20 +2,23 @@
 
 Only this module scrapes /metrics (its `*_tokens_seconds` gauges reset at every scrape, so
 two pollers would corrupt each other). An endpoint that fails is recorded as such; after a
-run of failures its poller stops and the figures it feeds are reported as unavailable.
+run of failures its poller stops and the figures it feeds are reported as unavailable. A sample
+that cannot be written (disk full) stops its poller too, and `check_written()` re-raises that
+error for the caller: a run must not go on without saying so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from typing import Callable
 
 import aiohttp
 import psutil
 
-from satbench.errors import ParseError
+from satbench.errors import ParseError, RunDirError
 from satbench.events import JsonlWriter, MetricsSample, ProcessSample, SlotsSample
 from satbench.gpu import NvmlGpus
 from satbench.promparse import llamacpp_values
@@ -49,19 +52,23 @@ class ServerSampler:
         llamacpp: bool = True, pid: int | None = None, gpus: NvmlGpus | None = None,
         headers: dict[str, str] | None = None, timeout_s: float = 2.0,
         clock: Callable[[], int] = time.perf_counter_ns, scenario: str = "solo",
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.lane, self.writer, self.interval_s = lane, writer, interval_s
         self.tag = {"lane": lane, "scenario": scenario}
         self.llamacpp, self.pid, self.gpus, self.clock = llamacpp, pid, gpus, clock
         self._headers = headers or {}
+        self._tls = tls  # the lane's TLS policy (access.tls_context_for); None = verify, system CAs
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._tasks: list[asyncio.Task] = []
         self._session: aiohttp.ClientSession | None = None
         self.disabled: dict[str, str] = {}
+        self.write_error: RunDirError | None = None  # a poller could not write its sample (disk full)
 
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
+        self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers,
+                                              connector=aiohttp.TCPConnector(ssl=self._tls or True))
         if self.llamacpp:
             self._tasks.append(asyncio.create_task(self._loop("metrics", self._metrics)))
             self._tasks.append(asyncio.create_task(self._loop("slots", self._slots)))
@@ -77,6 +84,11 @@ class ServerSampler:
             await self._session.close()
             self._session = None
 
+    def check_written(self) -> None:
+        """Raise the RunDirError a poller met writing server_samples.jsonl (it stopped polling then)."""
+        if self.write_error is not None:
+            raise self.write_error
+
     async def snapshot(self) -> None:
         """One process sample now (the sweep takes one at every level boundary, so even a level
         shorter than the sampling period has its memory figures)."""
@@ -88,7 +100,11 @@ class ServerSampler:
         next_t = time.monotonic()
         failures = 0
         while True:
-            ok = await poll()
+            try:
+                ok = await poll()
+            except RunDirError as exc:  # server_samples.jsonl cannot be written: the run must stop
+                self.write_error = exc
+                return
             failures = 0 if ok else failures + 1
             if failures >= MAX_CONSECUTIVE_FAILURES:
                 self.disabled[name] = f"{failures} consecutive failures; stopped polling"

@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import signal
+import ssl
 import sys
 import time
 from collections import deque
@@ -33,10 +34,11 @@ except ImportError:  # run as a script
 __all__ = ["FakeLlamaServer", "FakeScript", "main"]
 
 _perf_ns = time.perf_counter_ns
-_REASON = {200: "OK", 400: "Bad Request", 404: "Not Found", 501: "Not Implemented", 503: "Service Unavailable"}
+_REASON = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 500: "Internal Server Error",
+           501: "Not Implemented", 503: "Service Unavailable"}
 _JSON = "application/json; charset=utf-8"
-_ERR_TYPE = {400: "invalid_request_error", 404: "not_found_error", 501: "not_supported_error",
-             503: "unavailable_error"}
+_ERR_TYPE = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error", 500: "server_error",
+             501: "not_supported_error", 503: "unavailable_error"}
 
 
 def _dumps(obj) -> bytes:
@@ -175,6 +177,8 @@ class _Conn(asyncio.Protocol):
                 self._finish(req, "ok")
                 self.respond(200, _dumps(self.srv._final(req, "".join(x["text"]), x["oai"], False)))
             return
+        if self._inject(req, ids, done):
+            return
         if x["oai"]:
             ev = f'data: {x["pre"]}{text}{x["post"]}\n\n'
         else:
@@ -183,7 +187,7 @@ class _Conn(asyncio.Protocol):
                   f'"tokens_evaluated":{req.prompt_n}}}\n\n')
         out = f"{len(ev):x}\r\n{ev}\r\n"
         if done:
-            for obj in self.srv._final_events(req):
+            for obj in [] if x.get("skip_final") else self.srv._final_events(req):
                 ev = f"data: {obj if isinstance(obj, str) else json.dumps(obj, separators=(',', ':'))}\n\n"
                 out += f"{len(ev):x}\r\n{ev}\r\n"
             out += "0\r\n\r\n"
@@ -204,7 +208,39 @@ class _Conn(asyncio.Protocol):
 
     def _finish(self, req: FakeRequest, status: str):
         req.end_ns = _perf_ns()
-        self.srv._record(req, status)
+        self.srv._record(req, req.extra.get("fault_status") or status)  # a faulted request is never "ok"
+
+    def _inject(self, req: FakeRequest, ids: list[int], done: bool) -> bool:
+        """The script's mid-stream fault for this token event, if due; True = the event is handled."""
+        x, f = req.extra, req.extra.get("fault")
+        if f in (None, "wrong_token_count"):
+            return False
+        if f != "no_final_event" and len(req.chunk_ns) < self.s.fault_after_tokens:
+            return False
+        if f == "no_final_event":
+            if not done:
+                return False
+            x["skip_final"] = True  # the last tokens go out below, without the stop event
+            self.close_after = True
+            return False
+        bad = {"bad_chunk": b"zz\r\nnot a chunk\r\n",
+               "invalid_json": b'data: {"content":" cut","tokens":[10\n\n',
+               "malformed_sse": b"data: [1,2,3]\n\n",
+               "error_event": b'data: {"error":{"code":500,"message":"fake: the model crashed mid-stream",'
+                              b'"type":"server_error"}}\n\n'}.get(f)
+        if bad is not None and f != "bad_chunk":
+            bad = f"{len(bad):x}\r\n".encode() + bad + b"\r\n0\r\n\r\n"
+        self.srv.engine.cancel(req)  # llama.cpp stops the task; nothing more is sent for it
+        self._finish(req, "fault")
+        req.done = True
+        if self.t is not None:  # the status line went out with the first token event
+            if bad is not None:
+                self.t.write(bad)
+            self.close_after = True
+            if f == "drop":
+                self.t.abort()
+        self._done()
+        return True
 
 
 class FakeLlamaServer:
@@ -218,6 +254,8 @@ class FakeLlamaServer:
         self._conns: set[_Conn] = set()
         self._backlog: deque[_Conn] = deque()
         self._n_connections = 0
+        self._n_completions = 0  # completion requests so far (the fault knobs count them)
+        self._auth: dict[str, dict[str, int]] = {"authorized": {}, "refused": {}}  # path → requests (api_key)
         self._records: list[dict] = []
         self._log = None
         self._server: asyncio.AbstractServer | None = None
@@ -234,9 +272,13 @@ class FakeLlamaServer:
         loop = asyncio.get_running_loop()
         if self.script.schedule_log is not None:
             self._log = open(self.script.schedule_log, "a", encoding="utf-8")
-        self._server = await loop.create_server(lambda: _Conn(self), self.host, self.port, backlog=2048)
+        tls = None
+        if self.script.tls_cert is not None:
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            tls.load_cert_chain(self.script.tls_cert, self.script.tls_key)
+        self._server = await loop.create_server(lambda: _Conn(self), self.host, self.port, backlog=2048, ssl=tls)
         self.port = self._server.sockets[0].getsockname()[1]
-        self.base_url = f"http://{self.host}:{self.port}"
+        self.base_url = f"{'https' if tls else 'http'}://{self.host}:{self.port}"
         self._sweeper = asyncio.create_task(self._sweep())
 
     async def stop(self) -> None:
@@ -261,8 +303,9 @@ class FakeLlamaServer:
 
     def stats(self) -> dict:
         """Engine health: iterations, chunks, overruns (ticks re-based because the fake fell behind),
-        late_ns_max (worst tick wake-up), deferred_total, connections (accepted so far)."""
-        return {**self.engine.stats, "connections": self._n_connections}
+        late_ns_max (worst tick wake-up), deferred_total, connections (accepted so far), auth (with
+        api_key: requests per path that carried the key / were refused)."""
+        return {**self.engine.stats, "connections": self._n_connections, "auth": self._auth}
 
     async def _sweep(self):
         while True:  # cpp-httplib closes keep-alive connections idle for keep_alive_timeout
@@ -303,6 +346,12 @@ class FakeLlamaServer:
         route = (method, path)
         if route in (("GET", "/health"), ("GET", "/v1/health")):
             return conn.respond(200, b'{"status":"ok"}')
+        if s.api_key is not None:  # llama-server --api-key: everything else needs the key
+            ok = headers.get("authorization") == f"Bearer {s.api_key}"
+            counts = self._auth["authorized" if ok else "refused"]
+            counts[path] = counts.get(path, 0) + 1
+            if not ok:
+                raise _HttpError(401, "Invalid API Key")
         if route in (("GET", "/v1/models"), ("GET", "/models")):
             return conn.respond(200, _dumps(models_json(s)))
         if route in (("POST", "/v1/completions"), ("POST", "/completions")):
@@ -320,12 +369,25 @@ class FakeLlamaServer:
                 raise _HttpError(501, "This server does not support slots endpoint. Start it with `--slots`")
             if query.get("fail_on_no_slot", ["0"])[0] == "1" and self.engine.n_processing == s.n_slots:
                 raise _HttpError(503, "no slot available")
-            return conn.respond(200, _dumps(self.engine.slots_json()))
+            if s.slots_fail:
+                raise _HttpError(500, "fake: /slots failed")
+            return self._later(s.slots_delay_s, lambda: conn.respond(200, _dumps(self.engine.slots_json())))
         if route == ("GET", "/metrics"):
             if not s.endpoint_metrics:
                 raise _HttpError(501, "This server does not support metrics endpoint. Start it with `--metrics`")
-            return conn.respond(200, self.engine.metrics_text().encode(), "text/plain; version=0.0.4")
+            if s.metrics_fail:
+                raise _HttpError(500, "fake: /metrics failed")
+            return self._later(s.metrics_delay_s, lambda: conn.respond(
+                200, self.engine.metrics_text().encode(), "text/plain; version=0.0.4"))
         raise _HttpError(404, "File Not Found")
+
+    @staticmethod
+    def _later(delay_s: float, answer) -> None:
+        """Answer now, or `delay_s` late (a slow endpoint: the connection stays busy, nothing blocks)."""
+        if delay_s:
+            asyncio.get_running_loop().call_later(delay_s, answer)
+        else:
+            answer()
 
     @staticmethod
     def _json(body: bytes) -> dict:
@@ -353,6 +415,7 @@ class FakeLlamaServer:
             raise _HttpError(400, f"request ({prompt_n} tokens) exceeds the available context size "
                                   f"({s.n_ctx_slot} tokens), try increasing it", "exceed_context_size_error",
                              n_prompt_tokens=prompt_n, n_ctx=s.n_ctx_slot)
+        fault = self._fault_for_next_completion(prompt_n)
         stream = bool(data.get("stream", False))
         params = {"n_predict": n_predict, "ignore_eos": bool(data.get("ignore_eos", False)), "stream": stream,
                   "cache_prompt": bool(data.get("cache_prompt", True))}
@@ -369,10 +432,39 @@ class FakeLlamaServer:
                     "object": "text_completion", "id": x["id"]}
             x["pre"], x["post"] = json.dumps(head, separators=(",", ":")).split("\\u0000")
         conn.req = req
+        if fault is not None:
+            x.update(fault=fault, fault_status="hung" if fault == "hang" else f"fault_{fault}")
+            if fault == "hang":
+                return  # read, never answered: the connection stays busy until the client gives up
         hdr_late = s.llamacpp if s.headers_at_first_token is None else s.headers_at_first_token
         if stream and not hdr_late:
             conn.begin_stream(req)
         self.engine.submit(req)
+        if fault == "wrong_token_count":
+            req.n_stop = max(1, req.n_stop - 1)
+
+    def _fault_for_next_completion(self, prompt_n: int) -> str | None:
+        """Count this completion; die, or raise its HTTP error, or name its fault (see FakeScript)."""
+        s = self.script
+        self._n_completions += 1
+        k = self._n_completions
+        if s.die_at_completion == k:
+            if self._log:
+                self._log.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        if s.hang_from_completion is not None and k >= s.hang_from_completion:
+            return "hang"
+        if s.completion_fault is None or k % s.fault_every:
+            return None
+        if s.completion_fault == "http_400_ctx":  # llama.cpp's answer to a prompt longer than the slot context
+            raise _HttpError(400, f"request ({prompt_n} tokens) exceeds the available context size "
+                                  f"({prompt_n - 1} tokens), try increasing it", "exceed_context_size_error",
+                             n_prompt_tokens=prompt_n, n_ctx=prompt_n - 1)
+        if s.completion_fault == "http_500":
+            raise _HttpError(500, "fake: internal server error")
+        if s.completion_fault == "http_503":
+            raise _HttpError(503, "Loading model")
+        return s.completion_fault
 
     def _final(self, req: FakeRequest, text: str, oai: bool, stream: bool) -> dict:
         s, x = self.script, req.extra

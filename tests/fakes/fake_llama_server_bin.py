@@ -3,7 +3,9 @@
 
 Accepts llama-server's flags, records its argv to $FAKE_BIN_ARGV, and serves the fake
 llama.cpp server on --host/--port with --parallel slots and --ctx-size context. With
-$FAKE_BIN_FAIL set it prints a llama.cpp-style load error and exits 1, as llama-server does.
+$FAKE_BIN_FAIL set it prints a llama.cpp-style load error and exits 1, as llama-server does;
+with $FAKE_BIN_DIE_AT_STARTUP it SIGKILLs itself before it listens; $FAKE_BIN_SCRIPT (a JSON
+object) adds FakeScript fields, e.g. the fault knobs.
 """
 
 import argparse
@@ -43,11 +45,15 @@ def main() -> int:
         print(f"0.00.002.000 E llama_model_load: error loading model: fake failure for {args.model}", flush=True)
         print("0.00.002.100 E main: exiting due to model loading error", flush=True)
         return 1
+    if os.environ.get("FAKE_BIN_DIE_AT_STARTUP"):  # killed (OOM killer, kill -9) while loading the model
+        print("0.00.001.000 I main: loading model", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     async def run() -> None:
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        script = FakeScript(n_slots=args.parallel, n_ctx=args.ctx_size, decode_iteration_ms=2.0)
+        extra = json.loads(os.environ.get("FAKE_BIN_SCRIPT") or "{}")  # more FakeScript fields (fault knobs)
+        script = FakeScript(**{"decode_iteration_ms": 2.0, **extra, "n_slots": args.parallel, "n_ctx": args.ctx_size})
         async with FakeLlamaServer(script, host=args.host, port=args.port):
             await stop.wait()
 

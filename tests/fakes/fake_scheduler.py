@@ -90,6 +90,10 @@ class FakeScript(BaseModel):
         "connections beyond this wait unread (llama-server: max(n_parallel + 2, n_cpu - 1)); None = unlimited")
     precise_timing: bool = Field(True, description="keep deadlines with a timer thread (else loop.call_later)")
     schedule_log: Path | None = None
+    api_key: str | None = Field(None, description="like llama-server --api-key: every endpoint but /health "
+                                "needs `Authorization: Bearer KEY` (else 401); never recorded")
+    tls_cert: Path | None = Field(None, description="PEM certificate: serve HTTPS (with tls_key)")
+    tls_key: Path | None = None
     # -- deliberately unfair / starving schedulers (tests of the fairness checks) --
     prefill_first: bool = Field(
         False, description="while some busy slot has prompt left, an iteration holds ONLY prompt tokens "
@@ -108,6 +112,30 @@ class FakeScript(BaseModel):
     serial: bool = Field(
         False, description="only the busy slot with the lowest index progresses in an iteration "
         "(its prompt chunk or its decode token); the others wait")
+    # -- injected faults (tests/faults), all off by default. "The k-th completion" counts completion
+    #    requests from 1 in arrival order (a sweep's first ones are its warmups); a faulted request
+    #    is logged with status "fault_<kind>" ("hung" for a hang), a fully served one with "ok". --
+    die_at_completion: int | None = Field(
+        None, ge=1, description="SIGKILL the fake's own process when the k-th completion request arrives "
+        "(the schedule log is flushed first: it lists every request served before the death)")
+    hang_from_completion: int | None = Field(
+        None, ge=1, description="from the k-th completion on: read the request, never answer, keep the "
+        "connection open")
+    completion_fault: Literal["http_500", "http_503", "http_400_ctx", "drop", "bad_chunk", "invalid_json",
+                              "malformed_sse", "error_event", "wrong_token_count", "no_final_event"] | None = Field(
+        None, description="what goes wrong with every `fault_every`-th completion (streamed, /completion): "
+        "http_*: that HTTP error with llama.cpp's JSON body instead of a stream (400: context exceeded); "
+        "after `fault_after_tokens` token events: drop = close the connection, bad_chunk = a chunk-size "
+        "line that is not hex, invalid_json = `data: {cut`, malformed_sse = a payload that is not an "
+        "event object, error_event = llama.cpp's `data: {\"error\": …}` then the end of the stream; "
+        "wrong_token_count = a normal stream one token short of n_predict; no_final_event = every token "
+        "but no `stop: true` event, then a clean end of the chunked body and close")
+    fault_every: int = Field(1, ge=1, description="completion_fault hits the k-th, 2k-th, … completion")
+    fault_after_tokens: int = Field(1, ge=1, description="mid-stream faults strike after this many token events")
+    metrics_delay_s: float = Field(0.0, ge=0, description="answer /metrics this many seconds late")
+    slots_delay_s: float = Field(0.0, ge=0, description="answer /slots this many seconds late")
+    metrics_fail: bool = Field(False, description="/metrics answers HTTP 500")
+    slots_fail: bool = Field(False, description="/slots answers HTTP 500")
 
     @property
     def n_ctx_slot(self) -> int:

@@ -353,6 +353,8 @@ def unavailable_figures(ctx: LevelContext, r: LevelResult) -> dict[str, str]:
             out["time_weighted_busy_slots"] = "no /slots or requests_processing samples in the window"
         if r.occupancy.decode_weighted_busy_slots is None:
             out["decode_weighted_busy_slots"] = "fewer than two /metrics samples in the window"
+        if r.occupancy.requests_deferred_max is None:
+            out["requests_deferred_max"] = "no /metrics samples in the window"
         if r.latency.queue_time_ms.n == 0:
             out["queue_time_ms"] = "the server reported no prompt_ms timings"
     if r.memory.peak_rss_bytes is None:

@@ -1,0 +1,74 @@
+"""Ctrl-C (SIGINT) mid-level, also while requests hang: satbench exits 130 at once with one line, the
+run directory is valid, analyzable and marked interrupted, and every request completed before the
+signal is kept."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+from satbench.events import LevelMark, read_events
+from tests.faults.common import (analyzable, cli_subprocess, kept_vs_completed, one_error_line, requests, served_ok,
+                                 small_sweep, status_of, table_row)
+
+
+def _interrupt_when(run_dir, argv, ready, settle_s: float = 0.0) -> tuple[int, str, int, float]:
+    """Start the sweep, SIGINT it once `ready(events text)`; (exit code, stderr, signal time, seconds to exit)."""
+    proc = subprocess.Popen(cli_subprocess(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    events = run_dir / "events.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (events.exists() and ready(events.read_text())):
+        time.sleep(0.01)
+    time.sleep(settle_s)
+    sent_ns = time.perf_counter_ns()  # CLOCK_MONOTONIC, the fake's clock too
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    return proc.returncode, err, sent_ns, time.monotonic() - t0
+
+
+def _checks(run_dir, code, err, took):
+    line = one_error_line(err)
+    assert code == 130 and took < 5, (code, took)
+    assert line == f"satbench: error: interrupted; what was measured is in {run_dir} (status: interrupted)"
+    assert status_of(run_dir) == "interrupted"
+    ends = [m for m in read_events(run_dir) if isinstance(m, LevelMark) and m.kind == "level_end"]
+    assert ends and ends[-1].status == "interrupted"
+    results = analyzable(run_dir)
+    assert results["status"] == "interrupted"
+    return line, results
+
+
+def test_ctrl_c_mid_level(fake_server, tmp_path):
+    fake = fake_server(n_slots=2, decode_iteration_ms=5.0)
+    run_dir = tmp_path / "run"
+    code, err, sent_ns, took = _interrupt_when(run_dir, small_sweep(fake.base_url, run_dir, requests=400, output=8),
+                                               lambda text: text.count('"phase":"measured"') >= 6)
+    line, results = _checks(run_dir, code, err, took)
+    schedule = fake.stop()
+    kept, completed = kept_vs_completed(run_dir, schedule, before_ns=sent_ns - 20_000_000)  # 20 ms: in transit
+    assert completed >= 6 and results["lanes"][0]["levels"][0]["counts"]["requests_ok"] >= 6
+    # what the fake finished in the moment between the signal and satbench stopping was in flight: not kept
+    after = len(served_ok(schedule)) - len(served_ok(schedule, before_ns=sent_ns))
+    assert after <= 2
+    # the requests cut by Ctrl-C are not recorded as server errors
+    assert all(e.ok for e in requests(run_dir))
+    table_row("Ctrl-C mid-level", "SIGINT to the satbench process", code, line, "interrupted", kept,
+              f"{len(served_ok(schedule, before_ns=sent_ns))} ({completed} of them >20 ms before the signal; "
+              f"+{after} finished by the server after it, lost in flight)")
+
+
+def test_ctrl_c_while_requests_hang(fake_server, tmp_path):
+    fake = fake_server(n_slots=2, decode_iteration_ms=5.0, hang_from_completion=5)
+    run_dir = tmp_path / "run"
+    argv = small_sweep(fake.base_url, run_dir, requests=20, output=8)  # default request timeout: 300 s
+    code, err, sent_ns, took = _interrupt_when(run_dir, argv, lambda text: text.count('"phase":"measured"') >= 2,
+                                               settle_s=0.5)  # two requests hang meanwhile
+    line, _ = _checks(run_dir, code, err, took)
+    schedule = fake.stop()
+    kept, completed = kept_vs_completed(run_dir, schedule, before_ns=sent_ns)
+    assert kept == completed == 4
+    assert sum(r["status"] == "hung" for r in schedule) == 2  # given up by satbench, not by a timeout
+    table_row("Ctrl-C while requests hang", "hang_from_completion=5, then SIGINT", code, line, "interrupted",
+              kept, completed)
