@@ -179,18 +179,16 @@ def load_recommendations(path: Path) -> tuple[RecommendationsFile | None, str | 
 
 def remote_identity(lane: LaneConfig) -> tuple[str | None, str | None]:
     """(model path, build) a running server reports on /props; (None, None) if it cannot be asked."""
-    import os
-    import urllib.request
-
+    from satbench.access import auth_headers, get_bytes, tls_context_for
     from satbench.runtimes.remote import split_credentials
 
     url, secret = split_credentials(lane.runtime.url or "")
-    key = os.environ.get(lane.runtime.api_key_env) if lane.runtime.api_key_env else secret
-    req = urllib.request.Request(url + "/props", headers={"Authorization": f"Bearer {key}"} if key else {})
+    headers = auth_headers(lane.runtime, lane.name, secret)
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            props = json.loads(resp.read())
+        props = json.loads(get_bytes(url + "/props", headers, tls_context_for(lane.runtime), timeout_s=10))
     except (OSError, ValueError):
+        return None, None
+    if not isinstance(props, dict):
         return None, None
     m = re.match(r"^b(\d+)-", str(props.get("build_info", "")))
     build = m[1] if m and m[1] != "0" else props.get("build_info")

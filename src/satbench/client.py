@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -102,7 +103,7 @@ class StreamClient:
         request_timeout_s: float = 300.0,
         read_timeout_s: float = 60.0,
         connect_timeout_s: float = 10.0,
-        verify_tls: bool = True,
+        tls: ssl.SSLContext | None = None,
         clock: Clock = time.perf_counter_ns,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -112,7 +113,8 @@ class StreamClient:
         if self._url.scheme not in ("http", "https") or not self._url.hostname:
             raise UserError(f"not an http(s) URL: {self.base_url}")
         self._port = self._url.port or (443 if self._url.scheme == "https" else 80)
-        self._ssl = tls_context(verify_tls) if self._url.scheme == "https" else None
+        # the lane's TLS policy (access.tls_context_for); without one: verify against the system's CAs
+        self._ssl = (tls or tls_context(verify=True)) if self._url.scheme == "https" else None
         self._headers = dict(headers or {})
         self._request_timeout_ns = int(request_timeout_s * 1e9)
         self._read_timeout_ns = int(read_timeout_s * 1e9)

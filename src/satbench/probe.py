@@ -12,6 +12,7 @@ import time
 
 import aiohttp
 
+from satbench.access import tls_failure
 from satbench.config import Strict
 from satbench.errors import RuntimeStartError
 from satbench.workload import Tokenizer
@@ -37,13 +38,22 @@ async def _get_json(session: aiohttp.ClientSession, url: str) -> tuple[int, obje
             return 200, None
 
 
+def refused_access(base_url: str, status: int, key_sent: bool) -> str:
+    if key_sent:
+        return f"{base_url} refused the API key (HTTP {status} on /props): check --api-key-env / --api-key-file"
+    return (f"{base_url} needs an API key (HTTP {status} on /props): pass --api-key-env VAR or "
+            "--api-key-file FILE")
+
+
 async def probe_server(session: aiohttp.ClientSession, base_url: str) -> ServerFacts:
     """GET /props (llama.cpp) and /v1/models; RuntimeStartError if the server cannot be reached."""
     try:
         status, props = await _get_json(session, base_url + "/props")
         if status in (401, 403):
-            raise RuntimeStartError(f"{base_url} refused access (HTTP {status}): check the API key")
+            raise RuntimeStartError(refused_access(base_url, status, "Authorization" in session.headers))
         _, models = await _get_json(session, base_url + "/v1/models")
+    except aiohttp.ClientSSLError as exc:  # ClientConnectorCertificateError included
+        raise tls_failure(base_url, getattr(exc, "certificate_error", exc.os_error)) from exc
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
         raise RuntimeStartError(f"cannot reach {base_url}: {exc.__class__.__name__}: {exc}") from exc
     openai_model = None
