@@ -56,6 +56,11 @@ def test_url_and_server_bin_select_the_runtime():
     (["sweep", "--bogus"], "unrecognized arguments"),
     (["sweep", "--model", "/nonexistent/model.gguf", "-o", "{tmp}/run"], "does not exist"),
     (["analyze", "{tmp}/nothing"], "not a satbench run directory"),
+    (["sweep", "--url", "http://127.0.0.1:1", "-o", "{tmp}/run"], "cannot reach http://127.0.0.1:1"),
+    (["sweep", "--url", "ftp://h/x"], "expected http://HOST:PORT"),
+    (["sweep", "--port", "99999"], "port"),
+    (["sweep", "--url", "http://h:1", "--port", "8080"], "cannot be combined"),
+    (["sweep", "--resume", "{tmp}/nothing"], "no such run directory"),
 ])
 def test_user_errors_are_one_line_and_non_zero(argv, needle, capsys, tmp_path):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]

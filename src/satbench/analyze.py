@@ -12,6 +12,7 @@ from satbench.fairness.verdicts import Verdict, lane_verdicts
 from satbench.manifest import LaneProvenance, read_manifest
 from satbench.metrics.interference import interference
 from satbench.metrics.level import LevelContext, LevelResult, summarize_level
+from satbench.resume import current_session_records
 from satbench.results import LaneResult, ResultsFile, verdicts_of, write_results, write_verdicts
 
 
@@ -52,7 +53,7 @@ def analyze_run(run_dir: Path) -> ResultsFile:
     prov = manifest.provenance
     if prov is None or not prov.lanes:
         raise RunDirError(f"{run_dir}: the run stopped before any server was described; nothing to analyze")
-    records = read_events(run_dir)
+    records = current_session_records(read_events(run_dir))  # a resumed unit counts its last session only
     samples = read_samples(run_dir)
     lanes = []
     for lane in manifest.config.lanes:

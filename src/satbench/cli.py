@@ -22,9 +22,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 # flags that describe one lane; a lane file replaces all of them
-_LANE_FLAGS = ("model", "url", "api_key_env", "server_bin", "concurrency", "prompt_tokens", "output_tokens",
+_LANE_FLAGS = ("model", "url", "api_key_env", "api_key_file", "ca_cert", "server_bin", "concurrency", "prompt_tokens", "output_tokens",
                "requests_per_level", "repetitions", "request_timeout", "parallel", "ctx_size", "batch_size",
-               "ubatch_size", "threads", "n_gpu_layers", "model_dir")
+               "ubatch_size", "threads", "n_gpu_layers", "model_dir", "port")
 
 
 def _sweep_args(p: argparse.ArgumentParser) -> None:
@@ -43,6 +43,11 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
                      "(default $SATBENCH_MODEL_DIR or ./.satbench/models)")
     src.add_argument("--url", help="measure a running server (llama-server or OpenAI-compatible)")
     src.add_argument("--api-key-env", help="environment variable holding the remote server's API key")
+    src.add_argument("--api-key-file", help="file holding the remote server's API key (sent only to --url)")
+    src.add_argument("--ca-cert", help="PEM CA or self-signed certificate to trust for an https --url "
+                     "(besides the system's CAs)")
+    src.add_argument("--insecure", action="store_true", help="do NOT verify the https --url's certificate "
+                     "(a warning is printed and run.json records it)")
     src.add_argument("--server-bin", help="start this llama-server binary instead of the embedded one")
     wl = p.add_argument_group("workload")
     wl.add_argument("--concurrency", help="levels, e.g. 1,2,4,8,16 (default 1,2,4,8)")
@@ -61,7 +66,12 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     ll.add_argument("-t", "--threads", type=int)
     ll.add_argument("-ngl", "--n-gpu-layers", type=int)
     ll.add_argument("--kv-unified", action="store_true")
+    ll.add_argument("--port", type=int, help="port on 127.0.0.1 for a server satbench starts (default: a free one)")
     p.add_argument("-o", "--output", help="run directory (default: runs/<timestamp>)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run from its first unfinished "
+                   "level (with no other flags: the run's own configuration)")
+    p.add_argument("--strict", action="store_true", help="refuse levels above the server's slot count "
+                   "(default: warn and flag them queue_bound)")
 
 
 def build_parser() -> _Parser:
@@ -108,8 +118,9 @@ def _given(value, default):
 
 def lane_config(a: argparse.Namespace) -> LaneConfig:
     """One lane from the single-lane flags; pydantic's complaints become one-line UserErrors."""
-    if a.url and (a.model or a.server_bin):
-        raise UserError("--url measures a running server; it cannot be combined with --model or --server-bin")
+    if a.url and (a.model or a.server_bin or a.port):
+        raise UserError("--url measures a running server; it cannot be combined with --model, --server-bin or --port")
+    _check_remote_flags(a)
     kind = "url" if a.url else ("native" if a.server_bin else "embedded")
     try:
         return LaneConfig(
@@ -123,13 +134,28 @@ def lane_config(a: argparse.Namespace) -> LaneConfig:
             server=ServerParams(n_parallel=a.parallel, n_ctx=a.ctx_size,
                                 n_batch=_given(a.batch_size, ServerParams().n_batch),
                                 n_ubatch=_given(a.ubatch_size, ServerParams().n_ubatch), n_threads=a.threads,
-                                n_gpu_layers=a.n_gpu_layers, kv_unified=a.kv_unified),
+                                n_gpu_layers=a.n_gpu_layers, kv_unified=a.kv_unified, port=a.port),
             runtime=RuntimeConfig(kind=kind, model=None if a.url else (a.model or BUILTIN_MODEL),
                                   model_dir=resolve_model_dir(a.model_dir), server_bin=a.server_bin,
-                                  url=a.url, api_key_env=a.api_key_env),
+                                  url=a.url, api_key_env=a.api_key_env, api_key_file=a.api_key_file,
+                                  ca_cert=a.ca_cert, insecure=a.insecure),
         )
     except ValueError as exc:  # ValidationError is a ValueError
         raise UserError(_first_error(exc)) from exc
+
+
+def _check_remote_flags(a: argparse.Namespace) -> None:
+    """Keys and TLS options go with --url only; one key source; verification on, off or widened."""
+    given = [f for f, on in (("--api-key-env", a.api_key_env), ("--api-key-file", a.api_key_file),
+                             ("--ca-cert", a.ca_cert), ("--insecure", a.insecure)) if on]
+    if given and not a.url:
+        raise UserError(f"{', '.join(given)}: only for a remote server; use with --url")
+    if a.api_key_env and a.api_key_file:
+        raise UserError("--api-key-env and --api-key-file are mutually exclusive: give one")
+    if a.ca_cert and a.insecure:
+        raise UserError("--ca-cert and --insecure contradict each other: give one")
+    if (a.ca_cert or a.insecure) and not a.url.lower().startswith("https://"):
+        raise UserError("--ca-cert and --insecure apply to an https:// --url only")
 
 
 def run_config(a: argparse.Namespace) -> RunConfig:
@@ -147,13 +173,14 @@ def run_config(a: argparse.Namespace) -> RunConfig:
         if a.together or a.with_fairness or a.refine:
             raise UserError("satbench fairness runs only the checks; --together, --with-fairness and --refine "
                             "belong to sweep")
-        return cfg.model_copy(update={"fairness_only": True})
-    return cfg.model_copy(update={"with_fairness": a.with_fairness, "refine": a.refine})
+        return cfg.model_copy(update={"fairness_only": True, "strict": a.strict})
+    return cfg.model_copy(update={"with_fairness": a.with_fairness, "refine": a.refine, "strict": a.strict})
 
 
 def _lanes_config(a: argparse.Namespace) -> RunConfig:
     if a.lanes:
         given = [f"--{f.replace('_', '-')}" for f in _LANE_FLAGS if getattr(a, f) is not None]
+        given += ["--insecure"] if a.insecure else []
         if given or a.shared_prefix or a.kv_unified:
             raise UserError(f"--lanes describes every lane; drop {', '.join(given) or 'the single-lane flags'}")
         from satbench.lanefile import load_lane_file
@@ -162,6 +189,12 @@ def _lanes_config(a: argparse.Namespace) -> RunConfig:
     if a.together:
         raise UserError("--together needs a lane file with at least two lanes (--lanes FILE)")
     return RunConfig(lanes=[lane_config(a)])
+
+
+def _run_flags_given(a: argparse.Namespace) -> bool:
+    """Did the user describe the run (so --resume must check it), or only name the run directory?"""
+    return (any(getattr(a, f) is not None for f in _LANE_FLAGS) or bool(a.lanes or a.checks) or a.together
+            or a.with_fairness or a.refine or a.strict or a.shared_prefix or a.kv_unified)
 
 
 def _first_error(exc: ValueError) -> str:
@@ -175,17 +208,37 @@ def _first_error(exc: ValueError) -> str:
 FAIRNESS_FAILED = 6
 
 
+def _remote_preflight(cfg: RunConfig) -> None:
+    """Unreadable keys or CA files fail before anything starts; --insecure says so on stderr."""
+    from satbench.access import check_remote_access
+
+    for line in check_remote_access(cfg):
+        print(line, file=sys.stderr)
+
+
 def _cmd_sweep(a: argparse.Namespace) -> int:
     from satbench.report.progress import RichProgress
     from satbench.report.table import print_results
     from satbench.results import verdicts_of
     from satbench.sweep import Sweep, default_run_dir, prepare_run_dir
 
-    cfg = run_config(a)
-    run_dir = prepare_run_dir(Path(a.output) if a.output else default_run_dir())
     argv = [redact_url(x) for x in ["satbench", *a.argv]]
+    resume = None
+    if a.resume:
+        from satbench.resume import resumable_manifest
+
+        if a.output:
+            raise UserError("--resume continues RUN_DIR in place; drop -o")
+        run_dir = Path(a.resume)
+        resume = resumable_manifest(run_dir)
+        cfg = run_config(a) if _run_flags_given(a) else resume.config
+        _remote_preflight(cfg)
+    else:
+        cfg = run_config(a)
+        _remote_preflight(cfg)
+        run_dir = prepare_run_dir(Path(a.output) if a.output else default_run_dir())
     try:
-        results = Sweep(cfg, run_dir, argv, RichProgress()).run()
+        results = Sweep(cfg, run_dir, argv, RichProgress(), resume=resume).run()
     except KeyboardInterrupt as exc:
         raise Interrupted(f"interrupted; what was measured is in {run_dir} (status: interrupted)") from exc
     except SatbenchError as exc:
@@ -244,6 +297,7 @@ def _cmd_capability(a: argparse.Namespace) -> int:
     if a.max_age_days <= 0:
         raise UserError("--max-age-days must be positive")
     cfg = _lanes_config(a)
+    _remote_preflight(cfg)
     report = capability_report(cfg, Path(a.recommendations), dt.timedelta(days=a.max_age_days))
     text = render_json(report) if a.format == "json" else render_litellm(report, cfg)
     if a.output:

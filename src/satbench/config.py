@@ -40,6 +40,7 @@ class ServerParams(Strict):
     n_threads: int | None = Field(None, ge=1, description="--threads: generation threads")
     n_gpu_layers: int | None = Field(None, description="--n-gpu-layers (-1 = all)")
     kv_unified: bool = Field(False, description="--kv-unified: one KV buffer shared by all slots")
+    port: int | None = Field(None, ge=1, le=65535, description="--port on 127.0.0.1 (None: a free one)")
 
 
 class WorkloadConfig(Strict):
@@ -64,17 +65,34 @@ class RuntimeConfig(Strict):
     server_bin: str | None = None
     url: str | None = None
     api_key_env: str | None = Field(None, description="environment variable holding the API key")
+    api_key_file: str | None = Field(None, description="file holding the API key (its path is recorded, never the key)")
+    ca_cert: str | None = Field(None, description="PEM file of a CA or self-signed certificate trusted besides the "
+                                "system's CAs")
+    insecure: bool = Field(False, description="TLS certificate verification turned OFF by the user")
     startup_timeout_s: float = Field(180.0, gt=0)
 
     @model_validator(mode="after")
     def _consistent(self) -> RuntimeConfig:
         if self.kind == "url" and not self.url:
             raise ValueError("runtime kind 'url' needs a url")
+        self._remote_options_consistent()
         if self.kind == "native" and not self.server_bin:
             raise ValueError("runtime kind 'native' needs server_bin")
         if self.kind != "url" and not self.model:
             raise ValueError(f"runtime kind {self.kind!r} needs a model")
         return self
+
+    def _remote_options_consistent(self) -> None:
+        """Keys and TLS options belong to a remote server; the key has one source."""
+        given = [k for k in ("api_key_env", "api_key_file", "ca_cert", "insecure") if getattr(self, k)]
+        if given and self.kind != "url":
+            raise ValueError(f"{', '.join(given)}: only for a remote server (runtime 'url')")
+        if self.api_key_env and self.api_key_file:
+            raise ValueError("api_key_env and api_key_file are mutually exclusive: give one")
+        if self.ca_cert and self.insecure:
+            raise ValueError("ca_cert and insecure contradict each other: give one")
+        if (self.ca_cert or self.insecure) and not (self.url or "").lower().startswith("https://"):
+            raise ValueError("ca_cert and insecure apply to an https:// url only")
 
 
 class SloConfig(Strict):
@@ -202,6 +220,7 @@ class RunConfig(Strict):
     with_fairness: bool = False
     fairness_only: bool = False
     refine: bool = Field(False, description="measure 2-3 extra levels between the points bracketing the knee")
+    strict: bool = Field(False, description="refuse levels above the server's slot count instead of warning")
 
     @model_validator(mode="after")
     def _unique_names(self) -> RunConfig:

@@ -47,6 +47,7 @@ class FileServer(Strict):
     threads: int | None = Field(None, ge=1)
     n_gpu_layers: int | None = None
     kv_unified: bool = False
+    port: int | None = Field(None, ge=1, le=65535)
 
 
 class FileLane(Strict):
@@ -59,6 +60,9 @@ class FileLane(Strict):
     server_bin: str | None = None
     url: str | None = None
     api_key_env: str | None = None
+    api_key_file: str | None = None
+    ca_cert: str | None = None
+    insecure: bool = False
     concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
     prompt_tokens: int = WorkloadConfig().prompt_tokens
     output_tokens: int = WorkloadConfig().output_tokens
@@ -136,10 +140,12 @@ def to_lane_config(f: FileLane) -> LaneConfig:
                                 shared_prefix=f.shared_prefix),
         server=ServerParams(n_parallel=f.server.parallel, n_ctx=f.server.ctx_size, n_batch=f.server.batch_size,
                             n_ubatch=f.server.ubatch_size, n_threads=f.server.threads,
-                            n_gpu_layers=f.server.n_gpu_layers, kv_unified=f.server.kv_unified),
+                            n_gpu_layers=f.server.n_gpu_layers, kv_unified=f.server.kv_unified,
+                            port=f.server.port),
         runtime=RuntimeConfig(kind=f.runtime, model=None if f.runtime == "url" else f.model,
                               model_dir=resolve_model_dir(f.model_dir), server_bin=f.server_bin,
-                              url=f.url, api_key_env=f.api_key_env),
+                              url=f.url, api_key_env=f.api_key_env, api_key_file=f.api_key_file,
+                              ca_cert=f.ca_cert, insecure=f.insecure),
         slo=f.slo, fairness=f.fairness,
     )
 

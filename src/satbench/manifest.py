@@ -6,6 +6,7 @@ needs besides the raw JSONL files comes from here.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -19,7 +20,7 @@ from satbench.config import RunConfig, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.1"  # 2.1: provenance.satbench_modified_files
+MANIFEST_SCHEMA_VERSION = "2.1"  # 2.1: provenance.satbench_modified_files, completed_units, resumes
 
 
 class ModelInfo(Strict):
@@ -123,6 +124,19 @@ class ClockAnchor(Strict):
 RunStatus = Literal["running", "complete", "failed", "interrupted"]
 
 
+class ResumeRecord(Strict):
+    """One `sweep --resume` of this run: when, by what command, from what state."""
+
+    session: int = Field(description="records written in this session carry this number")
+    started_at: str
+    command_line: list[str]
+    from_status: RunStatus
+    from_reason: str | None = None
+    clock_anchor: ClockAnchor
+    units_already_complete: int
+    torn_bytes_removed: int = Field(0, description="an unterminated last JSONL line a crash left, cut before appending")
+
+
 class RunManifest(Strict):
     schema_version: str = MANIFEST_SCHEMA_VERSION
     run_id: str
@@ -134,20 +148,31 @@ class RunManifest(Strict):
     status_reason: str | None = None
     config: RunConfig
     provenance: Provenance | None = None
+    completed_units: list[str] = Field(
+        default_factory=list, description="ledger: units finished, in order (see satbench.resume)")
+    resumes: list[ResumeRecord] = Field(default_factory=list)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, fsync it, then rename over `path`."""
+def write_text_atomic(path: Path, text: str | bytes) -> None:
+    """Write to a temporary file beside `path`, fsync it, then rename over `path`: a crash or a
+    full disk leaves the old file (or none), never a half-written one, and no temporary file."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are meant to be shared
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+        tmp = None
     except OSError as exc:
         raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def write_manifest(run_dir: Path, manifest: RunManifest) -> None:

@@ -13,6 +13,7 @@ raw files that exist.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import secrets
 import subprocess
@@ -32,6 +33,9 @@ from satbench.lane_session import LaneSession, Progress, make_runtime
 from satbench.manifest import ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, write_manifest
 from satbench.models.resolve import resolve_model
 from satbench.results import ResultsFile
+from satbench.resume import (begin_session, check_same_config, fairness_unit, refine_unit, solo_unit,
+                             together_unit)
+from satbench.server_checks import check_same_server, check_server_fits
 from satbench.runtimes.remote import split_credentials
 
 
@@ -132,7 +136,7 @@ class Sweep:
     """One run (one or more lanes) into one run directory."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path, command_line: list[str],
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, resume: RunManifest | None = None) -> None:
         self._secrets: dict[str, str | None] = {}
         lanes = []
         for lane in cfg.lanes:  # keep user:password out of everything that is written down
@@ -147,36 +151,62 @@ class Sweep:
         self.progress = progress or _Silent()
         self.nonce = secrets.token_hex(3)
         self.results: ResultsFile | None = None
-        self.manifest = RunManifest(
-            run_id=run_dir.name, command_line=command_line,
-            started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            clock_anchor=ClockAnchor(wall_time_ns=time.time_ns(), perf_counter_ns=time.perf_counter_ns()),
-            config=self.cfg,
-        )
+        self.session = 0
+        if resume is not None:
+            check_same_config(resume.config, self.cfg)
+            self.manifest = resume
+            self.session = begin_session(run_dir, resume, command_line, satbench.__version__)
+        else:
+            self.manifest = RunManifest(
+                run_id=run_dir.name, command_line=command_line,
+                started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                clock_anchor=ClockAnchor(wall_time_ns=time.time_ns(), perf_counter_ns=time.perf_counter_ns()),
+                config=self.cfg,
+            )
         self._models: dict[str, tuple[Path | None, ModelInfo]] = {}
         self.refined: dict[str, list[int]] = {}
 
-    def run(self) -> ResultsFile:
-        """Execute every lane; raises SatbenchError after writing what was measured."""
+    def _done(self, unit: str) -> bool:
+        return unit in self.manifest.completed_units
+
+    def _complete(self, unit: str) -> None:
+        """Enter a finished unit in run.json's ledger (what --resume skips)."""
+        self.manifest.completed_units.append(unit)
         write_manifest(self.run_dir, self.manifest)
+
+    def run(self) -> ResultsFile:
+        """Execute every lane; raises SatbenchError after writing what was measured. When the run
+        fails, the error that stopped it is the one raised, even if recording the failure fails too
+        (a full or read-only disk fails every later write)."""
+        write_manifest(self.run_dir, self.manifest)
+        ok = False
         try:
             asyncio.run(self._run_all())
         except KeyboardInterrupt:
-            self._finish("interrupted", "interrupted by the user (Ctrl-C)")
+            self._finish_quietly("interrupted", "interrupted by the user (Ctrl-C)")
             raise
         except SatbenchError as exc:
-            self._finish("failed", str(exc))
+            self._finish_quietly("failed", str(exc))
             raise
         except Exception as exc:
-            self._finish("failed", f"internal error: {exc.__class__.__name__}: {exc}")
+            self._finish_quietly("failed", f"internal error: {exc.__class__.__name__}: {exc}")
             raise
         else:
             self._finish("complete", None)
+            ok = True
         finally:
             if self.manifest.provenance is not None and self.manifest.provenance.lanes:
-                self.results = analyze_and_write(self.run_dir)
+                try:
+                    self.results = analyze_and_write(self.run_dir)
+                except SatbenchError:
+                    if ok:
+                        raise  # else the error already on its way out is the one to report
         assert self.results is not None
         return self.results
+
+    def _finish_quietly(self, status: str, reason: str | None) -> None:
+        with contextlib.suppress(RunDirError):
+            self._finish(status, reason)
 
     def _finish(self, status: str, reason: str | None) -> None:
         self.manifest.status = status  # type: ignore[assignment]
@@ -187,8 +217,14 @@ class Sweep:
     async def _run_all(self) -> None:
         gpus = open_nvml()
         commit, changed = satbench_source()
-        self.manifest.provenance = Provenance(satbench_version=satbench.__version__, satbench_commit=commit,
-                                              satbench_modified_files=changed, host=describe_host(gpus))
+        host = describe_host(gpus)
+        if self.manifest.provenance is None:
+            self.manifest.provenance = Provenance(satbench_version=satbench.__version__, satbench_commit=commit,
+                                                  satbench_modified_files=changed, host=host)
+        elif self.manifest.provenance.host.fingerprint_sha256 != host.fingerprint_sha256:
+            raise UserError("cannot resume on this machine: the run was measured on hardware fingerprint "
+                            f"{self.manifest.provenance.host.fingerprint_sha256[:16]}, this is "
+                            f"{host.fingerprint_sha256[:16]}")
         write_manifest(self.run_dir, self.manifest)
         for lane in self.cfg.lanes:  # fail on a bad model before any server starts
             self._models[lane.name] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
@@ -205,28 +241,38 @@ class Sweep:
                 for lane in self.cfg.lanes:
                     await self._fairness(lane, events, samples, gpus)
         finally:
-            events.close()
-            samples.close()
-            self.progress.end()
+            try:
+                events.close()
+            finally:
+                try:
+                    samples.close()
+                finally:
+                    self.progress.end()
 
-    def _log_path(self, lane: LaneConfig, scenario: str) -> Path:
-        suffix = "" if scenario == "solo" else f"-{scenario}"
-        name = "server.log" if len(self.cfg.lanes) == 1 and scenario == "solo" else f"server-{lane.name}{suffix}.log"
+    def _log_path(self, lane: LaneConfig, scenario: str, session: int = 0) -> Path:
+        suffix = ("" if scenario == "solo" else f"-{scenario}") + (f"-resume{session}" if session else "")
+        name = "server.log" if len(self.cfg.lanes) == 1 and not suffix else f"server-{lane.name}{suffix}.log"
         return self.run_dir / name
 
     async def _start(self, lane: LaneConfig, scenario: str, samples: JsonlWriter, gpus) -> LaneSession:
         path, model = self._models[lane.name]
-        runtime = make_runtime(lane, path, self._log_path(lane, scenario))
+        runtime = make_runtime(lane, path, self._log_path(lane, scenario, self.session))
         session = LaneSession(lane, scenario, runtime, model, self._secrets[lane.name], self.nonce)
+        session.session_index = self.session
         try:
             runtime.start()  # blocking on purpose: nothing is measured meanwhile, and Ctrl-C lands here
             await session.open(samples, gpus)
+            if scenario != "fairness":
+                check_server_fits(lane, session.runtime_info(), self.cfg.strict)
+            prov = self.manifest.provenance
+            assert prov is not None
+            if lane.name in prov.lanes:
+                check_same_server(lane.name, prov.lanes[lane.name], scenario, session.model_info(),
+                                  session.runtime_info())
         except BaseException:
             await session.close()
             runtime.stop()
             raise
-        prov = self.manifest.provenance
-        assert prov is not None
         if lane.name not in prov.lanes:
             prov.lanes[lane.name] = LaneProvenance(model=session.model_info(), runtime=session.runtime_info(),
                                                    network=session.network_info())
@@ -245,40 +291,56 @@ class Sweep:
             session.runtime.stop()
 
     async def _solo(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
+        base = [(rep, n) for rep in range(1, lane.repetitions + 1) for n in lane.levels]
+        if all(self._done(solo_unit(lane.name, n, rep)) for rep, n in base) and (
+                not self.cfg.refine or self._done(refine_unit(lane.name))):
+            return  # --resume: this lane's solo part is finished
         session = await self._start(lane, "solo", samples, gpus)
         try:
-            for rep in range(1, lane.repetitions + 1):
-                for n in lane.levels:
-                    await session.run(await session.plan(n, rep, background=False), events, self.progress)
-            if self.cfg.refine:
+            await self._solo_units(session, base, events)
+            if self.cfg.refine and not self._done(refine_unit(lane.name)):
                 extra = refine_levels(self.run_dir, lane)
                 self.refined[lane.name] = extra
-                for rep in range(1, lane.repetitions + 1):
-                    for n in extra:
-                        await session.run(await session.plan(n, rep, background=False), events, self.progress)
+                await self._solo_units(session, [(rep, n) for rep in range(1, lane.repetitions + 1)
+                                                 for n in extra], events)
+                self._complete(refine_unit(lane.name))
         finally:
             await self._stop(session)
 
+    async def _solo_units(self, session: LaneSession, units: list[tuple[int, int]], events: JsonlWriter) -> None:
+        for rep, n in units:
+            unit = solo_unit(session.lane.name, n, rep)
+            if not self._done(unit):
+                await session.run(await session.plan(n, rep, background=False), events, self.progress)
+                self._complete(unit)
+
     async def _fairness(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
+        if self._done(fairness_unit(lane.name)):
+            return
         session = await self._start(fairness_lane(lane), "fairness", samples, gpus)
         try:
             runner = FairnessRunner(session, fairness_plan(lane, session.runtime_info(), session.network_info()),
                                     events, self.progress, self.nonce)
             await runner.run_all()
+            self._complete(fairness_unit(lane.name))
         finally:
             await self._stop(session)
 
     async def _together(self, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
+        reps = max(lane.repetitions for lane in self.cfg.lanes)
+        steps = max(len(lane.levels) for lane in self.cfg.lanes)
+        pending = [(rep, k) for rep in range(1, reps + 1) for k in range(steps)
+                   if not self._done(together_unit(k, rep))]
+        if not pending:
+            return
         sessions: list[LaneSession] = []
         try:
             for lane in self.cfg.lanes:
                 sessions.append(await self._start(lane, "together", samples, gpus))
-            reps = max(lane.repetitions for lane in self.cfg.lanes)
-            steps = max(len(lane.levels) for lane in self.cfg.lanes)
-            for rep in range(1, reps + 1):
-                for k in range(steps):
-                    active = [s for s in sessions if k < len(s.lane.levels) and rep <= s.lane.repetitions]
-                    await self._together_step(active, k, rep, events)
+            for rep, k in pending:
+                active = [s for s in sessions if k < len(s.lane.levels) and rep <= s.lane.repetitions]
+                await self._together_step(active, k, rep, events)
+                self._complete(together_unit(k, rep))
         finally:
             for s in sessions:
                 await self._stop(s)

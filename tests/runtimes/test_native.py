@@ -64,3 +64,28 @@ def test_failure_reason_comes_from_the_servers_log(tmp_path, monkeypatch, capsys
 def test_missing_binary_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="not an executable"):
         NativeRuntime(str(tmp_path / "nope"), "/m.gguf", ServerParams(), 1, 512, tmp_path / "server.log")
+
+
+def test_a_chosen_port_is_used_and_a_port_in_use_is_a_one_line_error(tmp_path, capsys):
+    import socket
+
+    from satbench.runtimes.base import free_loopback_port
+
+    port = free_loopback_port()
+    rt = NativeRuntime(BIN, "/m.gguf", ServerParams(port=port), 1, 256, tmp_path / "server.log")
+    rt.start()
+    try:
+        assert rt.base_url == f"http://127.0.0.1:{port}"
+    finally:
+        rt.stop()
+    model = tmp_path / "m.gguf"
+    write_synthetic_gguf(model, "llama", "tiny", 1)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        taken = busy.getsockname()[1]
+        code = main(["sweep", "--server-bin", BIN, "--model", str(model), "--port", str(taken),
+                     "-o", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert f"--port {taken}: 127.0.0.1:{taken} is not free" in err

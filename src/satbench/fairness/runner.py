@@ -46,7 +46,8 @@ class FairnessRunner:
 
     def _level_plan(self, check: str, level: int, rep: int, warmup=(), measured=()) -> LevelPlan:
         return LevelPlan(lane=self.lane, level=level, repetition=rep, warmup=list(warmup),
-                         measured=list(measured), scenario="fairness", check=check)
+                         measured=list(measured), scenario="fairness", check=check,
+                         session=self.s.session_index)
 
     async def send(self, check: str, role: str, seq: int, req: CompletionRequest, *, level: int = 1,
                    rep: int = 1, stream: int = 0, out: StreamOutcome | None = None) -> RequestEvent:

@@ -8,6 +8,7 @@ saved without the matplotlib version, so the same inputs give the same files.
 
 from __future__ import annotations
 
+import io
 import statistics
 from pathlib import Path
 from typing import Iterator, Literal, Sequence
@@ -19,6 +20,7 @@ from matplotlib.figure import Figure
 
 from satbench.config import Strict
 from satbench.events import RequestEvent
+from satbench.manifest import write_text_atomic
 from satbench.metrics.latency import first_token_ns
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, Estimate
@@ -102,7 +104,9 @@ def _save(fig: Figure, run_dir: Path, lane: str, kind: PlotKind) -> str:
     rel = f"{PLOTS_DIR}/{lane}-{kind}.png"
     (run_dir / PLOTS_DIR).mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
-    fig.savefig(run_dir / rel, dpi=DPI, metadata={"Software": None})
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    write_text_atomic(run_dir / rel, buf.getvalue())  # never a half-written PNG
     fig.clear()
     return rel
 

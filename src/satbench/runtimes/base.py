@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from satbench.config import ServerParams
-from satbench.errors import RuntimeStartError
+from satbench.errors import RuntimeStartError, UserError
 from satbench.runtimes.logscan import failure_reason_from_file
 
 
@@ -117,6 +117,21 @@ def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def server_port(wanted: int | None) -> int:
+    """The user's --port if it is free on 127.0.0.1 (else a UserError naming it), or a free one."""
+    if wanted is None:
+        return free_loopback_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as llama-server does: TIME_WAIT is no obstacle
+        try:
+            s.bind(("127.0.0.1", wanted))
+            s.listen(1)
+        except OSError as exc:
+            raise UserError(f"--port {wanted}: 127.0.0.1:{wanted} is not free ({exc.strerror or exc}); choose "
+                            "another port, or drop --port and satbench picks a free one") from exc
+    return wanted
 
 
 def llama_server_flags(params: ServerParams, n_parallel: int, n_ctx: int) -> list[str]:

@@ -9,7 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 from satbench.config import ServerParams
-from satbench.runtimes.base import ProcessRuntime, llama_server_flags
+from satbench.runtimes.base import ProcessRuntime, llama_server_flags, server_port
 
 
 class EmbeddedRuntime(ProcessRuntime):
@@ -41,7 +41,7 @@ class EmbeddedRuntime(ProcessRuntime):
             "model_path": self.model_path, "n_parallel": self.n_parallel, "n_ctx": self.n_ctx,
             "n_batch": self.params.n_batch, "n_ubatch": self.params.n_ubatch,
             "n_threads": self.params.n_threads, "n_gpu_layers": self.params.n_gpu_layers,
-            "kv_unified": self.params.kv_unified,
+            "kv_unified": self.params.kv_unified, "port": server_port(self.params.port),
         }))
         self._log = open(self.log_path, "ab")
         self._proc = subprocess.Popen(

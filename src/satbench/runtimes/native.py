@@ -10,7 +10,7 @@ from pathlib import Path
 
 from satbench.config import ServerParams
 from satbench.errors import UserError
-from satbench.runtimes.base import ProcessRuntime, free_loopback_port, llama_server_flags
+from satbench.runtimes.base import ProcessRuntime, llama_server_flags, server_port
 
 
 class NativeRuntime(ProcessRuntime):
@@ -22,7 +22,7 @@ class NativeRuntime(ProcessRuntime):
         super().__init__()
         if not (os.path.isfile(server_bin) and os.access(server_bin, os.X_OK)):
             raise UserError(f"--server-bin {server_bin}: not an executable file")
-        self.server_bin, self.model_path = server_bin, model_path
+        self.server_bin, self.model_path, self.params = server_bin, model_path, params
         self.timeout_s = startup_timeout_s
         self.log_path = log_path
         self.server_args = llama_server_flags(params, n_parallel, n_ctx) + ["--metrics", "--slots"]
@@ -50,10 +50,14 @@ class NativeRuntime(ProcessRuntime):
                    if ln.startswith("  ") and ":" in ln]
         return "; ".join(devices) if devices else "CPU"
 
+    def command(self, port: int) -> list[str]:
+        """The server's argv: it listens on 127.0.0.1 only (no lane knob can change --host)."""
+        return [self.server_bin, "--model", self.model_path, "--host", "127.0.0.1",
+                "--port", str(port), *self.server_args]
+
     def start(self) -> None:
-        port = free_loopback_port()
-        cmd = [self.server_bin, "--model", self.model_path, "--host", "127.0.0.1",
-               "--port", str(port), *self.server_args]
+        port = server_port(self.params.port)
+        cmd = self.command(port)
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                           stderr=subprocess.STDOUT, start_new_session=True)

@@ -1,0 +1,37 @@
+"""Checks made when a lane's server answers, before anything is measured: levels above the
+slot count (warning, or refused with --strict) and a workload that cannot fit a slot."""
+
+from __future__ import annotations
+
+from satbench.cli import main
+from satbench.events import RequestEvent, read_events
+
+TINY = ["--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "16", "--output-tokens", "4"]
+
+
+def test_a_level_above_the_slot_count_warns_and_is_flagged(fake_server, tmp_path, capsys):
+    fake = fake_server(n_slots=2, decode_iteration_ms=2.0)
+    assert main(["sweep", "--url", fake.base_url, "--concurrency", "1,4", *TINY, "-o", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert ("satbench: warning: lane default: level 4 exceeds the server's 2 slots: the extra requests queue at "
+            "the server") in err
+
+
+def test_strict_refuses_it_before_anything_is_measured(fake_server, tmp_path, capsys):
+    fake = fake_server(n_slots=2, decode_iteration_ms=2.0)
+    run = tmp_path / "r"
+    code = main(["sweep", "--url", fake.base_url, "--concurrency", "1,4,8", "--strict", *TINY, "-o", str(run)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith("satbench: error: lane default: levels 4, 8 exceed the server's 2 slots (--strict)")
+    assert not [e for e in read_events(run) if isinstance(e, RequestEvent)]
+
+
+def test_a_workload_that_cannot_fit_a_slot_is_refused_naming_the_fix(fake_server, tmp_path, capsys):
+    fake = fake_server(n_slots=2, n_ctx=64, decode_iteration_ms=2.0)  # 32 tokens per slot
+    code = main(["sweep", "--url", fake.base_url, "--concurrency", "1", "--requests-per-level", "4",
+                 "--repetitions", "1", "--prompt-tokens", "24", "--output-tokens", "16", "-o", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2
+    assert "a request needs prompt 24 + output 16 = 40 tokens but the server's per-slot context is 32" in err
+    assert "-c" in err and "-np" in err
