@@ -101,10 +101,7 @@ def lane_differences(a: LaneResult, b: LaneResult) -> list[str]:
     out = []
     if a.model.sha256 and b.model.sha256 and a.model.sha256 != b.model.sha256:
         out.append(f"model {_short(a.model.sha256)} in A, {_short(b.model.sha256)} in B")
-    for field in WorkloadConfig.model_fields:
-        va, vb = getattr(a.workload, field), getattr(b.workload, field)
-        if va != vb:
-            out.append(f"{field} {va} in A, {vb} in B")
+    out += _field_diffs(a.workload, b.workload)
     if a.runtime.kind != b.runtime.kind:
         out.append(f"runtime {a.runtime.kind} in A, {b.runtime.kind} in B")
     return [f"lane {a.lane}: {d}" for d in out]
@@ -228,13 +225,15 @@ def _pair_levels(a: list[LevelResult], b: list[LevelResult], scenario: Scenario,
     return rows, sorted(set(by_a) - set(by_b)), sorted(set(by_b) - set(by_a))
 
 
+def _field_diffs(a: WorkloadConfig | ServerParams, b: WorkloadConfig | ServerParams, label: str = "") -> list[str]:
+    """'<label><field> <A> in A, <B> in B' for each field of the two (same-typed) configs that differs."""
+    return [f"{label}{f} {getattr(a, f)} in A, {getattr(b, f)} in B" for f in type(a).model_fields
+            if getattr(a, f) != getattr(b, f)]
+
+
 def _param_notes(a: LaneResult, b: LaneResult) -> list[str]:
     """Differences that do not block the comparison but change what it means."""
-    notes = []
-    for field in ServerParams.model_fields:
-        va, vb = getattr(a.server_params, field), getattr(b.server_params, field)
-        if va != vb:
-            notes.append(f"server {field} {va} in A, {vb} in B")
+    notes = _field_diffs(a.server_params, b.server_params, "server ")
     if a.runtime.backend != b.runtime.backend:
         notes.append(f"backend {a.runtime.backend or 'n/a'} in A, {b.runtime.backend or 'n/a'} in B")
     unknown = [tag for tag, ln in (("A", a), ("B", b)) if not ln.model.sha256]
