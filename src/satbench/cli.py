@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -208,6 +209,10 @@ def _first_error(exc: ValueError) -> str:
 FAIRNESS_FAILED = 6
 
 
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _remote_preflight(cfg: RunConfig) -> None:
     """Unreadable keys or CA files fail before anything starts; --insecure says so on stderr."""
     from satbench.access import check_remote_access
@@ -237,6 +242,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         cfg = run_config(a)
         _remote_preflight(cfg)
         run_dir = prepare_run_dir(Path(a.output) if a.output else default_run_dir())
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # kill / timeout / systemd stop = Ctrl-C
     try:
         results = Sweep(cfg, run_dir, argv, RichProgress(), resume=resume).run()
     except KeyboardInterrupt as exc:
@@ -244,6 +250,8 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     except SatbenchError as exc:
         exc.args = (f"{exc} (run directory: {run_dir})",)
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print_results(results)
     if any(lane.levels for lane in results.lanes):
         _recommend(run_dir)

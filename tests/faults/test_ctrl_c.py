@@ -13,7 +13,8 @@ from tests.faults.common import (analyzable, cli_subprocess, kept_vs_completed, 
                                  small_sweep, status_of, table_row)
 
 
-def _interrupt_when(run_dir, argv, ready, settle_s: float = 0.0) -> tuple[int, str, int, float]:
+def _interrupt_when(run_dir, argv, ready, settle_s: float = 0.0,
+                    sig: int = signal.SIGINT) -> tuple[int, str, int, float]:
     """Start the sweep, SIGINT it once `ready(events text)`; (exit code, stderr, signal time, seconds to exit)."""
     proc = subprocess.Popen(cli_subprocess(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     events = run_dir / "events.jsonl"
@@ -23,7 +24,7 @@ def _interrupt_when(run_dir, argv, ready, settle_s: float = 0.0) -> tuple[int, s
     time.sleep(settle_s)
     sent_ns = time.perf_counter_ns()  # CLOCK_MONOTONIC, the fake's clock too
     t0 = time.monotonic()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
     return proc.returncode, err, sent_ns, time.monotonic() - t0
 
@@ -72,3 +73,13 @@ def test_ctrl_c_while_requests_hang(fake_server, tmp_path):
     assert sum(r["status"] == "hung" for r in schedule) == 2  # given up by satbench, not by a timeout
     table_row("Ctrl-C while requests hang", "hang_from_completion=5, then SIGINT", code, line, "interrupted",
               kept, completed)
+
+
+def test_sigterm_is_an_interruption_too(fake_server, tmp_path):
+    """`timeout`, systemd and `kill` send SIGTERM: the run must end as cleanly as with Ctrl-C (marked
+    interrupted, analyzable, resumable), not die with run.json still saying 'running'."""
+    fake = fake_server(n_slots=2, decode_iteration_ms=5.0)
+    run_dir = tmp_path / "run"
+    code, err, _, took = _interrupt_when(run_dir, small_sweep(fake.base_url, run_dir, requests=400, output=8),
+                                         lambda text: text.count('"phase":"measured"') >= 6, sig=signal.SIGTERM)
+    _checks(run_dir, code, err, took)
