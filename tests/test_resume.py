@@ -78,6 +78,8 @@ def test_resume_runs_only_the_unfinished_units_and_counts_the_last_attempt(inter
     assert lv2["concurrency"] == 2 and lv2["counts"]["requests_measured"] == 80  # 2 reps × 40, not more
     assert not any(f.startswith("repetition_") for f in lv2["flags"])
     assert verify(run_dir).ok  # the bundle of the resumed run holds together
+    evidence = (run_dir / "EVIDENCE.md").read_text()
+    assert "The run was resumed" in evidence and "| 1 | " in evidence and "satbench sweep --resume" in evidence
 
     assert main(["sweep", "--resume", str(run_dir)]) == 2  # complete: nothing to resume
     assert "the run is complete; nothing to resume" in capsys.readouterr().err

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from satbench.config import Strict
 from satbench.errors import RunDirError
 from satbench.events import RequestEvent, read_events
-from satbench.manifest import write_text_atomic
+from satbench.manifest import read_manifest, write_text_atomic
 from satbench.report.csvfile import write_csv
 from satbench.report.document import render_html, render_markdown
 from satbench.report.evidence import evidence_blocks
@@ -81,7 +81,8 @@ def write_report(run_dir: Path) -> ReportFiles:
         raise RunDirError(f"cannot write {run_dir / PLOTS_DIR}: {exc.strerror or exc}") from exc
     plots = write_plots(run_dir, results, recs, events)
     csv_path = write_csv(run_dir, results)
-    blocks = evidence_blocks(str(run_dir), results, recs, recs_sha, plots, raw_hashes(run_dir))
+    resumes = read_manifest(run_dir).resumes
+    blocks = evidence_blocks(str(run_dir), results, recs, recs_sha, plots, raw_hashes(run_dir), resumes)
     write_text_atomic(run_dir / EVIDENCE_FILE, render_markdown(blocks))
     write_text_atomic(run_dir / HTML_FILE, render_html(blocks, run_dir, f"satbench run {results.run_id}"))
     digest = write_sums(run_dir)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from typing import Sequence
 
-from satbench.manifest import RuntimeInfo
+from satbench.manifest import ResumeRecord, RuntimeInfo
 from satbench.report.document import Block, Bullets, Code, Heading, Image, Para, TableBlock
 from satbench.report.integrity import SUMS_FILE, FileHash
 from satbench.report.plots import PlotFile
@@ -52,10 +52,18 @@ def _server_command(rt: RuntimeInfo, model: str | None) -> str:
     return f"llama-server {args}" if rt.kind == "native" else f"embedded (xllamacpp, llama-server's flags): {args}"
 
 
-def commands(run_dir_name: str, results: ResultsFile) -> list[Block]:
+def commands(run_dir_name: str, results: ResultsFile, resumes: Sequence[ResumeRecord] = ()) -> list[Block]:
     blocks: list[Block] = [Heading(level=2, text="What was run"),
                            Para(text="The command, as recorded in `run.json` (credentials redacted):"),
                            Code(text=_cmd(results.command_line))]
+    if resumes:
+        blocks.append(Para(text="The run was resumed; each session re-ran only the units not yet finished, and a "
+                                "unit cut short counts its latest session's records only:"))
+        blocks.append(TableBlock(headers=["session", "started", "resumed from", "units already done", "command"],
+                                 rows=[[str(r.session), r.started_at, r.from_status + (f" ({r.from_reason})"
+                                                                                       if r.from_reason else ""),
+                                        str(r.units_already_complete), f"`{_cmd(r.command_line)}`"]
+                                       for r in resumes]))
     rows = []
     for lane in results.lanes:
         prov = results.provenance.lanes.get(lane.lane)
@@ -230,8 +238,9 @@ def handoff(run_dir_name: str, results: ResultsFile, recs: RecommendationsFile |
 
 
 def evidence_blocks(run_dir_name: str, results: ResultsFile, recs: RecommendationsFile | None,
-                    recs_sha256: str | None, plots: Sequence[PlotFile], hashes: Sequence[FileHash]) -> list[Block]:
-    blocks = header(results) + commands(run_dir_name, results) + machine(results) + lanes_table(results)
+                    recs_sha256: str | None, plots: Sequence[PlotFile], hashes: Sequence[FileHash],
+                    resumes: Sequence[ResumeRecord] = ()) -> list[Block]:
+    blocks = header(results) + commands(run_dir_name, results, resumes) + machine(results) + lanes_table(results)
     for lane in results.lanes:
         blocks += lane_section(lane, plots)
     blocks += recommendations(recs) + flags(results) + limitations(results, recs)
