@@ -131,3 +131,15 @@ def test_differences_name_each_leaf():
     assert differences(a, b) == ["lanes[0].workload.prompt_tokens: 64 in the run, 128 now",
                                  "together: False in the run, True now"]
     assert differences(a, a) == []
+
+
+def test_the_progress_total_counts_only_what_is_left():
+    from satbench.config import LaneConfig, RunConfig, RuntimeConfig
+    from satbench.sweep import total_requests
+
+    lane = LaneConfig(levels=[1, 2], requests_per_level=10, repetitions=2,
+                      runtime=RuntimeConfig(kind="url", model=None, url="http://127.0.0.1:1"))
+    cfg = RunConfig(lanes=[lane])
+    per = {1: 10 + 1, 2: 10 + 2}  # measured + one warmup per stream
+    assert total_requests(cfg) == 2 * (per[1] + per[2])
+    assert total_requests(cfg, frozenset({"solo/default/1/1", "solo/default/2/1"})) == per[1] + per[2]

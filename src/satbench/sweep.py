@@ -79,15 +79,21 @@ def satbench_source() -> tuple[str | None, list[str]]:
         return None, []
 
 
-def total_requests(cfg: RunConfig) -> int:
-    """Requests the progress bar expects."""
+def total_requests(cfg: RunConfig, done: frozenset[str] = frozenset()) -> int:
+    """Requests the progress bar expects (on --resume, those of the units not yet `done`)."""
+    def level(lane: LaneConfig, n: int) -> int:
+        return lane.measured_requests(n) + n * lane.warmup_per_stream
+
     total = 0
     if not cfg.fairness_only:
-        per_lane = [sum((lane.measured_requests(n) + n * lane.warmup_per_stream) * lane.repetitions
-                        for n in lane.levels) for lane in cfg.lanes]
-        total = sum(per_lane) * (2 if cfg.together else 1)
+        total += sum(level(lane, n) for lane in cfg.lanes for rep in range(1, lane.repetitions + 1)
+                     for n in lane.levels if solo_unit(lane.name, n, rep) not in done)
+        if cfg.together:
+            total += sum(level(lane, n) for lane in cfg.lanes for rep in range(1, lane.repetitions + 1)
+                         for k, n in enumerate(lane.levels) if together_unit(k, rep) not in done)
     if cfg.with_fairness or cfg.fairness_only:
-        total += sum(request_count(make_plan(lane, lane.slots_wanted()), lane) for lane in cfg.lanes)
+        total += sum(request_count(make_plan(lane, lane.slots_wanted()), lane) for lane in cfg.lanes
+                     if fairness_unit(lane.name) not in done)
     return total
 
 
@@ -230,7 +236,7 @@ class Sweep:
             self._models[lane.name] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
         events = JsonlWriter(self.run_dir / EVENTS_FILE)
         samples = JsonlWriter(self.run_dir / SAMPLES_FILE)
-        self.progress.begin(total_requests(self.cfg))
+        self.progress.begin(total_requests(self.cfg, frozenset(self.manifest.completed_units)))
         try:
             if not self.cfg.fairness_only:
                 for lane in self.cfg.lanes:

@@ -48,6 +48,7 @@ def test_metrics_and_slots_faults(case, fake_server, tmp_path, capsys):
     for key in FED_BY_METRICS:
         if metrics_bad:
             assert occ[key] is None and key in missing, key
+            assert "(/metrics failed: " in missing[key] and why in missing[key], missing[key]  # says why
         else:
             assert occ[key] is not None and key not in missing, key
     if metrics_bad:  # no /slots and no requests_processing gauge either

@@ -231,7 +231,9 @@ def summarize_level(
         if thr.req_per_s.value is not None:
             result.goodput_req_per_s = thr.req_per_s.value * result.slo_attainment
     result.flags = level_flags(ctx, result, events)
-    result.unavailable = unavailable_figures(ctx, result)
+    intervals = _rep_intervals(events, marks)
+    result.unavailable = unavailable_figures(ctx, result, endpoint_failures(metrics_s, intervals),
+                                             endpoint_failures(slots_s, intervals))
     return result
 
 
@@ -340,8 +342,21 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
     return flags
 
 
-def unavailable_figures(ctx: LevelContext, r: LevelResult) -> dict[str, str]:
-    """Figures that are null because the server cannot provide them (never reported as zero)."""
+def endpoint_failures(samples: Sequence[MetricsSample | SlotsSample], intervals: list[tuple[int, int]]) -> str:
+    """' (/metrics failed: HTTP 500, 14 of 14 polls in this level)' when polls inside the level's
+    intervals recorded errors; '' otherwise. Says *why* a figure is missing, not only that it is."""
+    inside = [s for s in samples if any(lo <= s.t_ns <= hi for lo, hi in intervals)]
+    errors = Counter(s.error for s in inside if s.error)
+    if not errors:
+        return ""
+    name = "/metrics" if isinstance(inside[0], MetricsSample) else "/slots"
+    top, k = errors.most_common(1)[0]
+    return f" ({name} failed: {top}, {sum(errors.values())} of {len(inside)} polls in this level)"
+
+
+def unavailable_figures(ctx: LevelContext, r: LevelResult, metrics_why: str = "", slots_why: str = "") -> dict[str, str]:
+    """Figures that are null because the server cannot provide them (never reported as zero);
+    `metrics_why` / `slots_why` carry the sampler's recorded failures, if any."""
     out: dict[str, str] = {}
     if not ctx.llamacpp:
         why = "not a llama.cpp server (no /props): llama.cpp-only figure"
@@ -350,11 +365,12 @@ def unavailable_figures(ctx: LevelContext, r: LevelResult) -> dict[str, str]:
             out[key] = why
     else:
         if r.occupancy.time_weighted_busy_slots is None:
-            out["time_weighted_busy_slots"] = "no /slots or requests_processing samples in the window"
+            out["time_weighted_busy_slots"] = ("no /slots or requests_processing samples in the window"
+                                               + (slots_why or metrics_why))
         if r.occupancy.decode_weighted_busy_slots is None:
-            out["decode_weighted_busy_slots"] = "fewer than two /metrics samples in the window"
+            out["decode_weighted_busy_slots"] = "fewer than two /metrics samples in the window" + metrics_why
         if r.occupancy.requests_deferred_max is None:
-            out["requests_deferred_max"] = "no /metrics samples in the window"
+            out["requests_deferred_max"] = "no /metrics samples in the window" + metrics_why
         if r.latency.queue_time_ms.n == 0:
             out["queue_time_ms"] = "the server reported no prompt_ms timings"
     if r.memory.peak_rss_bytes is None:
