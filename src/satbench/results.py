@@ -39,7 +39,7 @@ DEFINITIONS = {
     "hardware.fingerprint_sha256": "sha256 of canonical JSON of CPU model, cores, RAM (whole GiB), OS, and each GPU's name, memory (GiB), driver and CUDA version",
     "host_busy_cores": "whole machine: delta(total - idle - iowait CPU seconds) / delta wall, over the level's process samples",
     "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours competed) or other processes used >= 0.25 core",
-    "littles_law": "N vs sum over streams of X_s * E2E_s, both taken between the stream's first and last completion in the window (no boundary bias); flagged beyond 5%",
+    "littles_law": "N vs sum over streams of X_s * E2E_s, both taken between the stream's first and last completion in the window (no boundary bias), scaled to N from the streams with >= 2 completions; flagged beyond 5%",
 }
 
 

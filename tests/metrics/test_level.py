@@ -77,3 +77,18 @@ def test_llamacpp_only_figures_are_unavailable_not_zero_on_other_servers():
     assert r.occupancy.decode_weighted_busy_slots is None
     assert "not a llama.cpp server" in r.unavailable["decode_weighted_busy_slots"]
     assert "no GPU" in r.unavailable["peak_gpu_mem_bytes"]
+
+
+def test_littles_law_ignores_streams_with_one_completion_instead_of_counting_them_empty():
+    """Two busy streams (back-to-back 100 ms requests) and two that completed once in the window:
+    the two with one completion carry no occupancy information. Counting them as empty gave
+    N_little ≈ 2 for N = 4 (a false 50 % mismatch, seen on a queue-bound level with few requests)."""
+    from satbench.metrics.little import littles_law
+
+    busy = [ev(stream=s, seq=10 * s + i, sent_ms=100 * i, chunks_ms=[100 * i + 50, 100 * i + 100])
+            for s in (0, 1) for i in range(5)]
+    once = [ev(stream=s, seq=10 * s, sent_ms=0, chunks_ms=[250, 300]) for s in (2, 3)]
+    check = littles_law(4, [busy + once])
+    assert check.streams_used == 2
+    assert check.n_from_little == pytest.approx(4.0)
+    assert check.within_tolerance

@@ -47,11 +47,14 @@ def stream_occupancy(completed: Sequence[RequestEvent]) -> tuple[float, int] | N
 
 
 def littles_law(n: int, per_repetition: Sequence[Sequence[RequestEvent]]) -> LittleCheck | None:
-    """Mean over repetitions of N_little (see module docstring); flagged beyond 5 % from N."""
+    """Mean over repetitions of N_little (see module docstring), scaled to all N streams from
+    those with ≥ 2 completions in the window (each stream of a closed loop holds ≈ 1 request);
+    flagged beyond 5 % from N. A stream with one completion says nothing about its occupancy,
+    so it must not count as an empty one."""
     values = [v for reqs in per_repetition if (v := stream_occupancy(reqs)) is not None]
     if not values:
         return None
-    l_value = sum(v for v, _ in values) / len(values)
+    l_value = sum(total * n / used for total, used in values) / len(values)
     rel = abs(l_value - n) / n
     return LittleCheck(n_expected=n, n_from_little=l_value, relative_error=rel,
                        within_tolerance=rel <= TOLERANCE, streams_used=min(u for _, u in values))
