@@ -263,10 +263,18 @@ def test_capability_asks_props_with_the_lanes_key_and_tls_policy(fake_server, ce
     def lane(**rt) -> LaneConfig:
         return LaneConfig(runtime=RuntimeConfig(kind="url", model=None, url=fake.base_url, **rt))
 
-    assert remote_identity(lane()) == (None, None)  # certificate not trusted
-    assert remote_identity(lane(ca_cert=str(cert[0]))) == (None, None)  # 401: no key
-    path, build = remote_identity(lane(ca_cert=str(cert[0]), api_key_file=str(tmp_path / "k")))
-    assert path == "/models/fake-model-Q8_0.gguf" and build == "11549"
+    path, build, why = remote_identity(lane())  # certificate not trusted
+    assert path is None and build is None and "CERTIFICATE_VERIFY_FAILED" in why
+    path, build, why = remote_identity(lane(ca_cert=str(cert[0])))  # 401: no key
+    assert path is None and "401" in why
+    path, build, why = remote_identity(lane(ca_cert=str(cert[0]), api_key_file=str(tmp_path / "k")))
+    assert path == "/models/fake-model-Q8_0.gguf" and build == "11549" and why is None
+    # the reason reaches the capability report's refusal instead of a generic "cannot confirm the build"
+    from satbench.capability import check_lane, node_lane
+
+    node = node_lane(lane())
+    assert node.unreachable and check_lane(object(), node, "f", None, None).startswith(
+        "cannot ask the lane's server what it runs: ")
     assert fake_stats(fake)["auth"]["authorized"] == {"/props": 1}
 
 

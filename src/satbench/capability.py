@@ -41,6 +41,7 @@ class NodeLane(Strict):
     model_sha256: str | None
     runtime_kind: str
     runtime_build: str | None = Field(description="build number, else the version string; None if unknown")
+    unreachable: str | None = Field(None, description="why a remote lane's server could not be asked (/props)")
 
 
 class Evidence(Strict):
@@ -129,6 +130,8 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
     """Why this recommendation may not be advertised on this node (None: it may)."""
     if rec is None:
         return "no recommendation for this lane"
+    if node.unreachable:
+        return f"cannot ask the lane's server what it runs: {node.unreachable}"
     if rec.hardware_fingerprint != host_fingerprint:
         return (f"measured on another machine (fingerprint {rec.hardware_fingerprint[:16]} ≠ this node's "
                 f"{host_fingerprint[:16]})")
@@ -177,8 +180,19 @@ def load_recommendations(path: Path) -> tuple[RecommendationsFile | None, str | 
         return None, f"{path.name} fails schema validation: {msg[:200]}", digest
 
 
-def remote_identity(lane: LaneConfig) -> tuple[str | None, str | None]:
-    """(model path, build) a running server reports on /props; (None, None) if it cannot be asked."""
+def _why(exc: BaseException) -> str:
+    """One phrase for a failed /props request: 'HTTP 401 Unauthorized', or the socket/TLS error
+    that urllib wraps in `.reason`."""
+    if getattr(exc, "code", None):
+        return f"HTTP {exc.code} {getattr(exc, 'reason', '')}".strip()  # type: ignore[attr-defined]
+    inner = getattr(exc, "reason", None)
+    err = inner if isinstance(inner, BaseException) else exc
+    return f"{err.__class__.__name__}: {err}"
+
+
+def remote_identity(lane: LaneConfig) -> tuple[str | None, str | None, str | None]:
+    """(model path, build, None) a running server reports on /props, or (None, None, why) when it
+    cannot be asked (unreachable, refused the key, failed TLS verification, not JSON)."""
     from satbench.access import auth_headers, get_bytes, tls_context_for
     from satbench.runtimes.remote import split_credentials
 
@@ -186,13 +200,13 @@ def remote_identity(lane: LaneConfig) -> tuple[str | None, str | None]:
     headers = auth_headers(lane.runtime, lane.name, secret)
     try:
         props = json.loads(get_bytes(url + "/props", headers, tls_context_for(lane.runtime), timeout_s=10))
-    except (OSError, ValueError):
-        return None, None
+    except (OSError, ValueError) as exc:
+        return None, None, f"{url}/props: {_why(exc)}"[:300]
     if not isinstance(props, dict):
-        return None, None
+        return None, None, f"{url}/props did not answer a JSON object"
     m = re.match(r"^b(\d+)-", str(props.get("build_info", "")))
     build = m[1] if m and m[1] != "0" else props.get("build_info")
-    return props.get("model_path"), build
+    return props.get("model_path"), build, None
 
 
 def node_lane(lane: LaneConfig) -> NodeLane:
@@ -201,9 +215,9 @@ def node_lane(lane: LaneConfig) -> NodeLane:
     from satbench.models.resolve import resolve_model
 
     if lane.runtime.kind == "url":
-        model_path, build = remote_identity(lane)
+        model_path, build, why = remote_identity(lane)
         return NodeLane(lane=lane.name, model_path=model_path, model_sha256=None, runtime_kind="url",
-                        runtime_build=build)
+                        runtime_build=build, unreachable=why)
     path, info = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
     return NodeLane(lane=lane.name, model_path=info.path, model_sha256=info.sha256,
                     runtime_kind=lane.runtime.kind, runtime_build=runtime_build_now(lane))
