@@ -63,6 +63,7 @@ def test_resume_runs_only_the_unfinished_units_and_counts_the_last_attempt(inter
     assert m.completed_units == ["solo/default/1/1", "solo/default/2/1", "solo/default/1/2", "solo/default/2/2"]
     assert len(m.resumes) == 1 and m.resumes[0].from_status == "interrupted"
     assert m.resumes[0].units_already_complete == 1 and m.resumes[0].session == 1
+    assert list(m.resumes[0].servers) == ["default/solo"]  # the session's own server is on record
     # the finished unit was not repeated: its records are those of the first session, unchanged
     assert [e.request_id for e in _measured(run_dir, 1, 1)] == [e.request_id for e in first_unit]
     assert {e.session for e in _measured(run_dir, 1, 1)} == {0}

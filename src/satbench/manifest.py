@@ -135,6 +135,8 @@ class ResumeRecord(Strict):
     clock_anchor: ClockAnchor
     units_already_complete: int
     torn_bytes_removed: int = Field(0, description="an unterminated last JSONL line a crash left, cut before appending")
+    servers: dict[str, RuntimeInfo] = Field(
+        default_factory=dict, description="'LANE/SCENARIO' → the server this session started (new process, same build)")
 
 
 class RunManifest(Strict):

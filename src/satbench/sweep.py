@@ -279,6 +279,8 @@ class Sweep:
             await session.close()
             runtime.stop()
             raise
+        if self.session:
+            self.manifest.resumes[-1].servers[f"{lane.name}/{scenario}"] = session.runtime_info()
         if lane.name not in prov.lanes:
             prov.lanes[lane.name] = LaneProvenance(model=session.model_info(), runtime=session.runtime_info(),
                                                    network=session.network_info())

@@ -64,6 +64,12 @@ def commands(run_dir_name: str, results: ResultsFile, resumes: Sequence[ResumeRe
                                                                                        if r.from_reason else ""),
                                         str(r.units_already_complete), f"`{_cmd(r.command_line)}`"]
                                        for r in resumes]))
+        servers = [[str(r.session), key, rt.base_url, str(rt.pid or "n/a"), _cmd(rt.server_args)]
+                   for r in resumes for key, rt in sorted(r.servers.items())]
+        if servers:
+            blocks.append(TableBlock(headers=["session", "lane/scenario", "server", "pid", "flags"], rows=servers,
+                                     caption="Servers the resumed sessions started (same model file and build, "
+                                             "checked at start)"))
     rows = []
     for lane in results.lanes:
         prov = results.provenance.lanes.get(lane.lane)
