@@ -60,3 +60,26 @@ def fake_server(tmp_path):
         if fp.proc.poll() is None:
             fp.proc.kill()
             fp.proc.wait(timeout=20)
+
+
+def url_lane_config(url: str, levels, requests=12, reps=2, prompt=32, output=16, slo=None):
+    """A one-lane run against a server at `url` (the fake), as the sweep tests use it."""
+    from satbench.config import LaneConfig, RunConfig, RuntimeConfig, WorkloadConfig
+
+    return RunConfig(lanes=[LaneConfig(levels=levels, requests_per_level=requests, repetitions=reps,
+                                       workload=WorkloadConfig(prompt_tokens=prompt, output_tokens=output),
+                                       runtime=RuntimeConfig(kind="url", model=None, url=url), slo=slo)])
+
+
+def sweep_fake(tmp: Path, script: dict, levels, **lane):
+    """Start the fake with `script`, sweep it into tmp/run, stop it: (results, run dir, fake's schedule)."""
+    from satbench.sweep import Sweep
+
+    fake = FakeProcess(tmp, script)
+    run_dir = tmp / "run"
+    run_dir.mkdir()
+    try:
+        results = Sweep(url_lane_config(fake.base_url, levels, **lane), run_dir, ["satbench", "test"]).run()
+    finally:
+        schedule = fake.stop()
+    return results, run_dir, schedule

@@ -6,33 +6,23 @@ import statistics
 
 import pytest
 
-from satbench.config import LaneConfig, RunConfig, RuntimeConfig, WorkloadConfig
 from satbench.events import RequestEvent, read_events
 from satbench.metrics.latency import first_token_ns
 from satbench.results import render_results, validate_results_text
 from satbench.analyze import analyze_run
 from satbench.sweep import Sweep
+from tests.conftest import sweep_fake, url_lane_config
 
 MS = 1e6
-
-
-def url_config(url: str, levels, requests=12, reps=2, prompt=32, output=16) -> RunConfig:
-    return RunConfig(lanes=[LaneConfig(levels=levels, requests_per_level=requests, repetitions=reps,
-                                       workload=WorkloadConfig(prompt_tokens=prompt, output_tokens=output),
-                                       runtime=RuntimeConfig(kind="url", model=None, url=url))])
 
 
 @pytest.fixture(scope="module")
 def two_slot_run(tmp_path_factory):
     """Levels 1, 2, 4 against a 2-slot fake: level 4 queues two requests at all times."""
-    from tests.conftest import FakeProcess
-
-    tmp = tmp_path_factory.mktemp("fake2")
-    fake = FakeProcess(tmp, dict(n_slots=2, prefill_ms_per_token=0.25, decode_iteration_ms=6.0))
-    run_dir = tmp / "run"
-    run_dir.mkdir()
-    results = Sweep(url_config(fake.base_url, [1, 2, 4]), run_dir, ["satbench", "test"]).run()
-    schedule = {rec["id"]: rec for rec in fake.stop()}
+    results, run_dir, served = sweep_fake(tmp_path_factory.mktemp("fake2"),
+                                          dict(n_slots=2, prefill_ms_per_token=0.25, decode_iteration_ms=6.0),
+                                          [1, 2, 4])
+    schedule = {rec["id"]: rec for rec in served}
     events = [e for e in read_events(run_dir) if isinstance(e, RequestEvent)]
     return results, schedule, events, run_dir
 
@@ -130,7 +120,7 @@ def test_generic_openai_server_gets_unavailable_not_zero(fake_server, tmp_path):
     fake = fake_server(n_slots=2, llamacpp=False, decode_iteration_ms=3.0)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    results = Sweep(url_config(fake.base_url, [1, 2], requests=6, reps=1), run_dir, ["t"]).run()
+    results = Sweep(url_lane_config(fake.base_url, [1, 2], requests=6, reps=1), run_dir, ["t"]).run()
     lane = results.lanes[0]
     assert lane.runtime.llamacpp is False and lane.runtime.total_slots is None
     for lv in lane.levels:

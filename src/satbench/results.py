@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from satbench.artifacts import published_schema, render, validate_text, write_artifact
+from satbench.errors import UserError
 from satbench.config import RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
 from satbench.manifest import HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo
 from satbench.fairness.verdicts import Verdict
@@ -73,6 +75,30 @@ class ResultsFile(Strict):
     provenance: Provenance
     definitions: dict[str, str] = Field(default_factory=lambda: dict(DEFINITIONS))
     lanes: list[LaneResult]
+
+
+def read_results(run_dir: Path) -> ResultsFile:
+    """A run directory's results.json; UserError (one line) when missing, unreadable or invalid."""
+    run_dir = Path(run_dir)
+    path = run_dir / RESULTS_FILE
+    redo = f"run `satbench analyze {run_dir}` first"
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such run directory")
+    if not path.is_file():
+        raise UserError(f"{run_dir}: no {RESULTS_FILE}; {redo}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: cannot read it ({exc.__class__.__name__}); {redo}") from exc
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if not isinstance(version, str) or version.split(".")[0] != RESULTS_SCHEMA_VERSION.split(".")[0]:
+        raise UserError(f"{path}: results schema {version} is not {RESULTS_SCHEMA_VERSION}; {redo}")
+    try:
+        return ResultsFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{path}: not a valid {RESULTS_FILE} ({where}: {first['msg']}); {redo}") from exc
 
 
 def results_json_schema() -> dict:

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from satbench.config import LaneConfig, RunConfig, RuntimeConfig, SloConfig, WorkloadConfig
+from satbench.config import SloConfig
 from satbench.events import RequestEvent, read_events
 from satbench.metrics.level import Occupancy
 from satbench.metrics.stats import Interval
 from satbench.report.plots import DPI, SIZE_IN, _segments, marker_lines, write_plots
 from satbench.saturation.recommend import recommend
-from satbench.sweep import Sweep
 from tests.builders import ev
 
 MS = 1_000_000
@@ -23,18 +22,12 @@ MS = 1_000_000
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from tests.conftest import FakeProcess
+    from tests.conftest import sweep_fake
 
-    tmp = tmp_path_factory.mktemp("plots")
-    fake = FakeProcess(tmp, dict(n_slots=2, prefill_ms_per_token=0.05, decode_iteration_ms=3.0))
-    run_dir = tmp / "run"
-    run_dir.mkdir()
-    lane = LaneConfig(levels=[1, 2, 4], requests_per_level=8, repetitions=2,
-                      workload=WorkloadConfig(prompt_tokens=16, output_tokens=12),
-                      runtime=RuntimeConfig(kind="url", model=None, url=fake.base_url),
-                      slo=SloConfig(p95_ttft_ms=500, p95_tpot_ms=50))
-    results = Sweep(RunConfig(lanes=[lane]), run_dir, ["satbench", "test"]).run()
-    fake.stop()
+    results, run_dir, _ = sweep_fake(tmp_path_factory.mktemp("plots"),
+                                     dict(n_slots=2, prefill_ms_per_token=0.05, decode_iteration_ms=3.0), [1, 2, 4],
+                                     requests=8, reps=2, prompt=16, output=12,
+                                     slo=SloConfig(p95_ttft_ms=500, p95_tpot_ms=50))
     events = [e for e in read_events(run_dir) if isinstance(e, RequestEvent)]
     return results, recommend(run_dir), events
 

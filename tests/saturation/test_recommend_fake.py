@@ -7,28 +7,21 @@ import json
 
 import pytest
 
-from satbench.config import LaneConfig, RunConfig, RuntimeConfig, SloConfig, WorkloadConfig
+from satbench.config import SloConfig
 from satbench.fairness.verdicts import Verdict
 from satbench.results import ResultsFile
 from satbench.saturation.recommend import recommend, recommend_lane, render, slo_bound
-from satbench.sweep import Sweep
 
 
 @pytest.fixture(scope="module")
 def four_slot_run(tmp_path_factory):
-    from tests.conftest import FakeProcess
+    from tests.conftest import sweep_fake
 
-    tmp = tmp_path_factory.mktemp("rec")
     # constant iteration time: throughput grows with busy slots up to 4, then waits in the queue
-    fake = FakeProcess(tmp, dict(n_slots=4, prefill_ms_per_token=0.02, decode_iteration_ms=8.0))
-    run_dir = tmp / "run"
-    run_dir.mkdir()
-    lane = LaneConfig(levels=[1, 2, 4, 8], requests_per_level=16, repetitions=2,
-                      workload=WorkloadConfig(prompt_tokens=16, output_tokens=24),
-                      runtime=RuntimeConfig(kind="url", model=None, url=fake.base_url),
-                      slo=SloConfig(p95_ttft_ms=10_000, p95_tpot_ms=1_000))
-    Sweep(RunConfig(lanes=[lane]), run_dir, ["satbench", "test"]).run()
-    fake.stop()
+    _, run_dir, _ = sweep_fake(tmp_path_factory.mktemp("rec"),
+                               dict(n_slots=4, prefill_ms_per_token=0.02, decode_iteration_ms=8.0), [1, 2, 4, 8],
+                               requests=16, reps=2, prompt=16, output=24,
+                               slo=SloConfig(p95_ttft_ms=10_000, p95_tpot_ms=1_000))
     return run_dir
 
 

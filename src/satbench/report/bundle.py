@@ -23,7 +23,7 @@ from satbench.report.document import render_html, render_markdown
 from satbench.report.evidence import evidence_blocks
 from satbench.report.integrity import raw_hashes, write_sums
 from satbench.report.plots import PlotFile, write_plots
-from satbench.results import RESULTS_FILE, ResultsFile
+from satbench.results import RESULTS_FILE, ResultsFile, read_results
 from satbench.saturation.recommend import RECOMMENDATIONS_FILE, RecommendationsFile, recommend, write_recommendations
 
 EVIDENCE_FILE = "EVIDENCE.md"
@@ -41,16 +41,11 @@ class ReportFiles(Strict):
 
 def load_results(run_dir: Path) -> ResultsFile:
     """results.json, computed from the raw files first when it is missing."""
-    path = run_dir / RESULTS_FILE
-    if not path.exists():
+    if not (run_dir / RESULTS_FILE).exists():
         from satbench.analyze import analyze_and_write
 
         return analyze_and_write(run_dir)
-    try:
-        return ResultsFile.model_validate_json(path.read_text(encoding="utf-8"))
-    except (ValueError, ValidationError) as exc:
-        raise RunDirError(f"{path} is not a valid results file ({exc.__class__.__name__}); "
-                          f"delete it and run `satbench analyze {run_dir}`") from exc
+    return read_results(run_dir)
 
 
 def load_recommendations(run_dir: Path, results: ResultsFile) -> tuple[RecommendationsFile | None, str | None]:

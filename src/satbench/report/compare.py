@@ -9,12 +9,11 @@ and are only printed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -24,7 +23,8 @@ from satbench.errors import UserError
 from satbench.manifest import HostInfo
 from satbench.metrics.interference import Ratio, ratio_of_estimates, ratio_of_p95
 from satbench.metrics.level import LevelResult
-from satbench.results import RESULTS_FILE, RESULTS_SCHEMA_VERSION, LaneResult, ResultsFile
+from satbench.results import LaneResult, ResultsFile
+from satbench.results import read_results as load_results  # noqa: F401  (compare's loader, re-exported)
 
 MIN_EFFECT = 0.05
 _EPS = 1e-9  # a ratio of exactly 1.05 is a 5 % effect despite float rounding
@@ -65,30 +65,6 @@ class Comparison(Strict):
 
 
 # ---------------------------------------------------------------------------------------- loading
-
-def load_results(run_dir: Path) -> ResultsFile:
-    """A run directory's results.json; UserError (one line) when missing, unreadable or invalid."""
-    run_dir = Path(run_dir)
-    path = run_dir / RESULTS_FILE
-    redo = f"run `satbench analyze {run_dir}` first"
-    if not run_dir.is_dir():
-        raise UserError(f"{run_dir}: no such run directory")
-    if not path.is_file():
-        raise UserError(f"{run_dir}: no {RESULTS_FILE}; {redo}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: cannot read it ({exc.__class__.__name__}); {redo}") from exc
-    version = data.get("schema_version") if isinstance(data, dict) else None
-    if not isinstance(version, str) or version.split(".")[0] != RESULTS_SCHEMA_VERSION.split(".")[0]:
-        raise UserError(f"{path}: results schema {version} is not {RESULTS_SCHEMA_VERSION}; {redo}")
-    try:
-        return ResultsFile.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{path}: not a valid {RESULTS_FILE} ({where}: {first['msg']}); {redo}") from exc
-
 
 # ---------------------------------------------------------------------------------- compatibility
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 from pathlib import Path
 from typing import Literal
 
@@ -22,7 +21,7 @@ from satbench.errors import RunDirError
 from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, Estimate, Interval
-from satbench.results import RESULTS_FILE, LaneResult, ResultsFile
+from satbench.results import RESULTS_FILE, LaneResult, ResultsFile, read_results
 from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.usl import UslFit, fit_usl
 
@@ -225,7 +224,7 @@ def recommend(run_dir: Path) -> RecommendationsFile:
     if not path.exists():
         raise RunDirError(f"{run_dir} has no results.json; run 'satbench analyze {run_dir}' first")
     text = path.read_bytes()
-    results = ResultsFile.model_validate(json.loads(text))
+    results = read_results(run_dir)
     lanes = [r for lane in results.lanes if (r := recommend_lane(lane, results)) is not None]
     if not lanes:
         raise RunDirError(f"{run_dir}: no lane has measured levels to recommend from")
