@@ -11,6 +11,8 @@ from satbench.models.synthetic import is_synthetic_gguf
 def test_parse_synthetic():
     assert parse_synthetic("synthetic:deepseek2-small") == ("deepseek2", "small", 0)
     assert parse_synthetic("synthetic:llama-tiny-seed7") == ("llama", "tiny", 7)
+    assert parse_synthetic("synthetic:llama-1.5b-seed2") == ("llama", "1.5b", 2)  # the realistic sizes
+    assert parse_synthetic("synthetic:deepseek2-64e") == ("deepseek2", "64e", 0)
     with pytest.raises(UserError, match="unknown architecture"):
         parse_synthetic("synthetic:mamba-tiny")
     with pytest.raises(UserError, match="expected synthetic"):

@@ -24,12 +24,17 @@ from satbench.models.synthetic import (
     SyntheticModelInfo,
     build_vocab,
     is_synthetic_gguf,
+    parameter_count,
     read_synthetic_metadata,
     suppressed_token_ids,
     write_synthetic_gguf,
 )
 
-ALL_MODELS = [(arch, size) for arch in ARCHS for size in ARCHS[arch].sizes]
+# the sizes small enough to write in every test; 1.5b and 64e are checked in test_shapes.py
+ALL_MODELS = [
+    (arch, size) for arch in ARCHS for size in ARCHS[arch].sizes
+    if parameter_count(arch, size) < 200_000_000
+]
 
 
 def _sha256(path: Path) -> str:
@@ -143,6 +148,8 @@ def test_truncated_synthetic_file_raises_model_error(tmp_path: Path) -> None:
         ({"size": "huge"}, "size"),
         ({"seed": -1}, "seed"),
         ({"seed": 2**32}, "seed"),
+        ({"n_vocab": 100}, "vocabulary"),
+        ({"arch": "qwen3moe", "size": "64e"}, "size"),
     ],
 )
 def test_bad_arguments_raise_model_error(
@@ -222,6 +229,66 @@ def test_small_is_q8_0(small_llama: SyntheticModelInfo) -> None:
     assert small_llama.n_params > 50_000_000
 
 
+def test_vocabulary_override_keeps_everything_else(tmp_path: Path) -> None:
+    base = write_synthetic_gguf(tmp_path / "a.gguf", seed=2)
+    info = write_synthetic_gguf(tmp_path / "b.gguf", seed=2, n_vocab=32_000)
+    assert (base.n_vocab, info.n_vocab) == (N_VOCAB, 32_000)
+    assert info.n_params == base.n_params + 2 * (32_000 - N_VOCAB) * 256
+    again = write_synthetic_gguf(tmp_path / "c.gguf", seed=2, n_vocab=32_000)
+    assert again.sha256 == info.sha256  # same arguments, same bytes
+    reader = gguf.GGUFReader(info.path)
+    tensors = {t.name: t for t in reader.tensors}
+    assert tuple(tensors["output.weight"].shape) == (256, 32_000)  # ggml order
+    tokens = reader.get_field("tokenizer.ggml.tokens")
+    assert tokens is not None and len(tokens.contents()) == 32_000
+    name = reader.get_field("general.name")
+    assert name is not None and name.contents() == "satbench-synthetic-llama-tiny-vocab32000"
+    out = np.asarray(tensors["output.weight"].data, dtype=np.float32)
+    assert out.shape == (32_000, 256) and (out[suppressed_token_ids(), 0] < 0).all()
+    assert (out[:, 0] <= 0).all() and out[1000:].std() > 0.04
+    same = write_synthetic_gguf(tmp_path / "d.gguf", seed=2, n_vocab=N_VOCAB)
+    assert same.sha256 == base.sha256  # the size's own vocabulary is no override
+
+
+def test_pool_stream_wraps_around_with_its_period() -> None:
+    pool = synthetic._Pool(seed=1, size=7)
+    normals = np.random.default_rng(1).standard_normal(7, dtype=np.float32)
+    first = np.concatenate(list(pool.take(3, 1.0)))
+    chunks = list(pool.take(20, 0.5))
+    assert [c.size for c in chunks] == [7, 7, 6] and pool.pos == 23
+    np.testing.assert_array_equal(first, normals[:3].astype(np.float16))
+    expect = (normals * np.float32(0.5)).astype(np.float16)[(3 + np.arange(20)) % 7]
+    np.testing.assert_array_equal(np.concatenate(chunks), expect)
+    out = np.empty((4, 5), dtype=np.float16)
+    pool.fill(out, 1.0)
+    np.testing.assert_array_equal(out.ravel(), normals.astype(np.float16)[(23 + np.arange(20)) % 7])
+
+
+def test_models_bigger_than_the_pool_repeat_it_but_keep_the_bias_channel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(synthetic, "POOL_SIZE", 10_007)  # a prime, far below the 2.9 M weights
+    info = write_synthetic_gguf(tmp_path / "m.gguf", seed=4)
+    tensors = {t.name: t for t in gguf.GGUFReader(info.path).tensors}
+    up = np.asarray(tensors["blk.1.ffn_up.weight"].data).ravel()
+    assert up.size > 10 * 10_007
+    np.testing.assert_array_equal(up[:-10_007], up[10_007:])  # one period of the stream
+    rows = np.asarray(tensors["blk.1.ffn_up.weight"].data)
+    assert len({r.tobytes() for r in rows}) == len(rows)  # no row repeats within a matrix
+    embd = np.asarray(tensors["token_embd.weight"].data, dtype=np.float32)
+    out = np.asarray(tensors["output.weight"].data, dtype=np.float32)
+    assert np.all(embd[:, 0] == 16.0) and (out[suppressed_token_ids(), 0] == -2.0).all()
+    assert not np.asarray(tensors["blk.2.ffn_down.weight"].data)[0].any()
+    assert info.sha256 == _sha256(info.path)
+
+
+def test_sha256_is_hashed_while_writing_and_matches_the_file(
+    tmp_path: Path, small_llama: SyntheticModelInfo
+) -> None:
+    assert small_llama.sha256 == _sha256(small_llama.path)
+    assert small_llama.file_bytes % 32 == 0  # tensor data padded to the GGUF alignment
+
+
 # ----------------------------------------------------------------------------- real llama.cpp
 
 _CHILD = r"""
@@ -286,3 +353,19 @@ def test_llama_cpp_loads_and_streams(tmp_path: Path, arch: str, size: str) -> No
     assert final["stop_type"] == "limit"
     assert final["timings"]["predicted_n"] == 16
     assert final["tokens_predicted"] == 16
+
+
+@pytest.mark.integration
+@needs_xllamacpp
+def test_llama_cpp_generates_utf8_from_a_large_vocabulary(tmp_path: Path) -> None:
+    """A real-size vocabulary (tiny dims): text prompts tokenize, output is printable ASCII."""
+    info = write_synthetic_gguf(tmp_path / "v32k.gguf", seed=9, n_vocab=32_000)
+    events = _generate_in_child(info.path, "Grüße, 世界! The model said 42 things.")
+    tokens, final = events[:-1], events[-1]
+    assert len(tokens) == 16 and final["tokens_predicted"] == 16, events
+    ids = [t for e in tokens for t in e["tokens"]]
+    assert all(0 <= t < 32_000 and t not in suppressed_token_ids() for t in ids)
+    assert any(t >= N_VOCAB for t in ids)  # pieces beyond the small vocabulary do come out
+    text = "".join(e["content"] for e in tokens)
+    assert text.encode("utf-8").decode("utf-8") == text
+    assert all(" " <= c <= "~" or c in "\t\n" for c in text), text

@@ -16,7 +16,7 @@ from satbench.models.builtin import resolve_builtin
 from satbench.models.files import check_gguf, sha256_file
 from satbench.models.synthetic import ARCHS, read_synthetic_metadata, write_synthetic_gguf
 
-_SYNTHETIC = re.compile(r"^synthetic:(?P<arch>[a-z0-9]+)-(?P<size>[a-z]+)(?:-seed(?P<seed>\d+))?$")
+_SYNTHETIC = re.compile(r"^synthetic:(?P<arch>[a-z0-9]+)-(?P<size>[a-z0-9.]+)(?:-seed(?P<seed>\d+))?$")
 
 
 def parse_synthetic(spec: str) -> tuple[str, str, int]:

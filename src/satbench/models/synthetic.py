@@ -1,16 +1,22 @@
 """Random-weight GGUF models that real llama.cpp loads and generates from.
 
-A synthetic model costs no download and no licence, yet makes the server do real work: the
-hyper-parameters of each (architecture, size) pair live in one table, and the tensor names come
-from the ``gguf`` package's own tables (checked against ``gguf.MODEL_TENSORS``), so a new
-architecture is one ``ARCHS`` entry and one per-layer tensor-list function; optional metadata
-groups (experts, latent attention) follow the ``Dims`` fields an architecture sets.
+A synthetic model costs no download and no licence, yet makes the server do real work. The
+shapes live in :mod:`satbench.models.shapes` (one table of hyper-parameters per architecture
+and size, tensor names from the ``gguf`` package), the vocabulary in
+:mod:`satbench.models.vocab`; this module fills and writes the weights.
 
 Random output must stay valid UTF-8, or the server holds bytes back and merges stream chunks.
 Every non-byte piece is ASCII, and the weights keep a "bias channel": residual dimension 0 holds
 a constant that no layer writes to, so the output row of every token that must never be
 generated (``<unk>``, ``<s>``, non-printable or non-ASCII byte tokens) scores far below the rest.
 The byte tokens still exist, so any prompt text tokenizes through byte fallback.
+
+Billions of parameters are written in seconds: the weights are one stream of standard normals
+read in file order, drawn once from the seed into a pool of at most :data:`POOL_SIZE` values
+(a prime, so no two rows of a matrix repeat) that the stream wraps around, cast to F16 once per
+scale. Tensors the bias channel leaves alone go to the file straight from views of the pool;
+the others are assembled one at a time in a scratch buffer, so memory stays near the largest
+tensor whatever the model's size. Same arguments, same bytes.
 """
 
 from __future__ import annotations
@@ -19,39 +25,53 @@ import hashlib
 import os
 import struct
 import tempfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from math import prod
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import gguf
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from satbench.errors import ModelError
+from satbench.models.shapes import (
+    ARCHS,
+    Dims,
+    TensorSpec,
+    add_hparams,
+    parameter_count,
+    spec_for,
+    tensor_list,
+    tensor_name,
+)
+from satbench.models.vocab import (
+    BYTE_BASE,
+    N_VOCAB,
+    add_tokenizer,
+    build_vocab,
+    suppressed_token_ids,
+)
+
+__all__ = [
+    "ARCHS", "BYTE_BASE", "N_VOCAB", "POOL_SIZE", "SyntheticModelInfo", "build_vocab",
+    "is_synthetic_gguf", "parameter_count", "read_synthetic_metadata", "suppressed_token_ids",
+    "write_synthetic_gguf",
+]
 
 _T = gguf.MODEL_TENSOR
+_Q = gguf.GGMLQuantizationType
 SYNTHETIC_KEY = "satbench.synthetic"
 SEED_KEY = "satbench.seed"
 SIZE_KEY = "satbench.size"
-N_VOCAB = 1024
-UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
-BYTE_BASE = 3  # token id of <0x00>
-CONTEXT_LENGTH = 4096
+POOL_SIZE = 15_485_863  # the millionth prime: 31 MB of F16 per scale
 _WEIGHT_STD = 0.02
 _OUTPUT_STD = 0.05
 _SUPPRESS = 2.0  # minus the bias-channel weight of a token that must not be generated
 _RESIDUAL_WRITERS = frozenset({_T.ATTN_OUT, _T.FFN_DOWN, _T.FFN_DOWN_EXP, _T.FFN_DOWN_SHEXP})
+_EDITED = _RESIDUAL_WRITERS | {_T.TOKEN_EMBD, _T.OUTPUT}
 _KEEP_F32 = frozenset({_T.FFN_GATE_INP, _T.FFN_EXP_PROBS_B})
-_WORDS = (
-    "the of and to in is it that for on with as was he be at by this had not are but from or"
-    " have an they which one you were her all she there would their we him been has when who"
-    " will more"
-    " no if out so said what up its about into than them can only other new some could"
-    " time these two may then do first any my now such like our over even most made after"
-).split()
-
-TensorSpec = tuple[gguf.MODEL_TENSOR, int | None, tuple[int, ...]]
 
 
 class SyntheticModelInfo(BaseModel):
@@ -63,291 +83,164 @@ class SyntheticModelInfo(BaseModel):
     arch: str
     size: str
     seed: int
+    n_vocab: int
     n_params: int
     file_bytes: int
     sha256: str
 
 
-@dataclass(frozen=True)
-class Dims:
-    """Hyper-parameters of one (architecture, size); unused fields stay 0.
+class _Pool:
+    """The weight stream: ``size`` standard normals from the seed, repeated; one F16 copy per std.
 
-    ``n_expert*``/``n_ff_exp`` describe a mixture of experts; ``q_lora``, ``kv_lora``,
-    ``rope_dim``, ``nope_dim`` and ``v_head`` describe DeepSeek's multi-head latent attention.
+    Each copy holds the pool twice, so any window of up to ``size`` values is a view.
     """
 
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    n_ff: int
-    quantized: bool  # Q8_0 matrices when true, F16 otherwise
-    n_expert: int = 0
-    n_expert_used: int = 0
-    n_ff_exp: int = 0
-    n_expert_shared: int = 0
-    n_dense_lead: int = 0
-    q_lora: int = 0
-    kv_lora: int = 0
-    rope_dim: int = 0
-    nope_dim: int = 0
-    v_head: int = 0
+    def __init__(self, seed: int, size: int) -> None:
+        self.size = size
+        self.pos = 0
+        self._normals = np.random.default_rng(seed).standard_normal(size, dtype=np.float32)
+        self._scaled: dict[float, np.ndarray] = {}
+
+    def _twice(self, std: float) -> np.ndarray:
+        twice = self._scaled.get(std)
+        if twice is None:
+            twice = np.empty(2 * self.size, dtype=np.float16)
+            twice[: self.size] = self._normals * np.float32(std)
+            twice[self.size :] = twice[: self.size]
+            self._scaled[std] = twice
+        return twice
+
+    def take(self, n: int, std: float) -> Iterator[np.ndarray]:
+        """The stream's next ``n`` values times ``std``, as F16 views of at most ``size`` each."""
+        twice, start = self._twice(std), self.pos % self.size
+        self.pos += n
+        while n > 0:  # after ``size`` values the stream is back at ``start``
+            k = min(n, self.size)
+            yield twice[start : start + k]
+            n -= k
+
+    def fill(self, out: np.ndarray, std: float) -> None:
+        """Fill the contiguous array ``out`` with the stream's next values."""
+        flat, done = out.reshape(-1), 0
+        for chunk in self.take(flat.size, std):
+            flat[done : done + chunk.size] = chunk
+            done += chunk.size
 
 
-@dataclass(frozen=True)
-class ArchSpec:
-    """One architecture: its gguf enum, hyper-parameters per size, and per-layer tensors."""
-
-    arch: gguf.MODEL_ARCH
-    sizes: Mapping[str, Dims]
-    layer_tensors: Callable[[Dims, int], list[TensorSpec]]
-
-
-def _attn_tensors(d: Dims, bid: int, qk_norm: bool = False) -> list[TensorSpec]:
-    """Grouped-query attention block; numpy shapes are ggml's ``ne`` reversed."""
-    q, kv = d.n_head * d.head_dim, d.n_head_kv * d.head_dim
-    out: list[TensorSpec] = [
-        (_T.ATTN_NORM, bid, (d.n_embd,)),
-        (_T.ATTN_Q, bid, (q, d.n_embd)),
-        (_T.ATTN_K, bid, (kv, d.n_embd)),
-        (_T.ATTN_V, bid, (kv, d.n_embd)),
-        (_T.ATTN_OUT, bid, (d.n_embd, q)),
-    ]
-    if qk_norm:
-        out += [(_T.ATTN_Q_NORM, bid, (d.head_dim,)), (_T.ATTN_K_NORM, bid, (d.head_dim,))]
-    return out
+def _file_type(
+    kind: gguf.MODEL_TENSOR, shape: tuple[int, ...], d: Dims
+) -> gguf.GGMLQuantizationType:
+    """F32 for vectors and routers, Q8_0 (sizes marked quantized) or F16 for matrices."""
+    if len(shape) == 1 or kind in _KEEP_F32:
+        return _Q.F32
+    if d.quantized and shape[-1] % 32 == 0:
+        return _Q.Q8_0
+    return _Q.F16
 
 
-def _dense_ffn(d: Dims, bid: int) -> list[TensorSpec]:
-    """SwiGLU feed-forward block with its norm."""
-    return [
-        (_T.FFN_NORM, bid, (d.n_embd,)),
-        (_T.FFN_GATE, bid, (d.n_ff, d.n_embd)),
-        (_T.FFN_UP, bid, (d.n_ff, d.n_embd)),
-        (_T.FFN_DOWN, bid, (d.n_embd, d.n_ff)),
-    ]
+def _nbytes(shape: tuple[int, ...], qtype: gguf.GGMLQuantizationType) -> int:
+    block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    return prod(shape) // block * type_size
 
 
-def _moe_ffn(d: Dims, bid: int) -> list[TensorSpec]:
-    """Router plus 3-D expert tensors with their norm."""
-    e, f, n = d.n_expert, d.n_ff_exp, d.n_embd
-    return [
-        (_T.FFN_NORM, bid, (n,)),
-        (_T.FFN_GATE_INP, bid, (e, n)),
-        (_T.FFN_GATE_EXP, bid, (e, f, n)),
-        (_T.FFN_UP_EXP, bid, (e, f, n)),
-        (_T.FFN_DOWN_EXP, bid, (e, n, f)),
-    ]
+def _std(kind: gguf.MODEL_TENSOR) -> float:
+    return 1.0 if kind == _T.TOKEN_EMBD else _OUTPUT_STD if kind == _T.OUTPUT else _WEIGHT_STD
 
 
-def _deepseek2_layer(d: Dims, bid: int) -> list[TensorSpec]:
-    """Multi-head latent attention (split k_b/v_b form), then dense or MoE + shared expert."""
-    k_mla = d.nope_dim + d.rope_dim
-    out: list[TensorSpec] = [
-        (_T.ATTN_NORM, bid, (d.n_embd,)),
-        (_T.ATTN_Q_A, bid, (d.q_lora, d.n_embd)),
-        (_T.ATTN_Q_A_NORM, bid, (d.q_lora,)),
-        (_T.ATTN_Q_B, bid, (d.n_head * k_mla, d.q_lora)),
-        (_T.ATTN_KV_A_MQA, bid, (d.kv_lora + d.rope_dim, d.n_embd)),
-        (_T.ATTN_KV_A_NORM, bid, (d.kv_lora,)),
-        (_T.ATTN_K_B, bid, (d.n_head, d.kv_lora, d.nope_dim)),
-        (_T.ATTN_V_B, bid, (d.n_head, d.v_head, d.kv_lora)),
-        (_T.ATTN_OUT, bid, (d.n_embd, d.n_head * d.v_head)),
-    ]
-    if bid < d.n_dense_lead:
-        return out + _dense_ffn(d, bid)
-    shared = d.n_ff_exp * d.n_expert_shared
-    return out + _moe_ffn(d, bid) + [
-        (_T.FFN_EXP_PROBS_B, bid, (d.n_expert,)),
-        (_T.FFN_GATE_SHEXP, bid, (shared, d.n_embd)),
-        (_T.FFN_UP_SHEXP, bid, (shared, d.n_embd)),
-        (_T.FFN_DOWN_SHEXP, bid, (d.n_embd, shared)),
-    ]
-
-
-def _add_hparams(w: gguf.GGUFWriter, d: Dims) -> None:
-    """Hyper-parameter keys; the optional groups follow the fields the architecture sets."""
-    w.add_context_length(CONTEXT_LENGTH)
-    w.add_embedding_length(d.n_embd)
-    w.add_block_count(d.n_layer)
-    w.add_feed_forward_length(d.n_ff)
-    w.add_head_count(d.n_head)
-    w.add_head_count_kv(d.n_head_kv)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_freq_base(10000.0)
-    w.add_rope_dimension_count(d.rope_dim or d.head_dim)  # llama: must equal head_dim
-    w.add_vocab_size(N_VOCAB)
-    if d.head_dim:
-        w.add_key_length(d.head_dim)
-        w.add_value_length(d.head_dim)
-    if d.n_expert:
-        w.add_expert_count(d.n_expert)
-        w.add_expert_used_count(d.n_expert_used)  # without it an MoE load asserts and aborts
-        w.add_expert_feed_forward_length(d.n_ff_exp)
-    if d.kv_lora:  # multi-head latent attention: the cache holds the latent + rope part
-        w.add_leading_dense_block_count(d.n_dense_lead)
-        w.add_q_lora_rank(d.q_lora)
-        w.add_kv_lora_rank(d.kv_lora)
-        w.add_key_length(d.kv_lora + d.rope_dim)
-        w.add_value_length(d.kv_lora)
-        w.add_key_length_mla(d.nope_dim + d.rope_dim)
-        w.add_value_length_mla(d.v_head)
-        w.add_expert_shared_count(d.n_expert_shared)
-        w.add_expert_weights_norm(True)
-        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
-
-
-_LLAMA_TINY = Dims(
-    n_layer=4, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, quantized=False
-)
-_LLAMA_SMALL = Dims(
-    n_layer=12, n_embd=768, n_head=12, n_head_kv=4, head_dim=64, n_ff=2048, quantized=True
-)
-_QWEN3MOE_TINY = replace(_LLAMA_TINY, n_expert=8, n_expert_used=2, n_ff_exp=128)
-_QWEN3MOE_SMALL = replace(_LLAMA_SMALL, n_expert=16, n_expert_used=2, n_ff_exp=128)
-_MLA = dict(
-    n_head_kv=1, head_dim=0, n_expert_shared=1, n_dense_lead=1, rope_dim=32, nope_dim=64, v_head=64
-)
-
-#: architecture name (``general.architecture``) -> its table entry
-ARCHS: dict[str, ArchSpec] = {
-    "llama": ArchSpec(
-        gguf.MODEL_ARCH.LLAMA,
-        {"tiny": _LLAMA_TINY, "small": _LLAMA_SMALL},
-        lambda d, bid: _attn_tensors(d, bid) + _dense_ffn(d, bid),
-    ),
-    "qwen3moe": ArchSpec(
-        gguf.MODEL_ARCH.QWEN3MOE,
-        {"tiny": _QWEN3MOE_TINY, "small": _QWEN3MOE_SMALL},
-        lambda d, bid: _attn_tensors(d, bid, qk_norm=True) + _moe_ffn(d, bid),
-    ),
-    "deepseek2": ArchSpec(
-        gguf.MODEL_ARCH.DEEPSEEK2,
-        {
-            "tiny": replace(_QWEN3MOE_TINY, q_lora=128, kv_lora=128, **_MLA),
-            "small": replace(_QWEN3MOE_SMALL, q_lora=384, kv_lora=256, **_MLA),
-        },
-        _deepseek2_layer,
-    ),
-}
-
-
-def _word_pieces() -> list[str]:
-    """The 765 ASCII pieces after the specials and bytes, most useful first."""
-    pieces: dict[str, None] = {"\u2581": None}
-    for word in _WORDS:
-        for end in range(1, len(word) + 1):  # prefixes keep whole words reachable by merges
-            pieces["\u2581" + word[:end]] = None
-    alnum = [chr(c) for c in range(0x61, 0x7B)] + [chr(c) for c in range(0x30, 0x3A)]
-    pieces.update(dict.fromkeys("\u2581" + c for c in alnum))
-    pieces.update(dict.fromkeys(chr(c) for c in range(0x21, 0x7F)))
-    pieces.update(dict.fromkeys(a + b for a in alnum[:26] for b in alnum[:26]))
-    return list(pieces)[: N_VOCAB - BYTE_BASE - 256]
-
-
-def build_vocab() -> tuple[list[str], list[float], list[int]]:
-    """Tokens, scores and token types of the SentencePiece vocabulary."""
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
-    types += [gguf.TokenType.BYTE] * 256
-    words = _word_pieces()
-    scores = [0.0] * len(tokens) + [-float(i) for i in range(len(words))]
-    tokens += words
-    types += [gguf.TokenType.NORMAL] * len(words)
-    if len(tokens) != N_VOCAB:
-        raise ModelError(f"synthetic vocabulary has {len(tokens)} pieces, expected {N_VOCAB}")
-    return tokens, scores, [int(t) for t in types]
-
-
-def suppressed_token_ids() -> list[int]:
-    """Tokens random output must never produce: unk, bos, and bytes that are not printable ASCII."""
-    printable = set(range(0x20, 0x7F)) | {0x09, 0x0A}
-    return [UNK_ID, BOS_ID] + [BYTE_BASE + b for b in range(256) if b not in printable]
-
-
-def _add_tokenizer(w: gguf.GGUFWriter) -> None:
-    tokens, scores, types = build_vocab()
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_unk_token_id(UNK_ID)
-    w.add_bos_token_id(BOS_ID)
-    w.add_eos_token_id(EOS_ID)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
-
-
-def _tensor_list(spec: ArchSpec, d: Dims) -> list[TensorSpec]:
-    """Every tensor of the model, checked against gguf's table for the architecture."""
-    tensors: list[TensorSpec] = [(_T.TOKEN_EMBD, None, (N_VOCAB, d.n_embd))]
-    for bid in range(d.n_layer):
-        tensors += spec.layer_tensors(d, bid)
-    tensors += [(_T.OUTPUT_NORM, None, (d.n_embd,)), (_T.OUTPUT, None, (N_VOCAB, d.n_embd))]
-    allowed = set(gguf.MODEL_TENSORS[spec.arch])
-    unknown = [gguf.TENSOR_NAMES[t] for t, _, _ in tensors if t not in allowed]
-    if unknown:
-        raise ModelError(f"gguf has no tensor {unknown[0]} for {spec.arch.name}")
-    return tensors
-
-
-def _tensor_name(kind: gguf.MODEL_TENSOR, bid: int | None) -> str:
-    suffix = "bias" if kind == _T.FFN_EXP_PROBS_B else "weight"
-    base = gguf.TENSOR_NAMES[kind]
-    return f"{base.format(bid=bid) if bid is not None else base}.{suffix}"
-
-
-def _init_values(
-    kind: gguf.MODEL_TENSOR, shape: tuple[int, ...], rng: np.random.Generator
-) -> np.ndarray:
-    """Random float32 values; norms are ones, and residual dimension 0 is the bias channel."""
-    if kind == _T.FFN_EXP_PROBS_B:
-        return np.zeros(shape, dtype=np.float32)
-    if len(shape) == 1:
-        return np.ones(shape, dtype=np.float32)
-    values = rng.standard_normal(shape, dtype=np.float32)
+def _edit_bias_channel(kind: gguf.MODEL_TENSOR, values: np.ndarray) -> None:
+    """Residual dimension 0: a constant in the embeddings (half the squared norm), written by no
+    layer, read only by the output rows of suppressed tokens."""
     if kind == _T.TOKEN_EMBD:
-        values[:, 0] = np.float32(np.sqrt(shape[1]))  # constant: half the squared norm
-        return values
-    values *= np.float32(_OUTPUT_STD if kind == _T.OUTPUT else _WEIGHT_STD)
-    if kind == _T.OUTPUT:
+        values[:, 0] = np.sqrt(values.shape[1])
+    elif kind == _T.OUTPUT:
         values[:, 0] = 0.0
         bad = suppressed_token_ids()
         values[bad, :] = 0.0
         values[bad, 0] = -_SUPPRESS
     elif kind in _RESIDUAL_WRITERS:
         values[..., 0, :] = 0.0  # no layer writes to the bias channel
-    return values
 
 
-def _encode(
-    kind: gguf.MODEL_TENSOR, values: np.ndarray, d: Dims
-) -> tuple[np.ndarray, gguf.GGMLQuantizationType | None]:
-    """Cast to the file's type: F32 for vectors and routers, Q8_0 or F16 for matrices."""
-    if values.ndim == 1 or kind in _KEEP_F32:
-        return values, None
-    if d.quantized and values.shape[-1] % 32 == 0:
-        qtype = gguf.GGMLQuantizationType.Q8_0
-        return gguf.quants.quantize(values, qtype), qtype
-    return values.astype(np.float16), None
+class _HashedOut:
+    """The output file, hashed in a second thread as it is written (hashlib drops the GIL)."""
+
+    def __init__(self, fout: IO[bytes], hasher: ThreadPoolExecutor, head: bytes) -> None:
+        self._fout, self._hasher = fout, hasher
+        self._sha = hashlib.sha256(head)
+        self._pending: list[Future[None]] = []
+
+    def write(self, data: bytes | memoryview) -> None:
+        self._fout.write(data)
+        self._pending.append(self._hasher.submit(self._sha.update, data))
+
+    def pad(self, alignment: int) -> None:
+        self.write(b"\0" * (-self._fout.tell() % alignment))
+
+    def settle(self) -> None:
+        """Wait until everything written is hashed, before a written buffer is reused."""
+        for future in self._pending:
+            future.result()
+        self._pending.clear()
+
+    def hexdigest(self) -> str:
+        self.settle()
+        return self._sha.hexdigest()
 
 
-def _spec_for(arch: str, size: str) -> tuple[ArchSpec, Dims]:
-    spec = ARCHS.get(arch)
-    if spec is None:
-        raise ModelError(f"unknown synthetic architecture {arch!r}; known: {', '.join(ARCHS)}")
-    dims = spec.sizes.get(size)
-    if dims is None:
-        raise ModelError(f"unknown synthetic size {size!r}; known: {', '.join(spec.sizes)}")
-    return spec, dims
+def _write_tensor(
+    out: _HashedOut, spec: TensorSpec, qtype: gguf.GGMLQuantizationType, pool: _Pool,
+    scratch: np.ndarray,
+) -> None:
+    """One tensor's data: norms are ones, matrices come from the pool."""
+    kind, _, shape = spec
+    if len(shape) == 1:
+        fill = 0.0 if kind == _T.FFN_EXP_PROBS_B else 1.0
+        out.write(np.full(shape, fill, dtype=np.float32).tobytes())
+        return
+    n, std = prod(shape), _std(kind)
+    if qtype == _Q.F16 and kind not in _EDITED:
+        for chunk in pool.take(n, std):
+            out.write(chunk.data)
+        return
+    out.settle()
+    values = scratch[:n].reshape(shape)
+    pool.fill(values, std)
+    _edit_bias_channel(kind, values)
+    if qtype == _Q.F16:
+        out.write(values.data)
+    elif qtype == _Q.Q8_0:
+        out.write(gguf.quants.quantize(values.astype(np.float32), qtype).data)
+    else:
+        out.write(values.astype(np.float32).data)
 
 
-def _write_gguf(tmp: Path, arch: str, size: str, seed: int) -> int:
-    """Write the whole model to ``tmp``; return its parameter count."""
-    spec, d = _spec_for(arch, size)
+def _write_data(
+    fout: IO[bytes], tmp: Path, tensors: list[tuple[TensorSpec, gguf.GGMLQuantizationType]],
+    seed: int, alignment: int,
+) -> str:
+    """Every tensor's data after the header; returns the sha256 of the whole file."""
+    fout.flush()
+    matrices = [(kind, shape, q) for (kind, _, shape), q in tensors if len(shape) > 1]
+    pool = _Pool(seed, min(POOL_SIZE, sum(prod(s) for _, s, _ in matrices)))
+    built = [prod(s) for k, s, q in matrices if k in _EDITED or q != _Q.F16]
+    scratch = np.empty(max(built, default=0), dtype=np.float16)
+    with ThreadPoolExecutor(1) as hasher:
+        out = _HashedOut(fout, hasher, tmp.read_bytes())
+        for t, qtype in tensors:
+            out.pad(alignment)
+            _write_tensor(out, t, qtype, pool, scratch)
+        out.pad(alignment)
+        return out.hexdigest()
+
+
+def _write_gguf(
+    tmp: Path, arch: str, size: str, seed: int, n_vocab: int | None
+) -> tuple[int, str]:
+    """Write the whole model to ``tmp``; return its parameter count and sha256."""
+    spec, d = spec_for(arch, size, n_vocab)
     writer = gguf.GGUFWriter(tmp, gguf.MODEL_ARCH_NAMES[spec.arch])
-    writer.add_name(f"satbench-synthetic-{arch}-{size}")
+    name = f"satbench-synthetic-{arch}-{size}"
+    writer.add_name(name if d == spec.sizes[size] else f"{name}-vocab{d.n_vocab}")
     writer.add_description("random weights, for benchmarking only; output is meaningless")
     writer.add_bool(SYNTHETIC_KEY, True)
     writer.add_uint32(SEED_KEY, seed)
@@ -355,35 +248,35 @@ def _write_gguf(tmp: Path, arch: str, size: str, seed: int) -> int:
     ftype = gguf.LlamaFileType.MOSTLY_Q8_0 if d.quantized else gguf.LlamaFileType.MOSTLY_F16
     writer.add_file_type(int(ftype))
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    _add_hparams(writer, d)
-    _add_tokenizer(writer)
-    rng = np.random.default_rng(seed)
-    n_params = 0
-    for kind, bid, shape in _tensor_list(spec, d):
-        data, raw_dtype = _encode(kind, _init_values(kind, shape, rng), d)
-        writer.add_tensor(_tensor_name(kind, bid), data, raw_dtype=raw_dtype)
-        n_params += int(np.prod(shape))
+    add_hparams(writer, d)
+    add_tokenizer(writer, d.n_vocab)
+    tensors = [(t, _file_type(t[0], t[2], d)) for t in tensor_list(spec, d)]
+    for (kind, bid, shape), qtype in tensors:
+        writer.add_tensor_info(tensor_name(kind, bid), shape, np.dtype(np.float32),
+                               _nbytes(shape, qtype), raw_dtype=qtype)
     try:
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
+        writer.write_ti_data_to_file()
+        assert writer.fout is not None
+        sha256 = _write_data(writer.fout[0], tmp, tensors, seed, writer.data_alignment)
     finally:
         writer.close()
-    return n_params
-
-
-def _sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    return sum(prod(shape) for (_, _, shape), _ in tensors), sha256
 
 
 def write_synthetic_gguf(
-    path: str | os.PathLike[str], arch: str = "llama", size: str = "tiny", seed: int = 0
+    path: str | os.PathLike[str], arch: str = "llama", size: str = "tiny", seed: int = 0,
+    n_vocab: int | None = None,
 ) -> SyntheticModelInfo:
-    """Write a deterministic random-weight GGUF atomically; same arguments give the same bytes."""
+    """Write a deterministic random-weight GGUF atomically; same arguments give the same bytes.
+
+    ``n_vocab`` replaces the size's vocabulary (:data:`N_VOCAB` for tiny and small, 128,256 for
+    llama 1.5b, 102,400 for deepseek2 64e) and leaves every other dimension as it is.
+    """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise ModelError(f"synthetic seed must fit in uint32, got {seed}")
-    _spec_for(arch, size)
+    _, dims = spec_for(arch, size, n_vocab)
     target = Path(path)
     try:
         fd, tmp_name = tempfile.mkstemp(".tmp", f".{target.name}.", target.parent)
@@ -392,7 +285,7 @@ def write_synthetic_gguf(
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        n_params = _write_gguf(tmp, arch, size, seed)
+        n_params, sha256 = _write_gguf(tmp, arch, size, seed, n_vocab)
         tmp.chmod(0o644)  # mkstemp made it 0600
         os.replace(tmp, target)
     except OSError as e:
@@ -404,9 +297,10 @@ def write_synthetic_gguf(
         arch=arch,
         size=size,
         seed=seed,
+        n_vocab=dims.n_vocab,
         n_params=n_params,
         file_bytes=target.stat().st_size,
-        sha256=_sha256(target),
+        sha256=sha256,
     )
 
 

@@ -1,0 +1,246 @@
+"""Shapes of the synthetic models: one table of hyper-parameters per (architecture, size).
+
+Tensor names come from the ``gguf`` package's own tables (checked against
+``gguf.MODEL_TENSORS``), so a new architecture is one ``ARCHS`` entry and one per-layer
+tensor-list function; optional metadata groups (experts, latent attention) follow the ``Dims``
+fields an architecture sets. Shapes are numpy's, i.e. ggml's ``ne`` reversed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from math import prod
+
+import gguf
+
+from satbench.errors import ModelError
+from satbench.models.vocab import MAX_VOCAB, MIN_VOCAB, N_VOCAB
+
+_T = gguf.MODEL_TENSOR
+CONTEXT_LENGTH = 4096
+
+TensorSpec = tuple[gguf.MODEL_TENSOR, int | None, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Hyper-parameters of one (architecture, size); unused fields stay 0.
+
+    ``n_expert*``/``n_ff_exp`` describe a mixture of experts; ``q_lora``, ``kv_lora``,
+    ``rope_dim``, ``nope_dim`` and ``v_head`` describe DeepSeek's multi-head latent attention.
+    """
+
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    quantized: bool  # Q8_0 matrices when true, F16 otherwise
+    n_vocab: int = N_VOCAB
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+    n_expert_shared: int = 0
+    n_dense_lead: int = 0
+    q_lora: int = 0
+    kv_lora: int = 0
+    rope_dim: int = 0
+    nope_dim: int = 0
+    v_head: int = 0
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """One architecture: its gguf enum, hyper-parameters per size, and per-layer tensors."""
+
+    arch: gguf.MODEL_ARCH
+    sizes: Mapping[str, Dims]
+    layer_tensors: Callable[[Dims, int], list[TensorSpec]]
+
+
+def _attn_tensors(d: Dims, bid: int, qk_norm: bool = False) -> list[TensorSpec]:
+    """Grouped-query attention block."""
+    q, kv = d.n_head * d.head_dim, d.n_head_kv * d.head_dim
+    out: list[TensorSpec] = [
+        (_T.ATTN_NORM, bid, (d.n_embd,)),
+        (_T.ATTN_Q, bid, (q, d.n_embd)),
+        (_T.ATTN_K, bid, (kv, d.n_embd)),
+        (_T.ATTN_V, bid, (kv, d.n_embd)),
+        (_T.ATTN_OUT, bid, (d.n_embd, q)),
+    ]
+    if qk_norm:
+        out += [(_T.ATTN_Q_NORM, bid, (d.head_dim,)), (_T.ATTN_K_NORM, bid, (d.head_dim,))]
+    return out
+
+
+def _dense_ffn(d: Dims, bid: int) -> list[TensorSpec]:
+    """SwiGLU feed-forward block with its norm."""
+    return [
+        (_T.FFN_NORM, bid, (d.n_embd,)),
+        (_T.FFN_GATE, bid, (d.n_ff, d.n_embd)),
+        (_T.FFN_UP, bid, (d.n_ff, d.n_embd)),
+        (_T.FFN_DOWN, bid, (d.n_embd, d.n_ff)),
+    ]
+
+
+def _moe_ffn(d: Dims, bid: int) -> list[TensorSpec]:
+    """Router plus 3-D expert tensors with their norm."""
+    e, f, n = d.n_expert, d.n_ff_exp, d.n_embd
+    return [
+        (_T.FFN_NORM, bid, (n,)),
+        (_T.FFN_GATE_INP, bid, (e, n)),
+        (_T.FFN_GATE_EXP, bid, (e, f, n)),
+        (_T.FFN_UP_EXP, bid, (e, f, n)),
+        (_T.FFN_DOWN_EXP, bid, (e, n, f)),
+    ]
+
+
+def _deepseek2_layer(d: Dims, bid: int) -> list[TensorSpec]:
+    """Multi-head latent attention (split k_b/v_b form), then dense or MoE + shared expert."""
+    k_mla = d.nope_dim + d.rope_dim
+    out: list[TensorSpec] = [
+        (_T.ATTN_NORM, bid, (d.n_embd,)),
+        (_T.ATTN_Q_A, bid, (d.q_lora, d.n_embd)),
+        (_T.ATTN_Q_A_NORM, bid, (d.q_lora,)),
+        (_T.ATTN_Q_B, bid, (d.n_head * k_mla, d.q_lora)),
+        (_T.ATTN_KV_A_MQA, bid, (d.kv_lora + d.rope_dim, d.n_embd)),
+        (_T.ATTN_KV_A_NORM, bid, (d.kv_lora,)),
+        (_T.ATTN_K_B, bid, (d.n_head, d.kv_lora, d.nope_dim)),
+        (_T.ATTN_V_B, bid, (d.n_head, d.v_head, d.kv_lora)),
+        (_T.ATTN_OUT, bid, (d.n_embd, d.n_head * d.v_head)),
+    ]
+    if bid < d.n_dense_lead:
+        return out + _dense_ffn(d, bid)
+    shared = d.n_ff_exp * d.n_expert_shared
+    return out + _moe_ffn(d, bid) + [
+        (_T.FFN_EXP_PROBS_B, bid, (d.n_expert,)),
+        (_T.FFN_GATE_SHEXP, bid, (shared, d.n_embd)),
+        (_T.FFN_UP_SHEXP, bid, (shared, d.n_embd)),
+        (_T.FFN_DOWN_SHEXP, bid, (d.n_embd, shared)),
+    ]
+
+
+def add_hparams(w: gguf.GGUFWriter, d: Dims) -> None:
+    """Hyper-parameter keys; the optional groups follow the fields the architecture sets."""
+    w.add_context_length(CONTEXT_LENGTH)
+    w.add_embedding_length(d.n_embd)
+    w.add_block_count(d.n_layer)
+    w.add_feed_forward_length(d.n_ff)
+    w.add_head_count(d.n_head)
+    w.add_head_count_kv(d.n_head_kv)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(10000.0)
+    w.add_rope_dimension_count(d.rope_dim or d.head_dim)  # llama: must equal head_dim
+    w.add_vocab_size(d.n_vocab)
+    if d.head_dim:
+        w.add_key_length(d.head_dim)
+        w.add_value_length(d.head_dim)
+    if d.n_expert:
+        w.add_expert_count(d.n_expert)
+        w.add_expert_used_count(d.n_expert_used)  # without it an MoE load asserts and aborts
+        w.add_expert_feed_forward_length(d.n_ff_exp)
+    if d.kv_lora:  # multi-head latent attention: the cache holds the latent + rope part
+        w.add_leading_dense_block_count(d.n_dense_lead)
+        w.add_q_lora_rank(d.q_lora)
+        w.add_kv_lora_rank(d.kv_lora)
+        w.add_key_length(d.kv_lora + d.rope_dim)
+        w.add_value_length(d.kv_lora)
+        w.add_key_length_mla(d.nope_dim + d.rope_dim)
+        w.add_value_length_mla(d.v_head)
+        w.add_expert_shared_count(d.n_expert_shared)
+        w.add_expert_weights_norm(True)
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+
+
+_LLAMA_TINY = Dims(
+    n_layer=4, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, quantized=False
+)
+_LLAMA_SMALL = Dims(
+    n_layer=12, n_embd=768, n_head=12, n_head_kv=4, head_dim=64, n_ff=2048, quantized=True
+)
+# Llama-3.2-1B's shape with untied output: 1,498,482,688 parameters, about 3.0 GB in F16
+_LLAMA_1_5B = Dims(
+    n_layer=16, n_embd=2048, n_head=32, n_head_kv=8, head_dim=64, n_ff=8192, quantized=False,
+    n_vocab=128_256,
+)
+_QWEN3MOE_TINY = replace(_LLAMA_TINY, n_expert=8, n_expert_used=2, n_ff_exp=128)
+_QWEN3MOE_SMALL = replace(_LLAMA_SMALL, n_expert=16, n_expert_used=2, n_ff_exp=128)
+_MLA = dict(
+    n_head_kv=1, head_dim=0, n_expert_shared=1, n_dense_lead=1, rope_dim=32, nope_dim=64, v_head=64
+)
+# DeepSeek-V2-Lite's layer (64 routed experts top-6, 2 shared, MLA) with a V2 q-LoRA and 12
+# layers instead of 27: 6,950,128,640 parameters, about 13.9 GB in F16. Not 26 or 27 layers:
+# llama.cpp takes those for V2-Lite and then expects no q-LoRA.
+_DEEPSEEK2_64E = Dims(
+    n_layer=12, n_embd=2048, n_head=16, n_head_kv=1, head_dim=0, n_ff=10944, quantized=False,
+    n_vocab=102_400, n_expert=64, n_expert_used=6, n_ff_exp=1408, n_expert_shared=2,
+    n_dense_lead=1, q_lora=1536, kv_lora=512, rope_dim=64, nope_dim=128, v_head=128,
+)
+
+#: architecture name (``general.architecture``) -> its table entry
+ARCHS: dict[str, ArchSpec] = {
+    "llama": ArchSpec(
+        gguf.MODEL_ARCH.LLAMA,
+        {"tiny": _LLAMA_TINY, "small": _LLAMA_SMALL, "1.5b": _LLAMA_1_5B},
+        lambda d, bid: _attn_tensors(d, bid) + _dense_ffn(d, bid),
+    ),
+    "qwen3moe": ArchSpec(
+        gguf.MODEL_ARCH.QWEN3MOE,
+        {"tiny": _QWEN3MOE_TINY, "small": _QWEN3MOE_SMALL},
+        lambda d, bid: _attn_tensors(d, bid, qk_norm=True) + _moe_ffn(d, bid),
+    ),
+    "deepseek2": ArchSpec(
+        gguf.MODEL_ARCH.DEEPSEEK2,
+        {
+            "tiny": replace(_QWEN3MOE_TINY, q_lora=128, kv_lora=128, **_MLA),
+            "small": replace(_QWEN3MOE_SMALL, q_lora=384, kv_lora=256, **_MLA),
+            "64e": _DEEPSEEK2_64E,
+        },
+        _deepseek2_layer,
+    ),
+}
+
+
+def spec_for(arch: str, size: str, n_vocab: int | None = None) -> tuple[ArchSpec, Dims]:
+    """The table entry and dimensions of (arch, size), with the vocabulary size overridden."""
+    spec = ARCHS.get(arch)
+    if spec is None:
+        raise ModelError(f"unknown synthetic architecture {arch!r}; known: {', '.join(ARCHS)}")
+    dims = spec.sizes.get(size)
+    if dims is None:
+        raise ModelError(f"unknown synthetic size {size!r} for {arch}; known: {', '.join(spec.sizes)}")
+    if n_vocab is None:
+        return spec, dims
+    if isinstance(n_vocab, bool) or not isinstance(n_vocab, int) \
+            or not MIN_VOCAB <= n_vocab <= MAX_VOCAB:
+        raise ModelError(f"synthetic vocabulary must be {MIN_VOCAB:,} to {MAX_VOCAB:,} tokens, "
+                         f"got {n_vocab}")
+    return spec, replace(dims, n_vocab=n_vocab)
+
+
+def tensor_list(spec: ArchSpec, d: Dims) -> list[TensorSpec]:
+    """Every tensor of the model in file order, checked against gguf's table for the arch."""
+    tensors: list[TensorSpec] = [(_T.TOKEN_EMBD, None, (d.n_vocab, d.n_embd))]
+    for bid in range(d.n_layer):
+        tensors += spec.layer_tensors(d, bid)
+    tensors += [(_T.OUTPUT_NORM, None, (d.n_embd,)), (_T.OUTPUT, None, (d.n_vocab, d.n_embd))]
+    allowed = set(gguf.MODEL_TENSORS[spec.arch])
+    unknown = [gguf.TENSOR_NAMES[t] for t, _, _ in tensors if t not in allowed]
+    if unknown:
+        raise ModelError(f"gguf has no tensor {unknown[0]} for {spec.arch.name}")
+    return tensors
+
+
+def tensor_name(kind: gguf.MODEL_TENSOR, bid: int | None) -> str:
+    """The GGUF name, e.g. ``blk.3.ffn_down_exps.weight``."""
+    suffix = "bias" if kind == _T.FFN_EXP_PROBS_B else "weight"
+    base = gguf.TENSOR_NAMES[kind]
+    return f"{base.format(bid=bid) if bid is not None else base}.{suffix}"
+
+
+def parameter_count(arch: str, size: str, n_vocab: int | None = None) -> int:
+    """Parameters of (arch, size), from the tensor list alone; writes nothing."""
+    spec, d = spec_for(arch, size, n_vocab)
+    return sum(prod(shape) for _, _, shape in tensor_list(spec, d))
