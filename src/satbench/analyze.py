@@ -9,7 +9,7 @@ from satbench.errors import RunDirError
 from satbench.events import LevelMark, RequestEvent, read_events, read_samples
 from satbench.fairness.plan import fairness_plan
 from satbench.fairness.verdicts import Verdict, lane_verdicts
-from satbench.manifest import LaneProvenance, read_manifest
+from satbench.manifest import LaneProvenance, ServerFailure, read_manifest
 from satbench.metrics.interference import interference
 from satbench.metrics.level import LevelContext, LevelResult, summarize_level
 from satbench.resume import current_session_records
@@ -37,6 +37,19 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
     return out
 
 
+def _mark_failed(records: list, failures: list[ServerFailure]) -> list:
+    """A level that lost its server is failed even where the load generator's own mark said
+    complete (the server died after the last answer): run.json's server_failures say so."""
+    failed = {(f.lane, f.scenario, f.level, f.repetition, f.session): f.reason for f in failures}
+    out = []
+    for r in records:
+        key = (r.lane, r.scenario, r.level, r.repetition, r.session) if isinstance(r, LevelMark) else None
+        if key in failed and r.kind == "level_end" and r.status == "complete":
+            r = r.model_copy(update={"status": "failed", "reason": failed[key]})
+        out.append(r)
+    return out
+
+
 def _fairness(lane: LaneConfig, prov: LaneProvenance, records: list) -> list[Verdict]:
     """The six verdicts, when the fairness checks ran for this lane."""
     rt = prov.fairness_runtime
@@ -54,6 +67,7 @@ def analyze_run(run_dir: Path) -> ResultsFile:
     if prov is None or not prov.lanes:
         raise RunDirError(f"{run_dir}: the run stopped before any server was described; nothing to analyze")
     records = current_session_records(read_events(run_dir))  # a resumed unit counts its last session only
+    records = _mark_failed(records, manifest.server_failures)
     samples = read_samples(run_dir)
     lanes = []
     for lane in manifest.config.lanes:
@@ -68,6 +82,7 @@ def analyze_run(run_dir: Path) -> ResultsFile:
             workload=lane.workload, server_params=lane.server, slo=lane.slo, levels=solo,
             together_levels=together, interference=interference(solo, together),
             fairness=_fairness(lane, lp, records),
+            server_failures=[f for f in manifest.server_failures if f.lane == lane.name],
         ))
     return ResultsFile(
         run_id=manifest.run_id, status=manifest.status, status_reason=manifest.status_reason,

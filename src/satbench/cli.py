@@ -13,7 +13,7 @@ from pydantic import ValidationError
 import satbench
 from satbench.config import (BUILTIN_MODEL, FairnessConfig, LaneConfig, RunConfig, RuntimeConfig, ServerParams,
                              WorkloadConfig, parse_levels, resolve_model_dir)
-from satbench.errors import Interrupted, SatbenchError, UserError
+from satbench.errors import Interrupted, SatbenchError, ServerGoneError, UserError
 from satbench.runtimes.remote import redact_url
 
 
@@ -107,7 +107,12 @@ def build_parser() -> _Parser:
     mo_sub = mo.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mk = mo_sub.add_parser("make", help="write a SYNTHETIC random-weight GGUF that llama.cpp loads")
     mk.add_argument("--arch", required=True, choices=["llama", "qwen3moe", "deepseek2"])
-    mk.add_argument("--size", required=True, choices=["tiny", "small"])
+    mk.add_argument("--size", required=True, choices=["tiny", "small", "1.5b", "64e"],
+                    help="tiny, small: every arch, vocab 1,024; 1.5b: llama, 1.5 B parameters, vocab 128,256 "
+                         "(3.0 GB); 64e: deepseek2, 64 experts top-6 + 2 shared, 7.0 B parameters, vocab 102,400 "
+                         "(13.9 GB)")
+    mk.add_argument("--vocab", type=int, help="vocabulary size instead of the size's own (512 to 262,144), "
+                    "every other dimension unchanged")
     mk.add_argument("--seed", type=int, default=0)
     mk.add_argument("-o", "--output", required=True, help="FILE.gguf")
     return parser
@@ -258,6 +263,12 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     _report(run_dir)
     print(f"run directory: {run_dir}")
     verdicts = verdicts_of(results)
+    failures = [f for lane in results.lanes for f in lane.server_failures]
+    if failures:
+        for f in failures:
+            print(f"satbench: {f.reason}; the rest of the run was measured and written"
+                  + (" (recommendations stay below that level)" if f.scenario != "together" else ""), file=sys.stderr)
+        return ServerGoneError.exit_code
     if verdicts is not None and verdicts.any_failed:
         print("satbench: a fairness or starvation check failed (see the verdict table)", file=sys.stderr)
         return FAIRNESS_FAILED
@@ -366,9 +377,9 @@ def _cmd_recommend(a: argparse.Namespace) -> int:
 def _cmd_models(a: argparse.Namespace) -> int:
     from satbench.models.synthetic import write_synthetic_gguf
 
-    info = write_synthetic_gguf(Path(a.output), arch=a.arch, size=a.size, seed=a.seed)
-    print(f"wrote {info.path}: SYNTHETIC random weights, {info.arch} {info.size}, seed {info.seed}, "
-          f"{info.n_params:,} parameters, {info.file_bytes:,} bytes, sha256 {info.sha256}")
+    info = write_synthetic_gguf(Path(a.output), arch=a.arch, size=a.size, seed=a.seed, n_vocab=a.vocab)
+    print(f"wrote {info.path}: SYNTHETIC random weights, {info.arch} {info.size}, vocab {info.n_vocab:,}, "
+          f"seed {info.seed}, {info.n_params:,} parameters, {info.file_bytes:,} bytes, sha256 {info.sha256}")
     return 0
 
 

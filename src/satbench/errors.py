@@ -32,6 +32,15 @@ class ServerGoneError(SatbenchError):
     exit_code = 4
 
 
+class LevelFailedError(ServerGoneError):
+    """One level (or fairness check) lost its server; says which, so the sweep can record it and
+    go on with the rest of the run."""
+
+    def __init__(self, message: str, *, lane: str, scenario: str, level: int, repetition: int) -> None:
+        super().__init__(message)
+        self.lane, self.scenario, self.level, self.repetition = lane, scenario, level, repetition
+
+
 class ParseError(SatbenchError):
     """A server answer (SSE stream, /metrics, /slots, /props) could not be parsed."""
 

@@ -127,7 +127,8 @@ class SlotsSample(Strict):
 
 
 class ProcessSample(Strict):
-    """Server process resources: RSS (with children), CPU seconds, GPU memory where present."""
+    """Server process resources: RSS (with children), CPU seconds; GPU memory, utilisation and SM
+    clock where NVML sees a GPU (device-wide figures, see gpu.py)."""
 
     kind: Literal["process"] = "process"
     lane: str
@@ -136,6 +137,8 @@ class ProcessSample(Strict):
     rss_bytes: int | None = None
     cpu_seconds: float | None = None
     gpu_mem_used_bytes: int | None = None
+    gpu_util_pct: float | None = Field(None, description="NVML utilisation of the busiest GPU, percent")
+    gpu_sm_clock_mhz: float | None = Field(None, description="NVML SM clock of the busiest GPU, MHz")
     host_busy_cpu_seconds: float | None = Field(
         None, description="whole machine: CPU seconds not idle (all cores), cumulative since boot")
     client_cpu_seconds: float | None = Field(None, description="the satbench process itself, cumulative")

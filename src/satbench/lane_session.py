@@ -18,7 +18,7 @@ import aiohttp
 from satbench.access import auth_headers, tls_context_for
 from satbench.client import StreamClient
 from satbench.config import LaneConfig
-from satbench.errors import ServerGoneError
+from satbench.errors import LevelFailedError
 from satbench.events import JsonlWriter, LevelMark, RequestEvent
 from satbench.gpu import NvmlGpus
 from satbench.loadgen import UNREACHABLE, LevelPlan, run_level
@@ -175,7 +175,7 @@ class LaneSession:
     async def run(self, plan: LevelPlan, sink: JsonlWriter, progress: Progress,
                   keep_busy: asyncio.Event | None = None,
                   measured_done: asyncio.Event | None = None) -> LevelMark:
-        """One level repetition; raises ServerGoneError if it failed (what finished is on disk)."""
+        """One level repetition; raises LevelFailedError if it failed (what finished is on disk)."""
         assert self.client is not None and self._sampler is not None
         progress.level(self.lane.name, self.scenario, plan.level, plan.repetition)
         await self._sampler.snapshot()
@@ -200,7 +200,16 @@ class LaneSession:
                 why = f"the server stopped answering (last request: {tail.type}: {tail.message})"
             else:
                 why = end.reason
-            raise ServerGoneError(f"lane {self.lane.name}: level {plan.level} (repetition "
-                                  f"{plan.repetition}{', together' if self.scenario == 'together' else ''}) "
-                                  f"failed: {why}")
+            raise LevelFailedError(f"lane {self.lane.name}: level {plan.level} (repetition "
+                                   f"{plan.repetition}{', together' if self.scenario == 'together' else ''}) "
+                                   f"failed: {why}", lane=self.lane.name, scenario=self.scenario,
+                                   level=plan.level, repetition=plan.repetition)
         return end
+
+    async def check_alive(self, what: str, level: int) -> None:
+        """After a fairness check: raise LevelFailedError if the server died or stopped answering."""
+        if self.runtime.alive() and await self._answers():
+            return
+        why = "the server process exited" if not self.runtime.alive() else "the server stopped answering"
+        raise LevelFailedError(f"lane {self.lane.name}: fairness {what} ({level} in flight) failed: {why}",
+                               lane=self.lane.name, scenario=self.scenario, level=level, repetition=1)

@@ -20,7 +20,7 @@ from satbench.config import RunConfig, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.1"  # 2.1: provenance.satbench_modified_files, completed_units, resumes
+MANIFEST_SCHEMA_VERSION = "2.2"  # 2.2: server_failures; 2.1: provenance.satbench_modified_files, completed_units, resumes
 
 
 class ModelInfo(Strict):
@@ -139,6 +139,24 @@ class ResumeRecord(Strict):
         default_factory=dict, description="'LANE/SCENARIO' → the server this session started (new process, same build)")
 
 
+class ServerFailure(Strict):
+    """A level (or scenario) whose server crashed, stopped answering or failed every request. The
+    run goes on without the lane's higher levels (a server that falls over at N is not asked for
+    more than N again); a started server is restarted for what remains below N."""
+
+    lane: str
+    scenario: Literal["solo", "together", "fairness"]
+    level: int = Field(description="offered concurrency when it failed (0 = not a level: a fairness check)")
+    repetition: int
+    session: int = 0
+    unit: str
+    reason: str
+    server_log: str | None = Field(None, description="the failed server's log file, in the run directory")
+    restarted: bool = Field(False, description="a fresh server was started for the lane's remaining units")
+    restarted_server: RuntimeInfo | None = None
+    skipped_units: list[str] = Field(default_factory=list, description="units not run because of this failure")
+
+
 class RunManifest(Strict):
     schema_version: str = MANIFEST_SCHEMA_VERSION
     run_id: str
@@ -153,6 +171,7 @@ class RunManifest(Strict):
     completed_units: list[str] = Field(
         default_factory=list, description="ledger: units finished, in order (see satbench.resume)")
     resumes: list[ResumeRecord] = Field(default_factory=list)
+    server_failures: list[ServerFailure] = Field(default_factory=list)
 
 
 def write_text_atomic(path: Path, text: str | bytes) -> None:

@@ -10,13 +10,15 @@ from pydantic import Field, ValidationError
 from satbench.artifacts import published_schema, render, validate_text, write_artifact
 from satbench.errors import UserError
 from satbench.config import RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
-from satbench.manifest import HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo
+from satbench.manifest import HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo, ServerFailure
 from satbench.fairness.verdicts import Verdict
 from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 
 RESULTS_FILE = "results.json"
-RESULTS_SCHEMA_VERSION = "2.1"
+RESULTS_SCHEMA_VERSION = "2.2"
+# 2.2: a `gpu` block per level (NVML memory mean/peak, utilisation, SM clock) and the lane's
+#      `server_failures` (a level or check whose server crashed or stopped answering).
 # 2.1: memory.host_busy_cores and memory.client_cpu_cores per level, and the cpu_contention flag.
 # 2.0: one section per lane (model, runtime build and backend, network, hardware fingerprint),
 #      together-scenario levels and cross-lane interference; 1.0 had a single lane.
@@ -40,6 +42,7 @@ DEFINITIONS = {
     "interference": "together / alone for output tok/s and p95 TTFT and ITL; CI by interval arithmetic on the two 95% CIs",
     "hardware.fingerprint_sha256": "sha256 of canonical JSON of CPU model, cores, RAM (whole GiB), OS, and each GPU's name, memory (GiB), driver and CUDA version",
     "host_busy_cores": "whole machine: delta(total - idle - iowait CPU seconds) / delta wall, over the level's process samples",
+    "gpu": "NVML, device-wide: utilisation and SM clock of the busiest GPU and memory used (all GPUs), mean over the readings inside the steady windows; peak memory over the whole level",
     "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours competed) or other processes used >= 0.25 core",
     "littles_law": "N vs sum over streams of X_s * E2E_s, both taken between the stream's first and last completion in the window (no boundary bias), scaled to N from the streams with >= 2 completions; flagged beyond 5%",
 }
@@ -61,6 +64,8 @@ class LaneResult(Strict):
                                                description="the lane while every lane of the run ran")
     interference: list[Interference] = Field(default_factory=list)
     fairness: list[Verdict] = Field(default_factory=list, description="F1-F3, S1-S3; empty when not run")
+    server_failures: list[ServerFailure] = Field(
+        default_factory=list, description="levels whose server crashed or stopped answering (from run.json)")
 
 
 class ResultsFile(Strict):

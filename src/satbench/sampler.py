@@ -160,7 +160,9 @@ class ServerSampler:
                 sample.rss_bytes, sample.cpu_seconds = process_tree_usage(self.pid)
             sample.host_busy_cpu_seconds, sample.client_cpu_seconds = host_and_client_cpu()
             if self.gpus is not None:
-                sample.gpu_mem_used_bytes = self.gpus.memory_used_bytes()
+                gpu = self.gpus.reading()
+                sample.gpu_mem_used_bytes, sample.gpu_util_pct = gpu.mem_used_bytes, gpu.util_pct
+                sample.gpu_sm_clock_mhz = gpu.sm_clock_mhz
         except (psutil.Error, OSError) as exc:
             sample.error = _describe(exc)
         except Exception as exc:  # noqa: BLE001 - NVML raises its own types; keep sampling

@@ -23,19 +23,22 @@ from pathlib import Path
 import satbench
 from satbench.analyze import analyze_and_write
 from satbench.config import LaneConfig, RunConfig
-from satbench.fairness.plan import fairness_plan, make_plan, request_count
+from satbench.fairness.plan import fairness_plan
 from satbench.fairness.runner import FairnessRunner
-from satbench.errors import RunDirError, SatbenchError, UserError
+from satbench.errors import (LevelFailedError, RunDirError, RuntimeStartError, SatbenchError, ServerGoneError,
+                             UserError)
 from satbench.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter, RequestEvent
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
 from satbench.lane_session import LaneSession, Progress, make_runtime
-from satbench.manifest import ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, write_manifest
+from satbench.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, ServerFailure,
+                               write_manifest)
 from satbench.models.resolve import resolve_model
 from satbench.results import ResultsFile
 from satbench.resume import (begin_session, check_same_config, fairness_unit, refine_unit, solo_unit,
                              together_unit)
 from satbench.server_checks import check_same_server, check_server_fits
+from satbench.sweep_plan import fairness_lane, refine_levels, total_requests  # noqa: F401 (re-exported)
 from satbench.runtimes.remote import split_credentials
 
 
@@ -77,65 +80,6 @@ def satbench_source() -> tuple[str | None, list[str]]:
         return head.stdout.strip() + ("+dirty" if changed else ""), changed
     except (OSError, subprocess.TimeoutExpired):
         return None, []
-
-
-def total_requests(cfg: RunConfig, done: frozenset[str] = frozenset()) -> int:
-    """Requests the progress bar expects (on --resume, those of the units not yet `done`)."""
-    def level(lane: LaneConfig, n: int) -> int:
-        return lane.measured_requests(n) + n * lane.warmup_per_stream
-
-    total = 0
-    if not cfg.fairness_only:
-        total += sum(level(lane, n) for lane in cfg.lanes for rep in range(1, lane.repetitions + 1)
-                     for n in lane.levels if solo_unit(lane.name, n, rep) not in done)
-        if cfg.together:
-            total += sum(level(lane, n) for lane in cfg.lanes for rep in range(1, lane.repetitions + 1)
-                         for k, n in enumerate(lane.levels) if together_unit(k, rep) not in done)
-    if cfg.with_fairness or cfg.fairness_only:
-        total += sum(request_count(make_plan(lane, lane.slots_wanted()), lane) for lane in cfg.lanes
-                     if fairness_unit(lane.name) not in done)
-    return total
-
-
-def refine_levels(run_dir: Path, lane: LaneConfig) -> list[int]:
-    """2-3 levels inside the bracket where saturation sets in: below the knee when the step into it
-    already scaled sub-linearly (< 90 % efficient: the real knee lies below), else above it.
-    Without a knee, between the top two levels if the last step scaled sub-linearly; else none."""
-    from satbench.analyze import analyze_run
-    from satbench.saturation.knee import Point, marginal_gain_knee
-
-    result = next((r for r in analyze_run(run_dir).lanes if r.lane == lane.name), None)
-    if result is None:
-        return []
-    pts = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value, ci_low=lv.throughput.output_tok_per_s.ci_low,
-                 ci_high=lv.throughput.output_tok_per_s.ci_high) for lv in result.levels
-           if lv.throughput.output_tok_per_s.value]
-    if len(pts) < 2:
-        return []
-    pts.sort(key=lambda p: p.n)
-    knee = marginal_gain_knee(pts).knee
-    at = next(i for i, p in enumerate(pts) if p.n == knee) if knee is not None else len(pts) - 1
-
-    def efficient(lo: int, hi: int) -> bool:
-        return (pts[hi].x / pts[lo].x) / (pts[hi].n / pts[lo].n) >= 0.9
-
-    if at > 0 and not efficient(at - 1, at):
-        lo, hi = pts[at - 1].n, pts[at].n
-    elif at + 1 < len(pts):
-        lo, hi = pts[at].n, pts[at + 1].n
-    else:
-        return []
-    return sorted({round(lo + (hi - lo) * i / 4) for i in (1, 2, 3)} - {lo, hi})
-
-
-def fairness_lane(lane: LaneConfig) -> LaneConfig:
-    """The lane as the fairness server runs it: same knobs, but a context big enough for the
-    checks' longest prompts in every slot (unless the user fixed --ctx-size)."""
-    if lane.server.n_ctx is not None:
-        return lane
-    slots = lane.slots_wanted()
-    need = make_plan(lane, slots).per_slot_ctx_needed()
-    return lane.model_copy(update={"server": lane.server.model_copy(update={"n_ctx": slots * need})})
 
 
 class Sweep:
@@ -246,6 +190,8 @@ class Sweep:
             if self.cfg.with_fairness or self.cfg.fairness_only:
                 for lane in self.cfg.lanes:
                     await self._fairness(lane, events, samples, gpus)
+            if self.manifest.server_failures and not self.manifest.completed_units:
+                raise ServerGoneError(self.manifest.server_failures[0].reason)  # nothing at all was measured
         finally:
             try:
                 events.close()
@@ -255,14 +201,16 @@ class Sweep:
                 finally:
                     self.progress.end()
 
-    def _log_path(self, lane: LaneConfig, scenario: str, session: int = 0) -> Path:
-        suffix = ("" if scenario == "solo" else f"-{scenario}") + (f"-resume{session}" if session else "")
+    def _log_path(self, lane: LaneConfig, scenario: str, session: int = 0, restart: int = 0) -> Path:
+        suffix = (("" if scenario == "solo" else f"-{scenario}") + (f"-resume{session}" if session else "")
+                  + (f"-restart{restart}" if restart else ""))
         name = "server.log" if len(self.cfg.lanes) == 1 and not suffix else f"server-{lane.name}{suffix}.log"
         return self.run_dir / name
 
-    async def _start(self, lane: LaneConfig, scenario: str, samples: JsonlWriter, gpus) -> LaneSession:
+    async def _start(self, lane: LaneConfig, scenario: str, samples: JsonlWriter, gpus,
+                     restart: int = 0) -> LaneSession:
         path, model = self._models[lane.name]
-        runtime = make_runtime(lane, path, self._log_path(lane, scenario, self.session))
+        runtime = make_runtime(lane, path, self._log_path(lane, scenario, self.session, restart))
         session = LaneSession(lane, scenario, runtime, model, self._secrets[lane.name], self.nonce)
         session.session_index = self.session
         try:
@@ -279,6 +227,8 @@ class Sweep:
             await session.close()
             runtime.stop()
             raise
+        if restart:
+            return session  # recorded with its ServerFailure
         if self.session:
             self.manifest.resumes[-1].servers[f"{lane.name}/{scenario}"] = session.runtime_info()
         if lane.name not in prov.lanes:
@@ -298,56 +248,114 @@ class Sweep:
         finally:
             session.runtime.stop()
 
+    def _ceiling(self, lane: str) -> int | None:
+        """The lowest level at which this lane's server failed alone (this session or an earlier one):
+        nothing at or above it is run again."""
+        failed = [f.level for f in self.manifest.server_failures if f.lane == lane and f.scenario == "solo"]
+        return min(failed) if failed else None
+
+    def _wanted(self, lane: str, n: int, rep: int) -> bool:
+        ceiling = self._ceiling(lane)
+        return not self._done(solo_unit(lane, n, rep)) and (ceiling is None or n < ceiling)
+
+    async def _record_failure(self, session: LaneSession, exc: LevelFailedError, unit: str,
+                              skipped: list[str]) -> ServerFailure:
+        """Stop the failed server and write down what failed, why, and what will not run because of it."""
+        log = session.runtime.log_path
+        await self._stop(session)
+        failure = ServerFailure(lane=exc.lane, scenario=exc.scenario, level=exc.level,  # type: ignore[arg-type]
+                                repetition=exc.repetition, session=self.session, unit=unit, reason=str(exc),
+                                server_log=log.name if log is not None else None, skipped_units=skipped)
+        self.manifest.server_failures.append(failure)  # the CLI names each one when the run ends
+        write_manifest(self.run_dir, self.manifest)
+        return failure
+
     async def _solo(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
         base = [(rep, n) for rep in range(1, lane.repetitions + 1) for n in lane.levels]
-        if all(self._done(solo_unit(lane.name, n, rep)) for rep, n in base) and (
+        if not any(self._wanted(lane.name, n, rep) for rep, n in base) and (
                 not self.cfg.refine or self._done(refine_unit(lane.name))):
             return  # --resume: this lane's solo part is finished
-        session = await self._start(lane, "solo", samples, gpus)
+        session: LaneSession | None = await self._start(lane, "solo", samples, gpus)
         try:
-            await self._solo_units(session, base, events)
-            if self.cfg.refine and not self._done(refine_unit(lane.name)):
-                extra = refine_levels(self.run_dir, lane)
+            session = await self._solo_units(session, base, events, samples, gpus)
+            if session is not None and self.cfg.refine and not self._done(refine_unit(lane.name)):
+                extra = [n for n in refine_levels(self.run_dir, lane) if (c := self._ceiling(lane.name)) is None or n < c]
                 self.refined[lane.name] = extra
-                await self._solo_units(session, [(rep, n) for rep in range(1, lane.repetitions + 1)
-                                                 for n in extra], events)
+                session = await self._solo_units(session, [(rep, n) for rep in range(1, lane.repetitions + 1)
+                                                            for n in extra], events, samples, gpus)
                 self._complete(refine_unit(lane.name))
         finally:
-            await self._stop(session)
+            if session is not None:
+                await self._stop(session)
 
-    async def _solo_units(self, session: LaneSession, units: list[tuple[int, int]], events: JsonlWriter) -> None:
+    async def _solo_units(self, session: LaneSession, units: list[tuple[int, int]], events: JsonlWriter,
+                          samples: JsonlWriter, gpus) -> LaneSession | None:
+        """Run the units in order; a level that loses its server is recorded, the lane's levels at or
+        above it are dropped, and a fresh server runs the rest. None when no server is left."""
+        lane, restarts = session.lane, 0
         for rep, n in units:
-            unit = solo_unit(session.lane.name, n, rep)
-            if not self._done(unit):
+            if not self._wanted(lane.name, n, rep):
+                continue
+            try:
                 await session.run(await session.plan(n, rep, background=False), events, self.progress)
-                self._complete(unit)
+            except LevelFailedError as exc:
+                skipped = [solo_unit(lane.name, m, r) for r, m in units if m >= n and (r, m) != (rep, n)
+                           and not self._done(solo_unit(lane.name, m, r))]
+                failure = await self._record_failure(session, exc, solo_unit(lane.name, n, rep), skipped)
+                if not any(self._wanted(lane.name, m, r) for r, m in units):
+                    return None
+                restarts += 1
+                try:
+                    session = await self._start(lane, "solo", samples, gpus, restart=restarts)
+                except RuntimeStartError as start_exc:
+                    failure.reason += f"; the restart failed: {start_exc}"
+                    failure.skipped_units += [solo_unit(lane.name, m, r) for r, m in units if self._wanted(lane.name, m, r)]
+                    write_manifest(self.run_dir, self.manifest)
+                    return None
+                failure.restarted, failure.restarted_server = True, session.runtime_info()
+                write_manifest(self.run_dir, self.manifest)
+                continue
+            self._complete(solo_unit(lane.name, n, rep))
+        return session
 
     async def _fairness(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
         if self._done(fairness_unit(lane.name)):
             return
-        session = await self._start(fairness_lane(lane), "fairness", samples, gpus)
+        session: LaneSession | None = await self._start(fairness_lane(lane), "fairness", samples, gpus)
         try:
             runner = FairnessRunner(session, fairness_plan(lane, session.runtime_info(), session.network_info()),
                                     events, self.progress, self.nonce)
             await runner.run_all()
+        except LevelFailedError as exc:  # the checks after the one that lost the server are not run
+            await self._record_failure(session, exc, fairness_unit(lane.name), [])
+            session = None
+        else:
             self._complete(fairness_unit(lane.name))
         finally:
-            await self._stop(session)
+            if session is not None:
+                await self._stop(session)
 
     async def _together(self, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
         reps = max(lane.repetitions for lane in self.cfg.lanes)
         steps = max(len(lane.levels) for lane in self.cfg.lanes)
         pending = [(rep, k) for rep in range(1, reps + 1) for k in range(steps)
                    if not self._done(together_unit(k, rep))]
-        if not pending:
+        if not pending or any(f.scenario == "together" for f in self.manifest.server_failures):
             return
         sessions: list[LaneSession] = []
         try:
             for lane in self.cfg.lanes:
                 sessions.append(await self._start(lane, "together", samples, gpus))
-            for rep, k in pending:
+            for i, (rep, k) in enumerate(pending):
                 active = [s for s in sessions if k < len(s.lane.levels) and rep <= s.lane.repetitions]
-                await self._together_step(active, k, rep, events)
+                try:
+                    await self._together_step(active, k, rep, events)
+                except LevelFailedError as exc:  # the together scenario ends here; the rest of the run goes on
+                    failed = next(s for s in sessions if s.lane.name == exc.lane)
+                    sessions.remove(failed)
+                    await self._record_failure(failed, exc, together_unit(k, rep),
+                                               [together_unit(kk, r) for r, kk in pending[i + 1:]])
+                    return
                 self._complete(together_unit(k, rep))
         finally:
             for s in sessions:

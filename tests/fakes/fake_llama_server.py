@@ -272,6 +272,7 @@ class FakeLlamaServer:
         loop = asyncio.get_running_loop()
         if self.script.schedule_log is not None:
             self._log = open(self.script.schedule_log, "a", encoding="utf-8")
+            self.engine.before_death = self._log.flush
         tls = None
         if self.script.tls_cert is not None:
             tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

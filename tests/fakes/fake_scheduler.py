@@ -32,6 +32,8 @@ float rounding adds another, so ``call_later`` alone wakes up to 2 ms late.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
 import time
 import zlib
@@ -118,6 +120,9 @@ class FakeScript(BaseModel):
     die_at_completion: int | None = Field(
         None, ge=1, description="SIGKILL the fake's own process when the k-th completion request arrives "
         "(the schedule log is flushed first: it lists every request served before the death)")
+    die_at_busy_slots: int | None = Field(
+        None, ge=1, description="SIGKILL the fake's own process when an iteration would batch this many busy "
+        "slots (llama.cpp b11434 aborted on a 64-expert MoE at 64 sequences; the schedule log is flushed first)")
     hang_from_completion: int | None = Field(
         None, ge=1, description="from the k-th completion on: read the request, never answer, keep the "
         "connection open")
@@ -232,6 +237,7 @@ class Engine:
         self._timer: asyncio.TimerHandle | None = None
         self._ticker: _Ticker | None = None
         self._next_task = 0
+        self.before_death = lambda: None  # the server flushes its schedule log here
         # llama.cpp server_metrics
         self.m = {"prompt_tokens_total": 0, "prompt_seconds_total": 0.0, "tokens_predicted_total": 0,
                       "tokens_predicted_seconds_total": 0.0, "n_decode_total": 0, "n_busy_slots_total": 0,
@@ -284,6 +290,9 @@ class Engine:
     def _start_iteration(self, start_ns: int) -> None:
         s, batch = self.s, []
         busy = [r for r in self.slots if r is not None]
+        if s.die_at_busy_slots is not None and len(busy) >= s.die_at_busy_slots:
+            self.before_death()
+            os.kill(os.getpid(), signal.SIGKILL)
         active = busy[:1] if s.serial else busy  # serial: only the lowest busy slot progresses
         decode = not (s.prefill_first and any(not r.generating for r in active))
         n_gen = 0

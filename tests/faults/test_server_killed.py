@@ -1,5 +1,7 @@
-"""The server process SIGKILLed mid-level, during warmup and during startup: one line, a non-zero
-exit, run.json "failed", and every request the server completed before it died kept on disk."""
+"""The server process SIGKILLed mid-level, during warmup and during startup: one line, exit 4, and
+every request the server completed before it died kept on disk. A run that measured something
+before the server died ends "complete" with the failure in run.json's server_failures, and the
+recommendation stays below the level that failed; one that measured nothing ends "failed"."""
 
 from __future__ import annotations
 
@@ -25,9 +27,14 @@ def test_killed_mid_level(fake_server, tmp_path, capsys):
     code = main(small_sweep(fake.base_url, run_dir, levels="1,2"))
     line = one_error_line(capsys.readouterr().err)
     assert code == 4
-    assert line.startswith("satbench: error: lane default: level 2 (repetition 1) failed: ")
-    assert "could not reach the server" in line and f"(run directory: {run_dir})" in line
-    assert status_of(run_dir) == "failed"
+    assert line.startswith("satbench: lane default: level 2 (repetition 1) failed: ")
+    assert "could not reach the server" in line and "the rest of the run was measured and written" in line
+    assert status_of(run_dir) == "complete"  # level 1 was measured
+    failure, = json.loads((run_dir / "run.json").read_text())["server_failures"]
+    assert (failure["level"], failure["unit"], failure["restarted"]) == (2, "solo/default/2/1", False)
+    rec = json.loads((run_dir / "recommendations.json").read_text())["lanes"][0]
+    assert rec["recommended_concurrency"] == 1 and rec["binding"]["reason"] == "server_failed"
+    assert rec["server_failure_cap"] == 1
     kept, completed = kept_vs_completed(run_dir, fake.stop())
     assert completed == 12  # level 1 whole, level 2's warmups and its first measured request
     assert level_end(run_dir, 1).status == "complete" and level_end(run_dir, 2).status == "failed"
@@ -36,7 +43,7 @@ def test_killed_mid_level(fake_server, tmp_path, capsys):
     assert {e.error.type for e in lost} <= {"connection_dropped", "stream_broken"}
     results = analyzable(run_dir)
     assert results["lanes"][0]["levels"][0]["counts"]["requests_ok"] == 8
-    table_row("SIGKILL mid-level", "fake die_at_completion=14 (level 2, 3rd measured)", code, line, "failed",
+    table_row("SIGKILL mid-level", "fake die_at_completion=14 (level 2, 3rd measured)", code, line, "complete",
               kept, completed)
 
 
@@ -46,13 +53,13 @@ def test_killed_during_warmup(fake_server, tmp_path, capsys):
     code = main(small_sweep(fake.base_url, run_dir, levels="1,2"))
     line = one_error_line(capsys.readouterr().err)
     assert code == 4 and "level 2 (repetition 1) failed" in line and "could not reach the server" in line
-    assert status_of(run_dir) == "failed"
+    assert status_of(run_dir) == "complete"
     kept, completed = kept_vs_completed(run_dir, fake.stop())
     assert completed == 9 and kept == 9  # level 1 whole; nothing of level 2 completed
     warm = [e for e in requests(run_dir) if e.level == 2 and e.phase == "warmup"]
     assert len(warm) == 2 and not any(e.ok for e in warm)
     analyzable(run_dir)
-    table_row("SIGKILL during warmup", "fake die_at_completion=10 (level 2's first warmup)", code, line, "failed",
+    table_row("SIGKILL during warmup", "fake die_at_completion=10 (level 2's first warmup)", code, line, "complete",
               kept, completed)
 
 

@@ -22,6 +22,12 @@ WATCH_TOKENS = 8  # decoders are "steady" once each has this many tokens
 PAIR_GAP_S = 0.010  # S3: the second prompt follows the first by 10 ms
 
 
+def in_flight(plan: FairnessPlan, check: str) -> int:
+    """The most requests a check has in flight at once (what a server that fell over was asked)."""
+    return {"F1": plan.f1_streams, "F2": len(plan.f2_sizes), "F3": plan.f3_clients, "S1": plan.s1_decoders + 1,
+            "S2": plan.s2_decoders + 1, "S3": 2}.get(check, 1)
+
+
 class FairnessRunner:
     def __init__(self, session: LaneSession, plan: FairnessPlan, sink: JsonlWriter, progress: Progress,
                  nonce: str) -> None:
@@ -179,3 +185,4 @@ class FairnessRunner:
                             ("S2", self.s2), ("S3", self.s3)):
             if name in wanted:
                 await check()
+                await self.s.check_alive(name, in_flight(self.plan, name))  # a dead server fails loudly

@@ -13,6 +13,7 @@ from pydantic import Field
 from satbench.config import SloConfig, Strict, design_minimum_requests
 from satbench.events import LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample
 from satbench.metrics import latency, memory, occupancy, throughput
+from satbench.metrics.gpu import GpuUse, gpu_use
 from satbench.metrics.little import LittleCheck, littles_law
 from satbench.metrics.stats import Distribution, Estimate, distribution, mean_estimate
 from satbench.metrics.window import SteadyWindow, steady_window
@@ -103,6 +104,7 @@ class LevelResult(Strict):
     latency: Latency
     occupancy: Occupancy
     memory: Memory
+    gpu: GpuUse | None = Field(None, description="NVML figures; None (unavailable) without a GPU")
     littles_law: LittleCheck | None = None
     slo_attainment: float | None = Field(None, description="share of window requests meeting both SLO targets")
     goodput_req_per_s: float | None = Field(None, description="req/s × SLO attainment")
@@ -212,6 +214,8 @@ def summarize_level(
         o.decode_weighted_fraction = _ratio(o.decode_weighted_busy_slots, ctx.slots)
         o.client_in_flight_fraction = _ratio(o.client_in_flight, ctx.slots)
     mem = _memory(_rep_intervals(events, marks), proc_s)
+    spans = [(w.start_ns, w.end_ns) for w in windows] or _rep_intervals(events, marks)
+    gpu = gpu_use(proc_s, spans, mem.peak_gpu_mem_bytes)
     little = littles_law(n, per_rep_completed)
     measured = [e for e in events if e.phase == "measured"]
     counts = Counts(
@@ -224,7 +228,7 @@ def summarize_level(
     )
     result = LevelResult(
         concurrency=n, repetitions=rep_results, throughput=thr, latency=lat, occupancy=o,
-        memory=mem, littles_law=little, counts=counts,
+        memory=mem, gpu=gpu, littles_law=little, counts=counts,
     )
     if ctx.slo is not None and in_window:
         result.slo_attainment = slo_attainment(in_window, ctx.slo)
@@ -377,4 +381,7 @@ def unavailable_figures(ctx: LevelContext, r: LevelResult, metrics_why: str = ""
         out["peak_rss_bytes"] = "server process not local or not sampled"
     if r.memory.peak_gpu_mem_bytes is None:
         out["peak_gpu_mem_bytes"] = "no GPU visible through NVML"
+        out["gpu"] = "no GPU visible through NVML"
+    elif r.gpu is not None and r.gpu.util_mean_pct is None:
+        out["gpu_util_pct"] = "NVML gave no utilisation reading inside the steady window"
     return out

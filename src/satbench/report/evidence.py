@@ -118,6 +118,36 @@ def lanes_table(results: ResultsFile) -> list[Block]:
                                 "prompt / output tokens"], rows=runtimes)]
 
 
+def server_failures(results: ResultsFile) -> list[Block]:
+    rows = [[f.lane, f.scenario, str(f.level) if f.level else "n/a", str(f.repetition), f.reason,
+             f"`{f.server_log}`" if f.server_log else "n/a",
+             f"yes (pid {f.restarted_server.pid})" if f.restarted and f.restarted_server else "no",
+             ", ".join(f.skipped_units) or "none"]
+            for lane in results.lanes for f in lane.server_failures]
+    if not rows:
+        return []
+    return [Heading(level=2, text="Server failures"),
+            Para(text="A server crashed or stopped answering. What it finished before is kept; the lane's levels at "
+                      "or above the one that failed were not asked for again, a fresh server (where satbench starts "
+                      "them) measured what remained below it, and no recommendation reaches that level."),
+            TableBlock(headers=["lane", "scenario", "in flight", "rep", "what happened", "server log", "restarted",
+                                "units not run"], rows=rows)]
+
+
+def gpu_table(lane: LaneResult) -> list[Block]:
+    rows = [[str(lv.concurrency), str(lv.gpu.samples),
+             "n/a" if lv.gpu.util_mean_pct is None else f"{lv.gpu.util_mean_pct:.0f} / {lv.gpu.util_max_pct:.0f}",
+             "n/a" if lv.gpu.sm_clock_mean_mhz is None else f"{lv.gpu.sm_clock_mean_mhz:.0f}",
+             f"{_mib(lv.gpu.mem_used_mean_bytes)} / {_mib(lv.gpu.mem_used_peak_bytes)}",
+             "n/a" if lv.memory.server_cpu_cores is None else f"{lv.memory.server_cpu_cores:.2f}"]
+            for lv in lane.levels if lv.gpu is not None]
+    if not rows:
+        return []
+    return [TableBlock(headers=["N", "NVML readings", "GPU util mean / max %", "SM clock MHz",
+                                "GPU memory mean / peak", "server CPU cores"], rows=rows,
+                       caption=f"{lane.lane}: GPU (NVML, device-wide) and server CPU, steady windows")]
+
+
 def _plots_for(plots: Sequence[PlotFile], lane: str) -> list[Block]:
     return [Image(file=p.file, title=p.title, caption=p.caption) for p in plots if p.lane == lane]
 
@@ -137,6 +167,7 @@ def lane_section(lane: LaneResult, plots: Sequence[PlotFile]) -> list[Block]:
         blocks.append(Para(text=LEVEL_LEGEND + "."))
         if notes:
             blocks.append(Bullets(items=notes))
+    blocks += gpu_table(lane)
     if lane.interference:
         blocks.append(TableBlock(headers=list(INTERFERENCE_HEADERS),
                                  rows=[interference_row(r) for r in lane.interference],
@@ -160,6 +191,8 @@ def recommendations(recs: RecommendationsFile | None) -> list[Block]:
     for r in recs.lanes:
         items += [f"{r.lane}: {r.binding.detail}", f"{r.lane}: knee — {r.knee_reason}",
                   f"{r.lane}: server side {r.server_confirmation.statement}",
+                  *([f"{r.lane}: what saturated ({r.saturation.resource}) — {r.saturation.statement}"]
+                    if r.saturation is not None else []),
                   f"{r.lane}: USL — " + (f"peak N* ≈ {r.usl.peak_n:.1f}" if r.usl.peak_reported and r.usl.peak_n
                                          else r.usl.why_not or "no peak reported")]
     blocks.append(Bullets(items=items))
@@ -230,6 +263,8 @@ def handoff(run_dir_name: str, results: ResultsFile, recs: RecommendationsFile |
     for lane in results.lanes:
         top = max((lv.concurrency for lv in lane.levels), default=None)
         missing.append(f"{lane.lane}: concurrency above {top}" if top else f"{lane.lane}: no level measured")
+        missing += [f"{lane.lane}: {f.level} or more in flight — the server failed there ({f.scenario})"
+                    for f in lane.server_failures if f.level]
         missing.append(f"{lane.lane}: other prompt/output lengths than {lane.workload.prompt_tokens}/"
                        f"{lane.workload.output_tokens} tokens" + ("" if lane.workload.shared_prefix else
                                                                   ", and prompt-cache reuse (no --shared-prefix)"))
@@ -247,6 +282,7 @@ def evidence_blocks(run_dir_name: str, results: ResultsFile, recs: Recommendatio
                     recs_sha256: str | None, plots: Sequence[PlotFile], hashes: Sequence[FileHash],
                     resumes: Sequence[ResumeRecord] = ()) -> list[Block]:
     blocks = header(results) + commands(run_dir_name, results, resumes) + machine(results) + lanes_table(results)
+    blocks += server_failures(results)
     for lane in results.lanes:
         blocks += lane_section(lane, plots)
     blocks += recommendations(recs) + flags(results) + limitations(results, recs)

@@ -179,7 +179,8 @@ def print_recommendations(recs, console: Console | None = None) -> None:
 def recommendation_row(r) -> list[str]:
     e = r.expected
     usl = f"{r.usl.peak_n:.0f}" if r.usl.peak_reported and r.usl.peak_n else "not reported"
-    return [r.lane, str(r.recommended_concurrency), r.binding.reason,
+    binding = r.binding.reason + (f" ({r.binding.resource})" if r.binding.resource else "")
+    return [r.lane, str(r.recommended_concurrency), binding,
             "none (still rising)" if r.knee is None else str(r.knee),
             "n/a" if r.max_concurrency_under_slo is None else str(r.max_concurrency_under_slo),
             "n/a" if r.slots is None else str(r.slots), _est(e.output_tok_per_s),

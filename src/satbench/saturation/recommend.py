@@ -22,13 +22,14 @@ from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, Estimate, Interval
 from satbench.results import RESULTS_FILE, LaneResult, ResultsFile, read_results
+from satbench.saturation.bound import Resource, Saturation, saturated_by
 from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.usl import UslFit, fit_usl
 
 RECOMMENDATIONS_FILE = "recommendations.json"
-RECOMMENDATIONS_SCHEMA_VERSION = "1.0"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.1"  # 1.1: binding.resource, saturation, server_failure_cap
 SLO_MIN_ATTAINMENT = 0.90
-Reason = Literal["fairness", "slo", "slots", "knee", "highest_measured"]
+Reason = Literal["server_failed", "fairness", "slo", "slots", "knee", "highest_measured"]
 
 
 class LevelSummary(Strict):
@@ -66,6 +67,8 @@ class ServerConfirmation(Strict):
 
 class Binding(Strict):
     reason: Reason
+    resource: Resource | None = Field(None, description="what saturated, when the knee or the slots bind: "
+                                      "gpu, server_cpu, slots or undetermined (saturation.statement says why)")
     detail: str
 
 
@@ -84,7 +87,10 @@ class LaneRecommendation(Strict):
     slots: int | None
     fairness_cap: int | None
     fairness_failures: list[str] = Field(default_factory=list)
+    server_failure_cap: int | None = Field(None, description="below the lowest level whose server failed")
+    server_failures: list[str] = Field(default_factory=list)
     binding: Binding
+    saturation: Saturation | None = Field(None, description="what limits throughput past the knee")
     expected: Expected
     usl: UslFit
     server_confirmation: ServerConfirmation
@@ -145,6 +151,15 @@ def fairness_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
     return max(cap, 1), [f"{v.check} ({v.name}) failed at {v.concurrency} in flight" for v in failed]
 
 
+def server_failure_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
+    """A server that crashed or stopped answering with c requests in flight (alone, or in a
+    fairness check) forbids recommending c or more."""
+    failed = [f for f in lane.server_failures if f.scenario in ("solo", "fairness") and f.level > 0]
+    if not failed:
+        return None, []
+    return max(min(f.level for f in failed) - 1, 1), [f.reason for f in failed]
+
+
 def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> ServerConfirmation:
     """At the recommended level and the next one: are slots full, requests deferred, decode slower?"""
     by_n = {lv.concurrency: lv for lv in levels}
@@ -171,7 +186,9 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
 
 
 def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation | None:
-    levels = sorted((lv for lv in lane.levels if lv.throughput.output_tok_per_s.value), key=lambda lv: lv.concurrency)
+    crash_cap, crashes = server_failure_cap(lane)
+    levels = sorted((lv for lv in lane.levels if lv.throughput.output_tok_per_s.value
+                     and (crash_cap is None or lv.concurrency <= crash_cap)), key=lambda lv: lv.concurrency)
     if not levels:
         return None
     points = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value, ci_low=lv.throughput.output_tok_per_s.ci_low,
@@ -184,17 +201,30 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     cap, failures = fairness_cap(lane)
     top = levels[-1].concurrency
     bounds: list[tuple[Reason, int, str]] = []
+    if crash_cap is not None:
+        bounds.append(("server_failed", crash_cap, "; ".join(crashes) + ": nothing at or above it is recommended"))
     if cap is not None:
         bounds.append(("fairness", cap, "; ".join(failures) + ": nothing at or above it is recommended"))
     if lane.slo is not None and slo_n != levels[-1].concurrency:  # binding only where a level missed it
         bounds.append(("slo", slo_n or 0, slo_why))
     if slots:
         bounds.append(("slots", slots, f"the server has {slots} slots"))
-    bounds.append(("knee", k.knee, k.reason) if k.knee is not None else ("highest_measured", top, k.reason))
+    if k.knee is not None:
+        bounds.append(("knee", k.knee, k.reason))
+    elif crash_cap is None:  # else the top measured level is the last below the failure: that binds
+        bounds.append(("highest_measured", top, k.reason))
     limit = min(b[1] for b in bounds)
     tied = [b for b in bounds if b[1] == limit]
     reason = tied[0][0]
     detail = "; ".join(f"{b[0]}: {b[2]}" for b in tied)
+    past = [lv for lv in levels if k.knee is not None and lv.concurrency > k.knee]
+    saturation = saturated_by(lane, past[0]) if past else None
+    resource: Resource | None = None
+    if reason == "slots":
+        resource = "slots"
+    elif reason == "knee" and saturation is not None:
+        resource = saturation.resource
+        detail += f"; {saturation.statement}"
     measured = [lv.concurrency for lv in levels]
     rec = max((n for n in measured if n <= limit), default=measured[0])
     if rec != limit:
@@ -206,7 +236,8 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
         lane=lane.lane, hardware_fingerprint=lane.hardware.fingerprint_sha256, hardware=lane.hardware,
         model=lane.model, runtime=lane.runtime, recommended_concurrency=rec, max_concurrency_under_slo=slo_n,
         slo=lane.slo, knee=k.knee, knee_reason=k.reason, kneedle_knee=kneedle(points), slots=slots,
-        fairness_cap=cap, fairness_failures=failures, binding=Binding(reason=reason, detail=detail),
+        fairness_cap=cap, fairness_failures=failures, server_failure_cap=crash_cap, server_failures=crashes,
+        binding=Binding(reason=reason, resource=resource, detail=detail), saturation=saturation,
         expected=Expected(concurrency=rec, output_tok_per_s=at.throughput.output_tok_per_s, p95_ttft_ms=ttft,
                           p95_ttft_ci=ttft_ci, p95_tpot_ms=tpot, p95_tpot_ci=tpot_ci,
                           peak_rss_bytes=at.memory.peak_rss_bytes, peak_gpu_mem_bytes=at.memory.peak_gpu_mem_bytes),

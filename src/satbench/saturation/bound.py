@@ -1,0 +1,85 @@
+"""What saturated a lane: the GPU, the server's CPU side, or its slots (a queue).
+
+Read at the first measured level past the knee, where adding requests stopped adding
+throughput. In order:
+1. slots: the server queued requests (`requests_deferred` > 0), or more requests were offered
+   than it has slots and ≥ 90 % of its slots were busy: the extra requests only wait.
+2. gpu: the busiest GPU ran kernels ≥ 80 % of the time (NVML utilisation): the GPU is the limit.
+3. server_cpu: the GPU was busy ≤ 60 % of the time while throughput stayed flat, so the work
+   between kernels (sampling over the vocabulary, the scheduling loop, HTTP and JSON) is; or,
+   with no GPU, the server kept ≥ 80 % of its threads' cores busy (the CPU backend computes).
+4. undetermined: figures missing or in between (60–80 % GPU utilisation), each figure named.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from satbench.config import Strict
+from satbench.metrics.level import LevelResult
+from satbench.results import LaneResult
+
+Resource = Literal["gpu", "server_cpu", "slots", "undetermined"]
+GPU_BUSY_PCT = 80.0
+GPU_IDLE_PCT = 60.0
+SLOTS_FULL = 0.9
+CPU_FULL = 0.8
+
+
+class Saturation(Strict):
+    resource: Resource
+    at_concurrency: int
+    gpu_util_pct: float | None
+    gpu_sm_clock_mhz: float | None
+    server_cpu_cores: float | None
+    server_threads: int | None
+    busy_slots: float | None
+    slots: int | None
+    requests_deferred_max: float | None
+    statement: str
+
+
+def server_threads(lane: LaneResult) -> int | None:
+    """Cores the server may compute on: its --threads, else the machine's physical (else logical) cores."""
+    return lane.server_params.n_threads or lane.hardware.cores_physical or lane.hardware.cores_logical
+
+
+def _busy(lv: LevelResult) -> float | None:
+    o = lv.occupancy
+    return o.decode_weighted_busy_slots if o.decode_weighted_busy_slots is not None else o.time_weighted_busy_slots
+
+
+def saturated_by(lane: LaneResult, lv: LevelResult) -> Saturation:
+    """Classify what limits throughput at level `lv` (the first level past the knee)."""
+    slots, busy, deferred = lane.runtime.total_slots, _busy(lv), lv.occupancy.requests_deferred_max
+    util = lv.gpu.util_mean_pct if lv.gpu is not None else None
+    clock = lv.gpu.sm_clock_mean_mhz if lv.gpu is not None else None
+    cpu, threads = lv.memory.server_cpu_cores, server_threads(lane)
+    n = lv.concurrency
+    figures = [f"{busy:.1f} of {slots} slots busy" if busy is not None and slots else "busy slots n/a",
+               f"GPU {util:.0f} % busy" + (f" at {clock:.0f} MHz SM" if clock else "") if util is not None
+               else "no GPU utilisation (no GPU through NVML)",
+               f"server CPU {cpu:.2f} of {threads} cores" if cpu is not None else "server CPU n/a"]
+    if deferred:
+        figures.insert(1, f"up to {deferred:.0f} request(s) deferred")
+    said = f"at N={n}: " + ", ".join(figures)
+    queue = bool(deferred) or bool(slots and n > slots and busy is not None and busy >= SLOTS_FULL * slots)
+    if queue:
+        resource: Resource = "slots"
+        why = "the server's slots are full and requests queue: slot/queue-bound"
+    elif util is not None and util >= GPU_BUSY_PCT:
+        resource, why = "gpu", f"the GPU runs kernels ≥ {GPU_BUSY_PCT:.0f} % of the time: GPU-bound"
+    elif util is not None and util <= GPU_IDLE_PCT:
+        resource = "server_cpu"
+        why = (f"the GPU is idle ≥ {100 - GPU_IDLE_PCT:.0f} % of the time while throughput is flat: bound by the "
+               "server's CPU side (sampling over the vocabulary, scheduling loop, HTTP), not the GPU")
+    elif util is None and lv.gpu is None and cpu is not None and threads and cpu >= CPU_FULL * threads:
+        resource, why = "server_cpu", "no GPU, and the server keeps its cores busy: CPU-bound (CPU backend)"
+    else:
+        resource = "undetermined"
+        why = ("GPU utilisation between "
+               f"{GPU_IDLE_PCT:.0f} and {GPU_BUSY_PCT:.0f} %: neither clearly GPU- nor CPU-bound" if util is not None
+               else "not enough figures to say what saturated")
+    return Saturation(resource=resource, at_concurrency=n, gpu_util_pct=util, gpu_sm_clock_mhz=clock,
+                      server_cpu_cores=cpu, server_threads=threads, busy_slots=busy, slots=slots,
+                      requests_deferred_max=deferred, statement=f"{said}; {why}")

@@ -1,0 +1,69 @@
+"""What a sweep will run: request totals for the progress bar, refinement levels, the fairness
+server's shape. Pure functions of the configuration (and, for refinement, of the run so far)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from satbench.config import LaneConfig, RunConfig
+from satbench.fairness.plan import make_plan, request_count
+from satbench.resume import fairness_unit, solo_unit, together_unit
+
+
+def total_requests(cfg: RunConfig, done: frozenset[str] = frozenset()) -> int:
+    """Requests the progress bar expects (on --resume, those of the units not yet `done`)."""
+    def level(lane: LaneConfig, n: int) -> int:
+        return lane.measured_requests(n) + n * lane.warmup_per_stream
+
+    total = 0
+    if not cfg.fairness_only:
+        total += sum(level(lane, n) for lane in cfg.lanes for rep in range(1, lane.repetitions + 1)
+                     for n in lane.levels if solo_unit(lane.name, n, rep) not in done)
+        if cfg.together:
+            total += sum(level(lane, n) for lane in cfg.lanes for rep in range(1, lane.repetitions + 1)
+                         for k, n in enumerate(lane.levels) if together_unit(k, rep) not in done)
+    if cfg.with_fairness or cfg.fairness_only:
+        total += sum(request_count(make_plan(lane, lane.slots_wanted()), lane) for lane in cfg.lanes
+                     if fairness_unit(lane.name) not in done)
+    return total
+
+
+def refine_levels(run_dir: Path, lane: LaneConfig) -> list[int]:
+    """2-3 levels inside the bracket where saturation sets in: below the knee when the step into it
+    already scaled sub-linearly (< 90 % efficient: the real knee lies below), else above it.
+    Without a knee, between the top two levels if the last step scaled sub-linearly; else none."""
+    from satbench.analyze import analyze_run
+    from satbench.saturation.knee import Point, marginal_gain_knee
+
+    result = next((r for r in analyze_run(run_dir).lanes if r.lane == lane.name), None)
+    if result is None:
+        return []
+    pts = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value, ci_low=lv.throughput.output_tok_per_s.ci_low,
+                 ci_high=lv.throughput.output_tok_per_s.ci_high) for lv in result.levels
+           if lv.throughput.output_tok_per_s.value]
+    if len(pts) < 2:
+        return []
+    pts.sort(key=lambda p: p.n)
+    knee = marginal_gain_knee(pts).knee
+    at = next(i for i, p in enumerate(pts) if p.n == knee) if knee is not None else len(pts) - 1
+
+    def efficient(lo: int, hi: int) -> bool:
+        return (pts[hi].x / pts[lo].x) / (pts[hi].n / pts[lo].n) >= 0.9
+
+    if at > 0 and not efficient(at - 1, at):
+        lo, hi = pts[at - 1].n, pts[at].n
+    elif at + 1 < len(pts):
+        lo, hi = pts[at].n, pts[at + 1].n
+    else:
+        return []
+    return sorted({round(lo + (hi - lo) * i / 4) for i in (1, 2, 3)} - {lo, hi})
+
+
+def fairness_lane(lane: LaneConfig) -> LaneConfig:
+    """The lane as the fairness server runs it: same knobs, but a context big enough for the
+    checks' longest prompts in every slot (unless the user fixed --ctx-size)."""
+    if lane.server.n_ctx is not None:
+        return lane
+    slots = lane.slots_wanted()
+    need = make_plan(lane, slots).per_slot_ctx_needed()
+    return lane.model_copy(update={"server": lane.server.model_copy(update={"n_ctx": slots * need})})

@@ -1,0 +1,81 @@
+"""A server that falls over at some concurrency (llama.cpp b11434 aborted on a 64-expert MoE at 64
+sequences): the level is recorded as failed, the lane's higher levels are not asked for again, a
+fresh server measures what remains below it, the recommendation stays below it, and everything
+else in the run (other lanes, the report) completes."""
+
+from __future__ import annotations
+
+import json
+
+import psutil
+
+from satbench.cli import main
+from satbench.events import LevelMark, read_events
+from tests.faults.common import FAKE_BIN, analyzable, one_error_line, status_of, table_row
+
+
+def test_a_native_server_that_crashes_at_4_in_flight_is_restarted_and_the_run_completes(
+        tiny_gguf, tmp_path, capsys, monkeypatch):
+    log = tmp_path / "schedule.jsonl"
+    monkeypatch.setenv("FAKE_BIN_SCRIPT", json.dumps({"die_at_busy_slots": 4, "schedule_log": str(log)}))
+    run_dir = tmp_path / "run"
+    code = main(["sweep", "--server-bin", FAKE_BIN, "--model", str(tiny_gguf), "--concurrency", "1,2,4",
+                 "--requests-per-level", "8", "--repetitions", "2", "--prompt-tokens", "16",
+                 "--output-tokens", "4", "-o", str(run_dir)])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 4
+    assert line.startswith("satbench: lane default: level 4 (repetition 1) failed: the server process exited")
+    assert "recommendations stay below that level" in line
+    assert status_of(run_dir) == "complete"
+
+    manifest = json.loads((run_dir / "run.json").read_text())
+    failure, = manifest["server_failures"]
+    assert (failure["level"], failure["repetition"], failure["unit"]) == (4, 1, "solo/default/4/1")
+    assert failure["skipped_units"] == ["solo/default/4/2"]  # never asked for 4 again
+    assert failure["restarted"] and failure["server_log"] == "server.log"
+    assert failure["restarted_server"]["pid"] != manifest["provenance"]["lanes"]["default"]["runtime"]["pid"]
+    assert not psutil.pid_exists(failure["restarted_server"]["pid"])  # the fresh server was stopped too
+    # repetition 2 of levels 1 and 2 ran on the fresh server, whose log sits beside the dead one's
+    assert {"solo/default/1/2", "solo/default/2/2"} <= set(manifest["completed_units"])
+    assert (run_dir / "server-default-restart1.log").is_file() and (run_dir / "server.log").is_file()
+    ends = [m for m in read_events(run_dir) if isinstance(m, LevelMark) and m.kind == "level_end"]
+    assert sorted((m.level, m.repetition) for m in ends) == [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1)]
+
+    results = analyzable(run_dir)
+    lane = results["lanes"][0]
+    by_n = {lv["concurrency"]: lv for lv in lane["levels"]}
+    assert by_n[4]["repetitions"][0]["status"] == "failed"
+    assert any(f.startswith("repetition_failed: r1") for f in by_n[4]["flags"])
+    assert lane["server_failures"][0]["level"] == 4
+    rec = json.loads((run_dir / "recommendations.json").read_text())["lanes"][0]
+    assert rec["server_failure_cap"] == 3 and rec["recommended_concurrency"] == 2
+    assert rec["binding"]["reason"] == "server_failed" and "level 4" in rec["binding"]["detail"]
+    assert all(m["concurrency"] < 4 for m in rec["measured_levels"])
+    evidence = (run_dir / "EVIDENCE.md").read_text()
+    assert "## Server failures" in evidence and "level 4 (repetition 1) failed" in evidence
+    assert main(["verify", str(run_dir)]) == 0
+    table_row("server crashes at 4 in flight (native)", "stand-in llama-server, die_at_busy_slots=4", code, line,
+              "complete", 0, 0)
+
+
+def test_a_crashing_lane_does_not_stop_the_other_lane(fake_server, tmp_path, capsys):
+    good = fake_server(n_slots=4, decode_iteration_ms=4.0)
+    bad = fake_server(n_slots=4, decode_iteration_ms=4.0, die_at_busy_slots=2)
+    lanes = tmp_path / "lanes.toml"
+    lanes.write_text("\n".join(
+        f'[[lanes]]\nname = "{name}"\nruntime = "url"\nurl = "{fake.base_url}"\nconcurrency = [1, 2]\n'
+        f'repetitions = 1\nrequests_per_level = 8\nprompt_tokens = 16\noutput_tokens = 4\n'
+        for name, fake in (("bad", bad), ("good", good))))
+    run_dir = tmp_path / "run"
+    code = main(["sweep", "--lanes", str(lanes), "-o", str(run_dir)])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 4 and line.startswith("satbench: lane bad: level 2 (repetition 1) failed")
+    assert status_of(run_dir) == "complete"
+    failure, = json.loads((run_dir / "run.json").read_text())["server_failures"]
+    assert failure["lane"] == "bad" and not failure["restarted"]  # a URL server cannot be restarted
+    recs = {r["lane"]: r for r in json.loads((run_dir / "recommendations.json").read_text())["lanes"]}
+    assert recs["bad"]["recommended_concurrency"] == 1 and recs["bad"]["binding"]["reason"] == "server_failed"
+    assert recs["good"]["recommended_concurrency"] == 2 and recs["good"]["server_failure_cap"] is None
+    results = analyzable(run_dir)
+    good_levels = next(lane for lane in results["lanes"] if lane["lane"] == "good")["levels"]
+    assert [lv["counts"]["requests_ok"] for lv in good_levels] == [8, 8]  # the good lane is whole

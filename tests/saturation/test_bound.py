@@ -1,0 +1,82 @@
+"""What saturated: GPU-bound, server-CPU-bound and slot/queue-bound saturation are told apart,
+from a real sweep of the fake server (its throughput flattens past N=2) with a fake NVML."""
+
+from __future__ import annotations
+
+import pytest
+
+from satbench.gpu import NvmlGpus
+from satbench.saturation.bound import saturated_by
+from satbench.saturation.recommend import recommend_lane
+from tests.test_gpu import FakeNvml
+
+
+@pytest.fixture(scope="module")
+def flat_run(tmp_path_factory):
+    """Each busy slot adds 6 ms to a 2 ms iteration: 1→2 gains 14 %, 2→4 only 8 %: the knee is 2."""
+    import satbench.sweep
+    from tests.conftest import sweep_fake
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(satbench.sweep, "open_nvml", lambda: NvmlGpus(FakeNvml(util=(30, 0), clock=(1980, 300))))
+    try:
+        results, _, _ = sweep_fake(tmp_path_factory.mktemp("bound"),
+                                   dict(n_slots=8, decode_iteration_ms=2.0, decode_ms_per_busy_slot=6.0),
+                                   [1, 2, 4], requests=32, reps=2, prompt=16, output=16)
+    finally:
+        mp.undo()
+    return results
+
+
+def _copy(results):
+    return results.model_copy(deep=True)
+
+
+def test_low_gpu_utilisation_while_throughput_is_flat_is_server_cpu_bound(flat_run):
+    results = _copy(flat_run)
+    rec = recommend_lane(results.lanes[0], results)
+    assert rec.knee == 2 and rec.binding.reason == "knee"
+    assert rec.binding.resource == "server_cpu" and rec.saturation.at_concurrency == 4
+    assert rec.saturation.gpu_util_pct == 30.0
+    assert "GPU 30 % busy" in rec.binding.detail and "not the GPU" in rec.binding.detail
+
+
+def test_a_busy_gpu_is_gpu_bound(flat_run):
+    results = _copy(flat_run)
+    for lv in results.lanes[0].levels:
+        lv.gpu.util_mean_pct = 96.0
+    rec = recommend_lane(results.lanes[0], results)
+    assert rec.binding.reason == "knee" and rec.binding.resource == "gpu"
+    assert "GPU-bound" in rec.saturation.statement
+
+
+def test_queued_requests_are_slot_bound_whatever_the_gpu_says(flat_run):
+    results = _copy(flat_run)
+    lane = results.lanes[0]
+    by_n = {lv.concurrency: lv for lv in lane.levels}
+    by_n[4].gpu.util_mean_pct = 96.0
+    by_n[4].occupancy.requests_deferred_max = 2.0
+    rec = recommend_lane(lane, results)
+    assert rec.binding.resource == "slots" and "deferred" in rec.saturation.statement
+    # and without deferral, 4 offered to 2 slots that are full is the same finding
+    by_n[4].occupancy.requests_deferred_max = 0.0
+    lane.runtime.total_slots = 2
+    sat = saturated_by(lane, by_n[4])
+    assert sat.resource == "slots" and sat.busy_slots is not None
+
+
+def test_in_between_utilisation_or_missing_figures_are_undetermined_not_guessed(flat_run):
+    results = _copy(flat_run)
+    lane = results.lanes[0]
+    lv4 = next(lv for lv in lane.levels if lv.concurrency == 4)
+    lv4.gpu.util_mean_pct = 70.0
+    assert saturated_by(lane, lv4).resource == "undetermined"
+    lv4.gpu = None  # a CPU-only machine: the server's own CPU use decides
+    lane.server_params.n_threads = 2
+    lv4.memory.server_cpu_cores = 1.9
+    sat = saturated_by(lane, lv4)
+    assert sat.resource == "server_cpu" and "CPU backend" in sat.statement
+    lv4.memory.server_cpu_cores = 0.4
+    assert saturated_by(lane, lv4).resource == "undetermined"
+    lv4.memory.server_cpu_cores = None
+    assert saturated_by(lane, lv4).resource == "undetermined"
