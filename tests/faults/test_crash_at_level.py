@@ -79,3 +79,22 @@ def test_a_crashing_lane_does_not_stop_the_other_lane(fake_server, tmp_path, cap
     results = analyzable(run_dir)
     good_levels = next(lane for lane in results["lanes"] if lane["lane"] == "good")["levels"]
     assert [lv["counts"]["requests_ok"] for lv in good_levels] == [8, 8]  # the good lane is whole
+
+
+def test_a_server_that_dies_in_a_fairness_check_is_recorded_and_caps_the_recommendation(fake_server, tmp_path,
+                                                                                       capsys):
+    fake = fake_server(n_slots=4, decode_iteration_ms=3.0, die_at_busy_slots=4)
+    run_dir = tmp_path / "run"
+    code = main(["sweep", "--url", fake.base_url, "--concurrency", "1,2", "--requests-per-level", "8",
+                 "--repetitions", "1", "--prompt-tokens", "16", "--output-tokens", "8", "--with-fairness",
+                 "-o", str(run_dir)])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 4 and line.startswith("satbench: lane default: fairness F1 (4 in flight) failed"), line
+    assert status_of(run_dir) == "complete"
+    failure, = json.loads((run_dir / "run.json").read_text())["server_failures"]
+    assert (failure["scenario"], failure["level"], failure["unit"]) == ("fairness", 4, "fairness/default")
+    rec = json.loads((run_dir / "recommendations.json").read_text())["lanes"][0]
+    assert rec["server_failure_cap"] == 3 and rec["recommended_concurrency"] == 2
+    verdicts = {v["check"]: v for v in analyzable(run_dir)["lanes"][0]["fairness"]}
+    assert verdicts["F1"]["verdict"] != "pass"  # a check whose server died proves nothing fair
+    print({c: (v["verdict"], v.get("reason")) for c, v in verdicts.items()})

@@ -67,8 +67,8 @@ class ServerConfirmation(Strict):
 
 class Binding(Strict):
     reason: Reason
-    resource: Resource | None = Field(None, description="what saturated, when the knee or the slots bind: "
-                                      "gpu, server_cpu, slots or undetermined (saturation.statement says why)")
+    resource: Resource | None = Field(None, description="what saturated, when the knee binds: gpu, server_cpu, "
+                                      "slots or undetermined (saturation.statement says why)")
     detail: str
 
 
@@ -220,9 +220,7 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     past = [lv for lv in levels if k.knee is not None and lv.concurrency > k.knee]
     saturation = saturated_by(lane, past[0]) if past else None
     resource: Resource | None = None
-    if reason == "slots":
-        resource = "slots"
-    elif reason == "knee" and saturation is not None:
+    if reason == "knee" and saturation is not None:
         resource = saturation.resource
         detail += f"; {saturation.statement}"
     measured = [lv.concurrency for lv in levels]
