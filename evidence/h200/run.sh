@@ -54,7 +54,10 @@ if [ -z "${LLAMA_SERVER:-}" ]; then
     LLAMA_SERVER=$(find /tmp/llama -type f -name llama-server | head -1)
     export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 fi
-run "$LLAMA_SERVER" --version
+if ! "$LLAMA_SERVER" --version >/dev/null 2>&1; then  # an older libstdc++ there: the build ships GCC 12's
+    export LD_LIBRARY_PATH=$(dirname "$LLAMA_SERVER")/fallback:${LD_LIBRARY_PATH:-}
+fi
+run "$LLAMA_SERVER" --version || { step "llama-server does not run here; stopping"; exit 1; }
 run "$LLAMA_SERVER" --list-devices
 { command -v nvidia-smi >/dev/null && nvidia-smi -q > "$OUT/nvidia-smi.txt" 2>&1; } || true
 run "$PY" -c "from satbench.gpu import open_nvml; g = open_nvml(); print('NVML:', g.describe() if g else 'no GPU'); print(g.reading() if g else '')"
@@ -95,7 +98,7 @@ step "sweep: both lanes alone at $LEVELS$( [ "$FAIRNESS" = 1 ] && echo ', then t
 run timeout --signal=TERM --kill-after=20 "$SWEEP_TIMEOUT" "${SB[@]}" sweep --lanes "$LANES" \
     $( [ "$FAIRNESS" = 1 ] && echo --with-fairness ) -o "$RUN"
 rc=$?
-step "sweep exit $rc (0 ok, 4 a server failed at some level, 6 a fairness check failed, 130 timed out)"
+step "sweep exit $rc (0 ok, 4 a server failed at some level, 6 a fairness check failed, 124 cut short by the timeout)"
 
 if [ -f "$RUN/run.json" ] && [ ! -f "$RUN/SHA256SUMS" ]; then  # cut short: derive what the raw files hold
     run timeout 60 "${SB[@]}" analyze "$RUN"
