@@ -123,3 +123,18 @@ def test_a_sweep_with_a_gpu_carries_nvml_figures_into_results_and_the_report(tmp
     write_report(run_dir)
     evidence = (run_dir / "EVIDENCE.md").read_text()
     assert "GPU util mean / max %" in evidence and "| 35 / 35 |" in evidence and "NVIDIA H200" in evidence
+    png = run_dir / "plots" / "default-gpu.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "plots/default-gpu.png" in evidence
+
+
+def test_no_gpu_means_no_gpu_plot(tmp_path):
+    from satbench.report.bundle import write_report
+    from satbench.saturation.recommend import recommend, write_recommendations
+    from tests.conftest import sweep_fake
+
+    _, run_dir, _ = sweep_fake(tmp_path, dict(n_slots=2, decode_iteration_ms=4.0), [1, 2], requests=8, reps=1,
+                               prompt=16, output=8)
+    write_recommendations(run_dir, recommend(run_dir))
+    write_report(run_dir)
+    assert (run_dir / "plots" / "default-throughput.png").exists()
+    assert not (run_dir / "plots" / "default-gpu.png").exists()

@@ -27,12 +27,12 @@ from satbench.metrics.stats import Distribution, Estimate
 from satbench.results import LaneResult, ResultsFile
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile
 
-PlotKind = Literal["throughput", "latency", "occupancy", "timeline", "starvation"]
-KINDS: tuple[PlotKind, ...] = ("throughput", "latency", "occupancy", "timeline", "starvation")
+PlotKind = Literal["throughput", "latency", "occupancy", "gpu", "timeline", "starvation"]
+KINDS: tuple[PlotKind, ...] = ("throughput", "latency", "occupancy", "gpu", "timeline", "starvation")
 PLOTS_DIR = "plots"
 DPI = 110
 SIZE_IN: dict[PlotKind, tuple[float, float]] = {
-    "throughput": (8.0, 4.5), "latency": (10.0, 4.2), "occupancy": (8.0, 4.5),
+    "throughput": (8.0, 4.5), "latency": (10.0, 4.2), "occupancy": (8.0, 4.5), "gpu": (10.0, 4.2),
     "timeline": (8.0, 4.5), "starvation": (8.0, 4.5),
 }
 MAX_BARS = 200
@@ -398,8 +398,11 @@ def _starvation(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn | Non
 
 def _lane_plots(lane: LaneResult, rec: LaneRecommendation | None,
                 events: Sequence[RequestEvent]) -> Iterator[tuple[PlotKind, Drawn]]:
+    from satbench.report.plots_gpu import gpu_plot  # it uses this module's axis helpers
+
     makers = {"throughput": lambda: _throughput(lane, rec), "latency": lambda: _latency(lane),
-              "occupancy": lambda: _occupancy(lane), "timeline": lambda: _timeline(lane, events),
+              "occupancy": lambda: _occupancy(lane), "gpu": lambda: gpu_plot(lane, rec),
+              "timeline": lambda: _timeline(lane, events),
               "starvation": lambda: _starvation(lane, events)}
     for kind in KINDS:
         if (drawn := makers[kind]()) is not None:

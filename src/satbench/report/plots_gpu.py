@@ -1,0 +1,70 @@
+"""The GPU plot: what the GPU and the server's CPU did at each concurrency, beside throughput.
+
+Drawn only when NVML saw a GPU. Left: GPU utilisation (mean, with the max as the bar's top)
+against the thresholds that classify saturation (saturation/bound.py); right: output
+throughput and the server's CPU cores, so "throughput flat while the GPU idles" is one glance.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from satbench.results import LaneResult
+from satbench.saturation.bound import GPU_BUSY_PCT, GPU_IDLE_PCT
+from satbench.saturation.recommend import LaneRecommendation
+
+SIZE_IN = (10.0, 4.2)
+DPI = 110
+
+
+def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> tuple[Figure, str, str] | None:
+    from satbench.report.plots import _n_axis, _sorted, _title  # plots.py imports this module lazily
+
+    levels = [lv for lv in _sorted(lane.levels) if lv.gpu is not None and lv.gpu.util_mean_pct is not None]
+    if not levels:
+        return None
+    fig = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+    left, right = fig.subplots(1, 2)
+    ns = [lv.concurrency for lv in levels]
+    util = [lv.gpu.util_mean_pct for lv in levels]  # type: ignore[union-attr]
+    top = [max(0.0, (lv.gpu.util_max_pct or u) - u) for lv, u in zip(levels, util)]  # type: ignore[union-attr]
+    left.errorbar(ns, util, yerr=[[0.0] * len(ns), top], fmt="o-", capsize=3, label="GPU utilisation (mean; bar: max)")
+    left.axhline(GPU_BUSY_PCT, color="tab:red", linestyle="--", linewidth=1, label=f"GPU-bound ≥ {GPU_BUSY_PCT:.0f} %")
+    left.axhline(GPU_IDLE_PCT, color="tab:green", linestyle=":", linewidth=1,
+                 label=f"≤ {GPU_IDLE_PCT:.0f} % while flat: server_cpu-bound")
+    clocks = [(lv.concurrency, lv.gpu.sm_clock_mean_mhz) for lv in levels if lv.gpu.sm_clock_mean_mhz]  # type: ignore[union-attr]
+    _n_axis(left, ns)
+    left.set_ylim(0, 105)
+    left.set_ylabel("GPU utilisation (%)")
+    left.legend(loc="lower right")
+    if clocks:
+        twin = left.twinx()
+        twin.plot([c[0] for c in clocks], [c[1] for c in clocks], "s:", color="tab:grey", label="SM clock (MHz)")
+        twin.set_ylabel("SM clock (MHz)")
+        twin.set_ylim(0, max(c[1] for c in clocks) * 1.15)
+        twin.legend(loc="upper left")
+    pts = [(lv.concurrency, lv.throughput.output_tok_per_s.value) for lv in _sorted(lane.levels)
+           if lv.throughput.output_tok_per_s.value is not None]
+    right.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label="output tok/s")
+    _n_axis(right, [p[0] for p in pts] or ns)
+    right.set_ylabel("output tokens per second (tok/s)")
+    right.set_ylim(0, max((p[1] for p in pts), default=1.0) * 1.15)
+    cpu = [(lv.concurrency, lv.memory.server_cpu_cores) for lv in _sorted(lane.levels)
+           if lv.memory.server_cpu_cores is not None]
+    if cpu:
+        twin = right.twinx()
+        twin.plot([c[0] for c in cpu], [c[1] for c in cpu], "^--", color="tab:purple", label="server CPU (cores)")
+        twin.set_ylabel("server CPU (cores)")
+        twin.set_ylim(0, max(c[1] for c in cpu) * 1.3)
+        twin.legend(loc="lower right")
+    right.legend(loc="upper left")
+    if rec is not None and rec.knee is not None:
+        for ax in (left, right):
+            ax.axvline(rec.knee, color="tab:orange", linestyle="--", linewidth=1)
+    title = _title(lane, "GPU and server CPU vs concurrency")
+    fig.suptitle(title)
+    what = f" What saturated past the knee: {rec.saturation.resource}." if rec and rec.saturation else ""
+    cap = ("NVML utilisation of the busiest GPU (share of time a kernel ran; device-wide) and its SM clock, "
+           "beside output throughput and the server's CPU cores, each averaged over the steady windows; the "
+           f"orange line is the knee.{what}")
+    return fig, title, cap
