@@ -18,7 +18,7 @@ import aiohttp
 from satbench.access import auth_headers, tls_context_for
 from satbench.client import StreamClient
 from satbench.config import LaneConfig
-from satbench.errors import LevelFailedError
+from satbench.errors import LevelFailedError, SatbenchError
 from satbench.events import JsonlWriter, LevelMark, RequestEvent
 from satbench.gpu import NvmlGpus
 from satbench.loadgen import UNREACHABLE, LevelPlan, run_level
@@ -160,6 +160,14 @@ class LaneSession:
         return self.model
 
     async def plan(self, level: int, repetition: int, background: bool) -> LevelPlan:
+        """The level's requests (tokenized by the server); LevelFailedError if the server is gone."""
+        try:
+            return await self._plan(level, repetition, background)
+        except (SatbenchError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            await self.check_alive(f"level {level} (repetition {repetition})", level, repetition, exc)
+            raise
+
+    async def _plan(self, level: int, repetition: int, background: bool) -> LevelPlan:
         assert self.workload is not None
         lane, w = self.lane, self.workload
         name = lane.name if self.scenario == "solo" else f"{lane.name}.together"
@@ -206,10 +214,15 @@ class LaneSession:
                                    level=plan.level, repetition=plan.repetition)
         return end
 
-    async def check_alive(self, what: str, level: int) -> None:
-        """After a fairness check: raise LevelFailedError if the server died or stopped answering."""
+    async def check_alive(self, what: str, level: int, repetition: int = 1,
+                          cause: BaseException | None = None) -> None:
+        """After a fairness check, or when talking to the server raised `cause`: raise
+        LevelFailedError if the server died or stopped answering; return if it is well."""
         if self.runtime.alive() and await self._answers():
             return
         why = "the server process exited" if not self.runtime.alive() else "the server stopped answering"
-        raise LevelFailedError(f"lane {self.lane.name}: fairness {what} ({level} in flight) failed: {why}",
-                               lane=self.lane.name, scenario=self.scenario, level=level, repetition=1)
+        if cause is not None:
+            why += f" ({cause.__class__.__name__}: {cause})"[:300]
+        where = what if self.scenario != "fairness" else f"fairness {what} ({level} in flight)"
+        raise LevelFailedError(f"lane {self.lane.name}: {where} failed: {why}", lane=self.lane.name,
+                               scenario=self.scenario, level=level, repetition=repetition) from cause

@@ -99,3 +99,21 @@ def test_a_server_that_dies_in_a_fairness_check_is_recorded_and_caps_the_recomme
     assert verdicts["F1"]["verdict"] == "inconclusive"  # a check whose server died proves nothing
     assert verdicts["S3"]["verdict"] in ("pass", "fail")  # 2 in flight: run first, before the crash
     assert all(verdicts[c]["verdict"] == "inconclusive" for c in ("F2", "F3", "S1", "S2"))  # not run
+
+
+def test_a_server_that_dies_while_a_check_is_still_building_requests_is_a_server_failure(fake_server, tmp_path,
+                                                                                         capsys):
+    """S2 tokenizes its probes while its decoders run: with the server dead by then, the /tokenize
+    error must surface as the server failure it is, not as a start error that ends the run."""
+    fake = fake_server(n_slots=8, decode_iteration_ms=3.0, die_at_busy_slots=8)
+    run_dir = tmp_path / "run"
+    code = main(["fairness", "--url", fake.base_url, "--prompt-tokens", "16", "--output-tokens", "8",
+                 "-o", str(run_dir)])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 4 and "fairness S2 (8 in flight) failed: the server" in line, line
+    assert status_of(run_dir) == "failed"  # a fairness-only run that lost its server measured nothing whole
+    failure, = json.loads((run_dir / "run.json").read_text())["server_failures"]
+    assert (failure["scenario"], failure["level"]) == ("fairness", 8)
+    verdicts = {v["check"]: v["verdict"] for v in analyzable(run_dir)["lanes"][0]["fairness"]}
+    assert verdicts["S2"] == verdicts["F3"] == "inconclusive"
+    assert all(verdicts[c] in ("pass", "fail") for c in ("S3", "F1", "S1")), verdicts  # narrower: run first

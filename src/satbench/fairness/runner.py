@@ -10,8 +10,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+import aiohttp
+
 from satbench.client import CompletionRequest, StreamOutcome
 from satbench.config import WorkloadConfig
+from satbench.errors import SatbenchError
 from satbench.events import JsonlWriter, RequestEvent
 from satbench.fairness.plan import FairnessPlan
 from satbench.lane_session import LaneSession, Progress
@@ -187,5 +190,10 @@ class FairnessRunner:
                                                     ("S1", self.s1), ("S2", self.s2), ("S3", self.s3))
                   if name in wanted]
         for name, check in sorted(checks, key=lambda c: in_flight(self.plan, c[0])):  # stable sort
-            await check()
-            await self.s.check_alive(name, in_flight(self.plan, name))  # a dead server fails loudly
+            width = in_flight(self.plan, name)
+            try:
+                await check()
+            except (SatbenchError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                await self.s.check_alive(name, width, cause=exc)  # the server died mid-check: say so
+                raise
+            await self.s.check_alive(name, width)  # a dead server fails loudly, not as verdicts
