@@ -321,7 +321,18 @@ class Sweep:
     async def _fairness(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
         if self._done(fairness_unit(lane.name)):
             return
-        session: LaneSession | None = await self._start(fairness_lane(lane), "fairness", samples, gpus)
+        try:
+            session: LaneSession | None = await self._start(fairness_lane(lane), "fairness", samples, gpus)
+        except RuntimeStartError as exc:
+            if not self.manifest.completed_units:
+                raise  # nothing measured yet: a start failure is the run's answer (exit 3)
+            # e.g. the checks' longer context does not fit where the sweep's did: keep what was measured
+            self.manifest.server_failures.append(ServerFailure(
+                lane=lane.name, scenario="fairness", level=0, repetition=0, session=self.session,
+                unit=fairness_unit(lane.name), reason=f"lane {lane.name}: the fairness server did not start: {exc}",
+                server_log=self._log_path(lane, "fairness", self.session).name))
+            write_manifest(self.run_dir, self.manifest)
+            return
         try:
             runner = FairnessRunner(session, fairness_plan(lane, session.runtime_info(), session.network_info()),
                                     events, self.progress, self.nonce)

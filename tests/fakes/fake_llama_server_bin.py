@@ -4,8 +4,9 @@
 Accepts llama-server's flags, records its argv to $FAKE_BIN_ARGV, and serves the fake
 llama.cpp server on --host/--port with --parallel slots and --ctx-size context. With
 $FAKE_BIN_FAIL set it prints a llama.cpp-style load error and exits 1, as llama-server does;
-with $FAKE_BIN_DIE_AT_STARTUP it SIGKILLs itself before it listens; $FAKE_BIN_SCRIPT (a JSON
-object) adds FakeScript fields, e.g. the fault knobs.
+with $FAKE_BIN_DIE_AT_STARTUP it SIGKILLs itself before it listens; with $FAKE_BIN_MAX_CTX it
+fails like a GPU out of memory when --ctx-size exceeds it; $FAKE_BIN_SCRIPT (a JSON object) adds
+FakeScript fields, e.g. the fault knobs.
 """
 
 import argparse
@@ -44,6 +45,11 @@ def main() -> int:
         print("0.00.001.000 I main: loading model", flush=True)
         print(f"0.00.002.000 E llama_model_load: error loading model: fake failure for {args.model}", flush=True)
         print("0.00.002.100 E main: exiting due to model loading error", flush=True)
+        return 1
+    if os.environ.get("FAKE_BIN_MAX_CTX") and args.ctx_size > int(os.environ["FAKE_BIN_MAX_CTX"]):
+        print("0.00.001.000 I main: loading model", flush=True)
+        print(f"0.00.002.000 E llama_init_from_model: failed to allocate KV cache of {args.ctx_size} cells "
+              "(cudaMalloc failed: out of memory)", flush=True)
         return 1
     if os.environ.get("FAKE_BIN_DIE_AT_STARTUP"):  # killed (OOM killer, kill -9) while loading the model
         print("0.00.001.000 I main: loading model", flush=True)

@@ -117,3 +117,22 @@ def test_a_server_that_dies_while_a_check_is_still_building_requests_is_a_server
     verdicts = {v["check"]: v["verdict"] for v in analyzable(run_dir)["lanes"][0]["fairness"]}
     assert verdicts["S2"] == verdicts["F3"] == "inconclusive"
     assert all(verdicts[c] in ("pass", "fail") for c in ("S3", "F1", "S1")), verdicts  # narrower: run first
+
+
+def test_a_fairness_server_that_cannot_start_keeps_the_measured_sweep(tiny_gguf, tmp_path, capsys, monkeypatch):
+    """The checks need a longer context than the sweep (S1's long prompt in every slot); where that
+    does not fit (GPU memory), the sweep's figures and recommendation stand and the failure is named."""
+    monkeypatch.setenv("FAKE_BIN_MAX_CTX", "4096")
+    run_dir = tmp_path / "run"
+    code = main(["sweep", "--server-bin", FAKE_BIN, "--model", str(tiny_gguf), "--concurrency", "1,2",
+                 "--requests-per-level", "8", "--repetitions", "1", "--prompt-tokens", "16",
+                 "--output-tokens", "4", "--with-fairness", "-o", str(run_dir)])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 4 and line.startswith("satbench: lane default: the fairness server did not start: "), line
+    assert "out of memory" in line and "recommendations stay below" not in line
+    assert status_of(run_dir) == "complete"
+    failure, = json.loads((run_dir / "run.json").read_text())["server_failures"]
+    assert (failure["scenario"], failure["level"], failure["server_log"]) == ("fairness", 0,
+                                                                            "server-default-fairness.log")
+    rec = json.loads((run_dir / "recommendations.json").read_text())["lanes"][0]
+    assert rec["recommended_concurrency"] == 2 and rec["server_failure_cap"] is None
