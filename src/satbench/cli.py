@@ -215,7 +215,11 @@ FAIRNESS_FAILED = 6
 
 
 def _sigterm_as_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    """SIGTERM becomes SIGINT, so that it takes Ctrl-C's path exactly: inside the event loop,
+    asyncio.run's own SIGINT handler cancels the sweep and lets every `finally` run before
+    KeyboardInterrupt leaves it. Raising KeyboardInterrupt here instead could land in the
+    selector, outside any task, and leave the sweep's coroutine to be torn down at exit."""
+    signal.raise_signal(signal.SIGINT)
 
 
 def _remote_preflight(cfg: RunConfig) -> None:
