@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+import psutil
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-quic", "--remote-debugging-port=0",
@@ -111,9 +116,12 @@ async def _drive(port: int, page: Path, report: PageReport) -> None:
 def open_page(page: Path, chromium: str, timeout_s: float = 120) -> PageReport:
     """Start Chromium headless, load `page` from file://, and report what happened."""
     report = PageReport()
-    with tempfile.TemporaryDirectory(prefix="satbench-chromium-") as profile:
+    # its renderer, zygote and crashpad children may still write the profile when the browser is
+    # killed: kill its whole process group, wait for it, and never fail a test on the temp dir
+    with tempfile.TemporaryDirectory(prefix="satbench-chromium-", ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
         try:
             port = None
             for line in proc.stderr:  # "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/…"
@@ -125,6 +133,26 @@ def open_page(page: Path, chromium: str, timeout_s: float = 120) -> PageReport:
             threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep its pipe drained
             asyncio.run(asyncio.wait_for(_drive(port, page, report), timeout_s))
         finally:
-            proc.kill()
-            proc.wait(timeout=30)
+            _kill_group(proc)
     return report
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL Chromium's process group (it leads its own session) and wait until none of it is left."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = [p for p in psutil.process_iter(["pid", "status"])
+                if p.info["status"] != psutil.STATUS_ZOMBIE and _pgid(p.info["pid"]) == proc.pid]
+        if not left:
+            return
+        time.sleep(0.05)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
