@@ -263,10 +263,14 @@ class Sweep:
         """Stop the failed server and write down what failed, why, and what will not run because of it."""
         log = session.runtime.log_path
         await self._stop(session)
-        failure = ServerFailure(lane=exc.lane, scenario=exc.scenario, level=exc.level,  # type: ignore[arg-type]
-                                repetition=exc.repetition, session=self.session, unit=unit, reason=str(exc),
-                                server_log=log.name if log is not None else None, skipped_units=skipped)
-        self.manifest.server_failures.append(failure)  # the CLI names each one when the run ends
+        return self._add_failure(ServerFailure(
+            lane=exc.lane, scenario=exc.scenario, level=exc.level,  # type: ignore[arg-type]
+            repetition=exc.repetition, session=self.session, unit=unit, reason=str(exc),
+            server_log=log.name if log is not None else None, skipped_units=skipped))
+
+    def _add_failure(self, failure: ServerFailure) -> ServerFailure:
+        """Enter a server failure in run.json (the CLI names each one when the run ends)."""
+        self.manifest.server_failures.append(failure)
         write_manifest(self.run_dir, self.manifest)
         return failure
 
@@ -327,11 +331,10 @@ class Sweep:
             if not self.manifest.completed_units:
                 raise  # nothing measured yet: a start failure is the run's answer (exit 3)
             # e.g. the checks' longer context does not fit where the sweep's did: keep what was measured
-            self.manifest.server_failures.append(ServerFailure(
+            self._add_failure(ServerFailure(
                 lane=lane.name, scenario="fairness", level=0, repetition=0, session=self.session,
                 unit=fairness_unit(lane.name), reason=f"lane {lane.name}: the fairness server did not start: {exc}",
                 server_log=self._log_path(lane, "fairness", self.session).name))
-            write_manifest(self.run_dir, self.manifest)
             return
         try:
             runner = FairnessRunner(session, fairness_plan(lane, session.runtime_info(), session.network_info()),
