@@ -35,3 +35,26 @@ def test_a_workload_that_cannot_fit_a_slot_is_refused_naming_the_fix(fake_server
     assert code == 2
     assert "a request needs prompt 24 + output 16 = 40 tokens but the server's per-slot context is 32" in err
     assert "-c" in err and "-np" in err
+
+
+def test_a_resumed_or_restarted_lane_must_run_the_same_llama_server_bytes():
+    """A build that reports no build number ("0 (unknown)") is the same build only if its
+    binary digest is: another one is refused by name; a run recorded before the digest
+    existed (None) is not refused for lacking it."""
+    import pytest
+
+    from satbench.errors import UserError
+    from satbench.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo
+    from satbench.server_checks import check_same_server
+
+    def rt(digest):
+        return RuntimeInfo(kind="native", name="llama-server binary (/opt/llama-server)", version="version: 0 (unknown)",
+                           llamacpp=True, build_info="b0-unknown", binary_sha256=digest, base_url="http://127.0.0.1:1")
+
+    model = ModelInfo(path="/m.gguf", sha256="c" * 64)
+    stored = LaneProvenance(model=model, runtime=rt("a" * 64), network=NetworkInfo(path="loopback"))
+    check_same_server("dense", stored, "solo", model, rt("a" * 64))
+    with pytest.raises(UserError, match="binary_sha256"):
+        check_same_server("dense", stored, "solo", model, rt("b" * 64))
+    older = stored.model_copy(update={"runtime": rt(None)})
+    check_same_server("dense", older, "solo", model, rt("b" * 64))

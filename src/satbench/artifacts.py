@@ -42,3 +42,35 @@ def write_artifact(path: Path, obj: BaseModel, schema: dict) -> Path:
     validate_text(text, schema, path.name)
     write_text_atomic(path, text)
     return path
+
+
+def schema_version_of(text: str) -> str | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def older_minor(was: str | None, now: str | None) -> bool:
+    """`was` is an earlier minor version of `now`'s major version ("2.2" before "2.3")."""
+    try:
+        (a_major, a_minor), (b_major, b_minor) = ([int(x) for x in v.split(".")] for v in (was or "", now or ""))
+    except ValueError:
+        return False
+    return a_major == b_major and a_minor < b_minor
+
+
+def same_under_current_schema(old: str, fresh: str, model: type[BaseModel], ignore: tuple[str, ...] = ()) -> bool:
+    """`old`, read under the current model (fields it lacks take their defaults), equals `fresh`
+    in everything but `schema_version` and the `ignore`d top-level fields."""
+    try:
+        was = model.model_validate_json(old).model_dump(mode="json")
+        now = model.model_validate_json(fresh).model_dump(mode="json")
+    except ValueError:
+        return False
+    for d in (was, now):
+        for key in ("schema_version", *ignore):
+            d.pop(key, None)
+    return was == now

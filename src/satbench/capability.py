@@ -4,7 +4,8 @@ and checked against the node as it is now. Nothing in it is a constant.
 A recommendation is refused — and its lane advertised as `unmeasured` with max concurrency 1,
 the most conservative admission setting — when the file is not valid JSON or fails its schema,
 when it was measured on another machine (hardware fingerprint), for another model file
-(sha256) or another runtime build, when it is older than the allowed age, or when its own
+(sha256) or another runtime build (for a native llama-server: other executable or library
+bytes, since a build compiled outside git reports no build number), when it is older than the allowed age, or when its own
 numbers do not hold together (e.g. a concurrency that was never measured).
 """
 
@@ -27,6 +28,7 @@ from satbench.config import LaneConfig, RunConfig, Strict
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
 from satbench.manifest import HostInfo
+from satbench.runtimes.native import server_binary_sha256
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile, recommendations_json_schema
 
 CAPABILITY_SCHEMA_VERSION = "1.0"
@@ -41,6 +43,8 @@ class NodeLane(Strict):
     model_sha256: str | None
     runtime_kind: str
     runtime_build: str | None = Field(description="build number, else the version string; None if unknown")
+    runtime_binary_sha256: str | None = Field(
+        None, description="native lanes: sha256 over the llama-server executable and the libraries beside it")
     unreachable: str | None = Field(None, description="why a remote lane's server could not be asked (/props)")
 
 
@@ -106,6 +110,19 @@ def runtime_build_now(lane: LaneConfig) -> str | None:
     return None
 
 
+def binary_mismatch(measured: str | None, node: NodeLane) -> str | None:
+    """A native llama-server is the same build only if its code is the same bytes: the version
+    string alone cannot tell two builds apart that were compiled outside git ("0 (unknown)")."""
+    if measured is None or node.runtime_kind != "native":
+        return None
+    if node.runtime_binary_sha256 is None:
+        return "cannot read this node's llama-server binary to confirm it is the one measured"
+    if node.runtime_binary_sha256 != measured:
+        return (f"measured with another llama-server binary (sha256 {measured[:16]} ≠ "
+                f"{node.runtime_binary_sha256[:16]}), although both report {node.runtime_build!r}")
+    return None
+
+
 def recommendation_problems(rec: LaneRecommendation) -> list[str]:
     """Internal consistency: the numbers must be ones the run measured."""
     measured = {lv.concurrency: lv for lv in rec.measured_levels}
@@ -144,6 +161,8 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
         return "cannot confirm this node's runtime build"
     if rec_build != node.runtime_build:
         return f"measured with another runtime build ({rec_build} ≠ {node.runtime_build})"
+    if (why := binary_mismatch(rec.runtime.binary_sha256, node)) is not None:
+        return why
     try:
         measured = dt.datetime.fromisoformat(rec.measured_at)
     except ValueError:
@@ -219,8 +238,11 @@ def node_lane(lane: LaneConfig) -> NodeLane:
         return NodeLane(lane=lane.name, model_path=model_path, model_sha256=None, runtime_kind="url",
                         runtime_build=build, unreachable=why)
     path, info = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
+    binary = (server_binary_sha256(lane.runtime.server_bin)
+              if lane.runtime.kind == "native" and lane.runtime.server_bin else None)
     return NodeLane(lane=lane.name, model_path=info.path, model_sha256=info.sha256,
-                    runtime_kind=lane.runtime.kind, runtime_build=runtime_build_now(lane))
+                    runtime_kind=lane.runtime.kind, runtime_build=runtime_build_now(lane),
+                    runtime_binary_sha256=binary)
 
 
 def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedelta,

@@ -360,6 +360,8 @@ def _cmd_verify(a: argparse.Namespace) -> int:
                          ("not listed (added after the report)", v.unlisted)):
         for item in items:
             print(f"{label}: {item}")
+    if v.older_schema:
+        print(f"written by an earlier satbench, consistent under the current schemas: {', '.join(v.older_schema)}")
     verdict = "OK" if v.ok else "FAILED"
     print(f"verify {verdict}: {v.files_checked} files in SHA256SUMS, {len(v.modified)} modified, "
           f"{len(v.missing)} missing, {len(v.inconsistent)} derived files inconsistent with the raw ones; "

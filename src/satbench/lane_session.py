@@ -143,6 +143,7 @@ class LaneSession:
         return RuntimeInfo(
             kind=self.runtime.kind, name=name, version=version, llamacpp=self.facts.llamacpp,
             build_info=self.facts.build_info, build_number=number, build_commit=commit,
+            binary_sha256=self.runtime.binary_sha256(),
             backend=self.runtime.backend(), base_url=self.runtime.base_url,
             total_slots=self.facts.total_slots, per_slot_ctx=self.facts.per_slot_ctx,
             model_alias=self.facts.model_alias or self.facts.openai_model,

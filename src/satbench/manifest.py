@@ -20,7 +20,7 @@ from satbench.config import RunConfig, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.2"  # 2.2: server_failures; 2.1: provenance.satbench_modified_files, completed_units, resumes
+MANIFEST_SCHEMA_VERSION = "2.3"  # 2.3: runtime.binary_sha256; 2.2: server_failures; 2.1: provenance.satbench_modified_files, completed_units, resumes
 
 
 class ModelInfo(Strict):
@@ -39,6 +39,9 @@ class RuntimeInfo(Strict):
     build_info: str | None = Field(None, description="/props build_info as the server reports it")
     build_number: int | None = Field(None, description="llama.cpp build number parsed from build_info")
     build_commit: str | None = Field(None, description="llama.cpp commit parsed from build_info")
+    binary_sha256: str | None = Field(
+        None, description="native llama-server: sha256 over the executable and the shared libraries beside it "
+                          "(identifies a build that reports no build number)")
     backend: str | None = Field(None, description="devices the server computes on, e.g. 'CPU' or 'CUDA0 (NVIDIA H200)'")
     base_url: str = Field(description="server URL without credentials")
     total_slots: int | None = None

@@ -16,7 +16,8 @@ from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 
 RESULTS_FILE = "results.json"
-RESULTS_SCHEMA_VERSION = "2.2"
+RESULTS_SCHEMA_VERSION = "2.3"
+# 2.3: runtime.binary_sha256 (a native llama-server's executable and libraries).
 # 2.2: a `gpu` block per level (NVML memory mean/peak, utilisation, SM clock) and the lane's
 #      `server_failures` (a level or check whose server crashed or stopped answering).
 # 2.1: memory.host_busy_cores and memory.client_cpu_cores per level, and the cpu_contention flag.

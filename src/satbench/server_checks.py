@@ -48,10 +48,11 @@ def check_same_server(lane: str, stored: LaneProvenance, scenario: str, model: M
         raise UserError(f"cannot continue lane {lane}: the server now serves {model.path}, not {was.path}")
     same_scenario = {"solo": stored.runtime, "together": stored.together_runtime,
                      "fairness": stored.fairness_runtime}.get(scenario)
-    checks = [(stored.runtime, f) for f in ("name", "version", "build_info", "build_number", "llamacpp")]
+    checks = [(stored.runtime, f) for f in ("name", "version", "build_info", "build_number", "binary_sha256",
+                                                "llamacpp")]
     if same_scenario is not None:
         checks += [(same_scenario, f) for f in ("total_slots", "per_slot_ctx")]
     for old, field in checks:
         a, b = getattr(old, field), getattr(rt, field)
-        if a != b:
+        if a != b and not (field == "binary_sha256" and a is None):  # a run from before 2.3 has none
             raise UserError(f"cannot continue lane {lane}: the server's {field} is {b!r} now, {a!r} in the run")

@@ -6,7 +6,8 @@ llama.cpp server on --host/--port with --parallel slots and --ctx-size context. 
 $FAKE_BIN_FAIL set it prints a llama.cpp-style load error and exits 1, as llama-server does;
 with $FAKE_BIN_DIE_AT_STARTUP it SIGKILLs itself before it listens; with $FAKE_BIN_MAX_CTX it
 fails like a GPU out of memory when --ctx-size exceeds it; $FAKE_BIN_SCRIPT (a JSON object) adds
-FakeScript fields, e.g. the fault knobs.
+FakeScript fields, e.g. the fault knobs; $FAKE_BIN_UNKNOWN_BUILD makes it report build 0, "unknown",
+as llama.cpp compiled outside a git checkout does.
 """
 
 import argparse
@@ -35,8 +36,9 @@ def main() -> int:
     ap.add_argument("--version", action="store_true")
     ap.add_argument("--list-devices", action="store_true")
     args, _ = ap.parse_known_args()
+    unknown = os.environ.get("FAKE_BIN_UNKNOWN_BUILD")  # as llama.cpp compiled outside git reports itself
     if args.version:
-        print("version: 99999 (fakebin)")
+        print("version: 0 (unknown)" if unknown else "version: 99999 (fakebin)")
         return 0
     if args.list_devices:
         print("Available devices:\n  (none)")
@@ -59,6 +61,8 @@ def main() -> int:
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         extra = json.loads(os.environ.get("FAKE_BIN_SCRIPT") or "{}")  # more FakeScript fields (fault knobs)
+        if unknown:
+            extra["build_info"] = "b0-unknown"
         script = FakeScript(**{"decode_iteration_ms": 2.0, **extra, "n_slots": args.parallel, "n_ctx": args.ctx_size})
         async with FakeLlamaServer(script, host=args.host, port=args.port):
             await stop.wait()

@@ -4,6 +4,7 @@ report.html in a real headless Chromium, results.csv, SHA256SUMS and `satbench v
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import shutil
@@ -120,6 +121,52 @@ def test_a_consistently_rehashed_tampering_is_still_caught(run_dir, tmp_path):
     v = verify(copy)
     assert not v.modified and not v.missing
     assert v.inconsistent and v.inconsistent[0].startswith("results.json")
+
+
+def _as_written_by_an_earlier_satbench(path: Path, version: str, change=None) -> None:
+    """Rewrite a derived JSON file as the schema before runtime.binary_sha256 existed."""
+    def drop(node):
+        if isinstance(node, dict):
+            node.pop("binary_sha256", None)
+            for v in node.values():
+                drop(v)
+        elif isinstance(node, list):
+            for v in node:
+                drop(v)
+
+    data = json.loads(path.read_text())
+    drop(data)
+    data["schema_version"] = version
+    if change:
+        change(data)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+@pytest.mark.parametrize("results_version, change, consistent", [
+    ("2.2", None, True),  # an additive change since: the old bundle still verifies
+    ("2.2", lambda d: d["lanes"][0]["levels"][0]["throughput"]["output_tok_per_s"].update(value=1.0), False),
+    ("1.9", None, False),  # another major version is not read under this one
+])
+def test_a_bundle_from_an_earlier_minor_schema_verifies_and_its_figures_are_still_checked(
+        run_dir, tmp_path, capsys, results_version, change, consistent):
+    from satbench.report.integrity import write_sums
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    _as_written_by_an_earlier_satbench(copy / "results.json", results_version, change)
+    digest = hashlib.sha256((copy / "results.json").read_bytes()).hexdigest()  # as that satbench wrote it
+    _as_written_by_an_earlier_satbench(copy / "recommendations.json", "1.1",
+                                       lambda d: d.update(results_sha256=digest))
+    write_sums(copy)
+    v = verify(copy)
+    assert not v.modified and not v.missing
+    if consistent:
+        assert v.ok and v.older_schema == ["results.json: schema 2.2", "recommendations.json: schema 1.1"]
+        assert main(["verify", str(copy)]) == 0
+        assert "consistent under the current schemas: results.json: schema 2.2" in capsys.readouterr().out
+    else:
+        assert not v.ok and v.inconsistent[0].startswith("results.json: differs"), v.inconsistent
+        assert f"written as schema {results_version}" in v.inconsistent[0]
 
 
 def test_deleting_every_derived_file_and_regenerating_gives_the_same_report(run_dir, tmp_path):

@@ -89,3 +89,63 @@ def test_a_chosen_port_is_used_and_a_port_in_use_is_a_one_line_error(tmp_path, c
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert f"--port {taken}: 127.0.0.1:{taken} is not free" in err
+
+
+def test_the_binary_digest_covers_the_executable_and_the_libraries_beside_it(tmp_path):
+    from satbench.runtimes.native import server_binary_sha256
+
+    exe = tmp_path / "llama-server"
+    exe.write_bytes(b"\x7fELF server")
+    lib = tmp_path / "libggml-cuda.so.0.26.0"
+    lib.write_bytes(b"cuda kernels v1")
+    first = server_binary_sha256(str(exe))
+    assert first is not None and len(first) == 64
+    (tmp_path / "libggml-cuda.so").symlink_to(lib.name)  # links are followed, each file counted once
+    (tmp_path / "README.md").write_text("not code")  # neither the binary nor a library
+    assert server_binary_sha256(str(exe)) == first
+    (tmp_path / "link-to-server").symlink_to(exe.name)
+    assert server_binary_sha256(str(tmp_path / "link-to-server")) == first
+    lib.write_bytes(b"cuda kernels v2")  # same executable, other library: another build
+    assert server_binary_sha256(str(exe)) != first
+    lib.write_bytes(b"cuda kernels v1")
+    exe.write_bytes(b"\x7fELF server, rebuilt")
+    assert server_binary_sha256(str(exe)) != first
+    assert server_binary_sha256(str(tmp_path / "gone")) is None
+
+
+def test_capability_refuses_a_recommendation_measured_with_other_library_bytes(tmp_path, capsys, monkeypatch):
+    """Two builds that report the same version (as builds compiled outside git all do: "0
+    (unknown)") are told apart by their bytes: a library beside the binary changed after the
+    sweep, so the node no longer runs what was measured."""
+    import sys
+
+    monkeypatch.setenv("FAKE_BIN_UNKNOWN_BUILD", "1")
+    bindir = tmp_path / "build" / "bin"
+    bindir.mkdir(parents=True)
+    server = bindir / "llama-server"
+    server.write_text(f"#!/bin/sh\nexec {sys.executable} {BIN} \"$@\"\n")
+    server.chmod(0o755)
+    lib = bindir / "libllama.so"
+    lib.write_bytes(b"build A")
+    model = tmp_path / "m.gguf"
+    write_synthetic_gguf(model, "llama", "tiny", 1)
+    out = tmp_path / "run"
+    assert main(["sweep", "--server-bin", str(server), "--model", str(model), "--concurrency", "1,2",
+                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "16",
+                 "--output-tokens", "8", "-o", str(out)]) == 0
+    measured = read_manifest(out).provenance.lanes["default"].runtime.binary_sha256
+    rec = json.loads((out / "recommendations.json").read_text())["lanes"][0]
+    assert measured is not None and rec["runtime"]["binary_sha256"] == measured
+
+    def capability() -> dict:
+        capsys.readouterr()
+        assert main(["capability", "--recommendations", str(out / "recommendations.json"),
+                     "--server-bin", str(server), "--model", str(model)]) == 0
+        return json.loads(capsys.readouterr().out)["lanes"][0]
+
+    first = capability()
+    assert first["status"] == "measured", first["reason"]
+    lib.write_bytes(b"build B")
+    lane = capability()
+    assert lane["status"] == "unmeasured" and lane["max_concurrency"] == 1
+    assert "another llama-server binary" in lane["reason"] and "0 (unknown)" in lane["reason"], lane["reason"]

@@ -105,7 +105,9 @@ def lanes_table(results: ResultsFile) -> list[Block]:
         models.append([lane.lane, m.path or rt.model_alias or "remote", _mib(m.size_bytes), weights,
                        f"`{m.sha256}`" if m.sha256 else "n/a"])
         runtimes.append([lane.lane, f"{rt.name} {rt.version or ''}".strip(),
-                         f"{build}{' ' + rt.build_commit if rt.build_commit else ''}", rt.backend or "n/a",
+                         f"{build}{' ' + rt.build_commit if rt.build_commit else ''}"
+                         + (f"; binary sha256 `{rt.binary_sha256[:16]}…`" if rt.binary_sha256 else ""),
+                         rt.backend or "n/a",
                          str(rt.total_slots) if rt.total_slots is not None else "n/a",
                          str(rt.per_slot_ctx) if rt.per_slot_ctx is not None else "n/a",
                          f"{net.path}, RTT p50 {net.rtt_ms_median:.2f} ms" if net.rtt_ms_median is not None

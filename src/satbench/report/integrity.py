@@ -6,7 +6,11 @@ lists every file of the run directory, raw and derived. `verify` checks three th
 1. every listed file is present with its hash (nothing modified, nothing missing);
 2. the derived results follow from the raw files: results.json and verdicts.json are
    recomputed from run.json + the JSONL files and must be byte-identical, and
-   recommendations.json must match a fresh recommendation except its `created_at`;
+   recommendations.json must match a fresh recommendation except its `created_at`. A file
+   written under an older minor version of its schema (a bundle made by an earlier satbench)
+   is read under the current one, absent fields taking their defaults, and must then equal the
+   fresh derivation in everything but `schema_version`: an additive schema change does not
+   break an old bundle, and a changed figure or a newly computed one still does;
 3. files present but not listed are named (added after the report; not an error).
 
 A matching SHA256SUMS proves consistency, not authorship: whoever can edit the raw files can
@@ -19,8 +23,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
+from satbench.artifacts import older_minor, same_under_current_schema, schema_version_of
 from satbench.config import Strict
 from satbench.errors import RunDirError, SatbenchError
 from satbench.manifest import write_text_atomic
@@ -98,6 +103,8 @@ class Verification(Strict):
     missing: list[str] = Field(default_factory=list)
     unlisted: list[str] = Field(default_factory=list)
     inconsistent: list[str] = Field(default_factory=list, description="derived files that do not follow from the raw ones")
+    older_schema: list[str] = Field(default_factory=list,
+                                    description="derived files written under an older minor schema version, consistent under this one")
 
     @property
     def ok(self) -> bool:
@@ -118,42 +125,54 @@ def verify(run_dir: Path) -> Verification:
         elif sha256_file(run_dir / rel) != digest:
             v.modified.append(rel)
     v.unlisted = sorted(present - set(sums))
-    v.inconsistent = _rederive(run_dir)
+    v.inconsistent, v.older_schema = _rederive(run_dir)
     return v
 
 
 def _version_note(old: str, new: str) -> str:
     """When the file was written under another schema version, say so: a refresh, not tampering, may explain it."""
-    import json
-
-    try:
-        was, now = json.loads(old).get("schema_version"), json.loads(new).get("schema_version")
-    except ValueError:
-        return " (not valid JSON)"
+    was, now = schema_version_of(old), schema_version_of(new)
+    if was is None:
+        return " (not valid JSON, or no schema_version)"
     return "" if was == now else f" (written as schema {was}; this satbench writes {now}: `satbench analyze` refreshes it)"
 
 
-def _rederive(run_dir: Path) -> list[str]:
-    """Derived JSON that differs from what the raw files give now (each with the reason)."""
+def _rederive(run_dir: Path) -> tuple[list[str], list[str]]:
+    """(derived JSON that differs from what the raw files give now, each with the reason;
+    derived JSON of an older minor schema that is consistent under the current one)."""
     from satbench.analyze import analyze_run
-    from satbench.results import render_results, render_verdicts, verdicts_of
-    from satbench.saturation.recommend import RECOMMENDATIONS_FILE, recommendations_differ
+    from satbench.results import ResultsFile, VerdictsFile, render_results, render_verdicts, verdicts_of
+    from satbench.saturation.recommend import RECOMMENDATIONS_FILE, RecommendationsFile, recommendations_differ
 
     out: list[str] = []
+    older: list[str] = []
     try:
         results = analyze_run(run_dir)
     except SatbenchError as exc:
-        return [f"raw files cannot be analyzed: {exc}"]
-    expected = {"results.json": render_results(results)}
+        return [f"raw files cannot be analyzed: {exc}"], []
+    expected: dict[str, tuple[str, type[BaseModel]]] = {"results.json": (render_results(results), ResultsFile)}
     if (verdicts := verdicts_of(results)) is not None:
-        expected["verdicts.json"] = render_verdicts(verdicts)
-    for name, text in expected.items():
+        expected["verdicts.json"] = (render_verdicts(verdicts), VerdictsFile)
+    for name, (text, model) in expected.items():
         path = run_dir / name
         if not path.exists():
             out.append(f"{name}: missing (satbench analyze writes it)")
-        elif (old := path.read_text(encoding="utf-8")) != text:
+        elif (old := path.read_text(encoding="utf-8")) == text:
+            continue
+        elif older_minor(was := schema_version_of(old), schema_version_of(text)) and \
+                same_under_current_schema(old, text, model):
+            older.append(f"{name}: schema {was}")
+        else:
             out.append(f"{name}: differs from a fresh analysis of the raw files{_version_note(old, text)}")
     rec_path = run_dir / RECOMMENDATIONS_FILE
-    if rec_path.exists() and (why := recommendations_differ(run_dir, rec_path.read_text(encoding="utf-8"))):
-        out.append(f"{RECOMMENDATIONS_FILE}: {why}")
-    return out
+    if rec_path.exists():
+        old = rec_path.read_text(encoding="utf-8")
+        try:
+            why = recommendations_differ(run_dir, old)
+        except SatbenchError as exc:  # results.json unreadable (another major schema): reported above
+            why = f"cannot be recomputed ({exc})"
+        if why:
+            out.append(f"{RECOMMENDATIONS_FILE}: {why}")
+        elif (was := schema_version_of(old)) != RecommendationsFile.model_fields["schema_version"].default:
+            older.append(f"{RECOMMENDATIONS_FILE}: schema {was}")
+    return out, older

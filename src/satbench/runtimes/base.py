@@ -44,6 +44,11 @@ class Runtime(ABC):
         """Devices the server computes on ("CPU", "CUDA0 (NVIDIA H200)"); None when unknown."""
         return None
 
+    def binary_sha256(self) -> str | None:
+        """Digest of the server's executable code where satbench can read it (a native binary);
+        None when the build number alone identifies it or the code is out of reach."""
+        return None
+
     def alive(self) -> bool:
         return True
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -10,6 +12,7 @@ from pathlib import Path
 
 from satbench.config import ServerParams
 from satbench.errors import UserError
+from satbench.models.files import sha256_file
 from satbench.runtimes.base import ProcessRuntime, llama_server_flags, server_port
 
 
@@ -27,6 +30,7 @@ class NativeRuntime(ProcessRuntime):
         self.log_path = log_path
         self.server_args = llama_server_flags(params, n_parallel, n_ctx) + ["--metrics", "--slots"]
         self._version: str | None = None
+        self._binary_sha256: str | None = None
 
     def name_and_version(self) -> tuple[str, str | None]:
         if self._version is None:
@@ -50,6 +54,11 @@ class NativeRuntime(ProcessRuntime):
                    if ln.startswith("  ") and ":" in ln]
         return "; ".join(devices) if devices else "CPU"
 
+    def binary_sha256(self) -> str | None:
+        if self._binary_sha256 is None:
+            self._binary_sha256 = server_binary_sha256(self.server_bin)
+        return self._binary_sha256
+
     def command(self, port: int) -> list[str]:
         """The server's argv: it listens on 127.0.0.1 only (no lane knob can change --host)."""
         return [self.server_bin, "--model", self.model_path, "--host", "127.0.0.1",
@@ -64,6 +73,24 @@ class NativeRuntime(ProcessRuntime):
         self.pid = self._proc.pid
         self.base_url = f"http://127.0.0.1:{port}"
         self._wait_ready(lambda: _healthy(self.base_url), poll_s=0.1)
+
+
+SHARED_LIBRARY = re.compile(r"\.(so(\.\d+)*|dylib|dll)$")
+
+
+def server_binary_sha256(server_bin: str) -> str | None:
+    """sha256 over "name  sha256" lines, sorted by name, of the `llama-server` executable and the
+    shared libraries beside it (libllama, libggml-*: where a build keeps most of its code).
+    Symbolic links are followed and each file counted once. It identifies a build whose
+    `--version` says only "0 (unknown)" (llama.cpp compiled outside git). None if unreadable."""
+    exe = Path(server_bin).resolve()
+    files = {exe}
+    try:
+        files |= {p.resolve() for p in exe.parent.iterdir() if SHARED_LIBRARY.search(p.name) and p.is_file()}
+        lines = [f"{p.name}  {sha256_file(p, cache=None)}\n" for p in sorted(files, key=lambda p: p.name)]
+    except OSError:
+        return None
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
 def _healthy(base_url: str) -> bool:

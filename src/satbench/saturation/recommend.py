@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 import satbench
-from satbench.artifacts import published_schema, render, write_artifact  # noqa: F401  (render: re-exported)
+from satbench.artifacts import older_minor, published_schema, render, write_artifact  # noqa: F401  (render: re-exported)
 from satbench.config import SloConfig, Strict
 from satbench.errors import RunDirError
 from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
@@ -27,7 +27,7 @@ from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.usl import UslFit, fit_usl
 
 RECOMMENDATIONS_FILE = "recommendations.json"
-RECOMMENDATIONS_SCHEMA_VERSION = "1.1"  # 1.1: binding.resource, saturation, server_failure_cap
+RECOMMENDATIONS_SCHEMA_VERSION = "1.2"  # 1.2: runtime.binary_sha256; 1.1: binding.resource, saturation, server_failure_cap
 SLO_MIN_ATTAINMENT = 0.90
 Reason = Literal["server_failed", "fairness", "slo", "slots", "knee", "highest_measured"]
 
@@ -266,14 +266,18 @@ def recommend(run_dir: Path) -> RecommendationsFile:
 
 def recommendations_differ(run_dir: Path, text: str) -> str | None:
     """Why the recommendations `text` is not what this run directory gives now (None when it is),
-    comparing everything but `created_at`."""
+    comparing everything but `created_at`; a file of an older minor schema version is read under
+    the current one (absent fields take their defaults) and its `schema_version` is not compared."""
     try:
         given = RecommendationsFile.model_validate_json(text).model_dump(mode="json")
     except ValueError:
         return "not a valid recommendations file"
     fresh = recommend(run_dir).model_dump(mode="json")
+    ignored = ("created_at", "schema_version") if older_minor(given["schema_version"], fresh["schema_version"]) \
+        else ("created_at",)
     for d in (given, fresh):
-        d.pop("created_at")
+        for key in ignored:
+            d.pop(key)
     if given == fresh:
         return None
     keys = sorted(k for k in fresh if given.get(k) != fresh[k])
