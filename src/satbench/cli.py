@@ -270,7 +270,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     failures = [f for lane in results.lanes for f in lane.server_failures]
     if failures:
         for f in failures:
-            below = f.scenario != "together" and f.level > 0
+            below = f.level > 0
             print(f"satbench: {f.reason}; the rest of the run was measured and written"
                   + (" (recommendations stay below that level)" if below else ""), file=sys.stderr)
         return ServerGoneError.exit_code

@@ -136,3 +136,28 @@ def test_a_fairness_server_that_cannot_start_keeps_the_measured_sweep(tiny_gguf,
                                                                             "server-default-fairness.log")
     rec = json.loads((run_dir / "recommendations.json").read_text())["lanes"][0]
     assert rec["recommended_concurrency"] == 2 and rec["server_failure_cap"] is None
+
+
+def test_a_server_that_fails_only_beside_the_other_lane_caps_that_lanes_recommendation(fake_server, tmp_path,
+                                                                                        capsys):
+    """Two lanes on one server that dies at 4 busy slots: each lane alone (2 in flight) is fine,
+    the two together at 2 each (4 in flight) kill it. The node serves its lanes at once, so the
+    failed lane may not advertise 2."""
+    shared = fake_server(n_slots=4, decode_iteration_ms=3.0, die_at_busy_slots=4)
+    lanes = tmp_path / "lanes.toml"
+    lanes.write_text("together = true\n" + "\n".join(
+        f'[[lanes]]\nname = "{name}"\nruntime = "url"\nurl = "{shared.base_url}"\nconcurrency = [1, 2]\n'
+        f'repetitions = 1\nrequests_per_level = 8\nprompt_tokens = 16\noutput_tokens = 4\n' for name in ("a", "b")))
+    run_dir = tmp_path / "run"
+    code = main(["sweep", "--lanes", str(lanes), "-o", str(run_dir)])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 4 and "together" in line and "recommendations stay below that level" in line, line
+    assert status_of(run_dir) == "complete"
+    failure, = json.loads((run_dir / "run.json").read_text())["server_failures"]
+    assert (failure["scenario"], failure["level"]) == ("together", 2)
+    recs = {r["lane"]: r for r in json.loads((run_dir / "recommendations.json").read_text())["lanes"]}
+    failed, other = recs[failure["lane"]], recs[({"a", "b"} - {failure["lane"]}).pop()]
+    assert failed["server_failure_cap"] == 1 and failed["recommended_concurrency"] == 1
+    assert failed["binding"]["reason"] == "server_failed" and "together" in failed["binding"]["detail"]
+    assert other["server_failure_cap"] is None and other["recommended_concurrency"] == 2
+    assert [lv["concurrency"] for lv in failed["measured_levels"]] == [1]

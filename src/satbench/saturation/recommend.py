@@ -152,9 +152,10 @@ def fairness_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
 
 
 def server_failure_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
-    """A server that crashed or stopped answering with c requests in flight (alone, or in a
-    fairness check) forbids recommending c or more."""
-    failed = [f for f in lane.server_failures if f.scenario in ("solo", "fairness") and f.level > 0]
+    """A server that crashed or stopped answering with c requests in flight forbids recommending c
+    or more: alone, in a fairness check, or while the run's other lanes ran with it (`together`:
+    a node serves its lanes at once, so a level that fails beside them is not a safe limit)."""
+    failed = [f for f in lane.server_failures if f.level > 0]
     if not failed:
         return None, []
     return max(min(f.level for f in failed) - 1, 1), [f.reason for f in failed]
