@@ -37,6 +37,18 @@ def solo_unit(lane: str, level: int, rep: int) -> str:
     return f"solo/{lane}/{level}/{rep}"
 
 
+def units_not_to_run(manifest: RunManifest) -> frozenset[str]:
+    """Units a session of this run will not run: the finished ones, and those a server failure
+    ruled out: the failed level or together step and what it skipped (a fairness check that
+    lost its server is run again)."""
+    out = set(manifest.completed_units)
+    for f in manifest.server_failures:
+        out.update(f.skipped_units)
+        if f.scenario != "fairness":
+            out.add(f.unit)
+    return frozenset(out)
+
+
 def refine_unit(lane: str) -> str:
     return f"refine/{lane}"
 

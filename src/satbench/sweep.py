@@ -36,9 +36,9 @@ from satbench.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenanc
 from satbench.models.resolve import resolve_model
 from satbench.results import ResultsFile
 from satbench.resume import (begin_session, check_same_config, fairness_unit, refine_unit, solo_unit,
-                             together_unit)
+                             together_unit, units_not_to_run)
 from satbench.server_checks import check_same_server, check_server_fits
-from satbench.sweep_plan import fairness_lane, refine_levels, total_requests  # noqa: F401 (re-exported)
+from satbench.sweep_plan import fairness_lane, refine_levels, requests_in, total_requests  # noqa: F401 (re-exported)
 from satbench.runtimes.remote import split_credentials
 
 
@@ -46,6 +46,7 @@ class _Silent:
     def begin(self, total_requests: int) -> None: ...
     def level(self, lane: str, scenario: str, level: int, repetition: int) -> None: ...
     def request_done(self, event: RequestEvent) -> None: ...
+    def skip(self, requests: int) -> None: ...
     def end(self) -> None: ...
 
 
@@ -180,7 +181,7 @@ class Sweep:
             self._models[lane.name] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
         events = JsonlWriter(self.run_dir / EVENTS_FILE)
         samples = JsonlWriter(self.run_dir / SAMPLES_FILE)
-        self.progress.begin(total_requests(self.cfg, frozenset(self.manifest.completed_units)))
+        self.progress.begin(total_requests(self.cfg, units_not_to_run(self.manifest)))
         try:
             if not self.cfg.fairness_only:
                 for lane in self.cfg.lanes:
@@ -269,9 +270,11 @@ class Sweep:
             server_log=log.name if log is not None else None, skipped_units=skipped))
 
     def _add_failure(self, failure: ServerFailure) -> ServerFailure:
-        """Enter a server failure in run.json (the CLI names each one when the run ends)."""
+        """Enter a server failure in run.json (the CLI names each one when the run ends); the
+        progress bar stops expecting the units it skips."""
         self.manifest.server_failures.append(failure)
         write_manifest(self.run_dir, self.manifest)
+        self.progress.skip(requests_in(self.cfg, failure.skipped_units))
         return failure
 
     async def _solo(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:

@@ -10,22 +10,35 @@ from satbench.fairness.plan import make_plan, request_count
 from satbench.resume import fairness_unit, solo_unit, together_unit
 
 
-def total_requests(cfg: RunConfig, done: frozenset[str] = frozenset()) -> int:
-    """Requests the progress bar expects (on --resume, those of the units not yet `done`)."""
+def planned_units(cfg: RunConfig) -> list[tuple[str, int]]:
+    """(unit, requests the progress bar expects of it) for every unit the configuration runs
+    (a together step appears once per lane in it)."""
     def level(lane: LaneConfig, n: int) -> int:
         return lane.measured_requests(n) + n * lane.warmup_per_stream
 
-    total = 0
+    out: list[tuple[str, int]] = []
     if not cfg.fairness_only:
-        total += sum(level(lane, n) for lane in cfg.lanes for rep in range(1, lane.repetitions + 1)
-                     for n in lane.levels if solo_unit(lane.name, n, rep) not in done)
+        out += [(solo_unit(lane.name, n, rep), level(lane, n)) for lane in cfg.lanes
+                for rep in range(1, lane.repetitions + 1) for n in lane.levels]
         if cfg.together:
-            total += sum(level(lane, n) for lane in cfg.lanes for rep in range(1, lane.repetitions + 1)
-                         for k, n in enumerate(lane.levels) if together_unit(k, rep) not in done)
+            out += [(together_unit(k, rep), level(lane, n)) for lane in cfg.lanes
+                    for rep in range(1, lane.repetitions + 1) for k, n in enumerate(lane.levels)]
     if cfg.with_fairness or cfg.fairness_only:
-        total += sum(request_count(make_plan(lane, lane.slots_wanted()), lane) for lane in cfg.lanes
-                     if fairness_unit(lane.name) not in done)
-    return total
+        out += [(fairness_unit(lane.name), request_count(make_plan(lane, lane.slots_wanted()), lane))
+                for lane in cfg.lanes]
+    return out
+
+
+def total_requests(cfg: RunConfig, done: frozenset[str] = frozenset()) -> int:
+    """Requests the progress bar expects, but those of the units `done` (on --resume: finished,
+    or skipped after a server failure)."""
+    return sum(n for unit, n in planned_units(cfg) if unit not in done)
+
+
+def requests_in(cfg: RunConfig, units: list[str]) -> int:
+    """Requests the progress bar expected of these units (e.g. those a server failure skips)."""
+    wanted = set(units)
+    return sum(n for unit, n in planned_units(cfg) if unit in wanted)
 
 
 def refine_levels(run_dir: Path, lane: LaneConfig) -> list[int]:

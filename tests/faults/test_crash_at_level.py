@@ -161,3 +161,43 @@ def test_a_server_that_fails_only_beside_the_other_lane_caps_that_lanes_recommen
     assert failed["binding"]["reason"] == "server_failed" and "together" in failed["binding"]["detail"]
     assert other["server_failure_cap"] is None and other["recommended_concurrency"] == 2
     assert [lv["concurrency"] for lv in failed["measured_levels"]] == [1]
+
+
+def test_the_progress_bar_stops_expecting_what_a_failure_skips(fake_server, tmp_path):
+    """Levels 1, 2, 4 once; the server dies at 2 busy slots: level 4 is skipped, so the bar's
+    total drops by level 4's requests; a resume then expects nothing of the ruled-out units."""
+    from satbench.manifest import read_manifest
+    from satbench.resume import units_not_to_run
+    from satbench.sweep import Sweep, requests_in, total_requests
+    from tests.conftest import url_lane_config
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.total, self.skipped, self.done = 0, 0, 0
+
+        def begin(self, total_requests: int) -> None:
+            self.total = total_requests
+
+        def level(self, lane, scenario, level, repetition) -> None: ...
+
+        def request_done(self, event) -> None:
+            self.done += event.phase != "background"
+
+        def skip(self, requests: int) -> None:
+            self.skipped += requests
+
+        def end(self) -> None: ...
+
+    fake = fake_server(n_slots=4, decode_iteration_ms=3.0, die_at_busy_slots=2)
+    cfg = url_lane_config(fake.base_url, [1, 2, 4], requests=8, reps=1, prompt=16, output=4)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    progress = Recorder()
+    Sweep(cfg, run_dir, ["t"], progress).run()
+    level4 = requests_in(cfg, ["solo/default/4/1"])
+    assert level4 == 8 + 4 and progress.total == total_requests(cfg) == (8 + 1) + (8 + 2) + level4
+    assert progress.skipped == level4
+    assert progress.done <= progress.total - progress.skipped
+    ruled_out = units_not_to_run(read_manifest(run_dir))
+    assert ruled_out == {"solo/default/1/1", "solo/default/2/1", "solo/default/4/1"}
+    assert total_requests(cfg, ruled_out) == 0

@@ -38,6 +38,12 @@ class RichProgress:
             self._errors += 1
         self._p.update(self._task, advance=1, errors=self._errors)
 
+    def skip(self, requests: int) -> None:
+        """Stop expecting `requests` (units a server failure ruled out)."""
+        self._total = max(self._total - requests, 0)
+        if self._task is not None:
+            self._p.update(self._task, total=self._total)
+
     def end(self) -> None:
         if self._task is not None:
             self._p.stop()
