@@ -13,7 +13,9 @@ from satbench.config import SloConfig
 from satbench.events import RequestEvent, read_events
 from satbench.metrics.level import Occupancy
 from satbench.metrics.stats import Interval
-from satbench.report.plots import DPI, SIZE_IN, _segments, marker_lines, write_plots
+from satbench.report.plot_style import DPI, SIZE_IN
+from satbench.report.plots import marker_lines, write_plots
+from satbench.report.plots_requests import segments
 from satbench.saturation.recommend import recommend
 from tests.builders import ev
 
@@ -113,11 +115,11 @@ def test_the_timeline_draws_200_requests_and_says_so(run, tmp_path):
 
 def test_queued_and_prefill_split_on_prompt_ms_clipped_at_sent():
     e = ev(sent_ms=0, chunks_ms=[10, 20], prompt_ms=4)
-    assert _segments(e) == {"queued": (0, 6 * MS), "prefill": (6 * MS, 10 * MS), "decode": (10 * MS, 20 * MS)}
+    assert segments(e) == {"queued": (0, 6 * MS), "prefill": (6 * MS, 10 * MS), "decode": (10 * MS, 20 * MS)}
     late = ev(sent_ms=0, chunks_ms=[10, 20], prompt_ms=50)  # prompt_ms over TTFT: no queue
-    assert _segments(late)["queued"] == (0, 0) and _segments(late)["prefill"] == (0, 10 * MS)
-    assert set(_segments(ev(sent_ms=0, chunks_ms=[10, 20]))) == {"waiting", "decode"}
-    assert _segments(ev(sent_ms=0, end_ms=5, error="timeout")) == {"failed": (0, 5 * MS)}
+    assert segments(late)["queued"] == (0, 0) and segments(late)["prefill"] == (0, 10 * MS)
+    assert set(segments(ev(sent_ms=0, chunks_ms=[10, 20]))) == {"waiting", "decode"}
+    assert segments(ev(sent_ms=0, end_ms=5, error="timeout")) == {"failed": (0, 5 * MS)}
 
 
 def test_missing_figures_do_not_crash_and_skip_what_has_no_data(run, tmp_path):

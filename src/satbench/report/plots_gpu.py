@@ -7,24 +7,17 @@ throughput and the server's CPU cores, so "throughput flat while the GPU idles" 
 
 from __future__ import annotations
 
-from matplotlib.figure import Figure
-
+from satbench.report.plot_style import Drawn, by_concurrency, lane_title, n_axis, new_figure
 from satbench.results import LaneResult
 from satbench.saturation.bound import GPU_BUSY_PCT, GPU_IDLE_PCT
 from satbench.saturation.recommend import LaneRecommendation
 
-SIZE_IN = (10.0, 4.2)
-DPI = 110
 
-
-def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> tuple[Figure, str, str] | None:
-    from satbench.report.plots import _n_axis, _sorted, _title  # plots.py imports this module lazily
-
-    levels = [lv for lv in _sorted(lane.levels) if lv.gpu is not None and lv.gpu.util_mean_pct is not None]
+def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> Drawn | None:
+    levels = [lv for lv in by_concurrency(lane.levels) if lv.gpu is not None and lv.gpu.util_mean_pct is not None]
     if not levels:
         return None
-    fig = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
-    left, right = fig.subplots(1, 2)
+    fig, (left, right) = new_figure("gpu", 2)
     ns = [lv.concurrency for lv in levels]
     util = [lv.gpu.util_mean_pct for lv in levels]  # type: ignore[union-attr]
     top = [max(0.0, (lv.gpu.util_max_pct or u) - u) for lv, u in zip(levels, util)]  # type: ignore[union-attr]
@@ -33,7 +26,7 @@ def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> tuple[Figure, 
     left.axhline(GPU_IDLE_PCT, color="tab:green", linestyle=":", linewidth=1,
                  label=f"≤ {GPU_IDLE_PCT:.0f} % while flat: server_cpu-bound")
     clocks = [(lv.concurrency, lv.gpu.sm_clock_mean_mhz) for lv in levels if lv.gpu.sm_clock_mean_mhz]  # type: ignore[union-attr]
-    _n_axis(left, ns)
+    n_axis(left, ns)
     left.set_ylim(0, 105)
     left.set_ylabel("GPU utilisation (%)")
     left.legend(loc="lower right")
@@ -43,13 +36,13 @@ def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> tuple[Figure, 
         twin.set_ylabel("SM clock (MHz)")
         twin.set_ylim(0, max(c[1] for c in clocks) * 1.15)
         twin.legend(loc="upper left")
-    pts = [(lv.concurrency, lv.throughput.output_tok_per_s.value) for lv in _sorted(lane.levels)
+    pts = [(lv.concurrency, lv.throughput.output_tok_per_s.value) for lv in by_concurrency(lane.levels)
            if lv.throughput.output_tok_per_s.value is not None]
     right.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label="output tok/s")
-    _n_axis(right, [p[0] for p in pts] or ns)
+    n_axis(right, [p[0] for p in pts] or ns)
     right.set_ylabel("output tokens per second (tok/s)")
     right.set_ylim(0, max((p[1] for p in pts), default=1.0) * 1.15)
-    cpu = [(lv.concurrency, lv.memory.server_cpu_cores) for lv in _sorted(lane.levels)
+    cpu = [(lv.concurrency, lv.memory.server_cpu_cores) for lv in by_concurrency(lane.levels)
            if lv.memory.server_cpu_cores is not None]
     if cpu:
         twin = right.twinx()
@@ -61,7 +54,7 @@ def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> tuple[Figure, 
     if rec is not None and rec.knee is not None:
         for ax in (left, right):
             ax.axvline(rec.knee, color="tab:orange", linestyle="--", linewidth=1)
-    title = _title(lane, "GPU and server CPU vs concurrency")
+    title = lane_title(lane, "GPU and server CPU vs concurrency")
     fig.suptitle(title)
     what = f" What saturated past the knee: {rec.saturation.resource}." if rec and rec.saturation else ""
     cap = ("NVML utilisation of the busiest GPU (share of time a kernel ran; device-wide) and its SM clock, "
