@@ -36,6 +36,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from satbench.errors import ModelError
+from satbench.models.files import remember_sha256
 from satbench.models.shapes import (
     ARCHS,
     Dims,
@@ -288,6 +289,7 @@ def write_synthetic_gguf(
         n_params, sha256 = _write_gguf(tmp, arch, size, seed, n_vocab)
         tmp.chmod(0o644)  # mkstemp made it 0600
         os.replace(tmp, target)
+        remember_sha256(target, sha256)  # hashed while written: resolve and capability need not re-read it
     except OSError as e:
         raise ModelError(f"cannot write synthetic model to {target}: {e}") from e
     finally:
