@@ -29,6 +29,7 @@ from satbench.artifacts import older_minor, same_under_current_schema, schema_ve
 from satbench.config import Strict
 from satbench.errors import RunDirError, SatbenchError
 from satbench.manifest import write_text_atomic
+from satbench.models.files import sha256_file  # called with cache=None: a bundle is always read
 
 SUMS_FILE = "SHA256SUMS"
 # written by analyze / recommend / report; everything else in a run directory is raw
@@ -41,14 +42,6 @@ class FileHash(Strict):
     file: str = Field(description="path relative to the run directory, '/' separated")
     sha256: str
     size_bytes: int
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def is_derived(rel: str) -> bool:
@@ -66,7 +59,7 @@ def run_files(run_dir: Path) -> list[str]:
 
 
 def hash_files(run_dir: Path, rels: list[str]) -> list[FileHash]:
-    return [FileHash(file=r, sha256=sha256_file(run_dir / r), size_bytes=(run_dir / r).stat().st_size)
+    return [FileHash(file=r, sha256=sha256_file(run_dir / r, cache=None), size_bytes=(run_dir / r).stat().st_size)
             for r in rels]
 
 
@@ -118,11 +111,11 @@ def verify(run_dir: Path) -> Verification:
     sums = read_sums(run_dir)
     present = set(run_files(run_dir))
     v = Verification(run_dir=str(run_dir), files_checked=len(sums),
-                     bundle_digest=sha256_file(run_dir / SUMS_FILE))
+                     bundle_digest=sha256_file(run_dir / SUMS_FILE, cache=None))
     for rel, digest in sorted(sums.items()):
         if rel not in present:
             v.missing.append(rel)
-        elif sha256_file(run_dir / rel) != digest:
+        elif sha256_file(run_dir / rel, cache=None) != digest:
             v.modified.append(rel)
     v.unlisted = sorted(present - set(sums))
     v.inconsistent, v.older_schema = _rederive(run_dir)
