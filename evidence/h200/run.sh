@@ -39,8 +39,9 @@ run() { "$@" 2>&1 | tee -a "$LOG"; return "${PIPESTATUS[0]}"; }
 
 step "python: wheels the device lacks (.whl), satbench from src/"
 if [ -d .whl ]; then
-    run "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site:$ROOT/src
+    rm -rf "$WORK/site"  # never an earlier run's packages (another Python's, in a rehearsal)
+    run "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WORK/site" .whl/*.whl
+    export PYTHONPATH=$WORK/site:$ROOT/src
 else
     export PYTHONPATH=$ROOT/src
 fi
