@@ -31,6 +31,7 @@ NGL=${NGL:-99}
 SWEEP_TIMEOUT=${SWEEP_TIMEOUT:-400}
 REQUESTS=${REQUESTS:-}     # measured requests per level; empty = the design minimum max(8N, 32)
 FAIRNESS=${FAIRNESS:-1}    # 0 = skip the fairness checks (the CPU side-by-side run)
+PART_MB=${PART_MB:-15}     # a bigger tarball comes back in parts of this size (the device returns ≤ 16 MiB a file)
 mkdir -p "$OUT" "$WORK" "$MODEL_DIR"
 LOG="$OUT/steps.log"
 t0=$(date +%s)
@@ -117,6 +118,10 @@ cp "$LOG" "$WORK/steps.log"
 [ -f "$OUT/nvidia-smi.txt" ] && cp "$OUT/nvidia-smi.txt" "$WORK/"
 tar czf "$OUT/h200-run.tar.gz" -C "$WORK" run lanes.toml steps.log $( [ -f "$WORK/capability.json" ] && echo capability.json ) \
     $( [ -f "$WORK/nvidia-smi.txt" ] && echo nvidia-smi.txt )
+if [ "$(stat -c %s "$OUT/h200-run.tar.gz")" -gt $(( PART_MB * 1024 * 1024 )) ]; then
+    # the device returns files of at most 16 MiB: cat h200-run.tar.gz.part* > h200-run.tar.gz
+    split -b "${PART_MB}M" -d "$OUT/h200-run.tar.gz" "$OUT/h200-run.tar.gz.part" && rm "$OUT/h200-run.tar.gz"
+fi
 ls -la "$OUT" | tee -a "$LOG"
 rm -f "$MODEL_DIR"/dense-*.gguf "$MODEL_DIR"/moe-*.gguf
 step "done, sweep exit $rc"

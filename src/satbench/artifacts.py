@@ -4,6 +4,7 @@ their schema, render them deterministically, and write them validated and atomic
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import jsonschema
@@ -62,9 +63,31 @@ def older_minor(was: str | None, now: str | None) -> bool:
     return a_major == b_major and a_minor < b_minor
 
 
+FLOAT_REL_TOL = 1e-6  # far above the last-bit differences between Python, numpy or scipy builds (~1e-14),
+# far below any change to a figure as it is printed
+
+
+def close(a: object, b: object, rel: float = FLOAT_REL_TOL) -> bool:
+    """Equal JSON values, numbers compared to `rel` relative where either is a float: another
+    Python (3.12's sum() rounds differently from 3.11's) or numpy derives the same figures to
+    within the last bits, not bit for bit."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if isinstance(a, float) or isinstance(b, float):
+            return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], rel) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, rel) for x, y in zip(a, b))
+    return a == b
+
+
 def same_under_current_schema(old: str, fresh: str, model: type[BaseModel], ignore: tuple[str, ...] = ()) -> bool:
     """`old`, read under the current model (fields it lacks take their defaults), equals `fresh`
-    in everything but `schema_version` and the `ignore`d top-level fields."""
+    in everything but `schema_version` and the `ignore`d top-level fields, numbers to within
+    floating-point rounding (`close`)."""
     try:
         was = model.model_validate_json(old).model_dump(mode="json")
         now = model.model_validate_json(fresh).model_dump(mode="json")
@@ -73,4 +96,4 @@ def same_under_current_schema(old: str, fresh: str, model: type[BaseModel], igno
     for d in (was, now):
         for key in ("schema_version", *ignore):
             d.pop(key, None)
-    return was == now
+    return close(was, now)

@@ -163,6 +163,9 @@ def _cmd_verify(a: argparse.Namespace) -> int:
                          ("not listed (added after the report)", v.unlisted)):
         for item in items:
             print(f"{label}: {item}")
+    if v.rounding:
+        print(f"equal to a fresh derivation within floating-point rounding (derived by another Python, numpy or scipy): "
+              f"{', '.join(v.rounding)}")
     if v.older_schema:
         print(f"written by an earlier satbench, consistent under the current schemas: {', '.join(v.older_schema)}")
     verdict = "OK" if v.ok else "FAILED"

@@ -169,6 +169,39 @@ def test_a_bundle_from_an_earlier_minor_schema_verifies_and_its_figures_are_stil
         assert f"written as schema {results_version}" in v.inconsistent[0]
 
 
+@pytest.mark.parametrize("factor, consistent", [(1 + 1e-12, True), (1 + 1e-4, False)])
+def test_figures_that_differ_only_in_the_last_bits_verify_and_an_edit_does_not(run_dir, tmp_path, factor,
+                                                                                 consistent):
+    """A bundle derived on the machine that measured it (another Python, numpy or scipy) carries
+    the same figures to ~1e-14: that verifies, and says so; an edit of 1e-4 is caught."""
+    from satbench.report.integrity import write_sums
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    res = json.loads((copy / "results.json").read_text())
+    res["lanes"][0]["levels"][0]["latency"]["ttft_ms"]["mean"] *= factor
+    (copy / "results.json").write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
+    recs = json.loads((copy / "recommendations.json").read_text())  # made from that results.json there
+    recs["results_sha256"] = hashlib.sha256((copy / "results.json").read_bytes()).hexdigest()
+    (copy / "recommendations.json").write_text(json.dumps(recs, indent=2, sort_keys=True) + "\n")
+    write_sums(copy)
+    v = verify(copy)
+    assert not v.modified and not v.missing
+    if consistent:
+        assert v.ok and v.rounding == ["results.json"]
+    else:
+        assert not v.ok and v.inconsistent[0].startswith("results.json: differs") and not v.rounding
+
+
+def test_close_compares_numbers_to_rounding_and_everything_else_exactly():
+    from satbench.artifacts import close
+
+    assert close({"a": [1.0, 2, "x"]}, {"a": [1.0 + 1e-15, 2, "x"]})
+    assert not close({"a": 1.0}, {"a": 1.001}) and not close({"a": 1}, {"a": 2})
+    assert not close({"a": 1.0}, {"a": 1.0, "b": None}) and not close([1.0], [1.0, 1.0])
+    assert not close(True, 1) and not close("1", 1.0) and close(0.0, 4e-31)  # a bound fit at 0 either way
+
+
 def test_deleting_every_derived_file_and_regenerating_gives_the_same_report(run_dir, tmp_path):
     copy = tmp_path / "run"  # same name: the run id is the directory's name
     shutil.copytree(run_dir, copy)

@@ -60,3 +60,24 @@ def test_usl_peak_not_reported_for_a_linear_curve():
 
 def test_usl_needs_enough_points():
     assert not fit_usl([(1, 10.0), (2, 19.0)]).fitted
+
+
+def test_usl_fit_stops_at_the_optimum_so_other_library_versions_agree():
+    """The least-squares gradient Jᵀr vanishes at the fit (to ~machine precision), so the fitted
+    figures do not depend on where a version's stopping rule happened to halt: `verify` on
+    another machine recomputes them to many digits."""
+    from satbench.saturation.usl import usl_jacobian
+
+    rng = np.random.default_rng(1)
+    levels = np.array([1, 2, 4, 8, 16, 32, 64] * 3, dtype=float)
+    x = usl(levels, 540.0, 0.3, 0.0005) * (1 + rng.normal(0, 0.03, levels.size))
+    fit = fit_usl(list(zip(levels.astype(int), x)))
+    jac = usl_jacobian(levels, fit.lambda_x1, fit.alpha, fit.beta)
+    resid = usl(levels, fit.lambda_x1, fit.alpha, fit.beta) - x
+    grad = jac.T @ resid
+    scale = np.linalg.norm(jac, axis=0) * np.linalg.norm(resid)
+    assert np.all(np.abs(grad) <= 1e-9 * scale), grad / scale
+    numeric = np.column_stack([(usl(levels, *(p + h)) - usl(levels, *(p - h))) / (2 * np.linalg.norm(h))
+                               for p, h in [(np.array([fit.lambda_x1, fit.alpha, fit.beta]), step)
+                                            for step in np.diag([1e-4, 1e-7, 1e-9])]])
+    assert np.allclose(jac, numeric, rtol=1e-5, atol=1e-6)  # the analytic Jacobian is the Jacobian

@@ -18,8 +18,8 @@ from satbench.report.plots import PlotFile
 from satbench.report.table import (INTERFERENCE_HEADERS, LEVEL_HEADERS, LEVEL_LEGEND, RECOMMENDATION_HEADERS,
                                    VERDICT_HEADERS, ci_note, interference_row, lane_title, level_row,
                                    recommendation_row, verdict_row)
-from satbench.results import RESULTS_SCHEMA_VERSION, VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
-from satbench.saturation.recommend import RECOMMENDATIONS_SCHEMA_VERSION, RecommendationsFile
+from satbench.results import VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
+from satbench.saturation.recommend import RecommendationsFile
 
 
 def _mib(n: int | None) -> str:
@@ -252,13 +252,13 @@ def handoff(run_dir_name: str, results: ResultsFile, recs: RecommendationsFile |
             recs_sha256: str | None) -> list[Block]:
     items = []
     if recs is not None:
-        items.append(f"`recommendations.json` (schema {RECOMMENDATIONS_SCHEMA_VERSION}, `satbench schema "
+        items.append(f"`recommendations.json` (schema {recs.schema_version}, `satbench schema "
                      f"recommendations`; sha256 `{recs_sha256}` when this report was written): per lane the "
                      "recommended concurrency, its binding reason and the figures expected there.")
         items.append(f"The capability report: `satbench capability --recommendations {run_dir_name}/"
                      "recommendations.json [--lanes FILE | --model … | --url …] [--format litellm]` — it refuses "
                      "a lane measured on other hardware, another build or another model file.")
-    items.append(f"`results.json` (schema {RESULTS_SCHEMA_VERSION}) for every figure with its CI; `results.csv` "
+    items.append(f"`results.json` (schema {results.schema_version}) for every figure with its CI; `results.csv` "
                  "for spreadsheets" + (f"; `verdicts.json` (schema {VERDICTS_SCHEMA_VERSION})"
                                         if any(lane.fairness for lane in results.lanes) else "") + ".")
     missing = []

@@ -10,7 +10,10 @@ lists every file of the run directory, raw and derived. `verify` checks three th
    written under an older minor version of its schema (a bundle made by an earlier satbench)
    is read under the current one, absent fields taking their defaults, and must then equal the
    fresh derivation in everything but `schema_version`: an additive schema change does not
-   break an old bundle, and a changed figure or a newly computed one still does;
+   break an old bundle, and a changed figure or a newly computed one still does. Numbers are
+   equal when they agree to 1e-6 relative: the bundle may have been derived by another Python,
+   numpy or scipy (on the machine that measured it), whose floating-point results differ in
+   the last bits; an edited figure differs by far more;
 3. files present but not listed are named (added after the report; not an error).
 
 A matching SHA256SUMS proves consistency, not authorship: whoever can edit the raw files can
@@ -98,6 +101,9 @@ class Verification(Strict):
     inconsistent: list[str] = Field(default_factory=list, description="derived files that do not follow from the raw ones")
     older_schema: list[str] = Field(default_factory=list,
                                     description="derived files written under an older minor schema version, consistent under this one")
+    rounding: list[str] = Field(default_factory=list,
+                                description="derived files equal to a fresh derivation only to within floating-point "
+                                            "rounding (relative 1e-6): derived by another Python, numpy or scipy")
 
     @property
     def ok(self) -> bool:
@@ -118,7 +124,7 @@ def verify(run_dir: Path) -> Verification:
         elif sha256_file(run_dir / rel, cache=None) != digest:
             v.modified.append(rel)
     v.unlisted = sorted(present - set(sums))
-    v.inconsistent, v.older_schema = _rederive(run_dir)
+    v.inconsistent, v.older_schema, v.rounding = _rederive(run_dir)
     return v
 
 
@@ -130,19 +136,21 @@ def _version_note(old: str, new: str) -> str:
     return "" if was == now else f" (written as schema {was}; this satbench writes {now}: `satbench analyze` refreshes it)"
 
 
-def _rederive(run_dir: Path) -> tuple[list[str], list[str]]:
+def _rederive(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
     """(derived JSON that differs from what the raw files give now, each with the reason;
-    derived JSON of an older minor schema that is consistent under the current one)."""
+    derived JSON of an older minor schema that is consistent under the current one; derived JSON
+    equal to the fresh one only within floating-point rounding)."""
     from satbench.analyze import analyze_run
     from satbench.results import ResultsFile, VerdictsFile, render_results, render_verdicts, verdicts_of
     from satbench.saturation.recommend import RECOMMENDATIONS_FILE, RecommendationsFile, recommendations_differ
 
     out: list[str] = []
     older: list[str] = []
+    rounding: list[str] = []
     try:
         results = analyze_run(run_dir)
     except SatbenchError as exc:
-        return [f"raw files cannot be analyzed: {exc}"], []
+        return [f"raw files cannot be analyzed: {exc}"], [], []
     expected: dict[str, tuple[str, type[BaseModel]]] = {"results.json": (render_results(results), ResultsFile)}
     if (verdicts := verdicts_of(results)) is not None:
         expected["verdicts.json"] = (render_verdicts(verdicts), VerdictsFile)
@@ -150,11 +158,13 @@ def _rederive(run_dir: Path) -> tuple[list[str], list[str]]:
         path = run_dir / name
         if not path.exists():
             out.append(f"{name}: missing (satbench analyze writes it)")
-        elif (old := path.read_text(encoding="utf-8")) == text:
             continue
-        elif older_minor(was := schema_version_of(old), schema_version_of(text)) and \
-                same_under_current_schema(old, text, model):
-            older.append(f"{name}: schema {was}")
+        old = path.read_text(encoding="utf-8")
+        if old == text:
+            continue
+        was, now = schema_version_of(old), schema_version_of(text)
+        if (was == now or older_minor(was, now)) and same_under_current_schema(old, text, model):
+            (rounding if was == now else older).append(f"{name}: schema {was}" if was != now else name)
         else:
             out.append(f"{name}: differs from a fresh analysis of the raw files{_version_note(old, text)}")
     rec_path = run_dir / RECOMMENDATIONS_FILE
@@ -168,4 +178,4 @@ def _rederive(run_dir: Path) -> tuple[list[str], list[str]]:
             out.append(f"{RECOMMENDATIONS_FILE}: {why}")
         elif (was := schema_version_of(old)) != RecommendationsFile.model_fields["schema_version"].default:
             older.append(f"{RECOMMENDATIONS_FILE}: schema {was}")
-    return out, older
+    return out, older, rounding

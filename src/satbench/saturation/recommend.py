@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 import satbench
-from satbench.artifacts import older_minor, published_schema, render, write_artifact  # noqa: F401  (render: re-exported)
+from satbench.artifacts import close, older_minor, published_schema, render, write_artifact  # noqa: F401  (render: re-exported)
 from satbench.config import SloConfig, Strict
 from satbench.errors import RunDirError
 from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
@@ -267,7 +267,8 @@ def recommend(run_dir: Path) -> RecommendationsFile:
 
 def recommendations_differ(run_dir: Path, text: str) -> str | None:
     """Why the recommendations `text` is not what this run directory gives now (None when it is),
-    comparing everything but `created_at`; a file of an older minor schema version is read under
+    comparing everything but `created_at` (numbers to within floating-point rounding: `close`);
+    a file of an older minor schema version is read under
     the current one (absent fields take their defaults) and its `schema_version` is not compared."""
     try:
         given = RecommendationsFile.model_validate_json(text).model_dump(mode="json")
@@ -279,9 +280,9 @@ def recommendations_differ(run_dir: Path, text: str) -> str | None:
     for d in (given, fresh):
         for key in ignored:
             d.pop(key)
-    if given == fresh:
+    if close(given, fresh):  # numbers to within floating-point rounding (another Python or numpy)
         return None
-    keys = sorted(k for k in fresh if given.get(k) != fresh[k])
+    keys = sorted(k for k in fresh if not close(given.get(k), fresh[k]))
     return f"differs from a fresh recommendation from results.json (fields: {', '.join(keys)})"
 
 

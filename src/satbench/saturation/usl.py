@@ -39,6 +39,12 @@ def usl(n: np.ndarray, lam: float, alpha: float, beta: float) -> np.ndarray:
     return lam * n / (1.0 + alpha * (n - 1.0) + beta * n * (n - 1.0))
 
 
+def usl_jacobian(n: np.ndarray, lam: float, alpha: float, beta: float) -> np.ndarray:
+    """∂X/∂(λ, α, β), with D = 1 + α(N−1) + βN(N−1): N/D, −λN(N−1)/D², −λN²(N−1)/D²."""
+    d = 1.0 + alpha * (n - 1.0) + beta * n * (n - 1.0)
+    return np.column_stack([n / d, -lam * n * (n - 1.0) / d ** 2, -lam * n * n * (n - 1.0) / d ** 2])
+
+
 def fit_usl(samples: Sequence[tuple[int, float]]) -> UslFit:
     """Fit (N, X) samples; at least 4 samples over at least 3 levels are needed."""
     pts = [(float(n), float(x)) for n, x in samples if x is not None and x > 0]
@@ -48,17 +54,23 @@ def fit_usl(samples: Sequence[tuple[int, float]]) -> UslFit:
     n = np.array([p[0] for p in pts])
     x = np.array([p[1] for p in pts])
     x1 = float(np.mean(x[n == n.min()])) / n.min()
+    # analytic Jacobian and tolerances near machine precision: the optimum, not wherever a looser
+    # stopping rule left it, so another scipy or numpy (the machine that measured) gives the same
+    # figures to many digits and `satbench verify` can recompute them there and here
     res = optimize.least_squares(lambda p: usl(n, *p) - x, x0=[max(x1, 1e-9), 0.01, 0.001],
-                                 bounds=([1e-12, 0.0, 0.0], [np.inf, np.inf, np.inf]))
+                                 jac=lambda p: usl_jacobian(n, *p), x_scale="jac",
+                                 bounds=([1e-12, 0.0, 0.0], [np.inf, np.inf, np.inf]),
+                                 ftol=1e-14, xtol=1e-14, gtol=1e-14, max_nfev=10_000)
     lam, alpha, beta = (float(v) for v in res.x)
-    resid = res.fun
+    resid = usl(n, lam, alpha, beta) - x
     ss_res = float(np.sum(resid ** 2))
     ss_tot = float(np.sum((x - x.mean()) ** 2))
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
     fit = UslFit(fitted=True, lambda_x1=lam, alpha=alpha, beta=beta, r2=r2, points=len(pts))
     dof = len(pts) - 3
     try:
-        cov = np.linalg.inv(res.jac.T @ res.jac) * (ss_res / dof) if dof > 0 else None
+        jac = usl_jacobian(n, lam, alpha, beta)
+        cov = np.linalg.inv(jac.T @ jac) * (ss_res / dof) if dof > 0 else None
     except np.linalg.LinAlgError:
         cov = None
     if cov is not None and np.isfinite(cov[2, 2]) and cov[2, 2] >= 0:
