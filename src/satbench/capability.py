@@ -4,9 +4,9 @@ and checked against the node as it is now. Nothing in it is a constant.
 A recommendation is refused — and its lane advertised as `unmeasured` with max concurrency 1,
 the most conservative admission setting — when the file is not valid JSON or fails its schema,
 when it was measured on another machine (hardware fingerprint), for another model file
-(sha256) or another runtime build (for a native llama-server: other executable or library
-bytes, since a build compiled outside git reports no build number), when it is older than the allowed age, or when its own
-numbers do not hold together (e.g. a concurrency that was never measured).
+(sha256) or another runtime build (for a native llama-server also other executable or library
+bytes, since a build compiled outside git reports no build number), when it is older than the
+allowed age, or when its own numbers do not hold together (e.g. a concurrency never measured).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ lists every file of the run directory, raw and derived. `verify` checks three th
 
 1. every listed file is present with its hash (nothing modified, nothing missing);
 2. the derived results follow from the raw files: results.json and verdicts.json are
-   recomputed from run.json + the JSONL files and must be byte-identical, and
+   recomputed from run.json + the JSONL files and must be byte-identical (or equal to within
+   floating-point rounding, below), and
    recommendations.json must match a fresh recommendation except its `created_at`. A file
    written under an older minor version of its schema (a bundle made by an earlier satbench)
    is read under the current one, absent fields taking their defaults, and must then equal the
@@ -163,8 +164,10 @@ def _rederive(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
         if old == text:
             continue
         was, now = schema_version_of(old), schema_version_of(text)
-        if (was == now or older_minor(was, now)) and same_under_current_schema(old, text, model):
-            (rounding if was == now else older).append(f"{name}: schema {was}" if was != now else name)
+        if was == now and same_under_current_schema(old, text, model):
+            rounding.append(name)
+        elif older_minor(was, now) and same_under_current_schema(old, text, model):
+            older.append(f"{name}: schema {was}")
         else:
             out.append(f"{name}: differs from a fresh analysis of the raw files{_version_note(old, text)}")
     rec_path = run_dir / RECOMMENDATIONS_FILE
