@@ -193,6 +193,16 @@ def test_figures_that_differ_only_in_the_last_bits_verify_and_an_edit_does_not(r
         assert not v.ok and v.inconsistent[0].startswith("results.json: differs") and not v.rounding
 
 
+def test_a_later_satbench_release_still_verifies_the_bundle(run_dir, monkeypatch):
+    """recommendations.json names the satbench that measured the run, not the one recomputing it."""
+    import satbench
+
+    monkeypatch.setattr(satbench, "__version__", "9.9.9")
+    v = verify(run_dir)
+    assert v.ok, v.inconsistent
+    assert json.loads((run_dir / "recommendations.json").read_text())["satbench_version"] != "9.9.9"
+
+
 def test_close_compares_numbers_to_rounding_and_everything_else_exactly():
     from satbench.artifacts import close
 

@@ -14,7 +14,6 @@ from typing import Literal
 
 from pydantic import Field
 
-import satbench
 from satbench.artifacts import close, older_minor, published_schema, render, write_artifact  # noqa: F401  (render: re-exported)
 from satbench.config import SloConfig, Strict
 from satbench.errors import RunDirError
@@ -102,7 +101,7 @@ class LaneRecommendation(Strict):
 class RecommendationsFile(Strict):
     schema_version: str = RECOMMENDATIONS_SCHEMA_VERSION
     created_at: str
-    satbench_version: str
+    satbench_version: str = Field(description="the satbench that measured the run (with satbench_commit)")
     satbench_commit: str | None
     run_id: str
     results_sha256: str
@@ -260,7 +259,7 @@ def recommend(run_dir: Path) -> RecommendationsFile:
         raise RunDirError(f"{run_dir}: no lane has measured levels to recommend from")
     return RecommendationsFile(
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        satbench_version=satbench.__version__, satbench_commit=results.provenance.satbench_commit,
+        satbench_version=results.provenance.satbench_version, satbench_commit=results.provenance.satbench_commit,
         run_id=results.run_id, results_sha256=hashlib.sha256(text).hexdigest(), lanes=lanes,
     )
 
