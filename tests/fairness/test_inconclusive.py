@@ -47,3 +47,64 @@ def test_iterations_below_the_clients_resolution_are_inconclusive():
         e.check, e.role = "S2", role
     v = s2([dec, probe, solo], plan, FairnessConfig())
     assert v.verdict == "inconclusive" and "resolves" in v.reason
+
+
+def _tag(e, check: str, role: str, *, stream: int = 0, seq: int = 0, rep: int = 1):
+    return e.model_copy(update={"check": check, "role": role, "stream": stream, "seq": seq, "repetition": rep,
+                                "scenario": "fairness"})
+
+
+def test_a_pair_cut_in_half_by_an_interrupted_run_is_left_out_of_s3():
+    """A run stopped between the two sends of an S3 pair leaves its 'first' alone: the verdict
+    is judged on the complete pairs (it used to raise KeyError and lose results.json)."""
+    lane = LaneConfig(fairness=FairnessConfig(checks=["S3"]))
+    evs = [_tag(ev(sent_ms=0, chunks_ms=[5, 6, 7]), "CAL", "prefill"),
+           _tag(ev(sent_ms=10, chunks_ms=[12, 14, 16, 18]), "CAL", "decode")]
+    evs += [_tag(ev(seq=i, sent_ms=100 + 50 * i, chunks_ms=[120 + 50 * i, 122 + 50 * i]), "S3", "solo", seq=i)
+            for i in range(3)]
+    evs.append(_tag(ev(sent_ms=400, chunks_ms=[420, 422]), "S3", "first", rep=1))
+    evs.append(_tag(ev(sent_ms=410, chunks_ms=[445, 447]), "S3", "second", rep=1, stream=1))
+    evs.append(_tag(ev(sent_ms=500, chunks_ms=[520, 522]), "S3", "first", rep=2))  # its second never sent
+    [v] = lane_verdicts(evs, make_plan(lane, 4), lane.fairness, llamacpp=True)
+    assert v.verdict == "pass" and v.samples == 1
+    only_half = [e for e in evs if not (e.check == "S3" and e.repetition == 1 and e.role in ("first", "second"))]
+    [v] = lane_verdicts(only_half, make_plan(lane, 4), lane.fairness, llamacpp=True)
+    assert v.verdict == "inconclusive" and "complete pair" in v.reason
+
+
+def _s2_events(delays_ms: list[float]):
+    evs = [_tag(ev(sent_ms=100 * i, chunks_ms=[10 + 100 * i, 20 + 100 * i]), "S2", "solo", seq=i) for i in range(3)]
+    for d in range(3):  # three decoders, a token every 10 ms from t = 1000 to 3000 ms
+        evs.append(_tag(ev(sent_ms=990, chunks_ms=[1000 + 10 * k for k in range(201)]), "S2", "decoder",
+                        stream=d, seq=d))
+    for i, late in enumerate(delays_ms):
+        t = 1100 + 300 * i
+        evs.append(_tag(ev(sent_ms=t, chunks_ms=[t + 10 + late, t + 12 + late]), "S2", "probe", stream=3, seq=i))
+    return evs
+
+
+def test_s2_fails_when_some_probes_are_held_even_if_the_median_is_admitted_at_once():
+    lane = LaneConfig(fairness=FairnessConfig(checks=["S2"]))
+    plan = make_plan(lane, 4)
+    two_held = s2(_s2_events([0, 0, 0, 200, 200]), plan, lane.fairness)
+    assert two_held.verdict == "fail"
+    assert two_held.measured["admission_delay_ms"] == 0.0 and two_held.measured["probes_over_bound"] == 2.0
+    one_held = s2(_s2_events([0, 0, 0, 0, 200]), plan, lane.fairness)  # one outlier of five: client noise
+    assert one_held.verdict == "pass" and one_held.measured["probes_over_bound"] == 1.0
+    assert s2(_s2_events([0, 0, 200, 200, 200]), plan, lane.fairness).verdict == "fail"
+
+
+def test_s1_p99_interpolates_instead_of_reporting_the_maximum():
+    lane = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16), server=ServerParams(n_batch=256))
+    plan = make_plan(lane, 4)
+    solo = _tag(ev(sent_ms=0, chunks_ms=[100, 101], prompt_n=1024, prompt_ms=100), "S1", "solo")
+    inj = _tag(ev(sent_ms=1000, chunks_ms=[1200, 1201], prompt_n=1024), "S1", "injected", stream=1)
+    inj = inj.model_copy(update={"prompt_tokens": 1024})
+    # a decoder: 10 ms gaps before the injection; during it 50 gaps of 2 ms and one of 100 ms
+    before = [900 + 10 * k for k in range(11)]
+    during = [1000 + 2 * k for k in range(1, 51)]
+    dec = _tag(ev(sent_ms=890, chunks_ms=before + during + [during[-1] + 100]), "S1", "decoder", stream=2)
+    v = s1([solo, inj, dec], plan.model_copy(update={"s1_prompt": 1024}),
+           Calibration(prefill_tok_per_s=10000.0, decode_iteration_ms=10.0), FairnessConfig())
+    assert v.measured["max_itl_ms"] == 100.0
+    assert 2.0 < v.measured["p99_itl_ms"] < 100.0

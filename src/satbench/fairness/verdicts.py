@@ -16,11 +16,14 @@ from satbench.config import FairnessConfig, Strict
 from satbench.events import RequestEvent
 from satbench.fairness.plan import NAMES, FairnessPlan
 from satbench.metrics.latency import first_token_ns, itl_ms, ttft_ms
+from satbench.metrics.stats import percentile
 from satbench.metrics.throughput import completed_in_window
 from satbench.metrics.window import steady_window
 
 MS = 1e6
 RESOLUTION_MS = 1.0  # what a Python client on a busy host resolves (benchmarks/harness_overhead.py)
+S2_OUTLIER_MIN_PROBES = 5  # with this many valid probes, one late probe is taken as client noise
+S2_OUTLIERS_ALLOWED = 1
 
 
 class Verdict(Strict):
@@ -229,8 +232,7 @@ def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     during = [ms for e in dec for a, b, ms in _gaps(e) if b > start and a < end]
     if baseline is None or not during:
         return _inconclusive("S1", "the decoders were not decoding across the injected prefill", len(events))
-    during.sort()
-    max_itl, p99 = during[-1], during[min(len(during) - 1, int(0.99 * len(during)))]
+    max_itl, p99 = max(during), percentile(during, 99)
     stalls = sum(1 for g in during if g > cfg.s1_stall_factor * baseline)
     prefill, solo_prefill = ttft_ms(inj_e), ttft_ms(solo[0])
     t = solo[0].timings
@@ -273,11 +275,16 @@ def s2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
     delays = sorted(ttft_ms(p) - solo_ttft for p in probes)
     delay = statistics.median(delays)
     bound = cfg.s2_iterations * iteration + plan.jitter_ms
-    return _v("S2", "pass" if delay <= bound else "fail", samples=len(probes),
-              measured={"admission_delay_ms": delay, "max_admission_delay_ms": delays[-1]},
-              bounds={"admission_delay_ms": bound},
+    late = sum(1 for d in delays if d > bound)
+    allowed = S2_OUTLIERS_ALLOWED if len(probes) >= S2_OUTLIER_MIN_PROBES else 0
+    ok = delay <= bound and late <= allowed
+    return _v("S2", "pass" if ok else "fail", samples=len(probes),
+              measured={"admission_delay_ms": delay, "max_admission_delay_ms": delays[-1],
+                        "probes_over_bound": float(late)},
+              bounds={"admission_delay_ms": bound, "probes_over_bound": float(allowed)},
               derivation=(f"{len(dec)} decoders, a slot free; delay = probe TTFT − solo TTFT {solo_ttft:.1f} ms "
-                          f"(median of {len(probes)} probes); bound = {cfg.s2_iterations:g} × iteration "
+                          f"(median of {len(probes)} probes; every probe is held to the bound, "
+                          f"{allowed} outlier allowed as client noise); bound = {cfg.s2_iterations:g} × iteration "
                           f"{iteration:.1f} ms (decoders' median ITL) + RTT jitter {plan.jitter_ms:.2f} ms"))
 
 
@@ -287,12 +294,13 @@ def s3(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     if (err := _errors(events)):
         return _inconclusive("S3", err, len(events))
     solo = _role(events, "solo")
-    pairs = {e.repetition: {} for e in events if e.role in ("first", "second")}
+    halves: dict[int, dict[str, RequestEvent]] = {}
     for e in events:
         if e.role in ("first", "second"):
-            pairs[e.repetition][e.role] = e
+            halves.setdefault(e.repetition, {})[e.role] = e
+    pairs = {rep: p for rep, p in halves.items() if len(p) == 2}  # a run stopped mid-pair leaves half of one
     if not solo or not pairs or cal.decode_iteration_ms is None:
-        return _inconclusive("S3", "missing the solo prompt, the pairs or calibration")
+        return _inconclusive("S3", "missing the solo prompt, a complete pair or calibration")
     solos = [ttft_ms(e) for e in solo]
     solo_prefill, spread = statistics.median(solos), max(solos) - min(solos)
     excess, worst = [], (0.0, 0.0)
