@@ -92,3 +92,21 @@ def test_littles_law_ignores_streams_with_one_completion_instead_of_counting_the
     assert check.streams_used == 2
     assert check.n_from_little == pytest.approx(4.0)
     assert check.within_tolerance
+
+
+def test_failed_requests_count_against_slo_attainment_but_not_goodput():
+    """Five requests fit the SLO; two more, ending inside the window, failed: attainment is 5/7,
+    not 5/5, while goodput stays the rate of requests that met the SLO."""
+    from satbench.config import SloConfig
+
+    events = closed_loop_n1(n_requests=5)
+    events += [ev(seq=10 + i, sent_ms=t, chunks_ms=[t + 40], end_ms=t + 50, error="timeout")
+               for i, t in enumerate((420, 450))]
+    slo = SloConfig(p95_ttft_ms=100.0, p95_tpot_ms=100.0)
+    r = summarize_level(ctx(slo=slo), events, [mark("level_start", 0), mark("level_end", 600)], [])
+    assert r.counts.requests_in_window == 5
+    assert r.slo_attainment == pytest.approx(5 / 7)
+    assert r.goodput_req_per_s == pytest.approx(r.throughput.req_per_s.value)
+    tight = summarize_level(ctx(slo=SloConfig(p95_ttft_ms=100.0, p95_tpot_ms=20.0)), events,
+                            [mark("level_start", 0), mark("level_end", 600)], [])
+    assert tight.slo_attainment == 0.0 and tight.goodput_req_per_s == 0.0  # TPOT 30 ms > 20

@@ -92,3 +92,63 @@ def test_refine_finds_a_saturation_point_between_powers_of_two(fake_server, tmp_
     # the knee is 6 or 7: one waiting request (N = slots + 1) hides the client's turnaround between
     # requests, a real ~5 % gain; the 6 slots bind either way
     assert rec["knee"] in (6, 7) and rec["recommended_concurrency"] == 6 and rec["slots"] == 6
+
+
+def _fail_requests(lv, failed: int, kind: str = "timeout") -> None:
+    lv.counts.requests_ok = lv.counts.requests_measured - failed
+    lv.counts.errors_by_type = {kind: failed}
+
+
+def test_a_level_where_requests_fail_is_not_recommended(four_slot_run):
+    """Half the requests at N=4 timed out: N=4 may not be advertised although its throughput is the best."""
+    results = _results(four_slot_run)
+    lane = results.lanes[0]
+    by_n = {lv.concurrency: lv for lv in lane.levels}
+    _fail_requests(by_n[4], by_n[4].counts.requests_measured // 2)
+    rec = recommend_lane(lane, results)
+    assert rec.error_cap == 3 and rec.recommended_concurrency == 2
+    assert rec.binding.reason == "errors" and "N=4:" in rec.binding.detail and "timeout×" in rec.binding.detail
+    _fail_requests(by_n[4], 0)
+    by_n[4].counts.requests_measured = 200
+    _fail_requests(by_n[4], 2)  # exactly 1 %: tolerated
+    assert recommend_lane(lane, results).recommended_concurrency == 4
+    _fail_requests(by_n[4], 3)  # 1.5 %
+    assert recommend_lane(lane, results).recommended_concurrency == 2
+
+
+def test_no_recommendation_when_every_measured_level_is_above_the_limit(four_slot_run):
+    """A check failed at 2 in flight but the sweep measured from 4 up: nothing measured is safe, so
+    nothing is recommended (it used to fall back to the lowest level, above the cap)."""
+    results = _results(four_slot_run)
+    lane = results.lanes[0]
+    lane.levels = [lv for lv in lane.levels if lv.concurrency >= 4]
+    lane.fairness = [Verdict(check="S3", name="prompt behind prompt", verdict="fail", concurrency=2)]
+    rec = recommend_lane(lane, results)
+    assert rec.recommended_concurrency is None and rec.expected is None and rec.fairness_cap == 1
+    assert rec.binding.reason == "fairness" and "measure N ≤ 1" in rec.binding.detail
+
+
+def test_every_level_failing_its_requests_or_its_slo_gives_no_recommendation(four_slot_run):
+    results = _results(four_slot_run)
+    lane = results.lanes[0]
+    for lv in lane.levels:
+        _fail_requests(lv, lv.counts.requests_measured)
+    rec = recommend_lane(lane, results)
+    assert rec.recommended_concurrency is None and rec.error_cap == 0
+    assert "no concurrency is safe" in rec.binding.detail
+    lane = _results(four_slot_run).lanes[0]
+    lane.slo = SloConfig(p95_ttft_ms=0.001, p95_tpot_ms=0.001)
+    rec = recommend_lane(lane, results)
+    assert rec.recommended_concurrency is None and rec.binding.reason == "slo" and rec.max_concurrency_under_slo is None
+
+
+def test_a_server_that_failed_at_the_lowest_level_leaves_nothing_to_recommend(four_slot_run):
+    from satbench.manifest import ServerFailure
+
+    results = _results(four_slot_run)
+    lane = results.lanes[0]
+    lane.server_failures = [ServerFailure(lane=lane.lane, scenario="solo", level=1, repetition=2, session=0,
+                                          unit="solo/default/1/2", reason="the server died at N=1")]
+    rec = recommend_lane(lane, results)  # repetition 1 at N=1 was fine, but the server died there too
+    assert rec.server_failure_cap == 0 and rec.recommended_concurrency is None
+    assert rec.binding.reason == "server_failed"

@@ -106,8 +106,9 @@ class LevelResult(Strict):
     memory: Memory
     gpu: GpuUse | None = Field(None, description="NVML figures; None (unavailable) without a GPU")
     littles_law: LittleCheck | None = None
-    slo_attainment: float | None = Field(None, description="share of window requests meeting both SLO targets")
-    goodput_req_per_s: float | None = Field(None, description="req/s × SLO attainment")
+    slo_attainment: float | None = Field(None, description="share of window requests meeting both SLO targets "
+                                        "(failed requests ending in the window count as missing it)")
+    goodput_req_per_s: float | None = Field(None, description="req/s of requests meeting both SLO targets")
     counts: Counts
     flags: list[str] = Field(default_factory=list)
     unavailable: dict[str, str] = Field(default_factory=dict)
@@ -158,6 +159,7 @@ def summarize_level(
     rep_results: list[RepetitionResult] = []
     windows: list[SteadyWindow] = []
     in_window: list[RequestEvent] = []
+    failed_in_window: list[RequestEvent] = []
     per_rep_completed: list[list[RequestEvent]] = []
     occ = {"tw": [], "src": None, "dw": [], "cif": [], "deferred": []}
     for rep in reps:
@@ -170,6 +172,7 @@ def summarize_level(
         windows.append(win)
         done = throughput.completed_in_window(rep_events, win)
         in_window += done
+        failed_in_window += throughput.failed_in_window(rep_events, win)
         per_rep_completed.append(done)
         tw = occupancy.time_weighted_busy_slots(slots_s, win)
         if tw is not None:
@@ -230,10 +233,11 @@ def summarize_level(
         concurrency=n, repetitions=rep_results, throughput=thr, latency=lat, occupancy=o,
         memory=mem, gpu=gpu, littles_law=little, counts=counts,
     )
-    if ctx.slo is not None and in_window:
-        result.slo_attainment = slo_attainment(in_window, ctx.slo)
+    if ctx.slo is not None and (in_window or failed_in_window):
+        met = slo_met(in_window, ctx.slo)
+        result.slo_attainment = slo_attainment(met, len(in_window), len(failed_in_window))
         if thr.req_per_s.value is not None:
-            result.goodput_req_per_s = thr.req_per_s.value * result.slo_attainment
+            result.goodput_req_per_s = goodput_req_per_s(thr.req_per_s.value, met, len(in_window))
     result.flags = level_flags(ctx, result, events)
     intervals = _rep_intervals(events, marks)
     result.unavailable = unavailable_figures(ctx, result, endpoint_failures(metrics_s, intervals),
@@ -241,14 +245,25 @@ def summarize_level(
     return result
 
 
-def slo_attainment(requests: Sequence[RequestEvent], slo: SloConfig) -> float:
-    """Share of requests with TTFT ≤ the SLO's TTFT target and TPOT ≤ its TPOT target."""
+def slo_met(requests: Sequence[RequestEvent], slo: SloConfig) -> int:
+    """Successful requests with TTFT ≤ the SLO's TTFT target and TPOT ≤ its TPOT target."""
     ok = 0
     for e in requests:
         ttft, tpot = latency.ttft_ms(e), latency.tpot_ms(e)
         if ttft is not None and ttft <= slo.p95_ttft_ms and (tpot is None or tpot <= slo.p95_tpot_ms):
             ok += 1
-    return ok / len(requests)
+    return ok
+
+
+def slo_attainment(met: int, ok_in_window: int, failed_in_window: int) -> float:
+    """Attainment = requests meeting the SLO ÷ (successful + failed measured requests ending in the
+    window): a failed request never met the SLO."""
+    return met / (ok_in_window + failed_in_window)
+
+
+def goodput_req_per_s(req_per_s: float, met: int, ok_in_window: int) -> float:
+    """Goodput = req/s of successful requests × the share of them meeting the SLO (req/s meeting it)."""
+    return req_per_s * met / ok_in_window if ok_in_window else 0.0
 
 
 def _rep_intervals(events: Sequence[RequestEvent], marks: Sequence[LevelMark]) -> list[tuple[int, int]]:

@@ -48,6 +48,11 @@ def completed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[Req
     return [ev for ev in events if ev.phase == "measured" and ev.ok and w.contains(ev.end_ns)]
 
 
+def failed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[RequestEvent]:
+    """Measured requests that failed, counted by the time they ended: end_ns in the window."""
+    return [ev for ev in events if ev.phase == "measured" and not ev.ok and w.contains(ev.end_ns)]
+
+
 def req_per_s(events: list[RequestEvent], w: SteadyWindow) -> float:
     """Req/s = successful measured requests completing in the window ÷ window length."""
     return len(completed_in_window(events, w)) / w.duration_s

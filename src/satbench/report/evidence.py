@@ -188,7 +188,9 @@ def recommendations(recs: RecommendationsFile | None) -> list[Block]:
                            TableBlock(headers=list(RECOMMENDATION_HEADERS),
                                       rows=[recommendation_row(r) for r in recs.lanes],
                                       caption="recommended = the largest measured level ≤ min(knee, SLO bound, "
-                                              "slots, fairness cap, below a level whose server failed); out tok/s with its 95% CI")]
+                                              "slots, fairness cap, below a level whose server failed or where more "
+                                              "than 1% of requests failed), none safe when no measured level is that "
+                                              "low; out tok/s with its 95% CI")]
     items = []
     for r in recs.lanes:
         items += [f"{r.lane}: {r.binding.detail}", f"{r.lane}: knee — {r.knee_reason}",

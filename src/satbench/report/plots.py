@@ -47,8 +47,9 @@ def marker_lines(rec: LaneRecommendation | None) -> list[tuple[str, int, str]]:
     if rec is None:
         return []
     out = [("knee", rec.knee, f"knee N={rec.knee}")] if rec.knee is not None else []
-    out.append(("recommended", rec.recommended_concurrency,
-                f"recommended N={rec.recommended_concurrency} (bound by {rec.binding.reason})"))
+    if rec.recommended_concurrency is not None:
+        out.append(("recommended", rec.recommended_concurrency,
+                    f"recommended N={rec.recommended_concurrency} (bound by {rec.binding.reason})"))
     return out
 
 

@@ -180,8 +180,10 @@ def recommendation_row(r) -> list[str]:
     e = r.expected
     usl = f"{r.usl.peak_n:.0f}" if r.usl.peak_reported and r.usl.peak_n else "not reported"
     binding = r.binding.reason + (f" ({r.binding.resource})" if r.binding.resource else "")
-    return [r.lane, str(r.recommended_concurrency), binding,
+    rec = "none safe" if r.recommended_concurrency is None else str(r.recommended_concurrency)
+    figures = (["n/a", "n/a"] if e is None else
+               [_est(e.output_tok_per_s), f"{_num(e.p95_ttft_ms, '{:.0f}')} / {_num(e.p95_tpot_ms, '{:.1f}')}"])
+    return [r.lane, rec, binding,
             "none (still rising)" if r.knee is None else str(r.knee),
             "n/a" if r.max_concurrency_under_slo is None else str(r.max_concurrency_under_slo),
-            "n/a" if r.slots is None else str(r.slots), _est(e.output_tok_per_s),
-            f"{_num(e.p95_ttft_ms, '{:.0f}')} / {_num(e.p95_tpot_ms, '{:.1f}')}", usl]
+            "n/a" if r.slots is None else str(r.slots), *figures, usl]

@@ -1,7 +1,8 @@
 """recommendations.json (DESIGN.md §7, §8): per lane and machine, how many requests at once.
 
-recommended = the largest measured level ≤ min(knee, SLO bound, slots, fairness cap), with
-the binding reason named. Everything comes from results.json; the file is byte-identical for
+recommended = the largest measured level ≤ min(knee, SLO bound, slots, fairness cap, server-failure
+cap, error cap), with the binding reason named; None when no measured level is that low (the
+capability report then refuses to advertise the lane as measured). Everything comes from results.json; the file is byte-identical for
 the same run directory except `created_at`.
 """
 
@@ -26,9 +27,12 @@ from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.usl import UslFit, fit_usl
 
 RECOMMENDATIONS_FILE = "recommendations.json"
-RECOMMENDATIONS_SCHEMA_VERSION = "1.2"  # 1.2: runtime.binary_sha256; 1.1: binding.resource, saturation, server_failure_cap
+RECOMMENDATIONS_SCHEMA_VERSION = "1.3"
+# 1.3: error_cap and the "errors" binding; recommended_concurrency and expected are None when no
+#      measured level is safe. 1.2: runtime.binary_sha256. 1.1: binding.resource, saturation, server_failure_cap.
 SLO_MIN_ATTAINMENT = 0.90
-Reason = Literal["server_failed", "fairness", "slo", "slots", "knee", "highest_measured"]
+ERROR_SHARE_MAX = 0.01  # a level where more than 1 % of measured requests failed is not a safe limit
+Reason = Literal["server_failed", "errors", "fairness", "slo", "slots", "knee", "highest_measured"]
 
 
 class LevelSummary(Strict):
@@ -77,7 +81,8 @@ class LaneRecommendation(Strict):
     hardware: HostInfo
     model: ModelInfo
     runtime: RuntimeInfo
-    recommended_concurrency: int
+    recommended_concurrency: int | None = Field(description="None: no measured level is at or below the "
+                                                "binding limit (binding.detail says why)")
     max_concurrency_under_slo: int | None
     slo: SloConfig | None
     knee: int | None
@@ -88,9 +93,12 @@ class LaneRecommendation(Strict):
     fairness_failures: list[str] = Field(default_factory=list)
     server_failure_cap: int | None = Field(None, description="below the lowest level whose server failed")
     server_failures: list[str] = Field(default_factory=list)
+    error_cap: int | None = Field(None, description=f"below the lowest level where more than {ERROR_SHARE_MAX:.0%} "
+                                  "of measured requests failed")
+    error_levels: list[str] = Field(default_factory=list)
     binding: Binding
     saturation: Saturation | None = Field(None, description="what limits throughput past the knee")
-    expected: Expected
+    expected: Expected | None = Field(description="None when recommended_concurrency is None")
     usl: UslFit
     server_confirmation: ServerConfirmation
     measured_levels: list[LevelSummary]
@@ -157,7 +165,25 @@ def server_failure_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
     failed = [f for f in lane.server_failures if f.level > 0]
     if not failed:
         return None, []
-    return max(min(f.level for f in failed) - 1, 1), [f.reason for f in failed]
+    return min(f.level for f in failed) - 1, [f.reason for f in failed]
+
+
+def failed_share(lv: LevelResult) -> float:
+    """Share of the level's measured requests that failed (every repetition, in window or not)."""
+    c = lv.counts
+    return (c.requests_measured - c.requests_ok) / c.requests_measured if c.requests_measured else 0.0
+
+
+def error_cap(levels: list[LevelResult]) -> tuple[int | None, list[str]]:
+    """A level where more than ERROR_SHARE_MAX of the measured requests failed (timeouts, HTTP
+    errors, cut streams) forbids recommending it or more: a router would see those failures."""
+    bad = [lv for lv in sorted(levels, key=lambda x: x.concurrency) if failed_share(lv) > ERROR_SHARE_MAX]
+    if not bad:
+        return None, []
+    return bad[0].concurrency - 1, [
+        f"N={lv.concurrency}: {lv.counts.requests_measured - lv.counts.requests_ok} of {lv.counts.requests_measured} "
+        f"measured requests failed ({', '.join(f'{k}×{v}' for k, v in lv.counts.errors_by_type.items()) or 'errors'})"
+        for lv in bad]
 
 
 def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> ServerConfirmation:
@@ -185,12 +211,41 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
                               statement=f"{parts[0]} " + ", ".join(parts[1:]))
 
 
+def _bounds(lane: LaneResult, levels: list[LevelResult], knee: int | None, knee_reason: str,
+            slo: tuple[int | None, str]) -> list[tuple[Reason, int, str]]:
+    """Every limit on the recommendation: (reason, the largest N it allows, why)."""
+    crash_cap, crashes = server_failure_cap(lane)
+    err_cap, errs = error_cap(lane.levels)
+    cap, failures = fairness_cap(lane)
+    slo_n, slo_why = slo
+    slots = lane.runtime.total_slots
+    bounds: list[tuple[Reason, int, str]] = []
+    if crash_cap is not None:
+        bounds.append(("server_failed", crash_cap, "; ".join(crashes) + ": nothing at or above it is recommended"))
+    if err_cap is not None:
+        bounds.append(("errors", err_cap, "; ".join(errs) + f" (more than {ERROR_SHARE_MAX:.0%}): nothing at or "
+                       "above it is recommended"))
+    if cap is not None:
+        bounds.append(("fairness", cap, "; ".join(failures) + ": nothing at or above it is recommended"))
+    if lane.slo is not None and slo_n != levels[-1].concurrency:  # binding only where a level missed it
+        bounds.append(("slo", slo_n or 0, slo_why))
+    if slots:
+        bounds.append(("slots", slots, f"the server has {slots} slots"))
+    if knee is not None:
+        bounds.append(("knee", knee, knee_reason))
+    elif crash_cap is None:  # else the top measured level is the last below the failure: that binds
+        bounds.append(("highest_measured", levels[-1].concurrency, knee_reason))
+    return bounds
+
+
 def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation | None:
     crash_cap, crashes = server_failure_cap(lane)
-    levels = sorted((lv for lv in lane.levels if lv.throughput.output_tok_per_s.value
-                     and (crash_cap is None or lv.concurrency <= crash_cap)), key=lambda lv: lv.concurrency)
-    if not levels:
+    measured_levels = sorted((lv for lv in lane.levels if lv.throughput.output_tok_per_s.value),
+                             key=lambda lv: lv.concurrency)
+    if not measured_levels:
         return None
+    # the curve below a server failure; all of it when the server failed at the lowest level
+    levels = [lv for lv in measured_levels if crash_cap is None or lv.concurrency <= crash_cap] or measured_levels
     points = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value, ci_low=lv.throughput.output_tok_per_s.ci_low,
                     ci_high=lv.throughput.output_tok_per_s.ci_high) for lv in levels]
     k = marginal_gain_knee(points)
@@ -199,20 +254,8 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     slo_n, slo_why = slo_bound(levels, lane.slo)
     slots = lane.runtime.total_slots
     cap, failures = fairness_cap(lane)
-    top = levels[-1].concurrency
-    bounds: list[tuple[Reason, int, str]] = []
-    if crash_cap is not None:
-        bounds.append(("server_failed", crash_cap, "; ".join(crashes) + ": nothing at or above it is recommended"))
-    if cap is not None:
-        bounds.append(("fairness", cap, "; ".join(failures) + ": nothing at or above it is recommended"))
-    if lane.slo is not None and slo_n != levels[-1].concurrency:  # binding only where a level missed it
-        bounds.append(("slo", slo_n or 0, slo_why))
-    if slots:
-        bounds.append(("slots", slots, f"the server has {slots} slots"))
-    if k.knee is not None:
-        bounds.append(("knee", k.knee, k.reason))
-    elif crash_cap is None:  # else the top measured level is the last below the failure: that binds
-        bounds.append(("highest_measured", top, k.reason))
+    err_cap, errs = error_cap(lane.levels)
+    bounds = _bounds(lane, levels, k.knee, k.reason, (slo_n, slo_why))
     limit = min(b[1] for b in bounds)
     tied = [b for b in bounds if b[1] == limit]
     reason = tied[0][0]
@@ -223,23 +266,30 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     if reason == "knee" and saturation is not None:
         resource = saturation.resource
         detail += f"; {saturation.statement}"
-    measured = [lv.concurrency for lv in levels]
-    rec = max((n for n in measured if n <= limit), default=measured[0])
-    if rec != limit:
-        detail += f"; the largest measured level at or below {limit} is {rec} (--refine measures between levels)"
-    at = next(lv for lv in levels if lv.concurrency == rec)
-    ttft, ttft_ci = _p95(at.latency.ttft_ms)
-    tpot, tpot_ci = _p95(at.latency.tpot_ms)
+    rec = max((lv.concurrency for lv in levels if lv.concurrency <= limit), default=None)
+    expected = None
+    if rec is None:
+        detail += (f"; no measured level is at or below {limit}: " +
+                   ("no concurrency is safe to advertise" if limit < 1
+                    else f"measure N ≤ {limit} (e.g. --concurrency {','.join(str(n) for n in range(1, limit + 1))})"))
+    else:
+        if rec != limit:
+            detail += f"; the largest measured level at or below {limit} is {rec} (--refine measures between levels)"
+        at = next(lv for lv in levels if lv.concurrency == rec)
+        ttft, ttft_ci = _p95(at.latency.ttft_ms)
+        tpot, tpot_ci = _p95(at.latency.tpot_ms)
+        expected = Expected(concurrency=rec, output_tok_per_s=at.throughput.output_tok_per_s, p95_ttft_ms=ttft,
+                            p95_ttft_ci=ttft_ci, p95_tpot_ms=tpot, p95_tpot_ci=tpot_ci,
+                            peak_rss_bytes=at.memory.peak_rss_bytes, peak_gpu_mem_bytes=at.memory.peak_gpu_mem_bytes)
     return LaneRecommendation(
         lane=lane.lane, hardware_fingerprint=lane.hardware.fingerprint_sha256, hardware=lane.hardware,
         model=lane.model, runtime=lane.runtime, recommended_concurrency=rec, max_concurrency_under_slo=slo_n,
         slo=lane.slo, knee=k.knee, knee_reason=k.reason, kneedle_knee=kneedle(points), slots=slots,
         fairness_cap=cap, fairness_failures=failures, server_failure_cap=crash_cap, server_failures=crashes,
-        binding=Binding(reason=reason, resource=resource, detail=detail), saturation=saturation,
-        expected=Expected(concurrency=rec, output_tok_per_s=at.throughput.output_tok_per_s, p95_ttft_ms=ttft,
-                          p95_ttft_ci=ttft_ci, p95_tpot_ms=tpot, p95_tpot_ci=tpot_ci,
-                          peak_rss_bytes=at.memory.peak_rss_bytes, peak_gpu_mem_bytes=at.memory.peak_gpu_mem_bytes),
-        usl=fit_usl(samples), server_confirmation=confirmation(levels, rec, slots),
+        error_cap=err_cap, error_levels=errs,
+        binding=Binding(reason=reason, resource=resource, detail=detail), saturation=saturation, expected=expected,
+        usl=fit_usl(samples), server_confirmation=confirmation(levels, rec if rec is not None else levels[0].concurrency,
+                                                               slots),
         measured_levels=[LevelSummary(concurrency=lv.concurrency, output_tok_per_s=lv.throughput.output_tok_per_s,
                                       p95_ttft_ms=lv.latency.ttft_ms.p95, p95_tpot_ms=lv.latency.tpot_ms.p95,
                                       slo_attainment=lv.slo_attainment) for lv in levels],
