@@ -110,11 +110,16 @@ def runtime_build_now(lane: LaneConfig) -> str | None:
     return None
 
 
-def binary_mismatch(measured: str | None, node: NodeLane) -> str | None:
+def binary_mismatch(measured: str | None, node: NodeLane, build_known: bool = True) -> str | None:
     """A native llama-server is the same build only if its code is the same bytes: the version
-    string alone cannot tell two builds apart that were compiled outside git ("0 (unknown)")."""
-    if measured is None or node.runtime_kind != "native":
+    string alone cannot tell two builds apart that were compiled outside git ("0 (unknown)").
+    A recommendation that recorded no binary hash (satbench before 0.1's results schema 2.3) is
+    accepted on its build number, and refused when it has none (`build_known` False)."""
+    if node.runtime_kind != "native":
         return None
+    if measured is None:
+        return None if build_known else ("the recommendation records no llama-server binary hash and its build "
+                                         "reports no build number: cannot confirm it is the binary measured")
     if node.runtime_binary_sha256 is None:
         return "cannot read this node's llama-server binary to confirm it is the one measured"
     if node.runtime_binary_sha256 != measured:
@@ -127,12 +132,18 @@ def recommendation_problems(rec: LaneRecommendation) -> list[str]:
     """Internal consistency: the numbers must be ones the run measured."""
     measured = {lv.concurrency: lv for lv in rec.measured_levels}
     out = []
+    if rec.recommended_concurrency is None:
+        return ["expected figures without a recommended concurrency"] if rec.expected is not None else []
+    if rec.expected is None:
+        return ["a recommended concurrency without its expected figures"]
     if rec.recommended_concurrency not in measured:
         out.append(f"recommended concurrency {rec.recommended_concurrency} is not a measured level {sorted(measured)}")
     else:
         lv = measured[rec.recommended_concurrency]
         if lv.output_tok_per_s.value != rec.expected.output_tok_per_s.value:
             out.append("expected throughput differs from the measured level's")
+        if lv.p95_ttft_ms != rec.expected.p95_ttft_ms or lv.p95_tpot_ms != rec.expected.p95_tpot_ms:
+            out.append("expected p95 TTFT or TPOT differs from the measured level's")
     if rec.slots is not None and rec.recommended_concurrency > rec.slots:
         out.append(f"recommended concurrency {rec.recommended_concurrency} exceeds the {rec.slots} slots")
     if rec.fairness_cap is not None and rec.recommended_concurrency > rec.fairness_cap:
@@ -161,7 +172,7 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
         return "cannot confirm this node's runtime build"
     if rec_build != node.runtime_build:
         return f"measured with another runtime build ({rec_build} ≠ {node.runtime_build})"
-    if (why := binary_mismatch(rec.runtime.binary_sha256, node)) is not None:
+    if (why := binary_mismatch(rec.runtime.binary_sha256, node, build_known=bool(rec.runtime.build_number))) is not None:
         return why
     try:
         measured = dt.datetime.fromisoformat(rec.measured_at)
@@ -177,6 +188,8 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
     problems = recommendation_problems(rec)
     if problems:
         return "inconsistent recommendation (tampered?): " + "; ".join(problems)
+    if rec.recommended_concurrency is None:
+        return f"the run found no safe concurrency for this lane ({rec.binding.reason}): {rec.binding.detail}"[:600]
     return None
 
 
@@ -261,7 +274,8 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
         if why is not None:
             out.append(LaneCapability(**base, status="unmeasured", reason=why, max_concurrency=CONSERVATIVE_CONCURRENCY))
             continue
-        assert rec is not None and recs is not None
+        assert rec is not None and recs is not None and rec.expected is not None
+        assert rec.recommended_concurrency is not None
         e = rec.expected
         out.append(LaneCapability(
             **base, status="measured", synthetic_model=rec.model.synthetic,
@@ -298,9 +312,13 @@ def render_litellm(report: CapabilityReport, cfg: RunConfig) -> str:
                   "    model_info:",
                   f"      satbench_status: {lane.status}"]
         if lane.status == "measured":
-            lines += [f"      satbench_expected_output_tok_per_s: {lane.expected_output_tok_per_s:.1f}",
-                      f"      satbench_expected_p95_ttft_ms: {lane.expected_p95_ttft_ms:.0f}",
+            lines += [f"      satbench_expected_output_tok_per_s: {_yaml_num(lane.expected_output_tok_per_s, '{:.1f}')}",
+                      f"      satbench_expected_p95_ttft_ms: {_yaml_num(lane.expected_p95_ttft_ms, '{:.0f}')}",
                       f"      satbench_measured_at: \"{lane.measured_at}\""]
         else:
             lines.append(f"      satbench_reason: {json.dumps(lane.reason)}")
     return "\n".join(lines) + "\n"
+
+
+def _yaml_num(value: float | None, fmt: str) -> str:
+    return "null" if value is None else fmt.format(value)

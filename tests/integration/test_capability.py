@@ -57,12 +57,31 @@ def test_litellm_fragment(measured, capsys):
     assert "model_list:" in text and f"max_parallel_requests: {rec['recommended_concurrency']}" in text
 
 
+def test_litellm_fragment_without_a_p95(measured, capsys, tmp_path):
+    """A level without a p95 TTFT (no successful request in its window) prints null, not a traceback."""
+    model, recs = measured
+
+    def drop_ttft(r):
+        r["expected"]["p95_ttft_ms"] = None
+        for lv in r["measured_levels"]:
+            if lv["concurrency"] == r["recommended_concurrency"]:
+                lv["p95_ttft_ms"] = None
+
+    capsys.readouterr()
+    assert main(["capability", "--recommendations", str(edited(tmp_path, recs, drop_ttft)), "--model", str(model),
+                 "--format", "litellm"]) == 0
+    assert "satbench_expected_p95_ttft_ms: null" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("name, change, needle", [
     ("wrong hardware", lambda r: r.update(hardware_fingerprint="0" * 64), "another machine"),
     ("wrong build", lambda r: r["runtime"].update(build_number=1), "another runtime build"),
     ("stale", lambda r: r.update(measured_at="2020-01-01T00:00:00+00:00"), "stale"),
     ("tampered level", lambda r: r.update(recommended_concurrency=64), "not a measured level"),
     ("tampered figure", lambda r: r["expected"]["output_tok_per_s"].update(value=1e9), "expected throughput"),
+    ("tampered latency", lambda r: r["expected"].update(p95_ttft_ms=1.0), "p95 TTFT or TPOT differs"),
+    ("no safe level", lambda r: r.update(recommended_concurrency=None, expected=None), "no safe concurrency"),
+    ("figures without a level", lambda r: r.update(recommended_concurrency=None), "expected figures without"),
     ("schema-invalid", lambda r: r.update(recommended_concurrency="lots"), "fails schema validation"),
     ("schema-invalid missing key", lambda r: r.pop("binding"), "fails schema validation"),
 ])

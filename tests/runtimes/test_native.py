@@ -149,3 +149,10 @@ def test_capability_refuses_a_recommendation_measured_with_other_library_bytes(t
     lane = capability()
     assert lane["status"] == "unmeasured" and lane["max_concurrency"] == 1
     assert "another llama-server binary" in lane["reason"] and "0 (unknown)" in lane["reason"], lane["reason"]
+    # a recommendation written before binaries were hashed cannot vouch for a build without a number
+    lib.write_bytes(b"build A")
+    data = json.loads((out / "recommendations.json").read_text())
+    data["lanes"][0]["runtime"]["binary_sha256"] = None
+    (out / "recommendations.json").write_text(json.dumps(data))
+    lane = capability()
+    assert lane["status"] == "unmeasured" and "no llama-server binary hash" in lane["reason"], lane["reason"]
