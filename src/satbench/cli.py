@@ -160,6 +160,7 @@ def _cmd_verify(a: argparse.Namespace) -> int:
 
     v = verify(Path(a.run_dir))
     for label, items in (("MODIFIED", v.modified), ("MISSING", v.missing), ("INCONSISTENT", v.inconsistent),
+                         ("NOT COVERED by SHA256SUMS", v.uncovered),
                          ("not listed (added after the report)", v.unlisted)):
         for item in items:
             print(f"{label}: {item}")
@@ -170,7 +171,8 @@ def _cmd_verify(a: argparse.Namespace) -> int:
         print(f"written by an earlier satbench, consistent under the current schemas: {', '.join(v.older_schema)}")
     verdict = "OK" if v.ok else "FAILED"
     print(f"verify {verdict}: {v.files_checked} files in SHA256SUMS, {len(v.modified)} modified, "
-          f"{len(v.missing)} missing, {len(v.inconsistent)} derived files inconsistent with the raw ones; "
+          f"{len(v.missing)} missing, {len(v.inconsistent)} derived files inconsistent with the raw ones, "
+          f"{len(v.uncovered)} not covered; "
           f"bundle digest {v.bundle_digest}")
     return 0 if v.ok else VERIFY_FAILED
 

@@ -123,6 +123,39 @@ def test_a_consistently_rehashed_tampering_is_still_caught(run_dir, tmp_path):
     assert v.inconsistent and v.inconsistent[0].startswith("results.json")
 
 
+def test_a_rehashed_edit_of_results_csv_is_caught(run_dir, tmp_path):
+    """The spreadsheet is what people open: its figures are re-derived like the JSON files."""
+    from satbench.report.integrity import write_sums
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    rows = list(csv.reader((copy / "results.csv").read_text().splitlines()))
+    col = rows[0].index("output_tok_per_s")
+    rows[1][col] = str(float(rows[1][col]) * 1.01)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    (copy / "results.csv").write_text(buf.getvalue())
+    write_sums(copy)
+    v = verify(copy)
+    assert not v.modified and v.inconsistent == ["results.csv: row 1 differs from a fresh analysis (output_tok_per_s)"]
+
+
+def test_an_emptied_sha256sums_fails_and_an_invented_verdicts_file_is_caught(run_dir, tmp_path, capsys):
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    (copy / SUMS_FILE).write_text("")
+    v = verify(copy)
+    assert not v.ok and {"run.json", "events.jsonl", "results.json", "recommendations.json"} <= set(v.uncovered)
+    assert main(["verify", str(copy)]) == 7
+    assert "NOT COVERED by SHA256SUMS: run.json" in capsys.readouterr().out
+    from satbench.report.integrity import write_sums
+
+    (copy / "verdicts.json").write_text('{"schema_version": "1.0", "lanes": []}\n')  # this run ran no checks
+    write_sums(copy)
+    v = verify(copy)
+    assert not v.uncovered and v.inconsistent == ["verdicts.json: the raw files hold no fairness checks"]
+
+
 def _as_written_by_an_earlier_satbench(path: Path, version: str, change=None) -> None:
     """Rewrite a derived JSON file as the schema before runtime.binary_sha256 existed."""
     def drop(node):

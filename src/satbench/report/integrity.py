@@ -15,7 +15,11 @@ lists every file of the run directory, raw and derived. `verify` checks three th
    equal when they agree to 1e-6 relative: the bundle may have been derived by another Python,
    numpy or scipy (on the machine that measured it), whose floating-point results differ in
    the last bits; an edited figure differs by far more;
-3. files present but not listed are named (added after the report; not an error).
+   results.csv must hold the figures of the fresh results (to the 6 decimals it prints), and a
+   verdicts.json in a run without fairness checks is inconsistent;
+3. the files verify relies on (run.json, the JSONL files, the derived files) are listed: one
+   that is present but not in SHA256SUMS fails (an emptied SHA256SUMS must not pass); other
+   files present but not listed are named (added after the report; not an error).
 
 A matching SHA256SUMS proves consistency, not authorship: whoever can edit the raw files can
 rewrite SHA256SUMS. Quote the bundle digest (sha256 of SHA256SUMS) where the run is cited to
@@ -29,7 +33,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from satbench.artifacts import older_minor, same_under_current_schema, schema_version_of
+from satbench.artifacts import FLOAT_REL_TOL, older_minor, same_under_current_schema, schema_version_of
 from satbench.config import Strict
 from satbench.errors import RunDirError, SatbenchError
 from satbench.manifest import write_text_atomic
@@ -40,6 +44,8 @@ SUMS_FILE = "SHA256SUMS"
 DERIVED_FILES = ("results.json", "verdicts.json", "recommendations.json", "results.csv", "EVIDENCE.md",
                  "report.html", SUMS_FILE)
 DERIVED_DIRS = ("plots",)
+MUST_BE_LISTED = ("run.json", "events.jsonl", "server_samples.jsonl") + tuple(f for f in DERIVED_FILES if f != SUMS_FILE)
+CSV_ABS_TOL = 1e-6  # results.csv prints figures rounded to 6 decimals
 
 
 class FileHash(Strict):
@@ -99,6 +105,8 @@ class Verification(Strict):
     modified: list[str] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)
     unlisted: list[str] = Field(default_factory=list)
+    uncovered: list[str] = Field(default_factory=list,
+                                 description="files verify relies on that are present but not in SHA256SUMS")
     inconsistent: list[str] = Field(default_factory=list, description="derived files that do not follow from the raw ones")
     older_schema: list[str] = Field(default_factory=list,
                                     description="derived files written under an older minor schema version, consistent under this one")
@@ -108,7 +116,7 @@ class Verification(Strict):
 
     @property
     def ok(self) -> bool:
-        return not (self.modified or self.missing or self.inconsistent)
+        return not (self.modified or self.missing or self.inconsistent or self.uncovered)
 
 
 def verify(run_dir: Path) -> Verification:
@@ -125,6 +133,8 @@ def verify(run_dir: Path) -> Verification:
         elif sha256_file(run_dir / rel, cache=None) != digest:
             v.modified.append(rel)
     v.unlisted = sorted(present - set(sums))
+    v.uncovered = [f for f in v.unlisted if f in MUST_BE_LISTED]
+    v.unlisted = [f for f in v.unlisted if f not in MUST_BE_LISTED]
     v.inconsistent, v.older_schema, v.rounding = _rederive(run_dir)
     return v
 
@@ -155,6 +165,10 @@ def _rederive(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
     expected: dict[str, tuple[str, type[BaseModel]]] = {"results.json": (render_results(results), ResultsFile)}
     if (verdicts := verdicts_of(results)) is not None:
         expected["verdicts.json"] = (render_verdicts(verdicts), VerdictsFile)
+    elif (run_dir / "verdicts.json").exists():
+        out.append("verdicts.json: the raw files hold no fairness checks")
+    if (why := csv_differs(run_dir, results)) is not None:
+        (older if why.startswith("results.csv: written with") else out).append(why)
     for name, (text, model) in expected.items():
         path = run_dir / name
         if not path.exists():
@@ -182,3 +196,36 @@ def _rederive(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
         elif (was := schema_version_of(old)) != RecommendationsFile.model_fields["schema_version"].default:
             older.append(f"{RECOMMENDATIONS_FILE}: schema {was}")
     return out, older, rounding
+
+
+def _cells_equal(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    return abs(x - y) <= max(CSV_ABS_TOL, FLOAT_REL_TOL * max(abs(x), abs(y)))
+
+
+def csv_differs(run_dir: Path, results) -> str | None:
+    """Why results.csv does not hold the fresh results' figures (None when it does or is absent);
+    a file with other columns was written by another satbench version and is not compared."""
+    import csv
+
+    from satbench.report.csvfile import CSV_FILE, render_csv
+
+    path = run_dir / CSV_FILE
+    if not path.exists():
+        return None
+    old = list(csv.reader(path.read_text(encoding="utf-8").splitlines()))
+    fresh = list(csv.reader(render_csv(results).splitlines()))
+    if old[:1] != fresh[:1]:
+        return f"{CSV_FILE}: written with other columns (an earlier satbench); not compared"
+    if len(old) != len(fresh):
+        return f"{CSV_FILE}: {len(old) - 1} rows, a fresh analysis gives {len(fresh) - 1}"
+    for i, (a, b) in enumerate(zip(old, fresh)):
+        bad = [fresh[0][j] for j, (x, y) in enumerate(zip(a, b)) if not _cells_equal(x, y)]
+        if len(a) != len(b) or bad:
+            return f"{CSV_FILE}: row {i} differs from a fresh analysis ({', '.join(bad) or 'cell count'})"
+    return None
