@@ -102,11 +102,38 @@ def test_resume_refuses_another_machine_and_a_finished_or_missing_run(interrupte
     m = read_manifest(run_dir)
     m.provenance.host.fingerprint_sha256 = "0" * 64
     write_manifest(run_dir, m)
+    before = _snapshot(run_dir)
     assert main(["sweep", "--resume", str(run_dir)]) == 2
     assert "cannot resume on this machine" in capsys.readouterr().err
+    assert _snapshot(run_dir) == before  # a refused resume writes nothing: no failed status, no session
     assert main(["sweep", "--resume", str(tmp_path / "nope")]) == 2
     assert "no such run directory" in capsys.readouterr().err
     assert main(["sweep", "--resume", str(run_dir), "-o", str(tmp_path / "x")]) == 2
+
+
+def _snapshot(run_dir) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file() and p.name != ".lock"}
+
+
+def test_a_run_still_being_measured_cannot_be_resumed_beside_it(interrupted, capsys):
+    """A second process holding the run directory (a sweep still writing it) makes --resume stop
+    before it touches anything; once that process is gone the resume goes ahead."""
+    fake, run_dir = interrupted
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from satbench.rundir import run_lock\n"
+        f"with run_lock(Path({str(run_dir)!r})):\n    print('held', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == b"held"
+        before = _snapshot(run_dir)
+        assert main(["sweep", "--resume", str(run_dir)]) == 2
+        err = capsys.readouterr().err
+        assert f"is being written by another satbench process (pid {holder.pid})" in err, err
+        assert _snapshot(run_dir) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(["sweep", "--resume", str(run_dir), "--url", fake.base_url, *FLAGS]) == 0
 
 
 def test_a_reboot_between_run_and_resume_is_refused(interrupted, capsys):

@@ -116,7 +116,7 @@ run timeout 120 "${SB[@]}" verify "$RUN"
 step "pack"
 cp "$LOG" "$WORK/steps.log"
 [ -f "$OUT/nvidia-smi.txt" ] && cp "$OUT/nvidia-smi.txt" "$WORK/"
-tar czf "$OUT/h200-run.tar.gz" -C "$WORK" run lanes.toml steps.log $( [ -f "$WORK/capability.json" ] && echo capability.json ) \
+tar czf "$OUT/h200-run.tar.gz" --exclude=run/.lock -C "$WORK" run lanes.toml steps.log $( [ -f "$WORK/capability.json" ] && echo capability.json ) \
     $( [ -f "$WORK/nvidia-smi.txt" ] && echo nvidia-smi.txt )
 if [ "$(stat -c %s "$OUT/h200-run.tar.gz")" -gt $(( PART_MB * 1024 * 1024 )) ]; then
     # the device returns files of at most 16 MiB: cat h200-run.tar.gz.part* > h200-run.tar.gz

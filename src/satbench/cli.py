@@ -37,7 +37,8 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     from satbench.report.progress import RichProgress
     from satbench.report.table import print_results
     from satbench.results import verdicts_of
-    from satbench.sweep import Sweep, default_run_dir, prepare_run_dir
+    from satbench.rundir import default_run_dir, prepare_run_dir
+    from satbench.sweep import Sweep
 
     argv = [redact_url(x) for x in ["satbench", *a.argv]]
     resume = None

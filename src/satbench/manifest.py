@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Literal
@@ -211,3 +212,20 @@ def read_manifest(run_dir: Path) -> RunManifest:
         return RunManifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
     except (ValueError, ValidationError) as exc:
         raise RunDirError(f"{path} is not a valid run manifest: {exc.__class__.__name__}") from exc
+
+
+def satbench_source() -> tuple[str | None, list[str]]:
+    """(git commit of the satbench source tree, '+dirty' when modified; the modified files),
+    or (None, []) when satbench is not running from a checkout."""
+    src = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True,
+                              timeout=5)
+        if head.returncode != 0:
+            return None, []
+        status = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=src,
+                                capture_output=True, text=True, timeout=5)
+        changed = sorted(line[3:] for line in status.stdout.splitlines() if line.strip())
+        return head.stdout.strip() + ("+dirty" if changed else ""), changed
+    except (OSError, subprocess.TimeoutExpired):
+        return None, []

@@ -125,11 +125,11 @@ def begin_session(run_dir: Path, m: RunManifest, command_line: list[str], satben
     if m.provenance is not None and m.provenance.satbench_version != satbench_version:
         raise UserError(f"cannot resume: the run was measured by satbench {m.provenance.satbench_version}, "
                         f"this is {satbench_version}")
-    torn = sum(repair_torn_tail(run_dir / name) for name in (EVENTS_FILE, SAMPLES_FILE))
     now = time.perf_counter_ns()
-    if last_stamp_ns(run_dir) > now:
+    if last_stamp_ns(run_dir) > now:  # (a torn last line is skipped by the reader)
         raise UserError("cannot resume: the machine's monotonic clock went back since the run (a reboot?); "
                         "old and new stamps would overlap — start a new run")
+    torn = sum(repair_torn_tail(run_dir / name) for name in (EVENTS_FILE, SAMPLES_FILE))
     session = len(m.resumes) + 1
     m.resumes.append(ResumeRecord(
         session=session, started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import secrets
-import subprocess
 import time
 from pathlib import Path
 
@@ -32,9 +31,10 @@ from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
 from satbench.lane_session import LaneSession, Progress, make_runtime
 from satbench.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, ServerFailure,
-                               write_manifest)
+                               read_manifest, satbench_source, write_manifest)
 from satbench.models.resolve import resolve_model
 from satbench.results import ResultsFile
+from satbench.rundir import default_run_dir, prepare_run_dir, run_lock  # noqa: F401 (re-exported)
 from satbench.resume import (begin_session, check_same_config, fairness_unit, refine_unit, solo_unit,
                              together_unit, units_not_to_run)
 from satbench.server_checks import check_same_server, check_server_fits
@@ -48,39 +48,6 @@ class _Silent:
     def request_done(self, event: RequestEvent) -> None: ...
     def skip(self, requests: int) -> None: ...
     def end(self) -> None: ...
-
-
-def default_run_dir(root: Path = Path("runs")) -> Path:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return root / f"{stamp}-{secrets.token_hex(2)}"
-
-
-def prepare_run_dir(path: Path) -> Path:
-    """Create the run directory; refuse one that already holds a run."""
-    if path.exists() and any(path.iterdir()):
-        raise UserError(f"run directory {path} is not empty; choose another with -o")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunDirError(f"cannot create run directory {path}: {exc.strerror or exc}") from exc
-    return path
-
-
-def satbench_source() -> tuple[str | None, list[str]]:
-    """(git commit of the satbench source tree, '+dirty' when modified; the modified files),
-    or (None, []) when satbench is not running from a checkout."""
-    src = Path(satbench.__file__).resolve().parent
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True,
-                              timeout=5)
-        if head.returncode != 0:
-            return None, []
-        status = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=src,
-                                capture_output=True, text=True, timeout=5)
-        changed = sorted(line[3:] for line in status.stdout.splitlines() if line.strip())
-        return head.stdout.strip() + ("+dirty" if changed else ""), changed
-    except (OSError, subprocess.TimeoutExpired):
-        return None, []
 
 
 class Sweep:
@@ -103,10 +70,10 @@ class Sweep:
         self.nonce = secrets.token_hex(3)
         self.results: ResultsFile | None = None
         self.session = 0
+        self.resuming = resume is not None
         if resume is not None:
             check_same_config(resume.config, self.cfg)
             self.manifest = resume
-            self.session = begin_session(run_dir, resume, command_line, satbench.__version__)
         else:
             self.manifest = RunManifest(
                 run_id=run_dir.name, command_line=command_line,
@@ -115,6 +82,7 @@ class Sweep:
                 config=self.cfg,
             )
         self._models: dict[str, tuple[Path | None, ModelInfo]] = {}
+        self._host = None
         self.refined: dict[str, list[int]] = {}
 
     def _done(self, unit: str) -> bool:
@@ -126,9 +94,37 @@ class Sweep:
         write_manifest(self.run_dir, self.manifest)
 
     def run(self) -> ResultsFile:
-        """Execute every lane; raises SatbenchError after writing what was measured. When the run
-        fails, the error that stopped it is the one raised, even if recording the failure fails too
-        (a full or read-only disk fails every later write)."""
+        """Execute every lane, holding the run directory (`run_lock`); raises SatbenchError after
+        writing what was measured. When the run fails, the error that stopped it is the one raised,
+        even if recording the failure fails too (a full or read-only disk fails every later write).
+        A resume that is refused (another machine, a model gone, the run in use) writes nothing."""
+        with run_lock(self.run_dir):
+            if self.resuming:
+                self._resume_preflight()
+            return self._run_locked()
+
+    def _resume_preflight(self) -> None:
+        """Everything that can refuse a resume without a server, before anything is written."""
+        if read_manifest(self.run_dir) != self.manifest:
+            raise UserError(f"--resume {self.run_dir}: the run changed on disk while this resume started; try again")
+        self._host = self._this_host()
+        prov = self.manifest.provenance
+        if prov is not None and prov.host.fingerprint_sha256 != self._host[1].fingerprint_sha256:
+            raise UserError("cannot resume on this machine: the run was measured on hardware fingerprint "
+                            f"{prov.host.fingerprint_sha256[:16]}, this is {self._host[1].fingerprint_sha256[:16]}")
+        self._resolve_models()
+        self.session = begin_session(self.run_dir, self.manifest, self.command_line, satbench.__version__)
+
+    @staticmethod
+    def _this_host():
+        gpus = open_nvml()
+        return gpus, describe_host(gpus)
+
+    def _resolve_models(self) -> None:
+        for lane in self.cfg.lanes:  # fail on a bad model before any server starts
+            self._models[lane.name] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
+
+    def _run_locked(self) -> ResultsFile:
         write_manifest(self.run_dir, self.manifest)
         ok = False
         try:
@@ -166,19 +162,14 @@ class Sweep:
         write_manifest(self.run_dir, self.manifest)
 
     async def _run_all(self) -> None:
-        gpus = open_nvml()
-        commit, changed = satbench_source()
-        host = describe_host(gpus)
+        gpus, host = self._host or self._this_host()
         if self.manifest.provenance is None:
+            commit, changed = satbench_source()
             self.manifest.provenance = Provenance(satbench_version=satbench.__version__, satbench_commit=commit,
                                                   satbench_modified_files=changed, host=host)
-        elif self.manifest.provenance.host.fingerprint_sha256 != host.fingerprint_sha256:
-            raise UserError("cannot resume on this machine: the run was measured on hardware fingerprint "
-                            f"{self.manifest.provenance.host.fingerprint_sha256[:16]}, this is "
-                            f"{host.fingerprint_sha256[:16]}")
         write_manifest(self.run_dir, self.manifest)
-        for lane in self.cfg.lanes:  # fail on a bad model before any server starts
-            self._models[lane.name] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
+        if not self._models:
+            self._resolve_models()
         events = JsonlWriter(self.run_dir / EVENTS_FILE)
         samples = JsonlWriter(self.run_dir / SAMPLES_FILE)
         self.progress.begin(total_requests(self.cfg, units_not_to_run(self.manifest)))
