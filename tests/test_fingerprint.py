@@ -16,6 +16,47 @@ def test_same_machine_same_hash_and_python_does_not_count():
     assert host().fingerprint() == host(ram_bytes=24 * 2**30 - 50 * 2**20).fingerprint()  # kernel reserve
 
 
+def test_a_kernel_that_reserves_a_little_more_memory_or_a_kernel_update_is_the_same_machine():
+    """This very machine: 23.54 GiB visible of 24 installed. Rounding to the nearest GiB flipped
+    to 23 when the kernel kept 50 MiB more; the 4 GiB class does not. A kernel patch release is
+    not another machine either."""
+    seen = 25_276_510_208
+    assert host(ram_bytes=seen).fingerprint() == host(ram_bytes=seen - 50 * 2**20).fingerprint()
+    assert host(ram_bytes=seen).fingerprint() == host(ram_bytes=seen - 2 * 2**30).fingerprint()
+    assert host(ram_bytes=seen).fingerprint() != host(ram_bytes=seen + 2 * 2**30).fingerprint()  # 28 GiB class
+    assert host(os="Linux 6.18.44-fc").fingerprint() == host(os="Linux 6.18.45-fc").fingerprint()
+    assert host(os="Linux 6.1").fingerprint() != host(os="Darwin 24.1").fingerprint()
+
+
+def test_usable_cores_and_the_cpu_generation_count():
+    """Two cores of a 64-core host (taskset, or a container's --cpus) are not that host; a VM
+    that shows a bare "AMD EPYC" is told apart from another EPYC generation by its signature."""
+    from satbench.hardware import usable_cores
+
+    assert host(cores_usable=2).fingerprint() != host(cores_usable=1).fingerprint()
+    assert usable_cores(64, affinity={0, 1}) == 2
+    assert usable_cores(64, affinity=set(range(64)), quota=1.5) == 2
+    assert usable_cores(2, affinity={0, 1}, quota=None) == 2
+    assert host(cpu_signature="family 26 model 2 stepping 1").fingerprint() != host(
+        cpu_signature="family 25 model 17 stepping 1").fingerprint()
+
+
+def test_usable_cores_follow_this_process_affinity():
+    import os
+
+    from satbench.hardware import describe_host as describe
+
+    full = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(full)})
+        one = describe(None)
+    finally:
+        os.sched_setaffinity(0, full)
+    again = describe(None)
+    assert one.cores_usable == 1 and 1 <= again.cores_usable <= len(full)
+    assert (one.fingerprint_sha256 == again.fingerprint_sha256) == (again.cores_usable == 1)
+
+
 def test_other_hardware_other_hash():
     base = host().fingerprint()
     assert host(cores_logical=4).fingerprint() != base

@@ -84,14 +84,16 @@ def close(a: object, b: object, rel: float = FLOAT_REL_TOL) -> bool:
     return a == b
 
 
-def same_under_current_schema(old: str, fresh: str, model: type[BaseModel]) -> bool:
+def same_under_current_schema(old: str, fresh: str, model: type[BaseModel], ignore: tuple[str, ...] = ()) -> bool:
     """`old`, read under the current model (fields it lacks take their defaults), equals `fresh`
-    in everything but `schema_version`, numbers to within floating-point rounding (`close`)."""
+    in everything but `schema_version` and the top-level keys in `ignore`, numbers to within
+    floating-point rounding (`close`)."""
     try:
         was = model.model_validate_json(old).model_dump(mode="json")
         now = model.model_validate_json(fresh).model_dump(mode="json")
     except ValueError:
         return False
-    was.pop("schema_version", None)
-    now.pop("schema_version", None)
+    for key in ("schema_version", *ignore):
+        was.pop(key, None)
+        now.pop(key, None)
     return close(was, now)

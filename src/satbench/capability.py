@@ -31,7 +31,7 @@ from satbench.manifest import HostInfo
 from satbench.runtimes.native import server_binary_sha256
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile, recommendations_json_schema
 
-CAPABILITY_SCHEMA_VERSION = "1.0"
+CAPABILITY_SCHEMA_VERSION = "1.1"  # 1.1: hardware.cpu_signature, hardware.cores_usable
 CONSERVATIVE_CONCURRENCY = 1
 
 

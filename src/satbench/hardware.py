@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 import platform
 from pathlib import Path
 
@@ -21,12 +23,53 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_signature() -> str | None:
+    """'family F model M stepping S' of the first CPU in /proc/cpuinfo (x86); None elsewhere."""
+    try:
+        fields = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
+                      if ":" in line)
+    except OSError:
+        return None
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    if "cpu family" not in fields:
+        return None
+    return f"family {fields['cpu family']} model {fields.get('model', '?')} stepping {fields.get('stepping', '?')}"
+
+
+def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPUs a cgroup v2 quota allows this process (cpu.max 'quota period'); None without a quota."""
+    try:
+        rel = next((ln.split(":", 2)[2] for ln in Path("/proc/self/cgroup").read_text().splitlines()
+                    if ln.startswith("0::")), "/")
+        text = (root / rel.lstrip("/") / "cpu.max").read_text().split()
+    except (OSError, StopIteration):
+        return None
+    if len(text) != 2 or text[0] == "max":
+        return None
+    return int(text[0]) / int(text[1])
+
+
+def usable_cores(logical: int, affinity: set[int] | None = None, quota: float | None = None) -> int:
+    """Cores this process (and the server it starts) may use: its CPU affinity (taskset, cpuset),
+    capped by a cgroup quota rounded up (docker --cpus 1.5 → 2)."""
+    if affinity is None:
+        try:
+            affinity = os.sched_getaffinity(0)
+        except (AttributeError, OSError):
+            affinity = set(range(logical))
+    n = len(affinity) or logical
+    return min(n, math.ceil(quota)) if quota else n
+
+
 def describe_host(gpus: NvmlGpus | None) -> HostInfo:
     """Host facts plus their stable fingerprint hash."""
+    logical = psutil.cpu_count(logical=True) or 1
     host = HostInfo(
         cpu_model=cpu_model(),
-        cores_logical=psutil.cpu_count(logical=True) or 1,
+        cpu_signature=cpu_signature(),
+        cores_logical=logical,
         cores_physical=psutil.cpu_count(logical=False),
+        cores_usable=usable_cores(logical, quota=cgroup_cpu_limit()),
         ram_bytes=psutil.virtual_memory().total,
         os=f"{platform.system()} {platform.release()}",
         python=platform.python_version(),

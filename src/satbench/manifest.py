@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -21,7 +22,7 @@ from satbench.config import RunConfig, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.3"  # 2.3: runtime.binary_sha256; 2.2: server_failures; 2.1: provenance.satbench_modified_files, completed_units, resumes
+MANIFEST_SCHEMA_VERSION = "2.4"  # 2.4: host.cpu_signature, host.cores_usable; 2.3: runtime.binary_sha256; 2.2: server_failures; 2.1: provenance.satbench_modified_files, completed_units, resumes
 
 
 class ModelInfo(Strict):
@@ -59,10 +60,17 @@ class GpuInfo(Strict):
     cuda: str | None = None
 
 
+RAM_CLASS_GIB = 4  # RAM is identified by the multiple of 4 GiB at or above it (installed size, roughly)
+
+
 class HostInfo(Strict):
     cpu_model: str
+    cpu_signature: str | None = Field(None, description="x86: 'family F model M stepping S' from /proc/cpuinfo "
+                                      "(tells CPU generations apart where a VM shows a bare model name)")
     cores_logical: int
     cores_physical: int | None = None
+    cores_usable: int | None = Field(None, description="cores this process may run on: CPU affinity, capped by "
+                                     "a cgroup CPU quota (a container's --cpus); what the server can use")
     ram_bytes: int
     os: str
     python: str
@@ -70,12 +78,16 @@ class HostInfo(Strict):
     fingerprint_sha256: str = Field("", description="stable hash of the identity fields, see fingerprint()")
 
     def identity(self) -> dict:
-        """What makes two machines the same for a recommendation: CPU, cores, RAM (whole GiB),
-        OS, and every GPU's name, memory (whole GiB), driver and CUDA version. Python is not in it."""
+        """What makes two machines the same for a recommendation: CPU (name and signature), cores
+        (logical, physical, usable), RAM class (the multiple of 4 GiB at or above it, so a kernel
+        that reserves a little more or less memory is the same machine), the OS family (not the
+        kernel release: a kernel update is not another machine), and every GPU's name, memory
+        (whole GiB), driver and CUDA version. Python is not in it."""
         return {
-            "cpu_model": self.cpu_model, "cores_logical": self.cores_logical,
-            "cores_physical": self.cores_physical, "ram_gib": round(self.ram_bytes / 2**30),
-            "os": self.os,
+            "cpu_model": self.cpu_model, "cpu_signature": self.cpu_signature, "cores_logical": self.cores_logical,
+            "cores_physical": self.cores_physical, "cores_usable": self.cores_usable,
+            "ram_gib": RAM_CLASS_GIB * math.ceil(self.ram_bytes / (RAM_CLASS_GIB * 2**30)),
+            "os": self.os.split(" ", 1)[0],
             "gpus": [{"name": g.name, "memory_gib": None if g.memory_total_bytes is None
                       else round(g.memory_total_bytes / 2**30), "driver": g.driver, "cuda": g.cuda}
                      for g in self.gpus],

@@ -16,7 +16,9 @@ from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 
 RESULTS_FILE = "results.json"
-RESULTS_SCHEMA_VERSION = "2.3"
+RESULTS_SCHEMA_VERSION = "2.4"
+# 2.4: hardware.cpu_signature and hardware.cores_usable; the fingerprint no longer counts the kernel
+#      release and identifies RAM by its 4 GiB class.
 # 2.3: runtime.binary_sha256 (a native llama-server's executable and libraries).
 # 2.2: a `gpu` block per level (NVML memory mean/peak, utilisation, SM clock) and the lane's
 #      `server_failures` (a level or check whose server crashed or stopped answering).
@@ -41,7 +43,7 @@ DEFINITIONS = {
     "percentiles": "linear interpolation; 95% CI from binomial order statistics; mean CI Student-t over repetitions",
     "together_levels": "the lane measured while every lane of the run ran at once, levels in lockstep by position; lanes that finished early kept their streams busy with background requests (never counted)",
     "interference": "together / alone for output tok/s and p95 TTFT and ITL; CI by interval arithmetic on the two 95% CIs",
-    "hardware.fingerprint_sha256": "sha256 of canonical JSON of CPU model, cores, RAM (whole GiB), OS, and each GPU's name, memory (GiB), driver and CUDA version",
+    "hardware.fingerprint_sha256": "sha256 of canonical JSON of CPU model and signature, cores (logical, physical, usable), RAM class (multiple of 4 GiB at or above it), OS family (not the kernel release), and each GPU's name, memory (GiB), driver and CUDA version",
     "host_busy_cores": "whole machine: delta(total - idle - iowait CPU seconds) / delta wall, over the level's process samples",
     "gpu": "NVML, device-wide: utilisation and SM clock of the busiest GPU and memory used (all GPUs), mean over the readings inside the steady windows; peak memory over the whole level",
     "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours competed) or other processes used >= 0.25 core",

@@ -88,7 +88,9 @@ def commands(run_dir_name: str, results: ResultsFile, resumes: Sequence[ResumeRe
 
 def machine(results: ResultsFile) -> list[Block]:
     h = results.provenance.host
-    items = [f"CPU: {h.cpu_model}, {h.cores_logical} logical / {h.cores_physical or 'n/a'} physical cores",
+    usable = f", {h.cores_usable} usable by satbench and its server" if h.cores_usable is not None else ""
+    items = [f"CPU: {h.cpu_model}{f' ({h.cpu_signature})' if h.cpu_signature else ''}, {h.cores_logical} logical / "
+             f"{h.cores_physical or 'n/a'} physical cores{usable}",
              f"RAM: {h.ram_bytes / 2**30:.1f} GiB", f"OS: {h.os}; Python {h.python}"]
     items += [f"GPU: {g.name}, {_mib(g.memory_total_bytes)}, driver {g.driver or 'n/a'}, CUDA {g.cuda or 'n/a'}"
               for g in h.gpus] or ["GPU: none visible through NVML"]

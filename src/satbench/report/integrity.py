@@ -10,7 +10,8 @@ lists every file of the run directory, raw and derived. `verify` checks three th
    recommendations.json must match a fresh recommendation except its `created_at`. A file
    written under an older minor version of its schema (a bundle made by an earlier satbench)
    is read under the current one, absent fields taking their defaults, and must then equal the
-   fresh derivation in everything but `schema_version`: an additive schema change does not
+   fresh derivation in everything but `schema_version` (and `definitions`, the prose restating
+   the formulas, which an earlier satbench may have worded otherwise): an additive schema change does not
    break an old bundle, and a changed figure or a newly computed one still does. Numbers are
    equal when they agree to 1e-6 relative: the bundle may have been derived by another Python,
    numpy or scipy (on the machine that measured it), whose floating-point results differ in
@@ -45,6 +46,7 @@ DERIVED_FILES = ("results.json", "verdicts.json", "recommendations.json", "resul
                  "report.html", SUMS_FILE)
 DERIVED_DIRS = ("plots",)
 MUST_BE_LISTED = ("run.json", "events.jsonl", "server_samples.jsonl") + tuple(f for f in DERIVED_FILES if f != SUMS_FILE)
+OLDER_MINOR_IGNORED = ("definitions",)  # prose restating the formulas; an earlier satbench worded it otherwise
 CSV_ABS_TOL = 1e-6  # results.csv prints figures rounded to 6 decimals
 
 
@@ -180,7 +182,7 @@ def _rederive(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
         was, now = schema_version_of(old), schema_version_of(text)
         if was == now and same_under_current_schema(old, text, model):
             rounding.append(name)
-        elif older_minor(was, now) and same_under_current_schema(old, text, model):
+        elif older_minor(was, now) and same_under_current_schema(old, text, model, ignore=OLDER_MINOR_IGNORED):
             older.append(f"{name}: schema {was}")
         else:
             out.append(f"{name}: differs from a fresh analysis of the raw files{_version_note(old, text)}")

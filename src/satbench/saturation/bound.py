@@ -40,8 +40,11 @@ class Saturation(Strict):
 
 
 def server_threads(lane: LaneResult) -> int | None:
-    """Cores the server may compute on: its --threads, else the machine's physical (else logical) cores."""
-    return lane.server_params.n_threads or lane.hardware.cores_physical or lane.hardware.cores_logical
+    """Cores the server may compute on: its --threads, else the machine's physical (else logical)
+    cores, at most the cores this process may use (affinity, cgroup quota), which the server inherits."""
+    h = lane.hardware
+    cores = h.cores_physical or h.cores_logical
+    return lane.server_params.n_threads or (min(cores, h.cores_usable) if h.cores_usable else cores)
 
 
 def _busy(lv: LevelResult) -> float | None:

@@ -29,7 +29,7 @@ from satbench.saturation.usl import UslFit, fit_usl
 RECOMMENDATIONS_FILE = "recommendations.json"
 RECOMMENDATIONS_SCHEMA_VERSION = "1.3"
 # 1.3: error_cap and the "errors" binding; recommended_concurrency and expected are None when no
-#      measured level is safe. 1.2: runtime.binary_sha256. 1.1: binding.resource, saturation, server_failure_cap.
+#      measured level is safe; hardware.cpu_signature and hardware.cores_usable. 1.2: runtime.binary_sha256. 1.1: binding.resource, saturation, server_failure_cap.
 SLO_MIN_ATTAINMENT = 0.90
 ERROR_SHARE_MAX = 0.01  # a level where more than 1 % of measured requests failed is not a safe limit
 Reason = Literal["server_failed", "errors", "fairness", "slo", "slots", "knee", "highest_measured"]
