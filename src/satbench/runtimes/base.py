@@ -6,9 +6,12 @@ through HTTP, identically for every runtime.
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -58,6 +61,30 @@ class Runtime(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """Linux: a `preexec_fn` that has the kernel SIGKILL the child the moment satbench's thread
+    that started it dies, however it dies (SIGKILL, the OOM killer), so no server outlives the
+    run to hold its port and skew the next benchmark on the machine. Servers are started from
+    the main thread (the event loop's), which lives as long as the run. None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before the fork
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # satbench died between fork and prctl
+            os._exit(1)
+
+    return arm
 
 
 class ProcessRuntime(Runtime):

@@ -13,7 +13,7 @@ from pathlib import Path
 from satbench.config import ServerParams
 from satbench.errors import UserError
 from satbench.models.files import sha256_file
-from satbench.runtimes.base import ProcessRuntime, llama_server_flags, server_port
+from satbench.runtimes.base import ProcessRuntime, die_with_parent, llama_server_flags, server_port
 
 
 class NativeRuntime(ProcessRuntime):
@@ -68,8 +68,8 @@ class NativeRuntime(ProcessRuntime):
         port = server_port(self.params.port)
         cmd = self.command(port)
         with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True)
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True, preexec_fn=die_with_parent())
         self.pid = self._proc.pid
         self.base_url = f"http://127.0.0.1:{port}"
         self._wait_ready(lambda: _healthy(self.base_url), poll_s=0.1)
