@@ -37,6 +37,23 @@ async def test_prompt_too_short_for_the_prefix_is_a_user_error():
         await b.build("default", 1, 1, "measured", 1)
 
 
+async def test_a_prompt_that_fits_level_1_but_not_the_runs_longest_id_is_refused_before_anything_runs():
+    """The id grows with level and sequence number: '[abc-default-n1-r1-m0] ' is 23 characters
+    (+ BOS), the run's longest ('[abc-default-n64-r3-b999999] ', a six-digit background seq) 29.
+    A 28-token prompt fits the first requests and would have failed the run midway; it is
+    refused up front."""
+    b = WorkloadBuilder(WorkloadConfig(prompt_tokens=28, output_tokens=8), fake_tokenize, "abc")
+    await b.prepare()
+    assert len(await b.build("default", 1, 1, "measured", 1)) == 1  # level 1 alone would start
+    with pytest.raises(UserError, match=r"up to 30 tokens in this run\); use at least 38"):
+        await b.check_prefix_fits("default", 64, 3)
+    fits = WorkloadBuilder(WorkloadConfig(prompt_tokens=31, output_tokens=8), fake_tokenize, "abc")
+    await fits.prepare()
+    await fits.check_prefix_fits("default", 64, 3)
+    longest = await fits.one(fits.request_id("default", 64, 3, "background", 999_999), 31, 8)
+    assert len(longest.prompt) == 31
+
+
 async def test_text_prompts_without_a_tokenizer():
     b = WorkloadBuilder(WorkloadConfig(prompt_tokens=50, output_tokens=8), None, "n")
     await b.prepare()

@@ -110,6 +110,8 @@ class LaneSession:
         self.workload = WorkloadBuilder(self.lane.workload, tokenizer, self.nonce)
         await self.workload.prepare()
         lane = self.lane
+        if self.scenario != "fairness":  # the checks lengthen a prompt too short for its prefix
+            await self.workload.check_prefix_fits(lane.name, max(lane.levels), lane.repetitions)
         self._sampler = ServerSampler(base, lane.name, samples, interval_s=lane.sample_interval_s,
                                       llamacpp=self.facts.llamacpp, pid=self.runtime.pid, gpus=gpus,
                                       headers=self.headers, tls=self.tls, scenario=self.scenario)

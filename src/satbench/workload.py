@@ -52,6 +52,23 @@ class WorkloadBuilder:
         if not self._filler:
             raise UserError("the server tokenized the filler text to zero tokens")
 
+    async def check_prefix_fits(self, lane: str, max_level: int, max_repetition: int) -> None:
+        """Refuse, before the lane runs, a prompt too short for the longest request id it can
+        use: ids grow with the level, repetition and sequence number, so a check per request
+        let a run fail midway (and every resume with it). Sequence numbers are bounded by
+        999,999 (background requests of the together scenario run on as long as needed), and
+        several digit strings are tried since a tokenizer splits them unevenly."""
+        if self._tokenize is None or self.cfg.shared_prefix:
+            return
+        longest = 0
+        for phase in ("warmup", "measured", "background"):
+            for seq in (999_999, 987_654, 100_000):
+                rid = self.request_id(lane, max_level, max_repetition, phase, seq)  # type: ignore[arg-type]
+                longest = max(longest, len(await self._tokenize(f"[{rid}] ", True)))
+        if self.cfg.prompt_tokens <= longest:
+            raise UserError(f"--prompt-tokens {self.cfg.prompt_tokens} is too small for the unique request prefix "
+                            f"(up to {longest} tokens in this run); use at least {longest + 8}")
+
     def request_id(self, lane: str, level: int, repetition: int, phase: Phase, seq: int) -> str:
         return f"{self._nonce}-{lane}-n{level}-r{repetition}-{phase[0]}{seq}"
 
