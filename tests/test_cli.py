@@ -62,9 +62,14 @@ def test_url_and_server_bin_select_the_runtime():
     (["sweep", "--port", "99999"], "port"),
     (["sweep", "--url", "http://h:1", "--port", "8080"], "cannot be combined"),
     (["sweep", "--resume", "{tmp}/nothing"], "no such run directory"),
+    (["sweep", "--url", "http://h:1", "-t", "4", "-np", "2"], "--parallel, --threads would not be applied"),
+    (["sweep", "--url", "http://h:1", "--kv-unified"], "--kv-unified would not be applied"),
+    (["sweep", "--url", "http://127.0.0.1:1", "-o", "{tmp}/afile"], "a file of that name exists"),
+    (["sweep", "--lanes", "{tmp}/afile"], "not UTF-8 text"),
 ])
 def test_user_errors_are_one_line_and_non_zero(argv, needle, capsys, tmp_path):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    (tmp_path / "afile").write_bytes(b"\xff\xfe not a directory, not UTF-8")
     code = main(argv)
     err = capsys.readouterr().err
     assert code != 0

@@ -123,6 +123,13 @@ def lane_config(a: argparse.Namespace) -> LaneConfig:
     """One lane from the single-lane flags; pydantic's complaints become one-line UserErrors."""
     if a.url and (a.model or a.server_bin or a.port):
         raise UserError("--url measures a running server; it cannot be combined with --model, --server-bin or --port")
+    started_only = [flag for flag, value in (("--parallel", a.parallel), ("--ctx-size", a.ctx_size),
+                                             ("--ubatch-size", a.ubatch_size), ("--threads", a.threads),
+                                             ("--n-gpu-layers", a.n_gpu_layers), ("--kv-unified", a.kv_unified or None))
+                    if value is not None]
+    if a.url and started_only:  # --batch-size stays: it declares the server's n_batch to the fairness checks
+        raise UserError(f"--url measures a running server, which satbench does not start: {', '.join(started_only)} "
+                        "would not be applied (and would be recorded as if it were)")
     _check_remote_flags(a)
     kind = "url" if a.url else ("native" if a.server_bin else "embedded")
     try:

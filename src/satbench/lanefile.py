@@ -78,6 +78,10 @@ class FileLane(Strict):
     def _runtime_needs(self) -> FileLane:
         if self.runtime == "url" and not self.url:
             raise ValueError("runtime 'url' needs a url")
+        applied = sorted(self.server.model_fields_set - {"batch_size"})  # batch_size: declares the server's n_batch
+        if self.runtime == "url" and applied:
+            raise ValueError(f"runtime 'url' measures a running server, which satbench does not start: "
+                             f"server.{', server.'.join(applied)} cannot be applied to it")
         if self.runtime == "native" and not self.server_bin:
             raise ValueError("runtime 'native' needs server_bin (the llama-server binary)")
         return self
@@ -161,6 +165,8 @@ def load_lane_file(path: Path, together: bool | None = None) -> RunConfig:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"lane file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(f"lane file {path}: not UTF-8 text (byte {exc.start}); a lane file is TOML") from exc
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

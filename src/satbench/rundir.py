@@ -29,6 +29,8 @@ def default_run_dir(root: Path = Path("runs")) -> Path:
 
 def prepare_run_dir(path: Path) -> Path:
     """Create the run directory; refuse one that already holds a run."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"-o {path}: a file of that name exists; a run directory is a directory")
     if path.exists() and any(path.iterdir()):
         raise UserError(f"run directory {path} is not empty; choose another with -o")
     try:
