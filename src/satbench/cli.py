@@ -37,6 +37,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     from satbench.report.progress import RichProgress
     from satbench.report.table import print_results
     from satbench.results import verdicts_of
+    from satbench.manifest import read_manifest
     from satbench.rundir import default_run_dir, prepare_run_dir
     from satbench.sweep import Sweep
 
@@ -71,7 +72,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     _report(run_dir)
     print(f"run directory: {run_dir}")
     verdicts = verdicts_of(results)
-    failures = [f for lane in results.lanes for f in lane.server_failures]
+    failures = read_manifest(run_dir).server_failures  # also a lane whose server never started (no results)
     if failures:
         for f in failures:
             below = f.level > 0

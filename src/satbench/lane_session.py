@@ -44,6 +44,16 @@ class Progress(Protocol):
     def end(self) -> None: ...
 
 
+class SilentProgress:
+    """A Progress that draws nothing (a sweep run from code, not the CLI)."""
+
+    def begin(self, total_requests: int) -> None: ...
+    def level(self, lane: str, scenario: str, level: int, repetition: int) -> None: ...
+    def request_done(self, event: RequestEvent) -> None: ...
+    def skip(self, requests: int) -> None: ...
+    def end(self) -> None: ...
+
+
 def make_runtime(lane: LaneConfig, model_path: Path | None, log_path: Path) -> Runtime:
     rc = lane.runtime
     if rc.kind == "url":
@@ -230,3 +240,31 @@ class LaneSession:
         where = what if self.scenario != "fairness" else f"fairness {what} ({level} in flight)"
         raise LevelFailedError(f"lane {self.lane.name}: {where} failed: {why}", lane=self.lane.name,
                                scenario=self.scenario, level=level, repetition=repetition) from cause
+
+
+async def together_step(active: list[LaneSession], k: int, rep: int, events: JsonlWriter,
+                        progress: Progress) -> None:
+    """The k-th level of every active lane at once: each lane's streams stay busy with background
+    requests until every lane has its measured requests, so each is measured under the others'
+    full load; one lane's failure stops the others' levels too (their marks say so)."""
+    keep_busy = asyncio.Event()
+    done = [asyncio.Event() for _ in active]
+    plans = [await s.plan(s.lane.levels[k], rep, background=True) for s in active]
+
+    async def release_when_all_measured() -> None:
+        await asyncio.gather(*(d.wait() for d in done))
+        keep_busy.set()
+
+    releaser = asyncio.create_task(release_when_all_measured())
+    tasks = [asyncio.create_task(s.run(p, events, progress, keep_busy=keep_busy, measured_done=d))
+             for s, p, d in zip(active, plans, done)]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    finally:
+        keep_busy.set()
+        releaser.cancel()

@@ -26,28 +26,20 @@ from satbench.fairness.plan import fairness_plan
 from satbench.fairness.runner import FairnessRunner
 from satbench.errors import (LevelFailedError, RunDirError, RuntimeStartError, SatbenchError, ServerGoneError,
                              UserError)
-from satbench.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter, RequestEvent
+from satbench.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
-from satbench.lane_session import LaneSession, Progress, make_runtime
+from satbench.lane_session import LaneSession, Progress, SilentProgress, make_runtime, together_step
 from satbench.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, ServerFailure,
                                read_manifest, satbench_source, write_manifest)
 from satbench.models.resolve import resolve_model
 from satbench.results import ResultsFile
-from satbench.rundir import default_run_dir, prepare_run_dir, run_lock  # noqa: F401 (re-exported)
+from satbench.rundir import run_lock
 from satbench.resume import (begin_session, check_same_config, fairness_unit, refine_unit, solo_unit,
                              together_unit, units_not_to_run)
 from satbench.server_checks import check_same_server, check_server_fits
 from satbench.sweep_plan import fairness_lane, refine_levels, requests_in, total_requests  # noqa: F401 (re-exported)
 from satbench.runtimes.remote import split_credentials
-
-
-class _Silent:
-    def begin(self, total_requests: int) -> None: ...
-    def level(self, lane: str, scenario: str, level: int, repetition: int) -> None: ...
-    def request_done(self, event: RequestEvent) -> None: ...
-    def skip(self, requests: int) -> None: ...
-    def end(self) -> None: ...
 
 
 class Sweep:
@@ -66,7 +58,7 @@ class Sweep:
             lanes.append(lane)
         self.cfg = cfg.model_copy(update={"lanes": lanes})
         self.run_dir, self.command_line = run_dir, command_line
-        self.progress = progress or _Silent()
+        self.progress = progress or SilentProgress()
         self.nonce = secrets.token_hex(3)
         self.results: ResultsFile | None = None
         self.session = 0
@@ -176,14 +168,18 @@ class Sweep:
         try:
             if not self.cfg.fairness_only:
                 for lane in self.cfg.lanes:
-                    await self._solo(lane, events, samples, gpus)
+                    try:
+                        await self._solo(lane, events, samples, gpus)
+                    except RuntimeStartError as exc:
+                        self._lane_did_not_start(lane, "solo", exc)
                 if self.cfg.together:
                     await self._together(events, samples, gpus)
             if self.cfg.with_fairness or self.cfg.fairness_only:
                 for lane in self.cfg.lanes:
                     await self._fairness(lane, events, samples, gpus)
-            if self.manifest.server_failures and not self.manifest.completed_units:
-                raise ServerGoneError(self.manifest.server_failures[0].reason)  # nothing at all was measured
+            if self.manifest.server_failures and not self.manifest.completed_units:  # nothing at all was measured
+                first = self.manifest.server_failures[0]
+                raise (RuntimeStartError if first.unit.endswith("/start") else ServerGoneError)(first.reason)
         finally:
             try:
                 events.close()
@@ -192,6 +188,18 @@ class Sweep:
                     samples.close()
                 finally:
                     self.progress.end()
+
+    def _lane_did_not_start(self, lane: LaneConfig, scenario: str, exc: RuntimeStartError) -> None:
+        """A lane of a several-lane run whose server will not start (a URL that is down, a binary
+        that exits) is recorded as a server failure and the run goes on with the other lanes, so
+        what they measure is kept and recommended. A one-lane run has nothing else to measure:
+        the start failure is its answer (exit 3)."""
+        if len(self.cfg.lanes) == 1:
+            raise exc
+        self._add_failure(ServerFailure(
+            lane=lane.name, scenario=scenario, level=0, repetition=0, session=self.session,  # type: ignore[arg-type]
+            unit=f"{scenario}/{lane.name}/start", reason=f"lane {lane.name}: the server did not start: {exc}",
+            server_log=self._log_path(lane, scenario, self.session).name))
 
     def _log_path(self, lane: LaneConfig, scenario: str, session: int = 0, restart: int = 0) -> Path:
         suffix = (("" if scenario == "solo" else f"-{scenario}") + (f"-resume{session}" if session else "")
@@ -243,7 +251,7 @@ class Sweep:
     def _ceiling(self, lane: str) -> int | None:
         """The lowest level at which this lane's server failed alone (this session or an earlier one):
         nothing at or above it is run again."""
-        failed = [f.level for f in self.manifest.server_failures if f.lane == lane and f.scenario == "solo"]
+        failed = [f.level for f in self.manifest.server_failures if f.lane == lane and f.scenario == "solo" and f.level]
         return min(failed) if failed else None
 
     def _wanted(self, lane: str, n: int, rep: int) -> bool:
@@ -348,8 +356,9 @@ class Sweep:
         steps = max(len(lane.levels) for lane in self.cfg.lanes)
         pending = [(rep, k) for rep in range(1, reps + 1) for k in range(steps)
                    if not self._done(together_unit(k, rep))]
-        if not pending or any(f.scenario == "together" for f in self.manifest.server_failures):
-            return
+        if not pending or any(f.scenario == "together" or (f.unit.endswith("/start") and f.session == self.session)
+                              for f in self.manifest.server_failures):
+            return  # a lane that would not start alone is not started beside the others
         sessions: list[LaneSession] = []
         try:
             for lane in self.cfg.lanes:
@@ -357,7 +366,7 @@ class Sweep:
             for i, (rep, k) in enumerate(pending):
                 active = [s for s in sessions if k < len(s.lane.levels) and rep <= s.lane.repetitions]
                 try:
-                    await self._together_step(active, k, rep, events)
+                    await together_step(active, k, rep, events, self.progress)
                 except LevelFailedError as exc:  # the together scenario ends here; the rest of the run goes on
                     failed = next(s for s in sessions if s.lane.name == exc.lane)
                     sessions.remove(failed)
@@ -368,26 +377,3 @@ class Sweep:
         finally:
             for s in sessions:
                 await self._stop(s)
-
-    async def _together_step(self, active: list[LaneSession], k: int, rep: int, events: JsonlWriter) -> None:
-        keep_busy = asyncio.Event()
-        done = [asyncio.Event() for _ in active]
-        plans = [await s.plan(s.lane.levels[k], rep, background=True) for s in active]
-
-        async def release_when_all_measured() -> None:
-            await asyncio.gather(*(d.wait() for d in done))
-            keep_busy.set()
-
-        releaser = asyncio.create_task(release_when_all_measured())
-        tasks = [asyncio.create_task(s.run(p, events, self.progress, keep_busy=keep_busy, measured_done=d))
-                 for s, p, d in zip(active, plans, done)]
-        try:
-            await asyncio.gather(*tasks)
-        except BaseException:
-            for t in tasks:  # one lane failed: stop the others' levels too, their marks say so
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-        finally:
-            keep_busy.set()
-            releaser.cancel()

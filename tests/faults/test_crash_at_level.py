@@ -201,3 +201,33 @@ def test_the_progress_bar_stops_expecting_what_a_failure_skips(fake_server, tmp_
     ruled_out = units_not_to_run(read_manifest(run_dir))
     assert ruled_out == {"solo/default/1/1", "solo/default/2/1", "solo/default/4/1"}
     assert total_requests(cfg, ruled_out) == 0
+
+
+def test_a_lane_whose_server_never_starts_does_not_throw_away_the_other_lanes_measurements(
+        fake_server, tmp_path, capsys):
+    """A two-lane run whose first lane's server is down: the failure is recorded, the other lane is
+    measured and recommended, and the run ends complete with exit 4 (it used to end `failed`,
+    with no recommendations for the lane that worked)."""
+    good = fake_server(n_slots=4, decode_iteration_ms=4.0)
+    lanes = tmp_path / "lanes.toml"
+    lanes.write_text("together = true\n" + "\n".join(
+        f'[[lanes]]\nname = "{name}"\nruntime = "url"\nurl = "{url}"\nconcurrency = [1, 2]\n'
+        f'repetitions = 1\nrequests_per_level = 8\nprompt_tokens = 32\noutput_tokens = 4\n'
+        for name, url in (("down", "http://127.0.0.1:1"), ("good", good.base_url))))
+    run_dir = tmp_path / "run"
+    code = main(["sweep", "--lanes", str(lanes), "-o", str(run_dir)])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 4 and line.startswith("satbench: lane down: the server did not start: cannot reach"), line
+    assert status_of(run_dir) == "complete"
+    manifest = json.loads((run_dir / "run.json").read_text())
+    failure, = manifest["server_failures"]
+    assert (failure["lane"], failure["level"], failure["unit"]) == ("down", 0, "solo/down/start")
+    assert not any(u.startswith("together") for u in manifest["completed_units"])  # not without "down"
+    recs = json.loads((run_dir / "recommendations.json").read_text())["lanes"]
+    assert [r["lane"] for r in recs] == ["good"] and recs[0]["recommended_concurrency"] == 2
+    assert main(["verify", str(run_dir)]) == 0
+
+
+def test_a_one_lane_run_whose_server_never_starts_is_a_start_error(tmp_path, capsys):
+    assert main(["sweep", "--url", "http://127.0.0.1:1", "-o", str(tmp_path / "run")]) == 3
+    assert "cannot reach http://127.0.0.1:1" in capsys.readouterr().err
