@@ -62,6 +62,8 @@ def test_url_and_server_bin_select_the_runtime():
     (["sweep", "--port", "99999"], "port"),
     (["sweep", "--url", "http://h:1", "--port", "8080"], "cannot be combined"),
     (["sweep", "--resume", "{tmp}/nothing"], "no such run directory"),
+    (["sweep", "--resume", "{tmp}/afile"], "not a directory"),
+    (["sweep", "--url", "http://127.0.0.1:99999"], "not a number from 0 to 65535"),
     (["sweep", "--url", "http://h:1", "-t", "4", "-np", "2"], "--parallel, --threads would not be applied"),
     (["sweep", "--url", "http://h:1", "--kv-unified"], "--kv-unified would not be applied"),
     (["sweep", "--url", "http://127.0.0.1:1", "-o", "{tmp}/afile"], "a file of that name exists"),
@@ -78,13 +80,30 @@ def test_user_errors_are_one_line_and_non_zero(argv, needle, capsys, tmp_path):
     assert "Traceback" not in err
 
 
+def test_a_refused_model_or_url_leaves_no_run_directory_behind(tmp_path, capsys, monkeypatch):
+    """A typo is not a run: nothing is created under runs/ (the default -o) for it."""
+    monkeypatch.chdir(tmp_path)
+    truncated = tmp_path / "cut.gguf"
+    truncated.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\x00" * 8)
+    for argv in (["sweep", "--model", str(tmp_path / "missing.gguf")], ["sweep", "--model", str(truncated)],
+                 ["sweep", "--url", "http://127.0.0.1:99999"]):
+        assert main(argv) == 2
+        assert "run directory" not in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_resume_of_a_run_that_stopped_before_its_first_request_is_not_told_events_are_missing(tmp_path):
+    from satbench.resume import last_stamp_ns
+
+    assert last_stamp_ns(tmp_path) == 0
+
+
 def test_not_a_gguf_file(tmp_path, capsys):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"NOPE" + b"\0" * 100)
     assert main(["sweep", "--model", str(bad), "-o", str(tmp_path / "run")]) == 2
     assert "not a GGUF file" in capsys.readouterr().err
-    manifest = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert manifest["status"] == "failed" and "not a GGUF file" in manifest["status_reason"]
+    assert not (tmp_path / "run").exists()  # refused before the run directory is made
 
 
 def test_schema_results_is_published(capsys):

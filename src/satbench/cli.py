@@ -38,7 +38,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     from satbench.report.table import print_results
     from satbench.results import verdicts_of
     from satbench.manifest import read_manifest
-    from satbench.rundir import default_run_dir, prepare_run_dir
+    from satbench.rundir import check_new_run_dir, default_run_dir, prepare_run_dir
     from satbench.sweep import Sweep
 
     argv = [redact_url(x) for x in ["satbench", *a.argv]]
@@ -52,13 +52,18 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         resume = resumable_manifest(run_dir)
         cfg = run_config(a) if run_flags_given(a) else resume.config
         _remote_preflight(cfg)
+        sweep = Sweep(cfg, run_dir, argv, RichProgress(), resume=resume)
     else:
         cfg = run_config(a)
         _remote_preflight(cfg)
-        run_dir = prepare_run_dir(Path(a.output) if a.output else default_run_dir())
+        run_dir = Path(a.output) if a.output else default_run_dir()
+        check_new_run_dir(run_dir)
+        sweep = Sweep(cfg, run_dir, argv, RichProgress())
+        sweep.resolve_models()  # a bad model (or URL, above) is refused before the run directory exists
+        prepare_run_dir(run_dir)
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # kill / timeout / systemd stop = Ctrl-C
     try:
-        results = Sweep(cfg, run_dir, argv, RichProgress(), resume=resume).run()
+        results = sweep.run()
     except KeyboardInterrupt as exc:
         raise Interrupted(f"interrupted; what was measured is in {run_dir} (status: interrupted)") from exc
     except SatbenchError as exc:

@@ -211,5 +211,5 @@ def first_error(exc: ValueError) -> str:
     if isinstance(exc, ValidationError):
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"]) or "config"
-        return f"invalid {loc}: {err['msg']}"
+        return f"invalid {loc}: {err['msg'].removeprefix('Value error, ')}"
     return str(exc)

@@ -85,6 +85,8 @@ def check_same_config(stored: RunConfig, given: RunConfig) -> None:
 def resumable_manifest(run_dir: Path) -> RunManifest:
     from satbench.manifest import read_manifest
 
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"--resume {run_dir}: not a directory (give the run directory)")
     if not run_dir.is_dir():
         raise UserError(f"--resume {run_dir}: no such run directory")
     m = read_manifest(run_dir)
@@ -115,6 +117,8 @@ def last_stamp_ns(run_dir: Path) -> int:
     from satbench.events import read_events
 
     latest = 0
+    if not (run_dir / EVENTS_FILE).exists():  # the run stopped before its first request (a bad model)
+        return latest
     for r in read_events(run_dir):
         latest = max(latest, r.end_ns if isinstance(r, RequestEvent) else r.t_ns)
     return latest

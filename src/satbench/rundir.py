@@ -27,12 +27,17 @@ def default_run_dir(root: Path = Path("runs")) -> Path:
     return root / f"{stamp}-{secrets.token_hex(2)}"
 
 
-def prepare_run_dir(path: Path) -> Path:
-    """Create the run directory; refuse one that already holds a run."""
+def check_new_run_dir(path: Path) -> None:
+    """Refuse, without creating anything, a path that is a file or a directory holding something."""
     if path.exists() and not path.is_dir():
         raise UserError(f"-o {path}: a file of that name exists; a run directory is a directory")
     if path.exists() and any(path.iterdir()):
         raise UserError(f"run directory {path} is not empty; choose another with -o")
+
+
+def prepare_run_dir(path: Path) -> Path:
+    """Create the run directory; refuse one that already holds a run."""
+    check_new_run_dir(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -104,7 +104,7 @@ class Sweep:
         if prov is not None and prov.host.fingerprint_sha256 != self._host[1].fingerprint_sha256:
             raise UserError("cannot resume on this machine: the run was measured on hardware fingerprint "
                             f"{prov.host.fingerprint_sha256[:16]}, this is {self._host[1].fingerprint_sha256[:16]}")
-        self._resolve_models()
+        self.resolve_models()
         self.session = begin_session(self.run_dir, self.manifest, self.command_line, satbench.__version__)
 
     @staticmethod
@@ -112,7 +112,8 @@ class Sweep:
         gpus = open_nvml()
         return gpus, describe_host(gpus)
 
-    def _resolve_models(self) -> None:
+    def resolve_models(self) -> None:
+        """Find (or assemble) and hash every lane's model; a bad one is a UserError or ModelError."""
         for lane in self.cfg.lanes:  # fail on a bad model before any server starts
             self._models[lane.name] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
 
@@ -161,7 +162,7 @@ class Sweep:
                                                   satbench_modified_files=changed, host=host)
         write_manifest(self.run_dir, self.manifest)
         if not self._models:
-            self._resolve_models()
+            self.resolve_models()
         events = JsonlWriter(self.run_dir / EVENTS_FILE)
         samples = JsonlWriter(self.run_dir / SAMPLES_FILE)
         self.progress.begin(total_requests(self.cfg, units_not_to_run(self.manifest)))

@@ -311,7 +311,7 @@ def read_synthetic_metadata(path: str | os.PathLike[str]) -> dict[str, Any] | No
     try:
         reader = gguf.GGUFReader(path)
     except (OSError, ValueError, LookupError, struct.error) as e:
-        raise ModelError(f"cannot read GGUF {path}: {e}") from e
+        raise ModelError(f"cannot read GGUF {path} (truncated or corrupt? {e})") from e
     field = reader.get_field(SYNTHETIC_KEY)
     if field is None or not field.contents():
         return None

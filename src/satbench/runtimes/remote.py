@@ -16,7 +16,7 @@ def split_credentials(url: str) -> tuple[str, str | None]:
     try:
         port = parsed.port
     except ValueError as exc:
-        raise UserError(f"--url {redact_url(url)}: the port is not a number") from exc
+        raise UserError(f"--url {redact_url(url)}: the port is not a number from 0 to 65535") from exc
     host = parsed.hostname if ":" not in parsed.hostname else f"[{parsed.hostname}]"
     netloc = host + (f":{port}" if port else "")
     clean = urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path.rstrip("/"), "", ""))
