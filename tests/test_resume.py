@@ -130,6 +130,10 @@ def test_a_run_still_being_measured_cannot_be_resumed_beside_it(interrupted, cap
         err = capsys.readouterr().err
         assert f"is being written by another satbench process (pid {holder.pid})" in err, err
         assert _snapshot(run_dir) == before
+        for command in ("analyze", "recommend", "report"):  # derived files would be stale at once
+            assert main([command, str(run_dir)]) == 2
+            assert "is still being measured by satbench" in capsys.readouterr().err
+        assert _snapshot(run_dir) == before
     finally:
         holder.kill()
         holder.wait()

@@ -11,6 +11,7 @@ from pathlib import Path
 from satbench.cli_args import build_parser, lanes_config, run_config, run_flags_given
 from satbench.config import RunConfig
 from satbench.errors import Interrupted, SatbenchError, ServerGoneError, UserError
+from satbench.rundir import refuse_if_in_use
 from satbench.runtimes.remote import redact_url
 
 
@@ -94,6 +95,7 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
     from satbench.analyze import analyze_and_write
     from satbench.report.table import print_results
 
+    refuse_if_in_use(Path(a.run_dir))
     results = analyze_and_write(Path(a.run_dir))
     print_results(results)
     return 0
@@ -155,6 +157,7 @@ def _report(run_dir: Path) -> None:
 
 
 def _cmd_report(a: argparse.Namespace) -> int:
+    refuse_if_in_use(Path(a.run_dir))
     _report(Path(a.run_dir))
     return 0
 
@@ -192,6 +195,7 @@ def _cmd_compare(a: argparse.Namespace) -> int:
 
 
 def _cmd_recommend(a: argparse.Namespace) -> int:
+    refuse_if_in_use(Path(a.run_dir))
     _recommend(Path(a.run_dir))
     return 0
 

@@ -45,6 +45,24 @@ def prepare_run_dir(path: Path) -> Path:
     return path
 
 
+def refuse_if_in_use(run_dir: Path) -> None:
+    """For analyze, recommend and report: refuse a run directory a sweep is still writing (its
+    derived files would be stale the moment the sweep wrote on). Creates nothing: a directory
+    without a lock file was never held."""
+    try:
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        raise UserError(f"{run_dir} is still being measured by satbench (pid {holder}); "
+                        "its sweep writes the results, recommendations and report when it ends") from None
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
     """Hold the run directory for one sweep; UserError when another process holds it."""
