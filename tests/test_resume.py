@@ -100,12 +100,20 @@ def test_resume_with_another_configuration_is_refused_naming_the_difference(inte
 def test_resume_refuses_another_machine_and_a_finished_or_missing_run(interrupted, tmp_path, capsys):
     _, run_dir = interrupted
     m = read_manifest(run_dir)
-    m.provenance.host.fingerprint_sha256 = "0" * 64
+    fingerprint, m.provenance.host.fingerprint_sha256 = m.provenance.host.fingerprint_sha256, "0" * 64
     write_manifest(run_dir, m)
     before = _snapshot(run_dir)
     assert main(["sweep", "--resume", str(run_dir)]) == 2
     assert "cannot resume on this machine" in capsys.readouterr().err
     assert _snapshot(run_dir) == before  # a refused resume writes nothing: no failed status, no session
+    m = read_manifest(run_dir)
+    m.provenance.host.fingerprint_sha256 = fingerprint
+    m.provenance.satbench_commit = "0" * 40  # same version string, other code
+    write_manifest(run_dir, m)
+    before = _snapshot(run_dir)
+    assert main(["sweep", "--resume", str(run_dir)]) == 2
+    assert "cannot resume: the run was measured by satbench commit 000000000000" in capsys.readouterr().err
+    assert _snapshot(run_dir) == before
     assert main(["sweep", "--resume", str(tmp_path / "nope")]) == 2
     assert "no such run directory" in capsys.readouterr().err
     assert main(["sweep", "--resume", str(run_dir), "-o", str(tmp_path / "x")]) == 2

@@ -132,6 +132,9 @@ def recommendation_problems(rec: LaneRecommendation) -> list[str]:
     """Internal consistency: the numbers must be ones the run measured."""
     measured = {lv.concurrency: lv for lv in rec.measured_levels}
     out = []
+    if rec.hardware.fingerprint() != rec.hardware_fingerprint:
+        out.append("its hardware fingerprint is not the hash of its own hardware description (edited, or "
+                   "written by a satbench with another fingerprint scheme)")
     if rec.recommended_concurrency is None:
         return ["expected figures without a recommended concurrency"] if rec.expected is not None else []
     if rec.expected is None:
@@ -160,6 +163,8 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
         return "no recommendation for this lane"
     if node.unreachable:
         return f"cannot ask the lane's server what it runs: {node.unreachable}"
+    if node.runtime_kind == "url" and node.model_path is None:
+        return "the lane's server does not say which model it serves (no model_path on /props): cannot confirm it"
     if rec.hardware_fingerprint != host_fingerprint:
         return (f"measured on another machine (fingerprint {rec.hardware_fingerprint[:16]} ≠ this node's "
                 f"{host_fingerprint[:16]})")
@@ -258,6 +263,13 @@ def node_lane(lane: LaneConfig) -> NodeLane:
                     runtime_binary_sha256=binary)
 
 
+def pick(recs: RecommendationsFile | None, lane: str, fingerprint: str) -> LaneRecommendation | None:
+    """The lane's recommendation for this machine (a file may hold one per lane × machine), else
+    the lane's first one, to be refused with the reason."""
+    mine = [r for r in recs.lanes if r.lane == lane] if recs else []
+    return next((r for r in mine if r.hardware_fingerprint == fingerprint), mine[0] if mine else None)
+
+
 def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedelta,
                       nodes: list[NodeLane] | None = None, host: HostInfo | None = None,
                       now: dt.datetime | None = None) -> CapabilityReport:
@@ -265,10 +277,9 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
     host = host or describe_host(open_nvml())
     nodes = nodes or [node_lane(lane) for lane in cfg.lanes]
     recs, refused, digest = load_recommendations(recommendations)
-    by_lane = {r.lane: r for r in recs.lanes} if recs else {}
     out = []
     for node in nodes:
-        rec = by_lane.get(node.lane)
+        rec = pick(recs, node.lane, host.fingerprint_sha256)
         why = refused or check_lane(rec, node, host.fingerprint_sha256, now, max_age)
         base = dict(lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256)
         if why is not None:

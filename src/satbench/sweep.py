@@ -101,6 +101,11 @@ class Sweep:
             raise UserError(f"--resume {self.run_dir}: the run changed on disk while this resume started; try again")
         self._host = self._this_host()
         prov = self.manifest.provenance
+        commit, changed = satbench_source()
+        if prov is not None and prov.satbench_commit and commit and (prov.satbench_commit, prov.satbench_modified_files) \
+                != (commit, changed):
+            raise UserError(f"cannot resume: the run was measured by satbench commit {prov.satbench_commit[:12]}, "
+                            f"this is {commit[:12]}{' (modified)' if changed else ''}; start a new run")
         if prov is not None and prov.host.fingerprint_sha256 != self._host[1].fingerprint_sha256:
             raise UserError("cannot resume on this machine: the run was measured on hardware fingerprint "
                             f"{prov.host.fingerprint_sha256[:16]}, this is {self._host[1].fingerprint_sha256[:16]}")

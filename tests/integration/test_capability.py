@@ -82,6 +82,7 @@ def test_litellm_fragment_without_a_p95(measured, capsys, tmp_path):
     ("tampered latency", lambda r: r["expected"].update(p95_ttft_ms=1.0), "p95 TTFT or TPOT differs"),
     ("no safe level", lambda r: r.update(recommended_concurrency=None, expected=None), "no safe concurrency"),
     ("figures without a level", lambda r: r.update(recommended_concurrency=None), "expected figures without"),
+    ("edited hardware block", lambda r: r["hardware"].update(cores_logical=999), "not the hash of its own hardware"),
     ("schema-invalid", lambda r: r.update(recommended_concurrency="lots"), "fails schema validation"),
     ("schema-invalid missing key", lambda r: r.pop("binding"), "fails schema validation"),
 ])
@@ -90,6 +91,33 @@ def test_refusals(measured, capsys, tmp_path, name, change, needle):
     lane = capability(capsys, edited(tmp_path, recs, change), model)
     assert lane["status"] == "unmeasured" and needle in lane["reason"], lane["reason"]
     assert lane["max_concurrency"] == 1 and lane["expected_output_tok_per_s"] is None
+
+
+def test_a_file_with_one_recommendation_per_machine_gives_this_machines(measured, capsys, tmp_path):
+    """recommendations.json is keyed by lane × machine: another machine's entry for the same lane
+    must not hide this machine's."""
+    model, recs = measured
+    data = json.loads(recs.read_text())
+    other = json.loads(json.dumps(data["lanes"][0]))
+    other["hardware"]["cores_logical"] += 64
+    from satbench.manifest import HostInfo
+
+    other["hardware_fingerprint"] = HostInfo.model_validate(other["hardware"]).fingerprint()
+    other["recommended_concurrency"] = other["expected"]["concurrency"] = data["lanes"][0]["measured_levels"][0][
+        "concurrency"]
+    data["lanes"].append(other)  # the lane's last entry: a dict keyed by lane alone took it
+    both = tmp_path / "recommendations.json"
+    both.write_text(json.dumps(data))
+    lane = capability(capsys, both, model)
+    assert lane["status"] == "measured", lane["reason"]
+    assert lane["max_concurrency"] == data["lanes"][0]["recommended_concurrency"]
+
+
+def test_a_remote_server_that_does_not_name_its_model_is_not_vouched_for():
+    from satbench.capability import NodeLane, check_lane
+
+    node = NodeLane(lane="r", model_path=None, model_sha256=None, runtime_kind="url", runtime_build="8000")
+    assert "does not say which model it serves" in check_lane(object(), node, "f", None, None)
 
 
 def test_refused_for_another_model_file(measured, capsys, tmp_path):

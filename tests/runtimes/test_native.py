@@ -113,6 +113,21 @@ def test_the_binary_digest_covers_the_executable_and_the_libraries_beside_it(tmp
     assert server_binary_sha256(str(tmp_path / "gone")) is None
 
 
+def test_the_binary_digest_covers_an_installed_prefixs_lib_directory(tmp_path):
+    """cmake --install puts llama-server in PREFIX/bin and libllama, libggml-* in PREFIX/lib."""
+    from satbench.runtimes.native import server_binary_sha256
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "lib").mkdir()
+    exe = tmp_path / "bin" / "llama-server"
+    exe.write_bytes(b"\x7fELF server")
+    lib = tmp_path / "lib" / "libllama.so"
+    lib.write_bytes(b"llama v1")
+    first = server_binary_sha256(str(exe))
+    lib.write_bytes(b"llama v2")
+    assert server_binary_sha256(str(exe)) != first
+
+
 def test_capability_refuses_a_recommendation_measured_with_other_library_bytes(tmp_path, capsys, monkeypatch):
     """Two builds that report the same version (as builds compiled outside git all do: "0
     (unknown)") are told apart by their bytes: a library beside the binary changed after the

@@ -80,13 +80,16 @@ SHARED_LIBRARY = re.compile(r"\.(so(\.\d+)*|dylib|dll)$")
 
 def server_binary_sha256(server_bin: str) -> str | None:
     """sha256 over "name  sha256" lines, sorted by name, of the `llama-server` executable and the
-    shared libraries beside it (libllama, libggml-*: where a build keeps most of its code).
+    shared libraries beside it or in its prefix's lib/ (libllama, libggml-*: where a build keeps
+    most of its code).
     Symbolic links are followed and each file counted once. It identifies a build whose
     `--version` says only "0 (unknown)" (llama.cpp compiled outside git). None if unreadable."""
     exe = Path(server_bin).resolve()
     files = {exe}
+    # beside the executable (a build tree's bin/), or in an installed prefix's lib/ or lib64/
+    dirs = [exe.parent] + [d for d in (exe.parent.parent / "lib", exe.parent.parent / "lib64") if d.is_dir()]
     try:
-        files |= {p.resolve() for p in exe.parent.iterdir() if SHARED_LIBRARY.search(p.name) and p.is_file()}
+        files |= {p.resolve() for d in dirs for p in d.iterdir() if SHARED_LIBRARY.search(p.name) and p.is_file()}
         lines = [f"{p.name}  {sha256_file(p, cache=None)}\n" for p in sorted(files, key=lambda p: p.name)]
     except OSError:
         return None
