@@ -96,10 +96,11 @@ class RuntimeConfig(Strict):
 
 
 class SloConfig(Strict):
-    """A lane's latency objective: p95 TTFT and p95 TPOT, in milliseconds."""
+    """A lane's latency objective: p95 TTFT and p95 TPOT, and optionally p95 E2E, in milliseconds."""
 
     p95_ttft_ms: float = Field(gt=0)
     p95_tpot_ms: float = Field(gt=0)
+    p95_e2e_ms: float | None = Field(None, gt=0, description="optional end-to-end latency target")
 
 
 class FairnessConfig(Strict):

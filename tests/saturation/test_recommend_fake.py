@@ -152,3 +152,16 @@ def test_a_server_that_failed_at_the_lowest_level_leaves_nothing_to_recommend(fo
     rec = recommend_lane(lane, results)  # repetition 1 at N=1 was fine, but the server died there too
     assert rec.server_failure_cap == 0 and rec.recommended_concurrency is None
     assert rec.binding.reason == "server_failed"
+
+
+def test_an_e2e_target_binds_the_slo_bound(four_slot_run):
+    lane = _results(four_slot_run).lanes[0]
+    by_n = {lv.concurrency: lv for lv in lane.levels}
+    for lv in lane.levels:
+        lv.slo_attainment = 1.0
+    between = (by_n[4].latency.e2e_ms.max + by_n[8].latency.e2e_ms.p50) / 2  # 8 queues: its E2E jumps
+    assert by_n[8].latency.e2e_ms.p50 > by_n[4].latency.e2e_ms.max
+    n, why = slo_bound(lane.levels, SloConfig(p95_ttft_ms=1e9, p95_tpot_ms=1e9, p95_e2e_ms=between))
+    assert n == 4 and "N=8 misses the SLO: p95 E2E upper CI" in why
+    assert slo_bound(lane.levels, SloConfig(p95_ttft_ms=1e9, p95_tpot_ms=1e9))[0] == 8
+

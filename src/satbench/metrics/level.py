@@ -246,11 +246,13 @@ def summarize_level(
 
 
 def slo_met(requests: Sequence[RequestEvent], slo: SloConfig) -> int:
-    """Successful requests with TTFT ≤ the SLO's TTFT target and TPOT ≤ its TPOT target."""
+    """Successful requests with TTFT ≤ the SLO's TTFT target, TPOT ≤ its TPOT target and, when it
+    sets one, E2E ≤ its E2E target."""
     ok = 0
     for e in requests:
         ttft, tpot = latency.ttft_ms(e), latency.tpot_ms(e)
-        if ttft is not None and ttft <= slo.p95_ttft_ms and (tpot is None or tpot <= slo.p95_tpot_ms):
+        if (ttft is not None and ttft <= slo.p95_ttft_ms and (tpot is None or tpot <= slo.p95_tpot_ms)
+                and (slo.p95_e2e_ms is None or latency.e2e_ms(e) <= slo.p95_e2e_ms)):
             ok += 1
     return ok
 

@@ -128,7 +128,7 @@ def _upper_p95(d: Distribution) -> float | None:
 
 def slo_bound(levels: list[LevelResult], slo: SloConfig | None) -> tuple[int | None, str]:
     """Largest N such that it and every lower level meet the SLO: upper-CI p95 TTFT and p95 TPOT
-    within the targets and ≥ 90 % of requests meeting both."""
+    (and p95 E2E when the SLO sets it) within the targets and ≥ 90 % of requests meeting all."""
     if slo is None:
         return None, "no SLO declared for this lane"
     best, why = None, ""
@@ -140,6 +140,8 @@ def slo_bound(levels: list[LevelResult], slo: SloConfig | None) -> tuple[int | N
             fails.append(f"p95 TTFT upper CI {ttft if ttft is None else round(ttft)} ms > {slo.p95_ttft_ms:g}")
         if tpot is None or tpot > slo.p95_tpot_ms:
             fails.append(f"p95 TPOT upper CI {tpot if tpot is None else round(tpot, 1)} ms > {slo.p95_tpot_ms:g}")
+        if slo.p95_e2e_ms is not None and ((e2e := _upper_p95(lv.latency.e2e_ms)) is None or e2e > slo.p95_e2e_ms):
+            fails.append(f"p95 E2E upper CI {e2e if e2e is None else round(e2e)} ms > {slo.p95_e2e_ms:g}")
         if att is None or att < SLO_MIN_ATTAINMENT:
             fails.append(f"attainment {att if att is None else f'{att:.0%}'} < {SLO_MIN_ATTAINMENT:.0%}")
         if fails:
