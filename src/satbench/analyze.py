@@ -88,6 +88,7 @@ def analyze_run(run_dir: Path) -> ResultsFile:
         run_id=manifest.run_id, status=manifest.status, status_reason=manifest.status_reason,
         started_at=manifest.started_at, finished_at=manifest.finished_at,
         command_line=manifest.command_line, config=manifest.config, provenance=prov, lanes=lanes,
+        lanes_not_started=[f for f in manifest.server_failures if f.lane not in prov.lanes],
     )
 
 

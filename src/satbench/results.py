@@ -18,7 +18,7 @@ from satbench.metrics.level import LevelResult
 RESULTS_FILE = "results.json"
 RESULTS_SCHEMA_VERSION = "2.4"
 # 2.4: hardware.cpu_signature and hardware.cores_usable; the fingerprint no longer counts the kernel
-#      release and identifies RAM by its 4 GiB class.
+#      release and identifies RAM by its 4 GiB class; lanes_not_started; slo.p95_e2e_ms.
 # 2.3: runtime.binary_sha256 (a native llama-server's executable and libraries).
 # 2.2: a `gpu` block per level (NVML memory mean/peak, utilisation, SM clock) and the lane's
 #      `server_failures` (a level or check whose server crashed or stopped answering).
@@ -83,6 +83,8 @@ class ResultsFile(Strict):
     provenance: Provenance
     definitions: dict[str, str] = Field(default_factory=lambda: dict(DEFINITIONS))
     lanes: list[LaneResult]
+    lanes_not_started: list[ServerFailure] = Field(
+        default_factory=list, description="lanes of the run whose server never started (so no section in `lanes`)")
 
 
 def read_results(run_dir: Path) -> ResultsFile:

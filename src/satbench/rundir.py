@@ -45,6 +45,15 @@ def prepare_run_dir(path: Path) -> Path:
     return path
 
 
+def _holder_if_locked(fd: int, mode: int) -> str | None:
+    """Take `mode` (LOCK_SH or LOCK_EX) without waiting: None when taken, else the holder's pid."""
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+    return None
+
+
 def refuse_if_in_use(run_dir: Path) -> None:
     """For analyze, recommend and report: refuse a run directory a sweep is still writing (its
     derived files would be stale the moment the sweep wrote on). Creates nothing: a directory
@@ -54,11 +63,9 @@ def refuse_if_in_use(run_dir: Path) -> None:
     except OSError:
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-        raise UserError(f"{run_dir} is still being measured by satbench (pid {holder}); "
-                        "its sweep writes the results, recommendations and report when it ends") from None
+        if (holder := _holder_if_locked(fd, fcntl.LOCK_SH)) is not None:
+            raise UserError(f"{run_dir} is still being measured by satbench (pid {holder}); "
+                            "its sweep writes the results, recommendations and report when it ends")
     finally:
         os.close(fd)
 
@@ -72,12 +79,9 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     except OSError as exc:
         raise RunDirError(f"cannot open {path}: {exc.strerror or exc}") from exc
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        if (holder := _holder_if_locked(fd, fcntl.LOCK_EX)) is not None:
             raise UserError(f"{run_dir} is being written by another satbench process (pid {holder}); "
-                            "wait for it to end, or stop it, before resuming") from None
+                            "wait for it to end, or stop it, before resuming")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield

@@ -225,6 +225,9 @@ def test_a_lane_whose_server_never_starts_does_not_throw_away_the_other_lanes_me
     assert not any(u.startswith("together") for u in manifest["completed_units"])  # not without "down"
     recs = json.loads((run_dir / "recommendations.json").read_text())["lanes"]
     assert [r["lane"] for r in recs] == ["good"] and recs[0]["recommended_concurrency"] == 2
+    assert [f["lane"] for f in analyzable(run_dir)["lanes_not_started"]] == ["down"]
+    evidence = (run_dir / "EVIDENCE.md").read_text()
+    assert "## Server failures" in evidence and "lane down: the server did not start" in evidence
     assert main(["verify", str(run_dir)]) == 0
 
 

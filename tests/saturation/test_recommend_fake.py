@@ -164,4 +164,3 @@ def test_an_e2e_target_binds_the_slo_bound(four_slot_run):
     n, why = slo_bound(lane.levels, SloConfig(p95_ttft_ms=1e9, p95_tpot_ms=1e9, p95_e2e_ms=between))
     assert n == 4 and "N=8 misses the SLO: p95 E2E upper CI" in why
     assert slo_bound(lane.levels, SloConfig(p95_ttft_ms=1e9, p95_tpot_ms=1e9))[0] == 8
-

@@ -127,7 +127,7 @@ def server_failures(results: ResultsFile) -> list[Block]:
              f"`{f.server_log}`" if f.server_log else "n/a",
              f"yes (pid {f.restarted_server.pid})" if f.restarted and f.restarted_server else "no",
              ", ".join(f.skipped_units) or "none"]
-            for lane in results.lanes for f in lane.server_failures]
+            for f in [f for lane in results.lanes for f in lane.server_failures] + results.lanes_not_started]
     if not rows:
         return []
     return [Heading(level=2, text="Server failures"),
