@@ -156,8 +156,18 @@ def recommendation_problems(rec: LaneRecommendation) -> list[str]:
     return out
 
 
+def same_machine_older_scheme(recorded: HostInfo, host: HostInfo) -> bool:
+    """The recorded hardware is this host's, as far as an earlier satbench described it (fields it
+    did not record are left out of the comparison)."""
+    theirs, mine = recorded.identity(), host.identity()
+    for key in ("cpu_signature", "cores_usable"):
+        if theirs[key] is None:
+            mine[key] = None
+    return theirs == mine
+
+
 def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint: str, now: dt.datetime,
-               max_age: dt.timedelta) -> str | None:
+               max_age: dt.timedelta, host: HostInfo | None = None) -> str | None:
     """Why this recommendation may not be advertised on this node (None: it may)."""
     if rec is None:
         return "no recommendation for this lane"
@@ -165,6 +175,9 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
         return f"cannot ask the lane's server what it runs: {node.unreachable}"
     if node.runtime_kind == "url" and node.model_path is None:
         return "the lane's server does not say which model it serves (no model_path on /props): cannot confirm it"
+    if rec.hardware_fingerprint != host_fingerprint and host is not None and same_machine_older_scheme(rec.hardware, host):
+        return ("measured on this machine, but its hardware fingerprint was computed by an earlier satbench "
+                "(another fingerprint scheme): measure again to advertise it")
     if rec.hardware_fingerprint != host_fingerprint:
         return (f"measured on another machine (fingerprint {rec.hardware_fingerprint[:16]} ≠ this node's "
                 f"{host_fingerprint[:16]})")
@@ -280,7 +293,7 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
     out = []
     for node in nodes:
         rec = pick(recs, node.lane, host.fingerprint_sha256)
-        why = refused or check_lane(rec, node, host.fingerprint_sha256, now, max_age)
+        why = refused or check_lane(rec, node, host.fingerprint_sha256, now, max_age, host)
         base = dict(lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256)
         if why is not None:
             out.append(LaneCapability(**base, status="unmeasured", reason=why, max_concurrency=CONSERVATIVE_CONCURRENCY))

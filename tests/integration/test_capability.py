@@ -83,6 +83,9 @@ def test_litellm_fragment_without_a_p95(measured, capsys, tmp_path):
     ("no safe level", lambda r: r.update(recommended_concurrency=None, expected=None), "no safe concurrency"),
     ("figures without a level", lambda r: r.update(recommended_concurrency=None), "expected figures without"),
     ("edited hardware block", lambda r: r["hardware"].update(cores_logical=999), "not the hash of its own hardware"),
+    ("an earlier satbench's fingerprint", lambda r: (r["hardware"].update(cpu_signature=None, cores_usable=None),
+                                                      r.update(hardware_fingerprint="1" * 64)),
+     "measured on this machine, but its hardware fingerprint was computed by an earlier satbench"),
     ("schema-invalid", lambda r: r.update(recommended_concurrency="lots"), "fails schema validation"),
     ("schema-invalid missing key", lambda r: r.pop("binding"), "fails schema validation"),
 ])
