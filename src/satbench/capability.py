@@ -159,6 +159,8 @@ def recommendation_problems(rec: LaneRecommendation) -> list[str]:
 def same_machine_older_scheme(recorded: HostInfo, host: HostInfo) -> bool:
     """The recorded hardware is this host's, as far as an earlier satbench described it (fields it
     did not record are left out of the comparison)."""
+    if recorded.cores_usable is not None:  # recorded by this satbench: its fingerprint is of this scheme
+        return False
     theirs, mine = recorded.identity(), host.identity()
     for key in ("cpu_signature", "cores_usable"):
         if theirs[key] is None:
