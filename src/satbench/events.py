@@ -42,6 +42,9 @@ class ServerTimings(Strict):
     predicted_ms: float | None = None
 
 
+CANCELLED = "cancelled"  # error type of a request in flight when its level was stopped: not the server's failure
+
+
 class RequestErrorInfo(Strict):
     """Why a request failed: a stable `type` for grouping and the original message."""
 

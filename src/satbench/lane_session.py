@@ -261,8 +261,10 @@ async def together_step(active: list[LaneSession], k: int, rep: int, events: Jso
     try:
         await asyncio.gather(*tasks)
     except BaseException:
+        failed = next((s.lane.name for s, t in zip(active, tasks) if t.done() and not t.cancelled()
+                       and t.exception() is not None), "another lane")
         for t in tasks:
-            t.cancel()
+            t.cancel(f"stopped: lane {failed} failed in the together scenario")
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
     finally:

@@ -21,7 +21,7 @@ from typing import Callable, Protocol
 
 from satbench.client import CompletionRequest, StreamClient, StreamOutcome
 from satbench.config import Strict
-from satbench.events import LevelMark, RequestErrorInfo, RequestEvent, ServerTimings
+from satbench.events import CANCELLED, LevelMark, RequestErrorInfo, RequestEvent, ServerTimings
 
 # failures that mean "the server is gone or hung"; N + 3 of them in a row stop a level
 UNREACHABLE = frozenset({"connection_dropped", "timeout"})
@@ -78,6 +78,24 @@ def server_timings(raw: dict) -> ServerTimings:
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
         kept[key] = ftype(v) if ok else None
     return ServerTimings(**kept)
+
+
+async def run_recorded(client: StreamClient, req: CompletionRequest, record: Callable[[StreamOutcome], None],
+                       clock: Callable[[], int] = time.perf_counter_ns,
+                       out: StreamOutcome | None = None) -> StreamOutcome:
+    """`client.run(req)`, then `record` its outcome. A request in flight when its level is stopped
+    (Ctrl-C, another lane's failure in the together scenario) is recorded too, as error
+    `cancelled` with the tokens it got, before the cancellation goes on: never silently dropped."""
+    out = out if out is not None else StreamOutcome()
+    try:
+        await client.run(req, out)
+    except asyncio.CancelledError:
+        out.end_ns = out.end_ns or clock()
+        out.error_type, out.error_message = CANCELLED, "its level was stopped while it was in flight"
+        record(out)
+        raise
+    record(out)
+    return out
 
 
 def to_event(
@@ -151,9 +169,14 @@ async def run_level(
 
     async def one(stream: int, seq: int, phase: str, req: CompletionRequest) -> None:
         targeted = clock()
-        out = await client.run(req)
-        event = to_event(plan, stream, seq, phase, req, targeted, out)
-        sink.write(event)
+        written: list[RequestEvent] = []
+
+        def record(o: StreamOutcome) -> None:
+            written.append(to_event(plan, stream, seq, phase, req, targeted, o))
+            sink.write(written[-1])
+
+        out = await run_recorded(client, req, record, clock)
+        event = written[-1]
         if phase == "measured":
             if out.error_type is None:
                 shared.measured_ok += 1
@@ -201,8 +224,8 @@ async def run_level(
     try:
         with gc_paused():
             await asyncio.gather(*streams)
-    except asyncio.CancelledError:
-        status, reason = "interrupted", "interrupted by the user"
+    except asyncio.CancelledError as exc:  # Ctrl-C, or the together scenario stopping every lane's level
+        status, reason = "interrupted", (str(exc) or "interrupted by the user")
         raise
     except Exception as exc:  # one stream failed (e.g. its record could not be written): stop the others
         for s in streams:

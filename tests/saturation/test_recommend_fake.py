@@ -114,6 +114,8 @@ def test_a_level_where_requests_fail_is_not_recommended(four_slot_run):
     assert recommend_lane(lane, results).recommended_concurrency == 4
     _fail_requests(by_n[4], 3)  # 1.5 %
     assert recommend_lane(lane, results).recommended_concurrency == 2
+    _fail_requests(by_n[4], 100, kind="cancelled")  # stopped by satbench (Ctrl-C): not the server failing
+    assert recommend_lane(lane, results).recommended_concurrency == 4
 
 
 def test_no_recommendation_when_every_measured_level_is_above_the_limit(four_slot_run):

@@ -18,7 +18,7 @@ from satbench.errors import SatbenchError
 from satbench.events import JsonlWriter, RequestEvent
 from satbench.fairness.plan import FairnessPlan
 from satbench.lane_session import LaneSession, Progress
-from satbench.loadgen import LevelPlan, run_level, to_event
+from satbench.loadgen import LevelPlan, run_level, run_recorded, to_event
 from satbench.workload import WorkloadBuilder  # noqa: F401 - type of self.builder
 
 WATCH_TOKENS = 8  # decoders are "steady" once each has this many tokens
@@ -62,11 +62,16 @@ class FairnessRunner:
                    rep: int = 1, stream: int = 0, out: StreamOutcome | None = None) -> RequestEvent:
         assert self.s.client is not None
         targeted = time.perf_counter_ns()
-        out = await self.s.client.run(req, out)
-        event = to_event(self._level_plan(check, level, rep), stream, seq, "measured", req, targeted, out, role=role)
-        self.sink.write(event)
-        self.progress.request_done(event)
-        return event
+        plan = self._level_plan(check, level, rep)
+        written: list[RequestEvent] = []
+
+        def record(o: StreamOutcome) -> None:
+            written.append(to_event(plan, stream, seq, "measured", req, targeted, o, role=role))
+            self.sink.write(written[-1])
+
+        await run_recorded(self.s.client, req, record, out=out)
+        self.progress.request_done(written[-1])
+        return written[-1]
 
     async def _closed_loop(self, check: str, streams: int, per_stream: int, prompt: int, output: int,
                            stagger_s: float = 0.0) -> None:

@@ -11,7 +11,7 @@ from typing import Sequence
 from pydantic import Field
 
 from satbench.config import SloConfig, Strict, design_minimum_requests
-from satbench.events import LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample
+from satbench.events import CANCELLED, LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample
 from satbench.metrics import latency, memory, occupancy, throughput
 from satbench.metrics.gpu import GpuUse, gpu_use
 from satbench.metrics.little import LittleCheck, littles_law
@@ -350,8 +350,11 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
     if r.littles_law is not None and not r.littles_law.within_tolerance:
         flags.append(f"littles_law_mismatch: N={ctx.level} but X·E2E={r.littles_law.n_from_little:.2f} "
                      f"({r.littles_law.relative_error:.1%} off)")
-    if r.counts.errors_by_type:
-        flags.append("errors: " + ", ".join(f"{k}×{v}" for k, v in r.counts.errors_by_type.items()))
+    errors = {k: v for k, v in r.counts.errors_by_type.items() if k != CANCELLED}
+    if errors:
+        flags.append("errors: " + ", ".join(f"{k}×{v}" for k, v in errors.items()))
+    if (cut := r.counts.errors_by_type.get(CANCELLED)):
+        flags.append(f"cancelled: {cut} request(s) in flight when satbench stopped the level (not server errors)")
     if r.counts.retries:
         flags.append(f"retries: {r.counts.retries} request(s) retried after a dropped connection")
     if (cpu := cpu_contention_flag(r.memory, ctx.host_cores)) is not None:

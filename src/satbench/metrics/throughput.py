@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from satbench.events import RequestEvent
+from satbench.events import CANCELLED, RequestEvent
 from satbench.metrics.latency import first_token_ns
 from satbench.metrics.window import SteadyWindow
 
@@ -49,8 +49,10 @@ def completed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[Req
 
 
 def failed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[RequestEvent]:
-    """Measured requests that failed, counted by the time they ended: end_ns in the window."""
-    return [ev for ev in events if ev.phase == "measured" and not ev.ok and w.contains(ev.end_ns)]
+    """Measured requests that failed, counted by the time they ended: end_ns in the window (not
+    those cancelled when satbench stopped the level: that is not the server missing an SLO)."""
+    return [ev for ev in events if ev.phase == "measured" and ev.error is not None and ev.error.type != CANCELLED
+            and w.contains(ev.end_ns)]
 
 
 def req_per_s(events: list[RequestEvent], w: SteadyWindow) -> float:

@@ -18,6 +18,7 @@ from pydantic import Field
 from satbench.artifacts import close, older_minor, published_schema, render, write_artifact  # noqa: F401  (render: re-exported)
 from satbench.config import SloConfig, Strict
 from satbench.errors import RunDirError
+from satbench.events import CANCELLED
 from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, Estimate, Interval
@@ -170,10 +171,15 @@ def server_failure_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
     return min(f.level for f in failed) - 1, [f.reason for f in failed]
 
 
+def failed_count(lv: LevelResult) -> int:
+    """Measured requests that failed, but not those cancelled when satbench stopped the level."""
+    return sum(n for kind, n in lv.counts.errors_by_type.items() if kind != CANCELLED)
+
+
 def failed_share(lv: LevelResult) -> float:
     """Share of the level's measured requests that failed (every repetition, in window or not)."""
     c = lv.counts
-    return (c.requests_measured - c.requests_ok) / c.requests_measured if c.requests_measured else 0.0
+    return failed_count(lv) / c.requests_measured if c.requests_measured else 0.0
 
 
 def error_cap(levels: list[LevelResult]) -> tuple[int | None, list[str]]:
@@ -183,7 +189,7 @@ def error_cap(levels: list[LevelResult]) -> tuple[int | None, list[str]]:
     if not bad:
         return None, []
     return bad[0].concurrency - 1, [
-        f"N={lv.concurrency}: {lv.counts.requests_measured - lv.counts.requests_ok} of {lv.counts.requests_measured} "
+        f"N={lv.concurrency}: {failed_count(lv)} of {lv.counts.requests_measured} "
         f"measured requests failed ({', '.join(f'{k}×{v}' for k, v in lv.counts.errors_by_type.items()) or 'errors'})"
         for lv in bad]
 
