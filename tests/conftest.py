@@ -15,12 +15,12 @@ FAKE = Path(__file__).parent / "fakes" / "fake_llama_server.py"
 
 
 class FakeProcess:
-    def __init__(self, tmp: Path, script: dict) -> None:
+    def __init__(self, tmp: Path, script: dict, port: int = 0) -> None:
         self.log = tmp / "schedule.jsonl"
         script = {**script, "schedule_log": str(self.log)}
         (tmp / "script.json").write_text(json.dumps(script))
         ready = tmp / "ready.json"
-        self.proc = subprocess.Popen([sys.executable, str(FAKE), "--port", "0", "--script",
+        self.proc = subprocess.Popen([sys.executable, str(FAKE), "--port", str(port), "--script",
                                       str(tmp / "script.json"), "--ready-file", str(ready)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20
@@ -48,10 +48,10 @@ class FakeProcess:
 def fake_server(tmp_path):
     started: list[FakeProcess] = []
 
-    def start(**script) -> FakeProcess:
+    def start(port: int = 0, **script) -> FakeProcess:
         d = tmp_path / f"fake{len(started)}"
         d.mkdir()
-        fp = FakeProcess(d, script)
+        fp = FakeProcess(d, script, port)
         started.append(fp)
         return fp
 

@@ -70,3 +70,13 @@ def test_other_hardware_other_hash():
 def test_this_machine_is_stable_across_calls():
     a, b = describe_host(None), describe_host(None)
     assert a.fingerprint_sha256 == b.fingerprint_sha256 == a.fingerprint() and len(a.fingerprint_sha256) == 64
+
+
+def test_a_record_by_an_earlier_satbench_is_recognised_as_this_machine():
+    """An earlier satbench recorded neither the CPU signature nor the usable cores, and hashed
+    another identity: resume, compare and capability must say so, not call it another machine."""
+    now = host(cpu_signature="family 26 model 2 stepping 1", cores_usable=2)
+    earlier = host()  # no cpu_signature, no cores_usable
+    assert earlier.older_scheme_of(now)
+    assert not host(cores_logical=4).older_scheme_of(now)
+    assert not now.older_scheme_of(now.model_copy(update={"cores_logical": 4}))  # recorded by this scheme

@@ -136,9 +136,9 @@ def recommendation_problems(rec: LaneRecommendation) -> list[str]:
         out.append("its hardware fingerprint is not the hash of its own hardware description (edited, or "
                    "written by a satbench with another fingerprint scheme)")
     if rec.recommended_concurrency is None:
-        return ["expected figures without a recommended concurrency"] if rec.expected is not None else []
+        return out + (["expected figures without a recommended concurrency"] if rec.expected is not None else [])
     if rec.expected is None:
-        return ["a recommended concurrency without its expected figures"]
+        return out + ["a recommended concurrency without its expected figures"]
     if rec.recommended_concurrency not in measured:
         out.append(f"recommended concurrency {rec.recommended_concurrency} is not a measured level {sorted(measured)}")
     else:
@@ -156,18 +156,6 @@ def recommendation_problems(rec: LaneRecommendation) -> list[str]:
     return out
 
 
-def same_machine_older_scheme(recorded: HostInfo, host: HostInfo) -> bool:
-    """The recorded hardware is this host's, as far as an earlier satbench described it (fields it
-    did not record are left out of the comparison)."""
-    if recorded.cores_usable is not None:  # recorded by this satbench: its fingerprint is of this scheme
-        return False
-    theirs, mine = recorded.identity(), host.identity()
-    for key in ("cpu_signature", "cores_usable"):
-        if theirs[key] is None:
-            mine[key] = None
-    return theirs == mine
-
-
 def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint: str, now: dt.datetime,
                max_age: dt.timedelta, host: HostInfo | None = None) -> str | None:
     """Why this recommendation may not be advertised on this node (None: it may)."""
@@ -177,7 +165,7 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
         return f"cannot ask the lane's server what it runs: {node.unreachable}"
     if node.runtime_kind == "url" and node.model_path is None:
         return "the lane's server does not say which model it serves (no model_path on /props): cannot confirm it"
-    if rec.hardware_fingerprint != host_fingerprint and host is not None and same_machine_older_scheme(rec.hardware, host):
+    if rec.hardware_fingerprint != host_fingerprint and host is not None and rec.hardware.older_scheme_of(host):
         return ("measured on this machine, but its hardware fingerprint was computed by an earlier satbench "
                 "(another fingerprint scheme): measure again to advertise it")
     if rec.hardware_fingerprint != host_fingerprint:

@@ -63,6 +63,9 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         sweep.resolve_models()  # a bad model (or URL, above) is refused before the run directory exists
         prepare_run_dir(run_dir)
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # kill / timeout / systemd stop = Ctrl-C
+    # a shell starts `satbench sweep &` with SIGINT ignored, and then the SIGINT that SIGTERM raises
+    # would be ignored too: Ctrl-C (and so SIGTERM) must always reach the sweep
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         results = sweep.run()
     except KeyboardInterrupt as exc:
@@ -72,13 +75,17 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
     print_results(results)
     if any(lane.levels for lane in results.lanes):
         _recommend(run_dir)
     _report(run_dir)
     print(f"run directory: {run_dir}")
     verdicts = verdicts_of(results)
-    failures = read_manifest(run_dir).server_failures  # also a lane whose server never started (no results)
+    manifest = read_manifest(run_dir)  # its failures include a lane whose server never started (no results)
+    started = manifest.provenance.lanes if manifest.provenance else {}
+    failures = [f for f in manifest.server_failures if not (f.unit.endswith("/start") and f.lane in started
+                                                              and f.scenario == "solo")]
     if failures:
         for f in failures:
             below = f.level > 0

@@ -44,9 +44,10 @@ def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
         text = (root / rel.lstrip("/") / "cpu.max").read_text().split()
     except (OSError, StopIteration):
         return None
-    if len(text) != 2 or text[0] == "max":
+    try:
+        return None if len(text) != 2 or text[0] == "max" else int(text[0]) / int(text[1])
+    except (ValueError, ZeroDivisionError):
         return None
-    return int(text[0]) / int(text[1])
 
 
 def usable_cores(logical: int, affinity: set[int] | None = None, quota: float | None = None) -> int:

@@ -93,6 +93,18 @@ class HostInfo(Strict):
                      for g in self.gpus],
         }
 
+    def older_scheme_of(self, host: HostInfo) -> bool:
+        """This record is `host` as an earlier satbench described it: recorded without the fields
+        the current fingerprint scheme added (its stored fingerprint is of the older scheme), and
+        equal to `host` in everything it did record."""
+        if self.cores_usable is not None:
+            return False
+        theirs, mine = self.identity(), host.identity()
+        for key in ("cpu_signature", "cores_usable"):
+            if theirs[key] is None:
+                mine[key] = None
+        return theirs == mine
+
     def fingerprint(self) -> str:
         """sha256 of the canonical JSON of identity() (sorted keys, no spaces)."""
         canon = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))

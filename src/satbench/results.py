@@ -131,7 +131,7 @@ def write_results(run_dir: Path, results: ResultsFile) -> Path:
 
 
 VERDICTS_FILE = "verdicts.json"
-VERDICTS_SCHEMA_VERSION = "1.0"
+VERDICTS_SCHEMA_VERSION = "1.1"  # 1.1: S2 holds every probe to the bound (probes_over_bound), S3 complete pairs only
 
 
 class LaneVerdicts(Strict):

@@ -90,7 +90,8 @@ def resumable_manifest(run_dir: Path) -> RunManifest:
     if not run_dir.is_dir():
         raise UserError(f"--resume {run_dir}: no such run directory")
     m = read_manifest(run_dir)
-    if m.status not in RESUMABLE:
+    never_started = [lane.name for lane in m.config.lanes if m.provenance is None or lane.name not in m.provenance.lanes]
+    if m.status not in RESUMABLE and not (m.status == "complete" and never_started):
         raise UserError(f"--resume {run_dir}: the run is {m.status}; nothing to resume")
     return m
 

@@ -63,11 +63,14 @@ def refuse_if_in_use(run_dir: Path) -> None:
     except OSError:
         return
     try:
-        if (holder := _holder_if_locked(fd, fcntl.LOCK_SH)) is not None:
-            raise UserError(f"{run_dir} is still being measured by satbench (pid {holder}); "
-                            "its sweep writes the results, recommendations and report when it ends")
+        holder = _holder_if_locked(fd, fcntl.LOCK_SH)
+    except OSError:  # a file system without locks (some NFS): nothing can be told, nothing refused
+        holder = None
     finally:
         os.close(fd)
+    if holder is not None:
+        raise UserError(f"{run_dir} is still being measured by satbench (pid {holder}); "
+                        "its sweep writes the results, recommendations and report when it ends")
 
 
 @contextlib.contextmanager
@@ -79,7 +82,11 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     except OSError as exc:
         raise RunDirError(f"cannot open {path}: {exc.strerror or exc}") from exc
     try:
-        if (holder := _holder_if_locked(fd, fcntl.LOCK_EX)) is not None:
+        try:
+            holder = _holder_if_locked(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            raise RunDirError(f"cannot lock {path}: {exc.strerror or exc}") from exc
+        if holder is not None:
             raise UserError(f"{run_dir} is being written by another satbench process (pid {holder}); "
                             "wait for it to end, or stop it, before resuming")
         os.ftruncate(fd, 0)

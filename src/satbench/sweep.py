@@ -106,6 +106,10 @@ class Sweep:
                 != (commit, changed):
             raise UserError(f"cannot resume: the run was measured by satbench commit {prov.satbench_commit[:12]}, "
                             f"this is {commit[:12]}{' (modified)' if changed else ''}; start a new run")
+        if prov is not None and prov.host.fingerprint_sha256 != self._host[1].fingerprint_sha256 \
+                and prov.host.older_scheme_of(self._host[1]):
+            raise UserError("cannot resume: the run was recorded by an earlier satbench (another hardware fingerprint "
+                            "scheme); start a new run")
         if prov is not None and prov.host.fingerprint_sha256 != self._host[1].fingerprint_sha256:
             raise UserError("cannot resume on this machine: the run was measured on hardware fingerprint "
                             f"{prov.host.fingerprint_sha256[:16]}, this is {self._host[1].fingerprint_sha256[:16]}")
@@ -205,7 +209,7 @@ class Sweep:
         self._add_failure(ServerFailure(
             lane=lane.name, scenario=scenario, level=0, repetition=0, session=self.session,  # type: ignore[arg-type]
             unit=f"{scenario}/{lane.name}/start", reason=f"lane {lane.name}: the server did not start: {exc}",
-            server_log=self._log_path(lane, scenario, self.session).name))
+            server_log=log.name if (log := self._log_path(lane, scenario, self.session)).exists() else None))
 
     def _log_path(self, lane: LaneConfig, scenario: str, session: int = 0, restart: int = 0) -> Path:
         suffix = (("" if scenario == "solo" else f"-{scenario}") + (f"-resume{session}" if session else "")
@@ -362,13 +366,17 @@ class Sweep:
         steps = max(len(lane.levels) for lane in self.cfg.lanes)
         pending = [(rep, k) for rep in range(1, reps + 1) for k in range(steps)
                    if not self._done(together_unit(k, rep))]
-        if not pending or any(f.scenario == "together" or (f.unit.endswith("/start") and f.session == self.session)
+        if not pending or any((f.scenario == "together" and f.level) or (f.unit.endswith("/start") and f.session == self.session)
                               for f in self.manifest.server_failures):
-            return  # a lane that would not start alone is not started beside the others
+            return  # a lane that would not start (this session) is not started beside the others
         sessions: list[LaneSession] = []
         try:
             for lane in self.cfg.lanes:
-                sessions.append(await self._start(lane, "together", samples, gpus))
+                try:
+                    sessions.append(await self._start(lane, "together", samples, gpus))
+                except RuntimeStartError as exc:  # recorded; the lanes' solo figures stand
+                    self._lane_did_not_start(lane, "together", exc)
+                    return
             for i, (rep, k) in enumerate(pending):
                 active = [s for s in sessions if k < len(s.lane.levels) and rep <= s.lane.repetitions]
                 try:

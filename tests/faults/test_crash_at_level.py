@@ -234,3 +234,58 @@ def test_a_lane_whose_server_never_starts_does_not_throw_away_the_other_lanes_me
 def test_a_one_lane_run_whose_server_never_starts_is_a_start_error(tmp_path, capsys):
     assert main(["sweep", "--url", "http://127.0.0.1:1", "-o", str(tmp_path / "run")]) == 3
     assert "cannot reach http://127.0.0.1:1" in capsys.readouterr().err
+
+
+def _lanes_file(path, lanes) -> None:
+    path.write_text("together = true\n" + "\n".join(
+        f'[[lanes]]\nname = "{name}"\nruntime = "url"\nurl = "{url}"\nconcurrency = [1, 2]\n'
+        f'repetitions = 1\nrequests_per_level = 8\nprompt_tokens = 32\noutput_tokens = 4\n' for name, url in lanes))
+
+
+def test_a_lane_that_was_down_is_measured_by_resume_once_its_server_is_up(fake_server, tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    good = fake_server(n_slots=4, decode_iteration_ms=4.0)
+    lanes = tmp_path / "lanes.toml"
+    _lanes_file(lanes, (("late", f"http://127.0.0.1:{port}"), ("good", good.base_url)))
+    run_dir = tmp_path / "run"
+    assert main(["sweep", "--lanes", str(lanes), "-o", str(run_dir)]) == 4
+    capsys.readouterr()
+    assert status_of(run_dir) == "complete"  # complete, yet resumable: a lane was never measured
+    fake_server(port=port, n_slots=4, decode_iteration_ms=4.0)
+    assert main(["sweep", "--resume", str(run_dir)]) == 0, capsys.readouterr().err  # the old failure is resolved
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert {"solo/late/1/1", "solo/late/2/1", "together/0/1", "together/1/1"} <= set(manifest["completed_units"])
+    recs = json.loads((run_dir / "recommendations.json").read_text())["lanes"]
+    assert sorted(r["lane"] for r in recs) == ["good", "late"]
+    assert analyzable(run_dir)["lanes_not_started"] == []
+
+
+def test_a_server_that_will_not_start_for_the_together_scenario_keeps_the_solo_figures(
+        fake_server, tmp_path, capsys, monkeypatch):
+    from satbench.errors import RuntimeStartError
+    from satbench.sweep import Sweep
+
+    a, b = fake_server(n_slots=4, decode_iteration_ms=4.0), fake_server(n_slots=4, decode_iteration_ms=4.0)
+    lanes = tmp_path / "lanes.toml"
+    _lanes_file(lanes, (("a", a.base_url), ("b", b.base_url)))
+    start = Sweep._start
+
+    async def refuse_b_together(self, lane, scenario, *args, **kwargs):
+        if lane.name == "b" and scenario == "together":
+            raise RuntimeStartError(f"{lane.runtime.url} answers neither /props nor /v1/models")
+        return await start(self, lane, scenario, *args, **kwargs)
+
+    monkeypatch.setattr(Sweep, "_start", refuse_b_together)
+    run_dir = tmp_path / "run"
+    code = main(["sweep", "--lanes", str(lanes), "-o", str(run_dir)])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 4 and line.startswith("satbench: lane b: the server did not start"), line
+    assert status_of(run_dir) == "complete"
+    failure, = json.loads((run_dir / "run.json").read_text())["server_failures"]
+    assert (failure["lane"], failure["scenario"], failure["unit"]) == ("b", "together", "together/b/start")
+    recs = {r["lane"]: r for r in json.loads((run_dir / "recommendations.json").read_text())["lanes"]}
+    assert recs["a"]["recommended_concurrency"] == recs["b"]["recommended_concurrency"] == 2

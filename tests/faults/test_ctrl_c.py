@@ -13,10 +13,12 @@ from tests.faults.common import (analyzable, cli_subprocess, kept_vs_completed, 
                                  small_sweep, status_of, table_row)
 
 
-def _interrupt_when(run_dir, argv, ready, settle_s: float = 0.0,
-                    sig: int = signal.SIGINT) -> tuple[int, str, int, float]:
+def _interrupt_when(run_dir, argv, ready, settle_s: float = 0.0, sig: int = signal.SIGINT,
+                    sigint_ignored: bool = False) -> tuple[int, str, int, float]:
     """Start the sweep, SIGINT it once `ready(events text)`; (exit code, stderr, signal time, seconds to exit)."""
-    proc = subprocess.Popen(cli_subprocess(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
+    proc = subprocess.Popen(cli_subprocess(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ignore)
     events = run_dir / "events.jsonl"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not (events.exists() and ready(events.read_text())):
@@ -85,4 +87,15 @@ def test_sigterm_is_an_interruption_too(fake_server, tmp_path):
     run_dir = tmp_path / "run"
     code, err, _, took = _interrupt_when(run_dir, small_sweep(fake.base_url, run_dir, requests=400, output=8),
                                          lambda text: text.count('"phase":"measured"') >= 6, sig=signal.SIGTERM)
+    _checks(run_dir, code, err, took)
+
+
+def test_sigterm_stops_a_sweep_started_in_the_background_of_a_script(fake_server, tmp_path):
+    """`satbench sweep … &` in a script starts with SIGINT ignored; SIGTERM (which takes Ctrl-C's
+    path) must still stop it cleanly instead of being ignored with the run left 'running'."""
+    fake = fake_server(n_slots=2, decode_iteration_ms=5.0)
+    run_dir = tmp_path / "run"
+    code, err, _, took = _interrupt_when(run_dir, small_sweep(fake.base_url, run_dir, requests=400, output=8),
+                                         lambda text: text.count('"phase":"measured"') >= 6, sig=signal.SIGTERM,
+                                         sigint_ignored=True)
     _checks(run_dir, code, err, took)

@@ -138,6 +138,24 @@ def test_a_rehashed_edit_of_results_csv_is_caught(run_dir, tmp_path):
     write_sums(copy)
     v = verify(copy)
     assert not v.modified and v.inconsistent == ["results.csv: row 1 differs from a fresh analysis (output_tok_per_s)"]
+    rows[0][rows[0].index("run_id")] = "run"  # a renamed column must not switch the comparison off
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    (copy / "results.csv").write_text(buf.getvalue())
+    write_sums(copy)
+    assert verify(copy).inconsistent == ["results.csv: columns this satbench does not write: run"]
+    (copy / "results.csv").write_text("")
+    write_sums(copy)
+    assert verify(copy).inconsistent == ["results.csv: empty"]
+    del rows[0][0:1]  # an earlier satbench without the run_id column: the shared columns still count
+    for row in rows[1:]:
+        del row[0:1]
+    rows[1][rows[0].index("output_tok_per_s")] = "1e9"
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    (copy / "results.csv").write_text(buf.getvalue())
+    write_sums(copy)
+    assert verify(copy).inconsistent == ["results.csv: row 1 differs from a fresh analysis (output_tok_per_s)"]
 
 
 def test_an_emptied_sha256sums_fails_and_an_invented_verdicts_file_is_caught(run_dir, tmp_path, capsys):

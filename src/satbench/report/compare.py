@@ -125,7 +125,7 @@ def header_lines(a: ResultsFile, b: ResultsFile, run_a: str, run_b: str) -> list
     lines = [f"A = {run_a} (run {a.run_id}) · B = {run_b} (run {b.run_id})",
              f"A: {run_label(a)} · B: {run_label(b)}"]
     ha, hb = a.provenance.host, b.provenance.host
-    if _fingerprint(ha) != _fingerprint(hb):
+    if _fingerprint(ha) != _fingerprint(hb) and not (ha.older_scheme_of(hb) or hb.older_scheme_of(ha)):
         lines.append(f"machines differ: A {_machine(ha)} · B {_machine(hb)}")
     for tag, r in (("A", a), ("B", b)):
         if r.status != "complete":

@@ -76,6 +76,7 @@ class NativeRuntime(ProcessRuntime):
 
 
 SHARED_LIBRARY = re.compile(r"\.(so(\.\d+)*|dylib|dll)$")
+LLAMA_LIBRARY = re.compile(r"^(lib)?(llama|ggml|mtmd)")
 
 
 def server_binary_sha256(server_bin: str) -> str | None:
@@ -87,9 +88,12 @@ def server_binary_sha256(server_bin: str) -> str | None:
     exe = Path(server_bin).resolve()
     files = {exe}
     # beside the executable (a build tree's bin/), or in an installed prefix's lib/ or lib64/
-    dirs = [exe.parent] + [d for d in (exe.parent.parent / "lib", exe.parent.parent / "lib64") if d.is_dir()]
+    # (only llama.cpp's own libraries there: PREFIX may be /usr, whose lib64 holds the whole OS)
+    prefix_libs = [d for d in (exe.parent.parent / "lib", exe.parent.parent / "lib64") if d.is_dir()]
     try:
-        files |= {p.resolve() for d in dirs for p in d.iterdir() if SHARED_LIBRARY.search(p.name) and p.is_file()}
+        files |= {p.resolve() for p in exe.parent.iterdir() if SHARED_LIBRARY.search(p.name) and p.is_file()}
+        files |= {p.resolve() for d in prefix_libs for p in d.iterdir()
+                  if LLAMA_LIBRARY.match(p.name) and SHARED_LIBRARY.search(p.name) and p.is_file()}
         lines = [f"{p.name}  {sha256_file(p, cache=None)}\n" for p in sorted(files, key=lambda p: p.name)]
     except OSError:
         return None
