@@ -39,6 +39,13 @@ class ScriptedServer:
             body += b"data: " + json.dumps(final).encode() + b"\n\n"
         if behaviour == "garbage":
             body = b"data: {not json\n\n"
+        if behaviour == "stall":  # the head and two tokens, then silence
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+                         + b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events[:2]))
+            await writer.drain()
+            await asyncio.sleep(5)
+            writer.close()
+            return
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body)
         await writer.drain()
         writer.close()
@@ -114,3 +121,31 @@ async def test_tokens_held_back_by_llamacpp_are_counted_from_tokens_predicted():
         out = await client.run(req(n_out=4))
     assert out.error_type is None and out.output_tokens == 4
     assert [n for _, n in out.chunks] == [1, 2, 1]  # the merged event carries two tokens
+
+
+def test_the_usage_total_is_spread_over_the_chunks():
+    from satbench.client import spread_over_chunks
+
+    chunks = [(10, 1), (20, 1), (30, 1), (40, 1), (50, 1)]
+    assert spread_over_chunks(chunks, 5) == chunks
+    spread = spread_over_chunks(chunks, 16)
+    assert [t for t, _ in spread] == [10, 20, 30, 40, 50] and sum(n for _, n in spread) == 16
+    assert max(n for _, n in spread) - min(n for _, n in spread) <= 1
+    assert spread_over_chunks([], 3) == []
+
+
+async def test_an_openai_server_packing_four_tokens_per_chunk_is_counted_in_full():
+    """The chunk list must add up to `usage`, or the steady window's throughput would be 4× low."""
+    async with FakeLlamaServer(FakeScript(n_slots=1, llamacpp=False, tokens_per_chunk=4,
+                                          decode_iteration_ms=1.0)) as srv:
+        client = StreamClient(srv.base_url, "openai", model_name="fake-model")
+        out = await client.run(req(n_out=16))
+    assert out.error_type is None and out.output_tokens == 16
+    assert sum(n for _, n in out.chunks) == 16
+
+
+async def test_a_request_that_times_out_keeps_its_response_head_and_tokens():
+    async with ScriptedServer(["stall"]) as srv:
+        out = await StreamClient(srv.url, read_timeout_s=0.5).run(req())
+    assert out.error_type == "timeout" and out.output_tokens == 2
+    assert out.http_status == 200 and out.headers_ns is not None and out.sent_ns < out.headers_ns <= out.end_ns

@@ -186,6 +186,7 @@ class StreamClient:
             if not proto.done.done():  # cancelled (Ctrl-C): do not leave the socket open
                 proto.transport.abort()
         if isinstance(result.failure, _Timeout):
+            out.headers_ns, out.http_status = result.headers_ns, result.status  # what the head said, if it came
             raise result.failure
         if result.status is None and result.first_byte_ns is None:
             raise _Dropped("connection closed before any byte of the answer arrived")
@@ -235,6 +236,7 @@ class StreamClient:
         if upd.timings is not None:
             out.timings = upd.timings
         if upd.usage_completion_tokens is not None and not upd.exact:
+            out.chunks[:] = spread_over_chunks(out.chunks, upd.usage_completion_tokens)
             out.output_tokens = upd.usage_completion_tokens
             out.token_count_exact = True
         if self.api == "native":
@@ -248,6 +250,17 @@ class StreamClient:
                 "wrong_token_count",
                 f"asked for {req.max_tokens} tokens, received {out.output_tokens}",
             )
+
+
+def spread_over_chunks(chunks: list[tuple[int, int]], total: int) -> list[tuple[int, int]]:
+    """An OpenAI-style stream says how many tokens it sent only at the end (`usage`), and a server
+    may pack several into one text chunk: spread `total` over the chunks, in order, as evenly as
+    whole tokens allow, so that the tokens in a window and per gap add up to the real count.
+    (Timing within a chunk stays unknown: such levels are flagged token_timing_approximate.)"""
+    n = len(chunks)
+    if not n or sum(k for _, k in chunks) == total:
+        return list(chunks)
+    return [(t, (i + 1) * total // n - i * total // n) for i, (t, _) in enumerate(chunks)]
 
 
 class _PayloadReader:

@@ -362,7 +362,8 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
     if any(not e.token_count_exact for e in events):
         flags.append("token_count_approximate: the server reported no exact token count")
     if not ctx.llamacpp:
-        flags.append("token_timing_approximate: each SSE chunk taken as one token (total from usage)")
+        flags.append("token_timing_approximate: the usage total spread evenly over the SSE chunks "
+                     "(the server says no count per chunk)")
     return flags
 
 
