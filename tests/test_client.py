@@ -64,6 +64,7 @@ async def test_a_connection_dropped_before_any_byte_is_retried_once_and_counted(
     async with ScriptedServer(["drop", "ok"]) as srv, StreamClient(srv.url) as client:
         out = await client.run(req())
     assert out.error_type is None and out.retries == 1 and out.output_tokens == 4
+    assert out.retry_reasons == ["connection closed before any byte of the answer arrived"]  # why, not only how many
     assert srv.connections == 2
 
 

@@ -54,6 +54,7 @@ class StreamOutcome:
     slot_id: int | None = None
     timings: dict | None = None
     retries: int = 0
+    retry_reasons: list[str] = field(default_factory=list)
     finished: bool = False
     error_type: str | None = None
     error_message: str | None = None
@@ -143,6 +144,7 @@ class StreamClient:
             except _Dropped as exc:
                 if attempt == 0:
                     out.retries += 1
+                    out.retry_reasons.append(str(exc)[:200])
                     continue
                 self._fail(out, "connection_dropped", str(exc))
                 break

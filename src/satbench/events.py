@@ -78,6 +78,8 @@ class RequestEvent(Strict):
     slot_id: int | None = None
     timings: ServerTimings | None = None
     retries: int = 0
+    retry_reasons: list[str] = Field(default_factory=list, description="why each retried attempt failed "
+                                     "(a connection dropped before any byte); its time is in sent_ns − targeted_ns")
     error: RequestErrorInfo | None = None
     check: str | None = Field(None, description="fairness scenario: the check this request belongs to")
     session: int = Field(0, description="0 = the run's first session; n = its n-th --resume")

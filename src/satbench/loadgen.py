@@ -117,7 +117,7 @@ def to_event(
         headers_ns=out.headers_ns, end_ns=out.end_ns, chunks=out.chunks,
         output_tokens=out.output_tokens, token_count_exact=out.token_count_exact,
         http_status=out.http_status, slot_id=out.slot_id, timings=timings,
-        retries=out.retries, error=error, check=plan.check, role=role or (phase if plan.check else None),
+        retries=out.retries, retry_reasons=list(out.retry_reasons), error=error, check=plan.check, role=role or (phase if plan.check else None),
         session=plan.session,
     )
 

@@ -356,7 +356,9 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
     if (cut := r.counts.errors_by_type.get(CANCELLED)):
         flags.append(f"cancelled: {cut} request(s) in flight when satbench stopped the level (not server errors)")
     if r.counts.retries:
-        flags.append(f"retries: {r.counts.retries} request(s) retried after a dropped connection")
+        why = next((w for e in events for w in e.retry_reasons), None)
+        flags.append(f"retries: {r.counts.retries} request(s) retried after a dropped connection"
+                     + (f" (first: {why})" if why else ""))
     if (cpu := cpu_contention_flag(r.memory, ctx.host_cores)) is not None:
         flags.append(cpu)
     if any(not e.token_count_exact for e in events):
