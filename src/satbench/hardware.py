@@ -26,11 +26,10 @@ def cpu_model() -> str:
 def cpu_signature() -> str | None:
     """'family F model M stepping S' of the first CPU in /proc/cpuinfo (x86); None elsewhere."""
     try:
-        fields = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
-                      if ":" in line)
+        first_cpu = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
     except OSError:
         return None
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    fields = {k.strip(): v.strip() for k, sep, v in (ln.partition(":") for ln in first_cpu.splitlines()) if sep}
     if "cpu family" not in fields:
         return None
     return f"family {fields['cpu family']} model {fields.get('model', '?')} stepping {fields.get('stepping', '?')}"

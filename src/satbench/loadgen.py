@@ -80,22 +80,24 @@ def server_timings(raw: dict) -> ServerTimings:
     return ServerTimings(**kept)
 
 
-async def run_recorded(client: StreamClient, req: CompletionRequest, record: Callable[[StreamOutcome], None],
-                       clock: Callable[[], int] = time.perf_counter_ns,
-                       out: StreamOutcome | None = None) -> StreamOutcome:
-    """`client.run(req)`, then `record` its outcome. A request in flight when its level is stopped
-    (Ctrl-C, another lane's failure in the together scenario) is recorded too, as error
-    `cancelled` with the tokens it got, before the cancellation goes on: never silently dropped."""
+async def run_recorded(client: StreamClient, req: CompletionRequest, event_of: Callable[[StreamOutcome], RequestEvent],
+                       sink: Sink, clock: Callable[[], int] = time.perf_counter_ns,
+                       out: StreamOutcome | None = None) -> RequestEvent:
+    """`client.run(req)`, then write its event (`event_of` the outcome) to `sink` and return it.
+    A request in flight when its level is stopped (Ctrl-C, another lane's failure in the together
+    scenario) is written too, as error `cancelled` with the tokens it got, before the cancellation
+    goes on: never silently dropped."""
     out = out if out is not None else StreamOutcome()
     try:
         await client.run(req, out)
     except asyncio.CancelledError:
         out.end_ns = out.end_ns or clock()
         out.error_type, out.error_message = CANCELLED, "its level was stopped while it was in flight"
-        record(out)
+        sink.write(event_of(out))
         raise
-    record(out)
-    return out
+    event = event_of(out)
+    sink.write(event)
+    return event
 
 
 def to_event(
@@ -117,7 +119,8 @@ def to_event(
         headers_ns=out.headers_ns, end_ns=out.end_ns, chunks=out.chunks,
         output_tokens=out.output_tokens, token_count_exact=out.token_count_exact,
         http_status=out.http_status, slot_id=out.slot_id, timings=timings,
-        retries=out.retries, retry_reasons=list(out.retry_reasons), error=error, check=plan.check, role=role or (phase if plan.check else None),
+        retries=out.retries, retry_reasons=list(out.retry_reasons), error=error, check=plan.check,
+        role=role or (phase if plan.check else None),
         session=plan.session,
     )
 
@@ -169,26 +172,21 @@ async def run_level(
 
     async def one(stream: int, seq: int, phase: str, req: CompletionRequest) -> None:
         targeted = clock()
-        written: list[RequestEvent] = []
-
-        def record(o: StreamOutcome) -> None:
-            written.append(to_event(plan, stream, seq, phase, req, targeted, o))
-            sink.write(written[-1])
-
-        out = await run_recorded(client, req, record, clock)
-        event = written[-1]
+        event = await run_recorded(client, req, lambda o: to_event(plan, stream, seq, phase, req, targeted, o),
+                                   sink, clock)
+        err = event.error
         if phase == "measured":
-            if out.error_type is None:
+            if err is None:
                 shared.measured_ok += 1
             else:
-                shared.first_error = shared.first_error or (out.error_message or out.error_type)[:200]
-                shared.measured_errors[out.error_type] += 1
-        if out.error_type in UNREACHABLE:
+                shared.first_error = shared.first_error or (err.message or err.type)[:200]
+                shared.measured_errors[err.type] += 1
+        if err is not None and err.type in UNREACHABLE:
             shared.consecutive_unreachable += 1
             if shared.consecutive_unreachable >= limit and shared.abort_reason is None:
                 shared.abort_reason = (
                     f"{shared.consecutive_unreachable} requests in a row could not reach the server "
-                    f"or got no answer ({out.error_type}: {out.error_message})"
+                    f"or got no answer ({err.type}: {err.message})"
                 )
                 shared.queue.clear()
         else:

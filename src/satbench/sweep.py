@@ -106,13 +106,12 @@ class Sweep:
                 != (commit, changed):
             raise UserError(f"cannot resume: the run was measured by satbench commit {prov.satbench_commit[:12]}, "
                             f"this is {commit[:12]}{' (modified)' if changed else ''}; start a new run")
-        if prov is not None and prov.host.fingerprint_sha256 != self._host[1].fingerprint_sha256 \
-                and prov.host.older_scheme_of(self._host[1]):
+        host = self._host[1]
+        if prov is not None and prov.host.fingerprint_sha256 != host.fingerprint_sha256:
             raise UserError("cannot resume: the run was recorded by an earlier satbench (another hardware fingerprint "
-                            "scheme); start a new run")
-        if prov is not None and prov.host.fingerprint_sha256 != self._host[1].fingerprint_sha256:
-            raise UserError("cannot resume on this machine: the run was measured on hardware fingerprint "
-                            f"{prov.host.fingerprint_sha256[:16]}, this is {self._host[1].fingerprint_sha256[:16]}")
+                            "scheme); start a new run" if prov.host.older_scheme_of(host) else
+                            "cannot resume on this machine: the run was measured on hardware fingerprint "
+                            f"{prov.host.fingerprint_sha256[:16]}, this is {host.fingerprint_sha256[:16]}")
         self.resolve_models()
         self.session = begin_session(self.run_dir, self.manifest, self.command_line, satbench.__version__)
 

@@ -63,15 +63,11 @@ class FairnessRunner:
         assert self.s.client is not None
         targeted = time.perf_counter_ns()
         plan = self._level_plan(check, level, rep)
-        written: list[RequestEvent] = []
-
-        def record(o: StreamOutcome) -> None:
-            written.append(to_event(plan, stream, seq, "measured", req, targeted, o, role=role))
-            self.sink.write(written[-1])
-
-        await run_recorded(self.s.client, req, record, out=out)
-        self.progress.request_done(written[-1])
-        return written[-1]
+        event = await run_recorded(self.s.client, req,
+                                   lambda o: to_event(plan, stream, seq, "measured", req, targeted, o, role=role),
+                                   self.sink, out=out)
+        self.progress.request_done(event)
+        return event
 
     async def _closed_loop(self, check: str, streams: int, per_stream: int, prompt: int, output: int,
                            stagger_s: float = 0.0) -> None:

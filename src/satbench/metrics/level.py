@@ -96,6 +96,10 @@ class Counts(Strict):
     retries: int
     errors_by_type: dict[str, int] = Field(default_factory=dict)
 
+    def server_errors(self) -> dict[str, int]:
+        """errors_by_type without the requests satbench itself cancelled when it stopped the level."""
+        return {k: v for k, v in self.errors_by_type.items() if k != CANCELLED}
+
 
 class LevelResult(Strict):
     concurrency: int
@@ -350,8 +354,7 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
     if r.littles_law is not None and not r.littles_law.within_tolerance:
         flags.append(f"littles_law_mismatch: N={ctx.level} but X·E2E={r.littles_law.n_from_little:.2f} "
                      f"({r.littles_law.relative_error:.1%} off)")
-    errors = {k: v for k, v in r.counts.errors_by_type.items() if k != CANCELLED}
-    if errors:
+    if (errors := r.counts.server_errors()):
         flags.append("errors: " + ", ".join(f"{k}×{v}" for k, v in errors.items()))
     if (cut := r.counts.errors_by_type.get(CANCELLED)):
         flags.append(f"cancelled: {cut} request(s) in flight when satbench stopped the level (not server errors)")

@@ -169,8 +169,9 @@ def _rederive(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
         expected["verdicts.json"] = (render_verdicts(verdicts), VerdictsFile)
     elif (run_dir / "verdicts.json").exists():
         out.append("verdicts.json: the raw files hold no fairness checks")
-    if (why := csv_differs(run_dir, results)) is not None:
-        (older if "written with fewer columns" in why else out).append(why)
+    if (csv_note := csv_differs(run_dir, results)) is not None:
+        why, earlier = csv_note
+        (older if earlier else out).append(why)
     for name, (text, model) in expected.items():
         path = run_dir / name
         if not path.exists():
@@ -210,11 +211,11 @@ def _cells_equal(a: str, b: str) -> bool:
     return abs(x - y) <= max(CSV_ABS_TOL, FLOAT_REL_TOL * max(abs(x), abs(y)))
 
 
-def csv_differs(run_dir: Path, results) -> str | None:
-    """Why results.csv does not hold the fresh results' figures (None when it does or is absent).
-    Columns are matched by name: one this satbench does not write, or an empty file, is
-    inconsistent; a column it writes that the file lacks is from an earlier satbench (noted, and
-    the shared columns still compared)."""
+def csv_differs(run_dir: Path, results) -> tuple[str, bool] | None:
+    """(why results.csv does not hold the fresh results' figures, whether that is only an earlier
+    satbench's fewer columns), or None when it does or is absent. Columns are matched by name:
+    one this satbench does not write, or an empty file, is inconsistent; a column it writes that
+    the file lacks is from an earlier satbench (noted, and the shared columns still compared)."""
     import csv
 
     from satbench.report.csvfile import CSV_FILE, render_csv
@@ -225,17 +226,18 @@ def csv_differs(run_dir: Path, results) -> str | None:
     old = list(csv.reader(path.read_text(encoding="utf-8").splitlines()))
     fresh = list(csv.reader(render_csv(results).splitlines()))
     if not old:
-        return f"{CSV_FILE}: empty"
+        return f"{CSV_FILE}: empty", False
     unknown = [c for c in old[0] if c not in fresh[0]]
     if unknown or len(set(old[0])) != len(old[0]):
-        return f"{CSV_FILE}: columns this satbench does not write: {', '.join(unknown) or 'a repeated name'}"
+        return f"{CSV_FILE}: columns this satbench does not write: {', '.join(unknown) or 'a repeated name'}", False
     if len(old) != len(fresh):
-        return f"{CSV_FILE}: {len(old) - 1} rows, a fresh analysis gives {len(fresh) - 1}"
+        return f"{CSV_FILE}: {len(old) - 1} rows, a fresh analysis gives {len(fresh) - 1}", False
     where = [fresh[0].index(c) for c in old[0]]
     for i, (a, b) in enumerate(zip(old[1:], fresh[1:]), 1):
         bad = [c for c, x, j in zip(old[0], a, where) if not _cells_equal(x, b[j])] if len(a) == len(old[0]) else ["cell count"]
         if bad:
-            return f"{CSV_FILE}: row {i} differs from a fresh analysis ({', '.join(bad)})"
+            return f"{CSV_FILE}: row {i} differs from a fresh analysis ({', '.join(bad)})", False
     if (missing := [c for c in fresh[0] if c not in old[0]]):
-        return f"{CSV_FILE}: written with fewer columns (an earlier satbench), the shared ones agree; lacks {', '.join(missing)}"
+        return (f"{CSV_FILE}: written with fewer columns (an earlier satbench), the shared ones agree; "
+                f"lacks {', '.join(missing)}", True)
     return None

@@ -18,7 +18,6 @@ from pydantic import Field
 from satbench.artifacts import close, older_minor, published_schema, render, write_artifact  # noqa: F401  (render: re-exported)
 from satbench.config import SloConfig, Strict
 from satbench.errors import RunDirError
-from satbench.events import CANCELLED
 from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, Estimate, Interval
@@ -173,7 +172,7 @@ def server_failure_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
 
 def failed_count(lv: LevelResult) -> int:
     """Measured requests that failed, but not those cancelled when satbench stopped the level."""
-    return sum(n for kind, n in lv.counts.errors_by_type.items() if kind != CANCELLED)
+    return sum(lv.counts.server_errors().values())
 
 
 def failed_share(lv: LevelResult) -> float:
