@@ -30,12 +30,7 @@ def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> Drawn | None:
     left.set_ylim(0, 105)
     left.set_ylabel("GPU utilisation (%)")
     left.legend(loc="lower right")
-    if clocks:
-        twin = left.twinx()
-        twin.plot([c[0] for c in clocks], [c[1] for c in clocks], "s:", color="tab:grey", label="SM clock (MHz)")
-        twin.set_ylabel("SM clock (MHz)")
-        twin.set_ylim(0, max(c[1] for c in clocks) * 1.15)
-        twin.legend(loc="upper left")
+    _twin_series(left, clocks, "s:", "tab:grey", "SM clock (MHz)", headroom=1.15, legend_loc="upper left")
     pts = [(lv.concurrency, lv.throughput.output_tok_per_s.value) for lv in by_concurrency(lane.levels)
            if lv.throughput.output_tok_per_s.value is not None]
     right.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label="output tok/s")
@@ -44,12 +39,7 @@ def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> Drawn | None:
     right.set_ylim(0, max((p[1] for p in pts), default=1.0) * 1.15)
     cpu = [(lv.concurrency, lv.memory.server_cpu_cores) for lv in by_concurrency(lane.levels)
            if lv.memory.server_cpu_cores is not None]
-    if cpu:
-        twin = right.twinx()
-        twin.plot([c[0] for c in cpu], [c[1] for c in cpu], "^--", color="tab:purple", label="server CPU (cores)")
-        twin.set_ylabel("server CPU (cores)")
-        twin.set_ylim(0, max(c[1] for c in cpu) * 1.3)
-        twin.legend(loc="lower right")
+    _twin_series(right, cpu, "^--", "tab:purple", "server CPU (cores)", headroom=1.3, legend_loc="lower right")
     right.legend(loc="upper left")
     if rec is not None and rec.knee is not None:
         for ax in (left, right):
@@ -61,3 +51,15 @@ def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> Drawn | None:
            "beside output throughput and the server's CPU cores, each averaged over the steady windows; the "
            f"orange line is the knee.{what}")
     return fig, title, cap
+
+
+def _twin_series(ax, pts: list[tuple[int, float]], fmt: str, color: str, label: str, headroom: float,
+                 legend_loc: str) -> None:
+    """A second series on the axes' right-hand scale (from 0 to its maximum × headroom); none when empty."""
+    if not pts:
+        return
+    twin = ax.twinx()
+    twin.plot([p[0] for p in pts], [p[1] for p in pts], fmt, color=color, label=label)
+    twin.set_ylabel(label)
+    twin.set_ylim(0, max(p[1] for p in pts) * headroom)
+    twin.legend(loc=legend_loc)
