@@ -50,14 +50,19 @@ def _mark_failed(records: list, failures: list[ServerFailure]) -> list:
     return out
 
 
-def _fairness(lane: LaneConfig, prov: LaneProvenance, records: list) -> list[Verdict]:
-    """The six verdicts, when the fairness checks ran for this lane."""
+def _fairness(lane: LaneConfig, prov: LaneProvenance, records: list,
+              failures: list[ServerFailure]) -> list[Verdict]:
+    """The six verdicts, when the fairness checks ran for this lane; the checks a lost server
+    kept from running say so (the failure of the session whose events are judged)."""
     rt = prov.fairness_runtime
     if rt is None:
         return []
     events = [r for r in records if isinstance(r, RequestEvent) and r.lane == lane.name and r.scenario == "fairness"]
+    mine = [f for f in failures if f.lane == lane.name and f.scenario == "fairness"]
+    sessions = {e.session for e in events} or {max((f.session for f in mine), default=0)}
+    lost = next((f.reason for f in mine if f.session in sessions), None)
     return lane_verdicts(events, fairness_plan(lane, rt, prov.fairness_network or prov.network), lane.fairness,
-                         rt.llamacpp)
+                         rt.llamacpp, lost=lost)
 
 
 def analyze_run(run_dir: Path) -> ResultsFile:
@@ -81,7 +86,7 @@ def analyze_run(run_dir: Path) -> ResultsFile:
             lane=lane.name, model=lp.model, runtime=lp.runtime, network=lp.network, hardware=prov.host,
             workload=lane.workload, server_params=lane.server, slo=lane.slo, levels=solo,
             together_levels=together, interference=interference(solo, together),
-            fairness=_fairness(lane, lp, records),
+            fairness=_fairness(lane, lp, records, manifest.server_failures),
             server_failures=[f for f in manifest.server_failures if f.lane == lane.name],
         ))
     return ResultsFile(

@@ -47,6 +47,8 @@ DEFINITIONS = {
     "host_busy_cores": "whole machine: delta(total - idle - iowait CPU seconds) / delta wall, over the level's process samples",
     "gpu": "NVML, device-wide: utilisation and SM clock of the busiest GPU and memory used (all GPUs), mean over the readings inside the steady windows; peak memory over the whole level",
     "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours competed) or other processes used >= 0.25 core",
+    "fairness_evidence": "a verdict needs its situation: F2 rounds whose N requests were in flight at once; F3 more requests than slots in flight for >= 90% of its window; S3 pairs whose second prompt came before the first's first token; no client TTFT more than 1 ms below the server's prompt_ms (a late send stamp); solo references within 1.5x of each other",
+    "f1_decode_rate": "(predicted_n - 1) / predicted_ms from the server's timings (else the client's), divided by the overlap-weighted mean rate of the requests decoding beside it",
     "littles_law": "N vs sum over streams of X_s * E2E_s, both taken between the stream's first and last completion in the window (no boundary bias), scaled to N from the streams with >= 2 completions; flagged beyond 5%",
 }
 
@@ -131,7 +133,11 @@ def write_results(run_dir: Path, results: ResultsFile) -> Path:
 
 
 VERDICTS_FILE = "verdicts.json"
-VERDICTS_SCHEMA_VERSION = "1.1"  # 1.1: S2 holds every probe to the bound (probes_over_bound), S3 complete pairs only
+VERDICTS_SCHEMA_VERSION = "1.2"  # 1.1: S2 holds every probe to the bound (probes_over_bound), S3 complete pairs only
+# 1.2: a check whose workload did not create its situation, or whose client stamped its sends late,
+#      is inconclusive (F2 rounds in flight at once, F3 backlogged_share, S3 pairs that competed, TTFT
+#      never below the server's prompt_ms, steady solo references); F1 compares the server's decode
+#      rates among requests decoding at the same time; F3 counts no warmup; unrun checks say "not run"
 
 
 class LaneVerdicts(Strict):

@@ -8,6 +8,7 @@ import math
 from satbench.config import LaneConfig, Strict
 from satbench.manifest import NetworkInfo, RuntimeInfo
 
+CAL_OUTPUT = 48  # tokens of the lone decode request that measures the decode iteration
 CHECKS = ("F1", "F2", "F3", "S1", "S2", "S3")
 NAMES = {
     "F1": "equal requests",
@@ -57,7 +58,7 @@ def request_count(plan: FairnessPlan, lane: LaneConfig) -> int:
     per_check = {
         "F1": plan.f1_streams * (1 + f.f1_requests_per_stream) if plan.f1_streams >= 2 else 0,
         "F2": n2 * (3 + f.f2_repetitions), "F3": plan.f3_clients * (1 + f.f3_requests_per_client),
-        "S1": 2 + plan.s1_decoders if two else 0, "S2": 3 + plan.s2_decoders + f.s2_probes if two else 0,
+        "S1": 4 + plan.s1_decoders if two else 0, "S2": 3 + plan.s2_decoders + f.s2_probes if two else 0,
         "S3": 3 + 2 * f.s3_repetitions if two else 0,
     }
     return 4 + sum(n for c, n in per_check.items() if c in f.checks)
@@ -82,6 +83,9 @@ def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None, jit
     s3_prompt = int(math.ceil(f.s3_prompt_batches * n_batch))
     if room is not None:
         s3_prompt = min(s3_prompt, room - 16)
+    cal_prompt = min(n_batch, 512)
+    if room is not None:  # a calibration the per-slot context refuses leaves every bound without its rate
+        cal_prompt = min(cal_prompt, room - CAL_OUTPUT)
     return FairnessPlan(
         slots=slots, per_slot_ctx=per_slot_ctx, jitter_ms=jitter_ms, n_batch=n_batch, prompt=p, output=o,
         f1_streams=min(f.f1_streams or min(slots, 4), slots) if slots >= 2 else 0,
@@ -93,7 +97,7 @@ def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None, jit
         s1_decoder_output=16 + 2 * chunks + 16,
         s2_decoders=max(1, slots - 1), s2_decoder_output=max(64, 8 * f.s2_probes + 32),
         s3_prompt=s3_prompt, s3_output=16,
-        calibration_prompt=min(n_batch, 512), calibration_output=48,
+        calibration_prompt=cal_prompt, calibration_output=CAL_OUTPUT,
     )
 
 

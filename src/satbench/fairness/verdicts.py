@@ -14,6 +14,8 @@ from pydantic import Field
 
 from satbench.config import FairnessConfig, Strict
 from satbench.events import RequestEvent
+from satbench.fairness.guards import (all_in_flight, backlogged_share, late_stamped, prefilling_when_sent,
+                                      relative_decode_rates, solo_spread, stamp_note, BACKLOG_SHARE_MIN)
 from satbench.fairness.plan import NAMES, FairnessPlan
 from satbench.metrics.latency import first_token_ns, itl_ms, ttft_ms
 from satbench.metrics.stats import percentile
@@ -24,6 +26,7 @@ MS = 1e6
 RESOLUTION_MS = 1.0  # what a Python client on a busy host resolves (benchmarks/harness_overhead.py)
 S2_OUTLIER_MIN_PROBES = 5  # with this many valid probes, one late probe is taken as client noise
 S2_OUTLIERS_ALLOWED = 1
+NO_TRUSTED = "cannot be timed, leaving no reference or no measured request"
 
 
 class Verdict(Strict):
@@ -90,6 +93,17 @@ def decode_rate(e: RequestEvent) -> float | None:
     return (e.output_tokens - 1) / ((e.end_ns - first) / 1e9)
 
 
+def served_decode_rate(e: RequestEvent) -> float | None:
+    """The rate the server decoded at = (predicted_n − 1) ÷ predicted_ms from its own timings,
+    tokens/s; the client's decode_rate when the server gives none. A client that reads a stream
+    late sees its chunks bunched (on a loaded host, 60 ms of decoding arrived within 16 ms), which
+    is not the scheduler's doing."""
+    t = e.timings
+    if t is not None and t.predicted_n is not None and t.predicted_n >= 2 and t.predicted_ms:
+        return (t.predicted_n - 1) / (t.predicted_ms / 1000.0)
+    return decode_rate(e)
+
+
 def jain_index(xs: Sequence[float]) -> float:
     """Jain = (Σx)² ÷ (n·Σx²); 1 when all equal."""
     return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))
@@ -110,8 +124,11 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
                              len(done))
     if cal.prefill_tok_per_s is None:
         return _inconclusive("F1", "no prefill-rate calibration")
-    rates = [r for e in done if (r := decode_rate(e)) is not None]
-    ratio, jain = max(rates) / min(rates), jain_index(rates)
+    rates = [r for e in done if (r := served_decode_rate(e)) is not None]
+    relative = relative_decode_rates(done, [e for e in events if e.ok], served_decode_rate)
+    if len(relative) < 2:
+        return _inconclusive("F1", "fewer than 2 requests in the steady window decoded 2 tokens or more", len(done))
+    ratio, jain = max(relative) / min(relative), jain_index(relative)
     iteration = _median([g for e in done for g in itl_ms(e)]) or 0.0
     max_ttft = max(t for e in done if (t := ttft_ms(e)) is not None)
     spans = [(e.end_ns - first_token_ns(e)) / MS for e in done if first_token_ns(e) is not None]
@@ -122,10 +139,13 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
                   + plan.jitter_ms)
     ok = ratio <= cfg.f1_max_min_ratio and jain >= cfg.f1_jain_min and max_ttft <= ttft_bound
     return _v("F1", "pass" if ok else "fail", samples=len(done),
-              measured={"max_min_decode_rate": ratio, "jain_index": jain, "max_ttft_ms": max_ttft},
+              measured={"max_min_decode_rate": ratio, "jain_index": jain, "max_ttft_ms": max_ttft,
+                        "max_min_decode_rate_across_rounds": max(rates) / min(rates)},
               bounds={"max_min_decode_rate": cfg.f1_max_min_ratio, "jain_index": cfg.f1_jain_min,
                       "max_ttft_ms": ttft_bound},
-              derivation=(f"{n} equal streams; TTFT bound = Σprompt {n}×{plan.prompt} tok ÷ prefill "
+              derivation=(f"{n} equal streams; each request's decode rate (the server's timings) ÷ the mean rate of "
+                          f"the requests decoding beside it, weighted by shared time (a host-wide slowdown of one "
+                          f"round is not unfairness); TTFT bound = Σprompt {n}×{plan.prompt} tok ÷ prefill "
                           f"{cal.prefill_tok_per_s:.0f} tok/s + {cfg.f1_ttft_iterations:g} × iteration "
                           f"{iteration:.1f} ms (median ITL at N={n}) + RTT jitter {plan.jitter_ms:.2f} ms"))
 
@@ -138,11 +158,22 @@ def f2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
         return _inconclusive("F2", err, len(events))
     alone: dict[int, list[float]] = {}
     together: dict[int, list[float]] = {}
-    for e in events:
-        if e.role in ("alone", "together"):
-            (alone if e.role == "alone" else together).setdefault(e.seq, []).append((e.end_ns - e.sent_ns) / MS)
-    if set(alone) != set(range(n)) or set(together) != set(range(n)):
+    rounds: dict[int, list[RequestEvent]] = {}
+    for e in _role(events, "together"):
+        rounds.setdefault(e.repetition, []).append(e)
+    # a round counts only if its N requests were all in flight at one moment (on a loaded host
+    # they can run one after another, which would say nothing about sharing the server)
+    overlapped = {rep: evs for rep, evs in rounds.items() if len(evs) == n and all_in_flight(evs)}
+    for e in _role(events, "alone"):
+        alone.setdefault(e.seq, []).append((e.end_ns - e.sent_ns) / MS)
+    for evs in overlapped.values():
+        for e in evs:
+            together.setdefault(e.seq, []).append((e.end_ns - e.sent_ns) / MS)
+    if set(alone) != set(range(n)) or not rounds:
         return _inconclusive("F2", "missing alone or together requests", len(events))
+    if set(together) != set(range(n)):
+        return _inconclusive("F2", f"in none of {len(rounds)} rounds were all {n} requests in flight at once "
+                             f"(each ended before the last was sent): nothing was shared", len(events))
     slow = {i: statistics.mean(together[i]) / statistics.median(alone[i]) for i in range(n)}
     worst = max(slow, key=slow.get)
     bound = cfg.f2_slowdown_factor * n
@@ -151,7 +182,8 @@ def f2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
               bounds={"max_slowdown": bound},
               derivation=(f"{n} requests of sizes {plan.f2_sizes} (prompt, output) sent together; slowdown = "
                           f"mean E2E together ÷ median E2E alone (3 runs); bound {cfg.f2_slowdown_factor:g} × N; "
-                          f"worst: size {worst}"))
+                          f"worst: size {worst}; {len(overlapped)} of {len(rounds)} rounds had all {n} in flight "
+                          f"at once (only those count)"))
 
 
 def service_gap(done: Sequence[RequestEvent], clients: int, start_ns: int) -> list[tuple[float, float]]:
@@ -191,22 +223,31 @@ def f3(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
     if (err := _errors(events)):
         return _inconclusive("F3", err, len(events))
     window = backlog_window(events)
-    done = [e for e in events if window and window[0] <= e.end_ns <= window[1]]
+    # measured requests only: a warmup ending inside the window would credit only the clients
+    # whose warmup happened to end late (each client has exactly one)
+    done = [e for e in events if window and e.phase == "measured" and window[0] <= e.end_ns <= window[1]]
     if window is None or len(done) < 2 * c:
         return _inconclusive("F3", f"{len(done)} completions while all {c} clients were backlogged, need {2 * c}",
                              len(done))
+    share = backlogged_share(events, window, plan.slots)
+    if share < BACKLOG_SHARE_MIN:
+        return _inconclusive("F3", f"more requests than the {plan.slots} slots were in flight for only "
+                             f"{100 * share:.1f} % of the window (need {100 * BACKLOG_SHARE_MIN:.0f} %): the clients "
+                             f"did not keep the server backlogged", len(done))
     costliest = max(e.prompt_tokens + 2 * e.output_tokens for e in done)
     gaps = service_gap(done, c, window[0])
     max_gap = max(g for _, g in gaps)
     growth = _slope(gaps) * (window[1] - window[0]) / 1e9
     ok = max_gap <= cfg.f3_diff_costliest * costliest and growth <= cfg.f3_trend_costliest * costliest
     return _v("F3", "pass" if ok else "fail", samples=len(done),
-              measured={"max_service_gap_tokens": max_gap, "fitted_growth_tokens": growth},
+              measured={"max_service_gap_tokens": max_gap, "fitted_growth_tokens": growth,
+                        "backlogged_share": share},
               bounds={"max_service_gap_tokens": cfg.f3_diff_costliest * costliest,
                       "fitted_growth_tokens": cfg.f3_trend_costliest * costliest},
               derivation=(f"{c} closed-loop clients on {plan.slots} slots; service = Σ(prompt + 2·output) per "
-                          f"client; bounds {cfg.f3_diff_costliest:g}× and {cfg.f3_trend_costliest:g}× the costliest "
-                          f"request ({costliest} weighted tokens)"))
+                          f"client over the measured requests ending in the window; bounds {cfg.f3_diff_costliest:g}× "
+                          f"and {cfg.f3_trend_costliest:g}× the costliest request ({costliest} weighted tokens); more "
+                          f"requests than slots in flight for {100 * share:.0f} % of the window"))
 
 
 def _gaps(e: RequestEvent) -> list[tuple[int, int, float]]:
@@ -227,6 +268,12 @@ def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     if not (solo and inj and dec):
         return _inconclusive("S1", "missing the solo prompt, the injected prompt or the decoders")
     inj_e, start = inj[0], inj[0].sent_ns
+    trusted = [e for e in solo if not late_stamped(e)]
+    if not trusted or late_stamped(inj_e):
+        return _inconclusive("S1", stamp_note(solo + inj, NO_TRUSTED), len(events))
+    solos = [ttft_ms(e) for e in trusted]
+    if (unsteady := solo_spread(solos)):
+        return _inconclusive("S1", unsteady, len(events))
     end = first_token_ns(inj_e)
     baseline = _median([ms for e in dec for a, b, ms in _gaps(e) if b <= start])
     during = [ms for e in dec for a, b, ms in _gaps(e) if b > start and a < end]
@@ -234,12 +281,11 @@ def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
         return _inconclusive("S1", "the decoders were not decoding across the injected prefill", len(events))
     max_itl, p99 = max(during), percentile(during, 99)
     stalls = sum(1 for g in during if g > cfg.s1_stall_factor * baseline)
-    prefill, solo_prefill = ttft_ms(inj_e), ttft_ms(solo[0])
-    t = solo[0].timings
+    prefill, solo_prefill = ttft_ms(inj_e), statistics.median(solos)
     # the prefill rate of this very prompt alone (long prompts prefill slower than short ones:
     # attention grows with the context), from the server's timings when it gives them
-    rate = (t.prompt_n / t.prompt_ms * 1000.0 if t and t.prompt_n and t.prompt_ms
-            else solo[0].prompt_tokens / solo_prefill * 1000.0)
+    rate = statistics.median(t.prompt_n / t.prompt_ms * 1000.0 if (t := e.timings) and t.prompt_n and t.prompt_ms
+                             else e.prompt_tokens / ttft_ms(e) * 1000.0 for e in trusted)
     itl_bound = cfg.s1_batch_factor * plan.n_batch / rate * 1000.0 + baseline + plan.jitter_ms
     ok = max_itl <= itl_bound and prefill <= cfg.s1_prefill_factor * solo_prefill
     return _v("S1", "pass" if ok else "fail", samples=len(during),
@@ -249,7 +295,8 @@ def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
               derivation=(f"{len(dec)} decoders, injected prompt {inj_e.prompt_tokens} tok (n_batch {plan.n_batch}); "
                           f"ITL bound = {cfg.s1_batch_factor:g} × n_batch ÷ its solo prefill rate {rate:.0f} tok/s "
                           f"+ baseline {baseline:.1f} ms + jitter {plan.jitter_ms:.2f} ms; prefill bound = {cfg.s1_prefill_factor:g} × solo "
-                          f"{solo_prefill:.0f} ms; stall = ITL > {cfg.s1_stall_factor:g} × baseline"))
+                          f"{solo_prefill:.0f} ms (median of {len(solos)}); stall = ITL > {cfg.s1_stall_factor:g} × "
+                          f"baseline" + (f"; {note}" if (note := stamp_note(solo)) else "")))
 
 
 def s2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
@@ -270,8 +317,11 @@ def s2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
     if cfg.s2_iterations * iteration < 2 * RESOLUTION_MS:
         return _inconclusive("S2", f"{cfg.s2_iterations:g} iterations of {iteration:.2f} ms are below what the client "
                              f"resolves (~{RESOLUTION_MS:g} ms)", len(valid))
-    probes = valid
-    solo_ttft = statistics.median(ttft_ms(e) for e in solo)
+    trusted_solo = [e for e in solo if not late_stamped(e)]
+    probes = [p for p in valid if not late_stamped(p)]
+    if not trusted_solo or not probes:
+        return _inconclusive("S2", stamp_note(solo + valid, NO_TRUSTED), len(events))
+    solo_ttft = statistics.median(ttft_ms(e) for e in trusted_solo)
     delays = sorted(ttft_ms(p) - solo_ttft for p in probes)
     delay = statistics.median(delays)
     bound = cfg.s2_iterations * iteration + plan.jitter_ms
@@ -285,7 +335,8 @@ def s2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
               derivation=(f"{len(dec)} decoders, a slot free; delay = probe TTFT − solo TTFT {solo_ttft:.1f} ms "
                           f"(median of {len(probes)} probes; every probe is held to the bound, "
                           f"{allowed} outlier allowed as client noise); bound = {cfg.s2_iterations:g} × iteration "
-                          f"{iteration:.1f} ms (decoders' median ITL) + RTT jitter {plan.jitter_ms:.2f} ms"))
+                          f"{iteration:.1f} ms (decoders' median ITL) + RTT jitter {plan.jitter_ms:.2f} ms"
+                          + (f"; {note}" if (note := stamp_note(solo + valid)) else "")))
 
 
 def s3(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg: FairnessConfig) -> Verdict:
@@ -301,7 +352,22 @@ def s3(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     pairs = {rep: p for rep, p in halves.items() if len(p) == 2}  # a run stopped mid-pair leaves half of one
     if not solo or not pairs or cal.decode_iteration_ms is None:
         return _inconclusive("S3", "missing the solo prompt, a complete pair or calibration")
-    solos = [ttft_ms(e) for e in solo]
+    trusted = [e for e in solo if not late_stamped(e)]
+    stamped = {rep: p for rep, p in pairs.items() if not (late_stamped(p["first"]) or late_stamped(p["second"]))}
+    if not trusted or not stamped:
+        return _inconclusive("S3", stamp_note(solo + [e for p in pairs.values() for e in p.values()], NO_TRUSTED),
+                             len(events))
+    solos = [ttft_ms(e) for e in trusted]
+    if (unsteady := solo_spread(solos)):
+        return _inconclusive("S3", unsteady, len(events))
+    # a pair counts only if the second prompt came while the first was still prefilling: else
+    # nothing stood between them (a fast prefill, or a client that sent the second late)
+    competed = {rep: p for rep, p in stamped.items() if prefilling_when_sent(p["first"], p["second"])}
+    if not competed:
+        return _inconclusive("S3", f"in none of the {len(stamped)} pair(s) was the second prompt sent before the first's "
+                             f"first token (its prefill took {ttft_ms(stamped[min(stamped)]['first']):.1f} ms): "
+                             f"the prompts never competed", len(events))
+    pairs = competed
     solo_prefill, spread = statistics.median(solos), max(solos) - min(solos)
     excess, worst = [], (0.0, 0.0)
     for pair in pairs.values():
@@ -315,12 +381,15 @@ def s3(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
               derivation=(f"two {plan.s3_prompt}-token prompts 10 ms apart; bound = first's TTFT + solo prefill "
                           f"{solo_prefill:.0f} ms (median of {len(solos)}) + {cfg.s3_iterations:g} × iteration "
                           f"{cal.decode_iteration_ms:.1f} ms (lone decode ITL) + the solo prefills' own spread "
-                          f"{spread:.1f} ms + RTT jitter {plan.jitter_ms:.2f} ms; worst of {len(pairs)} pairs"))
+                          f"{spread:.1f} ms + RTT jitter {plan.jitter_ms:.2f} ms; worst of {len(pairs)} pairs where "
+                          f"the second came while the first was prefilling"
+                          + (f"; {note}" if (note := stamp_note(events)) else "")))
 
 
 def lane_verdicts(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig,
-                  llamacpp: bool) -> list[Verdict]:
-    """The verdicts of the lane's chosen checks (all six by default) from its fairness events."""
+                  llamacpp: bool, lost: str | None = None) -> list[Verdict]:
+    """The verdicts of the lane's chosen checks (all six by default) from its fairness events;
+    `lost` (why the server was lost) names the cause for the checks that never sent a request."""
     if not llamacpp:
         why = "the server is not llama.cpp: its slots and batch size are unknown"
         return [_inconclusive(c, why) for c in cfg.checks]
@@ -335,7 +404,8 @@ def lane_verdicts(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: Fairn
     out = []
     for c in ("F1", "F2", "F3", "S1", "S2", "S3"):
         if c in cfg.checks:
-            v = verdicts[c]()
+            ran = any(e.check == c for e in events)
+            v = verdicts[c]() if ran or lost is None else _inconclusive(c, f"not run: {lost}"[:600])
             v.concurrency = level[c] or None
             out.append(v)
     return out

@@ -1,0 +1,201 @@
+"""A check whose workload did not create its situation, or whose client clock lagged the server,
+is inconclusive: never a pass or a fail by accident (hand-made events with exact timestamps)."""
+
+from satbench.config import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
+from satbench.fairness.guards import backlogged_share, relative_decode_rates
+from satbench.fairness.plan import make_plan
+from satbench.fairness.verdicts import Calibration, decode_rate, f1, f2, f3, lane_verdicts, s1, s2, s3
+from tests.builders import MS, ev
+
+LANE = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16), server=ServerParams(n_batch=256))
+PLAN = make_plan(LANE, 4)
+CAL = Calibration(prefill_tok_per_s=100_000.0, decode_iteration_ms=5.0)
+
+
+def _tag(e, check: str, role: str, *, stream: int = 0, seq: int = 0, rep: int = 1, phase: str = "measured"):
+    return e.model_copy(update={"check": check, "role": role, "stream": stream, "seq": seq, "repetition": rep,
+                                "scenario": "fairness", "phase": phase})
+
+
+# -- F1: rates are compared among requests decoding at the same time --------------------------
+
+def _f1_rounds(itl_of_round) -> list:
+    """4 streams in lockstep, a warmup round then 6 measured rounds of 64 tokens each."""
+    events, t = [], 0.0
+    for r in range(7):
+        itl = itl_of_round(r)
+        for s in range(4):
+            chunks = [t + 2 + itl * k for k in range(64)]
+            events.append(_tag(ev(stream=s, seq=r, sent_ms=t, chunks_ms=chunks), "F1", "equal", stream=s, seq=r,
+                               phase="warmup" if r == 0 else "measured"))
+        t += 2 + itl * 63
+    return events
+
+
+def test_a_host_wide_slowdown_of_one_round_is_not_unfairness():
+    """Every stream of round 3 decodes 3× slower (the host stalled): the streams were treated
+    alike, so F1 passes; comparing rates across rounds used to fail it (max/min 3)."""
+    v = f1(_f1_rounds(lambda r: 15.0 if r == 3 else 5.0), PLAN, CAL, FairnessConfig())
+    assert v.verdict == "pass", (v.measured, v.bounds)
+    assert v.measured["max_min_decode_rate"] < 1.01
+    assert v.measured["max_min_decode_rate_across_rounds"] > 2.9
+
+
+def test_a_stream_served_at_half_rate_beside_the_others_is_unfair():
+    """Stream 1 decodes at half the rate of the three beside it, request after request: its
+    requests last twice as long, and F1 still fails it."""
+    events = []
+    for s in range(4):
+        itl, t = (10.0 if s == 1 else 5.0), 0.0
+        for j in range(7 if s == 1 else 14):
+            events.append(_tag(ev(stream=s, seq=j, sent_ms=t, chunks_ms=[t + 2 + itl * k for k in range(64)]), "F1",
+                               "equal", stream=s, seq=j, phase="warmup" if j == 0 else "measured"))
+            t += 2 + itl * 63
+    v = f1(events, PLAN, CAL, FairnessConfig())
+    assert v.verdict == "fail" and v.measured["max_min_decode_rate"] > 1.5, v.measured
+    rel = relative_decode_rates(events, events, decode_rate)
+    assert max(rel) / min(rel) > 1.5
+
+
+# -- F2: the N requests must share the server ------------------------------------------------
+
+def _f2_events(overlap: bool) -> list:
+    events = [_tag(ev(seq=i, sent_ms=1000 * rep + 100 * i, chunks_ms=[1000 * rep + 100 * i + 10 * k
+                                                                     for k in range(1, 5)]), "F2", "alone", seq=i,
+                   rep=rep + 1) for rep in range(3) for i in range(4)]
+    for rep in range(3):
+        t = 5000 + 1000 * rep
+        for i in range(4):
+            sent = t + (1 * i if overlap else 50 * i)  # one after another: each ends before the next is sent
+            events.append(_tag(ev(stream=i, seq=i, sent_ms=sent, chunks_ms=[sent + 10 * k for k in range(1, 5)]),
+                               "F2", "together", stream=i, seq=i, rep=rep + 1))
+    return events
+
+
+def test_f2_requests_that_never_overlapped_are_inconclusive():
+    v = f2(_f2_events(overlap=False), PLAN, FairnessConfig())
+    assert v.verdict == "inconclusive" and "in flight at once" in v.reason, v
+    assert f2(_f2_events(overlap=True), PLAN, FairnessConfig()).verdict == "pass"
+
+
+# -- F3: backlogged clients, warmups not counted ---------------------------------------------
+
+def _f3_events(duration_ms: float, stagger_ms: float, idle_ms: float = 0.0) -> list:
+    """6 closed-loop clients (4 slots), each a warmup then 6 measured requests back to back."""
+    events = []
+    for c in range(6):
+        t = stagger_ms * c
+        for j in range(7):
+            events.append(_tag(ev(stream=c, seq=j, sent_ms=t, chunks_ms=[t + duration_ms / 2, t + duration_ms]),
+                               "F3", "client", stream=c, seq=j, phase="warmup" if j == 0 else "measured"))
+            t += duration_ms + idle_ms
+    return events
+
+
+def test_f3_counts_no_warmup_so_no_client_is_credited_by_chance():
+    """Client 0's warmup ends before the window opens (the last warmup is sent 45 ms in), the
+    others' inside it: crediting those credited five clients by the chance of their timing.
+    Warmups never count, so making them heavier changes nothing."""
+    events = _f3_events(duration_ms=40, stagger_ms=9)
+    heavy = [e.model_copy(update={"prompt_tokens": 1000}) if e.phase == "warmup" else e for e in events]
+    v, w = f3(events, PLAN, FairnessConfig()), f3(heavy, PLAN, FairnessConfig())
+    weight = events[1].prompt_tokens + 2 * events[1].output_tokens
+    assert v.verdict == w.verdict == "pass", (v, w)
+    assert v.measured == w.measured and v.bounds == w.bounds
+    # client 0 started 45 ms (more than one request) ahead: two requests ahead at most, no growth
+    assert v.measured["max_service_gap_tokens"] == 2 * weight
+
+
+def test_f3_clients_that_did_not_stay_backlogged_are_inconclusive():
+    events = _f3_events(duration_ms=40, stagger_ms=5, idle_ms=120)  # each client idles 3× its request
+    v = f3(events, PLAN, FairnessConfig())
+    assert v.verdict == "inconclusive" and "backlogged" in v.reason, v
+    assert backlogged_share(events, (0, int(300 * MS)), 4) < 0.9
+
+
+# -- S1, S2, S3: client stamps that lag the server, unsteady references, no competition ---------
+
+def _s1_events(solo_ttfts: list[float], solo_prompt_ms: list[float], injected_ttft: float) -> list:
+    solos = [_tag(ev(seq=i, sent_ms=1000 * i, chunks_ms=[1000 * i + t, 1000 * i + t + 1], prompt_n=768,
+                     prompt_ms=p), "S1", "solo", seq=i) for i, (t, p) in enumerate(zip(solo_ttfts, solo_prompt_ms))]
+    inj = _tag(ev(sent_ms=5000, chunks_ms=[5000 + injected_ttft, 5001 + injected_ttft], prompt_n=768),
+               "S1", "injected", stream=3)
+    decs = [_tag(ev(stream=d, sent_ms=4800, chunks_ms=[4810 + 10 * k for k in range(60)]), "S1", "decoder",
+                 stream=d) for d in range(3)]
+    return solos + [inj] + decs
+
+
+def test_s1_with_solo_ttfts_below_the_servers_own_prompt_time_is_inconclusive():
+    """The client stamped its sends late (TTFT 50 ms where the server prefilled for 100 ms): the
+    reference is impossible, and the check used to fail on it (200 ms > 1.25 × 50)."""
+    v = s1(_s1_events([50, 50, 50], [100, 100, 100], injected_ttft=200), PLAN, CAL, FairnessConfig())
+    assert v.verdict == "inconclusive" and "stamped its send late" in v.reason, v
+    ok = s1(_s1_events([110, 110, 110], [100, 100, 100], injected_ttft=120), PLAN, CAL, FairnessConfig())
+    assert ok.verdict == "pass", (ok.measured, ok.bounds, ok.reason)
+
+
+def test_s1_with_a_hiccup_in_its_solo_references_is_inconclusive():
+    """One solo took 900 ms (the host stalled), the others 100: a bound of 1.25 × 900 would pass
+    anything; the median of steady references, or no verdict."""
+    v = s1(_s1_events([900, 100, 100], [890, 95, 95], injected_ttft=1000), PLAN, CAL, FairnessConfig())
+    assert v.verdict == "inconclusive" and "unsteady" in v.reason, v
+
+
+def test_s2_leaves_out_probes_stamped_late():
+    solos = [_tag(ev(seq=i, sent_ms=100 * i, chunks_ms=[100 * i + 10, 100 * i + 12], prompt_ms=8), "S2", "solo",
+                  seq=i) for i in range(3)]
+    decs = [_tag(ev(stream=d, sent_ms=990, chunks_ms=[1000 + 10 * k for k in range(201)]), "S2", "decoder",
+                 stream=d, seq=d) for d in range(3)]
+    # every probe's client TTFT (1 ms) is below the server's prompt time (8 ms): no probe can be timed
+    probes = [_tag(ev(stream=3, seq=i, sent_ms=1100 + 300 * i, chunks_ms=[1101 + 300 * i, 1102 + 300 * i],
+                      prompt_ms=8), "S2", "probe", stream=3, seq=i) for i in range(5)]
+    v = s2(solos + decs + probes, PLAN, FairnessConfig())
+    assert v.verdict == "inconclusive" and "stamped its send late" in v.reason, v
+
+
+def _s3_events(first_ttft: float, gap: float, second_ttft: float, solo_prompt_ms: float | None = None) -> list:
+    evs = [_tag(ev(seq=i, sent_ms=100 * i, chunks_ms=[100 * i + 5, 100 * i + 6], prompt_ms=solo_prompt_ms),
+                "S3", "solo", seq=i) for i in range(3)]
+    evs.append(_tag(ev(sent_ms=400, chunks_ms=[400 + first_ttft, 401 + first_ttft]), "S3", "first"))
+    evs.append(_tag(ev(sent_ms=400 + gap, chunks_ms=[400 + gap + second_ttft, 401 + gap + second_ttft]), "S3",
+                    "second", stream=1))
+    return evs
+
+
+def test_s3_prompts_that_never_competed_are_inconclusive():
+    """The first prompt's prefill (5 ms) ended before the second was sent (10 ms later)."""
+    v = s3(_s3_events(first_ttft=5, gap=10, second_ttft=5), PLAN, CAL, FairnessConfig())
+    assert v.verdict == "inconclusive" and "never competed" in v.reason, v
+    assert s3(_s3_events(first_ttft=20, gap=10, second_ttft=20), PLAN, CAL, FairnessConfig()).verdict == "pass"
+
+
+def test_s3_solos_stamped_late_are_inconclusive():
+    v = s3(_s3_events(first_ttft=20, gap=10, second_ttft=20, solo_prompt_ms=30), PLAN, CAL, FairnessConfig())
+    assert v.verdict == "inconclusive" and "stamped its send late" in v.reason, v
+
+
+# -- the plan and a lost server ----------------------------------------------------------------
+
+def test_the_calibration_prompt_fits_the_per_slot_context():
+    plan = make_plan(LaneConfig(), 4, per_slot_ctx=256)  # n_batch 2048: a 512-token calibration did not fit
+    assert plan.calibration_prompt + plan.calibration_output <= 256 - 16
+
+
+def test_checks_a_lost_server_kept_from_running_say_so():
+    evs = _s3_events(first_ttft=20, gap=10, second_ttft=20)
+    lost = "lane default: fairness F1 (4 in flight) failed: the server process exited"
+    verdicts = {v.check: v for v in lane_verdicts(evs, PLAN, FairnessConfig(), True, lost=lost)}
+    for c in ("F1", "F2", "F3", "S1", "S2"):
+        assert verdicts[c].verdict == "inconclusive" and verdicts[c].reason == f"not run: {lost}"
+    assert verdicts["S3"].verdict == "inconclusive" and "calibration" in verdicts["S3"].reason  # judged, not "not run"
+
+
+def test_f1_takes_the_decode_rate_from_the_servers_timings():
+    """A client that read a stream late saw 65 tokens arrive within 16 ms; the server decoded
+    them over 64 ms. The server's figure is the scheduler's doing, the bunching is not."""
+    from satbench.events import ServerTimings
+    from satbench.fairness.verdicts import served_decode_rate
+    e = ev(sent_ms=0, chunks_ms=[50 + 0.25 * k for k in range(65)])
+    assert decode_rate(e) == 64 / 0.016
+    timed = e.model_copy(update={"timings": ServerTimings(predicted_n=65, predicted_ms=64.0)})
+    assert served_decode_rate(timed) == 1000.0
