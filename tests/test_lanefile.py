@@ -89,3 +89,15 @@ def test_key_lines():
     assert lines[("together",)] == 1
     assert lines[("lanes", 0)] == 3 and lines[("lanes", 1)] == 13
     assert lines[("lanes", 0, "server", "ctx_size")] == 11
+
+
+@pytest.mark.parametrize("lane, needle", [
+    ('name = "r"\nurl = "http://127.0.0.1:9"', "add runtime = \"url\""),
+    ('name = "n"\nserver_bin = "/bin/false"', "add runtime = \"native\""),
+    ('name = "u"\nruntime = "url"\nurl = "http://127.0.0.1:9"\nmodel = "x.gguf"', "remove model"),
+])
+def test_a_key_of_another_runtime_is_refused_not_ignored(tmp_path, lane, needle):
+    """A url (or server_bin) without its runtime used to be dropped silently: the embedded server
+    was measured and the figures credited to the server the file named."""
+    with pytest.raises(UserError, match=needle):
+        load_lane_file(write(tmp_path, f"[[lanes]]\n{lane}\n"))

@@ -78,6 +78,15 @@ class FileLane(Strict):
     def _runtime_needs(self) -> FileLane:
         if self.runtime == "url" and not self.url:
             raise ValueError("runtime 'url' needs a url")
+        # a key of another runtime would be recorded yet never used: the figures would be credited
+        # to a server that was not measured
+        if self.url and self.runtime != "url":
+            raise ValueError(f"url is given but runtime is {self.runtime!r}: add runtime = \"url\" (or remove url)")
+        if self.server_bin and self.runtime != "native":
+            raise ValueError(f"server_bin is given but runtime is {self.runtime!r}: add runtime = \"native\" "
+                             f"(or remove server_bin)")
+        if self.runtime == "url" and "model" in self.model_fields_set:
+            raise ValueError("runtime 'url' measures the model the running server has loaded: remove model")
         applied = sorted(self.server.model_fields_set - {"batch_size"})  # batch_size: declares the server's n_batch
         if self.runtime == "url" and applied:
             raise ValueError(f"runtime 'url' measures a running server, which satbench does not start: "
