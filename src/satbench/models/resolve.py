@@ -45,7 +45,8 @@ def resolve_synthetic(spec: str, model_dir: Path) -> Path:
 
 
 def resolve_model(model: str | None, model_dir: Path) -> tuple[Path | None, ModelInfo]:
-    """The model file to serve (None when the server is remote) and its provenance."""
+    """The model file to serve (None when the server is remote) and its provenance; the path is made
+    absolute (not symlink-resolved), since a relative one means nothing outside the working directory."""
     if model is None:
         return None, ModelInfo(source="served by the remote server")
     if model.startswith("builtin:"):
@@ -56,6 +57,7 @@ def resolve_model(model: str | None, model_dir: Path) -> tuple[Path | None, Mode
         source = f"{model} (SYNTHETIC random weights, written by satbench)"
     else:
         path, source = Path(model), "user file"
+    path = path.absolute()  # recorded as found, so that a stranger reading the evidence can find it too
     check_gguf(path)
     synthetic = read_synthetic_metadata(path) is not None
     return path, ModelInfo(path=str(path), sha256=sha256_file(path), size_bytes=path.stat().st_size,

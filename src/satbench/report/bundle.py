@@ -9,6 +9,7 @@ Missing derived JSON is computed first, so deleting every derived file and runni
 from __future__ import annotations
 
 import hashlib
+import shlex
 import shutil
 from pathlib import Path
 
@@ -60,7 +61,7 @@ def load_recommendations(run_dir: Path, results: ResultsFile) -> tuple[Recommend
         return RecommendationsFile.model_validate_json(text), hashlib.sha256(text).hexdigest()
     except (ValueError, ValidationError) as exc:
         raise RunDirError(f"{path} is not a valid recommendations file ({exc.__class__.__name__}); "
-                          f"delete it and run `satbench recommend {run_dir}`") from exc
+                          f"delete it and run `satbench recommend {shlex.quote(str(run_dir))}`") from exc
 
 
 def write_report(run_dir: Path) -> ReportFiles:
@@ -77,7 +78,7 @@ def write_report(run_dir: Path) -> ReportFiles:
     plots = write_plots(run_dir, results, recs, events)
     csv_path = write_csv(run_dir, results)
     resumes = read_manifest(run_dir).resumes
-    blocks = evidence_blocks(str(run_dir), results, recs, recs_sha, plots, raw_hashes(run_dir), resumes)
+    blocks = evidence_blocks(results, recs, recs_sha, plots, raw_hashes(run_dir), resumes)
     write_text_atomic(run_dir / EVIDENCE_FILE, render_markdown(blocks))
     write_text_atomic(run_dir / HTML_FILE, render_html(blocks, run_dir, f"satbench run {results.run_id}"))
     digest = write_sums(run_dir)

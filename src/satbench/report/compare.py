@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from satbench.config import ServerParams, Strict, WorkloadConfig
-from satbench.errors import UserError
+from satbench.errors import RunDirError, UserError
 from satbench.manifest import HostInfo
 from satbench.metrics.interference import Ratio, ratio_of_estimates, ratio_of_p95
 from satbench.metrics.level import LevelResult
@@ -212,6 +212,11 @@ def _param_notes(a: LaneResult, b: LaneResult) -> list[str]:
     notes = _field_diffs(a.server_params, b.server_params, "server ")
     if a.runtime.backend != b.runtime.backend:
         notes.append(f"backend {a.runtime.backend or 'n/a'} in A, {b.runtime.backend or 'n/a'} in B")
+    for field, label in (("total_slots", "slots"), ("per_slot_ctx", "per-slot context")):
+        va, vb = getattr(a.runtime, field), getattr(b.runtime, field)
+        if va != vb:
+            notes.append(f"{label} {'n/a' if va is None else va} in A, {'n/a' if vb is None else vb} in B "
+                         "(as the servers reported them)")
     unknown = [tag for tag, ln in (("A", a), ("B", b)) if not ln.model.sha256]
     if unknown:
         notes.append(f"model identity not checked: no sha256 in {' and '.join(unknown)}")
@@ -249,6 +254,9 @@ def compare_results(a: ResultsFile, b: ResultsFile, run_a: str, run_b: str,
 
 def compare_runs(run_a: Path, run_b: Path, min_effect: float = MIN_EFFECT) -> Comparison:
     """What the CLI calls: load both results.json files and compare them."""
+    for run_dir in (run_a, run_b):
+        if not run_dir.is_dir():
+            raise RunDirError(f"{run_dir} is not a directory")  # as `satbench report` says it
     return compare_results(load_results(run_a), load_results(run_b), str(run_a), str(run_b), min_effect)
 
 
@@ -259,6 +267,17 @@ _COLUMNS = (("output_tok_per_s", "out tok/s"), ("p95_ttft_ms", "p95 TTFT"),
 _MARKS = {"better": ("▲", "green"), "worse": ("▼", "red"), "same": ("", "")}
 
 
+def _ci_end(x: float | None) -> str:
+    """A CI end at 2 decimals, or more when that would print 1.00 for an end that is not 1 (the end
+    that decides significance must not read as touching 1)."""
+    if x is None:
+        return "?"
+    digits = 2
+    while digits < 6 and x != 1.0 and f"{x:.{digits}f}" == f"{1.0:.{digits}f}":
+        digits += 1
+    return f"{x:.{digits}f}"
+
+
 def ratio_cell(m: MetricComparison, min_effect: float = MIN_EFFECT) -> Text:
     """'×1.12 [1.05–1.20] ▲' (an open CI end prints as ?). A ratio within 0.005 of the effect
     threshold gets three decimals, so that ×1.045 (not significant) does not read as ×1.05."""
@@ -266,8 +285,7 @@ def ratio_cell(m: MetricComparison, min_effect: float = MIN_EFFECT) -> Text:
     if r.value is None:
         return Text("n/a")
     digits = 3 if abs(abs(r.value - 1.0) - min_effect) < 0.005 else 2
-    lo = "?" if r.ci_low is None else f"{r.ci_low:.2f}"
-    hi = "?" if r.ci_high is None else f"{r.ci_high:.2f}"
+    lo, hi = _ci_end(r.ci_low), _ci_end(r.ci_high)
     mark, style = _MARKS[m.direction]
     return Text(f"×{r.value:.{digits}f} [{lo}–{hi}]" + (f" {mark}" if mark else ""), style=style)
 

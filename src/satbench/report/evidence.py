@@ -16,7 +16,7 @@ from satbench.report.document import Block, Bullets, Code, Heading, Image, Para,
 from satbench.report.integrity import SUMS_FILE, FileHash
 from satbench.report.plots import PlotFile
 from satbench.report.table import (INTERFERENCE_HEADERS, LEVEL_HEADERS, LEVEL_LEGEND, RECOMMENDATION_HEADERS,
-                                   VERDICT_HEADERS, ci_note, interference_row, lane_title, level_row,
+                                   VERDICT_HEADERS, interference_row, lane_title, level_ci_notes, level_row,
                                    recommendation_row, verdict_row)
 from satbench.results import VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
 from satbench.saturation.recommend import RecommendationsFile
@@ -52,7 +52,7 @@ def _server_command(rt: RuntimeInfo, model: str | None) -> str:
     return f"llama-server {args}" if rt.kind == "native" else f"embedded (xllamacpp, llama-server's flags): {args}"
 
 
-def commands(run_dir_name: str, results: ResultsFile, resumes: Sequence[ResumeRecord] = ()) -> list[Block]:
+def commands(results: ResultsFile, resumes: Sequence[ResumeRecord] = ()) -> list[Block]:
     blocks: list[Block] = [Heading(level=2, text="What was run"),
                            Para(text="The command, as recorded in `run.json` (credentials redacted):"),
                            Code(text=_cmd(results.command_line))]
@@ -79,10 +79,10 @@ def commands(run_dir_name: str, results: ResultsFile, resumes: Sequence[ResumeRe
                 rows.append([lane.lane, label, _server_command(rt, lane.model.path)])
     blocks.append(TableBlock(headers=["lane", "server for", "server command line"], rows=rows,
                              caption="Each lane's own llama.cpp server (bound to 127.0.0.1 when satbench started it)"))
-    d = run_dir_name
-    blocks.append(Para(text="To regenerate every derived file from the raw ones, and to check the bundle:"))
-    blocks.append(Code(text=f"satbench analyze {d}\nsatbench recommend {d}\nsatbench report {d}\n"
-                            f"satbench verify {d}        # or: cd {d} && sha256sum -c {SUMS_FILE}"))
+    blocks.append(Para(text="To regenerate every derived file from the raw ones, and to check the bundle, run these "
+                            "inside the run directory (the one that holds this file):"))
+    blocks.append(Code(text=f"satbench analyze .\nsatbench recommend .\nsatbench report .\n"
+                            f"satbench verify .        # or: sha256sum -c {SUMS_FILE}"))
     return blocks
 
 
@@ -165,9 +165,9 @@ def lane_section(lane: LaneResult, plots: Sequence[PlotFile]) -> list[Block]:
         if levels:
             blocks.append(TableBlock(headers=list(LEVEL_HEADERS), rows=[level_row(lv) for lv in levels],
                                      caption=f"{lane.lane}, {label}"))
-    if lane.levels:
-        notes = [n for lv in lane.levels for n in (ci_note(f"N={lv.concurrency} TTFT", lv.latency.ttft_ms),
-                                                      ci_note(f"N={lv.concurrency} E2E", lv.latency.e2e_ms)) if n]
+    if lane.levels or lane.together_levels:
+        notes = [n for tag, levels in (("", lane.levels), ("together ", lane.together_levels))
+                 for lv in levels for n in level_ci_notes(lv, f"{tag}N={lv.concurrency} ")]
         blocks.append(Para(text=LEVEL_LEGEND + "."))
         if notes:
             blocks.append(Bullets(items=notes))
@@ -192,7 +192,7 @@ def recommendations(recs: RecommendationsFile | None) -> list[Block]:
                                       caption="recommended = the largest measured level ≤ min(knee, SLO bound, "
                                               "slots, fairness cap, below a level whose server failed or where more "
                                               "than 1% of requests failed), none safe when no measured level is that "
-                                              "low; out tok/s with its 95% CI")]
+                                              "low; out tok/s and p95 TTFT / TPOT with their 95% CIs")]
     items = []
     for r in recs.lanes:
         items += [f"{r.lane}: {r.binding.detail}", f"{r.lane}: knee — {r.knee_reason}",
@@ -252,14 +252,14 @@ def raw_files(hashes: Sequence[FileHash], bundle_note: str) -> list[Block]:
                        rows=[[h.file, f"{h.size_bytes:,}", f"`{h.sha256}`"] for h in hashes])]
 
 
-def handoff(run_dir_name: str, results: ResultsFile, recs: RecommendationsFile | None,
+def handoff(results: ResultsFile, recs: RecommendationsFile | None,
             recs_sha256: str | None) -> list[Block]:
     items = []
     if recs is not None:
         items.append(f"`recommendations.json` (schema {recs.schema_version}, `satbench schema "
                      f"recommendations`; sha256 `{recs_sha256}` when this report was written): per lane the "
                      "recommended concurrency, its binding reason and the figures expected there.")
-        items.append(f"The capability report: `satbench capability --recommendations {run_dir_name}/"
+        items.append("The capability report, run inside the run directory: `satbench capability --recommendations "
                      "recommendations.json [--lanes FILE | --model … | --url …] [--format litellm]` — it refuses "
                      "a lane measured on other hardware, another build or another model file.")
     items.append(f"`results.json` (schema {results.schema_version}) for every figure with its CI; `results.csv` "
@@ -284,16 +284,18 @@ def handoff(run_dir_name: str, results: ResultsFile, recs: RecommendationsFile |
             Para(text="Not measured by this run (do not extrapolate to it):"), Bullets(items=missing)]
 
 
-def evidence_blocks(run_dir_name: str, results: ResultsFile, recs: RecommendationsFile | None,
+def evidence_blocks(results: ResultsFile, recs: RecommendationsFile | None,
                     recs_sha256: str | None, plots: Sequence[PlotFile], hashes: Sequence[FileHash],
                     resumes: Sequence[ResumeRecord] = ()) -> list[Block]:
-    blocks = header(results) + commands(run_dir_name, results, resumes) + machine(results) + lanes_table(results)
+    """Every block of the report. The run directory's path is not an input: the text (and so the bundle
+    digest) must not depend on how the directory was spelled, and its commands run inside it."""
+    blocks = header(results) + commands(results, resumes) + machine(results) + lanes_table(results)
     blocks += server_failures(results)
     for lane in results.lanes:
         blocks += lane_section(lane, plots)
     blocks += recommendations(recs) + flags(results) + limitations(results, recs)
-    blocks += raw_files(hashes, f"check them with `satbench verify {run_dir_name}`.")
-    blocks += handoff(run_dir_name, results, recs, recs_sha256)
+    blocks += raw_files(hashes, "check them with `satbench verify .` inside the run directory.")
+    blocks += handoff(results, recs, recs_sha256)
     blocks.append(Para(text="Prompts and generated text are not recorded by satbench (prompts are token ids "
                             "built from a unique prefix), so none appear here; API keys and URL credentials are "
                             "redacted before anything is written."))

@@ -167,7 +167,8 @@ def _occupancy(lane: LaneResult) -> Drawn | None:
     fig, (ax,) = new_figure("occupancy")
     drawn = False
     for field, label, fmt in OCCUPANCY:
-        pts = [(lv.concurrency, v) for lv in levels if (v := getattr(lv.occupancy, field)) is not None]
+        pts = [(lv.concurrency, v) for lv in levels  # log scale: a zero cannot be drawn, so it is left out
+               if (v := getattr(lv.occupancy, field)) is not None and v > 0]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], fmt, label=label)
             drawn = True
@@ -190,7 +191,7 @@ def _occupancy(lane: LaneResult) -> Drawn | None:
     cap = ("Mean occupancy over the steady window at each concurrency (log scales): busy slots from /slots or "
            "requests_processing, busy slots per decode step from /metrics, and the client's own count of "
            "requests in flight. Points on the wide grey line mean every offered request was being served; "
-           "a flat line below it means requests waited.")
+           "a flat line below it means requests waited. A level with none busy has no point (log scale).")
     return fig, title, cap
 
 

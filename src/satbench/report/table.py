@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from satbench.metrics.level import LevelResult
-from satbench.metrics.stats import Distribution, Estimate
+from satbench.metrics.stats import Distribution, Estimate, Interval
 from satbench.results import LaneResult, ResultsFile
 
 
 def _est(e: Estimate, digits: int = 1) -> str:
+    """"value ±half" when the 95 % CI is symmetric about the value (as printed), else "value [low–high]"
+    (a CI clipped at 0 is not symmetric: ± would claim a negative lower end)."""
     if e.value is None:
         return "n/a"
     if e.ci_low is None or e.ci_high is None:
         return f"{e.value:.{digits}f}"
-    return f"{e.value:.{digits}f} ±{(e.ci_high - e.ci_low) / 2:.{digits}f}"
+    above, below = f"{e.ci_high - e.value:.{digits}f}", f"{e.value - e.ci_low:.{digits}f}"
+    if above == below:
+        return f"{e.value:.{digits}f} ±{above}"
+    return f"{e.value:.{digits}f} [{e.ci_low:.{digits}f}–{e.ci_high:.{digits}f}]"
 
 
 def _pct(d: Distribution, key: str, digits: int = 0) -> str:
@@ -43,22 +51,45 @@ def lane_title(lane: LaneResult) -> str:
 
 LEVEL_HEADERS = ("N", "out tok/s", "req/s", "TTFT p50/p95", "ITL p50/p95", "TPOT p50",
                  "E2E p50/p95", "queue p50", "slots t/d/c", "RSS MiB", "flags")
-LEVEL_LEGEND = ("latencies in ms; ± = half the 95% CI over repetitions; * = p95 from < 100 samples (CI below); "
+LEVEL_LEGEND = ("latencies in ms; ± = half the 95% CI over repetitions, [low–high] = the 95% CI where it is "
+                "not symmetric (a rate's CI is clipped at 0); * = p95 from < 100 samples (CI below); "
                 "slots t/d/c = busy slots time-weighted / decode-weighted / client in-flight; "
                 "queue = TTFT − prompt_ms − RTT (an estimate: llama.cpp stamps no queue time)")
 INTERFERENCE_HEADERS = ("N", "out tok/s ratio", "p95 TTFT ratio", "p95 ITL ratio")
 VERDICT_HEADERS = ("check", "verdict", "measured", "bound", "how the bound was derived / why inconclusive")
 RECOMMENDATION_HEADERS = ("lane", "recommended", "binding", "knee", "max under SLO", "slots", "out tok/s at rec",
-                          "p95 TTFT / TPOT ms", "USL peak N*")
+                          "p95 TTFT / TPOT ms [95% CI]", "USL peak N*")
 
 
-def lane_table(lane: LaneResult, levels: list[LevelResult] | None = None, scenario: str = "alone") -> Table:
-    t = Table(title=f"{lane_title(lane)} · {scenario}", title_justify="left")
-    for col in LEVEL_HEADERS:
-        t.add_column(col, justify="right", no_wrap=True)
-    for lv in lane.levels if levels is None else levels:
-        t.add_row(*level_row(lv))
-    return t
+def fitted_tables(console: Console, title: str, more_title: str, headers: Sequence[str],
+                  rows: list[list[str]]) -> list[Table]:
+    """The table whole when it fits the console; else its columns split over several tables, each led
+    by the first column (N), so that no figure is cut short. A piece too wide even then wraps its cells."""
+    def build(cols: list[int], part_title: str | None, wrap: bool = False) -> Table:
+        t = Table(title=part_title, title_justify="left")
+        for i in cols:
+            t.add_column(headers[i], justify="right", no_wrap=i == 0 or not wrap, overflow="fold",
+                         min_width=max([len(headers[i])] + [len(r[i]) for r in rows]) if i == 0 else None)
+        for row in rows:
+            t.add_row(*(row[i] for i in cols))
+        return t
+
+    def fits(cols: list[int]) -> bool:
+        unlimited = console.options.update_width(10**6)  # its natural width, not clipped to the console's
+        return Measurement.get(console, unlimited, build(cols, None)).maximum <= console.width
+
+    groups = [[0]]
+    for i in range(1, len(headers)):
+        if len(groups[-1]) > 1 and not fits(groups[-1] + [i]):
+            groups.append([0])
+        groups[-1].append(i)
+    return [build(cols, title if k == 0 else more_title, wrap=not fits(cols)) for k, cols in enumerate(groups)]
+
+
+def lane_tables(console: Console, lane: LaneResult, levels: list[LevelResult] | None = None,
+                scenario: str = "alone") -> list[Table]:
+    return fitted_tables(console, f"{lane_title(lane)} · {scenario}", f"lane {lane.lane} · {scenario}, continued",
+                         LEVEL_HEADERS, [level_row(lv) for lv in (lane.levels if levels is None else levels)])
 
 
 def _ratio(r) -> str:
@@ -69,14 +100,10 @@ def _ratio(r) -> str:
     return f"{r.value:.2f} [{lo}–{hi}]"
 
 
-def interference_table(lane: LaneResult) -> Table:
-    others = "the other lanes"
-    t = Table(title=f"lane {lane.lane}: together with {others} ÷ alone (95% CI)", title_justify="left")
-    for col in INTERFERENCE_HEADERS:
-        t.add_column(col, justify="right", no_wrap=True)
-    for row in lane.interference:
-        t.add_row(*interference_row(row))
-    return t
+def interference_tables(console: Console, lane: LaneResult) -> list[Table]:
+    title = f"lane {lane.lane}: together with the other lanes ÷ alone (95% CI)"
+    return fitted_tables(console, title, f"{title}, continued", INTERFERENCE_HEADERS,
+                         [interference_row(r) for r in lane.interference])
 
 
 def interference_row(row) -> list[str]:
@@ -99,19 +126,43 @@ def level_row(lv: LevelResult) -> list[str]:
     ]
 
 
-def ci_note(name: str, d: Distribution) -> str | None:
+def ci_note(name: str, d: Distribution, digits: int = 0) -> str | None:
     ci = d.ci.get("p95")
-    if not d.few_samples or not d.n or ci is None:
+    if not d.few_samples or not d.n or ci is None or d.p95 is None:
         return None
-    lo = "?" if ci.low is None else f"{ci.low:.0f}"
-    hi = "unbounded" if ci.high is None else f"{ci.high:.0f}"
-    return f"{name} p95 {d.p95:.0f} ms from n={d.n}, 95% CI [{lo}, {hi}]"
+    lo = "?" if ci.low is None else f"{ci.low:.{digits}f}"
+    hi = "unbounded" if ci.high is None else f"{ci.high:.{digits}f}"
+    return f"{name} p95 {d.p95:.{digits}f} ms from n={d.n}, 95% CI [{lo}, {hi}]"
 
 
-def _fmt(v: float | None) -> str:
+def level_ci_notes(lv: LevelResult, prefix: str = "") -> list[str]:
+    """The CI of every p95 that level_row marks with * (TTFT, ITL, E2E), at the digits the row prints."""
+    lat = lv.latency
+    notes = (ci_note(f"{prefix}TTFT", lat.ttft_ms), ci_note(f"{prefix}ITL", lat.itl_ms, 1),
+             ci_note(f"{prefix}E2E", lat.e2e_ms))
+    return [n for n in notes if n]
+
+
+def _fmt(v: float | None, extra: int = 0) -> str:
+    """3 significant digits below 10, whole numbers above; `extra` more digits either way."""
     if v is None:
         return "n/a"
-    return f"{v:.3g}" if abs(v) < 10 else f"{v:.0f}"
+    return f"{v:.{3 + extra}g}" if abs(v) < 10 else f"{v:.{extra}f}"
+
+
+def _fmt_apart(v: float | None, bound: float | None) -> tuple[str, str]:
+    """(measured, bound) with enough digits that unequal values never print alike: 0.9896 against
+    a bound of 0.99 prints 0.9896 ≥ 0.99, not 0.99 ≥ 0.99 beside a fail."""
+    extra = 0
+    while extra < 12 and v is not None and bound is not None and v != bound and _fmt(v, extra) == _fmt(bound, extra):
+        extra += 1
+    return _fmt(v, extra), _fmt(bound, _decimals_needed(bound, extra))
+
+
+def _decimals_needed(bound: float | None, extra: int) -> int:
+    """The fewest extra digits (≤ extra) that print the bound exactly as with `extra` (1.1, not 1.10000)."""
+    return next((e for e in range(extra + 1) if bound is None or float(_fmt(bound, e)) == float(_fmt(bound, extra))),
+                extra)
 
 
 def verdict_table(lane: LaneResult) -> Table:
@@ -127,9 +178,10 @@ def verdict_table(lane: LaneResult) -> Table:
 
 
 def verdict_row(v) -> list[str]:
-    measured = ", ".join(f"{k} {_fmt(x)}" for k, x in v.measured.items() if k in v.bounds or k in (
-        "stalls", "p99_itl_ms"))
-    bounds = ", ".join(f"{k} {'≥' if k == 'jain_index' else '≤'} {_fmt(x)}" for k, x in v.bounds.items())
+    apart = {k: _fmt_apart(v.measured.get(k), b) for k, b in v.bounds.items()}
+    measured = ", ".join(f"{k} {apart[k][0] if k in apart else _fmt(x)}" for k, x in v.measured.items()
+                         if k in v.bounds or k in ("stalls", "p99_itl_ms"))
+    bounds = ", ".join(f"{k} {'≥' if k == 'jain_index' else '≤'} {apart[k][1]}" for k in v.bounds)
     return [f"{v.check} {v.name}", v.verdict, measured or "-", bounds or "-",
             (v.reason if v.verdict == "inconclusive" else v.derivation) or "-"]
 
@@ -145,18 +197,17 @@ def print_results(results: ResultsFile, console: Console | None = None) -> None:
                   f"{h.fingerprint_sha256[:16]}", markup=False, highlight=False)
     for lane in results.lanes:
         if lane.levels:
-            console.print(lane_table(lane))
+            console.print(*lane_tables(console, lane))
         if lane.together_levels:
-            console.print(lane_table(lane, lane.together_levels, "together with the other lanes"))
-            console.print(interference_table(lane))
+            console.print(*lane_tables(console, lane, lane.together_levels, "together with the other lanes"))
+            console.print(*interference_tables(console, lane))
         if lane.levels:
             console.print(LEVEL_LEGEND, markup=False, highlight=False)
         if lane.fairness:
             console.print(verdict_table(lane))
         for tag, levels in (("", lane.levels), (" together", lane.together_levels)):
             for lv in levels:
-                notes = [ci_note("TTFT", lv.latency.ttft_ms), ci_note("E2E", lv.latency.e2e_ms)]
-                for line in [n for n in notes if n] + lv.flags:
+                for line in level_ci_notes(lv) + lv.flags:
                     console.print(f"  {lane.lane}{tag} N={lv.concurrency}: {line}", markup=False, highlight=False)
     if results.status != "complete":
         console.print(f"run status: {results.status} — {results.status_reason}", markup=False)
@@ -176,14 +227,34 @@ def print_recommendations(recs, console: Console | None = None) -> None:
         console.print(f"  {r.lane}: server side {r.server_confirmation.statement}", markup=False, highlight=False)
 
 
+def _p95_ci(v: float | None, ci: Interval | None, digits: int = 0) -> str:
+    """"p95 [low–high]": recommendations.json keeps no sample count, so the CI is always printed
+    (an open upper end, from too few samples, reads "unbounded")."""
+    if v is None:
+        return "n/a"
+    if ci is None:
+        return f"{v:.{digits}f}"
+    lo = "?" if ci.low is None else f"{ci.low:.{digits}f}"
+    hi = "unbounded" if ci.high is None else f"{ci.high:.{digits}f}"
+    return f"{v:.{digits}f} [{lo}–{hi}]"
+
+
+def _knee_cell(r) -> str:
+    """The knee, or why there is none, taken from the knee's reason (a single level is not "still rising")."""
+    if r.knee is not None:
+        return str(r.knee)
+    return "none (still rising)" if r.knee_reason.startswith("throughput still gains") else f"none ({r.knee_reason})"
+
+
 def recommendation_row(r) -> list[str]:
     e = r.expected
     usl = f"{r.usl.peak_n:.0f}" if r.usl.peak_reported and r.usl.peak_n else "not reported"
     binding = r.binding.reason + (f" ({r.binding.resource})" if r.binding.resource else "")
     rec = "none safe" if r.recommended_concurrency is None else str(r.recommended_concurrency)
     figures = (["n/a", "n/a"] if e is None else
-               [_est(e.output_tok_per_s), f"{_num(e.p95_ttft_ms, '{:.0f}')} / {_num(e.p95_tpot_ms, '{:.1f}')}"])
+               [_est(e.output_tok_per_s),
+                f"{_p95_ci(e.p95_ttft_ms, e.p95_ttft_ci)} / {_p95_ci(e.p95_tpot_ms, e.p95_tpot_ci, 1)}"])
     return [r.lane, rec, binding,
-            "none (still rising)" if r.knee is None else str(r.knee),
+            _knee_cell(r),
             "n/a" if r.max_concurrency_under_slo is None else str(r.max_concurrency_under_slo),
             "n/a" if r.slots is None else str(r.slots), *figures, usl]
