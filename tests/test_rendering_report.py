@@ -213,3 +213,14 @@ def test_the_occupancy_plot_leaves_out_a_zero_on_its_log_scale():
     fig, _, _ = _occupancy(lane)
     line = next(ln for ln in fig.axes[0].lines if ln.get_label() == "busy slots, time-weighted")
     assert list(line.get_ydata()) == [1.5, 3.0] and list(line.get_xdata()) == [2, 4]
+
+
+def test_the_missing_sums_hint_quotes_a_path_with_a_space(tmp_path):
+    import pytest
+
+    from satbench.errors import RunDirError
+    from satbench.report.integrity import read_sums
+    run = tmp_path / "sp ace"
+    run.mkdir()
+    with pytest.raises(RunDirError, match="satbench report '.*sp ace'`"):
+        read_sums(run)

@@ -30,6 +30,7 @@ anchor it.
 from __future__ import annotations
 
 import hashlib
+import shlex
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -90,7 +91,7 @@ def write_sums(run_dir: Path) -> str:
 def read_sums(run_dir: Path) -> dict[str, str]:
     path = run_dir / SUMS_FILE
     if not path.exists():
-        raise RunDirError(f"{run_dir} has no {SUMS_FILE}; write it with `satbench report {run_dir}`")
+        raise RunDirError(f"{run_dir} has no {SUMS_FILE}; write it with `satbench report {shlex.quote(str(run_dir))}`")
     sums: dict[str, str] = {}
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         digest, sep, rel = line.partition("  ")
