@@ -199,3 +199,22 @@ def test_f1_takes_the_decode_rate_from_the_servers_timings():
     assert decode_rate(e) == 64 / 0.016
     timed = e.model_copy(update={"timings": ServerTimings(predicted_n=65, predicted_ms=64.0)})
     assert served_decode_rate(timed) == 1000.0
+
+
+def test_f1_on_a_host_whose_speed_swung_far_more_than_the_streams_differ_is_inconclusive():
+    """Rounds ran 1×, 6× and 15× slower (a loaded host) and one stream of the slow round lagged
+    its neighbours by 30 %: the weighting cannot tell that from the scheduler; no verdict."""
+    events = _f1_rounds(lambda r: {2: 30.0, 4: 75.0}.get(r, 5.0))
+    lagging = next(e for e in events if e.seq == 4 and e.stream == 2)
+    slow = lagging.model_copy(update={"chunks": [(t + (t - lagging.chunks[0][0]) * 3 // 10, n)
+                                                 for t, n in lagging.chunks]})
+    slow = slow.model_copy(update={"end_ns": slow.chunks[-1][0]})
+    events = [slow if e is lagging else e for e in events]
+    v = f1(events, PLAN, CAL, FairnessConfig())
+    assert v.verdict == "inconclusive" and "too unsteady" in v.reason, (v.measured, v.reason)
+    # the same lag on a steady host fails
+    steady = _f1_rounds(lambda r: 5.0)
+    lag = next(e for e in steady if e.seq == 4 and e.stream == 2)
+    late = lag.model_copy(update={"chunks": [(t + (t - lag.chunks[0][0]) * 3 // 10, n) for t, n in lag.chunks]})
+    late = late.model_copy(update={"end_ns": late.chunks[-1][0]})
+    assert f1([late if e is lag else e for e in steady], PLAN, CAL, FairnessConfig()).verdict == "fail"
