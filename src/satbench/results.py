@@ -16,7 +16,10 @@ from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 
 RESULTS_FILE = "results.json"
-RESULTS_SCHEMA_VERSION = "2.4"
+RESULTS_SCHEMA_VERSION = "2.5"
+# 2.5: the few_occupancy_samples flag; time_weighted_busy_slots carries a reading into the window only
+#      from <= 2 poll intervals before it and is null without a good reading inside; the decode-weighted
+#      figure is null when /metrics printing rounds away its digits; model.path is absolute; verdicts 1.2.
 # 2.4: hardware.cpu_signature and hardware.cores_usable; the fingerprint no longer counts the kernel
 #      release and identifies RAM by its 4 GiB class; lanes_not_started; slo.p95_e2e_ms.
 # 2.3: runtime.binary_sha256 (a native llama-server's executable and libraries).
@@ -37,7 +40,7 @@ DEFINITIONS = {
     "req_per_s": "successful measured requests completing inside the window / window length",
     "steady_window": "from the moment every stream has a token of a measured request to the first completion after the last request was issued",
     "latency_sample": "successful measured requests completing inside the steady window, pooled over repetitions",
-    "time_weighted_busy_slots": "time-weighted mean of busy slots from /slots (or requests_processing) samples in the window",
+    "time_weighted_busy_slots": "time-weighted mean over the window's covered time of busy slots from /slots (or requests_processing) readings; a reading holds until the next poll; one from before the window counts only if <= 2 poll intervals old; null when no reading inside the window succeeded",
     "decode_weighted_busy_slots": "delta(n_busy_slots_per_decode * n_decode_total) / delta(n_decode_total) over the window",
     "client_in_flight": "time-weighted mean of requests between sent_ns and end_ns in the window",
     "percentiles": "linear interpolation; 95% CI from binomial order statistics; mean CI Student-t over repetitions",
@@ -47,6 +50,7 @@ DEFINITIONS = {
     "host_busy_cores": "whole machine: delta(total - idle - iowait CPU seconds) / delta wall, over the level's process samples",
     "gpu": "NVML, device-wide: utilisation and SM clock of the busiest GPU and memory used (all GPUs), mean over the readings inside the steady windows; peak memory over the whole level",
     "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours competed) or other processes used >= 0.25 core",
+    "few_occupancy_samples": "flagged when a window's time-weighted busy slots rests on fewer than 10 good /slots (or requests_processing) readings, or one reading stands for more than 25% of the window",
     "fairness_evidence": "a verdict needs its situation: F2 rounds whose N requests were in flight at once; F3 more requests than slots in flight for >= 90% of its window; S3 pairs whose second prompt came before the first's first token; no client TTFT more than 1 ms below the server's prompt_ms (a late send stamp); solo references within 1.5x of each other",
     "f1_decode_rate": "(predicted_n - 1) / predicted_ms from the server's timings (else the client's), divided by the overlap-weighted mean rate of the requests decoding beside it",
     "littles_law": "N vs sum over streams of X_s * E2E_s, both taken between the stream's first and last completion in the window (no boundary bias), scaled to N from the streams with >= 2 completions; flagged beyond 5%",

@@ -2,9 +2,11 @@
 
 Only this module scrapes /metrics (its `*_tokens_seconds` gauges reset at every scrape, so
 two pollers would corrupt each other). An endpoint that fails is recorded as such; after a
-run of failures its poller stops and the figures it feeds are reported as unavailable. A sample
-that cannot be written (disk full) stops its poller too, and `check_written()` re-raises that
-error for the caller: a run must not go on without saying so.
+run of failures its poller stops, writing one last error sample (STOPPED…) so that every later
+level can say why the figures it feeds are unavailable. A failed GPU reading never costs the
+process sample its RSS and CPU (see `_process`). A sample that cannot be written (disk full)
+stops its poller too, and `check_written()` re-raises that error for the caller: a run must not
+go on without saying so.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from satbench.gpu import NvmlGpus
 from satbench.promparse import llamacpp_values
 
 MAX_CONSECUTIVE_FAILURES = 20
+STOPPED = "stopped polling after"  # starts the error of the last sample a poller writes before it gives up
+GPU_FAILED = "NVML: "  # starts the error of a process sample that records a failed GPU reading (no other figure)
 
 
 def parse_slots(payload: object) -> tuple[int, list[int], dict[int, int]]:
@@ -64,6 +68,8 @@ class ServerSampler:
         self._tasks: list[asyncio.Task] = []
         self._session: aiohttp.ClientSession | None = None
         self.disabled: dict[str, str] = {}
+        self._last_error: dict[str, str] = {}  # per poller: its latest failure
+        self._gpu_failures = 0
         self.write_error: RunDirError | None = None  # a poller could not write its sample (disk full)
 
     async def start(self) -> None:
@@ -108,12 +114,26 @@ class ServerSampler:
             failures = 0 if ok else failures + 1
             if failures >= MAX_CONSECUTIVE_FAILURES:
                 self.disabled[name] = f"{failures} consecutive failures; stopped polling"
+                self._write_stopped(name, f"{STOPPED} {failures} consecutive failures; last: "
+                                          f"{self._last_error.get(name, 'unknown')}")
                 return
             next_t += self.interval_s
             now = time.monotonic()
             if next_t < now:
                 next_t = now
             await asyncio.sleep(next_t - now)
+
+    def _write_stopped(self, name: str, error: str) -> None:
+        """One last error sample, so that later levels can say why the poller's figures are missing."""
+        t = self.clock()
+        if name == "process":
+            sample: MetricsSample | SlotsSample | ProcessSample = ProcessSample(**self.tag, t_ns=t, error=error)
+        else:
+            sample = (MetricsSample if name == "metrics" else SlotsSample)(**self.tag, sent_ns=t, t_ns=t, error=error)
+        try:
+            self.writer.write(sample)
+        except RunDirError as exc:
+            self.write_error = exc
 
     async def _get(self, path: str) -> tuple[int, str]:
         assert self._session is not None
@@ -128,8 +148,9 @@ class ServerSampler:
                 raise ParseError(f"/metrics answered HTTP {status}")
             values = llamacpp_values(text)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError) as exc:
+            self._last_error["metrics"] = _describe(exc)
             self.writer.write(MetricsSample(**self.tag, sent_ns=sent, t_ns=self.clock(),
-                                            error=_describe(exc)))
+                                            error=self._last_error["metrics"]))
             return False
         self.writer.write(MetricsSample(**self.tag, sent_ns=sent, t_ns=self.clock(), values=values))
         return True
@@ -146,29 +167,47 @@ class ServerSampler:
                 raise ParseError("/slots is not JSON") from exc
             n, busy, decoded = parse_slots(payload)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError) as exc:
+            self._last_error["slots"] = _describe(exc)
             self.writer.write(SlotsSample(**self.tag, sent_ns=sent, t_ns=self.clock(),
-                                          error=_describe(exc)))
+                                          error=self._last_error["slots"]))
             return False
         self.writer.write(SlotsSample(**self.tag, sent_ns=sent, t_ns=self.clock(), n_slots=n,
                                       busy_ids=busy, n_decoded=decoded))
         return True
 
     async def _process(self) -> bool:
+        """RSS and CPU, then the GPU apart: a failed NVML reading leaves the GPU fields None and is
+        recorded in a sample of its own (error GPU_FAILED…), never costing RSS/CPU or stopping this
+        poller; after MAX_CONSECUTIVE_FAILURES of them in a row the GPU is no longer read."""
         sample = ProcessSample(**self.tag, t_ns=self.clock())
         try:
             if self.pid is not None:
                 sample.rss_bytes, sample.cpu_seconds = process_tree_usage(self.pid)
             sample.host_busy_cpu_seconds, sample.client_cpu_seconds = host_and_client_cpu()
-            if self.gpus is not None:
-                gpu = self.gpus.reading()
-                sample.gpu_mem_used_bytes, sample.gpu_util_pct = gpu.mem_used_bytes, gpu.util_pct
-                sample.gpu_sm_clock_mhz = gpu.sm_clock_mhz
         except (psutil.Error, OSError) as exc:
-            sample.error = _describe(exc)
-        except Exception as exc:  # noqa: BLE001 - NVML raises its own types; keep sampling
-            sample.error = _describe(exc)
+            sample.error = self._last_error["process"] = _describe(exc)
+        gpu_error = self._read_gpu(sample)
         self.writer.write(sample)
+        if gpu_error is not None:
+            self.writer.write(ProcessSample(**self.tag, t_ns=sample.t_ns, error=GPU_FAILED + gpu_error))
         return sample.error is None
+
+    def _read_gpu(self, sample: ProcessSample) -> str | None:
+        """Fill the GPU fields of `sample`; the error to record when NVML failed, else None."""
+        if self.gpus is None or "gpu" in self.disabled:
+            return None
+        try:
+            gpu = self.gpus.reading()
+        except Exception as exc:  # noqa: BLE001 - NVML raises its own types; keep sampling
+            self._gpu_failures += 1
+            if self._gpu_failures < MAX_CONSECUTIVE_FAILURES:
+                return _describe(exc)
+            self.disabled["gpu"] = f"{self._gpu_failures} consecutive failures; stopped reading NVML"
+            return f"{STOPPED} {self._gpu_failures} consecutive failures; last: {_describe(exc)}"
+        self._gpu_failures = 0
+        sample.gpu_mem_used_bytes, sample.gpu_util_pct = gpu.mem_used_bytes, gpu.util_pct
+        sample.gpu_sm_clock_mhz = gpu.sm_clock_mhz
+        return None
 
 
 def process_tree_usage(pid: int) -> tuple[int, float]:
@@ -183,6 +222,8 @@ def process_tree_usage(pid: int) -> tuple[int, float]:
             cpu += t.user + t.system
         except psutil.NoSuchProcess:
             continue
+    if rss == 0:  # every process gone or a zombie (killed, not yet reaped): no reading, not a zero
+        raise psutil.NoSuchProcess(pid, msg="no resident memory: the server exited (not reaped yet)")
     return rss, cpu
 
 

@@ -11,11 +11,23 @@ from typing import Sequence
 from pydantic import Field
 
 from satbench.config import SloConfig, Strict, design_minimum_requests
-from satbench.events import CANCELLED, LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample
+from satbench.events import (
+    CANCELLED,
+    LevelMark,
+    MetricsSample,
+    ProcessSample,
+    RequestEvent,
+    SlotsSample,
+)
 from satbench.metrics import latency, memory, occupancy, throughput
 from satbench.metrics.gpu import GpuUse, gpu_use
 from satbench.metrics.little import LittleCheck, littles_law
 from satbench.metrics.stats import Distribution, Estimate, distribution, mean_estimate
+from satbench.metrics.unavailable import (
+    endpoint_failures,
+    nvml_failure,
+    unavailable_figures,
+)
 from satbench.metrics.window import SteadyWindow, steady_window
 
 
@@ -165,7 +177,7 @@ def summarize_level(
     in_window: list[RequestEvent] = []
     failed_in_window: list[RequestEvent] = []
     per_rep_completed: list[list[RequestEvent]] = []
-    occ = {"tw": [], "src": None, "dw": [], "cif": [], "deferred": []}
+    occ = {"tw": [], "src": None, "dw": [], "dw_why": [], "cif": [], "deferred": [], "sparse": []}
     for rep in reps:
         rep_events = [e for e in events if e.repetition == rep]
         end = next((m for m in marks if m.repetition == rep and m.kind == "level_end"), None)
@@ -181,12 +193,19 @@ def summarize_level(
         tw = occupancy.time_weighted_busy_slots(slots_s, win)
         if tw is not None:
             occ["src"] = "slots"
+            occ["sparse"].append(occupancy.coarse_sampling(f"r{rep}", "/slots",
+                                                           occupancy.slots_sampling(slots_s, win), win))
         else:
             tw = occupancy.time_weighted_requests_processing(metrics_s, win)
             if tw is not None and occ["src"] is None:
                 occ["src"] = "requests_processing"
+            if tw is not None:
+                occ["sparse"].append(occupancy.coarse_sampling(
+                    f"r{rep}", "requests_processing", occupancy.requests_processing_sampling(metrics_s, win), win))
         occ["tw"].append(tw)
-        occ["dw"].append(occupancy.decode_weighted_busy_slots(metrics_s, win))
+        dw, dw_why = occupancy.decode_weighted(metrics_s, win)
+        occ["dw"].append(dw)
+        occ["dw_why"].append(dw_why)
         occ["cif"].append(occupancy.client_in_flight(rep_events, win))
         occ["deferred"] += [s.values["requests_deferred"] for s in metrics_s
                             if win.contains(s.t_ns) and "requests_deferred" in s.values]
@@ -243,9 +262,14 @@ def summarize_level(
         if thr.req_per_s.value is not None:
             result.goodput_req_per_s = goodput_req_per_s(thr.req_per_s.value, met, len(in_window))
     result.flags = level_flags(ctx, result, events)
+    if (sparse := [x for x in occ["sparse"] if x]):
+        result.flags.append(f"few_occupancy_samples: {'; '.join(sparse)}; the time-weighted busy slots "
+                            "is rough (read the decode-weighted figure)")
     intervals = _rep_intervals(events, marks)
     result.unavailable = unavailable_figures(ctx, result, endpoint_failures(metrics_s, intervals),
-                                             endpoint_failures(slots_s, intervals))
+                                             endpoint_failures(slots_s, intervals),
+                                             next((w for w in occ["dw_why"] if w), None),
+                                             nvml_failure(proc_s, intervals))
     return result
 
 
@@ -370,44 +394,3 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
         flags.append("token_timing_approximate: the usage total spread evenly over the SSE chunks "
                      "(the server says no count per chunk)")
     return flags
-
-
-def endpoint_failures(samples: Sequence[MetricsSample | SlotsSample], intervals: list[tuple[int, int]]) -> str:
-    """' (/metrics failed: HTTP 500, 14 of 14 polls in this level)' when polls inside the level's
-    intervals recorded errors; '' otherwise. Says *why* a figure is missing, not only that it is."""
-    inside = [s for s in samples if any(lo <= s.t_ns <= hi for lo, hi in intervals)]
-    errors = Counter(s.error for s in inside if s.error)
-    if not errors:
-        return ""
-    name = "/metrics" if isinstance(inside[0], MetricsSample) else "/slots"
-    top, k = errors.most_common(1)[0]
-    return f" ({name} failed: {top}, {sum(errors.values())} of {len(inside)} polls in this level)"
-
-
-def unavailable_figures(ctx: LevelContext, r: LevelResult, metrics_why: str = "", slots_why: str = "") -> dict[str, str]:
-    """Figures that are null because the server cannot provide them (never reported as zero);
-    `metrics_why` / `slots_why` carry the sampler's recorded failures, if any."""
-    out: dict[str, str] = {}
-    if not ctx.llamacpp:
-        why = "not a llama.cpp server (no /props): llama.cpp-only figure"
-        for key in ("queue_time_ms", "time_weighted_busy_slots", "decode_weighted_busy_slots",
-                    "requests_deferred_max", "slots"):
-            out[key] = why
-    else:
-        if r.occupancy.time_weighted_busy_slots is None:
-            out["time_weighted_busy_slots"] = ("no /slots or requests_processing samples in the window"
-                                               + (slots_why or metrics_why))
-        if r.occupancy.decode_weighted_busy_slots is None:
-            out["decode_weighted_busy_slots"] = "fewer than two /metrics samples in the window" + metrics_why
-        if r.occupancy.requests_deferred_max is None:
-            out["requests_deferred_max"] = "no /metrics samples in the window" + metrics_why
-        if r.latency.queue_time_ms.n == 0:
-            out["queue_time_ms"] = "the server reported no prompt_ms timings"
-    if r.memory.peak_rss_bytes is None:
-        out["peak_rss_bytes"] = "server process not local or not sampled"
-    if r.memory.peak_gpu_mem_bytes is None:
-        out["peak_gpu_mem_bytes"] = "no GPU visible through NVML"
-        out["gpu"] = "no GPU visible through NVML"
-    elif r.gpu is not None and r.gpu.util_mean_pct is None:
-        out["gpu_util_pct"] = "NVML gave no utilisation reading inside the steady window"
-    return out

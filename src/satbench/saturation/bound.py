@@ -63,8 +63,8 @@ def saturated_by(lane: LaneResult, lv: LevelResult) -> Saturation:
                f"GPU {util:.0f} % busy" + (f" at {clock:.0f} MHz SM" if clock else "") if util is not None
                else "no GPU utilisation (no GPU through NVML)",
                f"server CPU {cpu:.2f} of {threads} cores" if cpu is not None else "server CPU n/a"]
-    if deferred:
-        figures.insert(1, f"up to {deferred:.0f} request(s) deferred")
+    if deferred is None or deferred:
+        figures.insert(1, "deferred requests n/a" if deferred is None else f"up to {deferred:.0f} request(s) deferred")
     said = f"at N={n}: " + ", ".join(figures)
     queue = bool(deferred) or bool(slots and n > slots and busy is not None and busy >= SLOTS_FULL * slots)
     if queue:

@@ -27,7 +27,8 @@ from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.usl import UslFit, fit_usl
 
 RECOMMENDATIONS_FILE = "recommendations.json"
-RECOMMENDATIONS_SCHEMA_VERSION = "1.3"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.4"
+# 1.4: server_confirmation.requests_deferred is null when /metrics gave no reading (was false: "no deferred").
 # 1.3: error_cap and the "errors" binding; recommended_concurrency and expected are None when no
 #      measured level is safe; hardware.cpu_signature and hardware.cores_usable. 1.2: runtime.binary_sha256. 1.1: binding.resource, saturation, server_failure_cap.
 SLO_MIN_ATTAINMENT = 0.90
@@ -63,7 +64,7 @@ class ServerConfirmation(Strict):
     requests_deferred_max: float | None
     itl_p50_ms_by_level: dict[int, float | None]
     slots_saturated: bool
-    requests_deferred: bool
+    requests_deferred: bool | None = Field(description="requests_deferred_max > 0; null when unknown (no /metrics)")
     decode_time_rising: bool
     statement: str
 
@@ -206,7 +207,8 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
     rising = bool(first and last and last > 1.2 * first)
     parts = [f"at N={look.concurrency}:"]
     parts.append(f"{busy:.1f} of {slots} slots busy per decode" if busy is not None and slots else "busy slots n/a")
-    parts.append(f"up to {deferred:.0f} request(s) deferred" if deferred else "no deferred requests")
+    parts.append("deferred requests n/a" if deferred is None else
+                 f"up to {deferred:.0f} request(s) deferred" if deferred else "no deferred requests")
     if first and last:
         parts.append(f"decode time per token {first:.1f} ms at N={min(itl)} → {last:.1f} ms")
     which = [w for w, on in (("slots full", saturated), ("requests queued", bool(deferred)),
@@ -214,7 +216,7 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
     parts.append("server-side signs of saturation: " + ", ".join(which) if which else "no server-side sign of saturation")
     return ServerConfirmation(at_concurrency=look.concurrency, slots=slots, busy_slots_per_decode=busy,
                               requests_deferred_max=deferred, itl_p50_ms_by_level=itl, slots_saturated=saturated,
-                              requests_deferred=bool(deferred), decode_time_rising=rising,
+                              requests_deferred=None if deferred is None else deferred > 0, decode_time_rising=rising,
                               statement=f"{parts[0]} " + ", ".join(parts[1:]))
 
 

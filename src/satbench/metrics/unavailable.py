@@ -1,0 +1,80 @@
+"""Why a level's figure is null: the server cannot give it, or the sampler's reading failed
+(recorded error samples, a poller that gave up, NVML). Never reported as zero."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Sequence
+
+from satbench.events import MetricsSample, ProcessSample, SlotsSample
+from satbench.sampler import GPU_FAILED, STOPPED
+
+if TYPE_CHECKING:
+    from satbench.metrics.level import LevelContext, LevelResult
+
+
+def _up_to_end(samples: Sequence[MetricsSample | SlotsSample | ProcessSample],
+               intervals: list[tuple[int, int]]) -> list[MetricsSample | SlotsSample | ProcessSample]:
+    end = max((hi for _, hi in intervals), default=None)
+    return sorted((s for s in samples if end is not None and s.t_ns <= end), key=lambda s: s.t_ns)
+
+
+def nvml_failure(samples: Sequence[ProcessSample], intervals: list[tuple[int, int]]) -> str | None:
+    """The latest failed NVML reading up to the level's end (error GPU_FAILED…), without the prefix."""
+    failed = [s.error for s in _up_to_end(samples, intervals) if (s.error or "").startswith(GPU_FAILED)]
+    return failed[-1][len(GPU_FAILED):] if failed else None
+
+
+def endpoint_failures(samples: Sequence[MetricsSample | SlotsSample], intervals: list[tuple[int, int]]) -> str:
+    """' (/metrics failed: HTTP 500, 14 of 14 polls in this level)' when polls inside the level's
+    intervals recorded errors; ' (/metrics not polled in this level: satbench stopped polling after 20 …)'
+    when none lie inside and the latest before it failed (the poller gave up); '' otherwise.
+    Says *why* a figure is missing, not only that it is."""
+    polls = [s for s in samples if any(lo <= s.t_ns <= hi for lo, hi in intervals)
+             and not (s.error or "").startswith(STOPPED)]
+    errors = Counter(s.error for s in polls if s.error)
+    last = _up_to_end(samples, intervals)[-1:]
+    last_error = last[0].error if last else None
+    name = "/metrics" if samples and isinstance(samples[0], MetricsSample) else "/slots"
+    if errors:
+        top = errors.most_common(1)[0][0]
+        stopped = "; then satbench stopped polling it" if (last_error or "").startswith(STOPPED) else ""
+        return f" ({name} failed: {top}, {sum(errors.values())} of {len(polls)} polls in this level{stopped})"
+    if polls or not last_error:
+        return ""
+    if last_error.startswith(STOPPED):
+        return f" ({name} not polled in this level: satbench {last_error})"
+    return f" ({name} not polled in this level; its last poll before it failed: {last_error})"
+
+
+def unavailable_figures(ctx: LevelContext, r: LevelResult, metrics_why: str = "", slots_why: str = "",
+                        decode_why: str | None = None, gpu_why: str | None = None) -> dict[str, str]:
+    """Figures that are null because the server cannot provide them (never reported as zero);
+    `metrics_why` / `slots_why` carry the sampler's recorded failures, if any; `decode_why` why
+    the decode-weighted figure is missing (occupancy.decode_weighted); `gpu_why` the sampler's latest
+    failed NVML reading, if any."""
+    out: dict[str, str] = {}
+    if not ctx.llamacpp:
+        why = "not a llama.cpp server (no /props): llama.cpp-only figure"
+        for key in ("queue_time_ms", "time_weighted_busy_slots", "decode_weighted_busy_slots",
+                    "requests_deferred_max", "slots"):
+            out[key] = why
+    else:
+        if r.occupancy.time_weighted_busy_slots is None:
+            out["time_weighted_busy_slots"] = ("no /slots or requests_processing samples in the window"
+                                               + (slots_why or metrics_why))
+        if r.occupancy.decode_weighted_busy_slots is None:
+            out["decode_weighted_busy_slots"] = ((decode_why or "fewer than two /metrics samples in the window")
+                                                 + metrics_why)
+        if r.occupancy.requests_deferred_max is None:
+            out["requests_deferred_max"] = "no /metrics samples in the window" + metrics_why
+        if r.latency.queue_time_ms.n == 0:
+            out["queue_time_ms"] = "the server reported no prompt_ms timings"
+    if r.memory.peak_rss_bytes is None:
+        out["peak_rss_bytes"] = "server process not local or not sampled"
+    if r.memory.peak_gpu_mem_bytes is None:
+        out["peak_gpu_mem_bytes"] = out["gpu"] = (f"NVML failed: {gpu_why}" if gpu_why
+                                                  else "no GPU visible through NVML")
+    elif r.gpu is not None and r.gpu.util_mean_pct is None:
+        out["gpu_util_pct"] = "NVML gave no utilisation reading inside the steady window"
+    return out
