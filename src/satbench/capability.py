@@ -88,6 +88,21 @@ def build_id(number: int | None, version: str | None) -> str | None:
     return str(number) if number else version
 
 
+def build_from_info(build_info: str | None) -> str | None:
+    """A server's build as /props tells it: the number from build_info "b11434-1a2b3c4", else
+    build_info itself (a llama-server compiled outside git says "b0-unknown")."""
+    m = re.match(r"^b(\d+)-", build_info or "")
+    return m[1] if m and m[1] != "0" else build_info
+
+
+def recorded_build(rec: LaneRecommendation, node_kind: str) -> str | None:
+    """The measured build, derived as the node's is: a url lane's from build_info (as
+    `remote_identity` does), any other from the build number, else the version string."""
+    if node_kind == "url" and rec.runtime.build_info is not None:
+        return build_from_info(rec.runtime.build_info)
+    return build_id(rec.runtime.build_number, rec.runtime.version)
+
+
 def runtime_build_now(lane: LaneConfig) -> str | None:
     """The build this node would serve the lane with, without starting it."""
     rc = lane.runtime
@@ -175,7 +190,7 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
         return f"measured with another model file (sha256 {str(rec.model.sha256)[:16]} ≠ {node.model_sha256[:16]})"
     if node.model_sha256 is None and node.model_path and rec.model.path != node.model_path:
         return f"measured with another model ({rec.model.path} ≠ {node.model_path})"
-    rec_build = build_id(rec.runtime.build_number, rec.runtime.version)
+    rec_build = recorded_build(rec, node.runtime_kind)
     if node.runtime_build is None:
         return "cannot confirm this node's runtime build"
     if rec_build != node.runtime_build:
@@ -244,9 +259,8 @@ def remote_identity(lane: LaneConfig) -> tuple[str | None, str | None, str | Non
         return None, None, f"{url}/props: {_why(exc)}"[:300]
     if not isinstance(props, dict):
         return None, None, f"{url}/props did not answer a JSON object"
-    m = re.match(r"^b(\d+)-", str(props.get("build_info", "")))
-    build = m[1] if m and m[1] != "0" else props.get("build_info")
-    return props.get("model_path"), build, None
+    info = props.get("build_info")
+    return props.get("model_path"), build_from_info(None if info is None else str(info)), None
 
 
 def node_lane(lane: LaneConfig) -> NodeLane:
@@ -318,6 +332,8 @@ def render_litellm(report: CapabilityReport, cfg: RunConfig) -> str:
     for lane in report.lanes:
         env = "SATBENCH_" + re.sub(r"[^A-Z0-9]", "_", lane.lane.upper()) + "_API_BASE"
         base = f"{urls[lane.lane].rstrip('/')}/v1" if urls.get(lane.lane) else f"os.environ/{env}"
+        if lane.synthetic_model:
+            lines.append("  # SYNTHETIC random weights: measured on a stand-in model whose output is meaningless")
         lines += [f"  - model_name: {lane.lane}",
                   "    litellm_params:",
                   f"      model: openai/{lane.lane}",
@@ -329,6 +345,8 @@ def render_litellm(report: CapabilityReport, cfg: RunConfig) -> str:
             lines += [f"      satbench_expected_output_tok_per_s: {_yaml_num(lane.expected_output_tok_per_s, '{:.1f}')}",
                       f"      satbench_expected_p95_ttft_ms: {_yaml_num(lane.expected_p95_ttft_ms, '{:.0f}')}",
                       f"      satbench_measured_at: \"{lane.measured_at}\""]
+            if lane.synthetic_model:
+                lines.append("      satbench_synthetic_weights: true")
         else:
             lines.append(f"      satbench_reason: {json.dumps(lane.reason)}")
     return "\n".join(lines) + "\n"

@@ -208,9 +208,12 @@ def _cmd_recommend(a: argparse.Namespace) -> int:
 
 
 def _cmd_models(a: argparse.Namespace) -> int:
-    from satbench.models.synthetic import write_synthetic_gguf
+    from satbench.models.synthetic import output_path, refuse_to_replace, write_synthetic_gguf
 
-    info = write_synthetic_gguf(Path(a.output), arch=a.arch, size=a.size, seed=a.seed, n_vocab=a.vocab)
+    output_path(a.output)
+    if not a.force:
+        refuse_to_replace(a.output)
+    info = write_synthetic_gguf(a.output, arch=a.arch, size=a.size, seed=a.seed, n_vocab=a.vocab)
     print(f"wrote {info.path}: SYNTHETIC random weights, {info.arch} {info.size}, vocab {info.n_vocab:,}, "
           f"seed {info.seed}, {info.n_params:,} parameters, {info.file_bytes:,} bytes, sha256 {info.sha256}")
     return 0

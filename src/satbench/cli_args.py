@@ -112,6 +112,8 @@ def build_parser() -> _Parser:
                     "every other dimension unchanged")
     mk.add_argument("--seed", type=int, default=0)
     mk.add_argument("-o", "--output", required=True, help="FILE.gguf")
+    mk.add_argument("--force", action="store_true",
+                    help="replace an existing file at -o that is not a synthetic GGUF written by satbench")
     return parser
 
 

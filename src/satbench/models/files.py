@@ -1,12 +1,14 @@
 """Model files: check they are GGUF, hash them (with a cache keyed by path, size, mtime, ctime and
-inode)."""
+inode), read a few keys of their header."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import struct
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from satbench.errors import ModelError
 
@@ -84,3 +86,96 @@ def remember_sha256(path: Path, digest: str, cache: Path = HASH_CACHE) -> None:
     """Record a digest computed while writing the file (`models make`), so that the sweep and
     the capability report do not read a multi-GB model again to hash it."""
     _store(cache, path, digest)
+
+
+_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+_BLOCK = 1 << 20
+
+
+class _Header:
+    """Sequential reads of a GGUF header that never pass the end of the file (EOFError)."""
+
+    def __init__(self, fh: BinaryIO, size: int, order: str = "<") -> None:
+        self.fh, self.size, self.order = fh, size, order
+
+    def take(self, n: int) -> bytes:
+        if n > self.size - self.fh.tell():
+            raise EOFError("the file ends inside its header")
+        return self.fh.read(n)
+
+    def unpack(self, fmt: str) -> Any:
+        return struct.unpack(self.order + fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def string(self) -> str:
+        return self.take(self.unpack("Q")).decode("utf-8")
+
+    def skip_value(self, vtype: int) -> None:
+        if vtype == _GGUF_ARRAY:
+            etype, count = self.unpack("I"), self.unpack("Q")
+            if etype == _GGUF_STRING:
+                self.skip_strings(count)
+            elif etype in _GGUF_SCALARS:
+                self.skip(count * struct.calcsize(_GGUF_SCALARS[etype]))
+            elif etype == _GGUF_ARRAY:  # nested arrays: allowed by the format, unused by llama.cpp
+                for _ in range(count):
+                    self.skip_value(_GGUF_ARRAY)
+            else:
+                raise ValueError(f"unknown GGUF array element type {etype}")
+        elif vtype == _GGUF_STRING:
+            self.skip(self.unpack("Q"))
+        elif vtype in _GGUF_SCALARS:
+            self.skip(struct.calcsize(_GGUF_SCALARS[vtype]))
+        else:
+            raise ValueError(f"unknown GGUF value type {vtype}")
+
+    def skip(self, n: int) -> None:
+        if n > self.size - self.fh.tell():
+            raise EOFError("the file ends inside its header")
+        self.fh.seek(n, os.SEEK_CUR)
+
+    def skip_strings(self, count: int) -> None:
+        """Walk `count` length-prefixed strings through 1 MiB blocks, reading only their lengths."""
+        pos = start = self.fh.tell()
+        buf = b""
+        for _ in range(count):
+            if pos - start + 8 > len(buf):
+                self.fh.seek(pos)
+                start, buf = pos, self.fh.read(_BLOCK)
+            if pos - start + 8 > len(buf):
+                raise EOFError("the file ends inside its header")
+            pos += 8 + struct.unpack_from(self.order + "Q", buf, pos - start)[0]
+            if pos > self.size:
+                raise EOFError("the file ends inside its header")
+        self.fh.seek(pos)
+
+
+def read_gguf_keys(path: Path, keys: frozenset[str], stop_after: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The scalar and string values of `keys` in a GGUF file's key-value section, read without
+    decoding its arrays (a 262,144-token vocabulary is skipped, not parsed). Stops at the end of
+    the section, or as soon as every key of `stop_after` has been seen. ModelError when the file
+    cannot be read, is not GGUF, or is truncated or corrupt inside what is read."""
+    try:
+        with open(path, "rb") as fh:
+            h = _Header(fh, os.fstat(fh.fileno()).st_size)
+            if h.take(4) != GGUF_MAGIC:
+                raise ValueError("GGUF magic invalid")
+            if h.unpack("I") & 0xFFFF == 0:  # a big-endian file: its version reads byte-swapped
+                h.order = ">"
+            h.unpack("Q")  # tensor count
+            out: dict[str, Any] = {}
+            seen: set[str] = set()
+            for _ in range(h.unpack("Q")):
+                key, vtype = h.string(), h.unpack("I")
+                seen.add(key)
+                if key in keys and vtype in _GGUF_SCALARS:
+                    out[key] = h.unpack(_GGUF_SCALARS[vtype])
+                elif key in keys and vtype == _GGUF_STRING:
+                    out[key] = h.string()
+                else:
+                    h.skip_value(vtype)
+                if stop_after and stop_after <= seen:
+                    break
+            return out
+    except (OSError, ValueError, EOFError, struct.error) as exc:
+        raise ModelError(f"cannot read GGUF {path} (truncated or corrupt? {exc})") from exc

@@ -59,6 +59,7 @@ def resolve_model(model: str | None, model_dir: Path) -> tuple[Path | None, Mode
         path, source = Path(model), "user file"
     path = path.absolute()  # recorded as found, so that a stranger reading the evidence can find it too
     check_gguf(path)
-    synthetic = read_synthetic_metadata(path) is not None
+    # resolve_synthetic has just read (or written) its metadata: no second read of the header
+    synthetic = model.startswith("synthetic:") or read_synthetic_metadata(path) is not None
     return path, ModelInfo(path=str(path), sha256=sha256_file(path), size_bytes=path.stat().st_size,
                            synthetic=synthetic, source=source)

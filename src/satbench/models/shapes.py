@@ -171,7 +171,7 @@ _MLA = dict(
     n_head_kv=1, head_dim=0, n_expert_shared=1, n_dense_lead=1, rope_dim=32, nope_dim=64, v_head=64
 )
 # DeepSeek-V2-Lite's layer (64 routed experts top-6, 2 shared, MLA) with a V2 q-LoRA and 12
-# layers instead of 27: 6,950,128,640 parameters, about 13.9 GB in F16. Not 26 or 27 layers:
+# layers instead of 27: 6,952,659,648 parameters, about 13.9 GB in F16. Not 26 or 27 layers:
 # llama.cpp takes those for V2-Lite and then expects no q-LoRA.
 _DEEPSEEK2_64E = Dims(
     n_layer=12, n_embd=2048, n_head=16, n_head_kv=1, head_dim=0, n_ff=10944, quantized=False,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import struct
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,7 +35,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from satbench.errors import ModelError
-from satbench.models.files import remember_sha256
+from satbench.models.files import read_gguf_keys, remember_sha256
 from satbench.models.shapes import (
     ARCHS,
     Dims,
@@ -66,6 +65,7 @@ _Q = gguf.GGMLQuantizationType
 SYNTHETIC_KEY = "satbench.synthetic"
 SEED_KEY = "satbench.seed"
 SIZE_KEY = "satbench.size"
+_METADATA_KEYS = frozenset({SYNTHETIC_KEY, SEED_KEY, SIZE_KEY, "general.architecture", "general.name"})
 POOL_SIZE = 15_485_863  # the millionth prime: 31 MB of F16 per scale
 _WEIGHT_STD = 0.02
 _OUTPUT_STD = 0.05
@@ -266,6 +266,34 @@ def _write_gguf(
     return sum(prod(shape) for (_, _, shape), _ in tensors), sha256
 
 
+def output_path(path: str | os.PathLike[str]) -> Path:
+    """The file to write, checked before a byte is written: ModelError for an empty path, an
+    existing directory, or a name that does not end in .gguf."""
+    if not os.fspath(path):
+        raise ModelError("no output file given: expected FILE.gguf")
+    target = Path(path)
+    if target.is_dir():
+        raise ModelError(f"cannot write synthetic model to {target}: it is a directory (expected FILE.gguf)")
+    if target.suffix.lower() != ".gguf":
+        raise ModelError(f"cannot write synthetic model to {target}: the name must end in .gguf")
+    return target
+
+
+def refuse_to_replace(path: str | os.PathLike[str]) -> None:
+    """ModelError when a file exists at ``path`` that is not a synthetic GGUF written by satbench
+    (a real model, or anything else): `models make` replaces only its own files unless forced."""
+    target = Path(path)
+    if not target.is_file():
+        return
+    try:
+        synthetic = is_synthetic_gguf(target)
+    except ModelError:
+        synthetic = False
+    if not synthetic:
+        raise ModelError(f"{target} exists and is not a synthetic model written by satbench; "
+                         "not replacing it (use --force to replace it)")
+
+
 def write_synthetic_gguf(
     path: str | os.PathLike[str], arch: str = "llama", size: str = "tiny", seed: int = 0,
     n_vocab: int | None = None,
@@ -278,7 +306,7 @@ def write_synthetic_gguf(
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise ModelError(f"synthetic seed must fit in uint32, got {seed}")
     _, dims = spec_for(arch, size, n_vocab)
-    target = Path(path)
+    target = output_path(path)
     try:
         fd, tmp_name = tempfile.mkstemp(".tmp", f".{target.name}.", target.parent)
     except OSError as e:
@@ -307,16 +335,10 @@ def write_synthetic_gguf(
 
 
 def read_synthetic_metadata(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The ``satbench.*`` keys of a GGUF file, or None if it is not synthetic."""
-    try:
-        reader = gguf.GGUFReader(path)
-    except (OSError, ValueError, LookupError, struct.error) as e:
-        raise ModelError(f"cannot read GGUF {path} (truncated or corrupt? {e})") from e
-    field = reader.get_field(SYNTHETIC_KEY)
-    if field is None or not field.contents():
-        return None
-    keys = (SYNTHETIC_KEY, SEED_KEY, SIZE_KEY, "general.architecture", "general.name")
-    return {k: f.contents() for k in keys if (f := reader.get_field(k)) is not None}
+    """The ``satbench.*`` keys of a GGUF file (with its architecture and name), or None if it is not
+    synthetic. Reads the header only, up to the satbench keys (written before the vocabulary)."""
+    meta = read_gguf_keys(Path(path), _METADATA_KEYS, stop_after=_METADATA_KEYS)
+    return meta if meta.get(SYNTHETIC_KEY) else None
 
 
 def is_synthetic_gguf(path: str | os.PathLike[str]) -> bool:
