@@ -34,6 +34,34 @@ def _remote_preflight(cfg: RunConfig) -> None:
         print(line, file=sys.stderr)
 
 
+def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
+    """Refused before a new run's directory exists, in one line naming the lane (lane file) or the
+    flag: a server_bin that cannot run, a port in use (or asked by two lanes that run together),
+    and the URL of a one-lane run that nothing answers at (several lanes: a recorded lane failure)."""
+    from satbench.probe import check_reachable
+    from satbench.runtimes.base import check_port_free
+    from satbench.runtimes.native import check_server_bin
+
+    ports: dict[int, str] = {}
+    for lane in cfg.lanes:
+        rc, port = lane.runtime, lane.server.port
+
+        def where(key: str) -> str:
+            return f"lane {lane.name}: {key}" if lane_file else f"--{key.replace('_', '-')}"
+
+        if rc.kind == "native" and rc.server_bin is not None:
+            check_server_bin(rc.server_bin, where("server_bin"))
+        if rc.kind == "url" or port is None:
+            continue
+        if cfg.together and port in ports:
+            raise UserError(f"lanes {ports[port]} and {lane.name} both ask for port {port} and the together "
+                            "scenario runs them at once: give each lane its own port, or drop port")
+        ports[port] = lane.name
+        check_port_free(port, f"{where('port')} {port}")
+    if len(cfg.lanes) == 1 and cfg.lanes[0].runtime.kind == "url":
+        check_reachable(cfg.lanes[0])
+
+
 def _cmd_sweep(a: argparse.Namespace) -> int:
     from satbench.report.progress import RichProgress
     from satbench.report.table import print_results
@@ -53,12 +81,14 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         resume = resumable_manifest(run_dir)
         cfg = run_config(a) if run_flags_given(a) else resume.config
         _remote_preflight(cfg)
+        _server_preflight(cfg, bool(a.lanes) or len(cfg.lanes) > 1)
         sweep = Sweep(cfg, run_dir, argv, RichProgress(), resume=resume)
     else:
         cfg = run_config(a)
         _remote_preflight(cfg)
         run_dir = Path(a.output) if a.output else default_run_dir()
         check_new_run_dir(run_dir)
+        _server_preflight(cfg, bool(a.lanes) or len(cfg.lanes) > 1)
         sweep = Sweep(cfg, run_dir, argv, RichProgress())
         sweep.resolve_models()  # a bad model (or URL, above) is refused before the run directory exists
         prepare_run_dir(run_dir)
@@ -202,6 +232,9 @@ def _cmd_compare(a: argparse.Namespace) -> int:
 
 
 def _cmd_recommend(a: argparse.Namespace) -> int:
+    from satbench.manifest import read_manifest
+
+    read_manifest(Path(a.run_dir))  # a path that is no run says so, as analyze does (not "no results.json")
     refuse_if_in_use(Path(a.run_dir))
     _recommend(Path(a.run_dir))
     return 0

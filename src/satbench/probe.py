@@ -7,14 +7,18 @@ queue-time estimate) and offers llama.cpp's /tokenize to the workload.
 from __future__ import annotations
 
 import asyncio
+import http.client
+import ssl
 import statistics
 import time
+import urllib.error
 
 import aiohttp
 
-from satbench.access import tls_failure
-from satbench.config import Strict
+from satbench.access import auth_headers, get_bytes, tls_context_for, tls_failure
+from satbench.config import LaneConfig, Strict
 from satbench.errors import RuntimeStartError
+from satbench.runtimes.remote import split_credentials
 from satbench.workload import Tokenizer
 
 
@@ -75,6 +79,31 @@ async def probe_server(session: aiohttp.ClientSession, base_url: str) -> ServerF
         model_path=props.get("model_path"),
         openai_model=openai_model,
     )
+
+
+def check_reachable(lane: LaneConfig, timeout_s: float = 10.0) -> None:
+    """Before the run: GET /health on a url lane's server, with its TLS policy and key. Any HTTP
+    answer will do (/props decides later what serves); RuntimeStartError when nothing answers."""
+    url, secret = split_credentials(lane.runtime.url or "")
+    try:
+        get_bytes(url + "/health", auth_headers(lane.runtime, lane.name, secret), tls_context_for(lane.runtime),
+                  timeout_s)
+    except (urllib.error.HTTPError, http.client.HTTPException):
+        return  # it answers, if not with 200
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ssl.SSLError):
+            raise tls_failure(url, exc.reason) from exc
+        raise RuntimeStartError(f"cannot reach {url}: {_why(exc.reason)}") from exc
+    except ssl.SSLError as exc:
+        raise tls_failure(url, exc) from exc
+    except OSError as exc:  # a timeout, a reset after connecting
+        raise RuntimeStartError(f"cannot reach {url}: {_why(exc)}") from exc
+
+
+def _why(reason: object) -> str:
+    if isinstance(reason, TimeoutError):
+        return "no answer (timed out)"
+    return (reason.strerror if isinstance(reason, OSError) and reason.strerror else None) or str(reason)
 
 
 async def measure_rtt_ms(session: aiohttp.ClientSession, base_url: str, n: int = 20) -> list[float]:

@@ -223,7 +223,7 @@ class Sweep:
         session = LaneSession(lane, scenario, runtime, model, self._secrets[lane.name], self.nonce)
         session.session_index = self.session
         try:
-            runtime.start()  # blocking on purpose: nothing is measured meanwhile, and Ctrl-C lands here
+            await runtime.start_async()  # Ctrl-C / SIGTERM during a slow start lands here and stops it
             await session.open(samples, gpus)
             if scenario != "fairness":
                 check_server_fits(lane, session.runtime_info(), self.cfg.strict)

@@ -61,9 +61,15 @@ def test_failure_reason_comes_from_the_servers_log(tmp_path, monkeypatch, capsys
     assert "llama-server failed to start (exit 1): llama_model_load: error loading model: fake failure" in err
 
 
-def test_missing_binary_is_a_user_error(tmp_path):
-    with pytest.raises(UserError, match="not an executable"):
-        NativeRuntime(str(tmp_path / "nope"), "/m.gguf", ServerParams(), 1, 512, tmp_path / "server.log")
+def test_missing_binary_is_a_user_error_before_the_run_and_a_start_error_at_start(tmp_path):
+    from satbench.errors import RuntimeStartError
+    from satbench.runtimes.native import check_server_bin
+
+    with pytest.raises(UserError, match="--server-bin .*nope: no such file"):
+        check_server_bin(str(tmp_path / "nope"), "--server-bin")
+    rt = NativeRuntime(str(tmp_path / "nope"), "/m.gguf", ServerParams(), 1, 512, tmp_path / "server.log")
+    with pytest.raises(RuntimeStartError, match="nope: no such file"):  # the lane's failure, not the run's
+        rt.start()
 
 
 def test_a_chosen_port_is_used_and_a_port_in_use_is_a_one_line_error(tmp_path, capsys):

@@ -6,6 +6,7 @@ through HTTP, identically for every runtime.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import signal
@@ -34,6 +35,11 @@ class Runtime(ABC):
     @abstractmethod
     def start(self) -> None:
         """Bring the server up (blocking until it answers) or raise RuntimeStartError."""
+
+    async def start_async(self) -> None:
+        """`start()` for the event loop: waits without blocking it, so Ctrl-C and SIGTERM stop a
+        server that is still starting (and stop it) instead of waiting for the startup to end."""
+        self.start()
 
     @abstractmethod
     def stop(self) -> None:
@@ -102,19 +108,34 @@ class ProcessRuntime(Runtime):
 
     def _wait_ready(self, ready: Callable[[], bool], poll_s: float) -> None:
         """Poll `ready()` until it holds; if the child exits first, raise with llama.cpp's reason."""
-        assert self._proc is not None
         deadline = time.monotonic() + self.timeout_s
-        while time.monotonic() < deadline:
-            if ready():
-                return
-            code = self._proc.poll()
-            if code is not None:
-                self._on_exit()
-                reason = failure_reason_from_file(self.log_path) or f"exit code {code}"
-                raise RuntimeStartError(f"{self.label} failed to start (exit {describe_exit(code)}): {reason}")
+        while not ready():
+            self._raise_unless_starting(deadline)
             time.sleep(poll_s)
-        self.stop()
-        raise RuntimeStartError(f"{self.label} did not start within {self.timeout_s:.0f} s (log: {self.log_path})")
+
+    async def _wait_ready_async(self, ready: Callable[[], bool], poll_s: float) -> None:
+        """`_wait_ready` for the event loop: Ctrl-C (a cancellation) lands at the next poll, and
+        the half-started server is stopped before the cancellation goes on."""
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            while not await asyncio.to_thread(ready):  # a /health GET may block up to its timeout
+                self._raise_unless_starting(deadline)
+                await asyncio.sleep(poll_s)
+        except asyncio.CancelledError:
+            self.stop()
+            raise
+
+    def _raise_unless_starting(self, deadline: float) -> None:
+        """RuntimeStartError when the child has exited (with llama.cpp's reason) or the deadline passed."""
+        assert self._proc is not None
+        code = self._proc.poll()
+        if code is not None:
+            self._on_exit()
+            reason = failure_reason_from_file(self.log_path) or "its log is empty"
+            raise RuntimeStartError(f"{self.label} failed to start (exit {describe_exit(code)}): {reason}")
+        if time.monotonic() >= deadline:
+            self.stop()
+            raise RuntimeStartError(f"{self.label} did not start within {self.timeout_s:.0f} s (log: {self.log_path})")
 
     def _on_exit(self) -> None:
         """Hook: release what the child held (e.g. its log file) once it has exited."""
@@ -151,18 +172,34 @@ def free_loopback_port() -> int:
         return int(s.getsockname()[1])
 
 
-def server_port(wanted: int | None) -> int:
-    """The user's --port if it is free on 127.0.0.1 (else a UserError naming it), or a free one."""
-    if wanted is None:
-        return free_loopback_port()
+def port_taken(port: int) -> str | None:
+    """None when 127.0.0.1:port can be listened on now, else why not (e.g. "Address already in use")."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as llama-server does: TIME_WAIT is no obstacle
         try:
-            s.bind(("127.0.0.1", wanted))
+            s.bind(("127.0.0.1", port))
             s.listen(1)
         except OSError as exc:
-            raise UserError(f"--port {wanted}: 127.0.0.1:{wanted} is not free ({exc.strerror or exc}); choose "
-                            "another port, or drop --port and satbench picks a free one") from exc
+            return exc.strerror or str(exc)
+    return None
+
+
+def check_port_free(port: int, where: str) -> None:
+    """Before the run: UserError naming `where` (--port N, or the lane and its port) when it is taken."""
+    why = port_taken(port)
+    if why is not None:
+        raise UserError(f"{where}: 127.0.0.1:{port} is not free ({why}); choose another port, or drop it "
+                        "and satbench picks a free one")
+
+
+def server_port(wanted: int | None) -> int:
+    """The lane's port if it is still free on 127.0.0.1 (else a RuntimeStartError: something took
+    it since the run began, and the sweep records it as that lane's failure), or a free one."""
+    if wanted is None:
+        return free_loopback_port()
+    why = port_taken(wanted)
+    if why is not None:
+        raise RuntimeStartError(f"port {wanted}: 127.0.0.1:{wanted} is not free ({why})")
     return wanted
 
 

@@ -34,14 +34,36 @@ class EmbeddedRuntime(ProcessRuntime):
             return "xllamacpp wheel (llama.cpp server, embedded)", None
 
     def start(self) -> None:
-        params_path = self.log_path.with_name(f".{self.log_path.stem}.params.json")
-        ready_path = self.log_path.with_name(f".{self.log_path.stem}.ready.json")
+        ready_path = self._launch()
+        try:
+            self._wait_ready(ready_path.exists, poll_s=0.05)
+            self._read_ready(ready_path)
+        finally:
+            self._forget_files()
+
+    async def start_async(self) -> None:
+        ready_path = self._launch()
+        try:
+            await self._wait_ready_async(ready_path.exists, poll_s=0.05)
+            self._read_ready(ready_path)
+        finally:
+            self._forget_files()
+
+    def _files(self) -> tuple[Path, Path]:
+        """(the child's parameters, the file the child writes once its server answers)."""
+        return (self.log_path.with_name(f".{self.log_path.stem}.params.json"),
+                self.log_path.with_name(f".{self.log_path.stem}.ready.json"))
+
+    def _launch(self) -> Path:
+        """Start the child; the path its ready file will appear at."""
+        params_path, ready_path = self._files()
         ready_path.unlink(missing_ok=True)
+        port = server_port(self.params.port)
         params_path.write_text(json.dumps({
             "model_path": self.model_path, "n_parallel": self.n_parallel, "n_ctx": self.n_ctx,
             "n_batch": self.params.n_batch, "n_ubatch": self.params.n_ubatch,
             "n_threads": self.params.n_threads, "n_gpu_layers": self.params.n_gpu_layers,
-            "kv_unified": self.params.kv_unified, "port": server_port(self.params.port),
+            "kv_unified": self.params.kv_unified, "port": port,
         }))
         self._log = open(self.log_path, "ab")
         self._proc = subprocess.Popen(
@@ -49,14 +71,16 @@ class EmbeddedRuntime(ProcessRuntime):
             stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
         )
         self.pid = self._proc.pid
-        try:
-            self._wait_ready(ready_path.exists, poll_s=0.05)
-            ready = json.loads(ready_path.read_text())
-            self.base_url = ready["base_url"].rstrip("/")
-            self._devices = [str(d) for d in ready.get("devices", [])]
-        finally:
-            ready_path.unlink(missing_ok=True)
-            params_path.unlink(missing_ok=True)
+        return ready_path
+
+    def _read_ready(self, ready_path: Path) -> None:
+        ready = json.loads(ready_path.read_text())
+        self.base_url = ready["base_url"].rstrip("/")
+        self._devices = [str(d) for d in ready.get("devices", [])]
+
+    def _forget_files(self) -> None:
+        for path in self._files():
+            path.unlink(missing_ok=True)
 
     def backend(self) -> str | None:
         return ", ".join(self._devices) if self._devices else None

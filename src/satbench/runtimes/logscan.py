@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 _ASSERT = re.compile(r"GGML_ASSERT|GGML_ABORT|terminate called|Segmentation fault|Aborted")
-_ERROR = re.compile(r"(^|\s)E\s|error|failed|cannot|could not|unable|invalid|not found|no such",
-                    re.IGNORECASE)
+_ERROR = re.compile(r"(^|\s)E\s|error|failed|cannot|could not|unable|invalid|not found|no such|"
+                    r"unrecognized|unknown (option|argument)|^usage:", re.IGNORECASE)
 _GENERIC = re.compile(r"failed to (init|load) (server|model)|exiting due to|main: exiting",
                       re.IGNORECASE)
 _STAMP = re.compile(r"^\d+\.\d+\.\d+\.\d+\s+[A-Z]\s+")

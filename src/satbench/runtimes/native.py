@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from satbench.config import ServerParams
-from satbench.errors import UserError
+from satbench.errors import RuntimeStartError, UserError
 from satbench.models.files import sha256_file
 from satbench.runtimes.base import ProcessRuntime, die_with_parent, llama_server_flags, server_port
 
@@ -23,8 +23,6 @@ class NativeRuntime(ProcessRuntime):
     def __init__(self, server_bin: str, model_path: str, params: ServerParams, n_parallel: int,
                  n_ctx: int, log_path: Path, startup_timeout_s: float = 180.0) -> None:
         super().__init__()
-        if not (os.path.isfile(server_bin) and os.access(server_bin, os.X_OK)):
-            raise UserError(f"--server-bin {server_bin}: not an executable file")
         self.server_bin, self.model_path, self.params = server_bin, model_path, params
         self.timeout_s = startup_timeout_s
         self.log_path = log_path
@@ -65,14 +63,45 @@ class NativeRuntime(ProcessRuntime):
                 "--port", str(port), *self.server_args]
 
     def start(self) -> None:
+        self._launch()
+        self._wait_ready(lambda: _healthy(self.base_url), poll_s=0.1)
+
+    async def start_async(self) -> None:
+        self._launch()
+        await self._wait_ready_async(lambda: _healthy(self.base_url), poll_s=0.1)
+
+    def _launch(self) -> None:
+        """Start the process (from the calling thread: see die_with_parent); RuntimeStartError when
+        the binary or the port is no longer usable (both were checked before the run began)."""
+        why = server_bin_problem(self.server_bin)
+        if why is not None:
+            raise RuntimeStartError(f"{self.server_bin}: {why}")
         port = server_port(self.params.port)
         cmd = self.command(port)
         with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True, preexec_fn=die_with_parent())
+            try:
+                self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                              start_new_session=True, preexec_fn=die_with_parent())
+            except OSError as exc:  # e.g. ENOEXEC: a script without #! line, a binary for another machine
+                raise RuntimeStartError(f"cannot run {self.server_bin}: {exc.strerror or exc}") from exc
         self.pid = self._proc.pid
         self.base_url = f"http://127.0.0.1:{port}"
-        self._wait_ready(lambda: _healthy(self.base_url), poll_s=0.1)
+
+
+def server_bin_problem(server_bin: str) -> str | None:
+    """None when `server_bin` is an executable file, else what is wrong with it."""
+    if not os.path.exists(server_bin):
+        return "no such file"
+    if not (os.path.isfile(server_bin) and os.access(server_bin, os.X_OK)):
+        return "not an executable file"
+    return None
+
+
+def check_server_bin(server_bin: str, where: str) -> None:
+    """Before the run: UserError naming `where` (--server-bin, or the lane) when the binary cannot run."""
+    why = server_bin_problem(server_bin)
+    if why is not None:
+        raise UserError(f"{where} {server_bin}: {why}")
 
 
 SHARED_LIBRARY = re.compile(r"\.(so(\.\d+)*|dylib|dll)$")

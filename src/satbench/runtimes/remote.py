@@ -9,7 +9,7 @@ from satbench.runtimes.base import Runtime
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:
-    """(URL without user:password, the password or None). Rejects anything but http(s)://host[:port]."""
+    """(URL without user:password, the password or None). Rejects anything but http(s)://host[:port][/]."""
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise UserError(f"--url {redact_url(url)}: expected http://HOST:PORT or https://HOST:PORT")
@@ -19,7 +19,10 @@ def split_credentials(url: str) -> tuple[str, str | None]:
         raise UserError(f"--url {redact_url(url)}: the port is not a number from 0 to 65535") from exc
     host = parsed.hostname if ":" not in parsed.hostname else f"[{parsed.hostname}]"
     netloc = host + (f":{port}" if port else "")
-    clean = urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path.rstrip("/"), "", ""))
+    clean = urllib.parse.urlunsplit((parsed.scheme, netloc, "", "", ""))
+    if parsed.path not in ("", "/") or parsed.query or parsed.fragment:  # /v1 would become /v1/v1/models
+        raise UserError(f"--url {redact_url(url)}: give the server's root URL ({clean}), without a path: "
+                        "satbench adds /v1/chat/completions, /props, /metrics itself")
     return clean, parsed.password
 
 
