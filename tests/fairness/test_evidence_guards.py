@@ -218,3 +218,13 @@ def test_f1_on_a_host_whose_speed_swung_far_more_than_the_streams_differ_is_inco
     late = lag.model_copy(update={"chunks": [(t + (t - lag.chunks[0][0]) * 3 // 10, n) for t, n in lag.chunks]})
     late = late.model_copy(update={"end_ns": late.chunks[-1][0]})
     assert f1([late if e is lag else e for e in steady], PLAN, CAL, FairnessConfig()).verdict == "fail"
+
+
+def test_the_plan_uses_the_n_batch_llama_cpp_really_has():
+    """llama.cpp lowers n_batch (2048) to a smaller whole context (4 slots × 256): S1's prompt
+    '≫ n_batch' and its bound must use the n_batch the server runs with."""
+    plan = make_plan(LaneConfig(), 4, per_slot_ctx=256)
+    assert plan.n_batch == 1024
+    unified = LaneConfig(server=ServerParams(kv_unified=True))
+    assert make_plan(unified, 4, per_slot_ctx=512).n_batch == 512
+    assert make_plan(LaneConfig(), 4, per_slot_ctx=8192).n_batch == 2048

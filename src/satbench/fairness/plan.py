@@ -70,6 +70,8 @@ def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None, jit
     client↔server round trip's p95) widens the latency bounds by what the client cannot resolve."""
     f, w = lane.fairness, lane.workload
     n_batch = lane.server.n_batch
+    if per_slot_ctx:  # llama.cpp lowers n_batch to the whole context when that is smaller
+        n_batch = min(n_batch, per_slot_ctx if lane.server.kv_unified else per_slot_ctx * slots)
     p, o = w.prompt_tokens, w.output_tokens
     room = (per_slot_ctx - 16) if per_slot_ctx else None
     s1_prompt = int(math.ceil(f.s1_prompt_batches * n_batch))
