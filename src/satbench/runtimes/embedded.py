@@ -9,7 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 from satbench.config import ServerParams
-from satbench.runtimes.base import ProcessRuntime, llama_server_flags, server_port
+from satbench.runtimes.base import ProcessRuntime, die_with_parent, llama_server_flags, server_port
 
 
 class EmbeddedRuntime(ProcessRuntime):
@@ -69,6 +69,7 @@ class EmbeddedRuntime(ProcessRuntime):
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "satbench.runtimes.embedded_child", str(params_path), str(ready_path)],
             stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent(),  # gone with satbench even while still loading (stdin EOF comes later)
         )
         self.pid = self._proc.pid
         return ready_path
