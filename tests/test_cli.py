@@ -49,6 +49,7 @@ def test_url_and_server_bin_select_the_runtime():
 
 
 @pytest.mark.parametrize("argv, needle", [
+    (["sweep", "--checks", "S1"], "add --with-fairness"),
     (["sweep", "--concurrency", "1,0"], "positive integers"),
     (["sweep", "--concurrency", "1,x"], "integers"),
     (["sweep", "--concurrency", "2,2"], "repeat"),

@@ -58,5 +58,7 @@ def test_a_signal_during_server_startup_interrupts_the_run(tmp_path, sig):
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == f"satbench: error: interrupted; what was measured is in {run_dir} " \
                                            "(status: interrupted)"
-    assert read_manifest(run_dir).status == "interrupted"
+    manifest = read_manifest(run_dir)
+    assert manifest.status == "interrupted"
+    assert ("SIGTERM" if sig == signal.SIGTERM else "Ctrl-C") in manifest.status_reason  # says which it was
     assert server_gone, "the half-started server outlived the run"

@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 from pathlib import Path
+from typing import Callable
 
 from satbench.cli_args import build_parser, lanes_config, run_config, run_flags_given
 from satbench.config import RunConfig
@@ -18,12 +19,16 @@ from satbench.runtimes.remote import redact_url
 FAIRNESS_FAILED = 6
 
 
-def _sigterm_as_interrupt(signum: int, frame: object) -> None:
-    """SIGTERM becomes SIGINT, so that it takes Ctrl-C's path exactly: inside the event loop,
-    asyncio.run's own SIGINT handler cancels the sweep and lets every `finally` run before
-    KeyboardInterrupt leaves it. Raising KeyboardInterrupt here instead could land in the
-    selector, outside any task, and leave the sweep's coroutine to be torn down at exit."""
-    signal.raise_signal(signal.SIGINT)
+def _sigterm_as_interrupt(sweep) -> Callable[[int, object], None]:
+    """A SIGTERM handler that makes SIGTERM a SIGINT, so that it takes Ctrl-C's path exactly:
+    inside the event loop, asyncio.run's own SIGINT handler cancels the sweep and lets every
+    `finally` run before KeyboardInterrupt leaves it. Raising KeyboardInterrupt here instead could
+    land in the selector, outside any task, and leave the sweep's coroutine to be torn down at
+    exit. The run's status_reason then says SIGTERM, not Ctrl-C."""
+    def handler(signum: int, frame: object) -> None:
+        sweep.interrupted_by = "SIGTERM (kill, timeout or a service stop)"
+        signal.raise_signal(signal.SIGINT)
+    return handler
 
 
 def _remote_preflight(cfg: RunConfig) -> None:
@@ -92,7 +97,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         sweep = Sweep(cfg, run_dir, argv, RichProgress())
         sweep.resolve_models()  # a bad model (or URL, above) is refused before the run directory exists
         prepare_run_dir(run_dir)
-    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # kill / timeout / systemd stop = Ctrl-C
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt(sweep))  # kill / timeout / systemd stop = Ctrl-C
     # a shell starts `satbench sweep &` with SIGINT ignored, and then the SIGINT that SIGTERM raises
     # would be ignored too: Ctrl-C (and so SIGTERM) must always reach the sweep
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)

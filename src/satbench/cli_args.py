@@ -186,6 +186,8 @@ def run_config(a: argparse.Namespace) -> RunConfig:
             raise UserError("satbench fairness runs only the checks; --together, --with-fairness and --refine "
                             "belong to sweep")
         return cfg.model_copy(update={"fairness_only": True, "strict": a.strict})
+    if a.checks and not a.with_fairness:  # else the choice would be recorded and silently do nothing
+        raise UserError("--checks chooses fairness checks: add --with-fairness (or run `satbench fairness`)")
     return cfg.model_copy(update={"with_fairness": a.with_fairness, "refine": a.refine, "strict": a.strict})
 
 

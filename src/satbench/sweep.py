@@ -61,6 +61,7 @@ class Sweep:
         self.progress = progress or SilentProgress()
         self.nonce = secrets.token_hex(3)
         self.results: ResultsFile | None = None
+        self.interrupted_by = "the user (Ctrl-C)"  # the CLI's SIGTERM handler says SIGTERM
         self.session = 0
         self.resuming = resume is not None
         if resume is not None:
@@ -131,7 +132,7 @@ class Sweep:
         try:
             asyncio.run(self._run_all())
         except KeyboardInterrupt:
-            self._finish_quietly("interrupted", "interrupted by the user (Ctrl-C)")
+            self._finish_quietly("interrupted", f"interrupted by {self.interrupted_by}")
             raise
         except SatbenchError as exc:
             self._finish_quietly("failed", str(exc))
