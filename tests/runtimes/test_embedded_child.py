@@ -1,19 +1,16 @@
 """The embedded server's child process dies with satbench, even while it is still loading."""
 
 import sys
-import time
 
 import pytest
+
+from tests.runtimes.orphans import outlives_its_parent
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
 def test_the_embedded_child_is_killed_by_the_kernel_when_satbench_dies(tmp_path):
     """Its stdin watch (EOF when satbench dies) starts only after the model has loaded: a 14 GB
     model loading for a minute would outlive a SIGKILLed satbench without the kernel's help."""
-    import os
-    import signal
-    import subprocess
-
     script = (f"import sys, time, subprocess\n"
               f"from pathlib import Path\n"
               f"from satbench.config import ServerParams\n"
@@ -23,17 +20,4 @@ def test_the_embedded_child_is_killed_by_the_kernel_when_satbench_dies(tmp_path)
               f"# the child's stand-in: a process that never reads stdin, like a child still loading\n"
               f"subprocess.Popen = lambda argv, **kw: real([sys.executable, '-c', 'import time; time.sleep(120)'], **kw)\n"
               f"rt._launch(); print(rt.pid, flush=True); time.sleep(120)\n")
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
-    child = int(parent.stdout.readline())
-    os.kill(child, 0)  # running
-    parent.send_signal(signal.SIGKILL)
-    parent.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    os.kill(child, signal.SIGKILL)
-    raise AssertionError(f"the embedded child {child} outlived the satbench process that started it")
+    assert outlives_its_parent(script) is None, "the embedded child outlived the satbench process that started it"

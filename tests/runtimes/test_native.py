@@ -185,28 +185,11 @@ def test_capability_refuses_a_recommendation_measured_with_other_library_bytes(t
 def test_the_server_dies_with_satbench_even_when_satbench_is_killed(tmp_path):
     """SIGKILL (or the OOM killer) gives satbench no chance to stop its server: the kernel must,
     or an orphaned llama-server keeps its port and its CPU and skews the next benchmark."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
+    from tests.runtimes.orphans import outlives_its_parent
 
     script = (f"import sys, time; from pathlib import Path\n"
               f"from satbench.config import ServerParams\n"
               f"from satbench.runtimes.native import NativeRuntime\n"
               f"rt = NativeRuntime({BIN!r}, '/m.gguf', ServerParams(), 1, 256, Path({str(tmp_path / 'server.log')!r}))\n"
               f"rt.start(); print(rt.pid, flush=True); time.sleep(120)\n")
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
-    server = int(parent.stdout.readline())
-    os.kill(server, 0)  # running
-    parent.send_signal(signal.SIGKILL)
-    parent.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(server, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    os.kill(server, signal.SIGKILL)
-    raise AssertionError(f"llama-server {server} outlived the satbench process that started it")
+    assert outlives_its_parent(script) is None, "llama-server outlived the satbench process that started it"
