@@ -110,7 +110,7 @@ def test_f3_clients_that_did_not_stay_backlogged_are_inconclusive():
     events = _f3_events(duration_ms=40, stagger_ms=5, idle_ms=120)  # each client idles 3× its request
     v = f3(events, PLAN, FairnessConfig())
     assert v.verdict == "inconclusive" and "backlogged" in v.reason, v
-    assert backlogged_share(events, (0, int(300 * MS)), 4) < 0.9
+    assert backlogged_share(events, (0, int(300 * MS)), 4) < 0.8
 
 
 # -- S1, S2, S3: client stamps that lag the server, unsteady references, no competition ---------
@@ -211,7 +211,7 @@ def test_f1_on_a_host_whose_speed_swung_far_more_than_the_streams_differ_is_inco
     slow = slow.model_copy(update={"end_ns": slow.chunks[-1][0]})
     events = [slow if e is lagging else e for e in events]
     v = f1(events, PLAN, CAL, FairnessConfig())
-    assert v.verdict == "inconclusive" and "too unsteady" in v.reason, (v.measured, v.reason)
+    assert v.verdict == "inconclusive" and "too uneven" in v.reason, (v.measured, v.reason)
     # the same lag on a steady host fails
     steady = _f1_rounds(lambda r: 5.0)
     lag = next(e for e in steady if e.seq == 4 and e.stream == 2)
@@ -228,3 +228,17 @@ def test_the_plan_uses_the_n_batch_llama_cpp_really_has():
     unified = LaneConfig(server=ServerParams(kv_unified=True))
     assert make_plan(unified, 4, per_slot_ctx=512).n_batch == 512
     assert make_plan(LaneConfig(), 4, per_slot_ctx=8192).n_batch == 2048
+
+
+def test_f1_survives_a_response_read_in_one_piece():
+    """A whole response can arrive in one read (first token = end): it has no decode span to
+    share. It used to divide by zero and leave the run without results.json."""
+    from satbench.events import ServerTimings
+    events = _f1_rounds(lambda r: 5.0)
+    lone = next(e for e in events if e.seq == 3 and e.stream == 1)
+    first = lone.chunks[0][0]
+    one_read = lone.model_copy(update={"chunks": [(first, lone.output_tokens)], "end_ns": first,
+                                       "timings": ServerTimings(predicted_n=64, predicted_ms=315.0)})
+    events = [one_read if e is lone else e for e in events]
+    assert f1(events, PLAN, CAL, FairnessConfig()).verdict == "pass"
+    assert relative_decode_rates([one_read], [one_read], decode_rate) == []

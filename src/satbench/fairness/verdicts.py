@@ -26,7 +26,7 @@ MS = 1e6
 RESOLUTION_MS = 1.0  # what a Python client on a busy host resolves (benchmarks/harness_overhead.py)
 S2_OUTLIER_MIN_PROBES = 5  # with this many valid probes, one late probe is taken as client noise
 S2_OUTLIERS_ALLOWED = 1
-HOST_SWING_MAX = 3.0  # F1: rates across rounds this many times more unequal than side by side = host noise
+HOST_SWING_MAX = 3.0  # F1: rates across the check this many times more unequal than side by side = not judged
 NO_TRUSTED = "cannot be timed, leaving no reference or no measured request"
 
 
@@ -132,11 +132,12 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     ratio, jain = max(relative) / min(relative), jain_index(relative)
     swing = max(rates) / min(rates)
     if ratio > cfg.f1_max_min_ratio and swing > HOST_SWING_MAX * ratio:
-        # unequal, but far less than the host's own speed swung between rounds: the shared-time
-        # weighting cannot separate that swing from the scheduler (an unfair server swings alike)
-        return _inconclusive("F1", f"the server's decode rate swung {swing:.1f}× between rounds, more than "
-                             f"{HOST_SWING_MAX:g}× the {ratio:.2f}× between requests decoding together: the host was "
-                             f"too unsteady to judge equal shares", len(done))
+        # unequal, but far less than the rates swung across the run: the shared-time weighting
+        # cannot separate that swing from the scheduler (an unfair server swings alike)
+        return _inconclusive("F1", f"the server's decode rate swung {swing:.1f}× across the check (a loaded host, "
+                             f"or requests decoding beside fewer others as the streams drifted apart), more than "
+                             f"{HOST_SWING_MAX:g}× the {ratio:.2f}× between requests decoding together: too uneven "
+                             f"to judge equal shares", len(done))
     iteration = _median([g for e in done for g in itl_ms(e)]) or 0.0
     max_ttft = max(t for e in done if (t := ttft_ms(e)) is not None)
     spans = [(e.end_ns - first_token_ns(e)) / MS for e in done if first_token_ns(e) is not None]
