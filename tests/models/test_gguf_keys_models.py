@@ -143,3 +143,23 @@ def test_resolving_a_synthetic_spec_reads_its_header_once(tmp_path, monkeypatch)
     monkeypatch.setattr(resolve, "read_synthetic_metadata", lambda p: calls.append(p) or real(p))
     _, info = resolve.resolve_model("synthetic:llama-tiny", tmp_path)
     assert info.synthetic is True and len(calls) == 1
+
+
+def _raw_gguf(path: Path, version: int, kv_bytes: bytes, n_kv: int) -> Path:
+    import struct
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", version, 0, n_kv) + kv_bytes)
+    return path
+
+
+def test_arrays_nested_past_any_real_file_are_refused_in_one_line(tmp_path):
+    """3,000 nested arrays (36 KB) used to exhaust the stack: a traceback, not the one-line error."""
+    import struct
+    payload = b"".join(struct.pack("<IQ", 9, 1) for _ in range(3000)) + struct.pack("<IQ", 4, 0)
+    key = struct.pack("<Q", 1) + b"a" + struct.pack("<I", 9)
+    with pytest.raises(ModelError, match="nested more than"):
+        files.read_gguf_keys(_raw_gguf(tmp_path / "nested.gguf", 3, key + payload, 1), frozenset({"x"}))
+
+
+def test_a_gguf_version_other_than_2_or_3_is_named(tmp_path):
+    with pytest.raises(ModelError, match="GGUF version 1 is not supported"):
+        files.read_gguf_keys(_raw_gguf(tmp_path / "v1.gguf", 1, b"", 0), frozenset({"x"}))

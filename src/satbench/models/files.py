@@ -90,6 +90,7 @@ def remember_sha256(path: Path, digest: str, cache: Path = HASH_CACHE) -> None:
 
 _GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
+_GGUF_MAX_NESTING = 16  # arrays of arrays: llama.cpp writes none; the format allows some
 _BLOCK = 1 << 20
 
 
@@ -110,8 +111,10 @@ class _Header:
     def string(self) -> str:
         return self.take(self.unpack("Q")).decode("utf-8")
 
-    def skip_value(self, vtype: int) -> None:
+    def skip_value(self, vtype: int, depth: int = 0) -> None:
         if vtype == _GGUF_ARRAY:
+            if depth >= _GGUF_MAX_NESTING:  # a crafted file must not exhaust Python's stack
+                raise ValueError(f"arrays nested more than {_GGUF_MAX_NESTING} deep")
             etype, count = self.unpack("I"), self.unpack("Q")
             if etype == _GGUF_STRING:
                 self.skip_strings(count)
@@ -119,7 +122,7 @@ class _Header:
                 self.skip(count * struct.calcsize(_GGUF_SCALARS[etype]))
             elif etype == _GGUF_ARRAY:  # nested arrays: allowed by the format, unused by llama.cpp
                 for _ in range(count):
-                    self.skip_value(_GGUF_ARRAY)
+                    self.skip_value(_GGUF_ARRAY, depth + 1)
             else:
                 raise ValueError(f"unknown GGUF array element type {etype}")
         elif vtype == _GGUF_STRING:
@@ -160,8 +163,11 @@ def read_gguf_keys(path: Path, keys: frozenset[str], stop_after: frozenset[str] 
             h = _Header(fh, os.fstat(fh.fileno()).st_size)
             if h.take(4) != GGUF_MAGIC:
                 raise ValueError("GGUF magic invalid")
-            if h.unpack("I") & 0xFFFF == 0:  # a big-endian file: its version reads byte-swapped
-                h.order = ">"
+            version = h.unpack("I")
+            if version & 0xFFFF == 0:  # a big-endian file: its version reads byte-swapped
+                h.order, version = ">", int.from_bytes(version.to_bytes(4, "little"), "big")
+            if version not in (2, 3):  # v1 laid its counts out otherwise
+                raise ValueError(f"GGUF version {version} is not supported (2 or 3)")
             h.unpack("Q")  # tensor count
             out: dict[str, Any] = {}
             seen: set[str] = set()
