@@ -101,3 +101,11 @@ def test_a_key_of_another_runtime_is_refused_not_ignored(tmp_path, lane, needle)
     was measured and the figures credited to the server the file named."""
     with pytest.raises(UserError, match=needle):
         load_lane_file(write(tmp_path, f"[[lanes]]\n{lane}\n"))
+
+
+def test_a_run_recorded_with_an_unused_url_key_still_loads():
+    """Runs recorded before the lane-file check carry kind 'embedded' with the unused url: their
+    run.json must still load (analyze, report, verify), so the check lives in the lane file only."""
+    from satbench.config import RuntimeConfig
+    rc = RuntimeConfig.model_validate({"kind": "embedded", "model": "m.gguf", "url": "http://127.0.0.1:8080"})
+    assert rc.kind == "embedded"

@@ -71,8 +71,10 @@ def test_a_url_with_a_path_is_refused_with_its_root(tmp_path, capsys):
     from satbench.runtimes.remote import split_credentials
 
     assert split_credentials("http://127.0.0.1:8080/") == ("http://127.0.0.1:8080", None)
-    with pytest.raises(UserError, match="root URL"):
+    with pytest.raises(UserError, match=r"root URL \(https://example.com/api\)"):
         split_credentials("https://u:p@example.com/api/v1")
+    # a server behind a reverse proxy at a path prefix is measured at that prefix
+    assert split_credentials("https://gw.example/llm/") == ("https://gw.example/llm", None)
 
 
 def test_a_lane_files_bad_server_bin_or_shared_port_is_named_before_the_run(tmp_path, model, busy_port, capsys):

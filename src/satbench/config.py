@@ -78,10 +78,6 @@ class RuntimeConfig(Strict):
         self._remote_options_consistent()
         if self.kind == "native" and not self.server_bin:
             raise ValueError("runtime kind 'native' needs server_bin")
-        if self.url and self.kind != "url":
-            raise ValueError(f"a url belongs to runtime kind 'url', not {self.kind!r}")
-        if self.server_bin and self.kind != "native":
-            raise ValueError(f"server_bin belongs to runtime kind 'native', not {self.kind!r}")
         if self.kind != "url" and not self.model:
             raise ValueError(f"runtime kind {self.kind!r} needs a model")
         return self

@@ -9,7 +9,8 @@ from satbench.runtimes.base import Runtime
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:
-    """(URL without user:password, the password or None). Rejects anything but http(s)://host[:port][/]."""
+    """(URL without user:password, the password or None): http(s)://host[:port][/prefix], where a
+    prefix ending in /v1 (an OpenAI base URL, not the server's root), a query or a fragment is refused."""
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise UserError(f"--url {redact_url(url)}: expected http://HOST:PORT or https://HOST:PORT")
@@ -19,10 +20,13 @@ def split_credentials(url: str) -> tuple[str, str | None]:
         raise UserError(f"--url {redact_url(url)}: the port is not a number from 0 to 65535") from exc
     host = parsed.hostname if ":" not in parsed.hostname else f"[{parsed.hostname}]"
     netloc = host + (f":{port}" if port else "")
-    clean = urllib.parse.urlunsplit((parsed.scheme, netloc, "", "", ""))
-    if parsed.path not in ("", "/") or parsed.query or parsed.fragment:  # /v1 would become /v1/v1/models
-        raise UserError(f"--url {redact_url(url)}: give the server's root URL ({clean}), without a path: "
-                        "satbench adds /v1/chat/completions, /props, /metrics itself")
+    path = parsed.path.rstrip("/")  # a prefix stays: a server behind a proxy at https://gw/llm
+    clean = urllib.parse.urlunsplit((parsed.scheme, netloc, path, "", ""))
+    if path.lower().endswith("/v1") or parsed.query or parsed.fragment:  # /v1 would become /v1/v1/models
+        root = urllib.parse.urlunsplit((parsed.scheme, netloc, path[:-3] if path.lower().endswith("/v1") else path,
+                                        "", ""))
+        raise UserError(f"--url {redact_url(url)}: give the server's root URL ({root}), without /v1, a query or "
+                        "a fragment: satbench adds /v1/chat/completions, /props, /metrics itself")
     return clean, parsed.password
 
 
