@@ -17,7 +17,10 @@ from tests.faults.common import FAKE_BIN, analyzable, one_error_line, status_of,
 def test_a_native_server_that_crashes_at_4_in_flight_is_restarted_and_the_run_completes(
         tiny_gguf, tmp_path, capsys, monkeypatch):
     log = tmp_path / "schedule.jsonl"
-    monkeypatch.setenv("FAKE_BIN_SCRIPT", json.dumps({"die_at_busy_slots": 4, "schedule_log": str(log)}))
+    # 40 ms iterations: batching 2 then clearly doubles throughput even on a loaded host (at the
+    # default 10 ms, CPU contention once made N=2 look like no gain and the knee bound instead)
+    monkeypatch.setenv("FAKE_BIN_SCRIPT", json.dumps({"die_at_busy_slots": 4, "schedule_log": str(log),
+                                                      "decode_iteration_ms": 40.0}))
     run_dir = tmp_path / "run"
     code = main(["sweep", "--server-bin", FAKE_BIN, "--model", str(tiny_gguf), "--concurrency", "1,2,4",
                  "--requests-per-level", "8", "--repetitions", "2", "--prompt-tokens", "16",
