@@ -52,7 +52,7 @@ DEFINITIONS = {
     "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours competed) or other processes used >= 0.25 core",
     "few_occupancy_samples": "flagged when a window's time-weighted busy slots rests on fewer than 10 good /slots (or requests_processing) readings, or one reading stands for more than 25% of the window",
     "fairness_evidence": "a verdict needs its situation: F2 rounds whose N requests were in flight at once; F3 more requests than slots in flight for >= 80% of its window; S3 pairs whose second prompt came before the first's first token; no client TTFT more than 1 ms below the server's prompt_ms (a late send stamp); solo references within 1.5x of each other",
-    "f1_decode_rate": "(predicted_n - 1) / predicted_ms from the server's timings (else the client's), divided by the overlap-weighted mean rate of the requests decoding beside it",
+    "f1_decode_rate": "per request: its tokens / its neighbours' tokens over the intervals (>= 250 ms, >= 20 tokens) in which they decoded side by side; max/min and Jain over requests",
     "littles_law": "N vs sum over streams of X_s * E2E_s, both taken between the stream's first and last completion in the window (no boundary bias), scaled to N from the streams with >= 2 completions; flagged beyond 5%",
 }
 
@@ -140,8 +140,8 @@ VERDICTS_FILE = "verdicts.json"
 VERDICTS_SCHEMA_VERSION = "1.2"  # 1.1: S2 holds every probe to the bound (probes_over_bound), S3 complete pairs only
 # 1.2: a check whose workload did not create its situation, or whose client stamped its sends late,
 #      is inconclusive (F2 rounds in flight at once, F3 backlogged_share, S3 pairs that competed, TTFT
-#      never below the server's prompt_ms, steady solo references); F1 compares the server's decode
-#      rates among requests decoding at the same time; F3 counts no warmup; unrun checks say "not run";
+#      never below the server's prompt_ms, steady solo references); F1 compares the tokens requests
+#      received while decoding side by side; F3 counts no warmup; unrun checks say "not run";
 #      the plan's n_batch is the one llama.cpp runs with (lowered to a smaller whole context)
 
 

@@ -7,7 +7,6 @@ Each guard is a small function of raw events, so `analyze` recomputes it like an
 
 from __future__ import annotations
 
-import statistics
 from typing import Sequence
 
 from satbench.events import RequestEvent
@@ -15,6 +14,8 @@ from satbench.metrics.latency import first_token_ns, ttft_ms
 
 STAMP_SLACK_MS = 1.0  # what a Python client on a busy host resolves (RESOLUTION_MS in verdicts)
 SOLO_SPREAD_MAX = 1.5  # lone references further apart than this (max ÷ min) say the host was unsteady
+MIN_SHARED_TOKENS = 20  # F1: an interval side by side counts when one of the two got this many tokens
+MIN_SHARED_MS = 250.0  # … and it lasted this long: ~10× what a Python client on a loaded host lags reading a stream
 BACKLOG_SHARE_MIN = 0.8  # F3: more clients in flight than slots for at least this share of its window
 # (a closed loop's clients re-send within ~1 ms, yet completions come in bursts: 87 % on an idle host
 # with 15 ms requests; a client that lagged 100 ms on a 300 ms window still fails it)
@@ -68,31 +69,39 @@ def prefilling_when_sent(first: RequestEvent, second: RequestEvent) -> bool:
     return t is not None and second.sent_ns < t
 
 
-def _overlap_ns(a: tuple[int, int], b: tuple[int, int]) -> int:
-    return max(0, min(a[1], b[1]) - max(a[0], b[0]))
+
+def tokens_between(e: RequestEvent, start_ns: int, end_ns: int) -> int:
+    """Tokens of `e` whose chunk arrived in (start_ns, end_ns]."""
+    return sum(n for t, n in e.chunks if start_ns < t <= end_ns)
 
 
-def relative_decode_rates(judged: Sequence[RequestEvent], pool: Sequence[RequestEvent],
-                          rate_of) -> list[float]:
-    """Each judged request's decode rate ÷ the mean rate of the requests decoding beside it: the
-    requests of `pool` (itself included), each weighted by the share of its decode span they
-    shared, w_j = overlap(i, j) ÷ span(i).
+def shared_token_ratios(judged: Sequence[RequestEvent], pool: Sequence[RequestEvent]) -> list[float]:
+    """Each judged request's share of the tokens while it decoded side by side with others:
+    Σ_j n_i(I_ij) ÷ Σ_j n_j(I_ij), over the requests j of `pool` whose decode overlaps its own on an
+    interval I_ij of at least MIN_SHARED_MS in which one of the two received at least
+    MIN_SHARED_TOKENS tokens (shorter ones are at the mercy of when the client read each stream).
 
-    Fairness is between requests served at the same time: a host-wide slowdown that hits every
-    stream of one round alike is not unfairness, while a stream served at half the rate of those
-    beside it is, however long its requests then last."""
-    # a response read in one piece has no decode span to share (first token = end): no peers
+    A batching server gives every running sequence one token per iteration, so on a fair server the
+    counts match whatever the iteration costs: a loaded host, or a batch that narrows as streams
+    drift apart, slows both alike. A stream the scheduler serves at half rate gets half the tokens
+    of the one beside it. (Its server-side timings cannot say this: they are durations, not when.)"""
     spans = {id(e): (t, e.end_ns) for e in pool if (t := first_token_ns(e)) is not None and e.end_ns > t}
-    rates = {id(e): r for e in pool if id(e) in spans and (r := rate_of(e)) is not None}
     out = []
     for e in judged:
-        if id(e) not in rates:
+        if id(e) not in spans:
             continue
-        me = spans[id(e)]
-        length = me[1] - me[0]
-        weights = [(_overlap_ns(me, spans[id(p)]) / length, rates[id(p)]) for p in pool if id(p) in rates]
-        total = sum(w for w, _ in weights)  # ≥ 1: the request overlaps itself wholly
-        out.append(rates[id(e)] / (sum(w * r for w, r in weights) / total))
+        mine = theirs = 0
+        for other in pool:
+            if other is e or id(other) not in spans:
+                continue
+            a, b = max(spans[id(e)][0], spans[id(other)][0]), min(spans[id(e)][1], spans[id(other)][1])
+            if b <= a:
+                continue
+            n_me, n_other = tokens_between(e, a, b), tokens_between(other, a, b)
+            if max(n_me, n_other) >= MIN_SHARED_TOKENS and (b - a) / 1e6 >= MIN_SHARED_MS:
+                mine, theirs = mine + n_me, theirs + n_other
+        if theirs:
+            out.append(mine / theirs)
     return out
 
 
