@@ -15,7 +15,10 @@ from satbench.metrics.latency import first_token_ns, ttft_ms
 STAMP_SLACK_MS = 1.0  # what a Python client on a busy host resolves (RESOLUTION_MS in verdicts)
 SOLO_SPREAD_MAX = 1.5  # lone references further apart than this (max ÷ min) say the host was unsteady
 MIN_SHARED_TOKENS = 20  # F1: an interval side by side counts when one of the two got this many tokens
-MIN_SHARED_MS = 250.0  # … and it lasted this long: ~10× what a Python client on a loaded host lags reading a stream
+MIN_SHARED_MS = 250.0  # … and it lasted this long, less its edges
+EDGE_MS = 50.0  # trimmed from each end of an interval side by side: a client reading a stream late bunches it there
+F1_COVERAGE_MIN = 0.75  # F1 judges when this share of the window's requests, and every stream, could be compared
+F1_DECODE_TARGET_MS = 2 * (MIN_SHARED_MS + 2 * EDGE_MS)  # F1 sizes its requests to decode this long alone
 BACKLOG_SHARE_MIN = 0.8  # F3: more clients in flight than slots for at least this share of its window
 # (a closed loop's clients re-send within ~1 ms, yet completions come in bursts: 87 % on an idle host
 # with 15 ms requests; a client that lagged 100 ms on a 300 ms window still fails it)
@@ -75,33 +78,38 @@ def tokens_between(e: RequestEvent, start_ns: int, end_ns: int) -> int:
     return sum(n for t, n in e.chunks if start_ns < t <= end_ns)
 
 
-def shared_token_ratios(judged: Sequence[RequestEvent], pool: Sequence[RequestEvent]) -> list[float]:
-    """Each judged request's share of the tokens while it decoded side by side with others:
-    Σ_j n_i(I_ij) ÷ Σ_j n_j(I_ij), over the requests j of `pool` whose decode overlaps its own on an
-    interval I_ij of at least MIN_SHARED_MS in which one of the two received at least
-    MIN_SHARED_TOKENS tokens (shorter ones are at the mercy of when the client read each stream).
+def shared_token_ratios(judged: Sequence[RequestEvent],
+                        pool: Sequence[RequestEvent]) -> list[tuple[RequestEvent, float]]:
+    """(request, its share of the tokens while it decoded side by side with others) for each
+    judged request that could be compared: (Σ_j n_i(I_ij) + 1) ÷ (Σ_j n_j(I_ij) + 1), over the
+    requests j of `pool` whose decode overlaps its own on an interval I_ij that, less EDGE_MS at
+    each end, lasts at least MIN_SHARED_MS and in which one of the two got MIN_SHARED_TOKENS.
 
     A batching server gives every running sequence one token per iteration, so on a fair server the
     counts match whatever the iteration costs: a loaded host, or a batch that narrows as streams
-    drift apart, slows both alike. A stream the scheduler serves at half rate gets half the tokens
-    of the one beside it. (Its server-side timings cannot say this: they are durations, not when.)"""
+    drift apart, slows both alike. A stream served at half rate gets half the tokens of the one
+    beside it, a starved one none (the +1 keeps that finite). The trimmed edges are where a client
+    that read one stream late would have bunched its chunks. (The server's timings cannot say this:
+    they are durations, not when.)"""
     spans = {id(e): (t, e.end_ns) for e in pool if (t := first_token_ns(e)) is not None and e.end_ns > t}
+    edge = int(EDGE_MS * 1e6)
     out = []
     for e in judged:
         if id(e) not in spans:
             continue
-        mine = theirs = 0
+        mine = theirs = compared = 0
         for other in pool:
             if other is e or id(other) not in spans:
                 continue
-            a, b = max(spans[id(e)][0], spans[id(other)][0]), min(spans[id(e)][1], spans[id(other)][1])
-            if b <= a:
+            a = max(spans[id(e)][0], spans[id(other)][0]) + edge
+            b = min(spans[id(e)][1], spans[id(other)][1]) - edge
+            if (b - a) / 1e6 < MIN_SHARED_MS:
                 continue
             n_me, n_other = tokens_between(e, a, b), tokens_between(other, a, b)
-            if max(n_me, n_other) >= MIN_SHARED_TOKENS and (b - a) / 1e6 >= MIN_SHARED_MS:
-                mine, theirs = mine + n_me, theirs + n_other
-        if theirs:
-            out.append(mine / theirs)
+            if max(n_me, n_other) >= MIN_SHARED_TOKENS:
+                mine, theirs, compared = mine + n_me, theirs + n_other, compared + 1
+        if compared:
+            out.append((e, (mine + 1) / (theirs + 1)))
     return out
 
 

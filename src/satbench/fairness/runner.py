@@ -8,6 +8,8 @@ so its bound comes from this lane on this machine, not from a constant.
 from __future__ import annotations
 
 import asyncio
+import math
+import statistics
 import time
 
 import aiohttp
@@ -16,13 +18,16 @@ from satbench.client import CompletionRequest, StreamOutcome
 from satbench.config import WorkloadConfig
 from satbench.errors import SatbenchError
 from satbench.events import JsonlWriter, RequestEvent
+from satbench.fairness.guards import F1_DECODE_TARGET_MS
 from satbench.fairness.plan import FairnessPlan
 from satbench.lane_session import LaneSession, Progress
 from satbench.loadgen import LevelPlan, run_level, run_recorded, to_event
+from satbench.metrics.latency import itl_ms
 from satbench.workload import WorkloadBuilder  # noqa: F401 - type of self.builder
 
 WATCH_TOKENS = 8  # decoders are "steady" once each has this many tokens
 PAIR_GAP_S = 0.010  # S3: the second prompt follows the first by 10 ms
+F1_OUTPUT_MAX = 1024  # F1's requests stay this short however fast the server decodes
 
 
 def in_flight(plan: FairnessPlan, check: str) -> int:
@@ -39,6 +44,7 @@ class FairnessRunner:
         self.nonce = nonce
         self.builder: WorkloadBuilder | None = None
         self.lone_e2e_s = 0.0
+        self.lone_itl_ms: float | None = None
 
     async def prepare(self) -> None:
         assert self.s.workload is not None
@@ -103,11 +109,24 @@ class FairnessRunner:
         e = await self.send("CAL", "decode", 0, await self._req("CAL", "decode", 0, p.prompt, p.calibration_output))
         # one lone request of the lane's size, end to end (used to stagger F3's clients)
         self.lone_e2e_s = (e.end_ns - e.sent_ns) / 1e9 * p.output / p.calibration_output
+        gaps = itl_ms(e)
+        self.lone_itl_ms = statistics.median(gaps) if gaps else None
+
+    def f1_output(self) -> int:
+        """F1's output tokens: long enough that a request decodes F1_DECODE_TARGET_MS even alone
+        (at the lone decode's ITL), so neighbours share intervals the verdict can compare; at least
+        the plan's, at most F1_OUTPUT_MAX and what the per-slot context leaves."""
+        p = self.plan
+        wanted = p.f1_output
+        if self.lone_itl_ms:
+            wanted = max(wanted, math.ceil(F1_DECODE_TARGET_MS / self.lone_itl_ms))
+        room = (p.per_slot_ctx - 16 - p.prompt) if p.per_slot_ctx else wanted
+        return max(2, min(wanted, max(F1_OUTPUT_MAX, p.f1_output), room))
 
     async def f1(self) -> None:
         if self.plan.f1_streams >= 2:
             await self._closed_loop("F1", self.plan.f1_streams, self.s.lane.fairness.f1_requests_per_stream,
-                                    self.plan.prompt, self.plan.f1_output)
+                                    self.plan.prompt, self.f1_output())
 
     async def f2(self) -> None:
         sizes = self.plan.f2_sizes

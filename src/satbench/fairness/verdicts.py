@@ -14,18 +14,9 @@ from pydantic import Field
 
 from satbench.config import FairnessConfig, Strict
 from satbench.events import RequestEvent
-from satbench.fairness.guards import (
-    BACKLOG_SHARE_MIN,
-    MIN_SHARED_MS,
-    MIN_SHARED_TOKENS,
-    all_in_flight,
-    backlogged_share,
-    late_stamped,
-    prefilling_when_sent,
-    shared_token_ratios,
-    solo_spread,
-    stamp_note,
-)
+from satbench.fairness.guards import (BACKLOG_SHARE_MIN, EDGE_MS, F1_COVERAGE_MIN, MIN_SHARED_MS,
+                                      MIN_SHARED_TOKENS, all_in_flight, backlogged_share, late_stamped,
+                                      prefilling_when_sent, shared_token_ratios, solo_spread, stamp_note)
 from satbench.fairness.plan import NAMES, FairnessPlan
 from satbench.metrics.latency import first_token_ns, itl_ms, ttft_ms
 from satbench.metrics.stats import percentile
@@ -135,11 +126,15 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     if cal.prefill_tok_per_s is None:
         return _inconclusive("F1", "no prefill-rate calibration")
     rates = [r for e in done if (r := served_decode_rate(e)) is not None]
-    relative = shared_token_ratios(done, [e for e in events if e.ok])
-    if len(relative) < 2 or min(relative) <= 0:
-        return _inconclusive("F1", f"fewer than 2 requests decoded side by side with others for {MIN_SHARED_TOKENS} "
-                             f"tokens and {MIN_SHARED_MS:g} ms or more: too fast for the client to time their shares",
-                             len(done))
+    shares = shared_token_ratios(done, [e for e in events if e.ok])
+    uncompared = sorted({e.stream for e in done} - {e.stream for e, _ in shares})
+    if len(shares) < max(2, F1_COVERAGE_MIN * len(done)) or uncompared:
+        # a stream left out could be the one the scheduler favours: no verdict on the others alone
+        return _inconclusive("F1", f"only {len(shares)} of the {len(done)} requests in the steady window decoded "
+                             f"side by side with another for {MIN_SHARED_MS:g} ms (past {EDGE_MS:g} ms edges) and "
+                             f"{MIN_SHARED_TOKENS} tokens" + (f"; never stream(s) {uncompared}" if uncompared else "")
+                             + ": decodes too short or too staggered to compare their shares", len(shares))
+    relative = [share for _, share in shares]
     ratio, jain = max(relative) / min(relative), jain_index(relative)
     iteration = _median([g for e in done for g in itl_ms(e)]) or 0.0
     max_ttft = max(t for e in done if (t := ttft_ms(e)) is not None)
@@ -150,13 +145,14 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     ttft_bound = (n * plan.prompt / cal.prefill_tok_per_s * 1000.0 + cfg.f1_ttft_iterations * iteration
                   + plan.jitter_ms)
     ok = ratio <= cfg.f1_max_min_ratio and jain >= cfg.f1_jain_min and max_ttft <= ttft_bound
-    return _v("F1", "pass" if ok else "fail", samples=len(done),
+    return _v("F1", "pass" if ok else "fail", samples=len(shares),
               measured={"max_min_decode_rate": ratio, "jain_index": jain, "max_ttft_ms": max_ttft,
                         "max_min_decode_rate_across_rounds": max(rates) / min(rates) if rates else None},
               bounds={"max_min_decode_rate": cfg.f1_max_min_ratio, "jain_index": cfg.f1_jain_min,
                       "max_ttft_ms": ttft_bound},
-              derivation=(f"{n} equal streams; decode rate = each request's tokens ÷ its neighbours' tokens while "
-                          f"they decoded side by side (a host-wide slowdown or a narrower batch slows both alike); "
+              derivation=(f"{n} equal streams; max_min_decode_rate and jain over {len(shares)} of {len(done)} "
+                          f"requests' token shares = (its tokens + 1) ÷ (its neighbours' + 1) while they decoded side by "
+                          f"side (a host-wide slowdown or a narrower batch slows both alike); "
                           f"TTFT bound = Σprompt {n}×{plan.prompt} tok ÷ prefill "
                           f"{cal.prefill_tok_per_s:.0f} tok/s + {cfg.f1_ttft_iterations:g} × iteration "
                           f"{iteration:.1f} ms (median ITL at N={n}) + RTT jitter {plan.jitter_ms:.2f} ms"))
