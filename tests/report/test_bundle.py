@@ -308,3 +308,28 @@ def test_the_html_report_loads_offline_in_headless_chromium_and_shows_every_plot
         assert img["shown_w"] >= 600, img  # legible: not shrunk below 600 px in a 1280-px window
     assert page.tables >= 4
     (run_dir / ".." / "report-screenshot.png").resolve().write_bytes(page.screenshot_png)
+
+
+@pytest.mark.parametrize("edit, consistent", [
+    (lambda d: d["definitions"].update(ttft_ms="worded otherwise by another build"), True),
+    (lambda d: d["lanes"][0]["levels"][0]["throughput"]["output_tok_per_s"].update(value=1.0), False),
+])
+def test_definitions_worded_otherwise_under_the_same_schema_still_verify(run_dir, tmp_path, edit, consistent):
+    """`definitions` restates the formulas in prose: a build that words one otherwise (same schema)
+    wrote the same figures. The committed CPU bundle failed verify over exactly that."""
+    from satbench.report.integrity import write_sums
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    data = json.loads((copy / "results.json").read_text())
+    edit(data)
+    (copy / "results.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    rec = json.loads((copy / "recommendations.json").read_text())
+    rec["results_sha256"] = hashlib.sha256((copy / "results.json").read_bytes()).hexdigest()
+    (copy / "recommendations.json").write_text(json.dumps(rec, indent=2, sort_keys=True) + "\n")
+    write_sums(copy)
+    v = verify(copy)
+    if consistent:
+        assert v.ok and any("definitions worded otherwise" in o for o in v.older_schema), (v.inconsistent, v.older_schema)
+    else:
+        assert not v.ok and v.inconsistent[0].startswith("results.json: differs"), v.inconsistent
