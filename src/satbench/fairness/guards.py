@@ -12,7 +12,7 @@ from typing import Sequence
 from satbench.events import RequestEvent
 from satbench.metrics.latency import first_token_ns, ttft_ms
 
-STAMP_SLACK_MS = 1.0  # what a Python client on a busy host resolves (RESOLUTION_MS in verdicts)
+RESOLUTION_MS = 1.0  # what a Python client on a busy host resolves (benchmarks/harness_overhead.py)
 SOLO_SPREAD_MAX = 1.5  # lone references further apart than this (max ÷ min) say the host was unsteady
 MIN_SHARED_TOKENS = 20  # F1: an interval side by side counts when one of the two got this many tokens
 MIN_SHARED_MS = 250.0  # … and it lasted this long, less its edges
@@ -36,14 +36,14 @@ def stamp_lag_ms(e: RequestEvent) -> float | None:
 
 def late_stamped(e: RequestEvent) -> bool:
     """True when the client's TTFT falls short of the server's prompt time by more than the
-    client resolves (STAMP_SLACK_MS)."""
+    client resolves (RESOLUTION_MS)."""
     lag = stamp_lag_ms(e)
-    return lag is not None and lag > STAMP_SLACK_MS
+    return lag is not None and lag > RESOLUTION_MS
 
 
 def stamp_note(events: Sequence[RequestEvent], left: str = "left out") -> str:
     """Why late-stamped requests were left out, for a derivation or a reason ('' when none were)."""
-    lags = [lag for e in events if (lag := stamp_lag_ms(e)) is not None and lag > STAMP_SLACK_MS]
+    lags = [stamp_lag_ms(e) or 0.0 for e in events if late_stamped(e)]
     if not lags:
         return ""
     return (f"{len(lags)} request(s) {left}: the client's TTFT was up to {max(lags):.1f} ms below the server's "
@@ -113,14 +113,28 @@ def shared_token_ratios(judged: Sequence[RequestEvent],
     return out
 
 
+def backlog_window(events: Sequence[RequestEvent]) -> tuple[int, int] | None:
+    """F3's window: from the moment every client has a request outstanding (the last warmup send)
+    to the first completion after the last measured request was issued. Unlike the steady window
+    it does not wait for every client to be served, so a starved client counts with zero service."""
+    warm = [e.sent_ns for e in events if e.phase == "warmup"]
+    measured = [e for e in events if e.phase == "measured"]
+    if not warm or not measured:
+        return None
+    last_issue = max(e.targeted_ns for e in measured)
+    after = [e.end_ns for e in measured if e.end_ns > last_issue]
+    start, end = max(warm), (min(after) if after else None)
+    return (start, end) if end is not None and end > start else None
+
+
 def backlogged_share(events: Sequence[RequestEvent], window: tuple[int, int], slots: int) -> float:
     """Share of the window during which more requests were in flight (sent, not ended) than the
     server has slots: F3's premise that the clients stay backlogged."""
     start, end = window
     if end <= start:
         return 0.0
-    steps = sorted([(max(e.sent_ns, start), 1) for e in events if e.sent_ns < end and e.end_ns > start]
-                   + [(min(e.end_ns, end), -1) for e in events if e.sent_ns < end and e.end_ns > start])
+    touching = [e for e in events if e.sent_ns < end and e.end_ns > start]
+    steps = sorted([(max(e.sent_ns, start), 1) for e in touching] + [(min(e.end_ns, end), -1) for e in touching])
     busy, level, t_prev = 0, 0, start
     for t, d in steps:
         if level > slots:

@@ -15,8 +15,9 @@ from pydantic import Field
 from satbench.config import FairnessConfig, Strict
 from satbench.events import RequestEvent
 from satbench.fairness.guards import (BACKLOG_SHARE_MIN, EDGE_MS, F1_COVERAGE_MIN, MIN_SHARED_MS,
-                                      MIN_SHARED_TOKENS, all_in_flight, backlogged_share, late_stamped,
-                                      prefilling_when_sent, shared_token_ratios, solo_spread, stamp_note)
+                                      MIN_SHARED_TOKENS, RESOLUTION_MS, all_in_flight, backlog_window,
+                                      backlogged_share, late_stamped, prefilling_when_sent, shared_token_ratios,
+                                      solo_spread, stamp_note)
 from satbench.fairness.plan import NAMES, FairnessPlan
 from satbench.metrics.latency import first_token_ns, itl_ms, ttft_ms
 from satbench.metrics.stats import percentile
@@ -24,7 +25,6 @@ from satbench.metrics.throughput import completed_in_window
 from satbench.metrics.window import steady_window
 
 MS = 1e6
-RESOLUTION_MS = 1.0  # what a Python client on a busy host resolves (benchmarks/harness_overhead.py)
 S2_OUTLIER_MIN_PROBES = 5  # with this many valid probes, one late probe is taken as client noise
 S2_OUTLIERS_ALLOWED = 1
 NO_TRUSTED = "cannot be timed, leaving no reference or no measured request"
@@ -210,20 +210,6 @@ def _slope(points: Sequence[tuple[float, float]]) -> float:
     mx, my = statistics.mean(xs), statistics.mean(ys)
     den = sum((x - mx) ** 2 for x in xs)
     return 0.0 if den == 0 else sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den
-
-
-def backlog_window(events: Sequence[RequestEvent]) -> tuple[int, int] | None:
-    """F3's window: from the moment every client has a request outstanding (the last warmup send)
-    to the first completion after the last measured request was issued. Unlike the steady window
-    it does not wait for every client to be served, so a starved client counts with zero service."""
-    warm = [e.sent_ns for e in events if e.phase == "warmup"]
-    measured = [e for e in events if e.phase == "measured"]
-    if not warm or not measured:
-        return None
-    last_issue = max(e.targeted_ns for e in measured)
-    after = [e.end_ns for e in measured if e.end_ns > last_issue]
-    start, end = max(warm), (min(after) if after else None)
-    return (start, end) if end is not None and end > start else None
 
 
 def f3(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
