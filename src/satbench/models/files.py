@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -29,6 +30,25 @@ def check_gguf(path: Path) -> None:
         raise ModelError(f"model file {path} cannot be read: {exc.strerror}") from exc
     if magic != GGUF_MAGIC:
         raise ModelError(f"model file {path} is not a GGUF file (starts with {magic!r})")
+
+
+STALE_PARTIAL_S = 600.0
+
+
+def remove_stale_partials(target: Path, older_than_s: float = STALE_PARTIAL_S) -> list[Path]:
+    """Delete the hidden partial files (`.NAME.*.tmp` beside `target`) that an assembly or a
+    synthetic write killed outright (SIGKILL, power loss) left behind, and return them. Only files
+    untouched for `older_than_s` go: a writer that is still at work rewrites its file continuously."""
+    removed: list[Path] = []
+    now_s = time.time()
+    for tmp in target.parent.glob(f".{target.name}.*.tmp"):
+        try:
+            if tmp.is_file() and now_s - tmp.stat().st_mtime >= older_than_s:
+                tmp.unlink()
+                removed.append(tmp)
+        except OSError:
+            continue  # gone meanwhile, or not ours to delete: it stays
+    return removed
 
 
 def _key(path: Path) -> str:

@@ -35,7 +35,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from satbench.errors import ModelError
-from satbench.models.files import read_gguf_keys, remember_sha256
+from satbench.models.files import read_gguf_keys, remember_sha256, remove_stale_partials
 from satbench.models.shapes import (
     ARCHS,
     Dims,
@@ -307,6 +307,7 @@ def write_synthetic_gguf(
         raise ModelError(f"synthetic seed must fit in uint32, got {seed}")
     _, dims = spec_for(arch, size, n_vocab)
     target = output_path(path)
+    remove_stale_partials(target)  # left by a write that was killed outright
     try:
         fd, tmp_name = tempfile.mkstemp(".tmp", f".{target.name}.", target.parent)
     except OSError as e:
