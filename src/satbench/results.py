@@ -16,7 +16,8 @@ from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 
 RESULTS_FILE = "results.json"
-RESULTS_SCHEMA_VERSION = "2.5"
+RESULTS_SCHEMA_VERSION = "2.6"
+# 2.6: time_weighted_source is "requests_processing+slots" when repetitions used different sources.
 # 2.5: the few_occupancy_samples flag; time_weighted_busy_slots carries a reading into the window only
 #      from <= 2 poll intervals before it and is null without a good reading inside; the decode-weighted
 #      figure is null when /metrics printing rounds away its digits; model.path is absolute; verdicts 1.2.
@@ -41,6 +42,7 @@ DEFINITIONS = {
     "steady_window": "from the moment every stream has a token of a measured request to the first completion after the last request was issued",
     "latency_sample": "successful measured requests completing inside the steady window, pooled over repetitions",
     "time_weighted_busy_slots": "time-weighted mean over the window's covered time of busy slots from /slots (or requests_processing) readings; a reading holds until the next poll; one from before the window counts only if <= 2 poll intervals old; null when no reading inside the window succeeded",
+    "time_weighted_source": "where time_weighted_busy_slots came from: slots, requests_processing (when /slots gave no reading in a repetition's window), or both joined by + when repetitions differed",
     "decode_weighted_busy_slots": "delta(n_busy_slots_per_decode * n_decode_total) / delta(n_decode_total) over the window",
     "client_in_flight": "time-weighted mean of requests between sent_ns and end_ns in the window",
     "percentiles": "linear interpolation; 95% CI from binomial order statistics; mean CI Student-t over repetitions",

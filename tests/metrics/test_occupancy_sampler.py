@@ -8,7 +8,7 @@ from satbench.metrics import occupancy
 from satbench.metrics.level import summarize_level
 from satbench.metrics.window import SteadyWindow
 from satbench.promparse import llamacpp_values
-from tests.builders import MS, mark, metrics, slots
+from tests.builders import MS, ev, mark, metrics, slots
 from tests.metrics.test_level import closed_loop_n1, ctx
 
 W = SteadyWindow(start_ns=0, end_ns=1000 * MS)
@@ -137,3 +137,23 @@ def test_printed_rounding():
     assert occupancy.printed_rounding(1.37001) == pytest.approx(5e-6)
     assert occupancy.printed_rounding(54_321.0) == 0.0                     # an integer printed whole
     assert occupancy.printed_rounding(1.2345678901) == pytest.approx(5e-11)  # printed with more digits
+
+
+def test_source_names_both_when_repetitions_used_different_sources():
+    """Repetition 1 read /slots; in repetition 2 /slots failed and requests_processing stood in. The
+    source said "slots" for the mean of both (the second's figure was not from /slots)."""
+    first = closed_loop_n1(n_requests=5)
+    second = [ev(phase="warmup", sent_ms=1000, chunks_ms=[1040, 1070, 1100], repetition=2)]
+    for i in range(5):
+        t0 = 1000 + 100 * (i + 1)
+        second.append(ev(seq=i, sent_ms=t0, targeted_ms=t0, chunks_ms=[t0 + 40, t0 + 70, t0 + 100],
+                         prompt_ms=30.0, prompt_n=16, repetition=2))
+    marks = [mark("level_start", 0), mark("level_end", 600),
+             mark("level_start", 1000, repetition=2), mark("level_end", 1600, repetition=2)]
+    samples = [slots(t, [0], n=1) for t in range(0, 700, 50)]
+    samples += [failed_slots(t) for t in range(1000, 1700, 50)]
+    samples += [metrics(t, requests_processing=1.0) for t in range(1000, 1700, 20)]
+    r = summarize_level(ctx(repetitions_planned=2), first + second, marks, samples)
+    assert len([x for x in r.repetitions if x.window_s]) == 2
+    assert r.occupancy.time_weighted_busy_slots == pytest.approx(1.0)
+    assert r.occupancy.time_weighted_source == "requests_processing+slots"

@@ -177,7 +177,7 @@ def summarize_level(
     in_window: list[RequestEvent] = []
     failed_in_window: list[RequestEvent] = []
     per_rep_completed: list[list[RequestEvent]] = []
-    occ = {"tw": [], "src": None, "dw": [], "dw_why": [], "cif": [], "deferred": [], "sparse": []}
+    occ = {"tw": [], "src": set(), "dw": [], "dw_why": [], "cif": [], "deferred": [], "sparse": []}
     for rep in reps:
         rep_events = [e for e in events if e.repetition == rep]
         end = next((m for m in marks if m.repetition == rep and m.kind == "level_end"), None)
@@ -192,14 +192,13 @@ def summarize_level(
         per_rep_completed.append(done)
         tw = occupancy.time_weighted_busy_slots(slots_s, win)
         if tw is not None:
-            occ["src"] = "slots"
+            occ["src"].add("slots")
             occ["sparse"].append(occupancy.coarse_sampling(f"r{rep}", "/slots",
                                                            occupancy.slots_sampling(slots_s, win), win))
         else:
             tw = occupancy.time_weighted_requests_processing(metrics_s, win)
-            if tw is not None and occ["src"] is None:
-                occ["src"] = "requests_processing"
             if tw is not None:
+                occ["src"].add("requests_processing")
                 occ["sparse"].append(occupancy.coarse_sampling(
                     f"r{rep}", "requests_processing", occupancy.requests_processing_sampling(metrics_s, win), win))
         occ["tw"].append(tw)
@@ -230,7 +229,7 @@ def summarize_level(
     o = Occupancy(
         slots=ctx.slots,
         time_weighted_busy_slots=_window_mean(occ["tw"]),
-        time_weighted_source=occ["src"],
+        time_weighted_source="+".join(sorted(occ["src"])) or None,
         decode_weighted_busy_slots=_window_mean(occ["dw"]),
         client_in_flight=_window_mean(occ["cif"]),
         requests_deferred_max=max(occ["deferred"]) if occ["deferred"] else None,
