@@ -58,3 +58,23 @@ def test_a_resumed_or_restarted_lane_must_run_the_same_llama_server_bytes():
         check_same_server("dense", stored, "solo", model, rt("b" * 64))
     older = stored.model_copy(update={"runtime": rt(None)})
     check_same_server("dense", older, "solo", model, rt("b" * 64))
+
+
+def test_a_ctx_size_too_small_for_a_slot_is_refused_before_a_server_or_run_directory(tmp_path, capsys):
+    """-c 512 over 8 slots gives each slot at most 64 tokens: refused before the model is even
+    resolved (a model that does not exist is not the error reported) and nothing is left behind."""
+    run = tmp_path / "r"
+    code = main(["sweep", "--model", str(tmp_path / "absent.gguf"), "--ctx-size", "512", "--concurrency", "1,8",
+                 "--prompt-tokens", "300", "--output-tokens", "16", "-o", str(run)])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and not run.exists()
+    assert ("a request needs prompt 300 + output 16 = 316 tokens but --ctx-size 512 over 8 slots gives each slot "
+            "at most 256") in err, err
+
+
+def test_the_planned_fit_refuses_only_what_cannot_fit():
+    from satbench.server_checks import slot_ctx_at_most
+
+    assert slot_ctx_at_most(500, 3, False) == 256 and slot_ctx_at_most(1000, 3, False) == 512  # b11434 said so
+    assert slot_ctx_at_most(512, 8, True) == 512  # unified: every slot may use the whole cache
+    assert slot_ctx_at_most(4096, 1, False) == 4096

@@ -41,11 +41,12 @@ def _remote_preflight(cfg: RunConfig) -> None:
 
 def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     """Refused before a new run's directory exists, in one line naming the lane (lane file) or the
-    flag: a server_bin that cannot run, a port in use (or asked by two lanes that run together),
+    flag: a server_bin that cannot run, a --ctx-size too small for one request per slot, a port in use (or asked by two lanes that run together),
     and the URL of a one-lane run that nothing answers at (several lanes: a recorded lane failure)."""
     from satbench.probe import check_reachable
     from satbench.runtimes.base import check_port_free
     from satbench.runtimes.native import check_server_bin
+    from satbench.server_checks import check_planned_fit
 
     ports: dict[int, str] = {}
     for lane in cfg.lanes:
@@ -56,6 +57,7 @@ def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
 
         if rc.kind == "native" and rc.server_bin is not None:
             check_server_bin(rc.server_bin, where("server_bin"))
+        check_planned_fit(lane)
         if rc.kind == "url" or port is None:
             continue
         if cfg.together and port in ports:

@@ -2,7 +2,8 @@
 
 - Does the workload fit? A request whose prompt + output exceed the per-slot context is not
   refused by llama.cpp: it answers 200 with fewer tokens, so every request would fail as
-  `wrong_token_count`. That is refused up front, naming the fix.
+  `wrong_token_count`. That is refused up front, naming the fix (for a server satbench starts
+  with --ctx-size, already before the server and the run directory exist).
 - Levels above the slot count queue at the server: a warning (the levels are flagged
   `queue_bound`), or an error with `--strict`.
 - On `--resume`, the server must be the one the run started with: same model file, same build.
@@ -17,14 +18,43 @@ from satbench.errors import UserError
 from satbench.manifest import LaneProvenance, ModelInfo, RuntimeInfo
 
 
+CTX_PAD = 256  # llama.cpp pads a slot's context up to a multiple of this
+
+
+def _does_not_fit(lane: LaneConfig, have: str) -> UserError:
+    need = lane.workload.prompt_tokens + lane.workload.output_tokens
+    return UserError(
+        f"lane {lane.name}: a request needs prompt {lane.workload.prompt_tokens} + output "
+        f"{lane.workload.output_tokens} = {need} tokens but {have} "
+        "(llama.cpp would cut every answer short); lower --prompt-tokens/--output-tokens, or give the server "
+        "more context (-c) or fewer slots (-np)")
+
+
+def slot_ctx_at_most(n_ctx: int, n_parallel: int, kv_unified: bool) -> int:
+    """The most context one slot can get from `-c n_ctx -np n_parallel`: llama.cpp gives each slot
+    ceil(n_ctx / n_parallel) (all of n_ctx when the KV cache is unified) padded up to a multiple of
+    256, and may cap it lower (the model's training context), never higher. b11434 measured:
+    -c 500 -np 3 → 256, -c 1000 -np 3 → 512."""
+    per_slot = n_ctx if kv_unified else -(-n_ctx // max(1, n_parallel))
+    return -(-per_slot // CTX_PAD) * CTX_PAD
+
+
+def check_planned_fit(lane: LaneConfig) -> None:
+    """Before a server is started (and a run directory made): refuse a --ctx-size that cannot hold
+    one request per slot even at its most generous. What the server really gives is checked once
+    it answers (check_server_fits)."""
+    if lane.runtime.kind == "url" or lane.server.n_ctx is None:
+        return  # a running server's context is its own; without --ctx-size satbench asks for enough
+    most = slot_ctx_at_most(lane.server.n_ctx, lane.slots_wanted(), lane.server.kv_unified)
+    if most < lane.workload.prompt_tokens + lane.workload.output_tokens:
+        raise _does_not_fit(lane, f"--ctx-size {lane.server.n_ctx} over {lane.slots_wanted()} slots gives each "
+                                  f"slot at most {most}")
+
+
 def check_server_fits(lane: LaneConfig, rt: RuntimeInfo, strict: bool) -> None:
     need = lane.workload.prompt_tokens + lane.workload.output_tokens
     if rt.per_slot_ctx is not None and rt.per_slot_ctx < need:
-        raise UserError(
-            f"lane {lane.name}: a request needs prompt {lane.workload.prompt_tokens} + output "
-            f"{lane.workload.output_tokens} = {need} tokens but the server's per-slot context is {rt.per_slot_ctx} "
-            "(llama.cpp would cut every answer short); lower --prompt-tokens/--output-tokens, or give the server "
-            "more context (-c) or fewer slots (-np)")
+        raise _does_not_fit(lane, f"the server's per-slot context is {rt.per_slot_ctx}")
     over = [n for n in lane.levels if rt.total_slots is not None and n > rt.total_slots]
     if not over:
         return
