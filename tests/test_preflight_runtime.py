@@ -139,3 +139,28 @@ def test_an_unrecognized_option_is_the_reason_and_an_empty_log_says_so(tmp_path)
 def test_recommend_on_a_path_that_is_no_run_says_so(tmp_path, capsys):
     assert main(["recommend", str(tmp_path / "nothing")]) == 5
     assert f"{tmp_path / 'nothing'} is not a satbench run directory" in capsys.readouterr().err
+
+
+def test_several_url_lanes_none_of_which_answers_leave_no_run_directory(tmp_path, capsys):
+    lanes = tmp_path / "lanes.toml"
+    lanes.write_text("".join(f'[[lanes]]\nname = "{n}"\nruntime = "url"\nurl = "http://127.0.0.1:{p}"\n'
+                             for n, p in (("a", 1), ("b", 9))))
+    run = tmp_path / "r"
+    code = main(["sweep", "--lanes", str(lanes), "-o", str(run)])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 3 and not run.exists(), err
+    assert err.startswith("satbench: error: no lane's server answers (lane a: cannot reach http://127.0.0.1:1"), err
+    assert "lane b: cannot reach http://127.0.0.1:9" in err
+
+
+def test_several_url_lanes_one_of_which_answers_run(fake_server, tmp_path, capsys):
+    """One answering lane is enough: the other becomes that lane's recorded failure."""
+    good = fake_server(n_slots=2, decode_iteration_ms=2.0)
+    lanes = tmp_path / "lanes.toml"
+    lanes.write_text("".join(f'[[lanes]]\nname = "{n}"\nruntime = "url"\nurl = "{u}"\nconcurrency = [1]\n'
+                             'repetitions = 1\nrequests_per_level = 4\nprompt_tokens = 16\noutput_tokens = 4\n'
+                             for n, u in (("down", "http://127.0.0.1:1"), ("good", good.base_url))))
+    run = tmp_path / "r"
+    code = main(["sweep", "--lanes", str(lanes), "-o", str(run)])
+    assert code == 4 and run.is_dir(), capsys.readouterr().err
+    assert [f["lane"] for f in json.loads((run / "run.json").read_text())["server_failures"]] == ["down"]

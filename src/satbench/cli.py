@@ -42,8 +42,8 @@ def _remote_preflight(cfg: RunConfig) -> None:
 def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     """Refused before a new run's directory exists, in one line naming the lane (lane file) or the
     flag: a server_bin that cannot run, a --ctx-size too small for one request per slot, a port in use (or asked by two lanes that run together),
-    and the URL of a one-lane run that nothing answers at (several lanes: a recorded lane failure)."""
-    from satbench.probe import check_reachable
+    and a run of running servers none of which answers (where one answers, the others become recorded
+    lane failures)."""
     from satbench.runtimes.base import check_port_free
     from satbench.runtimes.native import check_server_bin
     from satbench.server_checks import check_planned_fit
@@ -65,8 +65,26 @@ def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
                             "scenario runs them at once: give each lane its own port, or drop port")
         ports[port] = lane.name
         check_port_free(port, f"{where('port')} {port}")
-    if len(cfg.lanes) == 1 and cfg.lanes[0].runtime.kind == "url":
-        check_reachable(cfg.lanes[0])
+    if all(lane.runtime.kind == "url" for lane in cfg.lanes):
+        _some_url_answers(cfg)
+
+
+def _some_url_answers(cfg: RunConfig) -> None:
+    """A run whose lanes are all running servers: RuntimeStartError when none of them answers (there
+    would be nothing to measure). One that answers is enough: the others become recorded lane failures."""
+    from satbench.errors import RuntimeStartError
+    from satbench.probe import check_reachable
+
+    down: list[str] = []
+    for lane in cfg.lanes:
+        try:
+            check_reachable(lane)
+            return
+        except RuntimeStartError as exc:
+            if len(cfg.lanes) == 1:
+                raise
+            down.append(f"lane {lane.name}: {exc}")
+    raise RuntimeStartError(f"no lane's server answers ({'; '.join(down)})")
 
 
 def _cmd_sweep(a: argparse.Namespace) -> int:
