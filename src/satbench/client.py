@@ -53,6 +53,7 @@ class StreamOutcome:
     http_status: int | None = None
     slot_id: int | None = None
     timings: dict | None = None
+    server_prompt_tokens: int | None = None  # usage.prompt_tokens (OpenAI) / tokens_evaluated (llama.cpp)
     retries: int = 0
     retry_reasons: list[str] = field(default_factory=list)
     finished: bool = False
@@ -237,6 +238,8 @@ class StreamClient:
             out.slot_id = upd.slot_id
         if upd.timings is not None:
             out.timings = upd.timings
+        if upd.usage_prompt_tokens is not None:
+            out.server_prompt_tokens = upd.usage_prompt_tokens
         if upd.usage_completion_tokens is not None and not upd.exact:
             out.chunks[:] = spread_over_chunks(out.chunks, upd.usage_completion_tokens)
             out.output_tokens = upd.usage_completion_tokens

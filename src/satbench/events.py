@@ -65,7 +65,10 @@ class RequestEvent(Strict):
     seq: int
     phase: Literal["warmup", "measured", "background"]
     request_id: str
-    prompt_tokens: int
+    prompt_tokens: int = Field(description="prompt length the workload asked for")
+    server_prompt_tokens: int | None = Field(
+        None, description="prompt tokens as the server counted them (OpenAI usage.prompt_tokens or "
+        "llama.cpp tokens_evaluated); None when it did not say")
     max_tokens: int
     targeted_ns: int
     sent_ns: int

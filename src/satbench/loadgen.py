@@ -115,6 +115,7 @@ def to_event(
         lane=plan.lane, scenario=plan.scenario, level=plan.level, repetition=plan.repetition,
         stream=stream, seq=seq,
         phase=phase, request_id=req.request_id, prompt_tokens=req.prompt_tokens,
+        server_prompt_tokens=out.server_prompt_tokens,
         max_tokens=req.max_tokens, targeted_ns=targeted_ns, sent_ns=out.sent_ns,
         headers_ns=out.headers_ns, end_ns=out.end_ns, chunks=out.chunks,
         output_tokens=out.output_tokens, token_count_exact=out.token_count_exact,

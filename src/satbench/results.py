@@ -16,8 +16,12 @@ from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 
 RESULTS_FILE = "results.json"
-RESULTS_SCHEMA_VERSION = "2.6"
-# 2.6: time_weighted_source is "requests_processing+slots" when repetitions used different sources.
+RESULTS_SCHEMA_VERSION = "3.0"
+# 3.0: throughput (output and total tok/s, req/s) is taken over whole requests per stream, no
+#      longer as all tokens in the window ÷ its length, which overstated servers whose streams move
+#      in step (up to +44 % with two requests per stream); repetitions' throughput_streams and the
+#      few_throughput_streams flag; prompt tokens as the server counted them; time_weighted_source
+#      is "requests_processing+slots" when repetitions used different sources.
 # 2.5: the few_occupancy_samples flag; time_weighted_busy_slots carries a reading into the window only
 #      from <= 2 poll intervals before it and is null without a good reading inside; the decode-weighted
 #      figure is null when /metrics printing rounds away its digits; model.path is absolute; verdicts 1.2.
@@ -36,9 +40,10 @@ DEFINITIONS = {
     "tpot_ms": "(E2E - TTFT) / (output tokens - 1), per request",
     "e2e_ms": "end_ns - sent_ns",
     "queue_time_ms": "estimate: max(0, TTFT - server prompt_ms - median loopback RTT); llama.cpp has no queue stamp",
-    "output_tok_per_s": "output tokens with chunk time inside the steady window / window length",
-    "total_tok_per_s": "(prompt tokens of requests whose first token is in the window + output tokens in window) / window length",
-    "req_per_s": "successful measured requests completing inside the window / window length",
+    "output_tok_per_s": "over whole requests: N / used * sum over streams of (output tokens of the stream's requests ending in the window) / (end of its last - send of its first), over the used streams with such a request (a closed-loop stream does nothing else in that span, all under full load; all tokens in the window / its length overstates a server whose streams move in step)",
+    "total_tok_per_s": "as output_tok_per_s, counting each request's prompt tokens (server's count: timings prompt_n + cache_n, else usage prompt_tokens, else the requested length) and output tokens",
+    "req_per_s": "as output_tok_per_s, counting 1 per successful request (a failed one took its time but is not counted)",
+    "few_throughput_streams": "flagged when a repetition's rates rest on fewer than N streams (a stream with no request ending in the window is left out and the rest scaled to N)",
     "steady_window": "from the moment every stream has a token of a measured request to the first completion after the last request was issued",
     "latency_sample": "successful measured requests completing inside the steady window, pooled over repetitions",
     "time_weighted_busy_slots": "time-weighted mean over the window's covered time of busy slots from /slots (or requests_processing) readings; a reading holds until the next poll; one from before the window counts only if <= 2 poll intervals old; null when no reading inside the window succeeded",

@@ -41,8 +41,10 @@ def test_level_metrics_exact_on_a_scripted_closed_loop():
     assert r.latency.queue_time_ms.p50 == pytest.approx(10.0)  # 40 - 30 - 0
     assert r.occupancy.time_weighted_busy_slots == pytest.approx(1.0)
     assert r.occupancy.decode_weighted_busy_slots == pytest.approx(1.0)
-    # requests completing in [140, 600]: those ending at 200..600 → 5 requests / 0.46 s
-    assert r.throughput.req_per_s.value == pytest.approx(5 / 0.46)
+    # requests ending in [140, 600] at 200..600, sent from 100: 5 whole requests in 0.5 s → 10 req/s,
+    # what this server completes (5 requests ÷ the 0.46 s window said 10.9)
+    assert r.throughput.req_per_s.value == pytest.approx(10.0)
+    assert r.throughput.output_tok_per_s.value == pytest.approx(30.0) and rep.throughput_streams == 1
     # back to back: the stream is always in the system → N_little = 1 exactly
     assert r.littles_law.n_from_little == pytest.approx(1.0)
     assert r.littles_law.within_tolerance and not any("littles_law" in f for f in r.flags)

@@ -193,13 +193,27 @@ def _as_written_by_an_earlier_satbench(path: Path, version: str, change=None) ->
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+@pytest.fixture
+def results_schema_one_minor_later(monkeypatch):
+    """This satbench as the next minor version of results.json (3.0 has no earlier minor yet)."""
+    from satbench import results
+
+    field = results.ResultsFile.model_fields["schema_version"]
+    monkeypatch.setattr(results, "RESULTS_SCHEMA_VERSION", "3.1")
+    monkeypatch.setattr(field, "default", "3.1")
+    results.ResultsFile.model_rebuild(force=True)
+    yield
+    monkeypatch.undo()
+    results.ResultsFile.model_rebuild(force=True)
+
+
 @pytest.mark.parametrize("results_version, change, consistent", [
-    ("2.2", None, True),  # an additive change since: the old bundle still verifies
-    ("2.2", lambda d: d["lanes"][0]["levels"][0]["throughput"]["output_tok_per_s"].update(value=1.0), False),
-    ("1.9", None, False),  # another major version is not read under this one
+    ("3.0", None, True),  # an additive change since: the old bundle still verifies
+    ("3.0", lambda d: d["lanes"][0]["levels"][0]["throughput"]["output_tok_per_s"].update(value=1.0), False),
+    ("2.6", None, False),  # another major version is not read under this one
 ])
 def test_a_bundle_from_an_earlier_minor_schema_verifies_and_its_figures_are_still_checked(
-        run_dir, tmp_path, capsys, results_version, change, consistent):
+        run_dir, tmp_path, capsys, results_version, change, consistent, results_schema_one_minor_later):
     from satbench.report.integrity import write_sums
 
     copy = tmp_path / "copy"
@@ -212,9 +226,9 @@ def test_a_bundle_from_an_earlier_minor_schema_verifies_and_its_figures_are_stil
     v = verify(copy)
     assert not v.modified and not v.missing
     if consistent:
-        assert v.ok and v.older_schema == ["results.json: schema 2.2", "recommendations.json: schema 1.1"]
+        assert v.ok and v.older_schema == ["results.json: schema 3.0", "recommendations.json: schema 1.1"]
         assert main(["verify", str(copy)]) == 0
-        assert "consistent under the current schemas: results.json: schema 2.2" in capsys.readouterr().out
+        assert "consistent under the current schemas: results.json: schema 3.0" in capsys.readouterr().out
     else:
         assert not v.ok and v.inconsistent[0].startswith("results.json: differs"), v.inconsistent
         assert f"written as schema {results_version}" in v.inconsistent[0]

@@ -57,6 +57,8 @@ class RepetitionResult(Strict):
     window_s: float | None = None
     no_window_reason: str | None = None
     output_tokens_in_window: int | None = None
+    throughput_streams: int | None = Field(None, description="streams with a request ending in the window: the "
+                                           "rates are taken over their whole requests")
     output_tok_per_s: float | None = None
     total_tok_per_s: float | None = None
     req_per_s: float | None = None
@@ -148,9 +150,10 @@ def _repetition(
         return res, None
     res.window_start_ns, res.window_end_ns, res.window_s = win.start_ns, win.end_ns, win.duration_s
     res.output_tokens_in_window = throughput.output_tokens_in_window(events, win)
-    res.output_tok_per_s = throughput.output_tok_per_s(events, win)
-    res.total_tok_per_s = throughput.total_tok_per_s(events, win)
-    res.req_per_s = throughput.req_per_s(events, win)
+    res.throughput_streams = throughput.throughput_streams(events, win)
+    res.output_tok_per_s = throughput.output_tok_per_s(events, win, n)
+    res.total_tok_per_s = throughput.total_tok_per_s(events, win, n)
+    res.req_per_s = throughput.req_per_s(events, win, n)
     res.requests_completed_in_window = len(throughput.completed_in_window(events, win))
     return res, win
 
@@ -372,6 +375,11 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
             flags.append(f"repetition_{rep.status}: r{rep.repetition} {rep.status_reason or ''}".strip())
         if rep.no_window_reason:
             flags.append(f"no_steady_window: r{rep.repetition} {rep.no_window_reason}")
+    thin = [f"r{rep.repetition} {rep.throughput_streams}" for rep in r.repetitions
+            if rep.throughput_streams is not None and rep.throughput_streams < ctx.level]
+    if thin:
+        flags.append(f"few_throughput_streams: streams with a request ending in the window ({', '.join(thin)} of "
+                     f"{ctx.level}): the rates are scaled to N from those; raise --requests-per-level")
     if r.latency.ttft_ms.few_samples or r.latency.e2e_ms.few_samples:
         flags.append(f"few_samples: p95 from {r.latency.e2e_ms.n} requests (< 100); read its CI")
     if r.littles_law is not None and not r.littles_law.within_tolerance:

@@ -27,7 +27,9 @@ from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.usl import UslFit, fit_usl
 
 RECOMMENDATIONS_FILE = "recommendations.json"
-RECOMMENDATIONS_SCHEMA_VERSION = "1.4"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.5"
+# 1.5: expected and measured throughput are results 3.0's, taken over whole requests (a knee
+#      found on the earlier figure could sit higher: their bias grew with N).
 # 1.4: server_confirmation.requests_deferred is null when /metrics gave no reading (was false: "no deferred").
 # 1.3: error_cap and the "errors" binding; recommended_concurrency and expected are None when no
 #      measured level is safe; hardware.cpu_signature and hardware.cores_usable. 1.2: runtime.binary_sha256. 1.1: binding.resource, saturation, server_failure_cap.
