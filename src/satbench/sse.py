@@ -9,36 +9,48 @@ Anything malformed raises `ParseError` (satbench's own), never a third-party err
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from satbench.errors import ParseError
 
 MAX_EVENT_BYTES = 8 * 1024 * 1024
+_EOL = re.compile(rb"[\r\n]")
 
 
 class SseSplitter:
-    """Incremental SSE framing (WHATWG): events end at a blank line; `data:` lines join with \\n.
+    """Incremental SSE framing (WHATWG): a line ends at CRLF, a bare LF or a bare CR; events end
+    at a blank line; `data:` lines join with \\n.
 
-    Comment lines (starting with ':') and fields other than `data` are ignored.
+    Comment lines (starting with ':') and fields other than `data` are ignored. A CR that ends
+    one chunk ends its line at once; an LF starting the next chunk is then the rest of that CRLF,
+    not a blank line of its own.
     """
 
     def __init__(self) -> None:
         self._buf = b""
         self._data: list[bytes] = []
+        self._after_cr = False  # the last chunk ended with CR: an LF next completes that CRLF
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if self._after_cr and chunk:
+            self._after_cr = False
+            if chunk.startswith(b"\n"):
+                chunk = chunk[1:]
         self._buf += chunk
         out: list[bytes] = []
         while True:
-            nl = self._buf.find(b"\n")
-            if nl < 0:
+            end = _line_end(self._buf)
+            if end < 0:
                 if len(self._buf) > MAX_EVENT_BYTES:
                     raise ParseError("SSE line longer than 8 MiB without a newline")
                 return out
-            line = self._buf[:nl]
-            self._buf = self._buf[nl + 1 :]
-            if line.endswith(b"\r"):
-                line = line[:-1]
+            line = self._buf[:end]
+            if self._buf[end : end + 2] == b"\r\n":
+                end += 1
+            elif end + 1 == len(self._buf) and self._buf[end:] == b"\r":
+                self._after_cr = True
+            self._buf = self._buf[end + 1 :]
             if not line:
                 if self._data:
                     out.append(b"\n".join(self._data))
@@ -55,6 +67,12 @@ class SseSplitter:
         rest = self.feed(b"\n\n") if (self._buf or self._data) else []
         self._buf = b""
         return rest
+
+
+def _line_end(buf: bytes) -> int:
+    """Index of the first CR or LF in `buf`, or -1 (a scan that stops there, not at the end of `buf`)."""
+    m = _EOL.search(buf)
+    return m.start() if m else -1
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ from satbench.config import WorkloadConfig
 from satbench.errors import SatbenchError
 from satbench.events import JsonlWriter, RequestEvent
 from satbench.fairness.guards import F1_DECODE_TARGET_MS
-from satbench.fairness.plan import FairnessPlan
+from satbench.fairness.plan import FairnessPlan, request_count
 from satbench.lane_session import LaneSession, Progress
 from satbench.loadgen import LevelPlan, run_level, run_recorded, to_event
 from satbench.metrics.latency import itl_ms
@@ -203,7 +203,12 @@ class FairnessRunner:
     async def run_all(self) -> None:
         """Calibration, then the lane's chosen checks, narrowest first (F1, F2, F3, S1, S2, S3 among
         equals): a check that puts more requests in flight than the server can bear (b11434 died on
-        a 64-expert MoE at 64) then costs only itself and the wider ones."""
+        a 64-expert MoE at 64) then costs only itself and the wider ones. A server that is not
+        llama.cpp is sent nothing: its slots and n_batch are unknown, so every check would be
+        inconclusive anyway (analyze says so from the recorded runtime), and the load would be wasted."""
+        if not self.s.runtime_info().llamacpp:
+            self.progress.skip(request_count(self.plan, self.s.lane))
+            return
         await self.prepare()
         await self.calibration()
         wanted = self.s.lane.fairness.checks

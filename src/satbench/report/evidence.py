@@ -77,8 +77,9 @@ def commands(results: ResultsFile, resumes: Sequence[ResumeRecord] = ()) -> list
                           ("fairness", prov.fairness_runtime if prov else None)):
             if rt is not None:
                 rows.append([lane.lane, label, _server_command(rt, lane.model.path)])
+    kind = "llama.cpp server" if all(lane.runtime.llamacpp for lane in results.lanes) else "server"
     blocks.append(TableBlock(headers=["lane", "server for", "server command line"], rows=rows,
-                             caption="Each lane's own llama.cpp server (bound to 127.0.0.1 when satbench started it)"))
+                             caption=f"Each lane's own {kind} (bound to 127.0.0.1 when satbench started it)"))
     blocks.append(Para(text="To regenerate every derived file from the raw ones, and to check the bundle, run these "
                             "inside the run directory (the one that holds this file):"))
     blocks.append(Code(text=f"satbench analyze .\nsatbench recommend .\nsatbench report .\n"
@@ -227,12 +228,13 @@ def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[
                          "unavailable or approximate.")
         if lane.runtime.kind == "url":
             items.append(f"{lane.lane}: a remote server — its memory and CPU were not sampled.")
+    build = "llama.cpp" if all(lane.runtime.llamacpp for lane in results.lanes) else "server"
     items += [
         "Queue time is an estimate on llama.cpp (TTFT − server prompt_ms − loopback RTT): the server stamps no "
         "queue time.",
         "Percentile CIs are distribution-free order-statistic intervals; throughput CIs are Student-t over "
         "repetitions, which assumes the repetitions are independent.",
-        "Every figure holds for this hardware fingerprint, this llama.cpp build, this model file and this "
+        f"Every figure holds for this hardware fingerprint, this {build} build, this model file and this "
         "workload shape (prompt/output tokens); the capability report refuses to apply it elsewhere.",
     ]
     if any(f.startswith("cpu_contention") for lane in results.lanes for lv in lane.levels for f in lv.flags):
@@ -296,7 +298,19 @@ def evidence_blocks(results: ResultsFile, recs: RecommendationsFile | None,
     blocks += recommendations(recs) + flags(results) + limitations(results, recs)
     blocks += raw_files(hashes, "check them with `satbench verify .` inside the run directory.")
     blocks += handoff(results, recs, recs_sha256)
-    blocks.append(Para(text="Prompts and generated text are not recorded by satbench (prompts are token ids "
-                            "built from a unique prefix), so none appear here; API keys and URL credentials are "
-                            "redacted before anything is written."))
+    forms = "; ".join(f"{lane.lane}: {prompt_form(lane)}" for lane in results.lanes)
+    blocks.append(Para(text=f"Prompts and generated text are not recorded by satbench ({forms}), so none appear "
+                            "here; API keys and URL credentials are redacted before anything is written."))
     return blocks
+
+
+def prompt_form(lane: LaneResult) -> str:
+    """How the lane's prompts were built (workload.py): token ids of exactly the asked length where the
+    server tokenizes (llama.cpp's /tokenize), else text whose token count only the server knows."""
+    w, shared = lane.workload, lane.workload.shared_prefix
+    if lane.runtime.llamacpp:
+        start = "the same filler tokens for every request" if shared else "a unique text prefix, then filler tokens"
+        return f"token ids: {start}, {w.prompt_tokens} per sweep request"
+    start = "the same filler words for every request" if shared else "a unique prefix, then filler words"
+    return (f"text: {start}, about {w.prompt_tokens} words per sweep request; the server's own token count, "
+            "where it reports usage, is each event's server_prompt_tokens")

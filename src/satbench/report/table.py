@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
+from satbench.manifest import RuntimeInfo
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, Estimate, Interval
 from satbench.results import LaneResult, ResultsFile
@@ -40,12 +41,20 @@ def _num(v: float | None, fmt: str = "{:.2f}") -> str:
     return "n/a" if v is None else fmt.format(v)
 
 
+def server_phrase(rt: RuntimeInfo) -> str:
+    """What served the lane: "url llama.cpp b11549 on CPU", or, for a server that is not llama.cpp
+    (no build, backend or slots from /props), "url server, not llama.cpp"."""
+    if not rt.llamacpp:
+        return f"{rt.kind} server, not llama.cpp{' on ' + rt.backend if rt.backend else ''}"
+    build = f"b{rt.build_number}" if rt.build_number else (rt.build_info or "build n/a")
+    return f"{rt.kind} llama.cpp {build} on {rt.backend or 'n/a'}"
+
+
 def lane_title(lane: LaneResult) -> str:
     rt = lane.runtime
-    build = f"b{rt.build_number}" if rt.build_number else (rt.build_info or "build n/a")
     return (f"lane {lane.lane}: {lane.model.path or rt.model_alias or 'remote model'}"
-            f"{' (SYNTHETIC weights)' if lane.model.synthetic else ''} · {rt.kind} llama.cpp {build}"
-            f" on {rt.backend or 'n/a'} · slots {rt.total_slots if rt.total_slots is not None else 'n/a'}"
+            f"{' (SYNTHETIC weights)' if lane.model.synthetic else ''} · {server_phrase(rt)}"
+            f" · slots {rt.total_slots if rt.total_slots is not None else 'n/a'}"
             f" · prompt {lane.workload.prompt_tokens} / output {lane.workload.output_tokens} tokens")
 
 
