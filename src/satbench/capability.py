@@ -31,7 +31,7 @@ from satbench.manifest import HostInfo
 from satbench.runtimes.native import server_binary_sha256
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile, recommendations_json_schema
 
-CAPABILITY_SCHEMA_VERSION = "1.1"  # 1.1: hardware.cpu_signature, hardware.cores_usable
+CAPABILITY_SCHEMA_VERSION = "1.2"  # 1.2: lanes[].served_model; 1.1: hardware.cpu_signature, hardware.cores_usable
 CONSERVATIVE_CONCURRENCY = 1
 
 
@@ -61,6 +61,9 @@ class LaneCapability(Strict):
     reason: str | None = None
     model_path: str | None
     model_sha256: str | None
+    served_model: str | None = Field(None, description="the model id a request to the lane's server names: the "
+                                     "configured served_model, else the id recorded when measured (/v1/models, "
+                                     "llama.cpp's alias)")
     synthetic_model: bool | None = None
     max_concurrency: int
     expected_output_tok_per_s: float | None = None
@@ -294,11 +297,13 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
     host = host or describe_host(open_nvml())
     nodes = nodes or [node_lane(lane) for lane in cfg.lanes]
     recs, refused, digest = load_recommendations(recommendations)
+    configured = {lane.name: lane.runtime.served_model for lane in cfg.lanes}
     out = []
     for node in nodes:
         rec = pick(recs, node.lane, host.fingerprint_sha256)
         why = refused or check_lane(rec, node, host.fingerprint_sha256, now, max_age, host)
-        base = dict(lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256)
+        served = configured.get(node.lane) or (rec.runtime.model_alias if rec is not None else None)
+        base = dict(lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256, served_model=served)
         if why is not None:
             out.append(LaneCapability(**base, status="unmeasured", reason=why, max_concurrency=CONSERVATIVE_CONCURRENCY))
             continue
@@ -323,7 +328,9 @@ def render_json(report: CapabilityReport) -> str:
 
 
 def render_litellm(report: CapabilityReport, cfg: RunConfig) -> str:
-    """A LiteLLM proxy `model_list` fragment: one deployment per lane with its concurrency cap."""
+    """A LiteLLM proxy `model_list` fragment: one deployment per lane with its concurrency cap. Its
+    `model` names the lane's served model (a strict server such as vLLM answers 404 to an id it
+    does not serve; llama.cpp ignores the field), else the lane's name."""
     lines = [f"# satbench capability report {report.generated_at}, node {report.hardware_fingerprint[:16]}",
              "# LiteLLM proxy config fragment: max_parallel_requests = satbench's measured recommendation;",
              f"# lanes that could not be confirmed on this node get {CONSERVATIVE_CONCURRENCY}.",
@@ -336,7 +343,7 @@ def render_litellm(report: CapabilityReport, cfg: RunConfig) -> str:
             lines.append("  # SYNTHETIC random weights: measured on a stand-in model whose output is meaningless")
         lines += [f"  - model_name: {lane.lane}",
                   "    litellm_params:",
-                  f"      model: openai/{lane.lane}",
+                  f"      model: {json.dumps('openai/' + (lane.served_model or lane.lane))}",
                   f"      api_base: {base}",
                   f"      max_parallel_requests: {lane.max_concurrency}",
                   "    model_info:",

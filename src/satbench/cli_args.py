@@ -20,7 +20,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 # flags that describe one lane; a lane file replaces all of them
-_LANE_FLAGS = ("model", "url", "api_key_env", "api_key_file", "ca_cert", "server_bin", "concurrency", "prompt_tokens", "output_tokens",
+_LANE_FLAGS = ("model", "url", "served_model", "api_key_env", "api_key_file", "ca_cert", "server_bin", "concurrency",
+               "prompt_tokens", "output_tokens",
                "requests_per_level", "repetitions", "request_timeout", "parallel", "ctx_size", "batch_size",
                "ubatch_size", "threads", "n_gpu_layers", "model_dir", "port")
 
@@ -40,6 +41,8 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
     src.add_argument("--model-dir", help="where built-in models are assembled "
                      "(default $SATBENCH_MODEL_DIR or ./.satbench/models)")
     src.add_argument("--url", help="measure a running server (llama-server or OpenAI-compatible)")
+    src.add_argument("--served-model", metavar="ID", help="with --url: the model to measure, one of the ids "
+                     "the server's /v1/models lists (default: the first)")
     src.add_argument("--api-key-env", help="environment variable holding the remote server's API key")
     src.add_argument("--api-key-file", help="file holding the remote server's API key (sent only to --url)")
     src.add_argument("--ca-cert", help="PEM CA or self-signed certificate to trust for an https --url "
@@ -149,17 +152,19 @@ def lane_config(a: argparse.Namespace) -> LaneConfig:
                                 n_gpu_layers=a.n_gpu_layers, kv_unified=a.kv_unified, port=a.port),
             runtime=RuntimeConfig(kind=kind, model=None if a.url else (a.model or BUILTIN_MODEL),
                                   model_dir=resolve_model_dir(a.model_dir), server_bin=a.server_bin,
-                                  url=a.url, api_key_env=a.api_key_env, api_key_file=a.api_key_file,
-                                  ca_cert=a.ca_cert, insecure=a.insecure),
+                                  url=a.url, served_model=a.served_model, api_key_env=a.api_key_env,
+                                  api_key_file=a.api_key_file, ca_cert=a.ca_cert, insecure=a.insecure),
         )
     except ValueError as exc:  # ValidationError is a ValueError
         raise UserError(first_error(exc)) from exc
 
 
 def _check_remote_flags(a: argparse.Namespace) -> None:
-    """Keys and TLS options go with --url only; one key source; verification on, off or widened."""
-    given = [f for f, on in (("--api-key-env", a.api_key_env), ("--api-key-file", a.api_key_file),
-                             ("--ca-cert", a.ca_cert), ("--insecure", a.insecure)) if on]
+    """The served model, keys and TLS options go with --url only; one key source; verification on,
+    off or widened."""
+    given = [f for f, on in (("--served-model", a.served_model), ("--api-key-env", a.api_key_env),
+                             ("--api-key-file", a.api_key_file), ("--ca-cert", a.ca_cert), ("--insecure", a.insecure))
+             if on]
     if given and not a.url:
         raise UserError(f"{', '.join(given)}: only for a remote server; use with --url")
     if a.api_key_env and a.api_key_file:

@@ -64,6 +64,8 @@ class RuntimeConfig(Strict):
     model_dir: str = DEFAULT_MODEL_DIR
     server_bin: str | None = None
     url: str | None = None
+    served_model: str | None = Field(None, min_length=1, description="url: the model id (one of /v1/models) "
+                                     "requests name; None = the server's first listed model")
     api_key_env: str | None = Field(None, description="environment variable holding the API key")
     api_key_file: str | None = Field(None, description="file holding the API key (its path is recorded, never the key)")
     ca_cert: str | None = Field(None, description="PEM file of a CA or self-signed certificate trusted besides the "
@@ -78,6 +80,9 @@ class RuntimeConfig(Strict):
         self._remote_options_consistent()
         if self.kind == "native" and not self.server_bin:
             raise ValueError("runtime kind 'native' needs server_bin")
+        if self.served_model is not None and self.kind != "url":
+            raise ValueError("served_model: only for a remote server (runtime 'url'); a started server serves "
+                             "its model")
         if self.kind != "url" and not self.model:
             raise ValueError(f"runtime kind {self.kind!r} needs a model")
         return self

@@ -114,7 +114,7 @@ class LaneSession:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=self.headers,
                                               connector=aiohttp.TCPConnector(ssl=self.tls))
         base = self.runtime.base_url
-        self.facts = await probe_server(self._session, base)
+        self.facts = await probe_server(self._session, base, self.lane.runtime.served_model)
         self.rtts = await measure_rtt_ms(self._session, base)
         tokenizer = llamacpp_tokenizer(self._session, base) if self.facts.llamacpp else None
         self.workload = WorkloadBuilder(self.lane.workload, tokenizer, self.nonce)

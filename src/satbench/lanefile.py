@@ -7,6 +7,7 @@ together = false                  # also run all lanes at once (same as --togeth
 name = "dense"
 model = "builtin:gemma3-270m"     # a path, builtin:NAME or synthetic:ARCH-SIZE[-seedN]
 runtime = "embedded"              # embedded | native (needs server_bin) | url (needs url)
+# served_model = "ID"             # url only: which of the server's /v1/models ids to measure (default: the first)
 concurrency = [1, 2, 4, 8]
 prompt_tokens = 64
 output_tokens = 32
@@ -59,6 +60,7 @@ class FileLane(Strict):
     runtime: Literal["embedded", "native", "url"] = "embedded"
     server_bin: str | None = None
     url: str | None = None
+    served_model: str | None = Field(None, min_length=1)
     api_key_env: str | None = None
     api_key_file: str | None = None
     ca_cert: str | None = None
@@ -86,7 +88,11 @@ class FileLane(Strict):
             raise ValueError(f"server_bin is given but runtime is {self.runtime!r}: add runtime = \"native\" "
                              f"(or remove server_bin)")
         if self.runtime == "url" and "model" in self.model_fields_set:
-            raise ValueError("runtime 'url' measures the model the running server has loaded: remove model")
+            raise ValueError("runtime 'url' measures a model the running server has loaded: remove model "
+                             "(served_model = \"ID\" names one of the ids its /v1/models lists)")
+        if self.served_model is not None and self.runtime != "url":
+            raise ValueError(f"served_model is given but runtime is {self.runtime!r}: it chooses among a "
+                             f"running server's models (runtime = \"url\"); a lane satbench starts serves its model")
         applied = sorted(self.server.model_fields_set - {"batch_size"})  # batch_size: declares the server's n_batch
         if self.runtime == "url" and applied:
             raise ValueError(f"runtime 'url' measures a running server, which satbench does not start: "
@@ -157,8 +163,8 @@ def to_lane_config(f: FileLane) -> LaneConfig:
                             port=f.server.port),
         runtime=RuntimeConfig(kind=f.runtime, model=None if f.runtime == "url" else f.model,
                               model_dir=resolve_model_dir(f.model_dir), server_bin=f.server_bin,
-                              url=f.url, api_key_env=f.api_key_env, api_key_file=f.api_key_file,
-                              ca_cert=f.ca_cert, insecure=f.insecure),
+                              url=f.url, served_model=f.served_model, api_key_env=f.api_key_env,
+                              api_key_file=f.api_key_file, ca_cert=f.ca_cert, insecure=f.insecure),
         slo=f.slo, fairness=f.fairness,
     )
 

@@ -17,7 +17,7 @@ import aiohttp
 
 from satbench.access import auth_headers, get_bytes, tls_context_for, tls_failure
 from satbench.config import LaneConfig, Strict
-from satbench.errors import RuntimeStartError
+from satbench.errors import RuntimeStartError, UserError
 from satbench.runtimes.remote import split_credentials
 from satbench.workload import Tokenizer
 
@@ -42,31 +42,54 @@ async def _get_json(session: aiohttp.ClientSession, url: str) -> tuple[int, obje
             return 200, None
 
 
-def refused_access(base_url: str, status: int, key_sent: bool) -> str:
+def refused_access(base_url: str, status: int, key_sent: bool, path: str = "/props") -> str:
     if key_sent:
-        return f"{base_url} refused the API key (HTTP {status} on /props): check --api-key-env / --api-key-file"
-    return (f"{base_url} needs an API key (HTTP {status} on /props): pass --api-key-env VAR or "
+        return f"{base_url} refused the API key (HTTP {status} on {path}): check --api-key-env / --api-key-file"
+    return (f"{base_url} needs an API key (HTTP {status} on {path}): pass --api-key-env VAR or "
             "--api-key-file FILE")
 
 
-async def probe_server(session: aiohttp.ClientSession, base_url: str) -> ServerFacts:
-    """GET /props (llama.cpp) and /v1/models; RuntimeStartError if the server cannot be reached."""
+def model_ids(models: object) -> list[str]:
+    """The ids a /v1/models answer lists ({"data": [{"id": …}, …]}), in its order."""
+    data = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(data, list):
+        return []
+    return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id") is not None]
+
+
+def chosen_model(base_url: str, ids: list[str], served_model: str | None) -> str | None:
+    """The model requests name: `served_model` when the server lists it (else a UserError naming
+    what it offers), otherwise the first listed id (None when it lists none)."""
+    if served_model is None:
+        return ids[0] if ids else None
+    if served_model not in ids:
+        offers = ", ".join(ids) if ids else "none (no model list on /v1/models)"
+        raise UserError(f"{base_url} does not serve model {served_model!r} (served_model / --served-model); "
+                        f"its /v1/models offers: {offers}")
+    return served_model
+
+
+async def probe_server(session: aiohttp.ClientSession, base_url: str,
+                       served_model: str | None = None) -> ServerFacts:
+    """GET /props (llama.cpp) and /v1/models; RuntimeStartError if the server cannot be reached or
+    refuses the key (on /props, or on /v1/models: vLLM guards only /v1/*); UserError if it does
+    not list `served_model`."""
     try:
         status, props = await _get_json(session, base_url + "/props")
         if status in (401, 403):
             raise RuntimeStartError(refused_access(base_url, status, "Authorization" in session.headers))
-        _, models = await _get_json(session, base_url + "/v1/models")
+        status, models = await _get_json(session, base_url + "/v1/models")
+        if status in (401, 403):
+            raise RuntimeStartError(refused_access(base_url, status, "Authorization" in session.headers,
+                                                   "/v1/models"))
     except aiohttp.ClientSSLError as exc:  # ClientConnectorCertificateError included
         raise tls_failure(base_url, getattr(exc, "certificate_error", exc.os_error)) from exc
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
         raise RuntimeStartError(f"cannot reach {base_url}: {exc.__class__.__name__}: {exc}") from exc
-    openai_model = None
-    if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
-        first = models["data"][0]
-        openai_model = first.get("id") if isinstance(first, dict) else None
+    if not (isinstance(props, dict) and "total_slots" in props) and models is None:
+        raise RuntimeStartError(f"{base_url} answers neither /props nor /v1/models: not an inference server")
+    openai_model = chosen_model(base_url, model_ids(models), served_model)
     if not (isinstance(props, dict) and "total_slots" in props):
-        if models is None:
-            raise RuntimeStartError(f"{base_url} answers neither /props nor /v1/models: not an inference server")
         return ServerFacts(llamacpp=False, openai_model=openai_model)
     dgs = props.get("default_generation_settings")
     per_slot = dgs.get("n_ctx") if isinstance(dgs, dict) else None
@@ -75,7 +98,7 @@ async def probe_server(session: aiohttp.ClientSession, base_url: str) -> ServerF
         total_slots=int(props["total_slots"]),
         per_slot_ctx=int(per_slot) if isinstance(per_slot, int) else None,
         build_info=str(props.get("build_info")) if props.get("build_info") is not None else None,
-        model_alias=props.get("model_alias"),
+        model_alias=served_model or props.get("model_alias"),
         model_path=props.get("model_path"),
         openai_model=openai_model,
     )

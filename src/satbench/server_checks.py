@@ -6,7 +6,8 @@
   with --ctx-size, already before the server and the run directory exist).
 - Levels above the slot count queue at the server: a warning (the levels are flagged
   `queue_bound`), or an error with `--strict`.
-- On `--resume`, the server must be the one the run started with: same model file, same build.
+- On `--resume`, the server must be the one the run started with: same model file, same build
+  (an OpenAI-compatible server that is not llama.cpp: the same model id on /v1/models).
 """
 
 from __future__ import annotations
@@ -69,13 +70,20 @@ def check_server_fits(lane: LaneConfig, rt: RuntimeInfo, strict: bool) -> None:
 def check_same_server(lane: str, stored: LaneProvenance, scenario: str, model: ModelInfo, rt: RuntimeInfo) -> None:
     """Every server a lane starts (again, on --resume; or for another scenario) must serve the
     same model file with the same build as the lane's first; and the same shape (slots,
-    per-slot context) as the earlier server of the same scenario."""
+    per-slot context) as the earlier server of the same scenario. A server that is not llama.cpp
+    names no file or build: its model id (/v1/models, recorded as model_alias) must be the same.
+    A llama.cpp server's alias is not compared: its model file is, and --alias may rename the
+    same weights."""
     was = stored.model
     if was.sha256 and model.sha256 and was.sha256 != model.sha256:
         raise UserError(f"cannot continue lane {lane}: its model file changed (sha256 {was.sha256[:12]} in the run, "
                         f"{model.sha256[:12]} now)")
     if was.path != model.path and was.sha256 is None:
         raise UserError(f"cannot continue lane {lane}: the server now serves {model.path}, not {was.path}")
+    alias_was = stored.runtime.model_alias
+    if (not stored.runtime.llamacpp and not rt.llamacpp and alias_was is not None and rt.model_alias is not None
+            and alias_was != rt.model_alias):
+        raise UserError(f"cannot continue lane {lane}: the server now serves {rt.model_alias!r}, not {alias_was!r}")
     same_scenario = {"solo": stored.runtime, "together": stored.together_runtime,
                      "fairness": stored.fairness_runtime}.get(scenario)
     checks = [(stored.runtime, f) for f in ("name", "version", "build_info", "build_number", "binary_sha256",
