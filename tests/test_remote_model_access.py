@@ -164,6 +164,7 @@ def test_a_model_the_server_does_not_list_is_one_line_before_anything_is_measure
     assert code == 2
     assert "does not serve model 'model-C'" in err[-1] and "offers: model-A, model-B" in err[-1]
     assert two_models.asked == []
+    assert not (tmp_path / "run").exists() and "run directory" not in err[-1]  # refused before it was made
 
 
 def test_served_model_belongs_to_a_url_lane_only(tmp_path, capsys):

@@ -41,9 +41,11 @@ def _remote_preflight(cfg: RunConfig) -> None:
 
 def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     """Refused before a new run's directory exists, in one line naming the lane (lane file) or the
-    flag: a server_bin that cannot run, a --ctx-size too small for one request per slot, a port in use (or asked by two lanes that run together),
+    flag: a server_bin that cannot run, a --ctx-size too small for one request per slot, a
+    served_model its server does not list, a port in use (or asked by two lanes that run together),
     and a run of running servers none of which answers (where one answers, the others become recorded
     lane failures)."""
+    from satbench.probe import check_served_model
     from satbench.runtimes.base import check_port_free
     from satbench.runtimes.native import check_server_bin
     from satbench.server_checks import check_planned_fit
@@ -58,6 +60,7 @@ def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
         if rc.kind == "native" and rc.server_bin is not None:
             check_server_bin(rc.server_bin, where("server_bin"))
         check_planned_fit(lane)
+        check_served_model(lane)
         if rc.kind == "url" or port is None:
             continue
         if cfg.together and port in ports:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import json
 import ssl
 import statistics
 import time
@@ -121,6 +122,23 @@ def check_reachable(lane: LaneConfig, timeout_s: float = 10.0) -> None:
         raise tls_failure(url, exc) from exc
     except OSError as exc:  # a timeout, a reset after connecting
         raise RuntimeStartError(f"cannot reach {url}: {_why(exc)}") from exc
+
+
+def check_served_model(lane: LaneConfig, timeout_s: float = 10.0) -> None:
+    """Before the run: a url lane's `served_model` must be among the ids its server lists on
+    /v1/models (UserError naming them). A server that does not answer, or lists nothing readable,
+    is left to the probe at the lane's start, which says why."""
+    if lane.runtime.served_model is None:
+        return
+    url, secret = split_credentials(lane.runtime.url or "")
+    try:
+        body = get_bytes(url + "/v1/models", auth_headers(lane.runtime, lane.name, secret),
+                         tls_context_for(lane.runtime), timeout_s)
+        ids = model_ids(json.loads(body))
+    except (urllib.error.URLError, http.client.HTTPException, ssl.SSLError, OSError, ValueError):
+        return
+    if ids:
+        chosen_model(url, ids, lane.runtime.served_model)
 
 
 def _why(reason: object) -> str:
