@@ -123,7 +123,7 @@ def measure(n: int, decode_ms: float, n_out: int, seconds: float) -> dict:
         c, s = [t for t, _ in e.chunks], rec["chunk_ns"]
         itl_err += [abs((c[k] - c[k - 1]) - (s[k] - s[k - 1])) / 1e6 for k in range(1, min(len(c), len(s)))]
     return dict(
-        n=n, sched=sched_tok_s, tok_s=output_tok_per_s(events, win), cpu=100.0 * cpu_s / wall_s,
+        n=n, sched=sched_tok_s, tok_s=output_tok_per_s(events, win, n), cpu=100.0 * cpu_s / wall_s,
         ttft50=pct(ttft_err, 0.5), ttft99=pct(ttft_err, 0.99), itl50=pct(itl_err, 0.5), itl99=pct(itl_err, 0.99),
         send50=pct(send_lag, 0.5), send99=pct(send_lag, 0.99), issue99=pct(issue_lag, 0.99),
         requests=len(measured), errors=sum(1 for e in measured if not e.ok), overruns=stats.get("overruns", "?"),
