@@ -44,6 +44,9 @@ def main() -> int:
     _, dims = spec_for(a.arch, a.size, a.vocab)
     n_params = parameter_count(a.arch, a.size, a.vocab)
     need = 2 * n_params + (64 << 20)
+    if not Path(a.dir).is_dir():
+        print(f"{a.dir} is not a directory", file=sys.stderr)
+        return 1
     free = shutil.disk_usage(a.dir).free
     if free < need:
         print(f"{a.dir} has {free / 1e9:.1f} GB free, the model needs about {need / 1e9:.1f} GB",

@@ -1,0 +1,42 @@
+"""The benchmark scripts still run against today's library (CI runs no benchmark otherwise: a
+changed signature left harness_overhead.py failing unnoticed). Smallest settings; the figures
+they print are not judged here, only that each prints its result row."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, cwd=BENCH.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_harness_overhead_prints_a_row_per_concurrency():
+    out = _run(str(BENCH / "harness_overhead.py"), "--streams", "2", "--seconds", "1")
+    rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith("2 ")]
+    assert len(rows) == 1 and float(rows[0][2]) > 0  # N, sched tok/s, satbench's tok/s
+
+
+def test_client_choice_prints_a_row_for_the_satbench_client():
+    out = _run(str(BENCH / "client_choice.py"), "--duration", "1", "--warmup", "0.2", "--levels", "2",
+               "--clients", "satbench", "--modes", "stream")
+    assert any(ln.split()[:3] == ["satbench", "stream", "2"] for ln in out.splitlines() if ln.strip())
+
+
+def test_synthetic_write_writes_and_deletes_a_tiny_model(tmp_path):
+    out = _run(str(BENCH / "synthetic_write.py"), "--arch", "llama", "--size", "tiny", "--dir", str(tmp_path))
+    assert "llama tiny" in out and "deleted" in out and not list(tmp_path.iterdir())
+
+
+def test_synthetic_write_says_so_when_the_directory_is_missing(tmp_path):
+    done = subprocess.run([sys.executable, str(BENCH / "synthetic_write.py"), "--dir", str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "is not a directory" in done.stderr
+    assert "Traceback" not in done.stderr
+
