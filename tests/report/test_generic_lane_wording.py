@@ -42,3 +42,19 @@ def test_evidence_of_a_llama_cpp_lane_keeps_token_ids_and_names_each_lane():
     assert "dense: token ids: a unique text prefix, then filler tokens, 64 per sweep request" in text
     both = _evidence(lane("dense"), _generic())
     assert "dense: token ids" in both and "vllm: text:" in both and "Each lane's own server" in both
+
+
+def test_token_figures_of_a_server_that_gave_no_count_are_marked_approximate():
+    """Without usage, satbench counts SSE chunks as tokens: out tok/s, ITL and TPOT say ≈ in the
+    table (and the legend says why); a level with exact counts is unmarked."""
+    from satbench.report.table import LEVEL_LEGEND, level_row
+    from tests.report.test_compare import level as make_level
+
+    exact = make_level(2)
+    approx = make_level(2)
+    approx.flags = ["token_count_approximate: the server reported no exact token count"]
+    row, plain = level_row(approx), level_row(exact)
+    assert [c[0] for c in (row[1], row[4], row[5])] == ["≈"] * 3
+    assert row[2] == plain[2] and row[3] == plain[3]  # req/s and TTFT do not count tokens
+    assert not any(c.startswith("≈") for c in plain)
+    assert "≈ = tokens counted as SSE chunks" in LEVEL_LEGEND

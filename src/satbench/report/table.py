@@ -62,6 +62,7 @@ LEVEL_HEADERS = ("N", "out tok/s", "req/s", "TTFT p50/p95", "ITL p50/p95", "TPOT
                  "E2E p50/p95", "queue p50", "slots t/d/c", "RSS MiB", "flags")
 LEVEL_LEGEND = ("latencies in ms; ± = half the 95% CI over repetitions, [low–high] = the 95% CI where it is "
                 "not symmetric (a rate's CI is clipped at 0); * = p95 from < 100 samples (CI below); "
+                "≈ = tokens counted as SSE chunks (the server reported no count); "
                 "slots t/d/c = busy slots time-weighted / decode-weighted / client in-flight; "
                 "queue = TTFT − prompt_ms − RTT (an estimate: llama.cpp stamps no queue time)")
 INTERFERENCE_HEADERS = ("N", "out tok/s ratio", "p95 TTFT ratio", "p95 ITL ratio")
@@ -119,14 +120,21 @@ def interference_row(row) -> list[str]:
     return [str(row.concurrency), _ratio(row.output_tok_per_s), _ratio(row.p95_ttft_ms), _ratio(row.p95_itl_ms)]
 
 
+def approx_tokens(lv: LevelResult) -> str:
+    """"≈" before the figures that count tokens, where the server never said how many it sent (the
+    SSE chunks were counted instead): out tok/s, ITL and TPOT."""
+    return "≈" if any(f.startswith("token_count_approximate") for f in lv.flags) else ""
+
+
 def level_row(lv: LevelResult) -> list[str]:
     lat, occ = lv.latency, lv.occupancy
     rss = lv.memory.peak_rss_bytes
+    approx = approx_tokens(lv)
     return [
         str(lv.concurrency),
-        _est(lv.throughput.output_tok_per_s),
+        approx + _est(lv.throughput.output_tok_per_s),
         _est(lv.throughput.req_per_s, 2),
-        _p50_p95(lat.ttft_ms), _p50_p95(lat.itl_ms, 1), _pct(lat.tpot_ms, "p50", 1),
+        _p50_p95(lat.ttft_ms), approx + _p50_p95(lat.itl_ms, 1), approx + _pct(lat.tpot_ms, "p50", 1),
         _p50_p95(lat.e2e_ms), _pct(lat.queue_time_ms, "p50"),
         "/".join(_num(v, "{:.1f}") for v in (occ.time_weighted_busy_slots,
                                                occ.decode_weighted_busy_slots, occ.client_in_flight)),
