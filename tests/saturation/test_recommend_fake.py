@@ -166,3 +166,17 @@ def test_an_e2e_target_binds_the_slo_bound(four_slot_run):
     n, why = slo_bound(lane.levels, SloConfig(p95_ttft_ms=1e9, p95_tpot_ms=1e9, p95_e2e_ms=between))
     assert n == 4 and "N=8 misses the SLO: p95 E2E upper CI" in why
     assert slo_bound(lane.levels, SloConfig(p95_ttft_ms=1e9, p95_tpot_ms=1e9))[0] == 8
+
+
+def test_the_file_restates_its_rules_and_verify_ignores_only_their_wording(four_slot_run):
+    from satbench.saturation.recommend import recommendations_differ
+
+    text = render(recommend(four_slot_run))
+    data = json.loads(text)
+    assert {"knee", "slo_bound", "recommended_concurrency", "usl"} <= set(data["definitions"])
+    assert "10% per doubling" in data["definitions"]["knee"]
+    assert recommendations_differ(four_slot_run, text) is None
+    data["definitions"]["knee"] = "worded by another build"
+    assert recommendations_differ(four_slot_run, json.dumps(data)) is None
+    data["lanes"][0]["recommended_concurrency"] = 3
+    assert recommendations_differ(four_slot_run, json.dumps(data)) is not None

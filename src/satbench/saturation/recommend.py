@@ -27,7 +27,8 @@ from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.usl import UslFit, fit_usl
 
 RECOMMENDATIONS_FILE = "recommendations.json"
-RECOMMENDATIONS_SCHEMA_VERSION = "1.5"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.6"
+# 1.6: a `definitions` block (the rules behind the knee, the caps and the recommendation).
 # 1.5: expected and measured throughput are results 3.0's, taken over whole requests (a knee
 #      found on the earlier figure could sit higher: their bias grew with N).
 # 1.4: server_confirmation.requests_deferred is null when /metrics gave no reading (was false: "no deferred").
@@ -109,8 +110,33 @@ class LaneRecommendation(Strict):
     command_line: list[str]
 
 
+DEFINITIONS = {
+    "recommended_concurrency": "the largest measured level at or below the tightest of knee, slo_bound, slots, "
+                               "fairness_cap, server_failure_cap and error_cap (the binding one is named); null when "
+                               "no measured level is that low",
+    "knee": "from the lowest level, the candidate moves to a higher level only when that level's output tok/s is a real "
+            "gain over the candidate's: >= 10% per doubling of N on average and above the upper end of the candidate's "
+            "95% CI; the knee is the last candidate, none when that is the highest level (still rising). DESIGN 7.1 "
+            "stops at the first doubling below 10%; this rule still sees a later real gain (a dip inside the noise does "
+            "not end the climb)",
+    "slo_bound": "the largest N such that it and every lower level meet the SLO: upper 95% CI end of p95 TTFT and p95 "
+                 "TPOT (and p95 E2E when set) within the targets, and >= 90% of requests meeting all (a failed request "
+                 "misses)",
+    "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed",
+    "server_failure_cap": "one below the lowest concurrency at which the lane's server crashed or stopped answering",
+    "error_cap": "one below the lowest level where more than 1% of measured requests failed (cancelled ones excepted)",
+    "expected": "the recommended level's measured output tok/s (results.json: whole requests in the steady window) and "
+                "p95 TTFT / TPOT, with their 95% CIs",
+    "usl": "X(N) = X(1) N / (1 + alpha (N-1) + beta N (N-1)), alpha, beta >= 0 by bounded least squares; peak "
+           "N* = sqrt((1 - alpha) / beta) reported only when beta's 95% CI excludes 0 and R^2 >= 0.9",
+    "kneedle": "Kneedle on (log2 N, X) with >= 5 levels, beside the knee for comparison",
+}
+
+
 class RecommendationsFile(Strict):
     schema_version: str = RECOMMENDATIONS_SCHEMA_VERSION
+    definitions: dict[str, str] = Field(default_factory=lambda: dict(DEFINITIONS),
+                                        description="the rules behind every figure, restated")
     created_at: str
     satbench_version: str = Field(description="the satbench that measured the run (with satbench_commit)")
     satbench_commit: str | None
@@ -327,7 +353,7 @@ def recommend(run_dir: Path) -> RecommendationsFile:
 
 def recommendations_differ(run_dir: Path, text: str) -> str | None:
     """Why the recommendations `text` is not what this run directory gives now (None when it is),
-    comparing everything but `created_at` (numbers to within floating-point rounding: `close`);
+    comparing everything but `created_at` and the `definitions` prose (numbers to within floating-point rounding: `close`);
     a file of an older minor schema version is read under
     the current one (absent fields take their defaults) and its `schema_version` is not compared."""
     try:
@@ -335,8 +361,9 @@ def recommendations_differ(run_dir: Path, text: str) -> str | None:
     except ValueError:
         return "not a valid recommendations file"
     fresh = recommend(run_dir).model_dump(mode="json")
-    ignored = ("created_at", "schema_version") if older_minor(given["schema_version"], fresh["schema_version"]) \
-        else ("created_at",)
+    # `definitions` is prose restating the rules: another build may word it otherwise
+    ignored = ("created_at", "definitions", "schema_version") \
+        if older_minor(given["schema_version"], fresh["schema_version"]) else ("created_at", "definitions")
     for d in (given, fresh):
         for key in ignored:
             d.pop(key)
