@@ -150,3 +150,35 @@ async def test_a_request_that_times_out_keeps_its_response_head_and_tokens():
         out = await StreamClient(srv.url, read_timeout_s=0.5).run(req())
     assert out.error_type == "timeout" and out.output_tokens == 2
     assert out.http_status == 200 and out.headers_ns is not None and out.sent_ns < out.headers_ns <= out.end_ns
+
+
+class OpenAiServer(ScriptedServer):
+    """An OpenAI-style `/v1/completions` stream: 4 text chunks, a usage chunk, then `data: [DONE]`
+    (`done`), or the same without [DONE] (`no_done`), or cut after two text chunks (`cut`)."""
+
+    async def handle(self, reader, writer):
+        self.connections += 1
+        behaviour = self.behaviours.pop(0) if self.behaviours else "done"
+        await reader.readuntil(b"\r\n\r\n")
+        chunks = [{"choices": [{"text": "x", "finish_reason": None}]}] * 4
+        chunks.append({"choices": [{"text": "", "finish_reason": "length"}],
+                       "usage": {"prompt_tokens": 4, "completion_tokens": 4}})
+        lines = [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks]
+        if behaviour == "done":
+            lines.append(b"data: [DONE]\n\n")
+        if behaviour == "cut":
+            lines = lines[:2]
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                     + b"".join(lines))
+        await writer.drain()
+        writer.close()
+
+
+async def test_an_openai_stream_that_ends_cleanly_after_its_final_chunk_needs_no_done_marker():
+    async with OpenAiServer(["done", "no_done", "cut"]) as srv, StreamClient(srv.url, "openai") as client:
+        done = await client.run(req())
+        no_done = await client.run(req())
+        cut = await client.run(req())
+    assert done.error_type is None and done.output_tokens == 4
+    assert no_done.error_type is None and no_done.output_tokens == 4 and no_done.token_count_exact
+    assert cut.error_type == "truncated_stream" and "data: [DONE]" in cut.error_message

@@ -57,6 +57,7 @@ class StreamOutcome:
     retries: int = 0
     retry_reasons: list[str] = field(default_factory=list)
     finished: bool = False
+    saw_final: bool = False  # a chunk said the answer was over (finish_reason, usage, llama.cpp stop)
     error_type: str | None = None
     error_message: str | None = None
 
@@ -212,8 +213,11 @@ class StreamClient:
         if not r.complete:
             why = f"{r.failure.__class__.__name__}: {r.failure}" if r.failure else "closed early"
             self._fail(out, "stream_broken", f"connection lost mid-stream ({why})")
-        elif not out.finished:
-            self._fail(out, "truncated_stream", "stream ended without its final event")
+        elif not out.finished and not (self.api == "openai" and out.saw_final):
+            # an OpenAI-style body that ended cleanly after its final chunk lost nothing: a
+            # server that omits `data: [DONE]` is not cut short
+            self._fail(out, "truncated_stream", "stream ended without its final event"
+                       + (" (no finish_reason, usage or data: [DONE])" if self.api == "openai" else ""))
         else:
             self._check_count(req, out)
 
@@ -234,6 +238,7 @@ class StreamClient:
             out.chunks.append((t_ns, n))
             out.output_tokens += n
             out.token_count_exact = out.token_count_exact and upd.exact
+        out.saw_final = out.saw_final or upd.final
         if upd.slot_id is not None:
             out.slot_id = upd.slot_id
         if upd.timings is not None:
@@ -275,6 +280,7 @@ class _PayloadReader:
         self.client, self.out = client, out
         self.finished = False
         out.chunks.clear()
+        out.saw_final = False
         out.output_tokens, out.token_count_exact = 0, True
 
     def feed(self, t_ns: int, payload: bytes) -> None:
