@@ -17,9 +17,9 @@ from satbench.metrics.level import LevelResult
 
 RESULTS_FILE = "results.json"
 RESULTS_SCHEMA_VERSION = "3.0"
-# 3.0: throughput (output and total tok/s, req/s) is taken over whole requests per stream, no
-#      longer as all tokens in the window ÷ its length, which overstated servers whose streams move
-#      in step (up to +44 % with two requests per stream); repetitions' throughput_streams and the
+# 3.0: throughput (output and total tok/s, req/s) is taken per stream from the start of a whole
+#      request to the window's end, no longer as all tokens in the window ÷ its length, which
+#      overstated servers whose streams move in step (up to +44 % with two requests per stream); repetitions' throughput_streams and the
 #      few_throughput_streams flag; prompt tokens as the server counted them; time_weighted_source
 #      is "requests_processing+slots" when repetitions used different sources.
 # 2.5: the few_occupancy_samples flag; time_weighted_busy_slots carries a reading into the window only
@@ -40,10 +40,10 @@ DEFINITIONS = {
     "tpot_ms": "(E2E - TTFT) / (output tokens - 1), per request",
     "e2e_ms": "end_ns - sent_ns",
     "queue_time_ms": "estimate: max(0, TTFT - server prompt_ms - median loopback RTT); llama.cpp has no queue stamp",
-    "output_tok_per_s": "over whole requests: N / used * sum over streams of (output tokens of the stream's requests ending in the window) / (end of its last - send of its first), over the used streams with such a request (a closed-loop stream does nothing else in that span, all under full load; all tokens in the window / its length overstates a server whose streams move in step)",
-    "total_tok_per_s": "as output_tok_per_s, counting each request's prompt tokens (server's count: timings prompt_n + cache_n, else usage prompt_tokens, else the requested length) and output tokens",
-    "req_per_s": "as output_tok_per_s, counting 1 per successful request (a failed one took its time but is not counted)",
-    "few_throughput_streams": "flagged when a repetition's rates rest on fewer than N streams (a stream with no request ending in the window is left out and the rest scaled to N)",
+    "output_tok_per_s": "per stream from the start of a whole request to the window's end: N / used * sum over streams of (tokens its requests delivered from A_s to the window's end E) / (E - A_s), A_s the send of the stream's first measured request that had not ended when the window opened, over the used streams with one (a closed-loop stream does nothing else in that span, all under full load; all tokens in the window / its length overstates a server whose streams move in step, and counting only requests that end in the window hides a stream stalled at its end)",
+    "total_tok_per_s": "as output_tok_per_s, adding each request's prompt tokens once its first token came (server's count: timings prompt_n + cache_n, else usage prompt_tokens, else the requested length)",
+    "req_per_s": "as output_tok_per_s, counting 1 per successful request completed by E and, for one still running at E that succeeded later, the share of its tokens delivered by E",
+    "few_throughput_streams": "flagged when a repetition's rates rest on fewer than N streams (a stream with no measured request running in the window is left out and the rest scaled to N)",
     "steady_window": "from the moment every stream has a token of a measured request to the first completion after the last request was issued",
     "latency_sample": "successful measured requests completing inside the steady window, pooled over repetitions",
     "time_weighted_busy_slots": "time-weighted mean over the window's covered time of busy slots from /slots (or requests_processing) readings; a reading holds until the next poll; one from before the window counts only if <= 2 poll intervals old; null when no reading inside the window succeeded",

@@ -1,5 +1,6 @@
-"""Throughput over the whole requests that end inside the steady window: exact on scripted closed
-loops, and unbiased where the window's length is not (streams moving in step)."""
+"""Throughput per stream from the start of a whole request to the window's end: exact on scripted
+closed loops, unbiased where the window's length is not (streams moving in step), and held down
+by a stream stalled at either end of the window."""
 
 import pytest
 
@@ -56,19 +57,39 @@ def test_streams_in_step_give_the_rate_the_server_sustains(n, per_stream):
         assert all_in_window > 1.3 * sustained_tok_per_s
 
 
-def test_a_stream_with_no_request_ending_in_the_window_is_left_out_and_the_rest_scaled():
-    # stream 0: requests sent at 100, 300, 500, ending 200 ms later (5 tokens each); stream 1: none ends inside
-    events = [ev(seq=i, sent_ms=t, chunks_ms=[t + 40 * k for k in range(1, 6)]) for i, t in enumerate((100, 300, 500))]
-    events.append(ev(stream=1, seq=9, sent_ms=0, chunks_ms=[600, 1150]))
+def back_to_back(stream: int, start_ms: float, count: int, life_ms: float = 200.0, tokens: int = 5):
+    """`count` requests of one stream, each sent as the previous ends, tokens evenly over its life."""
+    return [ev(stream=stream, seq=100 * stream + i, sent_ms=start_ms + i * life_ms,
+               chunks_ms=[start_ms + i * life_ms + life_ms * (k + 1) / tokens for k in range(tokens)])
+            for i in range(count)]
+
+
+def test_a_stream_whose_requests_all_ended_before_the_window_is_left_out_and_the_rest_scaled():
+    events = back_to_back(0, 100, 5)  # 100 .. 1100: 25 tokens in the window's 1 s
+    events.append(ev(stream=1, seq=9, sent_ms=0, chunks_ms=[30, 60]))  # over before the window opened
     assert throughput.throughput_streams(events, W) == 1
-    assert throughput.output_tok_per_s(events, W, 2) == pytest.approx(2 * 15 / 0.6)
+    assert throughput.output_tok_per_s(events, W, 2) == pytest.approx(2 * 25 / 1.0)
+    assert throughput.req_per_s(events, W, 2) == pytest.approx(2 * 5 / 1.0)
 
 
-def test_a_request_that_started_before_the_window_counts_whole():
-    """Queued behind busy slots, a stream's only request in the window was sent long before it
-    opened: its tokens over its whole life is that stream's rate (4 slots, 8 streams, 2 waves)."""
-    events = [ev(stream=s, seq=s, sent_ms=0, chunks_ms=[450, 500]) for s in range(4)]  # wave 2 of slots 0-3: ends 500
-    assert throughput.output_tok_per_s(events, W, 8) == pytest.approx(8 * 2 / 0.5)
+def test_a_request_stalled_at_the_windows_end_holds_its_stream_down():
+    """Stream 1 completes one request, then its next delivers 2 of 5 tokens and stalls until 5 s
+    (it succeeds then). Counting only requests that end in the window gave stream 1 the rate of
+    its one good request (25 tok/s, 50 in all); by the window's end it delivered 7 tokens in 1 s."""
+    events = back_to_back(0, 100, 5)
+    events += back_to_back(1, 100, 1)
+    events.append(ev(stream=1, seq=150, sent_ms=300, chunks_ms=[340, 380, 5000, 5000, 5000]))
+    assert throughput.output_tok_per_s(events, W, 2) == pytest.approx(25 + 7)
+    assert throughput.req_per_s(events, W, 2) == pytest.approx(5 + 1 + 2 / 5)
+
+
+def test_a_stream_stalled_since_before_the_window_counts_as_the_time_it_took():
+    """Stream 1's request was sent at 0 and got one token before stalling past the window's end:
+    it is in the figure (1 token in 1.1 s), not left out and replaced by stream 0's rate."""
+    events = back_to_back(0, 100, 5)
+    events.append(ev(stream=1, seq=150, sent_ms=0, chunks_ms=[50] + [5000] * 4))
+    assert throughput.throughput_streams(events, W) == 2
+    assert throughput.output_tok_per_s(events, W, 2) == pytest.approx(25 + 1 / 1.1)
 
 
 def test_failed_requests_take_their_time_and_count_their_tokens_but_not_as_requests():
@@ -78,12 +99,20 @@ def test_failed_requests_take_their_time_and_count_their_tokens_but_not_as_reque
         ev(seq=2, sent_ms=300, chunks_ms=[350, 400]),                              # ends 400
         ev(seq=3, sent_ms=400, chunks_ms=[450], error="cancelled"),                # satbench stopped it
     ]
-    assert throughput.output_tok_per_s(events, W, 1) == pytest.approx(6 / 0.3)
-    assert throughput.req_per_s(events, W, 1) == pytest.approx(2 / 0.3)
+    w = SteadyWindow(start_ns=100 * MS, end_ns=450 * MS)
+    assert throughput.output_tok_per_s(events, w, 1) == pytest.approx(7 / 0.35)
+    assert throughput.req_per_s(events, w, 1) == pytest.approx(2 / 0.35)
 
 
-def test_no_request_ending_in_the_window_gives_no_rate():
-    events = [ev(seq=0, sent_ms=0, chunks_ms=[50, 60]), ev(stream=1, seq=1, sent_ms=0, chunks_ms=[1200])]
+def test_prompt_tokens_count_once_the_prefill_is_over():
+    w = SteadyWindow(start_ns=100 * MS, end_ns=500 * MS)
+    events = [ev(seq=0, sent_ms=100, chunks_ms=[200, 300], prompt_n=64, prompt_ms=90.0),
+              ev(seq=1, sent_ms=300, chunks_ms=[600, 700], prompt_n=64, prompt_ms=290.0)]  # prefilling at 500
+    assert throughput.total_tok_per_s(events, w, 1) == pytest.approx((64 + 2) / 0.4)
+
+
+def test_no_stream_running_in_the_window_gives_no_rate():
+    events = [ev(seq=0, sent_ms=0, chunks_ms=[50, 60]), ev(stream=1, seq=1, sent_ms=1200, chunks_ms=[1300])]
     assert throughput.output_tok_per_s(events, W, 2) is None
 
 

@@ -57,8 +57,8 @@ class RepetitionResult(Strict):
     window_s: float | None = None
     no_window_reason: str | None = None
     output_tokens_in_window: int | None = None
-    throughput_streams: int | None = Field(None, description="streams with a request ending in the window: the "
-                                           "rates are taken over their whole requests")
+    throughput_streams: int | None = Field(None, description="streams with a measured request running in the "
+                                           "window: the rates are taken from them")
     output_tok_per_s: float | None = None
     total_tok_per_s: float | None = None
     req_per_s: float | None = None
@@ -378,8 +378,9 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
     thin = [f"r{rep.repetition} {rep.throughput_streams}" for rep in r.repetitions
             if rep.throughput_streams is not None and rep.throughput_streams < ctx.level]
     if thin:
-        flags.append(f"few_throughput_streams: streams with a request ending in the window ({', '.join(thin)} of "
-                     f"{ctx.level}): the rates are scaled to N from those; raise --requests-per-level")
+        flags.append(f"few_throughput_streams: streams with a measured request running in the window "
+                     f"({', '.join(thin)} of {ctx.level}): the rates are scaled to N from those; "
+                     "raise --requests-per-level")
     if r.latency.ttft_ms.few_samples or r.latency.e2e_ms.few_samples:
         flags.append(f"few_samples: p95 from {r.latency.e2e_ms.n} requests (< 100); read its CI")
     if r.littles_law is not None and not r.littles_law.within_tolerance:

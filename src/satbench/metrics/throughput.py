@@ -1,19 +1,25 @@
 """Steady-window throughput (DESIGN.md §4): tokens and requests per second of one repetition.
 
-Rates are taken over whole requests. In a closed loop a stream sends its next request the moment
-the previous one ends, so from the send of a stream's first request that ends inside the steady
-window to the end of its last, the stream did nothing but run those requests, each under the
-level's full load (every stream is busy until the last request is issued, and the window ends at
-the first end after that). Per stream s with requests r_1 … r_k ending inside the window:
+Rates are taken per stream from the start of a whole request to the window's end. In a closed
+loop a stream sends its next request the moment the previous one ends, so from the send of its
+request that was running when the steady window opened (or the first one sent after) to the
+window's end, the stream did nothing but run requests, all under the level's full load. Per
+stream s, with A_s that send and E the window's end:
 
-    X_s = Σ_{i=1..k} amount(r_i) ÷ (end(r_k) − sent(r_1)),    X = N ÷ used · Σ_s X_s
+    X_s = amount(s's requests sent in [A_s, E], as delivered by E) ÷ (E − A_s)
+    X   = N ÷ used · Σ_s X_s
 
-over the `used` streams with k ≥ 1 (the others' rates are taken to be alike). Dividing all the
-window's tokens by its length instead is biased when the streams move in step, as equal requests
-on a batching server do: the window opens at a first token, so it holds every stream's decoding
-but one prefill fewer than its requests took (+44 % at 2 requests per stream, +8 % at 8, on
-recorded runs). Some tokens counted here arrived before the window opened: those of the first
-request of a stream, which ran under full load all the same.
+over the `used` streams with such a request (the others' rates are taken to be alike). What a
+request has delivered by E is its tokens stamped up to E, its prompt once its first token came,
+and, for req/s, 1 if it completed by E or the share of its tokens delivered by E if it completed
+successfully later. A request still stalled at E thus holds its stream's rate down by all the time
+it took.
+
+Dividing all the window's tokens by its length instead is biased when the streams move in step,
+as equal requests on a batching server do: the window opens at a first token, so it holds every
+stream's decoding but one prefill fewer than its requests took (+44 % at 2 requests per stream,
++8 % at 8, on recorded runs). Counting only requests that end inside the window hides a stream
+stalled at its end (a reviewer's schedule: 20 req/s reported for 10.7).
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable
 
-from satbench.events import CANCELLED, RequestEvent
+from satbench.events import RequestEvent
+from satbench.metrics.latency import first_token_ns
 from satbench.metrics.window import SteadyWindow
 
 
@@ -32,40 +39,42 @@ def output_tokens_in_window(events: list[RequestEvent], w: SteadyWindow) -> int:
     )
 
 
-def stream_requests(events: list[RequestEvent], w: SteadyWindow) -> dict[int, list[RequestEvent]]:
-    """Per stream, its measured requests that ended inside the window, successful or failed (a
-    failed one took its time too), not cancelled (satbench stopped it), in order of their ends."""
+def stream_spans(events: list[RequestEvent], w: SteadyWindow) -> dict[int, tuple[int, list[RequestEvent]]]:
+    """Per stream: (A_s, its measured requests sent in [A_s, w.end]), A_s the send of its first
+    measured request that had not ended when the window opened. Streams with none are absent."""
     by_stream: dict[int, list[RequestEvent]] = defaultdict(list)
     for ev in events:
-        if ev.phase == "measured" and w.contains(ev.end_ns) and (ev.error is None or ev.error.type != CANCELLED):
+        if ev.phase == "measured" and ev.end_ns >= w.start_ns and ev.sent_ns < w.end_ns:
             by_stream[ev.stream].append(ev)
-    for evs in by_stream.values():
-        evs.sort(key=lambda e: e.end_ns)
-    return dict(by_stream)
+    out = {}
+    for stream, evs in by_stream.items():
+        evs.sort(key=lambda e: e.sent_ns)
+        out[stream] = (evs[0].sent_ns, evs)
+    return out
 
 
 def throughput_streams(events: list[RequestEvent], w: SteadyWindow) -> int:
-    """How many streams have a request ending in the window: those the rates are taken from."""
-    return sum(1 for evs in stream_requests(events, w).values() if evs[-1].end_ns > evs[0].sent_ns)
+    """How many streams the rates are taken from (a request of theirs ran while the window was open)."""
+    return len(stream_spans(events, w))
 
 
-def whole_request_rate(events: list[RequestEvent], w: SteadyWindow, n_streams: int,
-                       amount: Callable[[RequestEvent], float]) -> float | None:
-    """X = N ÷ used · Σ_s Σ_i amount(r_i) ÷ (end(r_k) − sent(r_1)) (module docstring); None when
-    no request ended in the window."""
+def span_rate(events: list[RequestEvent], w: SteadyWindow, n_streams: int,
+              delivered: Callable[[RequestEvent, int], float]) -> float | None:
+    """X = N ÷ used · Σ_s Σ_r delivered(r, E) ÷ (E − A_s) (module docstring); None when no stream
+    had a request running in the window."""
     total, used = 0.0, 0
-    for evs in stream_requests(events, w).values():
-        span_ns = evs[-1].end_ns - evs[0].sent_ns
+    for start_ns, evs in stream_spans(events, w).values():
+        span_ns = w.end_ns - start_ns
         if span_ns <= 0:
             continue
-        total += sum(amount(e) for e in evs) / (span_ns / 1e9)
+        total += sum(delivered(e, w.end_ns) for e in evs) / (span_ns / 1e9)
         used += 1
     return total * n_streams / used if used else None
 
 
-def output_tokens_of(ev: RequestEvent) -> int:
-    """Tokens the request delivered (a failed request's partial answer included)."""
-    return sum(n for _, n in ev.chunks)
+def tokens_by(ev: RequestEvent, t_ns: int) -> int:
+    """Tokens the request had delivered by `t_ns` (a failed request's partial answer included)."""
+    return sum(n for t, n in ev.chunks if t <= t_ns)
 
 
 def prompt_tokens_of(ev: RequestEvent) -> int:
@@ -76,20 +85,37 @@ def prompt_tokens_of(ev: RequestEvent) -> int:
     return ev.server_prompt_tokens if ev.server_prompt_tokens is not None else ev.prompt_tokens
 
 
+def prompt_tokens_by(ev: RequestEvent, t_ns: int) -> int:
+    """The request's prompt tokens once its prefill was over (its first token came) by `t_ns`."""
+    first = first_token_ns(ev)
+    return prompt_tokens_of(ev) if first is not None and first <= t_ns else 0
+
+
+def requests_by(ev: RequestEvent, t_ns: int) -> float:
+    """1 for a successful request completed by `t_ns`; for one that completed successfully later,
+    the share of its tokens delivered by `t_ns`; 0 for a failed one."""
+    if not ev.ok:
+        return 0.0
+    if ev.end_ns <= t_ns:
+        return 1.0
+    total = sum(n for _, n in ev.chunks)
+    return tokens_by(ev, t_ns) / total if total else 0.0
+
+
 def output_tok_per_s(events: list[RequestEvent], w: SteadyWindow, n_streams: int) -> float | None:
-    """Output tok/s = N ÷ used · Σ_s (output tokens of the stream's requests ending in the window)
-    ÷ (end of its last − send of its first)."""
-    return whole_request_rate(events, w, n_streams, output_tokens_of)
+    """Output tok/s = N ÷ used · Σ_s (tokens s's requests delivered from A_s to the window's end) ÷ (end − A_s)."""
+    return span_rate(events, w, n_streams, tokens_by)
 
 
 def total_tok_per_s(events: list[RequestEvent], w: SteadyWindow, n_streams: int) -> float | None:
-    """Total tok/s = as output tok/s, counting each request's prompt and output tokens."""
-    return whole_request_rate(events, w, n_streams, lambda e: prompt_tokens_of(e) + output_tokens_of(e))
+    """Total tok/s = as output tok/s, adding each request's prompt once its first token came."""
+    return span_rate(events, w, n_streams, lambda e, t: prompt_tokens_by(e, t) + tokens_by(e, t))
 
 
 def req_per_s(events: list[RequestEvent], w: SteadyWindow, n_streams: int) -> float | None:
-    """Req/s = as output tok/s, counting 1 per successful request (a failed one still took its time)."""
-    return whole_request_rate(events, w, n_streams, lambda e: 1.0 if e.ok else 0.0)
+    """Req/s = as output tok/s, counting successful requests (requests_by: the one still running at
+    the window's end by the share of its tokens delivered)."""
+    return span_rate(events, w, n_streams, requests_by)
 
 
 def completed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[RequestEvent]:
@@ -100,5 +126,7 @@ def completed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[Req
 def failed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[RequestEvent]:
     """Measured requests that failed, counted by the time they ended: end_ns in the window (not
     those cancelled when satbench stopped the level: that is not the server missing an SLO)."""
+    from satbench.events import CANCELLED
+
     return [ev for ev in events if ev.phase == "measured" and ev.error is not None and ev.error.type != CANCELLED
             and w.contains(ev.end_ns)]
