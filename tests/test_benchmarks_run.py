@@ -39,4 +39,3 @@ def test_synthetic_write_says_so_when_the_directory_is_missing(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "is not a directory" in done.stderr
     assert "Traceback" not in done.stderr
-
