@@ -1,6 +1,6 @@
 """Throughput per stream from the start of a whole request to the window's end: exact on scripted
-closed loops, unbiased where the window's length is not (streams moving in step), and held down
-by a stream stalled at either end of the window."""
+closed loops in step or out of step (where the window's length is biased), and held down by a
+stream stalled at either end of the window."""
 
 import pytest
 
@@ -74,22 +74,44 @@ def test_a_stream_whose_requests_all_ended_before_the_window_is_left_out_and_the
 
 def test_a_request_stalled_at_the_windows_end_holds_its_stream_down():
     """Stream 1 completes one request, then its next delivers 2 of 5 tokens and stalls until 5 s
-    (it succeeds then). Counting only requests that end in the window gave stream 1 the rate of
-    its one good request (25 tok/s, 50 in all); by the window's end it delivered 7 tokens in 1 s."""
+    (it succeeds then): by the window's end 800 of its 4,700 ms had passed, so it counts 0.17 of
+    a request. Counting only requests that end in the window gave stream 1 the rate of its one good
+    request (25 tok/s, 50 in all)."""
     events = back_to_back(0, 100, 5)
     events += back_to_back(1, 100, 1)
     events.append(ev(stream=1, seq=150, sent_ms=300, chunks_ms=[340, 380, 5000, 5000, 5000]))
-    assert throughput.output_tok_per_s(events, W, 2) == pytest.approx(25 + 7)
-    assert throughput.req_per_s(events, W, 2) == pytest.approx(5 + 1 + 2 / 5)
+    share = 800 / 4700
+    assert throughput.output_tok_per_s(events, W, 2) == pytest.approx(25 + 5 + 5 * share)
+    assert throughput.req_per_s(events, W, 2) == pytest.approx(5 + 1 + share)
 
 
 def test_a_stream_stalled_since_before_the_window_counts_as_the_time_it_took():
-    """Stream 1's request was sent at 0 and got one token before stalling past the window's end:
-    it is in the figure (1 token in 1.1 s), not left out and replaced by stream 0's rate."""
+    """Stream 1's request was sent at 0 and got one token before stalling until 5 s: it is in the
+    figure (1,100 of its 5,000 ms by the window's end: 0.22 of its 5 tokens in 1.1 s), not left
+    out and replaced by stream 0's rate."""
     events = back_to_back(0, 100, 5)
     events.append(ev(stream=1, seq=150, sent_ms=0, chunks_ms=[50] + [5000] * 4))
     assert throughput.throughput_streams(events, W) == 2
-    assert throughput.output_tok_per_s(events, W, 2) == pytest.approx(25 + 1 / 1.1)
+    assert throughput.output_tok_per_s(events, W, 2) == pytest.approx(25 + 5 * 0.22 / 1.1)
+
+
+def test_streams_out_of_step_give_the_rate_the_server_sustains():
+    """A reviewer's schedule: N=8, every request 100 ms with its first token at 60 ms, seven streams
+    50 ms behind the first. At the window's end those seven are half-way through a request, still
+    prefilling: crediting it by the tokens delivered by then read 75.3 req/s for 80."""
+    events = []
+    for s in range(8):
+        t0 = 0 if s == 0 else 50
+        events.append(ev(stream=s, seq=1000 + s, sent_ms=t0, chunks_ms=[t0 + 60 + 5 * k for k in range(8)],
+                         phase="warmup"))
+        for i in range(8):
+            t = t0 + 100 * (i + 1)
+            events.append(ev(stream=s, seq=10 * s + i, sent_ms=t, targeted_ms=t,
+                             chunks_ms=[t + 60 + 40 * k / 7 for k in range(8)]))
+    win, _ = steady_window(events, 8)
+    assert (win.start_ns, win.end_ns) == (210 * MS, 900 * MS)
+    assert throughput.req_per_s(events, win, 8) == pytest.approx(80.0)
+    assert throughput.output_tok_per_s(events, win, 8) == pytest.approx(640.0)
 
 
 def test_failed_requests_take_their_time_and_count_their_tokens_but_not_as_requests():
@@ -104,11 +126,12 @@ def test_failed_requests_take_their_time_and_count_their_tokens_but_not_as_reque
     assert throughput.req_per_s(events, w, 1) == pytest.approx(2 / 0.35)
 
 
-def test_prompt_tokens_count_once_the_prefill_is_over():
+def test_a_request_running_at_the_windows_end_counts_by_the_share_of_its_life_elapsed():
     w = SteadyWindow(start_ns=100 * MS, end_ns=500 * MS)
     events = [ev(seq=0, sent_ms=100, chunks_ms=[200, 300], prompt_n=64, prompt_ms=90.0),
-              ev(seq=1, sent_ms=300, chunks_ms=[600, 700], prompt_n=64, prompt_ms=290.0)]  # prefilling at 500
-    assert throughput.total_tok_per_s(events, w, 1) == pytest.approx((64 + 2) / 0.4)
+              ev(seq=1, sent_ms=300, chunks_ms=[600, 700], prompt_n=64, prompt_ms=290.0)]  # half-way at 500
+    assert throughput.total_tok_per_s(events, w, 1) == pytest.approx((64 + 2) * 1.5 / 0.4)
+    assert throughput.req_per_s(events, w, 1) == pytest.approx(1.5 / 0.4)
 
 
 def test_no_stream_running_in_the_window_gives_no_rate():

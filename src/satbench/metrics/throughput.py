@@ -6,20 +6,23 @@ request that was running when the steady window opened (or the first one sent af
 window's end, the stream did nothing but run requests, all under the level's full load. Per
 stream s, with A_s that send and E the window's end:
 
-    X_s = amount(s's requests sent in [A_s, E], as delivered by E) ÷ (E − A_s)
+    X_s = Σ_r amount(r) · share(r) ÷ (E − A_s),   share(r) = (min(end_r, E) − sent_r) ÷ (end_r − sent_r)
     X   = N ÷ used · Σ_s X_s
 
-over the `used` streams with such a request (the others' rates are taken to be alike). What a
-request has delivered by E is its tokens stamped up to E, its prompt once its first token came,
-and, for req/s, 1 if it completed by E or the share of its tokens delivered by E if it completed
-successfully later. A request still stalled at E thus holds its stream's rate down by all the time
-it took.
+over the stream's measured requests sent in [A_s, E] and the `used` streams with such a request
+(the others' rates are taken to be alike). A request's amount (its output tokens, its prompt once
+prefilled, 1 if it succeeded) is spread evenly over its life: whole for the requests done by E,
+the share of its life elapsed by E for the one still running then. A request stalled at E, whose
+life runs far past it, thus holds its stream's rate down by the time it took; one that is merely
+queued or prefilling at E is not counted as if it had stalled.
 
 Dividing all the window's tokens by its length instead is biased when the streams move in step,
 as equal requests on a batching server do: the window opens at a first token, so it holds every
 stream's decoding but one prefill fewer than its requests took (+44 % at 2 requests per stream,
 +8 % at 8, on recorded runs). Counting only requests that end inside the window hides a stream
-stalled at its end (a reviewer's schedule: 20 req/s reported for 10.7).
+stalled at its end (a reviewer's schedule: 20 req/s reported for 10.7); crediting the running
+request by the tokens it delivered by E treats a queue or a prefill at E as a stall (−2 to −5 %
+on the fake server, −29 % at 2 requests per stream with streams out of step).
 """
 
 from __future__ import annotations
@@ -59,63 +62,56 @@ def throughput_streams(events: list[RequestEvent], w: SteadyWindow) -> int:
 
 
 def span_rate(events: list[RequestEvent], w: SteadyWindow, n_streams: int,
-              delivered: Callable[[RequestEvent, int], float]) -> float | None:
-    """X = N ÷ used · Σ_s Σ_r delivered(r, E) ÷ (E − A_s) (module docstring); None when no stream
+              credit: Callable[[RequestEvent, int], float]) -> float | None:
+    """X = N ÷ used · Σ_s Σ_r credit(r, E) ÷ (E − A_s) (module docstring); None when no stream
     had a request running in the window."""
     total, used = 0.0, 0
     for start_ns, evs in stream_spans(events, w).values():
         span_ns = w.end_ns - start_ns
         if span_ns <= 0:
             continue
-        total += sum(delivered(e, w.end_ns) for e in evs) / (span_ns / 1e9)
+        total += sum(credit(e, w.end_ns) for e in evs) / (span_ns / 1e9)
         used += 1
     return total * n_streams / used if used else None
 
 
-def tokens_by(ev: RequestEvent, t_ns: int) -> int:
-    """Tokens the request had delivered by `t_ns` (a failed request's partial answer included)."""
-    return sum(n for t, n in ev.chunks if t <= t_ns)
+def share_by(ev: RequestEvent, t_ns: int) -> float:
+    """The share of the request's life (sent → end) elapsed by `t_ns`: 1 when it ended by then."""
+    if ev.end_ns <= t_ns:
+        return 1.0
+    life_ns = ev.end_ns - ev.sent_ns
+    return max(0.0, (t_ns - ev.sent_ns) / life_ns) if life_ns > 0 else 0.0
+
+
+def output_tokens_of(ev: RequestEvent) -> int:
+    """Tokens the request delivered (a failed request's partial answer included)."""
+    return sum(n for _, n in ev.chunks)
 
 
 def prompt_tokens_of(ev: RequestEvent) -> int:
     """The request's prompt as the server counted it: llama.cpp's `timings.prompt_n + cache_n`,
-    else the server's usage count, else the requested length."""
+    else the server's usage count, else the requested length; 0 when no token ever came (its
+    prefill may never have run)."""
+    if first_token_ns(ev) is None:
+        return 0
     if ev.timings is not None and ev.timings.prompt_n is not None:
         return ev.timings.prompt_n + (ev.timings.cache_n or 0)
     return ev.server_prompt_tokens if ev.server_prompt_tokens is not None else ev.prompt_tokens
 
 
-def prompt_tokens_by(ev: RequestEvent, t_ns: int) -> int:
-    """The request's prompt tokens once its prefill was over (its first token came) by `t_ns`."""
-    first = first_token_ns(ev)
-    return prompt_tokens_of(ev) if first is not None and first <= t_ns else 0
-
-
-def requests_by(ev: RequestEvent, t_ns: int) -> float:
-    """1 for a successful request completed by `t_ns`; for one that completed successfully later,
-    the share of its tokens delivered by `t_ns`; 0 for a failed one."""
-    if not ev.ok:
-        return 0.0
-    if ev.end_ns <= t_ns:
-        return 1.0
-    total = sum(n for _, n in ev.chunks)
-    return tokens_by(ev, t_ns) / total if total else 0.0
-
-
 def output_tok_per_s(events: list[RequestEvent], w: SteadyWindow, n_streams: int) -> float | None:
-    """Output tok/s = N ÷ used · Σ_s (tokens s's requests delivered from A_s to the window's end) ÷ (end − A_s)."""
-    return span_rate(events, w, n_streams, tokens_by)
+    """Output tok/s = N ÷ used · Σ_s Σ_r output tokens(r) · share(r) ÷ (E − A_s) (module docstring)."""
+    return span_rate(events, w, n_streams, lambda e, t: output_tokens_of(e) * share_by(e, t))
 
 
 def total_tok_per_s(events: list[RequestEvent], w: SteadyWindow, n_streams: int) -> float | None:
-    """Total tok/s = as output tok/s, adding each request's prompt once its first token came."""
-    return span_rate(events, w, n_streams, lambda e, t: prompt_tokens_by(e, t) + tokens_by(e, t))
+    """Total tok/s = as output tok/s, counting each request's prompt and output tokens."""
+    return span_rate(events, w, n_streams, lambda e, t: (prompt_tokens_of(e) + output_tokens_of(e)) * share_by(e, t))
 
 
 def req_per_s(events: list[RequestEvent], w: SteadyWindow, n_streams: int) -> float | None:
-    """Req/s = as output tok/s, counting successful requests (requests_by: the one still running at
-    the window's end by the share of its tokens delivered)."""
-    return span_rate(events, w, n_streams, requests_by)
+    """Req/s = as output tok/s, counting 1 per successful request (0 for a failed one)."""
+    return span_rate(events, w, n_streams, lambda e, t: (1.0 if e.ok else 0.0) * share_by(e, t))
 
 
 def completed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[RequestEvent]:
