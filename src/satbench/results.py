@@ -60,7 +60,7 @@ DEFINITIONS = {
     "few_occupancy_samples": "flagged when a window's time-weighted busy slots rests on fewer than 10 good /slots (or requests_processing) readings, or one reading stands for more than 25% of the window",
     "fairness_evidence": "a verdict needs its situation: F2 rounds whose N requests were in flight at once; F3 more requests than slots in flight for >= 80% of its window; S3 pairs whose second prompt came before the first's first token; no client TTFT more than 1 ms below the server's prompt_ms (a late send stamp); solo references within 1.5x of each other",
     "f1_decode_rate": "per request: (its tokens + 1) / (its neighbours' tokens + 1) over the intervals in which they decoded side by side (>= 250 ms after trimming 50 ms at each end, >= 20 tokens); max/min and Jain over the requests so compared, judged only when they are >= 75% of the window's and cover every stream",
-    "littles_law": "N vs sum over streams of X_s * E2E_s, both taken between the stream's first and last completion in the window (no boundary bias), scaled to N from the streams with >= 2 completions; flagged beyond 5%",
+    "littles_law": "N vs the mean over repetitions of reported req/s * mean E2E of the successful requests completing in the window; flagged beyond 5% (client lag between requests, failed requests, or a rate that does not describe the server)",
 }
 
 

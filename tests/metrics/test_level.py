@@ -53,7 +53,9 @@ def test_level_metrics_exact_on_a_scripted_closed_loop():
 def test_littles_law_mismatch_is_flagged_when_streams_idle_between_requests():
     events = closed_loop_n1(n_requests=8, gap_ms=20.0)  # 20 ms of client lag per 120 ms cycle
     r = summarize_level(ctx(), events, [mark("level_start", 0), mark("level_end", 1000)], [])
-    assert r.littles_law.n_from_little == pytest.approx(100 / 120)
+    # req/s: 8 requests from the first one's send (120) to the window's end (1060), 7 gaps inside;
+    # × the 100 ms E2E → 0.85 of the one stream in flight
+    assert r.littles_law.n_from_little == pytest.approx(8 / 0.94 * 0.1)
     assert any(f.startswith("littles_law_mismatch") for f in r.flags)
     assert r.littles_law.within_tolerance is False
 
@@ -81,19 +83,18 @@ def test_llamacpp_only_figures_are_unavailable_not_zero_on_other_servers():
     assert "no GPU" in r.unavailable["peak_gpu_mem_bytes"]
 
 
-def test_littles_law_ignores_streams_with_one_completion_instead_of_counting_them_empty():
-    """Two busy streams (back-to-back 100 ms requests) and two that completed once in the window:
-    the two with one completion carry no occupancy information. Counting them as empty gave
-    N_little ≈ 2 for N = 4 (a false 50 % mismatch, seen on a queue-bound level with few requests)."""
+def test_littles_law_reads_the_published_rate():
+    """The check multiplies the rate the level reports by the mean E2E: a rate that does not
+    describe the server (here, twice the truth) is flagged, which a check computing its own rate
+    from completions could not see."""
     from satbench.metrics.little import littles_law
 
     busy = [ev(stream=s, seq=10 * s + i, sent_ms=100 * i, chunks_ms=[100 * i + 50, 100 * i + 100])
-            for s in (0, 1) for i in range(5)]
-    once = [ev(stream=s, seq=10 * s, sent_ms=0, chunks_ms=[250, 300]) for s in (2, 3)]
-    check = littles_law(4, [busy + once])
-    assert check.streams_used == 2
-    assert check.n_from_little == pytest.approx(4.0)
-    assert check.within_tolerance
+            for s in range(4) for i in range(5)]  # 4 streams, back-to-back 100 ms requests: 40 req/s
+    assert littles_law(4, [(40.0, busy)]).n_from_little == pytest.approx(4.0)
+    wrong = littles_law(4, [(80.0, busy)])
+    assert wrong.n_from_little == pytest.approx(8.0) and not wrong.within_tolerance
+    assert littles_law(4, [(None, busy), (40.0, [])]) is None
 
 
 def test_failed_requests_count_against_slo_attainment_but_not_goodput():

@@ -179,7 +179,7 @@ def summarize_level(
     windows: list[SteadyWindow] = []
     in_window: list[RequestEvent] = []
     failed_in_window: list[RequestEvent] = []
-    per_rep_completed: list[list[RequestEvent]] = []
+    per_rep_completed: list[tuple[float | None, list[RequestEvent]]] = []
     occ = {"tw": [], "src": set(), "dw": [], "dw_why": [], "cif": [], "deferred": [], "sparse": []}
     for rep in reps:
         rep_events = [e for e in events if e.repetition == rep]
@@ -192,7 +192,7 @@ def summarize_level(
         done = throughput.completed_in_window(rep_events, win)
         in_window += done
         failed_in_window += throughput.failed_in_window(rep_events, win)
-        per_rep_completed.append(done)
+        per_rep_completed.append((res.req_per_s, done))
         tw = occupancy.time_weighted_busy_slots(slots_s, win)
         if tw is not None:
             occ["src"].add("slots")
