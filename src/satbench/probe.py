@@ -174,13 +174,20 @@ def rtt_summary(samples: list[float]) -> tuple[float | None, float | None]:
 
 
 def llamacpp_tokenizer(session: aiohttp.ClientSession, base_url: str) -> Tokenizer:
-    """POST /tokenize {content, add_special} → ids."""
+    """POST /tokenize {content, add_special} → ids. A pooled connection the server has meanwhile
+    closed (llama-server ends keep-alive after 100 requests or 5 s idle) is tried once more on a
+    new one: the request is idempotent, and that is not the server failing."""
+
+    async def post(text: str, add_special: bool) -> object:
+        async with session.post(base_url + "/tokenize", json={"content": text, "add_special": add_special}) as resp:
+            return await resp.json(content_type=None)
 
     async def tokenize(text: str, add_special: bool) -> list[int]:
         try:
-            async with session.post(base_url + "/tokenize",
-                                    json={"content": text, "add_special": add_special}) as resp:
-                body = await resp.json(content_type=None)
+            try:
+                body = await post(text, add_special)
+            except aiohttp.ServerDisconnectedError:
+                body = await post(text, add_special)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             raise RuntimeStartError(f"/tokenize failed: {exc.__class__.__name__}: {exc}") from exc
         tokens = body.get("tokens") if isinstance(body, dict) else None
