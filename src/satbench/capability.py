@@ -232,10 +232,27 @@ def load_recommendations(path: Path) -> tuple[RecommendationsFile | None, str | 
         return None, f"{path.name} is not valid JSON", digest
     try:
         jsonschema.validate(data, recommendations_json_schema())
-        return RecommendationsFile.model_validate(data), None, digest
+        recs = RecommendationsFile.model_validate(data)
     except (jsonschema.ValidationError, ValidationError) as exc:
         msg = getattr(exc, "message", None) or str(exc).splitlines()[0]
         return None, f"{path.name} fails schema validation: {msg[:200]}", digest
+    if _version(recs.schema_version) < OLDEST_TRUSTED:
+        return None, (f"{path.name} is schema {recs.schema_version}, derived before throughput was taken over whole "
+                      "requests (results 3.0): its expected tok/s overstates the server; run `satbench analyze` "
+                      "and `satbench recommend` on its run directory again"), digest
+    return recs, None, digest
+
+
+OLDEST_TRUSTED = (1, 5)  # recommendations 1.5: throughput over whole requests (earlier: up to +44 %)
+
+
+def _version(text: str) -> tuple[int, int]:
+    """"1.4" → (1, 4); (0, 0) when it is not MAJOR.MINOR."""
+    try:
+        major, minor = (int(x) for x in text.split("."))
+    except ValueError:
+        return (0, 0)
+    return (major, minor)
 
 
 def _why(exc: BaseException) -> str:
@@ -302,7 +319,10 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
     for node in nodes:
         rec = pick(recs, node.lane, host.fingerprint_sha256)
         why = refused or check_lane(rec, node, host.fingerprint_sha256, now, max_age, host)
-        served = configured.get(node.lane) or (rec.runtime.model_alias if rec is not None else None)
+        # a model id only means something to a running server's API; for a server satbench starts,
+        # llama-server's alias is the measuring machine's file path
+        served = configured.get(node.lane) or (rec.runtime.model_alias if rec is not None and rec.runtime.kind == "url"
+                                               else None)
         base = dict(lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256, served_model=served)
         if why is not None:
             out.append(LaneCapability(**base, status="unmeasured", reason=why, max_concurrency=CONSERVATIVE_CONCURRENCY))

@@ -186,7 +186,7 @@ def llamacpp_tokenizer(session: aiohttp.ClientSession, base_url: str) -> Tokeniz
         try:
             try:
                 body = await post(text, add_special)
-            except aiohttp.ServerDisconnectedError:
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):  # closed, or reset when reused
                 body = await post(text, add_special)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             raise RuntimeStartError(f"/tokenize failed: {exc.__class__.__name__}: {exc}") from exc

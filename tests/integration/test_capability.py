@@ -55,6 +55,20 @@ def test_litellm_fragment(measured, capsys):
     text = capsys.readouterr().out
     rec = json.loads(recs.read_text())["lanes"][0]
     assert "model_list:" in text and f"max_parallel_requests: {rec['recommended_concurrency']}" in text
+    # a server satbench starts has no model id to route by: llama-server's alias is this machine's file path
+    assert rec["runtime"]["model_alias"] and 'model: "openai/default"' in text and str(model) not in text
+    assert capability(capsys, recs, model)["served_model"] is None
+
+
+def test_recommendations_derived_before_whole_request_throughput_are_refused(measured, capsys, tmp_path):
+    model, recs = measured
+    data = json.loads(recs.read_text())
+    data["schema_version"] = "1.4"
+    old = tmp_path / "recommendations.json"
+    old.write_text(json.dumps(data))
+    lane = capability(capsys, old, model)
+    assert lane["status"] == "unmeasured" and lane["max_concurrency"] == 1
+    assert "schema 1.4, derived before throughput was taken over whole requests" in lane["reason"]
 
 
 def test_litellm_fragment_without_a_p95(measured, capsys, tmp_path):

@@ -53,3 +53,11 @@ def test_an_older_synthetic_at_the_name_is_rewritten(tmp_path):
     assert resolved == path.absolute() and info.synthetic
     from satbench.models.synthetic import read_synthetic_metadata
     assert read_synthetic_metadata(path)["satbench.seed"] == 0
+
+
+def test_a_name_with_glob_characters_cleans_its_own_partials_only(tmp_path):
+    target = tmp_path / "m[1].gguf"
+    mine = _partial(tmp_path, "m[1].gguf", 3600)
+    other = _partial(tmp_path, "m1.gguf", 3600)  # what the unescaped pattern .m[1].gguf.* matched
+    assert remove_stale_partials(target) == [mine]
+    assert other.exists()

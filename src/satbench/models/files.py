@@ -3,6 +3,7 @@ inode), read a few keys of their header."""
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -41,7 +42,7 @@ def remove_stale_partials(target: Path, older_than_s: float = STALE_PARTIAL_S) -
     untouched for `older_than_s` go: a writer that is still at work rewrites its file continuously."""
     removed: list[Path] = []
     now_s = time.time()
-    for tmp in target.parent.glob(f".{target.name}.*.tmp"):
+    for tmp in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
         try:
             if tmp.is_file() and now_s - tmp.stat().st_mtime >= older_than_s:
                 tmp.unlink()

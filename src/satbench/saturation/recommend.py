@@ -122,7 +122,7 @@ DEFINITIONS = {
     "slo_bound": "the largest N such that it and every lower level meet the SLO: upper 95% CI end of p95 TTFT and p95 "
                  "TPOT (and p95 E2E when set) within the targets, and >= 90% of requests meeting all (a failed request "
                  "misses)",
-    "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed",
+    "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at least 1)",
     "server_failure_cap": "one below the lowest concurrency at which the lane's server crashed or stopped answering",
     "error_cap": "one below the lowest level where more than 1% of measured requests failed (cancelled ones excepted)",
     "expected": "the recommended level's measured output tok/s (results.json: whole requests in the steady window) and "
