@@ -8,13 +8,14 @@ import json
 from satbench.client import CompletionRequest, StreamClient
 from tests.fakes.fake_llama_server import FakeLlamaServer
 from tests.fakes.fake_scheduler import FakeScript
+from tests.fakes.raw_server import RawServer
 
 
 def req(n_out=4, prompt=None, rid="r1"):
     return CompletionRequest(request_id=rid, prompt=prompt or [1, 2, 3, 4], prompt_tokens=4, max_tokens=n_out)
 
 
-class ScriptedServer:
+class ScriptedServer(RawServer):
     """Raw TCP server: each connection gets the next canned behaviour."""
 
     def __init__(self, behaviours):
@@ -49,15 +50,6 @@ class ScriptedServer:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body)
         await writer.drain()
         writer.close()
-
-    async def __aenter__(self):
-        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
-        port = self.server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        return self
-
-    async def __aexit__(self, *exc):
-        self.server.close()
 
 
 async def test_a_connection_dropped_before_any_byte_is_retried_once_and_counted():

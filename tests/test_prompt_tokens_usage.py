@@ -4,7 +4,6 @@ text of about N words, so the real count differs, and total tok/s needs the real
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from satbench.client import CompletionRequest, StreamClient
 from satbench.events import EVENTS_FILE, RequestEvent, read_events
 from satbench.loadgen import LevelPlan, run_level, to_event
 from tests.fakes.fake_llama_server import FakeLlamaServer, FakeScript
+from tests.fakes.raw_server import RawServer
 
 
 class Sink:
@@ -22,7 +22,7 @@ class Sink:
         self.records.append(record)
 
 
-class OpenAIServer:
+class OpenAIServer(RawServer):
     """Raw TCP server speaking a generic OpenAI-style stream: four text chunks, then (optionally)
     the `usage` chunk of `stream_options.include_usage`, then [DONE]."""
 
@@ -39,14 +39,6 @@ class OpenAIServer:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body)
         await writer.drain()
         writer.close()
-
-    async def __aenter__(self):
-        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def __aexit__(self, *exc):
-        self.server.close()
 
 
 def text_req(words: int, asked: int, n_out: int = 4) -> CompletionRequest:

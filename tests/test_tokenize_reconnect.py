@@ -4,7 +4,6 @@ dropping it is still a failure."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import aiohttp
@@ -12,9 +11,10 @@ import pytest
 
 from satbench.errors import RuntimeStartError
 from satbench.probe import llamacpp_tokenizer
+from tests.fakes.raw_server import RawServer
 
 
-class DroppingServer:
+class DroppingServer(RawServer):
     """Closes the first `drops` connections without answering, then answers /tokenize."""
 
     def __init__(self, drops: int) -> None:
@@ -33,14 +33,6 @@ class DroppingServer:
                      + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
         await writer.drain()
         writer.close()
-
-    async def __aenter__(self):
-        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def __aexit__(self, *exc):
-        self.server.close()
 
 
 async def test_a_dropped_connection_is_tried_once_more():
