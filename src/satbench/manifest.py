@@ -22,7 +22,7 @@ from satbench.config import RunConfig, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.4"  # 2.4: host.cpu_signature, host.cores_usable; 2.3: runtime.binary_sha256; 2.2: server_failures; 2.1: provenance.satbench_modified_files, completed_units, resumes
+MANIFEST_SCHEMA_VERSION = "2.5"  # 2.5: config lanes[].runtime.served_model, and events.jsonl requests carry server_prompt_tokens; 2.4: host.cpu_signature, host.cores_usable; 2.3: runtime.binary_sha256; 2.2: server_failures; 2.1: provenance.satbench_modified_files, completed_units, resumes
 
 
 class ModelInfo(Strict):
