@@ -41,3 +41,15 @@ def slots(t_ms: float, busy: list[int], n: int = 4) -> SlotsSample:
 
 def metrics(t_ms: float, **values: float) -> MetricsSample:
     return MetricsSample(lane="default", sent_ns=int(t_ms * MS) - 1, t_ns=int(t_ms * MS), values=values)
+
+
+class ListSink:
+    """An in-memory stand-in for JsonlWriter: what was written, in order."""
+
+    def __init__(self) -> None:
+        self.records: list = []
+
+    def write(self, record) -> None:
+        self.records.append(record)
+
+    def close(self) -> None: ...

@@ -9,15 +9,8 @@ import asyncio
 from satbench.client import CompletionRequest, StreamClient
 from satbench.events import CANCELLED, LevelMark, RequestEvent
 from satbench.loadgen import LevelPlan, run_level
+from tests.builders import ListSink
 from tests.fakes.fake_llama_server import FakeLlamaServer, FakeScript
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.records: list = []
-
-    def write(self, record) -> None:
-        self.records.append(record)
 
 
 def requests(tag: str, k: int, out: int) -> list[CompletionRequest]:
@@ -28,7 +21,7 @@ def requests(tag: str, k: int, out: int) -> list[CompletionRequest]:
 async def test_requests_in_flight_when_a_level_is_stopped_are_recorded_as_cancelled():
     async with FakeLlamaServer(FakeScript(n_slots=4, decode_iteration_ms=5)) as server:
         plan = LevelPlan(lane="a", level=4, repetition=1, warmup=requests("w", 4, 4), measured=requests("m", 32, 60))
-        sink = Sink()
+        sink = ListSink()
         task = asyncio.create_task(run_level(StreamClient(server.base_url), plan, sink))
         await asyncio.sleep(0.8)
         task.cancel("stopped: lane b failed in the together scenario")

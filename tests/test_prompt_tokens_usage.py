@@ -10,16 +10,9 @@ from pathlib import Path
 from satbench.client import CompletionRequest, StreamClient
 from satbench.events import EVENTS_FILE, RequestEvent, read_events
 from satbench.loadgen import LevelPlan, run_level, to_event
+from tests.builders import ListSink
 from tests.fakes.fake_llama_server import FakeLlamaServer, FakeScript
 from tests.fakes.raw_server import RawServer
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.records: list = []
-
-    def write(self, record) -> None:
-        self.records.append(record)
 
 
 class OpenAIServer(RawServer):
@@ -77,7 +70,7 @@ async def test_native_llamacpp_tokens_evaluated_fills_it_through_the_load_genera
         measured = [text_req(words=53, asked=32, n_out=4).model_copy(update={"request_id": f"m{i}"})
                     for i in range(3)]
         plan = LevelPlan(lane="a", level=2, repetition=1, warmup=[], measured=measured)
-        sink = Sink()
+        sink = ListSink()
         await run_level(StreamClient(srv.base_url), plan, sink)
     events = [r for r in sink.records if isinstance(r, RequestEvent)]
     assert len(events) == 3 and all(e.ok for e in events)

@@ -17,17 +17,9 @@ from satbench.events import MetricsSample
 from satbench.gpu import NvmlGpus
 from satbench.metrics.level import summarize_level
 from satbench.sampler import MAX_CONSECUTIVE_FAILURES, ServerSampler, process_tree_usage
-from tests.builders import MS, mark
+from tests.builders import MS, ListSink, mark
 from tests.metrics.test_level import closed_loop_n1, ctx
 from tests.test_gpu import FakeNvml
-
-
-class ListWriter:
-    def __init__(self) -> None:
-        self.rows: list = []
-
-    def write(self, row) -> None:
-        self.rows.append(row)
 
 
 class LostNvml(FakeNvml):
@@ -35,9 +27,9 @@ class LostNvml(FakeNvml):
         raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
 
 
-def sampler(**kw) -> tuple[ServerSampler, ListWriter]:
+def sampler(**kw) -> tuple[ServerSampler, ListSink]:
     tick = itertools.count(-10_000 * MS, 100 * MS)  # a controllable clock: 100 ms per reading, long before t=0
-    w = ListWriter()
+    w = ListSink()
     return ServerSampler("http://127.0.0.1:9", "default", w, interval_s=0.0, clock=lambda: next(tick), **kw), w
 
 
@@ -51,12 +43,12 @@ def test_a_poller_that_gives_up_says_so_and_later_levels_keep_the_reason():
 
     s._get = answer_501
     asyncio.run(s._loop("metrics", s._metrics))
-    assert len(w.rows) == MAX_CONSECUTIVE_FAILURES + 1 and "metrics" in s.disabled
-    last = w.rows[-1]
+    assert len(w.records) == MAX_CONSECUTIVE_FAILURES + 1 and "metrics" in s.disabled
+    last = w.records[-1]
     assert isinstance(last, MetricsSample) and last.error.startswith("stopped polling after 20 consecutive failures")
     assert "HTTP 501" in last.error
     # a level measured after the poller stopped (its samples all lie seconds before it)
-    r = summarize_level(ctx(), closed_loop_n1(), [mark("level_start", 0), mark("level_end", 600)], w.rows)
+    r = summarize_level(ctx(), closed_loop_n1(), [mark("level_start", 0), mark("level_end", 600)], w.records)
     why = r.unavailable["requests_deferred_max"]
     assert "stopped polling after 20 consecutive failures" in why and "HTTP 501" in why, why
     assert "stopped polling" in r.unavailable["decode_weighted_busy_slots"]
@@ -68,10 +60,10 @@ def test_a_failed_gpu_reading_keeps_rss_and_cpu_and_the_poller_going():
     s, w = sampler(pid=os.getpid(), gpus=NvmlGpus(LostNvml()))
     oks = [asyncio.run(s._process()) for _ in range(MAX_CONSECUTIVE_FAILURES + 5)]
     assert all(oks)  # RSS and CPU were read every time: the process poller never stops for the GPU
-    good = [r for r in w.rows if r.error is None]
+    good = [r for r in w.records if r.error is None]
     assert len(good) == len(oks) and all(r.rss_bytes > 0 and r.cpu_seconds is not None for r in good)
     assert all(r.gpu_mem_used_bytes is None for r in good)
-    gpu_errors = [r.error for r in w.rows if r.error is not None]
+    gpu_errors = [r.error for r in w.records if r.error is not None]
     assert len(gpu_errors) == MAX_CONSECUTIVE_FAILURES  # then NVML is no longer read
     assert all("NVML_ERROR_GPU_IS_LOST" in e for e in gpu_errors)
     assert "stopped polling after 20" in gpu_errors[-1] and "gpu" in s.disabled
@@ -81,9 +73,9 @@ def test_a_level_keeps_its_memory_figures_when_nvml_fails():
     s, w = sampler(pid=os.getpid(), gpus=NvmlGpus(LostNvml()))
     for _ in range(3):
         asyncio.run(s._process())
-    for r in w.rows:  # move the readings into the level
+    for r in w.records:  # move the readings into the level
         r.t_ns += 10_100 * MS
-    r = summarize_level(ctx(), closed_loop_n1(), [mark("level_start", 0), mark("level_end", 600)], w.rows)
+    r = summarize_level(ctx(), closed_loop_n1(), [mark("level_start", 0), mark("level_end", 600)], w.records)
     assert r.memory.peak_rss_bytes and r.memory.peak_rss_bytes > 0
     assert r.memory.peak_gpu_mem_bytes is None
     assert "NVML failed" in r.unavailable["peak_gpu_mem_bytes"] and "GPU_IS_LOST" in r.unavailable["gpu"]

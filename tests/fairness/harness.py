@@ -10,6 +10,7 @@ from satbench.fairness.verdicts import Verdict, lane_verdicts
 from satbench.lane_session import LaneSession
 from satbench.manifest import ModelInfo
 from satbench.runtimes.remote import UrlRuntime
+from tests.builders import ListSink
 from tests.fakes.fake_llama_server import FakeLlamaServer
 from tests.fakes.fake_scheduler import FakeScript
 
@@ -17,16 +18,6 @@ from tests.fakes.fake_scheduler import FakeScript
 # (256 tok × 0.5 ms = 128 ms) far above a decode iteration (6 ms + 1 ms per busy slot)
 FAIR = dict(n_slots=4, n_batch=256, n_ctx=4 * 2048, prefill_ms_per_token=0.5, decode_iteration_ms=6.0,
             decode_ms_per_busy_slot=1.0)
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.records: list = []
-
-    def write(self, record) -> None:
-        self.records.append(record)
-
-    def close(self) -> None: ...
 
 
 class Quiet:

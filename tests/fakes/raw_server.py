@@ -7,10 +7,9 @@ import asyncio
 
 
 class RawServer:
-    url: str
+    """Subclasses define `async def handle(self, reader, writer)`."""
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        raise NotImplementedError
+    url: str
 
     async def __aenter__(self):
         self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
