@@ -23,7 +23,7 @@ from typing import Literal
 import jsonschema
 from pydantic import Field, ValidationError
 
-from satbench.artifacts import published_schema, render
+from satbench.artifacts import older_minor, published_schema, render
 from satbench.config import LaneConfig, RunConfig, Strict
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
@@ -32,6 +32,7 @@ from satbench.runtimes.native import server_binary_sha256
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile, recommendations_json_schema
 
 CAPABILITY_SCHEMA_VERSION = "1.2"  # 1.2: lanes[].served_model; 1.1: hardware.cpu_signature, hardware.cores_usable
+OLDEST_TRUSTED = "1.5"  # recommendations 1.5: throughput over whole requests (earlier: up to +44 %)
 CONSERVATIVE_CONCURRENCY = 1
 
 
@@ -236,23 +237,12 @@ def load_recommendations(path: Path) -> tuple[RecommendationsFile | None, str | 
     except (jsonschema.ValidationError, ValidationError) as exc:
         msg = getattr(exc, "message", None) or str(exc).splitlines()[0]
         return None, f"{path.name} fails schema validation: {msg[:200]}", digest
-    if _version(recs.schema_version) < OLDEST_TRUSTED:
+    if older_minor(recs.schema_version, OLDEST_TRUSTED):
         return None, (f"{path.name} is schema {recs.schema_version}, derived before throughput was taken over whole "
                       "requests (results 3.0): its expected tok/s overstates the server; run `satbench analyze` "
                       "and `satbench recommend` on its run directory again"), digest
     return recs, None, digest
 
-
-OLDEST_TRUSTED = (1, 5)  # recommendations 1.5: throughput over whole requests (earlier: up to +44 %)
-
-
-def _version(text: str) -> tuple[int, int]:
-    """"1.4" → (1, 4); (0, 0) when it is not MAJOR.MINOR."""
-    try:
-        major, minor = (int(x) for x in text.split("."))
-    except ValueError:
-        return (0, 0)
-    return (major, minor)
 
 
 def _why(exc: BaseException) -> str:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable
 
-from satbench.events import RequestEvent
+from satbench.events import CANCELLED, RequestEvent
 from satbench.metrics.latency import first_token_ns
 from satbench.metrics.window import SteadyWindow
 
@@ -122,7 +122,5 @@ def completed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[Req
 def failed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[RequestEvent]:
     """Measured requests that failed, counted by the time they ended: end_ns in the window (not
     those cancelled when satbench stopped the level: that is not the server missing an SLO)."""
-    from satbench.events import CANCELLED
-
     return [ev for ev in events if ev.phase == "measured" and ev.error is not None and ev.error.type != CANCELLED
             and w.contains(ev.end_ns)]
