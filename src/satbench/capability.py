@@ -244,7 +244,6 @@ def load_recommendations(path: Path) -> tuple[RecommendationsFile | None, str | 
     return recs, None, digest
 
 
-
 def _why(exc: BaseException) -> str:
     """One phrase for a failed /props request: 'HTTP 401 Unauthorized', or the socket/TLS error
     that urllib wraps in `.reason`."""

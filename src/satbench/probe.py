@@ -105,13 +105,18 @@ async def probe_server(session: aiohttp.ClientSession, base_url: str,
     )
 
 
+def _remote(lane: LaneConfig) -> tuple[str, dict[str, str], ssl.SSLContext]:
+    """A url lane's credential-free URL, its request headers (the key) and its TLS policy."""
+    url, secret = split_credentials(lane.runtime.url or "")
+    return url, auth_headers(lane.runtime, lane.name, secret), tls_context_for(lane.runtime)
+
+
 def check_reachable(lane: LaneConfig, timeout_s: float = 10.0) -> None:
     """Before the run: GET /health on a url lane's server, with its TLS policy and key. Any HTTP
     answer will do (/props decides later what serves); RuntimeStartError when nothing answers."""
-    url, secret = split_credentials(lane.runtime.url or "")
+    url, headers, tls = _remote(lane)
     try:
-        get_bytes(url + "/health", auth_headers(lane.runtime, lane.name, secret), tls_context_for(lane.runtime),
-                  timeout_s)
+        get_bytes(url + "/health", headers, tls, timeout_s)
     except (urllib.error.HTTPError, http.client.HTTPException):
         return  # it answers, if not with 200
     except urllib.error.URLError as exc:
@@ -130,10 +135,9 @@ def check_served_model(lane: LaneConfig, timeout_s: float = 10.0) -> None:
     is left to the probe at the lane's start, which says why."""
     if lane.runtime.served_model is None:
         return
-    url, secret = split_credentials(lane.runtime.url or "")
+    url, headers, tls = _remote(lane)
     try:
-        body = get_bytes(url + "/v1/models", auth_headers(lane.runtime, lane.name, secret),
-                         tls_context_for(lane.runtime), timeout_s)
+        body = get_bytes(url + "/v1/models", headers, tls, timeout_s)
         ids = model_ids(json.loads(body))
     except (urllib.error.URLError, http.client.HTTPException, ssl.SSLError, OSError, ValueError):
         return
