@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from satbench.errors import ModelError, UserError
+from satbench.errors import UserError
 from satbench.manifest import ModelInfo
 from satbench.models.builtin import resolve_builtin
 from satbench.models.files import check_gguf, sha256_file
-from satbench.models.synthetic import ARCHS, read_synthetic_metadata, write_synthetic_gguf
+from satbench.models.synthetic import ARCHS, read_synthetic_metadata, refuse_to_replace, write_synthetic_gguf
 
 _SYNTHETIC = re.compile(r"^synthetic:(?P<arch>[a-z0-9]+)-(?P<size>[a-z0-9.]+)(?:-seed(?P<seed>\d+))?$")
 
@@ -35,26 +35,14 @@ def resolve_synthetic(spec: str, model_dir: Path) -> Path:
     arch, size, seed = parse_synthetic(spec)
     path = model_dir / f"synthetic-{arch}-{size}-seed{seed}.gguf"
     if path.exists():
-        meta = _synthetic_metadata_or_refuse(path)
+        refuse_to_replace(path, "move it away or choose another --model-dir")
+        meta = read_synthetic_metadata(path) or {}
         if meta.get("general.architecture") == arch and meta.get("satbench.size") == size \
                 and meta.get("satbench.seed") == seed:
             return path
     model_dir.mkdir(parents=True, exist_ok=True)
     write_synthetic_gguf(path, arch=arch, size=size, seed=seed)
     return path
-
-
-def _synthetic_metadata_or_refuse(path: Path) -> dict[str, object]:
-    """The satbench keys of the file already at a synthetic model's name; ModelError when that file is
-    not one satbench wrote (a real model copied there, anything else): it is not ours to replace."""
-    try:
-        meta = read_synthetic_metadata(path)
-    except ModelError:
-        meta = None
-    if meta is None:
-        raise ModelError(f"{path} exists and is not a synthetic model written by satbench; not replacing "
-                         "it: move it away or choose another --model-dir")
-    return meta
 
 
 def resolve_model(model: str | None, model_dir: Path) -> tuple[Path | None, ModelInfo]:

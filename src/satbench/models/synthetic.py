@@ -279,9 +279,10 @@ def output_path(path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def refuse_to_replace(path: str | os.PathLike[str]) -> None:
+def refuse_to_replace(path: str | os.PathLike[str], fix: str = "use --force to replace it") -> None:
     """ModelError when a file exists at ``path`` that is not a synthetic GGUF written by satbench
-    (a real model, or anything else): `models make` replaces only its own files unless forced."""
+    (a real model, or anything else): satbench replaces only its own files (`models make` unless
+    forced)."""
     target = Path(path)
     if not target.is_file():
         return
@@ -291,7 +292,7 @@ def refuse_to_replace(path: str | os.PathLike[str]) -> None:
         synthetic = False
     if not synthetic:
         raise ModelError(f"{target} exists and is not a synthetic model written by satbench; "
-                         "not replacing it (use --force to replace it)")
+                         f"not replacing it ({fix})")
 
 
 def write_synthetic_gguf(
