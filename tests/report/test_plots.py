@@ -28,7 +28,7 @@ def run(tmp_path_factory):
 
     results, run_dir, _ = sweep_fake(tmp_path_factory.mktemp("plots"),
                                      dict(n_slots=2, prefill_ms_per_token=0.05, decode_iteration_ms=3.0), [1, 2, 4],
-                                     requests=8, reps=2, prompt=16, output=12,
+                                     requests=40, reps=2, prompt=16, output=12,  # >= 72 samples: an SLO can be met
                                      slo=SloConfig(p95_ttft_ms=500, p95_tpot_ms=50))
     events = [e for e in read_events(run_dir) if isinstance(e, RequestEvent)]
     return results, recommend(run_dir), events
@@ -67,7 +67,7 @@ def test_every_plot_is_a_png_of_its_size_in_lane_then_kind_order(run, tmp_path):
         assert png_size(tmp_path / p.file) == expected_size(p.kind)
         assert "default" in p.title and p.caption
     assert "SYNTHETIC" not in plots[0].title
-    assert "N=4, repetition 1" in plots[3].title and "all 8 measured requests" in plots[3].caption
+    assert "N=4, repetition 1" in plots[3].title and "all 40 measured requests" in plots[3].caption
 
 
 def test_same_inputs_give_the_same_files(run, tmp_path):

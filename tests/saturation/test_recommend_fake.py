@@ -20,9 +20,16 @@ def four_slot_run(tmp_path_factory):
     # constant iteration time: throughput grows with busy slots up to 4, then waits in the queue
     _, run_dir, _ = sweep_fake(tmp_path_factory.mktemp("rec"),
                                dict(n_slots=4, prefill_ms_per_token=0.02, decode_iteration_ms=8.0), [1, 2, 4, 8],
-                               requests=16, reps=2, prompt=16, output=24,
-                               slo=SloConfig(p95_ttft_ms=10_000, p95_tpot_ms=1_000))
+                               requests=16, reps=2, prompt=16, output=24)
     return run_dir
+
+
+def _bounded(levels):
+    """As if each level had enough samples (>= 72) for its p95s' CIs to have an upper end: its largest
+    sample (32 samples per level here leave the CI open, which meets no SLO target)."""
+    for lv in levels:
+        for d in (lv.latency.ttft_ms, lv.latency.tpot_ms, lv.latency.e2e_ms):
+            d.ci["p95"].high = d.max
 
 
 def test_recommendation_equals_the_slot_count(four_slot_run):
@@ -67,6 +74,7 @@ def test_an_slo_that_a_level_misses_binds(four_slot_run):
     tight = SloConfig(p95_ttft_ms=by_n[4].latency.ttft_ms.max * 1.5, p95_tpot_ms=1e9)
     for lv in lane.levels:
         lv.slo_attainment = 1.0
+    _bounded(lane.levels)
     lane.slo = tight
     n, why = slo_bound(lane.levels, tight)
     assert n == 4 and "N=8 misses the SLO" in why
@@ -140,6 +148,7 @@ def test_every_level_failing_its_requests_or_its_slo_gives_no_recommendation(fou
     assert "no concurrency is safe" in rec.binding.detail
     lane = _results(four_slot_run).lanes[0]
     lane.slo = SloConfig(p95_ttft_ms=0.001, p95_tpot_ms=0.001)
+    _bounded(lane.levels)  # a target missed, not a p95 left unbounded
     rec = recommend_lane(lane, results)
     assert rec.recommended_concurrency is None and rec.binding.reason == "slo" and rec.max_concurrency_under_slo is None
 
@@ -161,11 +170,29 @@ def test_an_e2e_target_binds_the_slo_bound(four_slot_run):
     by_n = {lv.concurrency: lv for lv in lane.levels}
     for lv in lane.levels:
         lv.slo_attainment = 1.0
+    _bounded(lane.levels)
     between = (by_n[4].latency.e2e_ms.max + by_n[8].latency.e2e_ms.p50) / 2  # 8 queues: its E2E jumps
     assert by_n[8].latency.e2e_ms.p50 > by_n[4].latency.e2e_ms.max
     n, why = slo_bound(lane.levels, SloConfig(p95_ttft_ms=1e9, p95_tpot_ms=1e9, p95_e2e_ms=between))
     assert n == 4 and "N=8 misses the SLO: p95 E2E upper CI" in why
     assert slo_bound(lane.levels, SloConfig(p95_ttft_ms=1e9, p95_tpot_ms=1e9))[0] == 8
+
+
+def test_a_p95_too_few_samples_can_bound_meets_no_slo(four_slot_run):
+    """32 samples: the p95's CI has no upper end, so no target is shown met, however loose (the largest
+    sample stood in for it: it lies above the p95 only with probability 1 - 0.95^n)."""
+    lane = _results(four_slot_run).lanes[0]
+    for lv in lane.levels:
+        lv.slo_attainment = 1.0
+    loose = SloConfig(p95_ttft_ms=1e9, p95_tpot_ms=1e9)
+    assert lane.levels[0].latency.ttft_ms.n < 72 and lane.levels[0].latency.ttft_ms.max < 1e9
+    n, why = slo_bound(lane.levels, loose)
+    assert n is None and "N=1 misses the SLO: p95 TTFT cannot be bounded from" in why and "below 72" in why
+    lane.slo = loose
+    rec = recommend_lane(lane, _results(four_slot_run))
+    assert rec.recommended_concurrency is None and rec.binding.reason == "slo"
+    _bounded(lane.levels)
+    assert slo_bound(lane.levels, loose)[0] == 8
 
 
 def test_the_file_restates_its_rules_and_verify_ignores_only_their_wording(four_slot_run):

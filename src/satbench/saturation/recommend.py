@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from functools import cache
+from itertools import count
 from pathlib import Path
 from typing import Literal
 
@@ -20,14 +22,16 @@ from satbench.config import SloConfig, Strict
 from satbench.errors import RunDirError
 from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.metrics.level import LevelResult
-from satbench.metrics.stats import Distribution, Estimate, Interval
+from satbench.metrics.stats import Distribution, Estimate, Interval, percentile_ci
 from satbench.results import RESULTS_FILE, LaneResult, ResultsFile, read_results
 from satbench.saturation.bound import Resource, Saturation, saturated_by
 from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.usl import UslFit, fit_usl
 
 RECOMMENDATIONS_FILE = "recommendations.json"
-RECOMMENDATIONS_SCHEMA_VERSION = "1.6"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.7"
+# 1.7: a p95 whose 95 % CI has no upper end (fewer than 72 samples) meets no SLO target (the largest
+#      sample stood in for it, above the p95 only with probability 1 - 0.95^n).
 # 1.6: a `definitions` block (the rules behind the knee, the caps and the recommendation).
 # 1.5: expected and measured throughput are results 3.0's, taken over whole requests (a knee
 #      found on the earlier figure could sit higher: their bias grew with N).
@@ -121,7 +125,7 @@ DEFINITIONS = {
             "not end the climb)",
     "slo_bound": "the largest N such that it and every lower level meet the SLO: upper 95% CI end of p95 TTFT and p95 "
                  "TPOT (and p95 E2E when set) within the targets, and >= 90% of requests meeting all (a failed request "
-                 "misses)",
+                 "misses); a p95 whose CI has no upper end (fewer than 72 samples) does not meet a target",
     "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at least 1)",
     "server_failure_cap": "one below the lowest concurrency at which the lane's server crashed or stopped answering",
     "error_cap": "one below the lowest level where more than 1% of measured requests failed (cancelled ones excepted)",
@@ -149,10 +153,25 @@ def _p95(d: Distribution) -> tuple[float | None, Interval | None]:
     return d.p95, d.ci.get("p95")
 
 
-def _upper_p95(d: Distribution) -> float | None:
-    """The p95's upper 95 % confidence end; the largest sample when the CI is open."""
+@cache
+def fewest_to_bound_p95() -> int:
+    """The fewest samples whose p95 has a finite upper 95 % CI end (72: below, its rank is past n)."""
+    return next(n for n in count(1) if percentile_ci(range(n), 95).high is not None)
+
+
+def _p95_miss(name: str, d: Distribution, target_ms: float | None, digits: int = 0) -> str | None:
+    """Why the upper 95 % CI end of `d`'s p95 does not show it within `target_ms`; None when it does.
+    An open upper end (too few samples) shows nothing: the largest sample is above the p95 only
+    with probability 1 − 0.95ⁿ (0.34 at n = 8), so it is not taken in its place."""
+    if target_ms is None:
+        return None
     ci = d.ci.get("p95")
-    return ci.high if ci is not None and ci.high is not None else d.max
+    if ci is None or ci.high is None:
+        return (f"p95 {name} cannot be bounded from {d.n} samples (its 95% CI has no upper end below "
+                f"{fewest_to_bound_p95()}: measure more requests)")
+    if ci.high > target_ms:
+        return f"p95 {name} upper CI {round(ci.high, digits or None)} ms > {target_ms:g}"
+    return None
 
 
 def slo_bound(levels: list[LevelResult], slo: SloConfig | None) -> tuple[int | None, str]:
@@ -162,15 +181,10 @@ def slo_bound(levels: list[LevelResult], slo: SloConfig | None) -> tuple[int | N
         return None, "no SLO declared for this lane"
     best, why = None, ""
     for lv in sorted(levels, key=lambda x: x.concurrency):
-        ttft, tpot = _upper_p95(lv.latency.ttft_ms), _upper_p95(lv.latency.tpot_ms)
         att = lv.slo_attainment
-        fails = []
-        if ttft is None or ttft > slo.p95_ttft_ms:
-            fails.append(f"p95 TTFT upper CI {ttft if ttft is None else round(ttft)} ms > {slo.p95_ttft_ms:g}")
-        if tpot is None or tpot > slo.p95_tpot_ms:
-            fails.append(f"p95 TPOT upper CI {tpot if tpot is None else round(tpot, 1)} ms > {slo.p95_tpot_ms:g}")
-        if slo.p95_e2e_ms is not None and ((e2e := _upper_p95(lv.latency.e2e_ms)) is None or e2e > slo.p95_e2e_ms):
-            fails.append(f"p95 E2E upper CI {e2e if e2e is None else round(e2e)} ms > {slo.p95_e2e_ms:g}")
+        fails = [m for m in (_p95_miss("TTFT", lv.latency.ttft_ms, slo.p95_ttft_ms),
+                             _p95_miss("TPOT", lv.latency.tpot_ms, slo.p95_tpot_ms, digits=1),
+                             _p95_miss("E2E", lv.latency.e2e_ms, slo.p95_e2e_ms)) if m]
         if att is None or att < SLO_MIN_ATTAINMENT:
             fails.append(f"attainment {att if att is None else f'{att:.0%}'} < {SLO_MIN_ATTAINMENT:.0%}")
         if fails:
