@@ -29,6 +29,12 @@ class Quiet:
 
 
 async def run_check(check: str, fairness: FairnessConfig | None = None, **script) -> Verdict:
+    return (await run_check_events(check, fairness, **script))[0]
+
+
+async def run_check_events(check: str, fairness: FairnessConfig | None = None,
+                           **script) -> tuple[Verdict, list[RequestEvent]]:
+    """The check's verdict and the events it was judged on."""
     fake = FakeScript(**{**FAIR, **script})
     fairness = fairness or FairnessConfig()
     async with FakeLlamaServer(fake) as srv:
@@ -47,4 +53,4 @@ async def run_check(check: str, fairness: FairnessConfig | None = None, **script
         finally:
             await session.close()
     reqs = [r for r in events.records if isinstance(r, RequestEvent)]
-    return next(v for v in lane_verdicts(reqs, plan, fairness, True) if v.check == check)
+    return next(v for v in lane_verdicts(reqs, plan, fairness, True) if v.check == check), reqs

@@ -364,7 +364,8 @@ class FakeLlamaServer:
         if route == ("GET", "/props"):
             return conn.respond(200, _dumps(props_json(s)))
         if route == ("POST", "/tokenize"):
-            return conn.respond(200, _dumps({"tokens": tokenize(str(self._json(body).get("content", "")))}))
+            return conn.respond(200, _dumps({"tokens": tokenize(str(self._json(body).get("content", "")),
+                                                                 s.tokenize_chars_per_token)}))
         if route == ("GET", "/slots"):
             if not s.endpoint_slots:
                 raise _HttpError(501, "This server does not support slots endpoint. Start it with `--slots`")

@@ -58,9 +58,12 @@ def generated_token(k: int) -> int:
     return VOCAB_BASE + k % len(_WORDS)
 
 
-def tokenize(text: str) -> list[int]:
-    """Fake tokenizer: one token per whitespace-separated word (at least one)."""
-    ids = [VOCAB_BASE + len(_WORDS) + zlib.crc32(w.encode()) % 30000 for w in text.split()]
+def tokenize(text: str, chars_per_token: int | None = None) -> list[int]:
+    """Fake tokenizer: one token per whitespace-separated word (at least one); with
+    `chars_per_token`, a word of c characters is ceil(c / chars_per_token) tokens, as a longer id
+    is more tokens to a real tokenizer."""
+    ids = [VOCAB_BASE + len(_WORDS) + zlib.crc32(w.encode()) % 30000 for w in text.split()
+           for _ in range(-(-len(w) // chars_per_token) if chars_per_token else 1)]
     return ids or [1]
 
 
@@ -82,6 +85,7 @@ class FakeScript(BaseModel):
     model_path: str = "/models/fake-model-Q8_0.gguf"
     llamacpp: bool = True
     endpoint_metrics: bool = True
+    tokenize_chars_per_token: int | None = Field(None, ge=1, description="/tokenize: None = one token per word")
     endpoint_slots: bool = True
     headers_at_first_token: bool | None = Field(
         None, description="send the status line with the first token (llama.cpp since PR 16486); None = llamacpp")

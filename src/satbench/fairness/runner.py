@@ -133,13 +133,21 @@ class FairnessRunner:
         if len(sizes) < 2:
             return
         self.progress.level(self.lane, "fairness F2", len(sizes), 1)
+        reps = range(1, self.s.lane.fairness.f2_repetitions + 1)
+        built = {(tag, i): await self._req("F2", tag, i, *sizes[i])
+                 for tag in [f"alone{r}-" for r in range(3)] + [f"together{r}-" for r in reps] for i in range(len(sizes))}
+        # a prompt too short for its id grows to fit, by as much as the id is long: every request of a
+        # size gets its longest prompt, so that a size alone and together is the same request
+        longest = {i: max(r.prompt_tokens for (_, j), r in built.items() if j == i) for i in range(len(sizes))}
+        for (tag, i), r in built.items():
+            if r.prompt_tokens < longest[i]:
+                built[tag, i] = await self._req("F2", tag, i, longest[i], sizes[i][1])
         for rep in range(3):  # each size alone three times: its median is the reference
-            for i, (pr, out) in enumerate(sizes):
-                await self.send("F2", "alone", i, await self._req("F2", f"alone{rep}-", i, pr, out),
-                                level=len(sizes), rep=rep + 1)
-        for rep in range(1, self.s.lane.fairness.f2_repetitions + 1):
+            for i in range(len(sizes)):
+                await self.send("F2", "alone", i, built[f"alone{rep}-", i], level=len(sizes), rep=rep + 1)
+        for rep in reps:
             order = sorted(range(len(sizes)), key=lambda i: -(sizes[i][0] + sizes[i][1]))  # biggest first
-            reqs = {i: await self._req("F2", f"together{rep}-", i, *sizes[i]) for i in order}
+            reqs = {i: built[f"together{rep}-", i] for i in order}
             tasks = []
             for i in order:
                 tasks.append(asyncio.create_task(self.send("F2", "together", i, reqs[i], level=len(sizes),

@@ -188,10 +188,18 @@ def f2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
     return _v("F2", "pass" if slow[worst] <= bound else "fail", samples=len(events),
               measured={"max_slowdown": slow[worst], **{f"slowdown_size{i}": slow[i] for i in range(n)}},
               bounds={"max_slowdown": bound},
-              derivation=(f"{n} requests of sizes {plan.f2_sizes} (prompt, output) sent together; slowdown = "
+              derivation=(f"{n} requests of sizes {_sizes_sent(events, plan)} (prompt, output) sent together; slowdown = "
                           f"mean E2E together ÷ median E2E alone (3 runs); bound {cfg.f2_slowdown_factor:g} × N; "
                           f"worst: size {worst}; {len(overlapped)} of {len(rounds)} rounds had all {n} in flight "
                           f"at once (only those count)"))
+
+
+def _sizes_sent(events: Sequence[RequestEvent], plan: FairnessPlan) -> str:
+    """F2's sizes as sent: a prompt too short for its request id grew to fit (plan.f2_sizes is the plan)."""
+    def prompt(i: int, planned: int) -> str:
+        sent = sorted({e.prompt_tokens for e in events if e.seq == i and e.role in ("alone", "together")})
+        return str(planned) if not sent else f"{sent[0]}" if len(sent) == 1 else f"{sent[0]}-{sent[-1]}"
+    return "[" + ", ".join(f"({prompt(i, p)}, {o})" for i, (p, o) in enumerate(plan.f2_sizes)) + "]"
 
 
 def service_gap(done: Sequence[RequestEvent], clients: int, start_ns: int) -> list[tuple[float, float]]:
