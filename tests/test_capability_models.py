@@ -29,8 +29,12 @@ def test_a_url_lane_measured_on_the_same_server_is_advertised(fake_server, tmp_p
 def test_a_url_lane_whose_server_now_reports_another_build_is_refused(fake_server, tmp_path, capsys, monkeypatch):
     from satbench import capability
 
-    real = capability.remote_identity
-    monkeypatch.setattr(capability, "remote_identity", lambda lane: (real(lane)[0], "b0-other", None))
+    real = capability.remote_props
+
+    def other_build(lane):
+        props, why = real(lane)
+        return {**props, "build_info": "b0-other"}, why
+    monkeypatch.setattr(capability, "remote_props", other_build)
     (lane,) = json.loads(sweep_and_capability(fake_server, tmp_path, capsys, "b0-unknown"))["lanes"]
     assert lane["status"] == "unmeasured" and "another runtime build (b0-unknown ≠ b0-other)" in lane["reason"]
 

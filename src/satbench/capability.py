@@ -7,6 +7,9 @@ when it was measured on another machine (hardware fingerprint), for another mode
 (sha256) or another runtime build (for a native llama-server also other executable or library
 bytes, since a build compiled outside git reports no build number), when it is older than the
 allowed age, or when its own numbers do not hold together (e.g. a concurrency never measured).
+A url lane is also refused when its server now has another shape (slots, per-slot context) than
+the one measured, or when it was measured through a remote URL from another machine (the
+fingerprint recorded is then the measuring machine's, not the server's).
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ import jsonschema
 from pydantic import Field, ValidationError
 
 from satbench.artifacts import older_minor, published_schema, render
+from satbench.capability_remote import remote_props, served_here, shape_of
 from satbench.config import LaneConfig, RunConfig, Strict
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
-from satbench.manifest import HostInfo
+from satbench.manifest import HostInfo, RuntimeInfo
 from satbench.runtimes.native import server_binary_sha256
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile, recommendations_json_schema
 
@@ -47,6 +51,8 @@ class NodeLane(Strict):
     runtime_binary_sha256: str | None = Field(
         None, description="native lanes: sha256 over the llama-server executable and the libraries beside it")
     unreachable: str | None = Field(None, description="why a remote lane's server could not be asked (/props)")
+    total_slots: int | None = Field(None, description="url lanes: the slots the server reports now (/props)")
+    per_slot_ctx: int | None = Field(None, description="url lanes: its per-slot context now (/props)")
 
 
 class Evidence(Strict):
@@ -147,6 +153,34 @@ def binary_mismatch(measured: str | None, node: NodeLane, build_known: bool = Tr
     return None
 
 
+def shape_mismatch(measured: RuntimeInfo, node: NodeLane) -> str | None:
+    """A url lane's server must have the shape it was measured with: its slot count and per-slot
+    context (/props). Fewer slots queue what the recommendation sends at once; more slots or
+    another context change the KV cache the figures were measured with. (A server satbench
+    starts gets its shape from whoever deploys it, which capability cannot see.)"""
+    if node.runtime_kind != "url":
+        return None
+    for what, was, now in (("slots", measured.total_slots, node.total_slots),
+                           ("per-slot context", measured.per_slot_ctx, node.per_slot_ctx)):
+        if was is not None and now is None:
+            return f"the lane's server does not report its {what} (/props): cannot confirm the {was} measured"
+        if was is not None and now != was:
+            return (f"measured with {was} {what}, the server reports {now} now (restarted with another -np/-c?): "
+                    "measure it again as it runs now")
+    return None
+
+
+def measured_from_afar(measured: RuntimeInfo) -> str | None:
+    """A url lane measured through a remote URL (network path "remote") from a machine that does not
+    hold its address: the hardware fingerprint recorded is the measuring machine's, not the
+    server's, so it vouches for nothing on the node that serves it."""
+    if measured.kind != "url" or served_here(measured.base_url):
+        return None
+    return (f"measured through a remote URL ({measured.base_url}) from another machine: the server's hardware "
+            "was not seen, so the figure cannot be matched to this node; run satbench on the node itself or "
+            "against its loopback URL")
+
+
 def recommendation_problems(rec: LaneRecommendation) -> list[str]:
     """Internal consistency: the numbers must be ones the run measured."""
     measured = {lv.concurrency: lv for lv in rec.measured_levels}
@@ -184,6 +218,8 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
         return f"cannot ask the lane's server what it runs: {node.unreachable}"
     if node.runtime_kind == "url" and node.model_path is None:
         return "the lane's server does not say which model it serves (no model_path on /props): cannot confirm it"
+    if (why := measured_from_afar(rec.runtime)) is not None:
+        return why
     if rec.hardware_fingerprint != host_fingerprint and host is not None and rec.hardware.older_scheme_of(host):
         return ("measured on this machine, but its hardware fingerprint was computed by an earlier satbench "
                 "(another fingerprint scheme): measure again to advertise it")
@@ -200,6 +236,8 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
     if rec_build != node.runtime_build:
         return f"measured with another runtime build ({rec_build} ≠ {node.runtime_build})"
     if (why := binary_mismatch(rec.runtime.binary_sha256, node, build_known=bool(rec.runtime.build_number))) is not None:
+        return why
+    if (why := shape_mismatch(rec.runtime, node)) is not None:
         return why
     try:
         measured = dt.datetime.fromisoformat(rec.measured_at)
@@ -244,32 +282,17 @@ def load_recommendations(path: Path) -> tuple[RecommendationsFile | None, str | 
     return recs, None, digest
 
 
-def _why(exc: BaseException) -> str:
-    """One phrase for a failed /props request: 'HTTP 401 Unauthorized', or the socket/TLS error
-    that urllib wraps in `.reason`."""
-    if getattr(exc, "code", None):
-        return f"HTTP {exc.code} {getattr(exc, 'reason', '')}".strip()  # type: ignore[attr-defined]
-    inner = getattr(exc, "reason", None)
-    err = inner if isinstance(inner, BaseException) else exc
-    return f"{err.__class__.__name__}: {err}"
+def identity_of(props: dict) -> tuple[str | None, str | None]:
+    """(model path, build) a running server reports on /props."""
+    info = props.get("build_info")
+    return props.get("model_path"), build_from_info(None if info is None else str(info))
 
 
 def remote_identity(lane: LaneConfig) -> tuple[str | None, str | None, str | None]:
     """(model path, build, None) a running server reports on /props, or (None, None, why) when it
-    cannot be asked (unreachable, refused the key, failed TLS verification, not JSON)."""
-    from satbench.access import auth_headers, get_bytes, tls_context_for
-    from satbench.runtimes.remote import split_credentials
-
-    url, secret = split_credentials(lane.runtime.url or "")
-    headers = auth_headers(lane.runtime, lane.name, secret)
-    try:
-        props = json.loads(get_bytes(url + "/props", headers, tls_context_for(lane.runtime), timeout_s=10))
-    except (OSError, ValueError) as exc:
-        return None, None, f"{url}/props: {_why(exc)}"[:300]
-    if not isinstance(props, dict):
-        return None, None, f"{url}/props did not answer a JSON object"
-    info = props.get("build_info")
-    return props.get("model_path"), build_from_info(None if info is None else str(info)), None
+    cannot be asked."""
+    props, why = remote_props(lane)
+    return (None, None, why) if props is None else (*identity_of(props), None)
 
 
 def node_lane(lane: LaneConfig) -> NodeLane:
@@ -278,9 +301,11 @@ def node_lane(lane: LaneConfig) -> NodeLane:
     from satbench.models.resolve import resolve_model
 
     if lane.runtime.kind == "url":
-        model_path, build, why = remote_identity(lane)
+        props, why = remote_props(lane)
+        (model_path, build), (slots, ctx) = ((None, None), (None, None)) if props is None else (
+            identity_of(props), shape_of(props))
         return NodeLane(lane=lane.name, model_path=model_path, model_sha256=None, runtime_kind="url",
-                        runtime_build=build, unreachable=why)
+                        runtime_build=build, unreachable=why, total_slots=slots, per_slot_ctx=ctx)
     path, info = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
     binary = (server_binary_sha256(lane.runtime.server_bin)
               if lane.runtime.kind == "native" and lane.runtime.server_bin else None)

@@ -1,0 +1,99 @@
+"""Capability of a --url lane is refused when the server it names is not the one measured in a
+way /props can tell (fewer or more slots, another per-slot context), and when the recommendation
+was measured through a remote URL from another machine (its hardware fingerprint is then the
+measuring machine's, not the server's)."""
+
+import json
+import socket
+
+import pytest
+
+from satbench.cli import main
+
+
+def sweep(fake, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["sweep", "--url", fake.base_url, "--concurrency", "1,2", "--repetitions", "1",
+                 "--requests-per-level", "6", "--prompt-tokens", "16", "--output-tokens", "4", "-o", str(run)]) == 0
+    capsys.readouterr()
+    return run / "recommendations.json"
+
+
+def capability(recs, url, capsys, fmt="json") -> str:
+    assert main(["capability", "--recommendations", str(recs), "--url", url, "--format", fmt]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_server_restarted_with_fewer_slots_is_not_advertised_at_the_measured_number(fake_server, tmp_path, capsys):
+    recs = sweep(fake_server(n_slots=2, decode_iteration_ms=1.0), tmp_path, capsys)
+    assert json.loads(recs.read_text())["lanes"][0]["recommended_concurrency"] == 2
+    now = fake_server(n_slots=1, decode_iteration_ms=1.0)  # same model file and build, one slot
+    out = capability(recs, now.base_url, capsys, "litellm")
+    assert "max_parallel_requests: 1" in out and "satbench_status: unmeasured" in out
+    (lane,) = json.loads(capability(recs, now.base_url, capsys))["lanes"]
+    assert lane["status"] == "unmeasured"
+    assert "measured with 2 slots, the server reports 1 now" in lane["reason"]
+
+
+def test_a_server_restarted_with_another_per_slot_context_is_refused(fake_server, tmp_path, capsys):
+    recs = sweep(fake_server(n_slots=2, n_ctx=2048, decode_iteration_ms=1.0), tmp_path, capsys)
+    now = fake_server(n_slots=2, n_ctx=1024, decode_iteration_ms=1.0)
+    (lane,) = json.loads(capability(recs, now.base_url, capsys))["lanes"]
+    assert lane["status"] == "unmeasured"
+    assert "measured with 1024 per-slot context, the server reports 512 now" in lane["reason"]
+
+
+def test_the_same_shape_is_still_advertised(fake_server, tmp_path, capsys):
+    recs = sweep(fake_server(n_slots=2, decode_iteration_ms=1.0), tmp_path, capsys)
+    now = fake_server(n_slots=2, decode_iteration_ms=1.0)  # restarted as it was
+    (lane,) = json.loads(capability(recs, now.base_url, capsys))["lanes"]
+    assert lane["status"] == "measured" and lane["max_concurrency"] == 2, lane["reason"]
+
+
+def as_measured_from(recs, url: str) -> None:
+    """Rewrite the recommendation as if its run had reached the server through `url`."""
+    data = json.loads(recs.read_text())
+    data["lanes"][0]["runtime"]["base_url"] = url
+    recs.write_text(json.dumps(data))
+
+
+def test_a_lane_measured_through_a_remote_url_is_not_vouched_for_by_the_measuring_machine(
+        fake_server, tmp_path, capsys):
+    fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
+    recs = sweep(fake, tmp_path, capsys)
+    as_measured_from(recs, "http://192.0.2.7:8080")  # TEST-NET-1: never an address of this machine
+    (lane,) = json.loads(capability(recs, fake.base_url, capsys))["lanes"]
+    assert lane["status"] == "unmeasured" and lane["max_concurrency"] == 1
+    assert lane["reason"].startswith("measured through a remote URL (http://192.0.2.7:8080) from another machine: "
+                                     "the server's hardware was not seen")
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]"])
+def test_a_lane_measured_through_loopback_is_still_advertised(fake_server, tmp_path, capsys, host):
+    fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
+    recs = sweep(fake, tmp_path, capsys)
+    as_measured_from(recs, f"http://{host}:8080")
+    (lane,) = json.loads(capability(recs, fake.base_url, capsys))["lanes"]
+    assert lane["status"] == "measured", lane["reason"]
+
+
+def this_machines_address() -> str:
+    """An address one of this machine's interfaces holds besides loopback (no packet is sent)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))
+            addr = s.getsockname()[0]
+    except OSError:
+        pytest.skip("no route off loopback here")
+    if addr.startswith("127.") or addr == "0.0.0.0":
+        pytest.skip("no address besides loopback here")
+    return addr
+
+
+def test_a_url_naming_this_machine_is_served_here_and_another_is_not():
+    from satbench.capability_remote import served_here
+
+    assert served_here(f"http://{this_machines_address()}:8080")
+    assert served_here("http://127.0.0.1:1") and served_here("http://localhost:1")
+    assert not served_here("http://192.0.2.7:8080")
+    assert not served_here("http://no-such-host.invalid:8080")
