@@ -84,13 +84,28 @@ def close(a: object, b: object, rel: float = FLOAT_REL_TOL) -> bool:
     return a == b
 
 
-def same_under_current_schema(old: str, fresh: str, model: type[BaseModel], ignore: tuple[str, ...] = ()) -> bool:
+def _only_keys_of(value: object, shape: object) -> object:
+    """`value` without the object keys that `shape` (the same document as an earlier minor wrote
+    it) lacks, at every depth; lists are pruned item by item."""
+    if isinstance(value, dict) and isinstance(shape, dict):
+        return {k: _only_keys_of(v, shape[k]) for k, v in value.items() if k in shape}
+    if isinstance(value, list) and isinstance(shape, list) and len(value) == len(shape):
+        return [_only_keys_of(v, s) for v, s in zip(value, shape)]
+    return value
+
+
+def same_under_current_schema(old: str, fresh: str, model: type[BaseModel], ignore: tuple[str, ...] = (),
+                              older_fields_only: bool = False) -> bool:
     """`old`, read under the current model (fields it lacks take their defaults), equals `fresh`
     in everything but `schema_version` and the top-level keys in `ignore`, numbers to within
-    floating-point rounding (`close`)."""
+    floating-point rounding (`close`). With `older_fields_only` (`old` is an earlier minor), the
+    fields a later minor added are left out on both sides: `old` could not hold them."""
     try:
         was = model.model_validate_json(old).model_dump(mode="json")
         now = model.model_validate_json(fresh).model_dump(mode="json")
+        if older_fields_only:
+            shape = json.loads(old)
+            was, now = _only_keys_of(was, shape), _only_keys_of(now, shape)
     except ValueError:
         return False
     for key in ("schema_version", *ignore):

@@ -16,7 +16,9 @@ from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 
 RESULTS_FILE = "results.json"
-RESULTS_SCHEMA_VERSION = "3.0"
+RESULTS_SCHEMA_VERSION = "3.1"
+# 3.1: repetitions[].p95_ttft_ms / p95_itl_ms / p95_e2e_ms (compare's and interference's p95 CIs
+#      span repetitions); a percentile's CI always contains its estimate.
 # 3.0: throughput (output and total tok/s, req/s) is taken per stream from the start of a whole
 #      request to the window's end, no longer as all tokens in the window ÷ its length, which
 #      overstated servers whose streams move in step (up to +44 % with two requests per stream); repetitions' throughput_streams and the
@@ -50,9 +52,10 @@ DEFINITIONS = {
     "time_weighted_source": "where time_weighted_busy_slots came from: slots, requests_processing (when /slots gave no reading in a repetition's window), or both joined by + when repetitions differed",
     "decode_weighted_busy_slots": "delta(n_busy_slots_per_decode * n_decode_total) / delta(n_decode_total) over the window",
     "client_in_flight": "time-weighted mean of requests between sent_ns and end_ns in the window",
-    "percentiles": "linear interpolation; 95% CI from binomial order statistics; mean CI Student-t over repetitions",
+    "percentiles": "linear interpolation; 95% CI from binomial order statistics of the pooled sample, widened to contain the estimate (within-run sampling only: it does not carry repetition-to-repetition variation); mean CI Student-t over repetitions",
+    "repetition_p95": "repetitions[].p95_ttft_ms / p95_itl_ms / p95_e2e_ms: the p95 of that repetition's own latency sample; compare and interference take a p95's CI as Student-t over these (none from fewer than 2), widened to contain the pooled p95",
     "together_levels": "the lane measured while every lane of the run ran at once, levels in lockstep by position; lanes that finished early kept their streams busy with background requests (never counted)",
-    "interference": "together / alone for output tok/s and p95 TTFT and ITL; CI by interval arithmetic on the two 95% CIs",
+    "interference": "together / alone for output tok/s and p95 TTFT and ITL; CI by interval arithmetic on the two 95% CIs (for a p95, the CI over repetitions of repetition_p95)",
     "hardware.fingerprint_sha256": "sha256 of canonical JSON of CPU model and signature, cores (logical, physical, usable), RAM class (multiple of 4 GiB at or above it), OS family (not the kernel release), and each GPU's name, memory (GiB), driver and CUDA version",
     "host_busy_cores": "whole machine: delta(total - idle - iowait CPU seconds) / delta wall, over the level's process samples",
     "gpu": "NVML, device-wide: utilisation and SM clock of the busiest GPU and memory used (all GPUs), mean over the readings inside the steady windows; peak memory over the whole level",

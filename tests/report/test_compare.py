@@ -11,7 +11,7 @@ from satbench.config import LaneConfig, RunConfig, RuntimeConfig, ServerParams, 
 from satbench.errors import UserError
 from satbench.manifest import GpuInfo, HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo
 from satbench.metrics.interference import Ratio
-from satbench.metrics.level import Counts, Latency, LevelResult, Memory, Occupancy, Throughput
+from satbench.metrics.level import Counts, Latency, LevelResult, Memory, Occupancy, RepetitionResult, Throughput
 from satbench.metrics.stats import Distribution, Estimate, Interval, distribution, mean_estimate
 from satbench.report.compare import (
     Comparison, MetricComparison, compare_results, compare_runs, is_significant, load_results,
@@ -30,18 +30,22 @@ def _dist(rng: random.Random, n: int, median_ms: float) -> Distribution:
 
 
 def level(n: int, seed: int = 0, tok_per_s: float = 100.0) -> LevelResult:
-    """A realistic level: three repetitions of throughput, 200 latency samples per metric."""
+    """A realistic level: three repetitions of throughput and of p95s (±3 %), 200 latency samples per metric."""
     rng = random.Random(seed + n)
     ttft, itl = 20.0 * n, 5.0 + n
+    lat = Latency(ttft_ms=_dist(rng, 200, ttft), itl_ms=_dist(rng, 3000, itl),
+                  tpot_ms=_dist(rng, 200, itl), e2e_ms=_dist(rng, 200, ttft + 31 * itl),
+                  queue_time_ms=_dist(rng, 200, 1.0))
+    reps = [RepetitionResult(repetition=i, status="complete", p95_ttft_ms=lat.ttft_ms.p95 * f,
+                             p95_itl_ms=lat.itl_ms.p95 * f, p95_e2e_ms=lat.e2e_ms.p95 * f)
+            for i, f in enumerate((0.97, 1.0, 1.03), 1)]
     return LevelResult(
-        concurrency=n, repetitions=[],
+        concurrency=n, repetitions=reps,
         throughput=Throughput(
             output_tok_per_s=mean_estimate([tok_per_s * n * f for f in (0.98, 1.0, 1.02)], floor=0.0),
             total_tok_per_s=mean_estimate([3 * tok_per_s * n * f for f in (0.98, 1.0, 1.02)], floor=0.0),
             req_per_s=mean_estimate([n * f for f in (0.98, 1.0, 1.02)], floor=0.0)),
-        latency=Latency(ttft_ms=_dist(rng, 200, ttft), itl_ms=_dist(rng, 3000, itl),
-                        tpot_ms=_dist(rng, 200, itl), e2e_ms=_dist(rng, 200, ttft + 31 * itl),
-                        queue_time_ms=_dist(rng, 200, 1.0)),
+        latency=lat,
         occupancy=Occupancy(slots=4), memory=Memory(),
         counts=Counts(requests_measured=200, requests_ok=200, requests_in_window=200, warmup_requests=n,
                       retries=0),
@@ -82,10 +86,14 @@ def scale_estimate(e: Estimate, k: float) -> Estimate:
     return e.model_copy(update={"value": e.value * k, "ci_low": e.ci_low * k, "ci_high": e.ci_high * k})
 
 
-def scale_p95(d: Distribution, k: float) -> Distribution:
+def scale_p95(lv: LevelResult, metric: str, k: float) -> None:
+    """Scale the level's pooled p95 of `metric` ("ttft_ms", ...), its CI and every repetition's p95 by k."""
+    d = getattr(lv.latency, metric)
     ci = d.ci["p95"]
-    return d.model_copy(update={"p95": d.p95 * k,
-                                "ci": {**d.ci, "p95": Interval(low=ci.low * k, high=ci.high * k)}})
+    setattr(lv.latency, metric, d.model_copy(update={
+        "p95": d.p95 * k, "ci": {**d.ci, "p95": Interval(low=ci.low * k, high=ci.high * k)}}))
+    for r in lv.repetitions:
+        setattr(r, f"p95_{metric}", getattr(r, f"p95_{metric}") * k)
 
 
 def metric(cmp: Comparison, name: str, n: int, lane_i: int = 0, scenario: str = "solo"):
@@ -153,9 +161,8 @@ def test_a_wide_ci_overlapping_one_is_not_significant(a):
 
 def test_halved_p95_latency_is_better_and_doubled_is_worse(a):
     b = derive(a)
-    lat = b.lanes[0].levels[0].latency
-    lat.ttft_ms = scale_p95(lat.ttft_ms, 0.5)
-    lat.e2e_ms = scale_p95(lat.e2e_ms, 2.0)
+    scale_p95(b.lanes[0].levels[0], "ttft_ms", 0.5)
+    scale_p95(b.lanes[0].levels[0], "e2e_ms", 2.0)
     cmp = compare_results(a, b, "A", "B")
     ttft, e2e, itl = (metric(cmp, k, 1) for k in ("p95_ttft_ms", "p95_e2e_ms", "p95_itl_ms"))
     assert ttft.ratio.value == pytest.approx(0.5) and ttft.significant and ttft.direction == "better"
@@ -164,14 +171,23 @@ def test_halved_p95_latency_is_better_and_doubled_is_worse(a):
 
 
 def test_an_open_ci_end_cannot_exclude_one(a):
-    d = a.lanes[0].levels[0].latency.ttft_ms
-    a.lanes[0].levels[0].latency.ttft_ms = d.model_copy(
-        update={"ci": {**d.ci, "p95": Interval(low=d.ci["p95"].low, high=None)}})
+    """A with one repetition: its p95 has no CI over repetitions, however tight its pooled CI."""
     b = derive(a)
-    b.lanes[0].levels[0].latency.ttft_ms = scale_p95(d, 2.0)
+    del a.lanes[0].levels[0].repetitions[1:]
+    scale_p95(b.lanes[0].levels[0], "ttft_ms", 2.0)
     m = metric(compare_results(a, b, "A", "B"), "p95_ttft_ms", 1)
-    assert m.ratio.value == pytest.approx(2.0) and m.ratio.ci_low is None
+    assert m.ratio.value == pytest.approx(2.0) and m.ratio.ci_low is None and m.ratio.ci_high is None
     assert not m.significant and m.direction == "same"
+
+
+def test_a_results_file_without_repetition_p95s_gets_a_note(a):
+    b = derive(a)
+    for lv in a.lanes[0].levels:
+        lv.repetitions = [RepetitionResult(repetition=i, status="complete", window_s=1.0) for i in (1, 2, 3)]
+    cmp = compare_results(a, b, "A", "B")
+    assert any(n.startswith("A has no per-repetition p95s") for n in cmp.lanes[0].notes)
+    assert not any(n.startswith("B has no") for n in cmp.lanes[0].notes)
+    assert metric(cmp, "p95_ttft_ms", 1).ratio.ci_low is None
 
 
 def test_significance_rule_on_bare_ratios():
@@ -332,7 +348,7 @@ def test_print_comparison_marks_the_significant_row_and_explains_the_marks(a):
     b = derive(a)
     b.lanes[0].levels[1].throughput.output_tok_per_s = scale_estimate(
         b.lanes[0].levels[1].throughput.output_tok_per_s, 1.5)
-    b.lanes[0].levels[2].latency.ttft_ms = scale_p95(b.lanes[0].levels[2].latency.ttft_ms, 2.0)
+    scale_p95(b.lanes[0].levels[2], "ttft_ms", 2.0)
     b.lanes[0].levels = b.lanes[0].levels + [level(8)]
     console = Console(record=True, width=160)
     print_comparison(compare_results(a, b, "runs/a", "runs/b"), console)

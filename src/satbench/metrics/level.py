@@ -22,7 +22,7 @@ from satbench.events import (
 from satbench.metrics import latency, memory, occupancy, throughput
 from satbench.metrics.gpu import GpuUse, gpu_use
 from satbench.metrics.little import LittleCheck, littles_law
-from satbench.metrics.stats import Distribution, Estimate, distribution, mean_estimate
+from satbench.metrics.stats import Distribution, Estimate, distribution, mean_estimate, percentile
 from satbench.metrics.unavailable import (
     endpoint_failures,
     nvml_failure,
@@ -62,6 +62,10 @@ class RepetitionResult(Strict):
     output_tok_per_s: float | None = None
     total_tok_per_s: float | None = None
     req_per_s: float | None = None
+    p95_ttft_ms: float | None = Field(None, description="p95 of this repetition's latency sample alone (the "
+                                      "spread of these across repetitions gives compare and interference their CI)")
+    p95_itl_ms: float | None = None
+    p95_e2e_ms: float | None = None
     requests_completed_in_window: int = 0
     requests_measured: int = 0
     errors: int = 0
@@ -154,8 +158,17 @@ def _repetition(
     res.output_tok_per_s = throughput.output_tok_per_s(events, win, n)
     res.total_tok_per_s = throughput.total_tok_per_s(events, win, n)
     res.req_per_s = throughput.req_per_s(events, win, n)
-    res.requests_completed_in_window = len(throughput.completed_in_window(events, win))
+    done = throughput.completed_in_window(events, win)
+    res.requests_completed_in_window = len(done)
+    res.p95_ttft_ms = _p95([v for e in done if (v := latency.ttft_ms(e)) is not None])
+    res.p95_itl_ms = _p95([g for e in done for g in latency.itl_ms(e)])
+    res.p95_e2e_ms = _p95([latency.e2e_ms(e) for e in done])
     return res, win
+
+
+def _p95(values: list[float]) -> float | None:
+    """p95 (linear interpolation) of one repetition's sample; None when it is empty."""
+    return percentile(values, 95) if values else None
 
 
 def _window_mean(values: list[float | None]) -> float | None:

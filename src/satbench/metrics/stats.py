@@ -3,7 +3,10 @@
 - Percentiles use linear interpolation between order statistics (numpy's default, type 7).
 - A percentile's 95 % CI is distribution-free: the order statistics x(l), x(u) whose ranks
   come from Binomial(n, p) (l = B⁻¹(0.025), u = B⁻¹(0.975) + 1). When n is too small
-  for a finite upper rank, the CI's upper end is null (unbounded).
+  for a finite upper rank, the CI's upper end is null (unbounded). An end that would exclude the
+  interpolated estimate itself (possible for few samples and extreme percentiles) is moved to the
+  estimate, so the interval always contains its point. The CI treats the pooled samples as
+  independent draws: it covers within-run sampling only, not how much a whole repetition moves.
 - A mean's CI is Student-t: mean ± t(0.975, n−1)·s/√n.
 """
 
@@ -38,7 +41,9 @@ class Distribution(Strict):
     p95: float | None = None
     p99: float | None = None
     max: float | None = None
-    ci: dict[str, Interval] = Field(default_factory=dict, description="95 % CI per percentile")
+    ci: dict[str, Interval] = Field(default_factory=dict, description=(
+        "95 % CI per percentile from the order statistics of the pooled sample: within-run sampling "
+        "only, not repetition-to-repetition variation"))
     few_samples: bool = Field(False, description="fewer than 100 samples: read p95/p99 with their CI")
 
 
@@ -58,7 +63,8 @@ def percentile(values: Sequence[float], pct: float) -> float:
 
 
 def percentile_ci(sorted_values: Sequence[float], pct: float) -> Interval:
-    """Order-statistic 95 % CI of the `pct` percentile (see module docstring)."""
+    """Order-statistic 95 % CI of the `pct` percentile (see module docstring), widened where needed
+    to contain `percentile(sorted_values, pct)`; `sorted_values` must be non-empty."""
     n = len(sorted_values)
     p = pct / 100.0
     alpha = 1.0 - CONFIDENCE
@@ -66,7 +72,9 @@ def percentile_ci(sorted_values: Sequence[float], pct: float) -> Interval:
     hi_rank = int(sps.binom.ppf(1 - alpha / 2, n, p)) + 1
     low = sorted_values[lo_rank - 1] if lo_rank >= 1 else None
     high = sorted_values[hi_rank - 1] if hi_rank <= n else None
-    return Interval(low=None if low is None else float(low), high=None if high is None else float(high))
+    point = percentile(sorted_values, pct)
+    return Interval(low=None if low is None else min(float(low), point),
+                    high=None if high is None else max(float(high), point))
 
 
 def distribution(values: Sequence[float]) -> Distribution:

@@ -2,14 +2,16 @@
 
 A difference is significant when the ratio's 95 % CI (interval arithmetic on both runs' CIs, as
 for interference) excludes 1 on the side of the ratio AND the effect |ratio − 1| is at least
-`min_effect` (5 %). An open CI end is unknown, so it cannot exclude 1. Runs whose lanes or
+`min_effect` (5 %). An open CI end is unknown, so it cannot exclude 1. Every CI used here spans the
+repetitions: throughput's is Student-t over the repetitions' rates, a p95's Student-t over the
+repetitions' own p95s (the pooled order-statistic CI would miss repetition-to-repetition variation),
+so a side with fewer than 2 repetitions gives an open end and no significance. Runs whose lanes or
 workloads differ are refused; different machines or llama.cpp builds are the point of comparing
 and are only printed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -21,7 +23,7 @@ from rich.text import Text
 from satbench.config import ServerParams, Strict, WorkloadConfig
 from satbench.errors import RunDirError, UserError
 from satbench.manifest import HostInfo
-from satbench.metrics.interference import Ratio, ratio_of_estimates, ratio_of_p95
+from satbench.metrics.interference import P95Metric, Ratio, ratio_of_estimates, ratio_of_p95
 from satbench.metrics.level import LevelResult
 from satbench.results import LaneResult, ResultsFile
 from satbench.results import read_results as load_results  # noqa: F401  (compare's loader, re-exported)
@@ -154,21 +156,19 @@ def _metric(name: str, a: float | None, b: float | None, ratio: Ratio, higher_is
     return MetricComparison(metric=name, a=a, b=b, ratio=ratio, significant=sig, direction=direction)
 
 
-_P95_METRICS: tuple[tuple[str, Callable], ...] = (
-    ("p95_ttft_ms", lambda lv: lv.latency.ttft_ms),
-    ("p95_itl_ms", lambda lv: lv.latency.itl_ms),
-    ("p95_e2e_ms", lambda lv: lv.latency.e2e_ms),
-)
+_P95_METRICS: tuple[P95Metric, ...] = ("p95_ttft_ms", "p95_itl_ms", "p95_e2e_ms")
 
 
 def compare_level(a: LevelResult, b: LevelResult, scenario: Scenario,
                   min_effect: float = MIN_EFFECT) -> LevelComparison:
-    """Throughput (mean over repetitions) and p95 TTFT / ITL / E2E of one level: B ÷ A."""
+    """Throughput (mean over repetitions) and pooled p95 TTFT / ITL / E2E of one level: B ÷ A, the
+    p95s' CI from their spread over repetitions (`ratio_of_p95`)."""
     ta, tb = a.throughput.output_tok_per_s, b.throughput.output_tok_per_s
     metrics = [_metric("output_tok_per_s", ta.value, tb.value, ratio_of_estimates(tb, ta), True, min_effect)]
-    for name, get in _P95_METRICS:
-        da, db = get(a), get(b)
-        metrics.append(_metric(name, da.p95, db.p95, ratio_of_p95(db, da), False, min_effect))
+    for name in _P95_METRICS:
+        ratio = ratio_of_p95(b, a, name)
+        pa, pb = (getattr(lv.latency, name.removeprefix("p95_")).p95 for lv in (a, b))
+        metrics.append(_metric(name, pa, pb, ratio, False, min_effect))
     return LevelComparison(scenario=scenario, concurrency=a.concurrency, metrics=metrics)
 
 
@@ -223,8 +223,18 @@ def _param_notes(a: LaneResult, b: LaneResult) -> list[str]:
     return notes
 
 
+def _lacks_repetition_p95s(lane: LaneResult) -> bool:
+    """Repetitions with a steady window but not one p95 of their own: a results.json written before
+    satbench recorded them (its p95 ratios get no CI)."""
+    reps = [r for lv in lane.levels + lane.together_levels for r in lv.repetitions if r.window_s is not None]
+    return bool(reps) and all(r.p95_e2e_ms is None for r in reps)
+
+
 def compare_lane(a: LaneResult, b: LaneResult, min_effect: float = MIN_EFFECT) -> LaneComparison:
     notes = _param_notes(a, b)
+    notes += [f"{tag} has no per-repetition p95s (analyzed by an earlier satbench), so no p95 CI; "
+              "`satbench analyze` on that run adds them" for tag, ln in (("A", a), ("B", b))
+              if _lacks_repetition_p95s(ln)]
     rows, only_a, only_b = _pair_levels(a.levels, b.levels, "solo", min_effect, notes)
     if not rows:
         notes.append(f"no solo level in common (A: {_levels(only_a)}; B: {_levels(only_b)})")
@@ -303,7 +313,8 @@ def lane_comparison_table(lane: LaneComparison, min_effect: float = MIN_EFFECT) 
 
 def legend(min_effect: float = MIN_EFFECT) -> str:
     return (f"▲ better, ▼ worse (more throughput / lower latency is better): significant when the 95% CI "
-            f"of B ÷ A excludes 1 and the change is at least {min_effect:.0%}; ? = open CI end, cannot "
+            f"of B ÷ A excludes 1 and the change is at least {min_effect:.0%}; CIs span repetitions (p95: "
+            f"t over the repetitions' own p95s); ? = open CI end (e.g. fewer than 2 repetitions), cannot "
             f"exclude 1")
 
 

@@ -187,7 +187,8 @@ def _rederive(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
         elif was == now and same_under_current_schema(old, text, model, ignore=OLDER_MINOR_IGNORED):
             # every figure agrees; only the prose restating the formulas was worded by another build
             older.append(f"{name}: schema {was}, its definitions worded otherwise")
-        elif older_minor(was, now) and same_under_current_schema(old, text, model, ignore=OLDER_MINOR_IGNORED):
+        elif older_minor(was, now) and same_under_current_schema(old, text, model, ignore=OLDER_MINOR_IGNORED,
+                                                                 older_fields_only=True):
             older.append(f"{name}: schema {was}")
         else:
             out.append(f"{name}: differs from a fresh analysis of the raw files{_version_note(old, text)}")
