@@ -4,7 +4,6 @@ slot count (warning, or refused with --strict) and a workload that cannot fit a 
 from __future__ import annotations
 
 from satbench.cli import main
-from satbench.events import RequestEvent, read_events
 
 TINY = ["--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "16", "--output-tokens", "4"]
 
@@ -24,7 +23,7 @@ def test_strict_refuses_it_before_anything_is_measured(fake_server, tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert err[-1].startswith("satbench: error: lane default: levels 4, 8 exceed the server's 2 slots (--strict)")
-    assert not [e for e in read_events(run) if isinstance(e, RequestEvent)]
+    assert not run.exists()  # refused before the run directory is made: the corrected command can reuse -o
 
 
 def test_a_workload_that_cannot_fit_a_slot_is_refused_naming_the_fix(fake_server, tmp_path, capsys):
@@ -35,6 +34,7 @@ def test_a_workload_that_cannot_fit_a_slot_is_refused_naming_the_fix(fake_server
     assert code == 2
     assert "a request needs prompt 24 + output 16 = 40 tokens but the server's per-slot context is 32" in err
     assert "-c" in err and "-np" in err
+    assert not (tmp_path / "r").exists()
 
 
 def test_a_resumed_or_restarted_lane_must_run_the_same_llama_server_bytes():

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from satbench.cli_args import build_parser, lanes_config, run_config, run_flags_given
-from satbench.config import RunConfig
+from satbench.config import LaneConfig, RunConfig
 from satbench.errors import Interrupted, SatbenchError, ServerGoneError, UserError
 from satbench.rundir import refuse_if_in_use
 from satbench.runtimes.remote import redact_url
@@ -44,8 +44,10 @@ def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     flag: a server_bin that cannot run, a --ctx-size too small for one request per slot, a
     served_model its server does not list, a port in use (or asked by two lanes that run together),
     and a run of running servers none of which answers (where one answers, the others become recorded
-    lane failures)."""
-    from satbench.probe import check_served_model
+    lane failures). A running server still loading its model is waited for (a bounded time), one whose
+    slots or per-slot context the workload does not fit is refused, and one without /metrics or /slots
+    is warned about."""
+    from satbench.probe import check_served_model, wait_while_loading
     from satbench.runtimes.base import check_port_free
     from satbench.runtimes.native import check_server_bin
     from satbench.server_checks import check_planned_fit
@@ -60,7 +62,10 @@ def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
         if rc.kind == "native" and rc.server_bin is not None:
             check_server_bin(rc.server_bin, where("server_bin"))
         check_planned_fit(lane)
+        answers = rc.kind == "url" and wait_while_loading(lane)
         check_served_model(lane)
+        if answers:
+            _running_server_checks(cfg, lane)
         if rc.kind == "url" or port is None:
             continue
         if cfg.together and port in ports:
@@ -70,6 +75,20 @@ def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
         check_port_free(port, f"{where('port')} {port}")
     if all(lane.runtime.kind == "url" for lane in cfg.lanes):
         _some_url_answers(cfg)
+
+
+def _running_server_checks(cfg: RunConfig, lane: LaneConfig) -> None:
+    """A url lane whose server answers: the workload must fit its per-slot context, and with --strict
+    its levels its slots (checked again at the lane's start, which also warns of queueing levels);
+    a disabled /metrics or /slots is one warning line each."""
+    from satbench.probe import endpoint_warnings, server_shape
+    from satbench.server_checks import check_fits
+
+    shape = server_shape(lane)
+    if shape is not None and not cfg.fairness_only:  # the fairness checks size their own requests
+        check_fits(lane, *shape, cfg.strict, warn=False)
+    for line in endpoint_warnings(lane):
+        print(line, file=sys.stderr)
 
 
 def _some_url_answers(cfg: RunConfig) -> None:

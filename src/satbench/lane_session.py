@@ -110,7 +110,8 @@ class LaneSession:
         self.session_index = 0  # which session of the run (0, or the n-th --resume) its records belong to
 
     async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None) -> None:
-        """Probe the (started) server, measure RTT, prepare the workload, start the sampler."""
+        """Probe the (started) server, measure RTT, prepare the workload, start the sampler (with
+        `gpus` only when the server is on this machine: loopback)."""
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=self.headers,
                                               connector=aiohttp.TCPConnector(ssl=self.tls))
         base = self.runtime.base_url
@@ -122,8 +123,10 @@ class LaneSession:
         lane = self.lane
         if self.scenario != "fairness":  # the checks lengthen a prompt too short for its prefix
             await self.workload.check_prefix_fits(lane.name, max(lane.levels), lane.repetitions)
+        # NVML sees this machine's GPUs: a server on another machine computes on its own
         self._sampler = ServerSampler(base, lane.name, samples, interval_s=lane.sample_interval_s,
-                                      llamacpp=self.facts.llamacpp, pid=self.runtime.pid, gpus=gpus,
+                                      llamacpp=self.facts.llamacpp, pid=self.runtime.pid,
+                                      gpus=None if self.network_info().path == "remote" else gpus,
                                       headers=self.headers, tls=self.tls, scenario=self.scenario)
         self.client = StreamClient(base, "native" if self.facts.llamacpp else "openai",
                                    model_name=self.facts.openai_model, headers=self.headers,

@@ -11,6 +11,7 @@ import http.client
 import json
 import ssl
 import statistics
+import sys
 import time
 import urllib.error
 
@@ -33,8 +34,31 @@ class ServerFacts(Strict):
     openai_model: str | None = None
 
 
-async def _get_json(session: aiohttp.ClientSession, url: str) -> tuple[int, object]:
-    async with session.get(url) as resp:
+LOADING_WAIT_S = 60.0  # how long the preflight waits for a url lane's server to finish loading its model
+
+
+def still_loading(base_url: str) -> str:
+    return (f"the server at {base_url} is still loading its model (HTTP 503 Loading model): wait until /health "
+            "answers 200, then run again")
+
+
+def is_loading(status: int, body: bytes) -> bool:
+    """llama-server answers every endpoint HTTP 503 {"error": {"message": "Loading model", …}} until
+    its model is loaded (tools/server/server-http.cpp)."""
+    if status != 503:
+        return False
+    try:
+        err = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(err, dict) and err.get("message") == "Loading model"
+
+
+async def _get_json(session: aiohttp.ClientSession, base_url: str, path: str) -> tuple[int, object]:
+    """(status, the JSON body of a 200 answer or None); RuntimeStartError while the server loads its model."""
+    async with session.get(base_url + path) as resp:
+        if resp.status == 503 and is_loading(resp.status, await resp.read()):
+            raise RuntimeStartError(still_loading(base_url))
         if resp.status != 200:
             return resp.status, None
         try:
@@ -73,13 +97,13 @@ def chosen_model(base_url: str, ids: list[str], served_model: str | None) -> str
 async def probe_server(session: aiohttp.ClientSession, base_url: str,
                        served_model: str | None = None) -> ServerFacts:
     """GET /props (llama.cpp) and /v1/models; RuntimeStartError if the server cannot be reached or
-    refuses the key (on /props, or on /v1/models: vLLM guards only /v1/*); UserError if it does
-    not list `served_model`."""
+    refuses the key (on /props, or on /v1/models: vLLM guards only /v1/*) or is still loading its
+    model; UserError if it does not list `served_model`."""
     try:
-        status, props = await _get_json(session, base_url + "/props")
+        status, props = await _get_json(session, base_url, "/props")
         if status in (401, 403):
             raise RuntimeStartError(refused_access(base_url, status, "Authorization" in session.headers))
-        status, models = await _get_json(session, base_url + "/v1/models")
+        status, models = await _get_json(session, base_url, "/v1/models")
         if status in (401, 403):
             raise RuntimeStartError(refused_access(base_url, status, "Authorization" in session.headers,
                                                    "/v1/models"))
@@ -127,6 +151,83 @@ def check_reachable(lane: LaneConfig, timeout_s: float = 10.0) -> None:
         raise tls_failure(url, exc) from exc
     except OSError as exc:  # a timeout, a reset after connecting
         raise RuntimeStartError(f"cannot reach {url}: {_why(exc)}") from exc
+
+
+def _http_error_body(exc: urllib.error.HTTPError) -> bytes:
+    try:
+        return exc.read()
+    except (OSError, http.client.HTTPException):
+        return b""
+
+
+def wait_while_loading(lane: LaneConfig, wait_s: float | None = None, poll_s: float = 1.0,
+                       timeout_s: float = 10.0) -> bool:
+    """Before the run: while a url lane's server answers /health with llama.cpp's HTTP 503 "Loading
+    model", say so once on stderr and ask again every `poll_s` for at most `wait_s` (default
+    LOADING_WAIT_S); then
+    RuntimeStartError (still loading). Otherwise whether it answers HTTP at all (no answer:
+    check_reachable and the probe say why)."""
+    url, headers, tls = _remote(lane)
+    wait_s = LOADING_WAIT_S if wait_s is None else wait_s
+    deadline = time.monotonic() + wait_s
+    said = False
+    while True:
+        try:
+            get_bytes(url + "/health", headers, tls, timeout_s)
+            return True
+        except urllib.error.HTTPError as exc:
+            if not is_loading(exc.code, _http_error_body(exc)):
+                return True
+        except (urllib.error.URLError, http.client.HTTPException, ssl.SSLError, OSError):
+            return False
+        if time.monotonic() >= deadline:
+            raise RuntimeStartError(still_loading(url) + (f" (waited {wait_s:.0f} s)" if wait_s > 0 else ""))
+        if not said:
+            print(f"satbench: lane {lane.name}: the server at {url} is still loading its model (HTTP 503); "
+                  f"waiting up to {wait_s:.0f} s for /health to answer 200", file=sys.stderr)
+            said = True
+        time.sleep(poll_s)
+
+
+def server_shape(lane: LaneConfig, timeout_s: float = 10.0) -> tuple[int | None, int | None] | None:
+    """Before the run: (total_slots, per-slot context) from a url lane's llama.cpp /props; None when
+    it does not answer them (not llama.cpp, an error): the probe at the lane's start says why."""
+    url, headers, tls = _remote(lane)
+    try:
+        props = json.loads(get_bytes(url + "/props", headers, tls, timeout_s))
+    except (urllib.error.URLError, http.client.HTTPException, ssl.SSLError, OSError, ValueError):
+        return None
+    if not (isinstance(props, dict) and isinstance(props.get("total_slots"), int)):
+        return None
+    dgs = props.get("default_generation_settings")
+    per_slot = dgs.get("n_ctx") if isinstance(dgs, dict) else None
+    return props["total_slots"], per_slot if isinstance(per_slot, int) else None
+
+
+# What a llama.cpp server started without the endpoint's flag loses (it answers HTTP 501 there).
+_ENDPOINT_LOSS = {
+    "/metrics": ("--metrics", "decode-weighted busy slots and requests_deferred (the queue cross-check), and "
+                              "the slot-bound reading of what saturated"),
+    "/slots": ("--slots (drop --no-slots)", "busy slots sampled from /slots (time-weighted occupancy then comes "
+                                            "from /metrics requests_processing, if that is on)"),
+}
+
+
+def endpoint_warnings(lane: LaneConfig, timeout_s: float = 10.0) -> list[str]:
+    """Before the run: one warning line per llama.cpp endpoint a url lane's server has disabled
+    (HTTP 501, llama.cpp's "not supported"), naming the flag to start it with and what is lost."""
+    url, headers, tls = _remote(lane)
+    out = []
+    for path, (flag, lost) in _ENDPOINT_LOSS.items():
+        try:
+            get_bytes(url + path, headers, tls, timeout_s)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 501:
+                out.append(f"satbench: warning: lane {lane.name}: the server at {url} has {path} disabled (HTTP 501): "
+                           f"start it with {flag} to measure {lost}; without it those figures are null")
+        except (urllib.error.URLError, http.client.HTTPException, ssl.SSLError, OSError):
+            pass
+    return out
 
 
 def check_served_model(lane: LaneConfig, timeout_s: float = 10.0) -> None:

@@ -5,7 +5,8 @@
   `wrong_token_count`. That is refused up front, naming the fix (for a server satbench starts
   with --ctx-size, already before the server and the run directory exist).
 - Levels above the slot count queue at the server: a warning (the levels are flagged
-  `queue_bound`), or an error with `--strict`.
+  `queue_bound`), or an error with `--strict` (for a running server given by --url, already before
+  the run directory exists).
 - On `--resume`, the server must be the one the run started with: same model file, same build
   (an OpenAI-compatible server that is not llama.cpp: the same model id on /v1/models).
 """
@@ -53,16 +54,27 @@ def check_planned_fit(lane: LaneConfig) -> None:
 
 
 def check_server_fits(lane: LaneConfig, rt: RuntimeInfo, strict: bool) -> None:
+    check_fits(lane, rt.total_slots, rt.per_slot_ctx, strict)
+
+
+def check_fits(lane: LaneConfig, total_slots: int | None, per_slot_ctx: int | None, strict: bool,
+               warn: bool = True) -> None:
+    """UserError when a request does not fit the per-slot context, or (with `strict`) a level
+    exceeds the slots; else, with `warn`, a warning on stderr for the levels that will queue. A url
+    lane is checked before its run directory exists (warn=False: the lane's start warns) and again
+    at its start."""
     need = lane.workload.prompt_tokens + lane.workload.output_tokens
-    if rt.per_slot_ctx is not None and rt.per_slot_ctx < need:
-        raise _does_not_fit(lane, f"the server's per-slot context is {rt.per_slot_ctx}")
-    over = [n for n in lane.levels if rt.total_slots is not None and n > rt.total_slots]
+    if per_slot_ctx is not None and per_slot_ctx < need:
+        raise _does_not_fit(lane, f"the server's per-slot context is {per_slot_ctx}")
+    over = [n for n in lane.levels if total_slots is not None and n > total_slots]
     if not over:
         return
     what = (f"lane {lane.name}: level{'s' if len(over) > 1 else ''} {', '.join(map(str, over))} exceed"
-            f"{'' if len(over) > 1 else 's'} the server's {rt.total_slots} slots")
+            f"{'' if len(over) > 1 else 's'} the server's {total_slots} slots")
     if strict:
         raise UserError(f"{what} (--strict); lower the levels or start the server with more slots (-np)")
+    if not warn:
+        return
     print(f"satbench: warning: {what}: the extra requests queue at the server (those levels are flagged "
           "queue_bound; --strict refuses them)", file=sys.stderr)
 

@@ -45,9 +45,16 @@ def header(results: ResultsFile) -> list[Block]:
     return blocks
 
 
-def _server_command(rt: RuntimeInfo, model: str | None) -> str:
+def _where(lane: LaneResult) -> str:
+    """Where a url lane's server ran, by the recorded network path."""
+    if lane.network.path == "loopback":
+        return "on this machine (loopback)"
+    return "on another machine (remote network path)"
+
+
+def _server_command(rt: RuntimeInfo, model: str | None, where: str) -> str:
     if rt.kind == "url":
-        return f"a running server at {rt.base_url} ({rt.name}); satbench did not start it"
+        return f"a running server at {rt.base_url} {where}, given by --url; satbench did not start it"
     args = _cmd(["--model", model or "?", *rt.server_args])
     return f"llama-server {args}" if rt.kind == "native" else f"embedded (xllamacpp, llama-server's flags): {args}"
 
@@ -76,7 +83,7 @@ def commands(results: ResultsFile, resumes: Sequence[ResumeRecord] = ()) -> list
         for label, rt in (("alone", lane.runtime), ("together", prov.together_runtime if prov else None),
                           ("fairness", prov.fairness_runtime if prov else None)):
             if rt is not None:
-                rows.append([lane.lane, label, _server_command(rt, lane.model.path)])
+                rows.append([lane.lane, label, _server_command(rt, lane.model.path, _where(lane))])
     kind = "llama.cpp server" if all(lane.runtime.llamacpp for lane in results.lanes) else "server"
     blocks.append(TableBlock(headers=["lane", "server for", "server command line"], rows=rows,
                              caption=f"Each lane's own {kind} (bound to 127.0.0.1 when satbench started it)"))
@@ -107,7 +114,8 @@ def lanes_table(results: ResultsFile) -> list[Block]:
         weights = "SYNTHETIC" if m.synthetic else ("real" if m.synthetic is False else "n/a")
         models.append([lane.lane, m.path or rt.model_alias or "remote", _mib(m.size_bytes), weights,
                        f"`{m.sha256}`" if m.sha256 else "n/a"])
-        runtimes.append([lane.lane, f"{rt.name} {rt.version or ''}".strip(),
+        name = f"running server {_where(lane)}" if rt.kind == "url" else rt.name
+        runtimes.append([lane.lane, f"{name} {rt.version or ''}".strip(),
                          f"{build}{' ' + rt.build_commit if rt.build_commit else ''}"
                          + (f"; binary sha256 `{rt.binary_sha256[:16]}…`" if rt.binary_sha256 else ""),
                          rt.backend or "n/a",
@@ -226,17 +234,36 @@ def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[
         if not lane.runtime.llamacpp:
             items.append(f"{lane.lane}: not a llama.cpp server — slots, queue estimate and token timing are "
                          "unavailable or approximate.")
-        if lane.runtime.kind == "url":
-            items.append(f"{lane.lane}: a remote server — its memory and CPU were not sampled.")
+        if lane.runtime.kind == "url" and lane.network.path == "loopback":
+            items.append(f"{lane.lane}: a running server on this machine (given by --url, loopback) — satbench did "
+                         "not start it, so its process memory and CPU were not sampled"
+                         + ("; GPU figures are NVML's device-wide readings of this machine." if lane.hardware.gpus
+                            else "."))
+        elif lane.runtime.kind == "url":
+            items.append(f"{lane.lane}: a server on another machine (given by --url, remote network path) — its "
+                         "memory, CPU and GPU were not sampled. Its figures hold for the server's hardware, which "
+                         "satbench did not see: the Machine section and the hardware fingerprint describe the "
+                         "measuring machine (this client), not the server.")
     build = "llama.cpp" if all(lane.runtime.llamacpp for lane in results.lanes) else "server"
+    remote = [lane.lane for lane in results.lanes if lane.runtime.kind == "url" and lane.network.path == "remote"]
+    local = [lane.lane for lane in results.lanes if lane.lane not in remote]
+    rtt = ("loopback RTT" if not remote else "client↔server network RTT, whose jitter enters the estimate"
+           if not local else "client↔server RTT: loopback, or the network's for a remote server")
     items += [
-        "Queue time is an estimate on llama.cpp (TTFT − server prompt_ms − loopback RTT): the server stamps no "
+        f"Queue time is an estimate on llama.cpp (TTFT − server prompt_ms − {rtt}): the server stamps no "
         "queue time.",
         "Percentile CIs are distribution-free order-statistic intervals; throughput CIs are Student-t over "
         "repetitions, which assumes the repetitions are independent.",
-        f"Every figure holds for this hardware fingerprint, this {build} build, this model file and this "
-        "workload shape (prompt/output tokens); the capability report refuses to apply it elsewhere.",
     ]
+    if local:
+        items.append(f"Every figure{'' if not remote else ' of ' + ', '.join(local)} holds for this hardware "
+                     f"fingerprint, this {build} build, this model file and this workload shape (prompt/output "
+                     "tokens); the capability report refuses to apply it elsewhere.")
+    if remote:
+        items.append(f"{', '.join(remote)}: the figures hold for the remote server's hardware, this {build} build, "
+                     "this model and this workload shape; the capability report checks the build and model the "
+                     "server reports and the fingerprint of the machine it runs on, not the server's hardware: "
+                     "a server moved to other hardware is not detected.")
     if any(f.startswith("cpu_contention") for lane in results.lanes for lv in lane.levels for f in lv.flags):
         items.append("Some levels ran with the CPU saturated: the load generator shares the machine with the "
                      "server, so those levels measure the pair, not the server alone.")
@@ -261,9 +288,12 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
         items.append(f"`recommendations.json` (schema {recs.schema_version}, `satbench schema "
                      f"recommendations`; sha256 `{recs_sha256}` when this report was written): per lane the "
                      "recommended concurrency, its binding reason and the figures expected there.")
-        items.append("The capability report, run inside the run directory: `satbench capability --recommendations "
-                     "recommendations.json [--lanes FILE | --model … | --url …] [--format litellm]` — it refuses "
-                     "a lane measured on other hardware, another build or another model file.")
+        items.append(f"The capability report, run inside the run directory: `{capability_command(results)}` "
+                     "(add `--format litellm` for a LiteLLM fragment; relative file paths are as the sweep was given "
+                     "them) — it refuses a lane measured on other hardware, another build or another model file"
+                     + (" (for a server on another machine: the hardware of the machine it runs on, not the "
+                        "server's)" if any(lane.runtime.kind == "url" and lane.network.path == "remote"
+                                           for lane in results.lanes) else "") + ".")
     items.append(f"`results.json` (schema {results.schema_version}) for every figure with its CI; `results.csv` "
                  "for spreadsheets" + (f"; `verdicts.json` (schema {VERDICTS_SCHEMA_VERSION})"
                                         if any(lane.fairness for lane in results.lanes) else "") + ".")
@@ -280,10 +310,45 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
             missing.append(f"{lane.lane}: fairness and starvation (run with --with-fairness)")
         if not lane.together_levels and len(results.lanes) > 1:
             missing.append(f"{lane.lane}: interference from the other lanes (run with --together)")
-        if not lane.hardware.gpus:
+        if lane.runtime.kind == "url" and lane.network.path == "remote":
+            missing.append(f"{lane.lane}: the server's GPU, memory and CPU (it runs on another machine)")
+        elif not lane.hardware.gpus:
             missing.append(f"{lane.lane}: GPU memory and utilisation (no GPU on this machine)")
     return [Heading(level=2, text="Handoff"), Para(text="A consumer may rely on:"), Bullets(items=items),
             Para(text="Not measured by this run (do not extrapolate to it):"), Bullets(items=missing)]
+
+
+_URL_ACCESS_FLAGS = ("--served-model", "--api-key-env", "--api-key-file", "--ca-cert")
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def capability_command(results: ResultsFile) -> str:
+    """The capability command that checks this run's lanes, to paste inside the run directory: the
+    sweep's lane file; else a url lane's URL and access flags (without them capability would serve
+    the built-in model instead), a started server's model file (absolute) and llama-server binary."""
+    argv, opts = results.command_line, ["--lanes", "FILE"]
+    lanes_file = _flag_value(argv, "--lanes")
+    if lanes_file is not None:
+        opts = ["--lanes", lanes_file]
+    elif len(results.lanes) == 1:
+        lane, rt = results.lanes[0], results.lanes[0].runtime
+        if rt.kind == "url":
+            opts = ["--url", rt.base_url]
+            opts += [x for flag in _URL_ACCESS_FLAGS if (v := _flag_value(argv, flag)) is not None for x in (flag, v)]
+            opts += ["--insecure"] if "--insecure" in argv else []
+        else:
+            opts = ["--model", lane.model.path or "MODEL.gguf"]
+            if rt.kind == "native":
+                opts += ["--server-bin", _flag_value(argv, "--server-bin") or "LLAMA_SERVER"]
+    return _cmd(["satbench", "capability", "--recommendations", "recommendations.json", *opts])
 
 
 def evidence_blocks(results: ResultsFile, recs: RecommendationsFile | None,
