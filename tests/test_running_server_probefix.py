@@ -153,7 +153,7 @@ def test_a_remote_url_lanes_levels_get_no_nvml_readings_of_this_machine(fake_ser
 def _url_results(path: str):
     lane = make_lane()
     url = "http://127.0.0.1:8080" if path == "loopback" else "http://10.1.2.3:8080"
-    lane.runtime = RuntimeInfo(kind="url", name="remote server (given by --url)", llamacpp=True, build_number=11434,
+    lane.runtime = RuntimeInfo(kind="url", name="running server (given by --url)", llamacpp=True, build_number=11434,
                                base_url=url)
     lane.network = NetworkInfo(path=path, rtt_ms_median=0.4, rtt_ms_p95=0.9, rtt_samples=20)
     res = make_results(lane)

@@ -173,7 +173,7 @@ class LaneSession:
 
     def model_info(self) -> ModelInfo:
         if self.runtime.kind == "url" and self.facts is not None and self.facts.model_path:
-            return ModelInfo(path=self.facts.model_path, source="reported by the remote server's /props")
+            return ModelInfo(path=self.facts.model_path, source="reported by the running server's /props")
         return self.model
 
     async def plan(self, level: int, repetition: int, background: bool) -> LevelPlan:

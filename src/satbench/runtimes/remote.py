@@ -52,7 +52,7 @@ class UrlRuntime(Runtime):
         self.base_url, self.url_password = split_credentials(url)
 
     def name_and_version(self) -> tuple[str, str | None]:
-        return "remote server (given by --url)", None
+        return "running server (given by --url)", None
 
     def start(self) -> None:
         """Nothing to start; reachability is checked by the probe."""
