@@ -150,6 +150,9 @@ class ProcessSample(Strict):
     host_busy_cpu_seconds: float | None = Field(
         None, description="whole machine: CPU seconds not idle (all cores), cumulative since boot")
     client_cpu_seconds: float | None = Field(None, description="the satbench process itself, cumulative")
+    server_pid: int | None = Field(None, description="the server process read (None: not started by satbench); "
+                                   "a level's figures come only from the process that ran it")
+    client_pid: int | None = Field(None, description="the satbench process that took the sample (one per session)")
     error: str | None = None
 
 

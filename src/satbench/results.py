@@ -18,7 +18,9 @@ from satbench.metrics.level import LevelResult
 RESULTS_FILE = "results.json"
 RESULTS_SCHEMA_VERSION = "3.1"
 # 3.1: repetitions[].p95_ttft_ms / p95_itl_ms / p95_e2e_ms (compare's and interference's p95 CIs
-#      span repetitions); a percentile's CI always contains its estimate.
+#      span repetitions); a percentile's CI always contains its estimate; memory's CPU figures come
+#      from the one process that ran the level (null with a reason in `unavailable` where readings
+#      mixed processes: they went negative), and url lanes have host and satbench CPU.
 # 3.0: throughput (output and total tok/s, req/s) is taken per stream from the start of a whole
 #      request to the window's end, no longer as all tokens in the window ÷ its length, which
 #      overstated servers whose streams move in step (up to +44 % with two requests per stream); repetitions' throughput_streams and the

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import ssl
 import time
 from typing import Callable
@@ -78,8 +79,9 @@ class ServerSampler:
         if self.llamacpp:
             self._tasks.append(asyncio.create_task(self._loop("metrics", self._metrics)))
             self._tasks.append(asyncio.create_task(self._loop("slots", self._slots)))
-        if self.pid is not None or self.gpus is not None:
-            self._tasks.append(asyncio.create_task(self._loop("process", self._process)))
+        # always: host and satbench CPU are read for every lane (url lanes too), the server's own
+        # RSS and CPU only when satbench started it (a known pid)
+        self._tasks.append(asyncio.create_task(self._loop("process", self._process)))
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -98,8 +100,7 @@ class ServerSampler:
     async def snapshot(self) -> None:
         """One process sample now (the sweep takes one at every level boundary, so even a level
         shorter than the sampling period has its memory figures)."""
-        if self.pid is not None or self.gpus is not None:
-            await self._process()
+        await self._process()
 
     async def _loop(self, name: str, poll: Callable) -> None:
         """Tick on an absolute schedule (no drift); a slow answer skips ticks, never piles up."""
@@ -127,7 +128,8 @@ class ServerSampler:
         """One last error sample, so that later levels can say why the poller's figures are missing."""
         t = self.clock()
         if name == "process":
-            sample: MetricsSample | SlotsSample | ProcessSample = ProcessSample(**self.tag, t_ns=t, error=error)
+            sample: MetricsSample | SlotsSample | ProcessSample = ProcessSample(**self._process_tag(), t_ns=t,
+                                                                                error=error)
         else:
             sample = (MetricsSample if name == "metrics" else SlotsSample)(**self.tag, sent_ns=t, t_ns=t, error=error)
         try:
@@ -178,8 +180,10 @@ class ServerSampler:
     async def _process(self) -> bool:
         """RSS and CPU, then the GPU apart: a failed NVML reading leaves the GPU fields None and is
         recorded in a sample of its own (error GPU_FAILED…), never costing RSS/CPU or stopping this
-        poller; after MAX_CONSECUTIVE_FAILURES of them in a row the GPU is no longer read."""
-        sample = ProcessSample(**self.tag, t_ns=self.clock())
+        poller; after MAX_CONSECUTIVE_FAILURES of them in a row the GPU is no longer read. Every
+        sample names the server and satbench processes it read, so a level never takes figures from
+        another session's or a restarted server's process (metrics/memory.py)."""
+        sample = ProcessSample(**self._process_tag(), t_ns=self.clock())
         try:
             if self.pid is not None:
                 sample.rss_bytes, sample.cpu_seconds = process_tree_usage(self.pid)
@@ -189,8 +193,11 @@ class ServerSampler:
         gpu_error = self._read_gpu(sample)
         self.writer.write(sample)
         if gpu_error is not None:
-            self.writer.write(ProcessSample(**self.tag, t_ns=sample.t_ns, error=GPU_FAILED + gpu_error))
+            self.writer.write(ProcessSample(**self._process_tag(), t_ns=sample.t_ns, error=GPU_FAILED + gpu_error))
         return sample.error is None
+
+    def _process_tag(self) -> dict:
+        return {**self.tag, "server_pid": self.pid, "client_pid": os.getpid()}
 
     def _read_gpu(self, sample: ProcessSample) -> str | None:
         """Fill the GPU fields of `sample`; the error to record when NVML failed, else None."""

@@ -29,7 +29,10 @@ def flat_run(tmp_path_factory):
 
 
 def _copy(results):
-    return results.model_copy(deep=True)
+    """The fake NVML shows two GPUs; the server (as its backend says) computes on one of them."""
+    results = results.model_copy(deep=True)
+    results.lanes[0].runtime.backend = "CUDA0: NVIDIA H200"
+    return results
 
 
 def test_low_gpu_utilisation_while_throughput_is_flat_is_server_cpu_bound(flat_run):

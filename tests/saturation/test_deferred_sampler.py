@@ -29,3 +29,18 @@ def test_saturation_statement_says_deferral_is_unknown():
     sat = saturated_by(ln, ln.levels[2])
     assert sat.requests_deferred_max is None
     assert "deferred requests n/a" in sat.statement
+
+
+def test_without_metrics_the_confirmation_reads_the_time_weighted_busy_slots_as_the_binding_does():
+    """No /metrics: the decode-weighted figure is missing, so 'busy slots n/a' beside a binding that
+    read '3.8 of 4 slots busy (time-weighted)' from /slots; both now read the same figure, named."""
+    levels = lane(levels=(1, 2, 4)).levels
+    for lv in levels:
+        lv.occupancy.decode_weighted_busy_slots = None
+    levels[2].occupancy.time_weighted_busy_slots = 3.8
+    conf = confirmation(levels, 2, 4)
+    assert conf.busy_slots == 3.8 and conf.busy_slots_variant == "time-weighted" and conf.busy_slots_per_decode is None
+    assert "3.8 of 4 slots busy time-weighted" in conf.statement and conf.slots_saturated
+    levels[2].occupancy.decode_weighted_busy_slots = 2.0
+    conf = confirmation(levels, 2, 4)
+    assert conf.busy_slots == 2.0 and conf.busy_slots_variant == "per decode" and not conf.slots_saturated

@@ -24,6 +24,7 @@ from satbench.metrics.gpu import GpuUse, gpu_use
 from satbench.metrics.little import LittleCheck, littles_law
 from satbench.metrics.stats import Distribution, Estimate, distribution, mean_estimate, percentile
 from satbench.metrics.unavailable import (
+    cpu_failures,
     endpoint_failures,
     nvml_failure,
     unavailable_figures,
@@ -46,6 +47,8 @@ class LevelContext(Strict):
     llamacpp: bool
     slo: SloConfig | None = None
     host_cores: int | None = None
+    server_remote: bool = Field(False, description="a url lane over a remote network path: the server's "
+                                "process and GPU are on another machine")
 
 
 class RepetitionResult(Strict):
@@ -284,7 +287,7 @@ def summarize_level(
     result.unavailable = unavailable_figures(ctx, result, endpoint_failures(metrics_s, intervals),
                                              endpoint_failures(slots_s, intervals),
                                              next((w for w in occ["dw_why"] if w), None),
-                                             nvml_failure(proc_s, intervals))
+                                             nvml_failure(proc_s, intervals), cpu_failures(proc_s, intervals))
     return result
 
 
@@ -354,10 +357,12 @@ def cpu_contention_flag(m: Memory, host_cores: int | None) -> str | None:
         return None
     others = m.host_busy_cores - (m.server_cpu_cores or 0.0) - (m.client_cpu_cores or 0.0)
     saturated = m.host_busy_cores >= CONTENDED_FRACTION * host_cores
-    if not saturated and others < NEIGHBOUR_CORES:
+    # without the server's own CPU (a running server, given by --url) it cannot be told from a neighbour
+    if not saturated and (others < NEIGHBOUR_CORES or m.server_cpu_cores is None):
         return None
+    who = "other processes" if m.server_cpu_cores is not None else "other processes (the server among them)"
     parts = (f"host {m.host_busy_cores:.2f} of {host_cores} cores busy (server "
-             f"{_cores(m.server_cpu_cores)}, satbench {_cores(m.client_cpu_cores)}, other processes {max(others, 0):.2f})")
+             f"{_cores(m.server_cpu_cores)}, satbench {_cores(m.client_cpu_cores)}, {who} {max(others, 0):.2f})")
     why = "the load generator competes with the server for CPU" if saturated else "other processes took CPU"
     return f"cpu_contention: {parts}; {why}"
 

@@ -7,6 +7,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Sequence
 
 from satbench.events import MetricsSample, ProcessSample, SlotsSample
+from satbench.metrics.memory import cpu_why
 from satbench.sampler import GPU_FAILED, STOPPED
 
 if TYPE_CHECKING:
@@ -23,6 +24,21 @@ def nvml_failure(samples: Sequence[ProcessSample], intervals: list[tuple[int, in
     """The latest failed NVML reading up to the level's end (error GPU_FAILED…), without the prefix."""
     failed = [s.error for s in _up_to_end(samples, intervals) if (s.error or "").startswith(GPU_FAILED)]
     return failed[-1][len(GPU_FAILED):] if failed else None
+
+
+CPU_FIGURES = {"server_cpu_cores": "cpu_seconds", "host_busy_cores": "host_busy_cpu_seconds",
+               "client_cpu_cores": "client_cpu_seconds"}
+
+
+def cpu_failures(samples: Sequence[ProcessSample], intervals: list[tuple[int, int]]) -> dict[str, str]:
+    """Per CPU figure of the level (memory.server_cpu_cores, …): why its first repetition without a
+    value has none (memory.cpu_why), e.g. readings from two server processes or a counter that went back."""
+    out: dict[str, str] = {}
+    for key, field in CPU_FIGURES.items():
+        why = next((w for lo, hi in intervals if (w := cpu_why(samples, lo, hi, field)) is not None), None)
+        if why is not None:
+            out[key] = why
+    return out
 
 
 def endpoint_failures(samples: Sequence[MetricsSample | SlotsSample], intervals: list[tuple[int, int]]) -> str:
@@ -48,11 +64,12 @@ def endpoint_failures(samples: Sequence[MetricsSample | SlotsSample], intervals:
 
 
 def unavailable_figures(ctx: LevelContext, r: LevelResult, metrics_why: str = "", slots_why: str = "",
-                        decode_why: str | None = None, gpu_why: str | None = None) -> dict[str, str]:
+                        decode_why: str | None = None, gpu_why: str | None = None,
+                        cpu_reasons: dict[str, str] | None = None) -> dict[str, str]:
     """Figures that are null because the server cannot provide them (never reported as zero);
     `metrics_why` / `slots_why` carry the sampler's recorded failures, if any; `decode_why` why
     the decode-weighted figure is missing (occupancy.decode_weighted); `gpu_why` the sampler's latest
-    failed NVML reading, if any."""
+    failed NVML reading, if any; `cpu_reasons` why each null CPU figure is null (cpu_failures)."""
     out: dict[str, str] = {}
     if not ctx.llamacpp:
         why = "not a llama.cpp server (no /props): llama.cpp-only figure"
@@ -72,9 +89,19 @@ def unavailable_figures(ctx: LevelContext, r: LevelResult, metrics_why: str = ""
             out["queue_time_ms"] = "the server reported no prompt_ms timings"
     if r.memory.peak_rss_bytes is None:
         out["peak_rss_bytes"] = "server process not local or not sampled"
+    for key in CPU_FIGURES:
+        if getattr(r.memory, key) is None:
+            default = ("no two readings of the one server process that ran the level (not started by satbench, "
+                       "not sampled, or readings of different processes)" if key == "server_cpu_cores"
+                       else "no two readings of the one satbench process that ran the level")
+            out[key] = (cpu_reasons or {}).get(key) or default
     if r.memory.peak_gpu_mem_bytes is None:
-        out["peak_gpu_mem_bytes"] = out["gpu"] = (f"NVML failed: {gpu_why}" if gpu_why
-                                                  else "no GPU visible through NVML")
+        out["peak_gpu_mem_bytes"] = out["gpu"] = (
+            "the server runs on another machine (url lane, remote network path): its GPU is not visible "
+            "to satbench, and this machine's was not sampled" if ctx.server_remote
+            else f"NVML failed: {gpu_why}" if gpu_why else "no GPU visible through NVML")
     elif r.gpu is not None and r.gpu.util_mean_pct is None:
-        out["gpu_util_pct"] = "NVML gave no utilisation reading inside the steady window"
+        out["gpu_util_pct"] = ("GPU present, utilisation not reported by NVML (MIG/vGPU?): "
+                               f"{r.gpu.samples} memory reading(s) in the steady window, none with utilisation"
+                               if r.gpu.samples else "NVML gave no reading inside the steady window")
     return out

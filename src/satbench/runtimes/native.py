@@ -42,15 +42,9 @@ class NativeRuntime(ProcessRuntime):
         return f"llama-server binary ({self.server_bin})", self._version
 
     def backend(self) -> str | None:
-        """From `llama-server --list-devices`: the listed devices, else "CPU"."""
-        try:
-            out = subprocess.run([self.server_bin, "--list-devices"], capture_output=True, text=True,
-                                 timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        devices = [ln.strip() for ln in (out.stdout + out.stderr).splitlines()
-                   if ln.startswith("  ") and ":" in ln]
-        return "; ".join(devices) if devices else "CPU"
+        """From `llama-server --list-devices`, asked once per binary in this process (each call
+        initialises CUDA; a run makes a runtime per lane, scenario and restart): see list_devices_backend."""
+        return cached_backend(self.server_bin)
 
     def binary_sha256(self) -> str | None:
         if self._binary_sha256 is None:
@@ -86,6 +80,36 @@ class NativeRuntime(ProcessRuntime):
                 raise RuntimeStartError(f"cannot run {self.server_bin}: {exc.strerror or exc}") from exc
         self.pid = self._proc.pid
         self.base_url = f"http://127.0.0.1:{port}"
+
+
+DEVICE_MEMORY = re.compile(r"\s*\([^()]*MiB free\)\s*$")  # " (143156 MiB, 140173 MiB free)": changes run to run
+
+
+_BACKENDS: dict[tuple[str, int | None], str | None] = {}
+
+
+def cached_backend(server_bin: str) -> str | None:
+    """list_devices_backend(server_bin), remembered per binary (path and modification time)."""
+    try:
+        key: tuple[str, int | None] = (os.path.realpath(server_bin), os.stat(server_bin).st_mtime_ns)
+    except OSError:
+        key = (server_bin, None)
+    if key not in _BACKENDS:
+        _BACKENDS[key] = list_devices_backend(server_bin)
+    return _BACKENDS[key]
+
+
+def list_devices_backend(server_bin: str) -> str | None:
+    """The devices `server_bin --list-devices` prints ("CUDA0: NVIDIA H200"), "; "-joined, each without
+    its memory figures (free memory changes between calls: the same node must read the same); "CPU"
+    when none is listed; None when the binary cannot be asked."""
+    try:
+        out = subprocess.run([server_bin, "--list-devices"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    devices = [DEVICE_MEMORY.sub("", ln.strip()) for ln in (out.stdout + out.stderr).splitlines()
+               if ln.startswith("  ") and ":" in ln]
+    return "; ".join(devices) if devices else "CPU"
 
 
 def server_bin_problem(server_bin: str) -> str | None:

@@ -9,10 +9,17 @@ throughput. In order:
    between kernels (sampling over the vocabulary, the scheduling loop, HTTP and JSON) is; or,
    with no GPU, the server kept ≥ 80 % of its threads' cores busy (the CPU backend computes).
 4. undetermined: figures missing or in between (60–80 % GPU utilisation), each figure named.
+
+NVML's utilisation is that of the busiest GPU (gpu.py). When the server splits its layers over
+several GPUs (llama.cpp's default with more than one visible), a decode step runs through them one
+after another, so each is idle while the others compute: the busiest at ≤ 60 % no longer says the
+GPU side is idle. There, ≥ 80 % still means GPU-bound (one device is the bottleneck); below it the
+GPU-vs-CPU question is undetermined and the statement says why.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from satbench.config import Strict
@@ -47,21 +54,50 @@ def server_threads(lane: LaneResult) -> int | None:
     return lane.server_params.n_threads or (min(cores, h.cores_usable) if h.cores_usable else cores)
 
 
-def _busy(lv: LevelResult) -> float | None:
+GPU_DEVICE = re.compile(r"^(CUDA|ROCm|HIP|Vulkan|SYCL|MUSA|CANN|Metal|MTL|OpenCL)", re.IGNORECASE)
+
+
+def gpu_devices(lane: LaneResult) -> int:
+    """GPUs the server may split its layers over: the GPU devices its backend lists
+    ("CUDA0: NVIDIA H200; CUDA1: …" from llama-server --list-devices, or the embedded server's
+    device list), else, when the backend is unknown (a url lane), the GPUs NVML sees on this host."""
+    backend = lane.runtime.backend
+    if backend is None:
+        return len(lane.hardware.gpus)
+    return sum(1 for d in re.split(r"[;,]", backend) if GPU_DEVICE.match(d.strip()))
+
+
+def busy_slots(lv: LevelResult) -> float | None:
+    """Busy slots = the decode-weighted figure, else the time-weighted one (see busy_slots_variant)."""
     o = lv.occupancy
     return o.decode_weighted_busy_slots if o.decode_weighted_busy_slots is not None else o.time_weighted_busy_slots
 
 
+def busy_slots_variant(lv: LevelResult) -> str:
+    """Which figure busy_slots(lv) is: "per decode", "time-weighted", or "" when neither exists."""
+    o = lv.occupancy
+    return ("per decode" if o.decode_weighted_busy_slots is not None
+            else "time-weighted" if o.time_weighted_busy_slots is not None else "")
+
+
+def _gpu_figure(lv: LevelResult, util: float | None, clock: float | None, devices: int) -> str:
+    if util is not None:
+        on = f" (busiest of {devices} GPUs)" if devices > 1 else ""
+        return f"GPU {util:.0f} % busy{on}" + (f" at {clock:.0f} MHz SM" if clock else "")
+    if lv.gpu is not None:
+        return "GPU present, utilisation not reported by NVML (MIG/vGPU?)"
+    return "no GPU utilisation (no GPU through NVML)"
+
+
 def saturated_by(lane: LaneResult, lv: LevelResult) -> Saturation:
     """Classify what limits throughput at level `lv` (the first level past the knee)."""
-    slots, busy, deferred = lane.runtime.total_slots, _busy(lv), lv.occupancy.requests_deferred_max
+    slots, busy, deferred = lane.runtime.total_slots, busy_slots(lv), lv.occupancy.requests_deferred_max
     util = lv.gpu.util_mean_pct if lv.gpu is not None else None
     clock = lv.gpu.sm_clock_mean_mhz if lv.gpu is not None else None
     cpu, threads = lv.memory.server_cpu_cores, server_threads(lane)
-    n = lv.concurrency
-    figures = [f"{busy:.1f} of {slots} slots busy" if busy is not None and slots else "busy slots n/a",
-               f"GPU {util:.0f} % busy" + (f" at {clock:.0f} MHz SM" if clock else "") if util is not None
-               else "no GPU utilisation (no GPU through NVML)",
+    n, devices = lv.concurrency, gpu_devices(lane)
+    figures = [f"{busy:.1f} of {slots} slots busy ({busy_slots_variant(lv)})" if busy is not None and slots
+               else "busy slots n/a", _gpu_figure(lv, util, clock, devices),
                f"server CPU {cpu:.2f} of {threads} cores" if cpu is not None else "server CPU n/a"]
     if deferred is None or deferred:
         figures.insert(1, "deferred requests n/a" if deferred is None else f"up to {deferred:.0f} request(s) deferred")
@@ -72,6 +108,10 @@ def saturated_by(lane: LaneResult, lv: LevelResult) -> Saturation:
         why = "the server's slots are full and requests queue: slot/queue-bound"
     elif util is not None and util >= GPU_BUSY_PCT:
         resource, why = "gpu", f"the GPU runs kernels ≥ {GPU_BUSY_PCT:.0f} % of the time: GPU-bound"
+    elif util is not None and devices > 1:
+        resource = "undetermined"
+        why = (f"the server splits its layers over {devices} GPUs, which a decode step runs through one after "
+               f"another: the busiest under {GPU_BUSY_PCT:.0f} % cannot tell a GPU-bound lane from a CPU-bound one")
     elif util is not None and util <= GPU_IDLE_PCT:
         resource = "server_cpu"
         why = (f"the GPU is idle ≥ {100 - GPU_IDLE_PCT:.0f} % of the time while throughput is flat: bound by the "
@@ -82,7 +122,8 @@ def saturated_by(lane: LaneResult, lv: LevelResult) -> Saturation:
         resource = "undetermined"
         why = ("GPU utilisation between "
                f"{GPU_IDLE_PCT:.0f} and {GPU_BUSY_PCT:.0f} %: neither clearly GPU- nor CPU-bound" if util is not None
-               else "not enough figures to say what saturated")
+               else "the GPU reports no utilisation (MIG or vGPU?): not enough figures to say what saturated"
+               if lv.gpu is not None else "not enough figures to say what saturated")
     return Saturation(resource=resource, at_concurrency=n, gpu_util_pct=util, gpu_sm_clock_mhz=clock,
                       server_cpu_cores=cpu, server_threads=threads, busy_slots=busy, slots=slots,
                       requests_deferred_max=deferred, statement=f"{said}; {why}")

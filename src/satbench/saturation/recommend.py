@@ -24,13 +24,14 @@ from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, Estimate, Interval, percentile_ci
 from satbench.results import RESULTS_FILE, LaneResult, ResultsFile, read_results
-from satbench.saturation.bound import Resource, Saturation, saturated_by
+from satbench.saturation.bound import Resource, Saturation, busy_slots, busy_slots_variant, saturated_by
 from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.usl import UslFit, fit_usl
 
 RECOMMENDATIONS_FILE = "recommendations.json"
 RECOMMENDATIONS_SCHEMA_VERSION = "1.7"
-# 1.7: a p95 whose 95 % CI has no upper end (fewer than 72 samples) meets no SLO target (the largest
+# 1.7: server_confirmation.busy_slots and busy_slots_variant (slots_saturated falls back to the
+#      time-weighted busy slots without /metrics, as the binding's statement does); a p95 whose 95 % CI has no upper end (fewer than 72 samples) meets no SLO target (the largest
 #      sample stood in for it, above the p95 only with probability 1 - 0.95^n).
 # 1.6: a `definitions` block (the rules behind the knee, the caps and the recommendation).
 # 1.5: expected and measured throughput are results 3.0's, taken over whole requests (a knee
@@ -67,7 +68,10 @@ class Expected(Strict):
 class ServerConfirmation(Strict):
     at_concurrency: int
     slots: int | None
-    busy_slots_per_decode: float | None
+    busy_slots_per_decode: float | None = Field(description="the decode-weighted busy slots (null without /metrics)")
+    busy_slots: float | None = Field(None, description="what slots_saturated reads: the decode-weighted figure, "
+                                     "else the time-weighted one (busy_slots_variant says which)")
+    busy_slots_variant: Literal["per decode", "time-weighted"] | None = None
     requests_deferred_max: float | None
     itl_p50_ms_by_level: dict[int, float | None]
     slots_saturated: bool
@@ -241,14 +245,14 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
     by_n = {lv.concurrency: lv for lv in levels}
     above = [n for n in sorted(by_n) if n > at]
     look = by_n[above[0]] if above else by_n[at]
-    busy = look.occupancy.decode_weighted_busy_slots
+    busy, variant = busy_slots(look), busy_slots_variant(look) or None
     deferred = look.occupancy.requests_deferred_max
     itl = {n: by_n[n].latency.itl_ms.p50 for n in sorted(by_n)}
     first, last = itl[min(itl)], itl[look.concurrency]
     saturated = bool(slots and busy is not None and busy >= 0.9 * slots)
     rising = bool(first and last and last > 1.2 * first)
     parts = [f"at N={look.concurrency}:"]
-    parts.append(f"{busy:.1f} of {slots} slots busy per decode" if busy is not None and slots else "busy slots n/a")
+    parts.append(f"{busy:.1f} of {slots} slots busy {variant}" if busy is not None and slots else "busy slots n/a")
     parts.append("deferred requests n/a" if deferred is None else
                  f"up to {deferred:.0f} request(s) deferred" if deferred else "no deferred requests")
     if first and last:
@@ -256,7 +260,9 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
     which = [w for w, on in (("slots full", saturated), ("requests queued", bool(deferred)),
                              ("per-token decode time rising", rising)) if on]
     parts.append("server-side signs of saturation: " + ", ".join(which) if which else "no server-side sign of saturation")
-    return ServerConfirmation(at_concurrency=look.concurrency, slots=slots, busy_slots_per_decode=busy,
+    return ServerConfirmation(at_concurrency=look.concurrency, slots=slots,
+                              busy_slots_per_decode=look.occupancy.decode_weighted_busy_slots,
+                              busy_slots=busy, busy_slots_variant=variant,
                               requests_deferred_max=deferred, itl_p50_ms_by_level=itl, slots_saturated=saturated,
                               requests_deferred=None if deferred is None else deferred > 0, decode_time_rising=rising,
                               statement=f"{parts[0]} " + ", ".join(parts[1:]))
