@@ -181,7 +181,7 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
 
     refuse_if_in_use(Path(a.run_dir))
     results = analyze_and_write(Path(a.run_dir))
-    print_results(results)
+    print_results(results, run_dir=Path(a.run_dir))
     return 0
 
 

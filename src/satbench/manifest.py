@@ -22,7 +22,7 @@ from satbench.config import RunConfig, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.5"  # 2.5: config lanes[].runtime.served_model, and events.jsonl requests carry server_prompt_tokens; 2.4: host.cpu_signature, host.cores_usable; 2.3: runtime.binary_sha256; 2.2: server_failures; 2.1: provenance.satbench_modified_files, completed_units, resumes
+MANIFEST_SCHEMA_VERSION = "2.6"  # 2.6: refine_levels (the levels --refine chose, kept for a resume), and server_samples.jsonl process samples name server_pid and client_pid; 2.5: config lanes[].runtime.served_model, and events.jsonl requests carry server_prompt_tokens; 2.4: host.cpu_signature, host.cores_usable; 2.3: runtime.binary_sha256; 2.2: server_failures; 2.1: provenance.satbench_modified_files, completed_units, resumes
 
 
 class ModelInfo(Strict):
@@ -198,6 +198,9 @@ class RunManifest(Strict):
     provenance: Provenance | None = None
     completed_units: list[str] = Field(
         default_factory=list, description="ledger: units finished, in order (see satbench.resume)")
+    refine_levels: dict[str, list[int]] = Field(
+        default_factory=dict, description="lane → the extra levels --refine chose, fixed when first chosen: "
+                                          "a resume runs these (one an interrupt cut short again), never a new choice")
     resumes: list[ResumeRecord] = Field(default_factory=list)
     server_failures: list[ServerFailure] = Field(default_factory=list)
 

@@ -4,7 +4,8 @@ A run is a sequence of *units*, each recorded in run.json's ledger (`completed_u
 moment it finishes:
 
 - ``solo/LANE/N/REP``: one repetition of one level of one lane alone;
-- ``refine/LANE``: the extra levels chosen by --refine (each still a solo unit of its own);
+- ``refine/LANE``: the extra levels chosen by --refine (each still a solo unit of its own; the
+  choice is kept in run.json's `refine_levels`, so a resume runs the same levels);
 - ``together/K/REP``: the K-th level of every lane at once, one repetition;
 - ``fairness/LANE``: the lane's calibration and fairness checks (re-run whole: the checks
   calibrate against each other).

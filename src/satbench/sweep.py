@@ -4,7 +4,8 @@ Per lane (solo): model → server → probe → workload → sampler → levels 
 interleaved (1,2,4,8,1,2,4,8,…) → stop. Together: every lane's server at once, levels in
 lockstep by position (the k-th level of each lane at the same time); a lane that finishes its
 measured requests first keeps its streams busy with background requests until every lane
-has finished, so each lane is measured under the others' full load.
+has finished, so each lane is measured under the others' full load. Only the level positions
+and repetitions that every lane has run together (a warning names what is left out).
 
 Whatever ends the run, run.json gets its final status and results.json is computed from the
 raw files that exist.
@@ -16,6 +17,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import secrets
+import sys
 import time
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from satbench.errors import (LevelFailedError, RunDirError, RuntimeStartError, S
 from satbench.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
+from satbench.interrupts import ignore_second_interrupt, sigint_handler_kept
 from satbench.lane_session import LaneSession, Progress, SilentProgress, make_runtime, together_step
 from satbench.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, ServerFailure,
                                read_manifest, satbench_source, write_manifest)
@@ -38,7 +41,8 @@ from satbench.rundir import run_lock
 from satbench.resume import (begin_session, check_same_config, fairness_unit, refine_unit, solo_unit,
                              together_unit, units_not_to_run)
 from satbench.server_checks import check_same_server, check_server_fits
-from satbench.sweep_plan import fairness_lane, refine_levels, requests_in, total_requests  # noqa: F401 (re-exported)
+from satbench.sweep_plan import (fairness_lane, not_together, refine_levels, requests_in,  # noqa: F401 (re-exported)
+                                 together_shape, total_requests)
 from satbench.runtimes.remote import split_credentials
 
 
@@ -91,7 +95,7 @@ class Sweep:
         writing what was measured. When the run fails, the error that stopped it is the one raised,
         even if recording the failure fails too (a full or read-only disk fails every later write).
         A resume that is refused (another machine, a model gone, the run in use) writes nothing."""
-        with run_lock(self.run_dir):
+        with run_lock(self.run_dir), sigint_handler_kept():
             if self.resuming:
                 self._resume_preflight()
             return self._run_locked()
@@ -164,6 +168,7 @@ class Sweep:
         write_manifest(self.run_dir, self.manifest)
 
     async def _run_all(self) -> None:
+        ignore_second_interrupt()
         gpus, host = self._host or self._this_host()
         if self.manifest.provenance is None:
             commit, changed = satbench_source()
@@ -174,7 +179,7 @@ class Sweep:
             self.resolve_models()
         events = JsonlWriter(self.run_dir / EVENTS_FILE)
         samples = JsonlWriter(self.run_dir / SAMPLES_FILE)
-        self.progress.begin(total_requests(self.cfg, units_not_to_run(self.manifest)))
+        self.progress.begin(total_requests(self.cfg, units_not_to_run(self.manifest), self.manifest.refine_levels))
         try:
             if not self.cfg.fairness_only:
                 for lane in self.cfg.lanes:
@@ -283,7 +288,7 @@ class Sweep:
         progress bar stops expecting the units it skips."""
         self.manifest.server_failures.append(failure)
         write_manifest(self.run_dir, self.manifest)
-        self.progress.skip(requests_in(self.cfg, failure.skipped_units))
+        self.progress.skip(requests_in(self.cfg, failure.skipped_units, self.manifest.refine_levels))
         return failure
 
     async def _solo(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
@@ -295,7 +300,7 @@ class Sweep:
         try:
             session = await self._solo_units(session, base, events, samples, gpus)
             if session is not None and self.cfg.refine and not self._done(refine_unit(lane.name)):
-                extra = [n for n in refine_levels(self.run_dir, lane) if (c := self._ceiling(lane.name)) is None or n < c]
+                extra = self._refine_levels(lane)
                 self.refined[lane.name] = extra
                 session = await self._solo_units(session, [(rep, n) for rep in range(1, lane.repetitions + 1)
                                                             for n in extra], events, samples, gpus)
@@ -303,6 +308,22 @@ class Sweep:
         finally:
             if session is not None:
                 await self._stop(session)
+
+    def _refine_levels(self, lane: LaneConfig) -> list[int]:
+        """The extra levels --refine measures for this lane, chosen once from the levels measured
+        before them and kept in run.json: a resume runs the same levels (one that an interrupt cut
+        short among them again) instead of choosing anew from data that holds the cut-short part.
+        The progress bar expects their requests from the moment they are chosen."""
+        chosen = self.manifest.refine_levels.get(lane.name)
+        if chosen is None:
+            chosen = [n for n in refine_levels(self.run_dir, lane) if n not in lane.levels
+                      and ((c := self._ceiling(lane.name)) is None or n < c)]
+            self.manifest.refine_levels[lane.name] = chosen
+            write_manifest(self.run_dir, self.manifest)
+            added = requests_in(self.cfg, [solo_unit(lane.name, n, rep) for rep in range(1, lane.repetitions + 1)
+                                           for n in chosen], self.manifest.refine_levels)
+            self.progress.skip(-added)  # a negative skip: the bar expects these requests too
+        return [n for n in chosen if (c := self._ceiling(lane.name)) is None or n < c]
 
     async def _solo_units(self, session: LaneSession, units: list[tuple[int, int]], events: JsonlWriter,
                           samples: JsonlWriter, gpus) -> LaneSession | None:
@@ -362,13 +383,16 @@ class Sweep:
                 await self._stop(session)
 
     async def _together(self, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
-        reps = max(lane.repetitions for lane in self.cfg.lanes)
-        steps = max(len(lane.levels) for lane in self.cfg.lanes)
+        """The level positions and repetitions every lane has, all lanes at once (a step where a lane
+        had nothing to run would measure the others alone, not together)."""
+        steps, reps = together_shape(self.cfg)
         pending = [(rep, k) for rep in range(1, reps + 1) for k in range(steps)
                    if not self._done(together_unit(k, rep))]
         if not pending or any((f.scenario == "together" and f.level) or (f.unit.endswith("/start") and f.session == self.session)
                               for f in self.manifest.server_failures):
             return  # a lane that would not start (this session) is not started beside the others
+        for line in not_together(self.cfg):
+            print(f"satbench: warning: --together: {line}", file=sys.stderr)
         sessions: list[LaneSession] = []
         try:
             for lane in self.cfg.lanes:
@@ -378,9 +402,8 @@ class Sweep:
                     self._lane_did_not_start(lane, "together", exc)
                     return
             for i, (rep, k) in enumerate(pending):
-                active = [s for s in sessions if k < len(s.lane.levels) and rep <= s.lane.repetitions]
                 try:
-                    await together_step(active, k, rep, events, self.progress)
+                    await together_step(sessions, k, rep, events, self.progress)
                 except LevelFailedError as exc:  # the together scenario ends here; the rest of the run goes on
                     failed = next(s for s in sessions if s.lane.name == exc.lane)
                     sessions.remove(failed)

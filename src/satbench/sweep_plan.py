@@ -10,35 +10,62 @@ from satbench.fairness.plan import make_plan, request_count
 from satbench.resume import fairness_unit, solo_unit, together_unit
 
 
-def planned_units(cfg: RunConfig) -> list[tuple[str, int]]:
+def together_shape(cfg: RunConfig) -> tuple[int, int]:
+    """(steps, repetitions) of the together scenario: only those every lane has, so that every
+    together measurement runs under every lane's load."""
+    return min(len(lane.levels) for lane in cfg.lanes), min(lane.repetitions for lane in cfg.lanes)
+
+
+def not_together(cfg: RunConfig) -> list[str]:
+    """One line per lane whose levels or repetitions the together scenario leaves out (another
+    lane has fewer): those are measured alone only."""
+    steps, reps = together_shape(cfg)
+    out = []
+    for lane in cfg.lanes:
+        left = [f"N={n}" for n in lane.levels[steps:]]
+        if lane.repetitions > reps:
+            left.append(f"repetition{'s' if lane.repetitions - reps > 1 else ''} "
+                        + ", ".join(str(r) for r in range(reps + 1, lane.repetitions + 1)))
+        if left:
+            out.append(f"lane {lane.name}: {', '.join(left)} measured alone only, not together (together runs "
+                       f"the first {steps} level{'s' if steps > 1 else ''} × {reps} repetition"
+                       f"{'s' if reps > 1 else ''}, what every lane has)")
+    return out
+
+
+def planned_units(cfg: RunConfig, refined: dict[str, list[int]] | None = None) -> list[tuple[str, int]]:
     """(unit, requests the progress bar expects of it) for every unit the configuration runs
-    (a together step appears once per lane in it)."""
+    (a together step appears once per lane in it), with the extra levels --refine chose
+    (`refined`: lane → levels, once known)."""
     def level(lane: LaneConfig, n: int) -> int:
         return lane.measured_requests(n) + n * lane.warmup_per_stream
 
+    refined = refined or {}
     out: list[tuple[str, int]] = []
     if not cfg.fairness_only:
         out += [(solo_unit(lane.name, n, rep), level(lane, n)) for lane in cfg.lanes
-                for rep in range(1, lane.repetitions + 1) for n in lane.levels]
+                for rep in range(1, lane.repetitions + 1) for n in lane.levels + refined.get(lane.name, [])]
         if cfg.together:
+            steps, reps = together_shape(cfg)
             out += [(together_unit(k, rep), level(lane, n)) for lane in cfg.lanes
-                    for rep in range(1, lane.repetitions + 1) for k, n in enumerate(lane.levels)]
+                    for rep in range(1, reps + 1) for k, n in enumerate(lane.levels[:steps])]
     if cfg.with_fairness or cfg.fairness_only:
         out += [(fairness_unit(lane.name), request_count(make_plan(lane, lane.slots_wanted()), lane))
                 for lane in cfg.lanes]
     return out
 
 
-def total_requests(cfg: RunConfig, done: frozenset[str] = frozenset()) -> int:
+def total_requests(cfg: RunConfig, done: frozenset[str] = frozenset(),
+                   refined: dict[str, list[int]] | None = None) -> int:
     """Requests the progress bar expects, but those of the units `done` (on --resume: finished,
     or skipped after a server failure)."""
-    return sum(n for unit, n in planned_units(cfg) if unit not in done)
+    return sum(n for unit, n in planned_units(cfg, refined) if unit not in done)
 
 
-def requests_in(cfg: RunConfig, units: list[str]) -> int:
+def requests_in(cfg: RunConfig, units: list[str], refined: dict[str, list[int]] | None = None) -> int:
     """Requests the progress bar expected of these units (e.g. those a server failure skips)."""
     wanted = set(units)
-    return sum(n for unit, n in planned_units(cfg) if unit in wanted)
+    return sum(n for unit, n in planned_units(cfg, refined) if unit in wanted)
 
 
 def refine_levels(run_dir: Path, lane: LaneConfig) -> list[int]:

@@ -314,6 +314,10 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
             missing.append(f"{lane.lane}: the server's GPU, memory and CPU (it runs on another machine)")
         elif not lane.hardware.gpus:
             missing.append(f"{lane.lane}: GPU memory and utilisation (no GPU on this machine)")
+    if results.config.together:
+        from satbench.sweep_plan import not_together
+
+        missing += not_together(results.config)  # lanes of unequal length: the rest ran alone only
     return [Heading(level=2, text="Handoff"), Para(text="A consumer may rely on:"), Bullets(items=items),
             Para(text="Not measured by this run (do not extrapolate to it):"), Bullets(items=missing)]
 

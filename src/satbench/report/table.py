@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -203,7 +204,19 @@ def verdict_row(v) -> list[str]:
             (v.reason if v.verdict == "inconclusive" else v.derivation) or "-"]
 
 
-def print_results(results: ResultsFile, console: Console | None = None) -> None:
+def status_line(results: ResultsFile, run_dir: Path | str | None = None) -> str | None:
+    """How the run ended, for a run that did not complete; None for a complete one. A run still
+    `running` on disk is one whose process died without a word (SIGKILL, power, OOM): `analyze`
+    refuses a run directory a live sweep holds, so nobody is measuring it now."""
+    if results.status == "complete":
+        return None
+    if results.status == "running":
+        return (f"run status: running — the sweep stopped unexpectedly (killed?) before it recorded an end; "
+                f"continue it with `satbench sweep --resume {run_dir or 'RUN_DIR'}`")
+    return f"run status: {results.status}" + (f" — {results.status_reason}" if results.status_reason else "")
+
+
+def print_results(results: ResultsFile, console: Console | None = None, run_dir: Path | str | None = None) -> None:
     if console is None:
         console = Console()
         if not console.is_terminal:
@@ -226,8 +239,8 @@ def print_results(results: ResultsFile, console: Console | None = None) -> None:
             for lv in levels:
                 for line in level_ci_notes(lv) + lv.flags:
                     console.print(f"  {lane.lane}{tag} N={lv.concurrency}: {line}", markup=False, highlight=False)
-    if results.status != "complete":
-        console.print(f"run status: {results.status} — {results.status_reason}", markup=False)
+    if (line := status_line(results, run_dir)) is not None:
+        console.print(line, markup=False, highlight=False)
 
 
 def print_recommendations(recs, console: Console | None = None) -> None:
