@@ -56,7 +56,7 @@ DEFINITIONS = {
     "client_in_flight": "time-weighted mean of requests between sent_ns and end_ns in the window",
     "percentiles": "linear interpolation; 95% CI from binomial order statistics of the pooled sample, widened to contain the estimate (within-run sampling only: it does not carry repetition-to-repetition variation); mean CI Student-t over repetitions",
     "repetition_p95": "repetitions[].p95_ttft_ms / p95_itl_ms / p95_e2e_ms: the p95 of that repetition's own latency sample; compare and interference take a p95's CI as Student-t over these (none from fewer than 2), widened to contain the pooled p95",
-    "together_levels": "the lane measured while every lane of the run ran at once, levels in lockstep by position; lanes that finished early kept their streams busy with background requests (never counted)",
+    "together_levels": "the lane measured while every lane of the run ran at once, levels in lockstep by position; lanes that finished early kept their streams busy with background requests (never counted); only the first levels and repetitions that every lane has (the rest ran alone only)",
     "interference": "together / alone for output tok/s and p95 TTFT and ITL; CI by interval arithmetic on the two 95% CIs (for a p95, the CI over repetitions of repetition_p95)",
     "hardware.fingerprint_sha256": "sha256 of canonical JSON of CPU model and signature, cores (logical, physical, usable), RAM class (multiple of 4 GiB at or above it), OS family (not the kernel release), and each GPU's name, memory (GiB), driver and CUDA version",
     "host_busy_cores": "whole machine: delta(total - idle - iowait CPU seconds) / delta wall, over the level's process samples",
