@@ -182,7 +182,15 @@ def _cmd_analyze(a: argparse.Namespace) -> int:
     refuse_if_in_use(Path(a.run_dir))
     results = analyze_and_write(Path(a.run_dir))
     print_results(results, run_dir=Path(a.run_dir))
+    _note_stale_report(Path(a.run_dir), ["results.json", "verdicts.json"])
     return 0
+
+
+def _note_stale_report(run_dir: Path, rewritten: list[str]) -> None:
+    from satbench.report.integrity import stale_sums_note
+
+    if (note := stale_sums_note(run_dir, rewritten)) is not None:
+        print(note, file=sys.stderr)
 
 
 def _cmd_schema(a: argparse.Namespace) -> int:
@@ -284,6 +292,7 @@ def _cmd_recommend(a: argparse.Namespace) -> int:
     read_manifest(Path(a.run_dir))  # a path that is no run says so, as analyze does (not "no results.json")
     refuse_if_in_use(Path(a.run_dir))
     _recommend(Path(a.run_dir))
+    _note_stale_report(Path(a.run_dir), ["recommendations.json"])
     return 0
 
 

@@ -364,3 +364,23 @@ def test_definitions_worded_otherwise_under_the_same_schema_still_verify(run_dir
         assert v.ok and any("definitions worded otherwise" in o for o in v.older_schema), (v.inconsistent, v.older_schema)
     else:
         assert not v.ok and v.inconsistent[0].startswith("results.json: differs"), v.inconsistent
+
+
+def test_recommend_on_a_reported_run_says_the_bundle_needs_writing_again(run_dir, tmp_path, capsys):
+    """`recommend` rewrites recommendations.json (a new created_at): verify then fails on the untouched
+    run; say so at once, and how to write the bundle again. analyze writes results.json byte for byte
+    the same, so it says nothing."""
+    from satbench.report.integrity import write_sums
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    rec = copy / "recommendations.json"  # written long ago: a rewrite now cannot be byte-identical
+    rec.write_text(rec.read_text().replace(json.loads(rec.read_text())["created_at"], "2020-01-01T00:00:00+00:00"))
+    write_sums(copy)
+    assert main(["analyze", str(copy)]) == 0
+    assert "no longer matches" not in capsys.readouterr().err
+    assert main(["recommend", str(copy)]) == 0
+    err = capsys.readouterr().err
+    assert "note: recommendations.json rewritten, so the report's SHA256SUMS no longer matches" in err
+    assert f"satbench report {copy}" in err and not verify(copy).ok
+    assert main(["report", str(copy)]) == 0 and verify(copy).ok

@@ -88,6 +88,22 @@ def write_sums(run_dir: Path) -> str:
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
+def stale_sums_note(run_dir: Path, rewritten: list[str]) -> str | None:
+    """After `analyze` or `recommend` rewrote files of a run that has a report: a note naming those
+    whose SHA256SUMS entry no longer holds (verify would fail on them) and how to refresh the bundle;
+    None when there is no SHA256SUMS or every entry still holds."""
+    try:
+        sums = read_sums(run_dir)
+    except RunDirError:
+        return None
+    stale = [r for r in rewritten if r in sums and (run_dir / r).exists()
+             and sha256_file(run_dir / r, cache=None) != sums[r]]
+    if not stale:
+        return None
+    return (f"note: {', '.join(stale)} rewritten, so the report's SHA256SUMS no longer matches (verify fails "
+            f"on it): `satbench report {shlex.quote(str(run_dir))}` writes the bundle again")
+
+
 def read_sums(run_dir: Path) -> dict[str, str]:
     path = run_dir / SUMS_FILE
     if not path.exists():
