@@ -342,3 +342,42 @@ def test_f1_requests_are_sized_to_decode_long_enough_to_compare():
     runner.plan = PLAN.model_copy(update={"per_slot_ctx": 256})
     runner.lone_itl_ms = 2.0
     assert runner.f1_output() == 256 - 16 - PLAN.prompt
+
+
+def _with_prompt_ms(events, wait_ms: float) -> list:
+    """The server's own prompt time: the TTFT less `wait_ms` spent before its prefill began."""
+    from satbench.events import ServerTimings
+    from satbench.metrics.latency import ttft_ms
+
+    return [e.model_copy(update={"timings": ServerTimings(prompt_ms=max(0.0, ttft_ms(e) - wait_ms), prompt_n=32,
+                                                          cache_n=0)}) for e in events]
+
+
+def _one_late_first_token(delay_ms: float):
+    fair = _lockstep()
+
+    def chunks_of(s, j, t):
+        chunks = fair(s, j, t)
+        return [(c + delay_ms, n) for c, n in chunks] if (s, j) == (2, 3) else chunks
+    return chunks_of
+
+
+def test_f1_a_ttft_over_the_bound_spent_prefilling_on_a_stalled_host_is_inconclusive():
+    """One request's first token came 300 ms late, but by the server's own timings it waited 1 ms
+    and spent the rest in its prefill (the host stalled the server's compute): that says nothing of
+    the scheduler, so F1 is inconclusive, not failed, and says why."""
+    events = _with_prompt_ms(_f1_closed(_one_late_first_token(300.0)), wait_ms=1.0)
+    v = f1(events, PLAN, CAL, FairnessConfig())
+    assert v.verdict == "inconclusive", (v.verdict, v.measured, v.bounds, v.reason)
+    assert v.measured["max_ttft_ms"] > v.bounds["max_ttft_ms"] + 250
+    assert "it did not make them wait" in v.reason and "waited at most 1.0 ms" in v.reason
+
+
+def test_f1_a_ttft_over_the_bound_spent_waiting_still_fails():
+    """The same late first token, but the server says its prefill took 1 ms: the request waited
+    ~300 ms for it, which is the scheduler's doing."""
+    events = [e.model_copy(update={"timings": e.timings.model_copy(update={"prompt_ms": 1.0})})
+              for e in _with_prompt_ms(_f1_closed(_one_late_first_token(300.0)), wait_ms=1.0)]
+    v = f1(events, PLAN, CAL, FairnessConfig())
+    assert v.verdict == "fail" and v.reason is None, (v.verdict, v.reason)
+    assert f1(_with_prompt_ms(_f1_closed(_lockstep()), wait_ms=1.0), PLAN, CAL, FairnessConfig()).verdict == "pass"

@@ -50,6 +50,30 @@ def stamp_note(events: Sequence[RequestEvent], left: str = "left out") -> str:
             f"own prompt time (the client stamped its send late: a loaded host)")
 
 
+def waited_ms(e: RequestEvent) -> float | None:
+    """TTFT − the server's own prompt time (`timings.prompt_ms`): how long the request waited before
+    the server began its prefill (plus the round trip). None without server timings."""
+    lag = stamp_lag_ms(e)
+    return None if lag is None else -lag
+
+
+def slow_compute_only(over: Sequence[RequestEvent], wait_allowed_ms: float, prefill_ms: float) -> str | None:
+    """Why TTFTs over F1's bound say nothing of the scheduler, or None when they may: every such
+    request waited no longer than the bound allows (`wait_allowed_ms`: its iterations and jitter)
+    before the server began its prefill, which then took longer than the whole bound's prefill
+    (`prefill_ms`, Σprompt at the calibrated rate): the server computed slower than calibrated (a
+    host that stalled it), it did not make the request wait."""
+    waits = [(w, e.timings.prompt_ms) for e in over if (w := waited_ms(e)) is not None and e.timings]
+    if not over or len(waits) < len(over) or any(w > wait_allowed_ms or p <= prefill_ms for w, p in waits):
+        return None
+    worst = max(p for _, p in waits)
+    return (f"{len(over)} request(s) over the TTFT bound waited at most {max(w for w, _ in waits):.1f} ms (the bound "
+            f"allows {wait_allowed_ms:.1f}) before the server began their prefill, which then took up to {worst:.0f} ms "
+            f"by the server's own timings, against the {prefill_ms:.0f} ms the bound allows for prefill (Σprompt at "
+            f"the calibrated rate): the server computed slower than calibrated (a loaded host?), it did not make "
+            f"them wait")
+
+
 def solo_spread(values_ms: Sequence[float]) -> str | None:
     """Why lone reference timings cannot serve as a reference (max ÷ min > SOLO_SPREAD_MAX), or None."""
     if len(values_ms) < 2 or min(values_ms) <= 0:

@@ -17,7 +17,7 @@ from satbench.events import RequestEvent
 from satbench.fairness.guards import (BACKLOG_SHARE_MIN, EDGE_MS, F1_COVERAGE_MIN, MIN_SHARED_MS,
                                       MIN_SHARED_TOKENS, RESOLUTION_MS, all_in_flight, backlog_window,
                                       backlogged_share, late_stamped, prefilling_when_sent, shared_token_ratios,
-                                      solo_spread, stamp_note)
+                                      slow_compute_only, solo_spread, stamp_note)
 from satbench.fairness.plan import NAMES, FairnessPlan
 from satbench.metrics.latency import first_token_ns, itl_ms, ttft_ms
 from satbench.metrics.stats import percentile
@@ -142,10 +142,13 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     if plan.jitter_ms and statistics.median(spans) < 20 * plan.jitter_ms:
         return _inconclusive("F1", f"decodes of {statistics.median(spans):.1f} ms are too short to resolve a "
                              f"10 % rate difference with {plan.jitter_ms:.2f} ms of round-trip jitter", len(done))
-    ttft_bound = (n * plan.prompt / cal.prefill_tok_per_s * 1000.0 + cfg.f1_ttft_iterations * iteration
-                  + plan.jitter_ms)
-    ok = ratio <= cfg.f1_max_min_ratio and jain >= cfg.f1_jain_min and max_ttft <= ttft_bound
-    return _v("F1", "pass" if ok else "fail", samples=len(shares),
+    prefill_ms = n * plan.prompt / cal.prefill_tok_per_s * 1000.0
+    ttft_bound = prefill_ms + cfg.f1_ttft_iterations * iteration + plan.jitter_ms
+    shares_ok = ratio <= cfg.f1_max_min_ratio and jain >= cfg.f1_jain_min
+    over = [e for e in done if (t := ttft_ms(e)) is not None and t > ttft_bound]
+    slow = slow_compute_only(over, ttft_bound - prefill_ms + RESOLUTION_MS, prefill_ms) if shares_ok else None
+    ok = shares_ok and not over
+    return _v("F1", "inconclusive" if slow else "pass" if ok else "fail", samples=len(shares), reason=slow,
               measured={"max_min_decode_rate": ratio, "jain_index": jain, "max_ttft_ms": max_ttft,
                         "max_min_decode_rate_across_rounds": max(rates) / min(rates) if rates else None},
               bounds={"max_min_decode_rate": cfg.f1_max_min_ratio, "jain_index": cfg.f1_jain_min,
