@@ -50,10 +50,12 @@ def test_the_same_shape_is_still_advertised(fake_server, tmp_path, capsys):
     assert lane["status"] == "measured" and lane["max_concurrency"] == 2, lane["reason"]
 
 
-def as_measured_from(recs, url: str) -> None:
-    """Rewrite the recommendation as if its run had reached the server through `url`."""
+def as_measured_from(recs, url: str, on_measuring_machine: bool | None = None) -> None:
+    """Rewrite the recommendation as if its run had reached the server through `url`; with
+    `on_measuring_machine` None, as a satbench that did not record where the server was."""
     data = json.loads(recs.read_text())
     data["lanes"][0]["runtime"]["base_url"] = url
+    data["lanes"][0]["server_on_measuring_machine"] = on_measuring_machine
     recs.write_text(json.dumps(data))
 
 
@@ -61,7 +63,7 @@ def test_a_lane_measured_through_a_remote_url_is_not_vouched_for_by_the_measurin
         fake_server, tmp_path, capsys):
     fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
     recs = sweep(fake, tmp_path, capsys)
-    as_measured_from(recs, "http://192.0.2.7:8080")  # TEST-NET-1: never an address of this machine
+    as_measured_from(recs, "http://192.0.2.7:8080")  # TEST-NET-1, not held here (the default: from before the sweep recorded where its server was)
     (lane,) = json.loads(capability(recs, fake.base_url, capsys))["lanes"]
     assert lane["status"] == "unmeasured" and lane["max_concurrency"] == 1
     assert lane["reason"].startswith("measured through a remote URL (http://192.0.2.7:8080) from another machine: "
@@ -91,9 +93,29 @@ def this_machines_address() -> str:
 
 
 def test_a_url_naming_this_machine_is_served_here_and_another_is_not():
-    from satbench.capability_remote import served_here
+    from satbench.runtimes.remote import served_here
 
     assert served_here(f"http://{this_machines_address()}:8080")
     assert served_here("http://127.0.0.1:1") and served_here("http://localhost:1")
     assert not served_here("http://192.0.2.7:8080")
     assert not served_here("http://no-such-host.invalid:8080")
+
+
+def test_the_sweep_records_that_its_server_was_on_the_measuring_machine(fake_server, tmp_path, capsys):
+    fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
+    recs = sweep(fake, tmp_path, capsys)
+    assert json.loads(recs.read_text())["lanes"][0]["server_on_measuring_machine"] is True
+
+
+def test_a_lane_measured_from_another_machine_is_refused_even_on_the_node_that_serves_it(
+        fake_server, tmp_path, capsys):
+    """Machine A measured node B through B's address: on B that address is served here, yet the
+    hardware recorded is A's. The sweep recorded the server as not on its machine: refused."""
+    fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
+    recs = sweep(fake, tmp_path, capsys)
+    as_measured_from(recs, f"http://{this_machines_address()}:8080", on_measuring_machine=False)
+    (lane,) = json.loads(capability(recs, fake.base_url, capsys))["lanes"]
+    assert lane["status"] == "unmeasured" and lane["reason"].startswith("measured through a remote URL")
+    as_measured_from(recs, f"http://{this_machines_address()}:8080", on_measuring_machine=True)
+    (lane,) = json.loads(capability(recs, fake.base_url, capsys))["lanes"]
+    assert lane["status"] == "measured", lane["reason"]

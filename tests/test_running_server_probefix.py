@@ -131,6 +131,7 @@ def test_a_remote_url_lanes_levels_get_no_nvml_readings_of_this_machine(fake_ser
     lane = url_lane_config(fake.base_url, [1]).lanes[0]
     monkeypatch.setattr(lane_session, "ServerSampler", _RecordingSampler)
     monkeypatch.setattr(lane_session, "is_loopback", lambda url: loopback)  # the fake can only be on 127.0.0.1
+    monkeypatch.setattr(lane_session, "served_here", lambda url: loopback)
     _RecordingSampler.made = []
     this_machines_gpus = object()
 
@@ -138,13 +139,36 @@ def test_a_remote_url_lanes_levels_get_no_nvml_readings_of_this_machine(fake_ser
         session = lane_session.LaneSession(lane, "solo", UrlRuntime(fake.base_url), ModelInfo(), None, "n")
         try:
             await session.open(object(), this_machines_gpus)  # type: ignore[arg-type]
-            return session.network_info().path
+            net = session.network_info()
+            return net.path, net.server_on_this_machine
         finally:
             await session.close()
 
-    path = asyncio.run(go())
-    assert path == ("loopback" if loopback else "remote")
+    path, here = asyncio.run(go())
+    assert path == ("loopback" if loopback else "remote") and here is loopback
     assert _RecordingSampler.made[0]["gpus"] is (this_machines_gpus if loopback else None)
+
+
+def test_a_url_lane_through_this_machines_own_address_is_on_this_machine(fake_server, monkeypatch):
+    """Not loopback, but an address this machine holds: the server is here, its GPU is this one's."""
+    fake = fake_server(n_slots=2)
+    lane = url_lane_config(fake.base_url, [1]).lanes[0]
+    monkeypatch.setattr(lane_session, "ServerSampler", _RecordingSampler)
+    monkeypatch.setattr(lane_session, "is_loopback", lambda url: False)  # as if given by a LAN address
+    _RecordingSampler.made = []
+    gpus = object()
+
+    async def go():
+        session = lane_session.LaneSession(lane, "solo", UrlRuntime(fake.base_url), ModelInfo(), None, "n")
+        try:
+            await session.open(object(), gpus)  # type: ignore[arg-type]
+            return session.network_info()
+        finally:
+            await session.close()
+
+    net = asyncio.run(go())  # served_here(127.0.0.1…) is true: the address is this machine's
+    assert net.path == "remote" and net.server_on_this_machine is True and net.on_this_machine
+    assert _RecordingSampler.made[0]["gpus"] is gpus
 
 
 # -- 4: EVIDENCE.md words a url lane by its network path ----------------------------------------
@@ -177,8 +201,19 @@ def test_a_remote_url_lane_says_its_figures_hold_for_hardware_satbench_did_not_s
     assert "loopback RTT" not in text and "network RTT" in text
     assert "which satbench did not see" in text and "describe the measuring machine" in text
     assert "refuses to apply it elsewhere" not in text
-    assert "not the server's hardware" in text
+    assert "the capability report refuses to advertise them" in text
     assert "the server's GPU, memory and CPU (it runs on another machine)" in text
+
+
+def test_a_url_lane_through_this_machines_own_address_is_described_as_here():
+    """Reached through a LAN address this machine holds: the network path is remote (a real network
+    round trip), but the server, its hardware and its GPU are this machine's."""
+    res = _url_results("remote")
+    res.lanes[0].network.server_on_this_machine = True
+    text = render_markdown(evidence_blocks(res, None, "abc", [], []))
+    assert "network RTT" in text and "on this machine (its own address)" in text
+    assert "on another machine" not in text and "refuses to advertise them" not in text
+    assert "refuses to apply it elsewhere" in text
 
 
 def test_the_handoff_names_the_url_in_the_capability_command():

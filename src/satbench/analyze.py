@@ -30,7 +30,7 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
             slots=prov.runtime.total_slots, per_slot_ctx=prov.runtime.per_slot_ctx,
             prompt_tokens=lane.workload.prompt_tokens, output_tokens=lane.workload.output_tokens,
             overhead_ms=prov.network.rtt_ms_median or 0.0, llamacpp=prov.runtime.llamacpp, slo=lane.slo,
-            host_cores=host_cores, server_remote=prov.network.path == "remote",
+            host_cores=host_cores, server_remote=not prov.network.on_this_machine,
         )
         out.append(summarize_level(ctx, [e for e in events if e.level == n],
                                    [m for m in marks if m.level == n], lane_samples))

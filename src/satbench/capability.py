@@ -27,7 +27,8 @@ import jsonschema
 from pydantic import Field, ValidationError
 
 from satbench.artifacts import older_minor, published_schema, render
-from satbench.capability_remote import remote_props, served_here, shape_of
+from satbench.capability_remote import remote_props, shape_of
+from satbench.runtimes.remote import served_here
 from satbench.config import LaneConfig, RunConfig, Strict
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
@@ -170,11 +171,12 @@ def shape_mismatch(measured: RuntimeInfo, node: NodeLane) -> str | None:
     return None
 
 
-def measured_from_afar(measured: RuntimeInfo) -> str | None:
-    """A url lane measured through a remote URL (network path "remote") from a machine that does not
-    hold its address: the hardware fingerprint recorded is the measuring machine's, not the
-    server's, so it vouches for nothing on the node that serves it."""
-    if measured.kind != "url" or served_here(measured.base_url):
+def measured_from_afar(rec: LaneRecommendation) -> str | None:
+    """A url lane whose server was not on the machine that measured it: the hardware fingerprint
+    recorded is the measuring machine's, not the server's, so it vouches for nothing on the node that
+    serves it. A recommendation from before this was recorded: its URL must be served by this machine."""
+    measured, here = rec.runtime, rec.server_on_measuring_machine
+    if measured.kind != "url" or here or (here is None and served_here(measured.base_url)):
         return None
     return (f"measured through a remote URL ({measured.base_url}) from another machine: the server's hardware "
             "was not seen, so the figure cannot be matched to this node; run satbench on the node itself or "
@@ -218,7 +220,7 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
         return f"cannot ask the lane's server what it runs: {node.unreachable}"
     if node.runtime_kind == "url" and node.model_path is None:
         return "the lane's server does not say which model it serves (no model_path on /props): cannot confirm it"
-    if (why := measured_from_afar(rec.runtime)) is not None:
+    if (why := measured_from_afar(rec)) is not None:
         return why
     if rec.hardware_fingerprint != host_fingerprint and host is not None and rec.hardware.older_scheme_of(host):
         return ("measured on this machine, but its hardware fingerprint was computed by an earlier satbench "

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
-import urllib.parse
 
 from satbench.config import LaneConfig
 
@@ -43,24 +41,3 @@ def shape_of(props: dict) -> tuple[int | None, int | None]:
     ctx = dgs.get("n_ctx") if isinstance(dgs, dict) else None
     slots = props.get("total_slots")
     return (slots if isinstance(slots, int) else None), (ctx if isinstance(ctx, int) else None)
-
-
-def served_here(url: str) -> bool:
-    """The URL's host is this machine: a loopback name or address (the rule that records a
-    network path "loopback"), or an address one of its interfaces holds (a socket binds to it)."""
-    from satbench.runtimes.remote import is_loopback
-
-    if is_loopback(url):
-        return True
-    try:
-        infos = socket.getaddrinfo(urllib.parse.urlsplit(url).hostname, None, type=socket.SOCK_DGRAM)
-    except (OSError, UnicodeError, ValueError):
-        return False
-    for family, kind, _, _, addr in infos:
-        try:
-            with socket.socket(family, kind) as s:
-                s.bind(addr)
-            return True
-        except OSError:
-            continue
-    return False

@@ -27,7 +27,7 @@ from satbench.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, prob
 from satbench.runtimes.base import Runtime
 from satbench.runtimes.embedded import EmbeddedRuntime
 from satbench.runtimes.native import NativeRuntime
-from satbench.runtimes.remote import UrlRuntime, is_loopback
+from satbench.runtimes.remote import UrlRuntime, is_loopback, served_here
 from satbench.sampler import ServerSampler
 from satbench.workload import WorkloadBuilder
 
@@ -108,6 +108,7 @@ class LaneSession:
         self.client: StreamClient | None = None
         self.workload: WorkloadBuilder | None = None
         self.session_index = 0  # which session of the run (0, or the n-th --resume) its records belong to
+        self._on_this_machine: bool | None = None  # served_here(base URL), resolved once
 
     async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None) -> None:
         """Probe the (started) server, measure RTT, prepare the workload, start the sampler (with
@@ -126,7 +127,7 @@ class LaneSession:
         # NVML sees this machine's GPUs: a server on another machine computes on its own
         self._sampler = ServerSampler(base, lane.name, samples, interval_s=lane.sample_interval_s,
                                       llamacpp=self.facts.llamacpp, pid=self.runtime.pid,
-                                      gpus=None if self.network_info().path == "remote" else gpus,
+                                      gpus=gpus if self.network_info().on_this_machine else None,
                                       headers=self.headers, tls=self.tls, scenario=self.scenario)
         self.client = StreamClient(base, "native" if self.facts.llamacpp else "openai",
                                    model_name=self.facts.openai_model, headers=self.headers,
@@ -168,8 +169,11 @@ class LaneSession:
 
     def network_info(self) -> NetworkInfo:
         med, p95 = rtt_summary(self.rtts)
+        if self._on_this_machine is None:
+            self._on_this_machine = served_here(self.runtime.base_url)
         return NetworkInfo(path="loopback" if is_loopback(self.runtime.base_url) else "remote",
-                           rtt_ms_median=med, rtt_ms_p95=p95, rtt_samples=len(self.rtts))
+                           rtt_ms_median=med, rtt_ms_p95=p95, rtt_samples=len(self.rtts),
+                           server_on_this_machine=self._on_this_machine)
 
     def model_info(self) -> ModelInfo:
         if self.runtime.kind == "url" and self.facts is not None and self.facts.model_path:

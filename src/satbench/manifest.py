@@ -22,7 +22,7 @@ from satbench.config import RunConfig, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.6"  # 2.6: refine_levels (the levels --refine chose, kept for a resume), and server_samples.jsonl process samples name server_pid and client_pid; 2.5: config lanes[].runtime.served_model, and events.jsonl requests carry server_prompt_tokens; 2.4: host.cpu_signature, host.cores_usable; 2.3: runtime.binary_sha256; 2.2: server_failures; 2.1: provenance.satbench_modified_files, completed_units, resumes
+MANIFEST_SCHEMA_VERSION = "2.6"  # 2.6: provenance lanes[].network.server_on_this_machine; refine_levels (the levels --refine chose, kept for a resume), and server_samples.jsonl process samples name server_pid and client_pid; 2.5: config lanes[].runtime.served_model, and events.jsonl requests carry server_prompt_tokens; 2.4: host.cpu_signature, host.cores_usable; 2.3: runtime.binary_sha256; 2.2: server_failures; 2.1: provenance.satbench_modified_files, completed_units, resumes
 
 
 class ModelInfo(Strict):
@@ -116,6 +116,14 @@ class NetworkInfo(Strict):
     rtt_ms_median: float | None = None
     rtt_ms_p95: float | None = None
     rtt_samples: int = 0
+    server_on_this_machine: bool | None = Field(
+        None, description="the server's address is one of the measuring machine's (loopback, or an address of its "
+                          "own interfaces); null in runs recorded before it was (then: path == loopback)")
+
+    @property
+    def on_this_machine(self) -> bool:
+        """The server ran on the machine that measured it (so its hardware block describes the server's)."""
+        return self.server_on_this_machine if self.server_on_this_machine is not None else self.path == "loopback"
 
 
 class LaneProvenance(Strict):

@@ -45,11 +45,16 @@ def header(results: ResultsFile) -> list[Block]:
     return blocks
 
 
+def _afar(lane: LaneResult) -> bool:
+    """A url lane whose server ran on another machine than satbench (its hardware was not seen)."""
+    return lane.runtime.kind == "url" and not lane.network.on_this_machine
+
+
 def _where(lane: LaneResult) -> str:
-    """Where a url lane's server ran, by the recorded network path."""
+    """Where a url lane's server ran: this machine (by loopback or one of its own addresses) or another."""
     if lane.network.path == "loopback":
         return "on this machine (loopback)"
-    return "on another machine (remote network path)"
+    return "on another machine (remote network path)" if _afar(lane) else "on this machine (its own address)"
 
 
 def _server_command(rt: RuntimeInfo, model: str | None, where: str) -> str:
@@ -234,8 +239,8 @@ def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[
         if not lane.runtime.llamacpp:
             items.append(f"{lane.lane}: not a llama.cpp server — slots, queue estimate and token timing are "
                          "unavailable or approximate.")
-        if lane.runtime.kind == "url" and lane.network.path == "loopback":
-            items.append(f"{lane.lane}: a running server on this machine (given by --url, loopback) — satbench did "
+        if lane.runtime.kind == "url" and not _afar(lane):
+            items.append(f"{lane.lane}: a running server {_where(lane)}, given by --url — satbench did "
                          "not start it, so its process memory and CPU were not sampled"
                          + ("; GPU figures are NVML's device-wide readings of this machine." if lane.hardware.gpus
                             else "."))
@@ -243,12 +248,14 @@ def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[
             items.append(f"{lane.lane}: a server on another machine (given by --url, remote network path) — its "
                          "memory, CPU and GPU were not sampled. Its figures hold for the server's hardware, which "
                          "satbench did not see: the Machine section and the hardware fingerprint describe the "
-                         "measuring machine (this client), not the server.")
+                         "measuring machine (this client), not the server, so the capability report refuses to "
+                         "advertise them; measure on the node itself to advertise the lane.")
     build = "llama.cpp" if all(lane.runtime.llamacpp for lane in results.lanes) else "server"
-    remote = [lane.lane for lane in results.lanes if lane.runtime.kind == "url" and lane.network.path == "remote"]
+    remote = [lane.lane for lane in results.lanes if _afar(lane)]
     local = [lane.lane for lane in results.lanes if lane.lane not in remote]
-    rtt = ("loopback RTT" if not remote else "client↔server network RTT, whose jitter enters the estimate"
-           if not local else "client↔server RTT: loopback, or the network's for a remote server")
+    networked = [lane for lane in results.lanes if lane.network.path == "remote"]
+    rtt = ("loopback RTT" if not networked else "client↔server network RTT, whose jitter enters the estimate"
+           if len(networked) == len(results.lanes) else "client↔server RTT: loopback, or the network's")
     items += [
         f"Queue time is an estimate on llama.cpp (TTFT − server prompt_ms − {rtt}): the server stamps no "
         "queue time.",
@@ -261,9 +268,8 @@ def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[
                      "tokens); the capability report refuses to apply it elsewhere.")
     if remote:
         items.append(f"{', '.join(remote)}: the figures hold for the remote server's hardware, this {build} build, "
-                     "this model and this workload shape; the capability report checks the build and model the "
-                     "server reports and the fingerprint of the machine it runs on, not the server's hardware: "
-                     "a server moved to other hardware is not detected.")
+                     "this model and this workload shape; as that hardware was not seen, the capability report "
+                     "refuses to advertise them anywhere.")
     if any(f.startswith("cpu_contention") for lane in results.lanes for lv in lane.levels for f in lv.flags):
         items.append("Some levels ran with the CPU saturated: the load generator shares the machine with the "
                      "server, so those levels measure the pair, not the server alone.")
@@ -291,9 +297,8 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
         items.append(f"The capability report, run inside the run directory: `{capability_command(results)}` "
                      "(add `--format litellm` for a LiteLLM fragment; relative file paths are as the sweep was given "
                      "them) — it refuses a lane measured on other hardware, another build or another model file"
-                     + (" (for a server on another machine: the hardware of the machine it runs on, not the "
-                        "server's)" if any(lane.runtime.kind == "url" and lane.network.path == "remote"
-                                           for lane in results.lanes) else "") + ".")
+                     + (f", and {', '.join(lane.lane for lane in results.lanes if _afar(lane))}: measured from "
+                        "another machine" if any(_afar(lane) for lane in results.lanes) else "") + ".")
     items.append(f"`results.json` (schema {results.schema_version}) for every figure with its CI; `results.csv` "
                  "for spreadsheets" + (f"; `verdicts.json` (schema {VERDICTS_SCHEMA_VERSION})"
                                         if any(lane.fairness for lane in results.lanes) else "") + ".")
@@ -310,7 +315,7 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
             missing.append(f"{lane.lane}: fairness and starvation (run with --with-fairness)")
         if not lane.together_levels and len(results.lanes) > 1:
             missing.append(f"{lane.lane}: interference from the other lanes (run with --together)")
-        if lane.runtime.kind == "url" and lane.network.path == "remote":
+        if _afar(lane):
             missing.append(f"{lane.lane}: the server's GPU, memory and CPU (it runs on another machine)")
         elif not lane.hardware.gpus:
             missing.append(f"{lane.lane}: GPU memory and utilisation (no GPU on this machine)")

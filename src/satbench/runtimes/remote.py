@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import urllib.parse
 
 from satbench.errors import UserError
@@ -42,6 +43,25 @@ def redact_url(url: str) -> str:
 def is_loopback(url: str) -> bool:
     host = urllib.parse.urlsplit(url).hostname or ""
     return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def served_here(url: str) -> bool:
+    """The URL's host is this machine: a loopback name or address, or an address one of its
+    interfaces holds (a socket binds to it). False when the name does not resolve."""
+    if is_loopback(url):
+        return True
+    try:
+        infos = socket.getaddrinfo(urllib.parse.urlsplit(url).hostname, None, type=socket.SOCK_DGRAM)
+    except (OSError, UnicodeError, ValueError):
+        return False
+    for family, kind, _, _, addr in infos:
+        try:
+            with socket.socket(family, kind) as s:
+                s.bind(addr)
+            return True
+        except OSError:
+            continue
+    return False
 
 
 class UrlRuntime(Runtime):

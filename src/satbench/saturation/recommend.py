@@ -30,7 +30,8 @@ from satbench.saturation.usl import UslFit, fit_usl
 
 RECOMMENDATIONS_FILE = "recommendations.json"
 RECOMMENDATIONS_SCHEMA_VERSION = "1.7"
-# 1.7: server_confirmation.busy_slots and busy_slots_variant (slots_saturated falls back to the
+# 1.7: server_on_measuring_machine (capability refuses a url lane measured from another machine);
+#      server_confirmation.busy_slots and busy_slots_variant (slots_saturated falls back to the
 #      time-weighted busy slots without /metrics, as the binding's statement does); a p95 whose 95 % CI has no upper end (fewer than 72 samples) meets no SLO target (the largest
 #      sample stood in for it, above the p95 only with probability 1 - 0.95^n).
 # 1.6: a `definitions` block (the rules behind the knee, the caps and the recommendation).
@@ -93,6 +94,9 @@ class LaneRecommendation(Strict):
     hardware: HostInfo
     model: ModelInfo
     runtime: RuntimeInfo
+    server_on_measuring_machine: bool | None = Field(
+        None, description="the server ran on the machine that measured it, whose hardware this describes "
+                          "(false: a url lane measured from another machine; null: recorded before this was)")
     recommended_concurrency: int | None = Field(description="None: no measured level is at or below the "
                                                 "binding limit (binding.detail says why)")
     max_concurrency_under_slo: int | None
@@ -340,6 +344,7 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
                             peak_rss_bytes=at.memory.peak_rss_bytes, peak_gpu_mem_bytes=at.memory.peak_gpu_mem_bytes)
     return LaneRecommendation(
         lane=lane.lane, hardware_fingerprint=lane.hardware.fingerprint_sha256, hardware=lane.hardware,
+        server_on_measuring_machine=lane.network.server_on_this_machine,
         model=lane.model, runtime=lane.runtime, recommended_concurrency=rec, max_concurrency_under_slo=slo_n,
         slo=lane.slo, knee=k.knee, knee_reason=k.reason, kneedle_knee=kneedle(points), slots=slots,
         fairness_cap=cap, fairness_failures=failures, server_failure_cap=crash_cap, server_failures=crashes,
