@@ -119,3 +119,18 @@ def test_a_lane_measured_from_another_machine_is_refused_even_on_the_node_that_s
     as_measured_from(recs, f"http://{this_machines_address()}:8080", on_measuring_machine=True)
     (lane,) = json.loads(capability(recs, fake.base_url, capsys))["lanes"]
     assert lane["status"] == "measured", lane["reason"]
+
+
+def test_a_recommendation_with_an_slo_derived_before_1_7_is_not_advertised():
+    """Before 1.7 a p95 too few samples could bound met its SLO target by its largest sample: a lane
+    with an SLO from such a file may be advertised above what its SLO allows."""
+    from satbench.capability import slo_derived_too_early
+    from satbench.config import SloConfig
+    from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile
+
+    with_slo = LaneRecommendation.model_construct(slo=SloConfig(p95_ttft_ms=500, p95_tpot_ms=50))
+    without = LaneRecommendation.model_construct(slo=None)
+    old, new = (RecommendationsFile.model_construct(schema_version=v) for v in ("1.6", "1.7"))
+    why = slo_derived_too_early(old, with_slo)
+    assert why is not None and "run `satbench recommend` on its run directory again" in why
+    assert slo_derived_too_early(old, without) is None and slo_derived_too_early(new, with_slo) is None

@@ -84,13 +84,13 @@ def close(a: object, b: object, rel: float = FLOAT_REL_TOL) -> bool:
     return a == b
 
 
-def _only_keys_of(value: object, shape: object) -> object:
+def only_keys_of(value: object, shape: object) -> object:
     """`value` without the object keys that `shape` (the same document as an earlier minor wrote
     it) lacks, at every depth; lists are pruned item by item."""
     if isinstance(value, dict) and isinstance(shape, dict):
-        return {k: _only_keys_of(v, shape[k]) for k, v in value.items() if k in shape}
+        return {k: only_keys_of(v, shape[k]) for k, v in value.items() if k in shape}
     if isinstance(value, list) and isinstance(shape, list) and len(value) == len(shape):
-        return [_only_keys_of(v, s) for v, s in zip(value, shape)]
+        return [only_keys_of(v, s) for v, s in zip(value, shape)]
     return value
 
 
@@ -105,7 +105,7 @@ def same_under_current_schema(old: str, fresh: str, model: type[BaseModel], igno
         now = model.model_validate_json(fresh).model_dump(mode="json")
         if older_fields_only:
             shape = json.loads(old)
-            was, now = _only_keys_of(was, shape), _only_keys_of(now, shape)
+            was, now = only_keys_of(was, shape), only_keys_of(now, shape)
     except ValueError:
         return False
     for key in ("schema_version", *ignore):

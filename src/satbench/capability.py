@@ -38,6 +38,7 @@ from satbench.saturation.recommend import LaneRecommendation, RecommendationsFil
 
 CAPABILITY_SCHEMA_VERSION = "1.2"  # 1.2: lanes[].served_model; 1.1: hardware.cpu_signature, hardware.cores_usable
 OLDEST_TRUSTED = "1.5"  # recommendations 1.5: throughput over whole requests (earlier: up to +44 %)
+SLO_TRUSTED = "1.7"  # recommendations 1.7: a p95 its samples cannot bound meets no SLO target (earlier: its max did)
 CONSERVATIVE_CONCURRENCY = 1
 
 
@@ -181,6 +182,16 @@ def measured_from_afar(rec: LaneRecommendation) -> str | None:
     return (f"measured through a remote URL ({measured.base_url}) from another machine: the server's hardware "
             "was not seen, so the figure cannot be matched to this node; run satbench on the node itself or "
             "against its loopback URL")
+
+
+def slo_derived_too_early(recs: RecommendationsFile | None, rec: LaneRecommendation | None) -> str | None:
+    """A lane with an SLO whose recommendation predates SLO_TRUSTED: its SLO bound may rest on a p95
+    from too few samples to bound it (the largest sample stood in for the upper CI end)."""
+    if recs is None or rec is None or rec.slo is None or not older_minor(recs.schema_version, SLO_TRUSTED):
+        return None
+    return (f"recommendations schema {recs.schema_version} with an SLO: derived before a p95 that too few samples "
+            f"cannot bound stopped meeting SLO targets ({SLO_TRUSTED}); run `satbench recommend` on its run "
+            "directory again")
 
 
 def recommendation_problems(rec: LaneRecommendation) -> list[str]:
@@ -334,7 +345,8 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
     out = []
     for node in nodes:
         rec = pick(recs, node.lane, host.fingerprint_sha256)
-        why = refused or check_lane(rec, node, host.fingerprint_sha256, now, max_age, host)
+        why = refused or slo_derived_too_early(recs, rec) or check_lane(rec, node, host.fingerprint_sha256, now,
+                                                                          max_age, host)
         # a model id only means something to a running server's API; for a server satbench starts,
         # llama-server's alias is the measuring machine's file path
         served = configured.get(node.lane) or (rec.runtime.model_alias if rec is not None and rec.runtime.kind == "url"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from functools import cache
 from itertools import count
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from satbench.artifacts import close, older_minor, published_schema, render, write_artifact  # noqa: F401  (render: re-exported)
+from satbench.artifacts import (close, older_minor, only_keys_of, published_schema, render,  # noqa: F401 (render: re-exported)
+                                write_artifact)
 from satbench.config import SloConfig, Strict
 from satbench.errors import RunDirError
 from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
@@ -379,16 +381,19 @@ def recommend(run_dir: Path) -> RecommendationsFile:
 def recommendations_differ(run_dir: Path, text: str) -> str | None:
     """Why the recommendations `text` is not what this run directory gives now (None when it is),
     comparing everything but `created_at` and the `definitions` prose (numbers to within floating-point rounding: `close`);
-    a file of an older minor schema version is read under
-    the current one (absent fields take their defaults) and its `schema_version` is not compared."""
+    a file of an older minor schema version is compared in the fields it has (`only_keys_of`: those a
+    later minor added are left out on both sides) and its `schema_version` is not compared."""
     try:
         given = RecommendationsFile.model_validate_json(text).model_dump(mode="json")
     except ValueError:
         return "not a valid recommendations file"
     fresh = recommend(run_dir).model_dump(mode="json")
     # `definitions` is prose restating the rules: another build may word it otherwise
-    ignored = ("created_at", "definitions", "schema_version") \
-        if older_minor(given["schema_version"], fresh["schema_version"]) else ("created_at", "definitions")
+    ignored = ("created_at", "definitions")
+    if older_minor(given["schema_version"], fresh["schema_version"]):
+        ignored += ("schema_version",)
+        shape = json.loads(text)
+        given, fresh = only_keys_of(given, shape), only_keys_of(fresh, shape)
     for d in (given, fresh):
         for key in ignored:
             d.pop(key)
