@@ -14,18 +14,26 @@ from satbench.metrics.interference import interference
 from satbench.metrics.level import LevelContext, LevelResult, summarize_level
 from satbench.resume import current_session_records
 from satbench.results import LaneResult, ResultsFile, verdicts_of, write_results, write_verdicts
+from satbench.sweep_plan import together_shape
 
 
 def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list, samples: list,
-            host_cores: int | None = None) -> list[LevelResult]:
-    """Every level of one lane in one scenario."""
-    events = [r for r in records if isinstance(r, RequestEvent) and r.lane == lane.name and r.scenario == scenario]
-    marks = [r for r in records if isinstance(r, LevelMark) and r.lane == lane.name and r.scenario == scenario]
+            host_cores: int | None = None, shape: tuple[int, int] | None = None) -> list[LevelResult]:
+    """Every level of one lane in one scenario; with `shape` (steps, repetitions), only the lane's first
+    `steps` levels and repetitions up to `repetitions` (the together scenario: what every lane had)."""
+    steps, reps = shape or (len(lane.levels), lane.repetitions)
+    kept = set(lane.levels[:steps]) if shape else None
+
+    def mine(r) -> bool:
+        return (r.lane == lane.name and r.scenario == scenario
+                and (kept is None or (r.level in kept and r.repetition <= reps)))
+    events = [r for r in records if isinstance(r, RequestEvent) and mine(r)]
+    marks = [r for r in records if isinstance(r, LevelMark) and mine(r)]
     lane_samples = [s for s in samples if s.lane == lane.name and s.scenario == scenario]
     out = []
     for n in sorted({e.level for e in events} | {m.level for m in marks}):
         ctx = LevelContext(
-            lane=lane.name, level=n, repetitions_planned=lane.repetitions,
+            lane=lane.name, level=n, repetitions_planned=reps,
             measured_requests_planned=lane.measured_requests(n),
             slots=prov.runtime.total_slots, per_slot_ctx=prov.runtime.per_slot_ctx,
             prompt_tokens=lane.workload.prompt_tokens, output_tokens=lane.workload.output_tokens,
@@ -81,7 +89,8 @@ def analyze_run(run_dir: Path) -> ResultsFile:
             continue  # the run stopped before this lane's server started
         cores = prov.host.cores_logical
         solo = _levels(lane, lp, "solo", records, samples, cores)
-        together = _levels(lane, lp, "together", records, samples, cores)
+        # a run from before --together kept to what every lane has ran the rest alone: not together
+        together = _levels(lane, lp, "together", records, samples, cores, together_shape(manifest.config))
         lanes.append(LaneResult(
             lane=lane.name, model=lp.model, runtime=lp.runtime, network=lp.network, hardware=prov.host,
             workload=lane.workload, server_params=lane.server, slo=lane.slo, levels=solo,
