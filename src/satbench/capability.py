@@ -27,7 +27,8 @@ import jsonschema
 from pydantic import Field, ValidationError
 
 from satbench.artifacts import older_minor, published_schema, render
-from satbench.capability_remote import remote_props, shape_of
+from satbench.capability_remote import remote_props
+from satbench.probe import shape_of
 from satbench.runtimes.remote import served_here
 from satbench.config import LaneConfig, RunConfig, Strict
 from satbench.gpu import open_nvml

@@ -129,7 +129,7 @@ async def probe_server(session: aiohttp.ClientSession, base_url: str,
     )
 
 
-def _remote(lane: LaneConfig) -> tuple[str, dict[str, str], ssl.SSLContext]:
+def remote_access(lane: LaneConfig) -> tuple[str, dict[str, str], ssl.SSLContext]:
     """A url lane's credential-free URL, its request headers (the key) and its TLS policy."""
     url, secret = split_credentials(lane.runtime.url or "")
     return url, auth_headers(lane.runtime, lane.name, secret), tls_context_for(lane.runtime)
@@ -138,7 +138,7 @@ def _remote(lane: LaneConfig) -> tuple[str, dict[str, str], ssl.SSLContext]:
 def check_reachable(lane: LaneConfig, timeout_s: float = 10.0) -> None:
     """Before the run: GET /health on a url lane's server, with its TLS policy and key. Any HTTP
     answer will do (/props decides later what serves); RuntimeStartError when nothing answers."""
-    url, headers, tls = _remote(lane)
+    url, headers, tls = remote_access(lane)
     try:
         get_bytes(url + "/health", headers, tls, timeout_s)
     except (urllib.error.HTTPError, http.client.HTTPException):
@@ -167,7 +167,7 @@ def wait_while_loading(lane: LaneConfig, wait_s: float | None = None, poll_s: fl
     LOADING_WAIT_S); then
     RuntimeStartError (still loading). Otherwise whether it answers HTTP at all (no answer:
     check_reachable and the probe say why)."""
-    url, headers, tls = _remote(lane)
+    url, headers, tls = remote_access(lane)
     wait_s = LOADING_WAIT_S if wait_s is None else wait_s
     deadline = time.monotonic() + wait_s
     said = False
@@ -192,16 +192,23 @@ def wait_while_loading(lane: LaneConfig, wait_s: float | None = None, poll_s: fl
 def server_shape(lane: LaneConfig, timeout_s: float = 10.0) -> tuple[int | None, int | None] | None:
     """Before the run: (total_slots, per-slot context) from a url lane's llama.cpp /props; None when
     it does not answer them (not llama.cpp, an error): the probe at the lane's start says why."""
-    url, headers, tls = _remote(lane)
+    url, headers, tls = remote_access(lane)
     try:
         props = json.loads(get_bytes(url + "/props", headers, tls, timeout_s))
     except (urllib.error.URLError, http.client.HTTPException, ssl.SSLError, OSError, ValueError):
         return None
     if not (isinstance(props, dict) and isinstance(props.get("total_slots"), int)):
         return None
+    return shape_of(props)
+
+
+def shape_of(props: dict) -> tuple[int | None, int | None]:
+    """(slots, per-slot context) a llama.cpp server reports on /props: total_slots and
+    default_generation_settings.n_ctx (None where absent or not a number)."""
     dgs = props.get("default_generation_settings")
-    per_slot = dgs.get("n_ctx") if isinstance(dgs, dict) else None
-    return props["total_slots"], per_slot if isinstance(per_slot, int) else None
+    ctx = dgs.get("n_ctx") if isinstance(dgs, dict) else None
+    slots = props.get("total_slots")
+    return (slots if isinstance(slots, int) else None), (ctx if isinstance(ctx, int) else None)
 
 
 # What a llama.cpp server started without the endpoint's flag loses (it answers HTTP 501 there).
@@ -216,7 +223,7 @@ _ENDPOINT_LOSS = {
 def endpoint_warnings(lane: LaneConfig, timeout_s: float = 10.0) -> list[str]:
     """Before the run: one warning line per llama.cpp endpoint a url lane's server has disabled
     (HTTP 501, llama.cpp's "not supported"), naming the flag to start it with and what is lost."""
-    url, headers, tls = _remote(lane)
+    url, headers, tls = remote_access(lane)
     out = []
     for path, (flag, lost) in _ENDPOINT_LOSS.items():
         try:
@@ -236,7 +243,7 @@ def check_served_model(lane: LaneConfig, timeout_s: float = 10.0) -> None:
     is left to the probe at the lane's start, which says why."""
     if lane.runtime.served_model is None:
         return
-    url, headers, tls = _remote(lane)
+    url, headers, tls = remote_access(lane)
     try:
         body = get_bytes(url + "/v1/models", headers, tls, timeout_s)
         ids = model_ids(json.loads(body))
