@@ -35,7 +35,7 @@ class ModelInfo(Strict):
 
 class RuntimeInfo(Strict):
     kind: Literal["embedded", "native", "url"]
-    name: str = Field(description="xllamacpp wheel, llama-server binary, or remote server")
+    name: str = Field(description="xllamacpp wheel, llama-server binary, or running server (--url)")
     version: str | None = None
     llamacpp: bool = Field(description="llama.cpp detected through /props")
     build_info: str | None = Field(None, description="/props build_info as the server reports it")

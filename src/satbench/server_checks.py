@@ -85,7 +85,8 @@ def check_same_server(lane: str, stored: LaneProvenance, scenario: str, model: M
     per-slot context) as the earlier server of the same scenario. A server that is not llama.cpp
     names no file or build: its model id (/v1/models, recorded as model_alias) must be the same.
     A llama.cpp server's alias is not compared: its model file is, and --alias may rename the
-    same weights."""
+    same weights. A running server's (--url) name is satbench's label for it, not its identity
+    (it was renamed from "remote server"): not compared; its model, build and shape are."""
     was = stored.model
     if was.sha256 and model.sha256 and was.sha256 != model.sha256:
         raise UserError(f"cannot continue lane {lane}: its model file changed (sha256 {was.sha256[:12]} in the run, "
@@ -98,7 +99,8 @@ def check_same_server(lane: str, stored: LaneProvenance, scenario: str, model: M
         raise UserError(f"cannot continue lane {lane}: the server now serves {rt.model_alias!r}, not {alias_was!r}")
     same_scenario = {"solo": stored.runtime, "together": stored.together_runtime,
                      "fairness": stored.fairness_runtime}.get(scenario)
-    checks = [(stored.runtime, f) for f in ("name", "version", "build_info", "build_number", "binary_sha256",
+    label = () if stored.runtime.kind == rt.kind == "url" else ("name",)
+    checks = [(stored.runtime, f) for f in (*label, "version", "build_info", "build_number", "binary_sha256",
                                                 "llamacpp")]
     if same_scenario is not None:
         checks += [(same_scenario, f) for f in ("total_slots", "per_slot_ctx")]

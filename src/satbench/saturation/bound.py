@@ -10,11 +10,16 @@ throughput. In order:
    with no GPU, the server kept ≥ 80 % of its threads' cores busy (the CPU backend computes).
 4. undetermined: figures missing or in between (60–80 % GPU utilisation), each figure named.
 
+A server started with `--n-gpu-layers 0` keeps every layer on the CPU: whatever NVML says of the
+host's GPUs (another process, or llama.cpp's prompt-batch op offload) does not classify it; it is
+read as the no-GPU case. `n_gpu_layers` None is llama.cpp's default (all layers on a GPU build).
+
 NVML's utilisation is that of the busiest GPU (gpu.py). When the server splits its layers over
 several GPUs (llama.cpp's default with more than one visible), a decode step runs through them one
 after another, so each is idle while the others compute: the busiest at ≤ 60 % no longer says the
 GPU side is idle. There, ≥ 80 % still means GPU-bound (one device is the bottleneck); below it the
-GPU-vs-CPU question is undetermined and the statement says why.
+GPU-vs-CPU question is undetermined and the statement says why. A running server's (--url) devices
+are unknown: the GPUs NVML sees on the host are those it may split over, and it is said so.
 """
 
 from __future__ import annotations
@@ -57,10 +62,18 @@ def server_threads(lane: LaneResult) -> int | None:
 GPU_DEVICE = re.compile(r"^(CUDA|ROCm|HIP|Vulkan|SYCL|MUSA|CANN|Metal|MTL|OpenCL)", re.IGNORECASE)
 
 
+def offloads_layers(lane: LaneResult) -> bool:
+    """False when the server was started with --n-gpu-layers 0 (every layer on the CPU); None (llama.cpp's
+    default: all layers on a GPU build) or any other count offloads."""
+    return lane.server_params.n_gpu_layers != 0
+
+
 def gpu_devices(lane: LaneResult) -> int:
-    """GPUs the server may split its layers over: the GPU devices its backend lists
-    ("CUDA0: NVIDIA H200; CUDA1: …" from llama-server --list-devices, or the embedded server's
-    device list), else, when the backend is unknown (a url lane), the GPUs NVML sees on this host."""
+    """GPUs the server may split its layers over: none with --n-gpu-layers 0; else the GPU devices its
+    backend lists ("CUDA0: NVIDIA H200; CUDA1: …" from llama-server --list-devices, or the embedded
+    server's device list), else, when the backend is unknown (a url lane), the GPUs NVML sees on this host."""
+    if not offloads_layers(lane):
+        return 0
     backend = lane.runtime.backend
     if backend is None:
         return len(lane.hardware.gpus)
@@ -80,9 +93,10 @@ def busy_slots_variant(lv: LevelResult) -> str:
             else "time-weighted" if o.time_weighted_busy_slots is not None else "")
 
 
-def _gpu_figure(lv: LevelResult, util: float | None, clock: float | None, devices: int) -> str:
+def _gpu_figure(lane: LaneResult, lv: LevelResult, util: float | None, clock: float | None, devices: int) -> str:
     if util is not None:
-        on = f" (busiest of {devices} GPUs)" if devices > 1 else ""
+        on = (f" (busiest of {devices} GPUs)" if devices > 1
+              else "" if offloads_layers(lane) else " (no layers on it: --n-gpu-layers 0)")
         return f"GPU {util:.0f} % busy{on}" + (f" at {clock:.0f} MHz SM" if clock else "")
     if lv.gpu is not None:
         return "GPU present, utilisation not reported by NVML (MIG/vGPU?)"
@@ -95,9 +109,9 @@ def saturated_by(lane: LaneResult, lv: LevelResult) -> Saturation:
     util = lv.gpu.util_mean_pct if lv.gpu is not None else None
     clock = lv.gpu.sm_clock_mean_mhz if lv.gpu is not None else None
     cpu, threads = lv.memory.server_cpu_cores, server_threads(lane)
-    n, devices = lv.concurrency, gpu_devices(lane)
+    n, devices, on_gpu = lv.concurrency, gpu_devices(lane), offloads_layers(lane)
     figures = [f"{busy:.1f} of {slots} slots busy ({busy_slots_variant(lv)})" if busy is not None and slots
-               else "busy slots n/a", _gpu_figure(lv, util, clock, devices),
+               else "busy slots n/a", _gpu_figure(lane, lv, util, clock, devices),
                f"server CPU {cpu:.2f} of {threads} cores" if cpu is not None else "server CPU n/a"]
     if deferred is None or deferred:
         figures.insert(1, "deferred requests n/a" if deferred is None else f"up to {deferred:.0f} request(s) deferred")
@@ -106,22 +120,30 @@ def saturated_by(lane: LaneResult, lv: LevelResult) -> Saturation:
     if queue:
         resource: Resource = "slots"
         why = "the server's slots are full and requests queue: slot/queue-bound"
-    elif util is not None and util >= GPU_BUSY_PCT:
+    elif on_gpu and util is not None and util >= GPU_BUSY_PCT:
         resource, why = "gpu", f"the GPU runs kernels ≥ {GPU_BUSY_PCT:.0f} % of the time: GPU-bound"
-    elif util is not None and devices > 1:
+    elif on_gpu and util is not None and devices > 1:
         resource = "undetermined"
-        why = (f"the server splits its layers over {devices} GPUs, which a decode step runs through one after "
-               f"another: the busiest under {GPU_BUSY_PCT:.0f} % cannot tell a GPU-bound lane from a CPU-bound one")
-    elif util is not None and util <= GPU_IDLE_PCT:
+        split = (f"the server splits its layers over {devices} GPUs, which a decode step runs" if lane.runtime.backend
+                 else f"the server may split its layers over the {devices} GPUs this host has (a running server's "
+                 "devices are not known), which a decode step would run")
+        why = (f"{split} through one after another: the busiest under {GPU_BUSY_PCT:.0f} % cannot tell a "
+               "GPU-bound lane from a CPU-bound one")
+    elif on_gpu and util is not None and util <= GPU_IDLE_PCT:
         resource = "server_cpu"
         why = (f"the GPU is idle ≥ {100 - GPU_IDLE_PCT:.0f} % of the time while throughput is flat: bound by the "
                "server's CPU side (sampling over the vocabulary, scheduling loop, HTTP), not the GPU")
-    elif util is None and lv.gpu is None and cpu is not None and threads and cpu >= CPU_FULL * threads:
-        resource, why = "server_cpu", "no GPU, and the server keeps its cores busy: CPU-bound (CPU backend)"
+    elif (lv.gpu is None or not on_gpu) and cpu is not None and threads and cpu >= CPU_FULL * threads:
+        resource = "server_cpu"
+        why = (f"{'no GPU' if on_gpu else 'no layers on the GPU (--n-gpu-layers 0)'}, and the server keeps its "
+               "cores busy: CPU-bound (CPU backend)")
     else:
         resource = "undetermined"
-        why = ("GPU utilisation between "
-               f"{GPU_IDLE_PCT:.0f} and {GPU_BUSY_PCT:.0f} %: neither clearly GPU- nor CPU-bound" if util is not None
+        why = ("no layers on the GPU (--n-gpu-layers 0), and the server's CPU use "
+               f"{'not measured' if cpu is None else 'under ' + format(CPU_FULL, '.0%') + ' of its cores'}: not "
+               "enough figures to say what saturated" if not on_gpu
+               else f"GPU utilisation between {GPU_IDLE_PCT:.0f} and {GPU_BUSY_PCT:.0f} %: neither clearly GPU- "
+               "nor CPU-bound" if util is not None
                else "the GPU reports no utilisation (MIG or vGPU?): not enough figures to say what saturated"
                if lv.gpu is not None else "not enough figures to say what saturated")
     return Saturation(resource=resource, at_concurrency=n, gpu_util_pct=util, gpu_sm_clock_mhz=clock,
