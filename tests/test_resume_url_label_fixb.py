@@ -88,7 +88,8 @@ def test_resume_of_a_run_recorded_under_the_old_name_goes_on(fake_server, monkey
     assert "the server's total_slots is 3 now, 2 in the run" in err and "server's name" not in err
     wrong.stop()
     refused = read_manifest(run)
-    assert refused.status in ("interrupted", "failed")  # both are resumable
+    assert refused.status == "interrupted"  # as it was: a refused resume measured nothing (it said failed)
+    assert "a resume was refused: cannot continue lane default" in refused.status_reason
     assert refused.completed_units == m.completed_units[:1]  # nothing was measured
 
     fake_server(port=port, n_slots=2, decode_iteration_ms=1.0)

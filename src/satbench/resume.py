@@ -29,7 +29,7 @@ from typing import Iterable, Sequence
 from satbench.config import RunConfig
 from satbench.errors import RunDirError, UserError
 from satbench.events import EVENTS_FILE, SAMPLES_FILE, LevelMark, RequestEvent
-from satbench.manifest import ClockAnchor, ResumeRecord, RunManifest
+from satbench.manifest import ClockAnchor, HostInfo, Provenance, ResumeRecord, RunManifest
 
 RESUMABLE = ("interrupted", "failed", "running")  # "running": the process died without a word
 
@@ -124,6 +124,21 @@ def last_stamp_ns(run_dir: Path) -> int:
     for r in read_events(run_dir):
         latest = max(latest, r.end_ns if isinstance(r, RequestEvent) else r.t_ns)
     return latest
+
+
+def check_same_source_and_host(prov: Provenance | None, source: tuple[str | None, list[str]],
+                               host: HostInfo) -> None:
+    """A resume must run the satbench (commit and local changes) and the machine that measured the run."""
+    commit, changed = source
+    if prov is not None and prov.satbench_commit and commit and (prov.satbench_commit, prov.satbench_modified_files) \
+            != (commit, changed):
+        raise UserError(f"cannot resume: the run was measured by satbench commit {prov.satbench_commit[:12]}, "
+                        f"this is {commit[:12]}{' (modified)' if changed else ''}; start a new run")
+    if prov is not None and prov.host.fingerprint_sha256 != host.fingerprint_sha256:
+        raise UserError("cannot resume: the run was recorded by an earlier satbench (another hardware fingerprint "
+                        "scheme); start a new run" if prov.host.older_scheme_of(host) else
+                        "cannot resume on this machine: the run was measured on hardware fingerprint "
+                        f"{prov.host.fingerprint_sha256[:16]}, this is {host.fingerprint_sha256[:16]}")
 
 
 def begin_session(run_dir: Path, m: RunManifest, command_line: list[str], satbench_version: str) -> int:

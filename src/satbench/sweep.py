@@ -33,13 +33,13 @@ from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
 from satbench.interrupts import ignore_second_interrupt, sigint_handler_kept
 from satbench.lane_session import LaneSession, Progress, SilentProgress, make_runtime, together_step
-from satbench.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, ServerFailure,
-                               read_manifest, satbench_source, write_manifest)
+from satbench.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, ResumeRecord, RunManifest,
+                               ServerFailure, read_manifest, satbench_source, write_manifest)
 from satbench.models.resolve import resolve_model
 from satbench.results import ResultsFile
 from satbench.rundir import run_lock
-from satbench.resume import (begin_session, check_same_config, fairness_unit, refine_unit, solo_unit,
-                             together_unit, units_not_to_run)
+from satbench.resume import (begin_session, check_same_config, check_same_source_and_host, fairness_unit,
+                             refine_unit, solo_unit, together_unit, units_not_to_run)
 from satbench.server_checks import check_same_server, check_server_fits
 from satbench.sweep_plan import (fairness_lane, not_together, refine_levels, requests_in,  # noqa: F401 (re-exported)
                                  together_shape, total_requests)
@@ -105,18 +105,7 @@ class Sweep:
         if read_manifest(self.run_dir) != self.manifest:
             raise UserError(f"--resume {self.run_dir}: the run changed on disk while this resume started; try again")
         self._host = self._this_host()
-        prov = self.manifest.provenance
-        commit, changed = satbench_source()
-        if prov is not None and prov.satbench_commit and commit and (prov.satbench_commit, prov.satbench_modified_files) \
-                != (commit, changed):
-            raise UserError(f"cannot resume: the run was measured by satbench commit {prov.satbench_commit[:12]}, "
-                            f"this is {commit[:12]}{' (modified)' if changed else ''}; start a new run")
-        host = self._host[1]
-        if prov is not None and prov.host.fingerprint_sha256 != host.fingerprint_sha256:
-            raise UserError("cannot resume: the run was recorded by an earlier satbench (another hardware fingerprint "
-                            "scheme); start a new run" if prov.host.older_scheme_of(host) else
-                            "cannot resume on this machine: the run was measured on hardware fingerprint "
-                            f"{prov.host.fingerprint_sha256[:16]}, this is {host.fingerprint_sha256[:16]}")
+        check_same_source_and_host(self.manifest.provenance, satbench_source(), self._host[1])
         self.resolve_models()
         self.session = begin_session(self.run_dir, self.manifest, self.command_line, satbench.__version__)
 
@@ -139,7 +128,12 @@ class Sweep:
             self._finish_quietly("interrupted", f"interrupted by {self.interrupted_by}")
             raise
         except SatbenchError as exc:
-            self._finish_quietly("failed", str(exc))
+            refused = self._refused_resume() if isinstance(exc, UserError) else None
+            if refused is not None:  # nothing measured: the run stays as it was, and says why it was not resumed
+                self._finish_quietly(refused.from_status, f"{refused.from_reason or refused.from_status}; a resume "
+                                     f"was refused: {exc}")
+            else:
+                self._finish_quietly("failed", str(exc))
             raise
         except Exception as exc:
             self._finish_quietly("failed", f"internal error: {exc.__class__.__name__}: {exc}")
@@ -156,6 +150,14 @@ class Sweep:
                         raise  # else the error already on its way out is the one to report
         assert self.results is not None
         return self.results
+
+    def _refused_resume(self) -> ResumeRecord | None:
+        """This session's record when it is a resume that completed no unit (refused at a server's
+        start: another build, shape or model now), else None."""
+        if not self.resuming or not self.manifest.resumes:
+            return None
+        record = self.manifest.resumes[-1]
+        return record if len(self.manifest.completed_units) == record.units_already_complete else None
 
     def _finish_quietly(self, status: str, reason: str | None) -> None:
         with contextlib.suppress(RunDirError):
