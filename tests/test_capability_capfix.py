@@ -134,3 +134,27 @@ def test_a_recommendation_with_an_slo_derived_before_1_7_is_not_advertised():
     why = slo_derived_too_early(old, with_slo)
     assert why is not None and "run `satbench recommend` on its run directory again" in why
     assert slo_derived_too_early(old, without) is None and slo_derived_too_early(new, with_slo) is None
+
+
+def test_served_here_asks_the_interfaces_not_a_test_bind(monkeypatch):
+    """A host that allows non-local binds (a VIP host: ip_nonlocal_bind=1) binds any address, so a
+    test bind called every server 'here'; the interfaces' own addresses decide."""
+    from satbench.runtimes import remote
+
+    assert not remote.served_here("http://192.0.2.7:8080")
+    monkeypatch.setattr(remote, "interface_addresses", lambda: {"192.0.2.7"})
+    assert remote.served_here("http://192.0.2.7:8080")
+
+
+def test_capability_refuses_an_slo_lane_from_a_1_6_file_after_its_other_checks(fake_server, tmp_path, capsys):
+    fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
+    recs = sweep(fake, tmp_path, capsys)
+    data = json.loads(recs.read_text())
+    data["schema_version"] = "1.6"
+    data["lanes"][0]["slo"] = {"p95_ttft_ms": 1e6, "p95_tpot_ms": 1e6, "p95_e2e_ms": None}
+    recs.write_text(json.dumps(data))
+    (lane,) = json.loads(capability(recs, fake.base_url, capsys))["lanes"]
+    assert lane["status"] == "unmeasured" and lane["reason"].startswith("recommendations schema 1.6 with an SLO")
+    now = fake_server(n_slots=1, decode_iteration_ms=1.0)  # also another shape: that reason comes first
+    (lane,) = json.loads(capability(recs, now.base_url, capsys))["lanes"]
+    assert lane["reason"].startswith("measured with 2 slots"), lane["reason"]

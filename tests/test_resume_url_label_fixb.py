@@ -99,3 +99,34 @@ def test_resume_of_a_run_recorded_under_the_old_name_goes_on(fake_server, monkey
     assert done.status == "complete" and done.completed_units == ["solo/default/1/1", "solo/default/2/1"]
     assert done.provenance.lanes["default"].runtime.name == OLD_NAME  # the run's record is not rewritten
     assert done.resumes[-1].servers["default/solo"].name == "running server (given by --url)"
+
+
+def test_a_resume_that_lost_its_server_and_then_was_refused_is_failed_not_as_it_was(fake_server, monkeypatch,
+                                                                                    tmp_path, capsys):
+    """This session measured (a level whose server answered HTTP 500, recorded as a server failure)
+    before the restarted server was refused: the run is not 'as it was', so it says failed."""
+    import satbench.sweep as sweep_module
+    from satbench.errors import UserError
+
+    monkeypatch.setattr("satbench.sweep.satbench_source", lambda: (None, []))
+    fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
+    run = tmp_path / "run"  # two repetitions: after N=2 fails, N=1's second one needs the server restarted
+    assert main(["sweep", "--url", fake.base_url, *TINY[:4], "--repetitions", "2", *TINY[6:], "-o", str(run)]) == 0
+    fake.stop()
+    m = read_manifest(run)
+    write_manifest(run, m.model_copy(update={"status": "interrupted", "status_reason": "interrupted by Ctrl-C",
+                                             "completed_units": m.completed_units[:1]}))
+    fake_server(port=int(fake.base_url.rsplit(":", 1)[1]), n_slots=2, decode_iteration_ms=1.0,
+                completion_fault="http_500")
+    real, calls = sweep_module.check_same_server, []
+
+    def refused_on_restart(*a, **k):
+        calls.append(a[2])
+        if len(calls) >= 2:  # the server restarted after the failure: now another shape
+            raise UserError("cannot continue lane default: the server's total_slots is 3 now, 2 in the run")
+        return real(*a, **k)
+    monkeypatch.setattr(sweep_module, "check_same_server", refused_on_restart)
+    assert main(["sweep", "--resume", str(run)]) == 2
+    after = read_manifest(run)
+    assert any(f.session == after.resumes[-1].session for f in after.server_failures)
+    assert after.status == "failed" and "a resume was refused" not in (after.status_reason or "")

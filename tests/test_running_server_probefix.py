@@ -149,12 +149,14 @@ def test_a_remote_url_lanes_levels_get_no_nvml_readings_of_this_machine(fake_ser
     assert _RecordingSampler.made[0]["gpus"] is (this_machines_gpus if loopback else None)
 
 
-def test_a_url_lane_through_this_machines_own_address_is_on_this_machine(fake_server, monkeypatch):
-    """Not loopback, but an address this machine holds: the server is here, its GPU is this one's."""
+def test_a_url_lane_that_served_here_places_on_this_machine_keeps_its_gpu(fake_server, monkeypatch):
+    """Not loopback, but an address this machine holds (served_here, tested on a real address in
+    test_capability_capfix): the server is here, its GPU is this one's, and the run records so."""
     fake = fake_server(n_slots=2)
     lane = url_lane_config(fake.base_url, [1]).lanes[0]
     monkeypatch.setattr(lane_session, "ServerSampler", _RecordingSampler)
     monkeypatch.setattr(lane_session, "is_loopback", lambda url: False)  # as if given by a LAN address
+    monkeypatch.setattr(lane_session, "served_here", lambda url: True)  # … that this machine holds
     _RecordingSampler.made = []
     gpus = object()
 
@@ -166,7 +168,7 @@ def test_a_url_lane_through_this_machines_own_address_is_on_this_machine(fake_se
         finally:
             await session.close()
 
-    net = asyncio.run(go())  # served_here(127.0.0.1…) is true: the address is this machine's
+    net = asyncio.run(go())
     assert net.path == "remote" and net.server_on_this_machine is True and net.on_this_machine
     assert _RecordingSampler.made[0]["gpus"] is gpus
 

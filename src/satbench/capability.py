@@ -346,8 +346,9 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
     out = []
     for node in nodes:
         rec = pick(recs, node.lane, host.fingerprint_sha256)
-        why = refused or slo_derived_too_early(recs, rec) or check_lane(rec, node, host.fingerprint_sha256, now,
-                                                                          max_age, host)
+        # the SLO-schema refusal last: re-deriving cannot mend another machine, model or build
+        why = refused or check_lane(rec, node, host.fingerprint_sha256, now, max_age, host) or \
+            slo_derived_too_early(recs, rec)
         # a model id only means something to a running server's API; for a server satbench starts,
         # llama-server's alias is the measuring machine's file path
         served = configured.get(node.lane) or (rec.runtime.model_alias if rec is not None and rec.runtime.kind == "url"

@@ -20,7 +20,8 @@ RESULTS_SCHEMA_VERSION = "3.1"
 # 3.1: repetitions[].p95_ttft_ms / p95_itl_ms / p95_e2e_ms (compare's and interference's p95 CIs
 #      span repetitions); a percentile's CI always contains its estimate; memory's CPU figures come
 #      from the one process that ran the level (null with a reason in `unavailable` where readings
-#      mixed processes: they went negative), and url lanes have host and satbench CPU.
+#      mixed processes: they went negative), and url lanes have host and satbench CPU;
+#      network.server_on_this_machine; together levels only those every lane ran together.
 # 3.0: throughput (output and total tok/s, req/s) is taken per stream from the start of a whole
 #      request to the window's end, no longer as all tokens in the window ÷ its length, which
 #      overstated servers whose streams move in step (up to +44 % with two requests per stream); repetitions' throughput_streams and the
@@ -149,7 +150,9 @@ def write_results(run_dir: Path, results: ResultsFile) -> Path:
 
 
 VERDICTS_FILE = "verdicts.json"
-VERDICTS_SCHEMA_VERSION = "1.2"  # 1.1: S2 holds every probe to the bound (probes_over_bound), S3 complete pairs only
+VERDICTS_SCHEMA_VERSION = "1.3"  # 1.1: S2 holds every probe to the bound (probes_over_bound), S3 complete pairs only
+# 1.3: F1 is inconclusive when every TTFT over its bound was the server's own slow prefill, not a wait
+#      (its timings); F2's derivation names the sizes as sent.
 # 1.2: a check whose workload did not create its situation, or whose client stamped its sends late,
 #      is inconclusive (F2 rounds in flight at once, F3 backlogged_share, S3 pairs that competed, TTFT
 #      never below the server's prompt_ms, steady solo references); F1 compares the tokens requests

@@ -152,12 +152,16 @@ class Sweep:
         return self.results
 
     def _refused_resume(self) -> ResumeRecord | None:
-        """This session's record when it is a resume that completed no unit (refused at a server's
-        start: another build, shape or model now), else None."""
+        """This session's record when it is a resume that measured nothing (refused at a server's first
+        start: another build, shape or model now): no unit completed and no server failure recorded
+        (one that failed, then was refused when restarted, measured and recorded), else None."""
         if not self.resuming or not self.manifest.resumes:
             return None
         record = self.manifest.resumes[-1]
-        return record if len(self.manifest.completed_units) == record.units_already_complete else None
+        if len(self.manifest.completed_units) != record.units_already_complete or any(
+                f.session == record.session for f in self.manifest.server_failures):
+            return None
+        return record
 
     def _finish_quietly(self, status: str, reason: str | None) -> None:
         with contextlib.suppress(RunDirError):

@@ -47,21 +47,28 @@ def is_loopback(url: str) -> bool:
 
 def served_here(url: str) -> bool:
     """The URL's host is this machine: a loopback name or address, or an address one of its
-    interfaces holds (a socket binds to it). False when the name does not resolve."""
+    interfaces holds (psutil's list; not a test bind, which succeeds for any address on a host that
+    allows non-local binds, as VIP hosts do). False when the name does not resolve."""
     if is_loopback(url):
         return True
     try:
-        infos = socket.getaddrinfo(urllib.parse.urlsplit(url).hostname, None, type=socket.SOCK_DGRAM)
+        resolved = {info[4][0] for info in socket.getaddrinfo(urllib.parse.urlsplit(url).hostname, None)}
     except (OSError, UnicodeError, ValueError):
         return False
-    for family, kind, _, _, addr in infos:
-        try:
-            with socket.socket(family, kind) as s:
-                s.bind(addr)
-            return True
-        except OSError:
-            continue
-    return False
+    return bool(resolved) and all(_bare(a) in interface_addresses() for a in resolved)
+
+
+def _bare(address: str) -> str:
+    """An IP address without an IPv6 zone ('fe80::1%eth0' → 'fe80::1')."""
+    return address.split("%", 1)[0]
+
+
+def interface_addresses() -> set[str]:
+    """Every IPv4 and IPv6 address this machine's interfaces hold."""
+    import psutil
+
+    return {_bare(a.address) for addrs in psutil.net_if_addrs().values() for a in addrs
+            if a.family in (socket.AF_INET, socket.AF_INET6)}
 
 
 class UrlRuntime(Runtime):
