@@ -381,3 +381,12 @@ def test_f1_a_ttft_over_the_bound_spent_waiting_still_fails():
     v = f1(events, PLAN, CAL, FairnessConfig())
     assert v.verdict == "fail" and v.reason is None, (v.verdict, v.reason)
     assert f1(_with_prompt_ms(_f1_closed(_lockstep()), wait_ms=1.0), PLAN, CAL, FairnessConfig()).verdict == "pass"
+
+
+def test_f1_a_slow_prefill_split_over_batches_is_not_excused():
+    """Four 32-token prompts over a 64-token batch: a prompt is split, and its later chunks could be
+    starved while its prompt time runs, so a slow prefill there is judged, not excused."""
+    small_batch = make_plan(LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16),
+                                       server=ServerParams(n_batch=64)), 4)
+    events = _with_prompt_ms(_f1_closed(_one_late_first_token(300.0)), wait_ms=1.0)
+    assert f1(events, small_batch, CAL, FairnessConfig()).verdict == "fail"

@@ -146,7 +146,11 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     ttft_bound = prefill_ms + cfg.f1_ttft_iterations * iteration + plan.jitter_ms
     shares_ok = ratio <= cfg.f1_max_min_ratio and jain >= cfg.f1_jain_min
     over = [e for e in done if (t := ttft_ms(e)) is not None and t > ttft_bound]
-    slow = slow_compute_only(over, ttft_bound - prefill_ms + RESOLUTION_MS, prefill_ms) if shares_ok else None
+    # only when every stream's prompt fits one batch together: a prompt split over batches could
+    # have its later chunks starved, which its own prompt time would then include
+    one_batch = n * plan.prompt <= plan.n_batch
+    slow = slow_compute_only(over, ttft_bound - prefill_ms + RESOLUTION_MS, prefill_ms) if shares_ok and one_batch \
+        else None
     ok = shares_ok and not over
     return _v("F1", "inconclusive" if slow else "pass" if ok else "fail", samples=len(shares), reason=slow,
               measured={"max_min_decode_rate": ratio, "jain_index": jain, "max_ttft_ms": max_ttft,
