@@ -79,7 +79,9 @@ def test_resume_of_a_run_recorded_under_the_old_name_goes_on(fake_server, monkey
     assert m.provenance is not None and m.completed_units[0] == "solo/default/1/1"
     lane = m.provenance.lanes["default"]
     lane.runtime = lane.runtime.model_copy(update={"name": OLD_NAME})
-    write_manifest(run, m.model_copy(update={"status": "interrupted", "completed_units": m.completed_units[:1]}))
+    m = m.model_copy(update={"status": "interrupted", "completed_units": m.completed_units[:1],
+                             "finished_at": "2026-01-01T00:00:00+00:00"})  # long before any refusal here
+    write_manifest(run, m)
 
     wrong = fake_server(port=port, n_slots=3, decode_iteration_ms=1.0)
     capsys.readouterr()
@@ -89,6 +91,7 @@ def test_resume_of_a_run_recorded_under_the_old_name_goes_on(fake_server, monkey
     wrong.stop()
     refused = read_manifest(run)
     assert refused.status == "interrupted"  # as it was: a refused resume measured nothing (it said failed)
+    assert refused.finished_at == m.finished_at  # not the refusal's time: measured_at reads it
     assert "a resume was refused: cannot continue lane default" in refused.status_reason
     assert refused.completed_units == m.completed_units[:1]  # nothing was measured
 

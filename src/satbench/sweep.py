@@ -80,6 +80,7 @@ class Sweep:
             )
         self._models: dict[str, tuple[Path | None, ModelInfo]] = {}
         self._host = None
+        self._finished_before: str | None = None
         self.refined: dict[str, list[int]] = {}
 
     def _done(self, unit: str) -> bool:
@@ -107,6 +108,7 @@ class Sweep:
         self._host = self._this_host()
         check_same_source_and_host(self.manifest.provenance, satbench_source(), self._host[1])
         self.resolve_models()
+        self._finished_before = self.manifest.finished_at  # a refused resume leaves it (measured_at reads it)
         self.session = begin_session(self.run_dir, self.manifest, self.command_line, satbench.__version__)
 
     @staticmethod
@@ -131,7 +133,7 @@ class Sweep:
             refused = self._refused_resume() if isinstance(exc, UserError) else None
             if refused is not None:  # nothing measured: the run stays as it was, and says why it was not resumed
                 self._finish_quietly(refused.from_status, f"{refused.from_reason or refused.from_status}; a resume "
-                                     f"was refused: {exc}")
+                                     f"was refused: {exc}", finished_at=self._finished_before)
             else:
                 self._finish_quietly("failed", str(exc))
             raise
@@ -163,14 +165,15 @@ class Sweep:
             return None
         return record
 
-    def _finish_quietly(self, status: str, reason: str | None) -> None:
+    def _finish_quietly(self, status: str, reason: str | None, finished_at: str | None = None) -> None:
         with contextlib.suppress(RunDirError):
-            self._finish(status, reason)
+            self._finish(status, reason, finished_at)
 
-    def _finish(self, status: str, reason: str | None) -> None:
+    def _finish(self, status: str, reason: str | None, finished_at: str | None = None) -> None:
+        """Record how the run ended (now, unless `finished_at` says when it last did)."""
         self.manifest.status = status  # type: ignore[assignment]
         self.manifest.status_reason = reason
-        self.manifest.finished_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        self.manifest.finished_at = finished_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         write_manifest(self.run_dir, self.manifest)
 
     async def _run_all(self) -> None:

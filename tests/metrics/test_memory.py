@@ -61,3 +61,11 @@ def test_without_the_servers_own_cpu_no_neighbour_is_claimed_but_a_saturated_hos
     saturated = Memory(server_cpu_cores=None, client_cpu_cores=0.3, host_busy_cores=1.95)
     flag = cpu_contention_flag(saturated, 2)
     assert flag is not None and "other processes (the server among them) 1.65" in flag
+
+
+def test_a_saturated_client_host_is_not_said_to_compete_with_a_server_on_another_machine():
+    busy = Memory(server_cpu_cores=None, client_cpu_cores=0.5, host_busy_cores=1.95)
+    flag = cpu_contention_flag(busy, 2, server_here=False)
+    assert flag is not None and "competes with the server" not in flag and "may lag" in flag
+    assert "the server among them" not in flag
+    assert "competes with the server" in cpu_contention_flag(busy, 2)

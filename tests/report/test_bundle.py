@@ -384,3 +384,19 @@ def test_recommend_on_a_reported_run_says_the_bundle_needs_writing_again(run_dir
     assert "note: recommendations.json rewritten, so the report's SHA256SUMS no longer matches" in err
     assert f"satbench report {copy}" in err and not verify(copy).ok
     assert main(["report", str(copy)]) == 0 and verify(copy).ok
+
+
+def test_after_analyze_changed_results_the_note_says_recommend_then_report(run_dir, tmp_path, capsys):
+    """results.json rewritten with other bytes: recommendations.json names the old results' sha256,
+    so report alone still fails verify; the note says to recommend first, and that passes."""
+    from satbench.report.integrity import write_sums
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    res = copy / "results.json"
+    res.write_text(res.read_text().replace('"status": "complete"', '"status": "complete" '))  # other bytes
+    write_sums(copy)
+    assert main(["analyze", str(copy)]) == 0
+    err = capsys.readouterr().err
+    assert f"`satbench recommend {copy}` then `satbench report {copy}`" in err, err
+    assert main(["recommend", str(copy)]) == 0 and main(["report", str(copy)]) == 0 and verify(copy).ok

@@ -328,9 +328,10 @@ CONTENDED_FRACTION = 0.9  # host busy ≥ 90 % of its logical cores
 NEIGHBOUR_CORES = 0.25    # other processes using ≥ a quarter core
 
 
-def cpu_contention_flag(m: Memory, host_cores: int | None) -> str | None:
+def cpu_contention_flag(m: Memory, host_cores: int | None, server_here: bool = True) -> str | None:
     """Flag a level whose numbers may be bent by CPU contention: the machine was (nearly) saturated,
-    so server, load generator and any neighbour competed; or other processes took a real share."""
+    so server, load generator and any neighbour competed; or other processes took a real share.
+    A server on another machine (`server_here` false) does not share this one: only satbench is slowed."""
     if m.host_busy_cores is None or not host_cores:
         return None
     others = m.host_busy_cores - (m.server_cpu_cores or 0.0) - (m.client_cpu_cores or 0.0)
@@ -338,10 +339,12 @@ def cpu_contention_flag(m: Memory, host_cores: int | None) -> str | None:
     # without the server's own CPU (a running server, given by --url) it cannot be told from a neighbour
     if not saturated and (others < NEIGHBOUR_CORES or m.server_cpu_cores is None):
         return None
-    who = "other processes" if m.server_cpu_cores is not None else "other processes (the server among them)"
+    who = ("other processes" if m.server_cpu_cores is not None or not server_here
+           else "other processes (the server among them)")
     parts = (f"host {m.host_busy_cores:.2f} of {host_cores} cores busy (server "
              f"{_cores(m.server_cpu_cores)}, satbench {_cores(m.client_cpu_cores)}, {who} {max(others, 0):.2f})")
-    why = "the load generator competes with the server for CPU" if saturated else "other processes took CPU"
+    why = ("other processes took CPU" if not saturated else "the load generator competes with the server for CPU"
+           if server_here else "the load generator itself may lag (the server runs on another machine)")
     return f"cpu_contention: {parts}; {why}"
 
 
@@ -390,7 +393,7 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
         why = next((w for e in events for w in e.retry_reasons), None)
         flags.append(f"retries: {r.counts.retries} request(s) retried after a dropped connection"
                      + (f" (first: {why})" if why else ""))
-    if (cpu := cpu_contention_flag(r.memory, ctx.host_cores)) is not None:
+    if (cpu := cpu_contention_flag(r.memory, ctx.host_cores, not ctx.server_remote)) is not None:
         flags.append(cpu)
     if any(not e.token_count_exact for e in events):
         flags.append("token_count_approximate: the server reported no exact token count")

@@ -100,8 +100,12 @@ def stale_sums_note(run_dir: Path, rewritten: list[str]) -> str | None:
              and sha256_file(run_dir / r, cache=None) != sums[r]]
     if not stale:
         return None
-    return (f"note: {', '.join(stale)} rewritten, so the report's SHA256SUMS no longer matches (verify fails "
-            f"on it): `satbench report {shlex.quote(str(run_dir))}` writes the bundle again")
+    quoted = shlex.quote(str(run_dir))
+    # recommendations.json names the results it was derived from: report alone keeps the old one
+    redo = (f"`satbench recommend {quoted}` then `satbench report {quoted}` write the bundle again"
+            if "results.json" in stale and (run_dir / "recommendations.json").exists()
+            else f"`satbench report {quoted}` writes the bundle again")
+    return f"note: {', '.join(stale)} rewritten, so the report's SHA256SUMS no longer matches (verify fails on it): {redo}"
 
 
 def read_sums(run_dir: Path) -> dict[str, str]:
