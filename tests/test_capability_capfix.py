@@ -158,3 +158,13 @@ def test_capability_refuses_an_slo_lane_from_a_1_6_file_after_its_other_checks(f
     now = fake_server(n_slots=1, decode_iteration_ms=1.0)  # also another shape: that reason comes first
     (lane,) = json.loads(capability(recs, now.base_url, capsys))["lanes"]
     assert lane["reason"].startswith("measured with 2 slots"), lane["reason"]
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "[::]", "[::ffff:127.0.0.1]"])
+def test_addresses_that_reach_this_machine_are_served_here(host):
+    """llama-server prints 'listening on http://0.0.0.0:PORT'; that, '::' and IPv4-mapped loopback all
+    connect here, though no interface lists them."""
+    from satbench.runtimes.remote import served_here
+
+    assert served_here(f"http://{host}:8080")
+    assert not served_here("http://[::ffff:192.0.2.7]:8080")

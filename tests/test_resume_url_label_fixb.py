@@ -133,3 +133,30 @@ def test_a_resume_that_lost_its_server_and_then_was_refused_is_failed_not_as_it_
     after = read_manifest(run)
     assert any(f.session == after.resumes[-1].session for f in after.server_failures)
     assert after.status == "failed" and "a resume was refused" not in (after.status_reason or "")
+
+
+def test_a_refused_resume_of_a_killed_run_keeps_it_unfinished_and_says_once_why(fake_server, monkeypatch,
+                                                                                 tmp_path, capsys):
+    """A run killed mid-way has no end time: a refused resume must not give it one (measured_at
+    would read the refusal's time), and a second refusal replaces the first's reason, not stacks it."""
+    from satbench.report.integrity import write_sums
+
+    monkeypatch.setattr("satbench.sweep.satbench_source", lambda: (None, []))
+    fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
+    run = tmp_path / "run"
+    assert main(["sweep", "--url", fake.base_url, *TINY, "-o", str(run)]) == 0
+    fake.stop()
+    m = read_manifest(run)
+    write_manifest(run, m.model_copy(update={"status": "running", "status_reason": None, "finished_at": None,
+                                             "completed_units": m.completed_units[:1]}))
+    write_sums(run)  # as if reported
+    wrong = fake_server(port=int(fake.base_url.rsplit(":", 1)[1]), n_slots=3, decode_iteration_ms=1.0)
+    for _ in range(2):
+        capsys.readouterr()
+        assert main(["sweep", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    wrong.stop()
+    after = read_manifest(run)
+    assert after.status == "running" and after.finished_at is None
+    assert after.status_reason.count("a resume was refused") == 1, after.status_reason
+    assert "SHA256SUMS no longer matches" in err and "`satbench recommend" in err  # the bundle is stale: said so

@@ -141,6 +141,28 @@ def check_same_source_and_host(prov: Provenance | None, source: tuple[str | None
                         f"{prov.host.fingerprint_sha256[:16]}, this is {host.fingerprint_sha256[:16]}")
 
 
+REFUSED = "; a resume was refused: "
+
+
+def refused_session(m: RunManifest) -> ResumeRecord | None:
+    """The latest session's record when it is a resume that measured nothing (refused at a server's
+    first start: another build, shape or model now): no unit completed and no server failure recorded
+    (one that failed, then was refused when restarted, measured and recorded), else None."""
+    if not m.resumes:
+        return None
+    record = m.resumes[-1]
+    if len(m.completed_units) != record.units_already_complete or any(
+            f.session == record.session for f in m.server_failures):
+        return None
+    return record
+
+
+def refused_reason(record: ResumeRecord, exc: Exception) -> str:
+    """The run's reason after a refused resume: the one it had (without an earlier refusal's) and why."""
+    before = (record.from_reason or record.from_status).split(REFUSED, 1)[0]
+    return f"{before}{REFUSED}{exc}"
+
+
 def begin_session(run_dir: Path, m: RunManifest, command_line: list[str], satbench_version: str) -> int:
     """Checks that need no server, then a new session in the manifest; returns its number."""
     if m.provenance is not None and m.provenance.satbench_version != satbench_version:

@@ -33,13 +33,14 @@ from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
 from satbench.interrupts import ignore_second_interrupt, sigint_handler_kept
 from satbench.lane_session import LaneSession, Progress, SilentProgress, make_runtime, together_step
-from satbench.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, ResumeRecord, RunManifest,
-                               ServerFailure, read_manifest, satbench_source, write_manifest)
+from satbench.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, ServerFailure,
+                               read_manifest, satbench_source, write_manifest)
 from satbench.models.resolve import resolve_model
 from satbench.results import ResultsFile
 from satbench.rundir import run_lock
+from satbench.report.integrity import stale_sums_note
 from satbench.resume import (begin_session, check_same_config, check_same_source_and_host, fairness_unit,
-                             refine_unit, solo_unit, together_unit, units_not_to_run)
+                             refine_unit, refused_reason, refused_session, solo_unit, together_unit, units_not_to_run)
 from satbench.server_checks import check_same_server, check_server_fits
 from satbench.sweep_plan import (fairness_lane, not_together, refine_levels, requests_in,  # noqa: F401 (re-exported)
                                  together_shape, total_requests)
@@ -123,17 +124,16 @@ class Sweep:
 
     def _run_locked(self) -> ResultsFile:
         write_manifest(self.run_dir, self.manifest)
-        ok = False
+        ok, refused = False, None
         try:
             asyncio.run(self._run_all())
         except KeyboardInterrupt:
             self._finish_quietly("interrupted", f"interrupted by {self.interrupted_by}")
             raise
         except SatbenchError as exc:
-            refused = self._refused_resume() if isinstance(exc, UserError) else None
+            refused = refused_session(self.manifest) if self.resuming and isinstance(exc, UserError) else None
             if refused is not None:  # nothing measured: the run stays as it was, and says why it was not resumed
-                self._finish_quietly(refused.from_status, f"{refused.from_reason or refused.from_status}; a resume "
-                                     f"was refused: {exc}", finished_at=self._finished_before)
+                self._finish_quietly(refused.from_status, refused_reason(refused, exc), keep_finished=True)
             else:
                 self._finish_quietly("failed", str(exc))
             raise
@@ -150,30 +150,22 @@ class Sweep:
                 except SatbenchError:
                     if ok:
                         raise  # else the error already on its way out is the one to report
+            if refused is not None and (note := stale_sums_note(self.run_dir, ["run.json", "results.json"])):
+                print(note, file=sys.stderr)  # the refusal rewrote them: a reported run's bundle is stale
         assert self.results is not None
         return self.results
 
-    def _refused_resume(self) -> ResumeRecord | None:
-        """This session's record when it is a resume that measured nothing (refused at a server's first
-        start: another build, shape or model now): no unit completed and no server failure recorded
-        (one that failed, then was refused when restarted, measured and recorded), else None."""
-        if not self.resuming or not self.manifest.resumes:
-            return None
-        record = self.manifest.resumes[-1]
-        if len(self.manifest.completed_units) != record.units_already_complete or any(
-                f.session == record.session for f in self.manifest.server_failures):
-            return None
-        return record
-
-    def _finish_quietly(self, status: str, reason: str | None, finished_at: str | None = None) -> None:
+    def _finish_quietly(self, status: str, reason: str | None, keep_finished: bool = False) -> None:
         with contextlib.suppress(RunDirError):
-            self._finish(status, reason, finished_at)
+            self._finish(status, reason, keep_finished)
 
-    def _finish(self, status: str, reason: str | None, finished_at: str | None = None) -> None:
-        """Record how the run ended (now, unless `finished_at` says when it last did)."""
+    def _finish(self, status: str, reason: str | None, keep_finished: bool = False) -> None:
+        """Record how the run ended, now; with `keep_finished`, at the end time it had before this
+        session (none for a run that never ended: measured_at reads it)."""
         self.manifest.status = status  # type: ignore[assignment]
         self.manifest.status_reason = reason
-        self.manifest.finished_at = finished_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        self.manifest.finished_at = (self._finished_before if keep_finished
+                                     else dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
         write_manifest(self.run_dir, self.manifest)
 
     async def _run_all(self) -> None:

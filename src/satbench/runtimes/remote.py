@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import urllib.parse
 
@@ -55,7 +56,20 @@ def served_here(url: str) -> bool:
         resolved = {info[4][0] for info in socket.getaddrinfo(urllib.parse.urlsplit(url).hostname, None)}
     except (OSError, UnicodeError, ValueError):
         return False
-    return bool(resolved) and all(_bare(a) in interface_addresses() for a in resolved)
+    return bool(resolved) and all(_local(a) for a in resolved)
+
+
+def _local(address: str) -> bool:
+    """An address that reaches this machine: loopback, unspecified (0.0.0.0 and :: connect here, and
+    llama-server prints them as where it listens), or one its interfaces hold (IPv4-mapped IPv6
+    read as its IPv4)."""
+    try:
+        ip = ipaddress.ip_address(_bare(address))
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_unspecified or str(ip) in interface_addresses()
 
 
 def _bare(address: str) -> str:
