@@ -151,7 +151,7 @@ def test_a_remote_url_lanes_levels_get_no_nvml_readings_of_this_machine(fake_ser
 
 def test_a_url_lane_that_served_here_places_on_this_machine_keeps_its_gpu(fake_server, monkeypatch):
     """Not loopback, but an address this machine holds (served_here, tested on a real address in
-    test_capability_capfix): the server is here, its GPU is this one's, and the run records so."""
+    test_capability_url_lanes): the server is here, its GPU is this one's, and the run records so."""
     fake = fake_server(n_slots=2)
     lane = url_lane_config(fake.base_url, [1]).lanes[0]
     monkeypatch.setattr(lane_session, "ServerSampler", _RecordingSampler)
