@@ -68,14 +68,16 @@ def test_two_server_processes_inside_a_level_or_a_counter_going_back_is_null_wit
 
 
 def test_a_level_after_a_resume_has_no_negative_cpu_and_no_false_contention():
-    samples = [s(-1, 100, 10, 50.0, 5.0, 1000.0), s(300, 100, 10, 50.3, 5.05, 1000.6),
+    # this session: 1.33 of 2 host cores busy (server 1.0, satbench 0.17): no contention; the next
+    # session's process (read after the level) must not bend that into a saturated host
+    samples = [s(-1, 100, 10, 50.0, 5.0, 1000.0), s(300, 100, 10, 50.3, 5.05, 1000.4),
                s(5000, 200, 20, 1.0, 0.5, 1010.0)]
     r = summarize_level(ctx(host_cores=2), closed_loop_n1(), [mark("level_start", 0), mark("level_end", 600)],
                         samples)
     m = r.memory
     assert m.server_cpu_cores is not None and m.server_cpu_cores > 0
     assert m.client_cpu_cores is not None and m.client_cpu_cores > 0
-    assert not any(f.startswith("cpu_contention") and "-" in f for f in r.flags)
+    assert not any(f.startswith("cpu_contention") for f in r.flags), r.flags
 
 
 def test_null_cpu_figures_carry_a_reason():
