@@ -125,13 +125,13 @@ class _RecordingSampler:
     async def stop(self) -> None: ...
 
 
-@pytest.mark.parametrize("loopback", [True, False])
-def test_a_remote_url_lanes_levels_get_no_nvml_readings_of_this_machine(fake_server, monkeypatch, loopback):
-    fake = fake_server(n_slots=2)
+def _open_url_lane(fake, monkeypatch, loopback: bool, here: bool):
+    """Open a url lane on the fake as if its URL were (not) loopback and (not) this machine's: the
+    network info it records and the GPUs its sampler was given (this machine's, or None)."""
     lane = url_lane_config(fake.base_url, [1]).lanes[0]
     monkeypatch.setattr(lane_session, "ServerSampler", _RecordingSampler)
     monkeypatch.setattr(lane_session, "is_loopback", lambda url: loopback)  # the fake can only be on 127.0.0.1
-    monkeypatch.setattr(lane_session, "served_here", lambda url: loopback)
+    monkeypatch.setattr(lane_session, "served_here", lambda url: here)
     _RecordingSampler.made = []
     this_machines_gpus = object()
 
@@ -139,38 +139,28 @@ def test_a_remote_url_lanes_levels_get_no_nvml_readings_of_this_machine(fake_ser
         session = lane_session.LaneSession(lane, "solo", UrlRuntime(fake.base_url), ModelInfo(), None, "n")
         try:
             await session.open(object(), this_machines_gpus)  # type: ignore[arg-type]
-            net = session.network_info()
-            return net.path, net.server_on_this_machine
-        finally:
-            await session.close()
-
-    path, here = asyncio.run(go())
-    assert path == ("loopback" if loopback else "remote") and here is loopback
-    assert _RecordingSampler.made[0]["gpus"] is (this_machines_gpus if loopback else None)
-
-
-def test_a_url_lane_that_served_here_places_on_this_machine_keeps_its_gpu(fake_server, monkeypatch):
-    """Not loopback, but an address this machine holds (served_here, tested on a real address in
-    test_capability_url_lanes): the server is here, its GPU is this one's, and the run records so."""
-    fake = fake_server(n_slots=2)
-    lane = url_lane_config(fake.base_url, [1]).lanes[0]
-    monkeypatch.setattr(lane_session, "ServerSampler", _RecordingSampler)
-    monkeypatch.setattr(lane_session, "is_loopback", lambda url: False)  # as if given by a LAN address
-    monkeypatch.setattr(lane_session, "served_here", lambda url: True)  # … that this machine holds
-    _RecordingSampler.made = []
-    gpus = object()
-
-    async def go():
-        session = lane_session.LaneSession(lane, "solo", UrlRuntime(fake.base_url), ModelInfo(), None, "n")
-        try:
-            await session.open(object(), gpus)  # type: ignore[arg-type]
             return session.network_info()
         finally:
             await session.close()
 
     net = asyncio.run(go())
+    given = _RecordingSampler.made[0]["gpus"]
+    return net, (given if given is None else given is this_machines_gpus)
+
+
+@pytest.mark.parametrize("loopback", [True, False])
+def test_a_remote_url_lanes_levels_get_no_nvml_readings_of_this_machine(fake_server, monkeypatch, loopback):
+    net, gpus = _open_url_lane(fake_server(n_slots=2), monkeypatch, loopback, here=loopback)
+    assert net.path == ("loopback" if loopback else "remote") and net.server_on_this_machine is loopback
+    assert gpus is (True if loopback else None)
+
+
+def test_a_url_lane_that_served_here_places_on_this_machine_keeps_its_gpu(fake_server, monkeypatch):
+    """Not loopback, but an address this machine holds (served_here, tested on a real address in
+    test_capability_url_lanes): the server is here, its GPU is this one's, and the run records so."""
+    net, gpus = _open_url_lane(fake_server(n_slots=2), monkeypatch, loopback=False, here=True)
     assert net.path == "remote" and net.server_on_this_machine is True and net.on_this_machine
-    assert _RecordingSampler.made[0]["gpus"] is gpus
+    assert gpus is True
 
 
 # -- 4: EVIDENCE.md words a url lane by its network path ----------------------------------------
