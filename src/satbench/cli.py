@@ -297,13 +297,18 @@ def _cmd_recommend(a: argparse.Namespace) -> int:
 
 
 def _cmd_models(a: argparse.Namespace) -> int:
+    from satbench.models.shapes import parse_overrides, spec_for
     from satbench.models.synthetic import output_path, refuse_to_replace, write_synthetic_gguf
 
+    overrides = parse_overrides(a.dim)
+    spec_for(a.arch, a.size, a.vocab, overrides)  # a refused shape says so before the output is looked at
     output_path(a.output)
     if not a.force:
         refuse_to_replace(a.output)
-    info = write_synthetic_gguf(a.output, arch=a.arch, size=a.size, seed=a.seed, n_vocab=a.vocab)
-    print(f"wrote {info.path}: SYNTHETIC random weights, {info.arch} {info.size}, vocab {info.n_vocab:,}, "
+    info = write_synthetic_gguf(a.output, arch=a.arch, size=a.size, seed=a.seed, n_vocab=a.vocab,
+                                overrides=overrides)
+    dims = f", dimensions {info.dims}" if info.dims else ""
+    print(f"wrote {info.path}: SYNTHETIC random weights, {info.arch} {info.size}{dims}, vocab {info.n_vocab:,}, "
           f"seed {info.seed}, {info.n_params:,} parameters, {info.file_bytes:,} bytes, sha256 {info.sha256}")
     return 0
 

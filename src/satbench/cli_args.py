@@ -106,13 +106,18 @@ def build_parser() -> _Parser:
     mo = sub.add_parser("models", help="model files")
     mo_sub = mo.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mk = mo_sub.add_parser("make", help="write a SYNTHETIC random-weight GGUF that llama.cpp loads")
-    mk.add_argument("--arch", required=True, choices=["llama", "qwen3moe", "deepseek2"])
-    mk.add_argument("--size", required=True, choices=["tiny", "small", "1.5b", "64e"],
+    mk.add_argument("--arch", required=True, choices=["llama", "qwen3moe", "deepseek2", "deepseek4"],
+                    help="deepseek4: DeepSeek V4 (compressed attention, hyper-connections, hash-routed experts)")
+    mk.add_argument("--size", required=True, choices=["tiny", "small", "1.5b", "64e", "gpu"],
                     help="tiny, small: every arch, vocab 1,024; 1.5b: llama, 1.5 B parameters, vocab 128,256 "
                          "(3.0 GB); 64e: deepseek2, 64 experts top-6 + 2 shared, 7.0 B parameters, vocab 102,400 "
-                         "(13.9 GB)")
+                         "(13.9 GB); gpu: deepseek4, V4-Flash's attention and routing, 64 experts top-6 + 1 "
+                         "shared, 4.5 B parameters, vocab 129,280 (9.1 GB)")
     mk.add_argument("--vocab", type=int, help="vocabulary size instead of the size's own (512 to 262,144), "
                     "every other dimension unchanged")
+    mk.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                    help="replace one dimension of the size (repeatable), e.g. head_dim=256 or "
+                         "compress_ratios=0,4,128,0; a shape llama.cpp is known to crash on is refused")
     mk.add_argument("--seed", type=int, default=0)
     mk.add_argument("-o", "--output", required=True, help="FILE.gguf")
     mk.add_argument("--force", action="store_true",

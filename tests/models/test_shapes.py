@@ -45,7 +45,8 @@ def test_every_size_counts_what_its_tensor_list_holds() -> None:
             assert parameter_count(arch, size) == sum(prod(s) for _, _, s in tensors)
             names = [tensor_name(k, b) for k, b, _ in tensors]
             assert len(names) == len(set(names))
-            assert set(k for k, _, _ in tensors) <= set(gguf.MODEL_TENSORS[spec.arch])
+            if spec.gguf_arch is not None:  # deepseek4: gguf 0.19 has no table to check against
+                assert set(k for k, _, _ in tensors) <= set(gguf.MODEL_TENSORS[spec.gguf_arch])
 
 
 def test_vocabulary_override_changes_only_embeddings_and_output() -> None:

@@ -1,63 +1,29 @@
 """Shapes of the synthetic models: one table of hyper-parameters per (architecture, size).
 
-Tensor names come from the ``gguf`` package's own tables (checked against
-``gguf.MODEL_TENSORS``), so a new architecture is one ``ARCHS`` entry and one per-layer
-tensor-list function; optional metadata groups (experts, latent attention) follow the ``Dims``
-fields an architecture sets. Shapes are numpy's, i.e. ggml's ``ne`` reversed.
+Tensor names come from the ``gguf`` package's own tables where it knows the architecture
+(checked against ``gguf.MODEL_TENSORS``), so a new architecture is one ``ARCHS`` entry and one
+per-layer tensor-list function; optional metadata groups (experts, latent attention) follow the
+``Dims`` fields an architecture sets. DeepSeek V4, which the package does not know, has its own
+module (:mod:`satbench.models.deepseek4`). Shapes are numpy's, i.e. ggml's ``ne`` reversed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import fields, replace
 from math import prod
 
 import gguf
 
 from satbench.errors import ModelError
-from satbench.models.vocab import MAX_VOCAB, MIN_VOCAB, N_VOCAB
+from satbench.models import deepseek4
+from satbench.models.layout import CONTEXT_LENGTH, ArchSpec, Dims, TensorKind, TensorSpec
+from satbench.models.vocab import MAX_VOCAB, MIN_VOCAB
+
+__all__ = ["ARCHS", "ArchSpec", "CONTEXT_LENGTH", "Dims", "TensorSpec", "parameter_count", "spec_for",
+           "parse_overrides", "tensor_list", "tensor_name"]
 
 _T = gguf.MODEL_TENSOR
-CONTEXT_LENGTH = 4096
-
-TensorSpec = tuple[gguf.MODEL_TENSOR, int | None, tuple[int, ...]]
-
-
-@dataclass(frozen=True)
-class Dims:
-    """Hyper-parameters of one (architecture, size); unused fields stay 0.
-
-    ``n_expert*``/``n_ff_exp`` describe a mixture of experts; ``q_lora``, ``kv_lora``,
-    ``rope_dim``, ``nope_dim`` and ``v_head`` describe DeepSeek's multi-head latent attention.
-    """
-
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    n_ff: int
-    quantized: bool  # Q8_0 matrices when true, F16 otherwise
-    n_vocab: int = N_VOCAB
-    n_expert: int = 0
-    n_expert_used: int = 0
-    n_ff_exp: int = 0
-    n_expert_shared: int = 0
-    n_dense_lead: int = 0
-    q_lora: int = 0
-    kv_lora: int = 0
-    rope_dim: int = 0
-    nope_dim: int = 0
-    v_head: int = 0
-
-
-@dataclass(frozen=True)
-class ArchSpec:
-    """One architecture: its gguf enum, hyper-parameters per size, and per-layer tensors."""
-
-    arch: gguf.MODEL_ARCH
-    sizes: Mapping[str, Dims]
-    layer_tensors: Callable[[Dims, int], list[TensorSpec]]
 
 
 def _attn_tensors(d: Dims, bid: int, qk_norm: bool = False) -> list[TensorSpec]:
@@ -179,68 +145,123 @@ _DEEPSEEK2_64E = Dims(
     n_dense_lead=1, q_lora=1536, kv_lora=512, rope_dim=64, nope_dim=128, v_head=128,
 )
 
+_GQA = frozenset({"n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab"})
+_MOE = frozenset({"n_expert", "n_expert_used", "n_ff_exp"})
+_MLA_DIMS = frozenset({"n_layer", "n_embd", "n_head", "n_ff", "n_vocab", "n_expert_shared", "n_dense_lead",
+                       "q_lora", "kv_lora", "rope_dim", "nope_dim", "v_head"}) | _MOE
+
 #: architecture name (``general.architecture``) -> its table entry
 ARCHS: dict[str, ArchSpec] = {
     "llama": ArchSpec(
-        gguf.MODEL_ARCH.LLAMA,
+        "llama", gguf.MODEL_ARCH.LLAMA,
         {"tiny": _LLAMA_TINY, "small": _LLAMA_SMALL, "1.5b": _LLAMA_1_5B},
-        lambda d, bid: _attn_tensors(d, bid) + _dense_ffn(d, bid),
+        lambda d, bid: _attn_tensors(d, bid) + _dense_ffn(d, bid), add_hparams, dims=_GQA,
     ),
     "qwen3moe": ArchSpec(
-        gguf.MODEL_ARCH.QWEN3MOE,
+        "qwen3moe", gguf.MODEL_ARCH.QWEN3MOE,
         {"tiny": _QWEN3MOE_TINY, "small": _QWEN3MOE_SMALL},
-        lambda d, bid: _attn_tensors(d, bid, qk_norm=True) + _moe_ffn(d, bid),
+        lambda d, bid: _attn_tensors(d, bid, qk_norm=True) + _moe_ffn(d, bid), add_hparams,
+        dims=_GQA | _MOE,
     ),
     "deepseek2": ArchSpec(
-        gguf.MODEL_ARCH.DEEPSEEK2,
+        "deepseek2", gguf.MODEL_ARCH.DEEPSEEK2,
         {
             "tiny": replace(_QWEN3MOE_TINY, q_lora=128, kv_lora=128, **_MLA),
             "small": replace(_QWEN3MOE_SMALL, q_lora=384, kv_lora=256, **_MLA),
             "64e": _DEEPSEEK2_64E,
         },
-        _deepseek2_layer,
+        _deepseek2_layer, add_hparams, dims=_MLA_DIMS,
     ),
+    deepseek4.ARCH: deepseek4.SPEC,
 }
 
 
-def spec_for(arch: str, size: str, n_vocab: int | None = None) -> tuple[ArchSpec, Dims]:
-    """The table entry and dimensions of (arch, size), with the vocabulary size overridden."""
+def spec_for(arch: str, size: str, n_vocab: int | None = None,
+             overrides: Mapping[str, int | tuple[int, ...]] | None = None) -> tuple[ArchSpec, Dims]:
+    """The table entry and dimensions of (arch, size), with the vocabulary size and any other
+    dimension (`overrides`, by :class:`Dims` field name) replaced, checked against the
+    architecture's shape rules: ModelError naming the first one broken."""
     spec = ARCHS.get(arch)
     if spec is None:
         raise ModelError(f"unknown synthetic architecture {arch!r}; known: {', '.join(ARCHS)}")
     dims = spec.sizes.get(size)
     if dims is None:
         raise ModelError(f"unknown synthetic size {size!r} for {arch}; known: {', '.join(spec.sizes)}")
-    if n_vocab is None:
-        return spec, dims
-    if isinstance(n_vocab, bool) or not isinstance(n_vocab, int) \
-            or not MIN_VOCAB <= n_vocab <= MAX_VOCAB:
-        raise ModelError(f"synthetic vocabulary must be {MIN_VOCAB:,} to {MAX_VOCAB:,} tokens, "
-                         f"got {n_vocab}")
-    return spec, replace(dims, n_vocab=n_vocab)
+    merged = {**(overrides or {}), **({} if n_vocab is None else {"n_vocab": n_vocab})}
+    if merged:
+        dims = _overridden(arch, dims, merged)
+    spec.check(dims)
+    return spec, dims
+
+
+def _overridden(arch: str, dims: Dims, overrides: Mapping[str, int | tuple[int, ...]]) -> Dims:
+    """`dims` with fields replaced; ModelError for an unknown field or a value of the wrong kind."""
+    vocab = overrides.get("n_vocab")
+    if vocab is not None and (isinstance(vocab, bool) or not isinstance(vocab, int)
+                              or not MIN_VOCAB <= vocab <= MAX_VOCAB):
+        raise ModelError(f"synthetic vocabulary must be {MIN_VOCAB:,} to {MAX_VOCAB:,} tokens, got {vocab}")
+    kinds = {f.name: f.type for f in fields(dims) if f.name in ARCHS[arch].dims}
+    typed: dict[str, int | tuple[int, ...]] = {}
+    for name, value in overrides.items():
+        if name not in kinds:
+            raise ModelError(f"{arch} has no dimension {name!r}; known: {', '.join(sorted(kinds))}")
+        many = "tuple" in str(kinds[name])
+        items = value if isinstance(value, tuple) else (value,)
+        if (isinstance(value, tuple) and not many) or any(isinstance(v, bool) or not isinstance(v, int)
+                                                          or v < 0 for v in items):
+            want = "a comma-separated list of integers ≥ 0" if many else "an integer ≥ 0"
+            raise ModelError(f"dimension {name} must be {want}, got {value!r}")
+        typed[name] = items if many else value
+    changed = replace(dims, **typed)
+    for name in _POSITIVE:
+        if getattr(changed, name) < 1:
+            raise ModelError(f"{arch} shape refused: {name} must be at least 1")
+    return changed
+
+
+_POSITIVE = ("n_layer", "n_embd", "n_head")
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, int | tuple[int, ...]]:
+    """`["head_dim=64", "compress_ratios=0,4,0"]` → {"head_dim": 64, "compress_ratios": (0, 4, 0)};
+    ModelError for a pair that is not NAME=INTEGER[,INTEGER…]."""
+    out: dict[str, int | tuple[int, ...]] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        try:
+            values = tuple(int(v) for v in text.split(","))
+        except ValueError:
+            values = ()
+        if not sep or not name.strip() or not values:
+            raise ModelError(f"--dim {pair!r}: expected NAME=INTEGER or NAME=INTEGER,INTEGER,...")
+        out[name.strip()] = values if "," in text else values[0]
+    return out
 
 
 def tensor_list(spec: ArchSpec, d: Dims) -> list[TensorSpec]:
-    """Every tensor of the model in file order, checked against gguf's table for the arch."""
+    """Every tensor of the model in file order, checked against gguf's table where gguf knows the arch."""
     tensors: list[TensorSpec] = [(_T.TOKEN_EMBD, None, (d.n_vocab, d.n_embd))]
     for bid in range(d.n_layer):
         tensors += spec.layer_tensors(d, bid)
     tensors += [(_T.OUTPUT_NORM, None, (d.n_embd,)), (_T.OUTPUT, None, (d.n_vocab, d.n_embd))]
-    allowed = set(gguf.MODEL_TENSORS[spec.arch])
-    unknown = [gguf.TENSOR_NAMES[t] for t, _, _ in tensors if t not in allowed]
-    if unknown:
-        raise ModelError(f"gguf has no tensor {unknown[0]} for {spec.arch.name}")
+    tensors += spec.extra_tensors(d)
+    if spec.gguf_arch is not None:
+        allowed = set(gguf.MODEL_TENSORS[spec.gguf_arch])
+        unknown = [tensor_name(t, None) for t, _, _ in tensors if t not in allowed]
+        if unknown:
+            raise ModelError(f"gguf has no tensor {unknown[0]} for {spec.name}")
     return tensors
 
 
-def tensor_name(kind: gguf.MODEL_TENSOR, bid: int | None) -> str:
-    """The GGUF name, e.g. ``blk.3.ffn_down_exps.weight``."""
+def tensor_name(kind: TensorKind, bid: int | None) -> str:
+    """The GGUF name, e.g. ``blk.3.ffn_down_exps.weight``; a name template is formatted as it is."""
     suffix = "bias" if kind == _T.FFN_EXP_PROBS_B else "weight"
-    base = gguf.TENSOR_NAMES[kind]
+    base = kind if isinstance(kind, str) else gguf.TENSOR_NAMES[kind]
     return f"{base.format(bid=bid) if bid is not None else base}.{suffix}"
 
 
-def parameter_count(arch: str, size: str, n_vocab: int | None = None) -> int:
+def parameter_count(arch: str, size: str, n_vocab: int | None = None,
+                    overrides: Mapping[str, int | tuple[int, ...]] | None = None) -> int:
     """Parameters of (arch, size), from the tensor list alone; writes nothing."""
-    spec, d = spec_for(arch, size, n_vocab)
+    spec, d = spec_for(arch, size, n_vocab, overrides)
     return sum(prod(shape) for _, _, shape in tensor_list(spec, d))

@@ -24,8 +24,9 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import fields
 from math import prod
 from pathlib import Path
 from typing import IO, Any
@@ -35,12 +36,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from satbench.errors import ModelError
+from satbench.models import deepseek4
 from satbench.models.files import read_gguf_keys, remember_sha256, remove_stale_partials
 from satbench.models.shapes import (
     ARCHS,
+    ArchSpec,
     Dims,
+    TensorKind,
     TensorSpec,
-    add_hparams,
     parameter_count,
     spec_for,
     tensor_list,
@@ -65,14 +68,17 @@ _Q = gguf.GGMLQuantizationType
 SYNTHETIC_KEY = "satbench.synthetic"
 SEED_KEY = "satbench.seed"
 SIZE_KEY = "satbench.size"
+DIMS_KEY = "satbench.dims"  # the dimensions that differ from the size's table, when any do
 _METADATA_KEYS = frozenset({SYNTHETIC_KEY, SEED_KEY, SIZE_KEY, "general.architecture", "general.name"})
 POOL_SIZE = 15_485_863  # the millionth prime: 31 MB of F16 per scale
 _WEIGHT_STD = 0.02
 _OUTPUT_STD = 0.05
 _SUPPRESS = 2.0  # minus the bias-channel weight of a token that must not be generated
-_RESIDUAL_WRITERS = frozenset({_T.ATTN_OUT, _T.FFN_DOWN, _T.FFN_DOWN_EXP, _T.FFN_DOWN_SHEXP})
+_RESIDUAL_WRITERS: frozenset[TensorKind] = frozenset(
+    {_T.ATTN_OUT, _T.FFN_DOWN, _T.FFN_DOWN_EXP, _T.FFN_DOWN_SHEXP, deepseek4.ATTN_OUT_B})
 _EDITED = _RESIDUAL_WRITERS | {_T.TOKEN_EMBD, _T.OUTPUT}
-_KEEP_F32 = frozenset({_T.FFN_GATE_INP, _T.FFN_EXP_PROBS_B})
+_KEEP_F32: frozenset[TensorKind] = frozenset({_T.FFN_GATE_INP, _T.FFN_EXP_PROBS_B}) | deepseek4.F32_MATRICES
+_I32 = frozenset({deepseek4.TID2EID})  # token id -> expert ids of a hash-routed layer
 
 
 class SyntheticModelInfo(BaseModel):
@@ -85,6 +91,7 @@ class SyntheticModelInfo(BaseModel):
     size: str
     seed: int
     n_vocab: int
+    dims: str | None = None  # the dimensions that differ from the size's table ("head_dim=64,...")
     n_params: int
     file_bytes: int
     sha256: str
@@ -129,9 +136,12 @@ class _Pool:
 
 
 def _file_type(
-    kind: gguf.MODEL_TENSOR, shape: tuple[int, ...], d: Dims
+    kind: TensorKind, shape: tuple[int, ...], d: Dims
 ) -> gguf.GGMLQuantizationType:
-    """F32 for vectors and routers, Q8_0 (sizes marked quantized) or F16 for matrices."""
+    """I32 for expert-id tables, F32 for vectors, routers and small mixers, Q8_0 (sizes marked
+    quantized) or F16 for matrices."""
+    if kind in _I32:
+        return _Q.I32
     if len(shape) == 1 or kind in _KEEP_F32:
         return _Q.F32
     if d.quantized and shape[-1] % 32 == 0:
@@ -144,11 +154,11 @@ def _nbytes(shape: tuple[int, ...], qtype: gguf.GGMLQuantizationType) -> int:
     return prod(shape) // block * type_size
 
 
-def _std(kind: gguf.MODEL_TENSOR) -> float:
+def _std(kind: TensorKind) -> float:
     return 1.0 if kind == _T.TOKEN_EMBD else _OUTPUT_STD if kind == _T.OUTPUT else _WEIGHT_STD
 
 
-def _edit_bias_channel(kind: gguf.MODEL_TENSOR, values: np.ndarray) -> None:
+def _edit_bias_channel(kind: TensorKind, values: np.ndarray) -> None:
     """Residual dimension 0: a constant in the embeddings (half the squared norm), written by no
     layer, read only by the output rows of suppressed tokens."""
     if kind == _T.TOKEN_EMBD:
@@ -188,12 +198,24 @@ class _HashedOut:
         return self._sha.hexdigest()
 
 
+def _expert_ids(shape: tuple[int, ...], bid: int, n_expert: int) -> np.ndarray:
+    """A hash-routed layer's table (vocabulary × experts used): token t of layer `bid` goes to the
+    experts (h + j) mod n_expert, j < experts used, with h = (t · 2654435761 + bid · 40503) mod
+    n_expert: distinct experts per token, spread over all of them, the same for every seed."""
+    n_vocab, n_used = shape
+    h = (np.arange(n_vocab, dtype=np.int64) * 2654435761 + bid * 40503) % n_expert
+    return ((h[:, None] + np.arange(n_used)) % n_expert).astype(np.int32)
+
+
 def _write_tensor(
     out: _HashedOut, spec: TensorSpec, qtype: gguf.GGMLQuantizationType, pool: _Pool,
-    scratch: np.ndarray,
+    scratch: np.ndarray, n_expert: int,
 ) -> None:
-    """One tensor's data: norms are ones, matrices come from the pool."""
-    kind, _, shape = spec
+    """One tensor's data: norms are ones, expert-id tables a hash, matrices come from the pool."""
+    kind, bid, shape = spec
+    if qtype == _Q.I32:
+        out.write(_expert_ids(shape, bid or 0, n_expert).tobytes())
+        return
     if len(shape) == 1:
         fill = 0.0 if kind == _T.FFN_EXP_PROBS_B else 1.0
         out.write(np.full(shape, fill, dtype=np.float32).tobytes())
@@ -217,11 +239,11 @@ def _write_tensor(
 
 def _write_data(
     fout: IO[bytes], tmp: Path, tensors: list[tuple[TensorSpec, gguf.GGMLQuantizationType]],
-    seed: int, alignment: int,
+    seed: int, alignment: int, n_expert: int,
 ) -> str:
     """Every tensor's data after the header; returns the sha256 of the whole file."""
     fout.flush()
-    matrices = [(kind, shape, q) for (kind, _, shape), q in tensors if len(shape) > 1]
+    matrices = [(kind, shape, q) for (kind, _, shape), q in tensors if len(shape) > 1 and q != _Q.I32]
     pool = _Pool(seed, min(POOL_SIZE, sum(prod(s) for _, s, _ in matrices)))
     built = [prod(s) for k, s, q in matrices if k in _EDITED or q != _Q.F16]
     scratch = np.empty(max(built, default=0), dtype=np.float16)
@@ -229,27 +251,42 @@ def _write_data(
         out = _HashedOut(fout, hasher, tmp.read_bytes())
         for t, qtype in tensors:
             out.pad(alignment)
-            _write_tensor(out, t, qtype, pool, scratch)
+            _write_tensor(out, t, qtype, pool, scratch, n_expert)
         out.pad(alignment)
         return out.hexdigest()
 
 
-def _write_gguf(
-    tmp: Path, arch: str, size: str, seed: int, n_vocab: int | None
-) -> tuple[int, str]:
-    """Write the whole model to ``tmp``; return its parameter count and sha256."""
-    spec, d = spec_for(arch, size, n_vocab)
-    writer = gguf.GGUFWriter(tmp, gguf.MODEL_ARCH_NAMES[spec.arch])
+def dims_changed(table: Dims, d: Dims) -> str | None:
+    """The fields of `d` that differ from the size's `table`, except the vocabulary (which has a
+    name suffix of its own), as "name=value,..." (lists joined by ':'); None when none do."""
+    diff = [f"{f.name}={':'.join(map(str, v)) if isinstance(v, tuple) else v}"
+            for f in fields(d) if f.name != "n_vocab" and (v := getattr(d, f.name)) != getattr(table, f.name)]
+    return ",".join(diff) or None
+
+
+def model_name(arch: str, size: str, table: Dims, d: Dims) -> str:
+    """general.name: the (arch, size), with "-vocabN" and "-dims" when the table was overridden."""
     name = f"satbench-synthetic-{arch}-{size}"
-    writer.add_name(name if d == spec.sizes[size] else f"{name}-vocab{d.n_vocab}")
+    if d.n_vocab != table.n_vocab:
+        name += f"-vocab{d.n_vocab}"
+    return name + ("-dims" if dims_changed(table, d) else "")
+
+
+def _write_gguf(tmp: Path, spec: ArchSpec, size: str, d: Dims, seed: int) -> tuple[int, str]:
+    """Write the whole model to ``tmp``; return its parameter count and sha256."""
+    writer = gguf.GGUFWriter(tmp, spec.name)
+    writer.add_name(model_name(spec.name, size, spec.sizes[size], d))
     writer.add_description("random weights, for benchmarking only; output is meaningless")
     writer.add_bool(SYNTHETIC_KEY, True)
     writer.add_uint32(SEED_KEY, seed)
+    changed = dims_changed(spec.sizes[size], d)
+    if changed:  # before SIZE_KEY: read_synthetic_metadata stops reading at the last of _METADATA_KEYS
+        writer.add_string(DIMS_KEY, changed)
     writer.add_string(SIZE_KEY, size)
     ftype = gguf.LlamaFileType.MOSTLY_Q8_0 if d.quantized else gguf.LlamaFileType.MOSTLY_F16
     writer.add_file_type(int(ftype))
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    add_hparams(writer, d)
+    spec.add_hparams(writer, d)
     add_tokenizer(writer, d.n_vocab)
     tensors = [(t, _file_type(t[0], t[2], d)) for t in tensor_list(spec, d)]
     for (kind, bid, shape), qtype in tensors:
@@ -260,7 +297,7 @@ def _write_gguf(
         writer.write_kv_data_to_file()
         writer.write_ti_data_to_file()
         assert writer.fout is not None
-        sha256 = _write_data(writer.fout[0], tmp, tensors, seed, writer.data_alignment)
+        sha256 = _write_data(writer.fout[0], tmp, tensors, seed, writer.data_alignment, d.n_expert)
     finally:
         writer.close()
     return sum(prod(shape) for (_, _, shape), _ in tensors), sha256
@@ -297,16 +334,18 @@ def refuse_to_replace(path: str | os.PathLike[str], fix: str = "use --force to r
 
 def write_synthetic_gguf(
     path: str | os.PathLike[str], arch: str = "llama", size: str = "tiny", seed: int = 0,
-    n_vocab: int | None = None,
+    n_vocab: int | None = None, overrides: Mapping[str, int | tuple[int, ...]] | None = None,
 ) -> SyntheticModelInfo:
     """Write a deterministic random-weight GGUF atomically; same arguments give the same bytes.
 
     ``n_vocab`` replaces the size's vocabulary (:data:`N_VOCAB` for tiny and small, 128,256 for
-    llama 1.5b, 102,400 for deepseek2 64e) and leaves every other dimension as it is.
+    llama 1.5b, 102,400 for deepseek2 64e, 129,280 for deepseek4 gpu) and leaves every other
+    dimension as it is; ``overrides`` replaces others by field name. A shape the architecture's
+    rules refuse (e.g. one llama.cpp kills without a word) raises ModelError before any file exists.
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise ModelError(f"synthetic seed must fit in uint32, got {seed}")
-    _, dims = spec_for(arch, size, n_vocab)
+    spec, dims = spec_for(arch, size, n_vocab, overrides)
     target = output_path(path)
     remove_stale_partials(target)  # left by a write that was killed outright
     try:
@@ -316,7 +355,7 @@ def write_synthetic_gguf(
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        n_params, sha256 = _write_gguf(tmp, arch, size, seed, n_vocab)
+        n_params, sha256 = _write_gguf(tmp, spec, size, dims, seed)
         tmp.chmod(0o644)  # mkstemp made it 0600
         os.replace(tmp, target)
         remember_sha256(target, sha256)  # hashed while written: resolve and capability need not re-read it
@@ -330,6 +369,7 @@ def write_synthetic_gguf(
         size=size,
         seed=seed,
         n_vocab=dims.n_vocab,
+        dims=dims_changed(spec.sizes[size], dims),
         n_params=n_params,
         file_bytes=target.stat().st_size,
         sha256=sha256,
@@ -339,7 +379,7 @@ def write_synthetic_gguf(
 def read_synthetic_metadata(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The ``satbench.*`` keys of a GGUF file (with its architecture and name), or None if it is not
     synthetic. Reads the header only, up to the satbench keys (written before the vocabulary)."""
-    meta = read_gguf_keys(Path(path), _METADATA_KEYS, stop_after=_METADATA_KEYS)
+    meta = read_gguf_keys(Path(path), _METADATA_KEYS | {DIMS_KEY}, stop_after=_METADATA_KEYS)
     return meta if meta.get(SYNTHETIC_KEY) else None
 
 
