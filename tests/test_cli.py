@@ -110,7 +110,7 @@ def test_not_a_gguf_file(tmp_path, capsys):
 def test_schema_results_is_published(capsys):
     assert main(["schema", "results"]) == 0
     schema = json.loads(capsys.readouterr().out)
-    assert schema["$id"].endswith("/results/3.1.json")
+    assert schema["$id"].endswith("/results/3.2.json")
     assert "lanes" in schema["properties"]
 
 

@@ -12,6 +12,7 @@ from satbench.fairness.verdicts import Verdict, lane_verdicts
 from satbench.manifest import LaneProvenance, ServerFailure, read_manifest
 from satbench.metrics.interference import interference
 from satbench.metrics.level import LevelContext, LevelResult, summarize_level
+from satbench.metrics.slot_memory import lane_memory
 from satbench.resume import current_session_records
 from satbench.results import LaneResult, ResultsFile, verdicts_of, write_results, write_verdicts
 from satbench.sweep_plan import together_shape
@@ -93,7 +94,8 @@ def analyze_run(run_dir: Path) -> ResultsFile:
         together = _levels(lane, lp, "together", records, samples, cores, together_shape(manifest.config))
         lanes.append(LaneResult(
             lane=lane.name, model=lp.model, runtime=lp.runtime, network=lp.network, hardware=prov.host,
-            workload=lane.workload, server_params=lane.server, slo=lane.slo, levels=solo,
+            workload=lane.workload, server_params=lane.server, slo=lane.slo, memory=lane_memory(lp.runtime),
+            levels=solo,
             together_levels=together, interference=interference(solo, together),
             fairness=_fairness(lane, lp, records, manifest.server_failures),
             server_failures=[f for f in manifest.server_failures if f.lane == lane.name],

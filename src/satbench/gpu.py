@@ -54,6 +54,10 @@ class NvmlGpus:
     def memory_used_bytes(self) -> int:
         return sum(int(self._nvml.nvmlDeviceGetMemoryInfo(h).used) for h in self._handles)
 
+    def memory_free_bytes(self) -> int:
+        """Free memory, summed over the visible devices (device-wide: what every process left)."""
+        return sum(int(self._nvml.nvmlDeviceGetMemoryInfo(h).free) for h in self._handles)
+
     def reading(self) -> GpuReading:
         """Memory used (all devices), and utilisation and SM clock of the busiest device. A device
         that cannot report utilisation or clocks (some vGPU and MIG setups) leaves them None."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 import aiohttp
+import psutil
 
 from satbench.access import auth_headers, tls_context_for
 from satbench.client import StreamClient
@@ -22,10 +23,11 @@ from satbench.errors import LevelFailedError, SatbenchError
 from satbench.events import JsonlWriter, LevelMark, RequestEvent
 from satbench.gpu import NvmlGpus
 from satbench.loadgen import UNREACHABLE, LevelPlan, run_level
-from satbench.manifest import ModelInfo, NetworkInfo, RuntimeInfo
+from satbench.manifest import ModelInfo, NetworkInfo, RuntimeInfo, ServerMemory
 from satbench.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
 from satbench.runtimes.base import Runtime
 from satbench.runtimes.embedded import EmbeddedRuntime
+from satbench.runtimes.memlog import startup_buffers
 from satbench.runtimes.native import NativeRuntime
 from satbench.runtimes.remote import UrlRuntime, is_loopback, served_here
 from satbench.sampler import ServerSampler
@@ -92,6 +94,21 @@ def parse_build(build_info: str | None, runtime: Runtime) -> tuple[int | None, s
     return number, commit
 
 
+def started_memory(runtime: Runtime, gpus: NvmlGpus | None) -> ServerMemory | None:
+    """The buffers the server's log printed for this start (memlog.py) and the memory left on this
+    machine now, once it answers; None when its log holds no buffer line (a running server, whose log
+    satbench does not see, or one started below llama.cpp's log verbosity 4)."""
+    buffers, n_seq, n_ctx, lines = startup_buffers(runtime.log_path, runtime.log_offset)
+    if not buffers:
+        return None
+    try:
+        gpu_free = gpus.memory_free_bytes() if gpus is not None else None
+    except Exception:  # noqa: BLE001 - an NVML failure leaves the figure unknown, like every GPU figure
+        gpu_free = None
+    return ServerMemory(buffers=buffers, n_seq_max=n_seq, n_ctx=n_ctx, log_lines=lines,
+                        ram_available_bytes=int(psutil.virtual_memory().available), gpu_free_bytes=gpu_free)
+
+
 class LaneSession:
     """The server of one lane in one scenario, and everything that talks to it."""
 
@@ -103,6 +120,7 @@ class LaneSession:
         self.nonce = nonce
         self.facts: ServerFacts | None = None
         self.rtts: list[float] = []
+        self.memory: ServerMemory | None = None
         self._session: aiohttp.ClientSession | None = None
         self._sampler: ServerSampler | None = None
         self.client: StreamClient | None = None
@@ -118,6 +136,7 @@ class LaneSession:
         base = self.runtime.base_url
         self.facts = await probe_server(self._session, base, self.lane.runtime.served_model)
         self.rtts = await measure_rtt_ms(self._session, base)
+        self.memory = started_memory(self.runtime, gpus if self.network_info().on_this_machine else None)
         tokenizer = llamacpp_tokenizer(self._session, base) if self.facts.llamacpp else None
         self.workload = WorkloadBuilder(self.lane.workload, tokenizer, self.nonce)
         await self.workload.prepare()
@@ -164,7 +183,7 @@ class LaneSession:
             backend=self.runtime.backend(), base_url=self.runtime.base_url,
             total_slots=self.facts.total_slots, per_slot_ctx=self.facts.per_slot_ctx,
             model_alias=self.facts.model_alias or self.facts.openai_model,
-            server_args=self.runtime.server_args, pid=self.runtime.pid,
+            server_args=self.runtime.server_args, pid=self.runtime.pid, memory=self.memory,
         )
 
     def network_info(self) -> NetworkInfo:
@@ -224,7 +243,7 @@ class LaneSession:
         silent = tail is not None and end.status != "failed" and not await self._answers()
         if end.status == "failed" or not self.runtime.alive() or silent:
             if not self.runtime.alive():
-                why = "the server process exited"
+                why = self._exit_words()
             elif silent and tail is not None:
                 why = f"the server stopped answering (last request: {tail.type}: {tail.message})"
             else:
@@ -235,13 +254,20 @@ class LaneSession:
                                    level=plan.level, repetition=plan.repetition)
         return end
 
+    def _exit_words(self) -> str:
+        """ "the server process was killed by SIGFPE (signal 8)", "… exited with status 1"."""
+        ended = self.runtime.ended()
+        if ended is None:
+            return "the server process exited"
+        return f"the server process {'was ' if ended.startswith('killed') else ''}{ended}"
+
     async def check_alive(self, what: str, level: int, repetition: int = 1,
                           cause: BaseException | None = None) -> None:
         """After a fairness check, or when talking to the server raised `cause`: raise
         LevelFailedError if the server died or stopped answering; return if it is well."""
         if self.runtime.alive() and await self._answers():
             return
-        why = "the server process exited" if not self.runtime.alive() else "the server stopped answering"
+        why = self._exit_words() if not self.runtime.alive() else "the server stopped answering"
         if cause is not None:
             why += f" ({cause.__class__.__name__}: {cause})"[:300]
         where = what if self.scenario != "fairness" else f"fairness {what} ({level} in flight)"

@@ -22,7 +22,13 @@ from satbench.config import RunConfig, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.6"  # 2.6: provenance lanes[].network.server_on_this_machine; refine_levels (the levels --refine chose, kept for a resume), and server_samples.jsonl process samples name server_pid and client_pid; 2.5: config lanes[].runtime.served_model, and events.jsonl requests carry server_prompt_tokens; 2.4: host.cpu_signature, host.cores_usable; 2.3: runtime.binary_sha256; 2.2: server_failures; 2.1: provenance.satbench_modified_files, completed_units, resumes
+MANIFEST_SCHEMA_VERSION = "2.7"
+# 2.7: runtime.memory (llama.cpp's buffer sizes once started, and the memory left then).
+# 2.6: provenance lanes[].network.server_on_this_machine; refine_levels (the levels --refine chose, kept
+#      for a resume), and server_samples.jsonl process samples name server_pid and client_pid.
+# 2.5: config lanes[].runtime.served_model, and events.jsonl requests carry server_prompt_tokens.
+# 2.4: host.cpu_signature, host.cores_usable; 2.3: runtime.binary_sha256; 2.2: server_failures;
+# 2.1: provenance.satbench_modified_files, completed_units, resumes
 
 
 class ModelInfo(Strict):
@@ -31,6 +37,31 @@ class ModelInfo(Strict):
     size_bytes: int | None = None
     synthetic: bool | None = None
     source: str | None = Field(None, description="builtin package, user path, or served by URL")
+
+
+BufferKind = Literal["model", "kv", "state", "compute", "output"]
+
+
+class BufferSize(Strict):
+    """One buffer line of llama.cpp's log: what it allocated, on which backend buffer."""
+
+    kind: BufferKind = Field(description="model weights, KV cache, recurrent or compressor state (RS, DSV4), "
+                                         "compute scratch, or logits output")
+    buffer: str = Field(description="llama.cpp's buffer name: CPU, CPU_Mapped, CUDA0, CUDA_Host, ...")
+    bytes: int = Field(description="as printed, in MiB with 2 decimals, times 2^20 (within 5.3 KB)")
+
+
+class ServerMemory(Strict):
+    """What a started server's memory held, from llama.cpp's own log (its buffer lines, printed at
+    log verbosity >= 4, for this start only), and the memory left on the machine right after."""
+
+    buffers: list[BufferSize] = Field(default_factory=list, description="every buffer line, in log order")
+    n_seq_max: int | None = Field(None, description="llama_context n_seq_max: the sequences (slots) cached")
+    n_ctx: int | None = Field(None, description="llama_context n_ctx: the context over all of them")
+    ram_available_bytes: int | None = Field(None, description="host RAM available (psutil) once the server "
+                                            "answered")
+    gpu_free_bytes: int | None = Field(None, description="NVML free memory, all GPUs, once the server answered")
+    log_lines: list[str] = Field(default_factory=list, description="the lines read, as printed (time stamp cut)")
 
 
 class RuntimeInfo(Strict):
@@ -51,6 +82,8 @@ class RuntimeInfo(Strict):
     model_alias: str | None = None
     server_args: list[str] = Field(default_factory=list)
     pid: int | None = None
+    memory: ServerMemory | None = Field(None, description="the server's buffers once started (null: a running "
+                                        "server whose log satbench does not read, or recorded before 2.7)")
 
 
 class GpuInfo(Strict):

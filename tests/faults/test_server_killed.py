@@ -70,7 +70,7 @@ def test_killed_during_startup(tiny_gguf, tmp_path, capsys, monkeypatch):
                  "--requests-per-level", "8", "--repetitions", "1", "-o", str(run_dir)])
     line = one_error_line(capsys.readouterr().err)
     assert code == 3
-    assert line.startswith("satbench: error: llama-server failed to start (exit signal SIGKILL): "
+    assert line.startswith("satbench: error: llama-server killed by SIGKILL (signal 9) while loading: "
                            "no error in its log; last line: main: loading model")
     assert status_of(run_dir) == "failed"
     assert "SIGKILL" in json.loads((run_dir / "run.json").read_text())["status_reason"]
@@ -89,7 +89,7 @@ def test_native_server_killed_mid_level_leaves_no_process(tiny_gguf, tmp_path, c
                  "--requests-per-level", "8", "--repetitions", "1", "--prompt-tokens", "16",
                  "--output-tokens", "4", "-o", str(run_dir)])
     line = one_error_line(capsys.readouterr().err)
-    assert code == 4 and "level 2 (repetition 1) failed: the server process exited" in line
+    assert code == 4 and "level 2 (repetition 1) failed: the server process was killed by SIGKILL (signal 9)" in line
     assert status_of(run_dir) == "failed"
     pid = json.loads((run_dir / "run.json").read_text())["provenance"]["lanes"]["default"]["runtime"]["pid"]
     assert not psutil.pid_exists(pid)

@@ -81,7 +81,7 @@ def test_results_have_one_section_per_lane_with_interference(run_dir):
     validate_results_text(text)
     assert render_results(analyze_run(run_dir)) == text
     res = json.loads(text)
-    assert res["schema_version"] == "3.1"
+    assert res["schema_version"] == "3.2"
     by_lane = {lane["lane"]: lane for lane in res["lanes"]}
     assert set(by_lane) == {"dense", "moe"}
     fp = res["provenance"]["host"]["fingerprint_sha256"]

@@ -15,9 +15,9 @@ from satbench.manifest import ResumeRecord, RuntimeInfo
 from satbench.report.document import Block, Bullets, Code, Heading, Image, Para, TableBlock
 from satbench.report.integrity import SUMS_FILE, FileHash
 from satbench.report.plots import PlotFile
-from satbench.report.table import (INTERFERENCE_HEADERS, LEVEL_HEADERS, LEVEL_LEGEND, RECOMMENDATION_HEADERS,
-                                   VERDICT_HEADERS, interference_row, lane_title, level_ci_notes, level_row,
-                                   recommendation_row, verdict_row)
+from satbench.report.table import (INTERFERENCE_HEADERS, LEVEL_HEADERS, LEVEL_LEGEND, MEMORY_HEADERS,
+                                   RECOMMENDATION_HEADERS, VERDICT_HEADERS, interference_row, lane_title,
+                                   level_ci_notes, level_row, memory_row, recommendation_row, verdict_row)
 from satbench.results import VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
 from satbench.saturation.recommend import RecommendationsFile
 
@@ -134,6 +134,19 @@ def lanes_table(results: ResultsFile) -> list[Block]:
             TableBlock(headers=["lane", "model file", "size", "weights", "sha256"], rows=models),
             TableBlock(headers=["lane", "runtime", "llama.cpp build", "backend", "slots", "per-slot ctx", "network",
                                 "prompt / output tokens"], rows=runtimes)]
+
+
+def memory_table(results: ResultsFile) -> list[Block]:
+    """The lanes' memory side by side: what llama.cpp allocated as each server started."""
+    if not any(lane.memory for lane in results.lanes):
+        return []
+    return [Heading(level=2, text="Memory per slot"),
+            Para(text="From the buffer sizes llama.cpp printed as each lane's server started (log verbosity 4): the "
+                      "weights it holds, and its cache (KV, and the recurrent or compressed-attention state) per "
+                      "slot at the lane's per-slot context. Slots that fit: the server's slots plus the cache slots "
+                      "the memory left after loading holds, less 1 GiB (GPU memory when the cache is on a GPU, else "
+                      "RAM). Not in the cache: the server's prompt cache and context checkpoints, which show in RSS."),
+            TableBlock(headers=list(MEMORY_HEADERS), rows=[memory_row(lane) for lane in results.lanes])]
 
 
 def server_failures(results: ResultsFile) -> list[Block]:
@@ -366,7 +379,7 @@ def evidence_blocks(results: ResultsFile, recs: RecommendationsFile | None,
     """Every block of the report. The run directory's path is not an input: the text (and so the bundle
     digest) must not depend on how the directory was spelled, and its commands run inside it."""
     blocks = header(results) + commands(results, resumes) + machine(results) + lanes_table(results)
-    blocks += server_failures(results)
+    blocks += memory_table(results) + server_failures(results)
     for lane in results.lanes:
         blocks += lane_section(lane, plots)
     blocks += recommendations(recs) + flags(results) + limitations(results, recs)

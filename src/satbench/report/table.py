@@ -72,6 +72,29 @@ RECOMMENDATION_HEADERS = ("lane", "recommended", "binding", "knee", "max under S
                           "p95 TTFT / TPOT ms [95% CI]", "USL peak N*")
 
 
+MEMORY_HEADERS = ("lane", "model resident", "cache per slot", "per-slot ctx", "KV + state", "slots",
+                  "left after loading", "slots that fit", "peak RSS")
+
+
+def _mib(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / 2**20:,.2f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
+
+
+def memory_row(lane: LaneResult) -> list[str]:
+    """One lane's memory: llama.cpp's buffers as its server started (lanes[].memory) and the
+    highest RSS of its levels; n/a where the server's log said nothing (a running server)."""
+    m = lane.memory
+    peak = max((lv.memory.peak_rss_bytes for lv in lane.levels if lv.memory.peak_rss_bytes), default=None)
+    if m is None:
+        return [lane.lane] + ["n/a"] * (len(MEMORY_HEADERS) - 2) + [_mib(peak)]
+    on = " (GPU)" if m.cache_on == "gpu" else ""
+    left = "n/a" if m.memory_left_bytes is None else f"{_mib(max(m.memory_left_bytes, 0))} {m.memory_left_of.upper()}"
+    return [lane.lane, _mib(m.model_bytes), _mib(m.cache_bytes_per_slot) + on,
+            "n/a" if m.per_slot_ctx is None else f"{m.per_slot_ctx:,}",
+            f"{_mib(m.kv_bytes)} + {_mib(m.state_bytes)}", str(m.slots), left,
+            "n/a" if m.slots_fit is None else f"{m.slots_fit:,}", _mib(peak)]
+
+
 def fitted_tables(console: Console, title: str, more_title: str, headers: Sequence[str],
                   rows: list[list[str]]) -> list[Table]:
     """The table whole when it fits the console; else its columns split over several tables, each led
@@ -233,6 +256,8 @@ def print_results(results: ResultsFile, console: Console | None = None, run_dir:
             console.print(*interference_tables(console, lane))
         if lane.levels:
             console.print(LEVEL_LEGEND, markup=False, highlight=False)
+        if lane.memory is not None:
+            console.print(f"  {lane.lane}: memory: {lane.memory.statement}", markup=False, highlight=False)
         if lane.fairness:
             console.print(verdict_table(lane))
         for tag, levels in (("", lane.levels), (" together", lane.together_levels)):

@@ -21,6 +21,7 @@ from typing import Callable
 from satbench.config import ServerParams
 from satbench.errors import RuntimeStartError, UserError
 from satbench.runtimes.logscan import failure_reason_from_file
+from satbench.runtimes.memlog import LOG_VERBOSITY
 
 
 class Runtime(ABC):
@@ -30,6 +31,7 @@ class Runtime(ABC):
         self.base_url: str = ""
         self.pid: int | None = None
         self.log_path: Path | None = None
+        self.log_offset = 0  # where this start's part of the log begins (a restart appends to the file)
         self.server_args: list[str] = []
 
     @abstractmethod
@@ -60,6 +62,11 @@ class Runtime(ABC):
 
     def alive(self) -> bool:
         return True
+
+    def ended(self) -> str | None:
+        """How the server process ended ("killed by SIGFPE (signal 8)"); None while it runs, or
+        when satbench did not start it."""
+        return None
 
     def __enter__(self) -> Runtime:
         self.start()
@@ -106,6 +113,11 @@ class ProcessRuntime(Runtime):
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def ended(self) -> str | None:
+        if self._proc is None or self._proc.poll() is None:
+            return None
+        return describe_exit(self._proc.returncode)
+
     def _wait_ready(self, ready: Callable[[], bool], poll_s: float) -> None:
         """Poll `ready()` until it holds; if the child exits first, raise with llama.cpp's reason."""
         deadline = time.monotonic() + self.timeout_s
@@ -132,10 +144,19 @@ class ProcessRuntime(Runtime):
         if code is not None:
             self._on_exit()
             reason = failure_reason_from_file(self.log_path) or "its log is empty"
-            raise RuntimeStartError(f"{self.label} failed to start (exit {describe_exit(code)}): {reason}")
+            if code < 0:  # llama.cpp dies without a word on some shapes (SIGFPE): the signal is the news
+                raise RuntimeStartError(f"{self.label} {describe_exit(code)} while loading: {reason}")
+            raise RuntimeStartError(f"{self.label} failed to start (exit {code}): {reason}")
         if time.monotonic() >= deadline:
             self.stop()
             raise RuntimeStartError(f"{self.label} did not start within {self.timeout_s:.0f} s (log: {self.log_path})")
+
+    def _mark_log_start(self) -> None:
+        """Remember where this start's lines will begin in the (appended) log file."""
+        try:
+            self.log_offset = self.log_path.stat().st_size if self.log_path is not None else 0
+        except OSError:
+            self.log_offset = 0
 
     def _on_exit(self) -> None:
         """Hook: release what the child held (e.g. its log file) once it has exited."""
@@ -156,13 +177,13 @@ class ProcessRuntime(Runtime):
 
 
 def describe_exit(code: int) -> str:
-    """Exit status in words: a number, or the signal that killed the process (e.g. SIGABRT)."""
+    """How a process ended, in words: "killed by SIGFPE (signal 8)", or "exited with status 3"."""
     if code < 0:
         try:
-            return f"signal {signal.Signals(-code).name}"
+            return f"killed by {signal.Signals(-code).name} (signal {-code})"
         except ValueError:
-            return f"signal {-code}"
-    return str(code)
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
 
 
 def free_loopback_port() -> int:
@@ -204,9 +225,11 @@ def server_port(wanted: int | None) -> int:
 
 
 def llama_server_flags(params: ServerParams, n_parallel: int, n_ctx: int) -> list[str]:
-    """llama-server command-line flags for the lane's knobs (same meaning as the CLI's)."""
+    """llama-server command-line flags for the lane's knobs (same meaning as the CLI's), and the log
+    verbosity at which llama.cpp prints its buffer sizes (memlog.py)."""
     args = ["--parallel", str(n_parallel), "--ctx-size", str(n_ctx),
-            "--batch-size", str(params.n_batch), "--ubatch-size", str(params.n_ubatch)]
+            "--batch-size", str(params.n_batch), "--ubatch-size", str(params.n_ubatch),
+            "--verbosity", str(LOG_VERBOSITY)]
     if params.n_threads is not None:
         args += ["--threads", str(params.n_threads), "--threads-batch", str(params.n_threads)]
     if params.n_gpu_layers is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from satbench.config import ServerParams
 from satbench.runtimes.base import ProcessRuntime, die_with_parent, llama_server_flags, server_port
+from satbench.runtimes.memlog import LOG_VERBOSITY
 
 
 class EmbeddedRuntime(ProcessRuntime):
@@ -63,8 +64,9 @@ class EmbeddedRuntime(ProcessRuntime):
             "model_path": self.model_path, "n_parallel": self.n_parallel, "n_ctx": self.n_ctx,
             "n_batch": self.params.n_batch, "n_ubatch": self.params.n_ubatch,
             "n_threads": self.params.n_threads, "n_gpu_layers": self.params.n_gpu_layers,
-            "kv_unified": self.params.kv_unified, "port": port,
+            "kv_unified": self.params.kv_unified, "port": port, "verbosity": LOG_VERBOSITY,
         }))
+        self._mark_log_start()
         self._log = open(self.log_path, "ab")
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "satbench.runtimes.embedded_child", str(params_path), str(ready_path)],

@@ -36,7 +36,7 @@ def build_params(cfg: dict):  # -> xllamacpp.CommonParams
     p.endpoint_metrics = True
     p.endpoint_slots = True
     p.endpoint_props = True
-    p.verbosity = 3
+    p.verbosity = int(cfg.get("verbosity", 3))  # 4: llama.cpp's buffer sizes reach the log (memlog.py)
     return p
 
 

@@ -72,6 +72,7 @@ class NativeRuntime(ProcessRuntime):
             raise RuntimeStartError(f"{self.server_bin}: {why}")
         port = server_port(self.params.port)
         cmd = self.command(port)
+        self._mark_log_start()
         with open(self.log_path, "ab") as log:
             try:
                 self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

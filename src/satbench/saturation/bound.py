@@ -30,6 +30,7 @@ from typing import Literal
 from satbench.config import Strict
 from satbench.metrics.level import LevelResult
 from satbench.results import LaneResult
+from satbench.runtimes.memlog import GPU_DEVICE
 
 Resource = Literal["gpu", "server_cpu", "slots", "undetermined"]
 GPU_BUSY_PCT = 80.0
@@ -57,9 +58,6 @@ def server_threads(lane: LaneResult) -> int | None:
     h = lane.hardware
     cores = h.cores_physical or h.cores_logical
     return lane.server_params.n_threads or (min(cores, h.cores_usable) if h.cores_usable else cores)
-
-
-GPU_DEVICE = re.compile(r"^(CUDA|ROCm|HIP|Vulkan|SYCL|MUSA|CANN|Metal|MTL|OpenCL)", re.IGNORECASE)
 
 
 def offloads_layers(lane: LaneResult) -> bool:

@@ -1,9 +1,10 @@
 """recommendations.json (DESIGN.md §7, §8): per lane and machine, how many requests at once.
 
-recommended = the largest measured level ≤ min(knee, SLO bound, slots, fairness cap, server-failure
-cap, error cap), with the binding reason named; None when no measured level is that low (the
-capability report then refuses to advertise the lane as measured). Everything comes from results.json; the file is byte-identical for
-the same run directory except `created_at`.
+recommended = the largest measured level ≤ min(knee, SLO bound, slots, slots that fit in memory,
+fairness cap, server-failure cap, error cap), with the binding reason named; None when no measured
+level is that low (the capability report then refuses to advertise the lane as measured).
+Everything comes from results.json; the file is byte-identical for the same run directory except
+`created_at`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from satbench.config import SloConfig, Strict
 from satbench.errors import RunDirError
 from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.metrics.level import LevelResult
+from satbench.metrics.slot_memory import LaneMemory
 from satbench.metrics.stats import Distribution, Estimate, Interval
 from satbench.results import RESULTS_FILE, LaneResult, ResultsFile, read_results
 from satbench.saturation.bound import Resource, Saturation, busy_slots, busy_slots_variant, saturated_by
@@ -30,7 +32,9 @@ from satbench.saturation.slo import slo_bound
 from satbench.saturation.usl import UslFit, fit_usl
 
 RECOMMENDATIONS_FILE = "recommendations.json"
-RECOMMENDATIONS_SCHEMA_VERSION = "1.7"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.8"
+# 1.8: memory (the lane's cache per slot and the slots that fit after loading), memory_cap and the
+#      "memory" binding when those slots are the tightest limit.
 # 1.7: server_on_measuring_machine (capability refuses a url lane measured from another machine);
 #      server_confirmation.busy_slots and busy_slots_variant (slots_saturated falls back to the
 #      time-weighted busy slots without /metrics, as the binding's statement does); a p95 whose 95 % CI has no upper end (fewer than 72 samples) meets no SLO target (the largest
@@ -42,7 +46,7 @@ RECOMMENDATIONS_SCHEMA_VERSION = "1.7"
 # 1.3: error_cap and the "errors" binding; recommended_concurrency and expected are None when no
 #      measured level is safe; hardware.cpu_signature and hardware.cores_usable. 1.2: runtime.binary_sha256. 1.1: binding.resource, saturation, server_failure_cap.
 ERROR_SHARE_MAX = 0.01  # a level where more than 1 % of measured requests failed is not a safe limit
-Reason = Literal["server_failed", "errors", "fairness", "slo", "slots", "knee", "highest_measured"]
+Reason = Literal["server_failed", "errors", "fairness", "slo", "slots", "memory", "knee", "highest_measured"]
 
 
 class LevelSummary(Strict):
@@ -83,8 +87,9 @@ class ServerConfirmation(Strict):
 
 class Binding(Strict):
     reason: Reason
-    resource: Resource | None = Field(None, description="what saturated, when the knee binds: gpu, server_cpu, "
-                                      "slots or undetermined (saturation.statement says why)")
+    resource: Resource | Literal["memory"] | None = Field(
+        None, description="what saturated, when the knee binds: gpu, server_cpu, slots or undetermined "
+                          "(saturation.statement says why); memory when the slots that fit bind")
     detail: str
 
 
@@ -112,6 +117,8 @@ class LaneRecommendation(Strict):
     error_cap: int | None = Field(None, description=f"below the lowest level where more than {ERROR_SHARE_MAX:.0%} "
                                   "of measured requests failed")
     error_levels: list[str] = Field(default_factory=list)
+    memory: LaneMemory | None = Field(None, description="cache per slot and the slots that fit (results.json)")
+    memory_cap: int | None = Field(None, description="the slots that fit in the memory left after loading")
     binding: Binding
     saturation: Saturation | None = Field(None, description="what limits throughput past the knee")
     expected: Expected | None = Field(description="None when recommended_concurrency is None")
@@ -124,7 +131,7 @@ class LaneRecommendation(Strict):
 
 DEFINITIONS = {
     "recommended_concurrency": "the largest measured level at or below the tightest of knee, slo_bound, slots, "
-                               "fairness_cap, server_failure_cap and error_cap (the binding one is named); null when "
+                               "memory_cap, fairness_cap, server_failure_cap and error_cap (the binding one is named); null when "
                                "no measured level is that low",
     "knee": "from the lowest level, the candidate moves to a higher level only when that level's output tok/s is a real "
             "gain over the candidate's: >= 10% per doubling of N on average and above the upper end of the candidate's "
@@ -136,6 +143,8 @@ DEFINITIONS = {
                  "misses); a p95 whose CI has no upper end (fewer than 72 samples) does not meet a target",
     "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at least 1)",
     "server_failure_cap": "one below the lowest concurrency at which the lane's server crashed or stopped answering",
+    "memory_cap": "memory.slots_fit: the server's slots plus the cache slots that fit in the memory left after "
+                  "loading (GPU free or RAM available, less 1 GiB) at the lane's per-slot context",
     "error_cap": "one below the lowest level where more than 1% of measured requests failed (cancelled ones excepted)",
     "expected": "the recommended level's measured output tok/s (results.json: whole requests in the steady window) and "
                 "p95 TTFT / TPOT, with their 95% CIs",
@@ -251,6 +260,8 @@ def _bounds(lane: LaneResult, levels: list[LevelResult], knee: int | None, knee_
         bounds.append(("slo", slo_n or 0, slo_why))
     if slots:
         bounds.append(("slots", slots, f"the server has {slots} slots"))
+    if lane.memory is not None and lane.memory.slots_fit is not None:
+        bounds.append(("memory", lane.memory.slots_fit, lane.memory.statement))
     if knee is not None:
         bounds.append(("knee", knee, knee_reason))
     elif crash_cap is None:  # else the top measured level is the last below the failure: that binds
@@ -282,10 +293,12 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     detail = "; ".join(f"{b[0]}: {b[2]}" for b in tied)
     past = [lv for lv in levels if k.knee is not None and lv.concurrency > k.knee]
     saturation = saturated_by(lane, past[0]) if past else None
-    resource: Resource | None = None
+    resource: Resource | Literal["memory"] | None = None
     if reason == "knee" and saturation is not None:
         resource = saturation.resource
         detail += f"; {saturation.statement}"
+    elif reason == "memory":
+        resource = "memory"
     rec = max((lv.concurrency for lv in levels if lv.concurrency <= limit), default=None)
     expected = None
     if rec is None:
@@ -307,7 +320,8 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
         model=lane.model, runtime=lane.runtime, recommended_concurrency=rec, max_concurrency_under_slo=slo_n,
         slo=lane.slo, knee=k.knee, knee_reason=k.reason, kneedle_knee=kneedle(points), slots=slots,
         fairness_cap=cap, fairness_failures=failures, server_failure_cap=crash_cap, server_failures=crashes,
-        error_cap=err_cap, error_levels=errs,
+        error_cap=err_cap, error_levels=errs, memory=lane.memory,
+        memory_cap=lane.memory.slots_fit if lane.memory is not None else None,
         binding=Binding(reason=reason, resource=resource, detail=detail), saturation=saturation, expected=expected,
         usl=fit_usl(samples), server_confirmation=confirmation(levels, rec if rec is not None else levels[0].concurrency,
                                                                slots),

@@ -1,0 +1,99 @@
+"""The DeepSeek V4 lane on the REAL embedded llama.cpp: a tiny synthetic deepseek4 swept end to end,
+and the cache per slot held against the sizes llama.cpp itself prints, at two context lengths."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from satbench.cli import main
+from satbench.config import ServerParams
+from satbench.lane_session import started_memory
+from satbench.manifest import ServerMemory, read_manifest
+from satbench.models.synthetic import write_synthetic_gguf
+from satbench.runtimes.embedded import EmbeddedRuntime
+
+pytestmark = pytest.mark.integration
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("v4models")
+    return {arch: write_synthetic_gguf(tmp / f"{arch}.gguf", arch=arch, size="tiny", seed=2).path
+            for arch in ("llama", "deepseek4")}
+
+
+@pytest.fixture(scope="module")
+def v4_run(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("v4run") / "run"
+    assert main(["sweep", "--model", str(models["deepseek4"]), "--concurrency", "1,2", "--requests-per-level", "6",
+                 "--repetitions", "1", "--prompt-tokens", "48", "--output-tokens", "12", "-o", str(out)]) == 0
+    return out
+
+
+def _started(model: Path, n_parallel: int, n_ctx: int, log: Path) -> ServerMemory:
+    rt = EmbeddedRuntime(str(model), ServerParams(n_threads=1), n_parallel, n_ctx, log)
+    rt.start()
+    try:
+        mem = started_memory(rt, None)
+    finally:
+        rt.stop()
+    assert mem is not None
+    return mem
+
+
+def _printed_totals(log: Path) -> float:
+    """llama.cpp's own per-cache totals ("llama_kv_cache: size = … MiB", the DSV4 states' "size = …
+    MiB" summaries), which satbench does not read: a second printed figure for the same memory."""
+    text = log.read_text()
+    kv = [float(m) for m in re.findall(r"llama_kv_cache: size =\s*([\d.]+) MiB", text)]
+    states = [float(m) for m in re.findall(r"llama_dsv4_comp_state: \w+ ratio = .* size =\s*([\d.]+) MiB", text)]
+    return sum(kv) + sum(states)
+
+
+def _cache(mem: ServerMemory) -> int:
+    return sum(b.bytes for b in mem.buffers if b.kind in ("kv", "state"))
+
+
+def test_dense_cache_per_slot_is_the_kv_formula_at_two_contexts(models: dict[str, Path], tmp_path: Path) -> None:
+    # llama tiny: 4 layers, 2 KV heads of 64, F16 K and V: 4 x 2 x 128 x 2 bytes = 2 KiB per token
+    for n_ctx in (1024, 4096):
+        log = tmp_path / f"llama-{n_ctx}.log"
+        mem = _started(models["llama"], 2, n_ctx, log)
+        assert (mem.n_seq_max, mem.n_ctx) == (2, n_ctx)
+        assert _cache(mem) == n_ctx * 2048 == round(_printed_totals(log) * MIB)
+        assert mem.ram_available_bytes and any(b.kind == "model" for b in mem.buffers)
+
+
+def test_v4_cache_matches_llama_cpps_totals_and_hardly_grows_with_context(
+        models: dict[str, Path], tmp_path: Path) -> None:
+    caches = {}
+    for n_ctx in (1024, 4096):
+        log = tmp_path / f"v4-{n_ctx}.log"
+        mem = _started(models["deepseek4"], 2, n_ctx, log)
+        assert abs(_cache(mem) - _printed_totals(log) * MIB) <= 0.011 * MIB * len(mem.buffers)  # 2-decimal MiB
+        assert any(b.kind == "state" for b in mem.buffers)  # the compressors' state
+        caches[n_ctx] = _cache(mem)
+    assert caches[1024] < caches[4096] < 2 * caches[1024]  # 4x the context, well under 2x the cache
+
+
+def test_the_v4_lane_sweeps_and_records_its_memory(v4_run: Path) -> None:
+    m = read_manifest(v4_run)
+    rt = m.provenance.lanes["default"].runtime  # type: ignore[union-attr]
+    assert m.status == "complete" and rt.memory is not None and "--verbosity" in rt.server_args
+    assert m.provenance.lanes["default"].model.synthetic  # type: ignore[union-attr]
+    results = json.loads((v4_run / "results.json").read_text())
+    lane = results["lanes"][0]
+    assert [lv["concurrency"] for lv in lane["levels"]] == [1, 2]
+    assert all(lv["throughput"]["output_tok_per_s"]["value"] > 0 for lv in lane["levels"])
+    mem = lane["memory"]
+    assert mem["slots"] == 2 and mem["state_bytes"] > 0 and mem["cache_bytes"] == mem["kv_bytes"] + mem["state_bytes"]
+    assert mem["cache_bytes_per_slot"] == mem["cache_bytes"] // 2 and mem["slots_fit"] > 2
+    rec = json.loads((v4_run / "recommendations.json").read_text())["lanes"][0]
+    assert rec["memory_cap"] == mem["slots_fit"] and rec["recommended_concurrency"] in (1, 2)
+    evidence = (v4_run / "EVIDENCE.md").read_text()
+    assert "cache per slot" in evidence.lower() and "deepseek4" in evidence

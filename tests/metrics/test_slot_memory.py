@@ -1,0 +1,56 @@
+"""Cache per slot and the slots that fit (metrics/slot_memory.py), on recorded buffer sizes."""
+
+from __future__ import annotations
+
+from satbench.manifest import BufferSize, RuntimeInfo, ServerMemory
+from satbench.metrics.slot_memory import MEMORY_MARGIN_BYTES, lane_memory
+
+MIB, GIB = 1 << 20, 1 << 30
+
+
+def _runtime(memory: ServerMemory | None, slots: int | None = 4, ctx: int | None = 2048) -> RuntimeInfo:
+    return RuntimeInfo(kind="embedded", name="x", llamacpp=True, base_url="http://127.0.0.1:1",
+                       total_slots=slots, per_slot_ctx=ctx, memory=memory)
+
+
+def _cpu(available: int | None = 10 * GIB) -> ServerMemory:
+    return ServerMemory(buffers=[
+        BufferSize(kind="model", buffer="CPU_Mapped", bytes=500 * MIB),
+        BufferSize(kind="kv", buffer="CPU", bytes=30 * MIB), BufferSize(kind="kv", buffer="CPU", bytes=2 * MIB),
+        BufferSize(kind="state", buffer="CPU", bytes=8 * MIB), BufferSize(kind="compute", buffer="CPU", bytes=9 * MIB),
+    ], n_seq_max=4, n_ctx=8192, ram_available_bytes=available)
+
+
+def test_cache_per_slot_and_slots_that_fit_in_ram() -> None:
+    m = lane_memory(_runtime(_cpu()))
+    assert m is not None
+    assert (m.kv_bytes, m.state_bytes, m.cache_bytes) == (32 * MIB, 8 * MIB, 40 * MIB)
+    assert m.cache_bytes_per_slot == 10 * MIB and m.cache_on == "host" and m.memory_left_of == "ram"
+    assert m.model_bytes == 500 * MIB and m.model_bytes_on_gpu == 0 and m.compute_bytes == 9 * MIB
+    left = 10 * GIB - 500 * MIB - MEMORY_MARGIN_BYTES  # the mapped model must stay resident
+    assert m.memory_left_bytes == left
+    assert m.slots_fit == 4 + left // (10 * MIB)
+    assert "10.00 MiB per slot at 2,048 tokens per slot" in m.statement and f"{m.slots_fit:,} slots fit" in m.statement
+
+
+def test_a_gpu_cache_counts_gpu_free_memory() -> None:
+    mem = ServerMemory(buffers=[
+        BufferSize(kind="model", buffer="CUDA0", bytes=3000 * MIB), BufferSize(kind="model", buffer="CPU_Mapped",
+                                                                                bytes=500 * MIB),
+        BufferSize(kind="kv", buffer="CUDA0", bytes=640 * MIB)], n_seq_max=64,
+        ram_available_bytes=100 * GIB, gpu_free_bytes=11 * GIB)
+    m = lane_memory(_runtime(mem, slots=64))
+    assert m is not None and m.cache_on == "gpu" and m.memory_left_of == "gpu"
+    assert m.model_bytes_on_gpu == 3000 * MIB and m.cache_bytes_per_slot == 10 * MIB
+    assert m.slots_fit == 64 + (10 * GIB) // (10 * MIB) == 1088
+
+
+def test_unknown_or_exhausted_memory() -> None:
+    assert lane_memory(_runtime(None)) is None
+    assert lane_memory(_runtime(_cpu(), slots=None).model_copy(
+        update={"memory": _cpu().model_copy(update={"n_seq_max": None})})) is None
+    unread = lane_memory(_runtime(_cpu(available=None)))
+    assert unread is not None and unread.slots_fit is None and "slots that fit unknown" in unread.statement
+    full = lane_memory(_runtime(_cpu(available=GIB)))  # less left than the margin: only the slots it has
+    assert full is not None and full.memory_left_bytes is not None and full.memory_left_bytes < 0
+    assert full.slots_fit == 4
