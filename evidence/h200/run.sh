@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# Issue 8: satbench end to end on the lent H200 machine, in one call: BUDGET_S (540 s) in all,
+# satbench end to end on the lent H200 machine, in one call: BUDGET_S (540 s) in all,
 # inside the call's timeout_s 570; the tarball is packed before capability and verify, and again after.
 #
 #   device run:  carry [".whl", ".gpu"], timeout_s 570,
 #                command "bash evidence/h200/run.sh"
 #   CPU rehearsal here (small shapes, the CPU llama-server, a few levels):
-#                LLAMA_SERVER=/path/to/llama-server NGL=0 DENSE_SIZE=tiny MOE_SIZE=tiny LEVELS=1,2,4 \
+#                LLAMA_SERVER=/path/to/llama-server NGL=0 DENSE_SIZE=tiny V4_SIZE=tiny LEVELS=1,2,4 \
 #                PY=/path/to/python3.12 OUT=/tmp/h200-rehearsal bash evidence/h200/run.sh
 #                (the carried wheels are cp312: another Python stops at the wheel step)
 #
 # Two SYNTHETIC lanes (random F16 weights written here, into /dev/shm): dense llama 1.5b with a
-# 128,256-token vocabulary, and a DeepSeek-style MoE (deepseek2, 64 routed experts top-6 + 2
-# shared, vocabulary 102,400). Each is swept alone at 1..64 through the CUDA llama-server, then the
-# fairness checks, recommendations, the capability report, the report with plots, and verify.
-# A server that dies at some level (b11434 did on this MoE at 64 sequences) is recorded and the
-# run goes on. Everything comes back as $OUT/h200-run.tar.gz plus the step log.
+# 128,256-token vocabulary, and DeepSeek V4 (deepseek4 gpu: V4-Flash's attention and routing, 64
+# routed experts top-6 + 1 shared, vocabulary 129,280, 9.1 GB). Each is swept alone at 1..64
+# through the CUDA llama-server, then the fairness checks, recommendations, the capability report,
+# the report with plots, and verify. A server that dies at some level (b11434 did on a deepseek2
+# MoE at 64 sequences) is recorded and the run goes on. Everything comes back as
+# $OUT/h200-run.tar.gz plus the step log.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/../.."
@@ -24,7 +25,7 @@ WORK=${WORK:-/tmp/h200}
 MODEL_DIR=${MODEL_DIR:-/dev/shm/satbench-models}
 PY=${PY:-python3}
 DENSE_SIZE=${DENSE_SIZE:-1.5b}
-MOE_SIZE=${MOE_SIZE:-64e}
+V4_SIZE=${V4_SIZE:-gpu}
 LEVELS=${LEVELS:-1,2,4,8,16,32,64}
 REPS=${REPS:-3}      # 3, not 2: with 2 the t-interval (t = 12.7) is so wide that a real gain looks like a knee
 PROMPT=${PROMPT:-128}
@@ -42,7 +43,7 @@ step() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$LOG"; }
 run() { "$@" 2>&1 | tee -a "$LOG"; return "${PIPESTATUS[0]}"; }
 left() { echo $(( t0 + BUDGET_S - $(date +%s) )); }            # seconds of the budget still unspent
 within() { local l; l=$(( $(left) - $2 )); [ "$l" -lt "$1" ] && echo $(( l > 5 ? l : 5 )) || echo "$1"; }  # cap, reserve
-ulimit -c 0 2>/dev/null || true  # a llama-server that aborts (b11434 on this MoE at 64) must not spend seconds dumping core
+ulimit -c 0 2>/dev/null || true  # a llama-server that aborts (b11434 on a deepseek2 MoE at 64) must not spend seconds dumping core
 
 step "python: wheels the device lacks (.whl), satbench from src/"
 if [ -d .whl ]; then
@@ -72,19 +73,19 @@ run "$LLAMA_SERVER" --list-devices
 { command -v nvidia-smi >/dev/null && nvidia-smi -q > "$OUT/nvidia-smi.txt" 2>&1; } || true
 run "$PY" -c "from satbench.gpu import open_nvml; g = open_nvml(); print('NVML:', g.describe() if g else 'no GPU'); print(g.reading() if g else '')"
 
-need_gb=1; [ "$DENSE_SIZE" = 1.5b ] && need_gb=$(( need_gb + 4 )); [ "$MOE_SIZE" = 64e ] && need_gb=$(( need_gb + 15 ))
+need_gb=1; [ "$DENSE_SIZE" = 1.5b ] && need_gb=$(( need_gb + 4 )); [ "$V4_SIZE" = gpu ] && need_gb=$(( need_gb + 10 ))
 run df -h "$MODEL_DIR" "$WORK"; run free -g
 if [ "$(df --output=avail -B1G "$MODEL_DIR" | tail -1 | tr -d ' ')" -lt "$need_gb" ]; then
     MODEL_DIR=$WORK/models; mkdir -p "$MODEL_DIR"
     step "less than $need_gb GB free in /dev/shm: models go to $MODEL_DIR on disk"
 fi
 step "models: SYNTHETIC random weights into $MODEL_DIR"
-DENSE_OK=0; MOE_OK=0  # a lane whose model cannot be written is left out; the other one still runs
+DENSE_OK=0; V4_OK=0  # a lane whose model cannot be written is left out; the other one still runs
 run timeout "$(within 180 300)" "${SB[@]}" models make --arch llama --size "$DENSE_SIZE" -o "$MODEL_DIR/dense-$DENSE_SIZE.gguf" \
     && DENSE_OK=1 && step "dense written" || step "cannot write the dense model: the run goes on without it"
-run timeout "$(within 180 300)" "${SB[@]}" models make --arch deepseek2 --size "$MOE_SIZE" -o "$MODEL_DIR/moe-$MOE_SIZE.gguf" \
-    && MOE_OK=1 && step "moe written" || step "cannot write the MoE model: the run goes on without it"
-[ "$DENSE_OK$MOE_OK" = 00 ] && { step "no model could be written; stopping"; exit 1; }
+run timeout "$(within 180 300)" "${SB[@]}" models make --arch deepseek4 --size "$V4_SIZE" -o "$MODEL_DIR/v4-$V4_SIZE.gguf" \
+    && V4_OK=1 && step "v4 written" || step "cannot write the V4 model: the run goes on without it"
+[ "$DENSE_OK$V4_OK" = 00 ] && { step "no model could be written; stopping"; exit 1; }
 
 LANES="$WORK/lanes.toml"
 RUN="$WORK/run"
@@ -109,7 +110,7 @@ n_gpu_layers = $NGL
 TOML
 }
 { [ "$DENSE_OK" = 1 ] && lane dense "$MODEL_DIR/dense-$DENSE_SIZE.gguf"
-  [ "$MOE_OK" = 1 ] && lane moe "$MODEL_DIR/moe-$MOE_SIZE.gguf"; } > "$LANES"
+  [ "$V4_OK" = 1 ] && lane v4 "$MODEL_DIR/v4-$V4_SIZE.gguf"; } > "$LANES"
 cp "$LANES" "$OUT/lanes.toml"
 
 SWEEP_TIMEOUT=$(within "$SWEEP_TIMEOUT" 130)  # keep 130 s for deriving, the report, capability, verify and packing
@@ -147,5 +148,5 @@ run timeout "$(within 120 15)" "${SB[@]}" verify "$RUN"
 step "pack again, with the capability report and verify's verdict in the log"
 pack
 ls -la "$OUT" | tee -a "$LOG"
-rm -f "$MODEL_DIR"/dense-*.gguf "$MODEL_DIR"/moe-*.gguf
+rm -f "$MODEL_DIR"/dense-*.gguf "$MODEL_DIR"/v4-*.gguf
 step "done, sweep exit $rc"
