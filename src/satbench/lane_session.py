@@ -19,7 +19,7 @@ import psutil
 from satbench.access import auth_headers, tls_context_for
 from satbench.client import StreamClient
 from satbench.config import LaneConfig
-from satbench.errors import LevelFailedError, SatbenchError
+from satbench.errors import LevelFailedError, RuntimeStartError, SatbenchError
 from satbench.events import JsonlWriter, LevelMark, RequestEvent
 from satbench.gpu import NvmlGpus
 from satbench.loadgen import UNREACHABLE, LevelPlan, run_level
@@ -27,7 +27,7 @@ from satbench.manifest import ModelInfo, NetworkInfo, RuntimeInfo, ServerMemory
 from satbench.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
 from satbench.runtimes.base import Runtime
 from satbench.runtimes.embedded import EmbeddedRuntime
-from satbench.runtimes.memlog import startup_buffers
+from satbench.runtimes.memlog import LOG_VERBOSITY, StartupBuffers, startup_buffers
 from satbench.runtimes.native import NativeRuntime
 from satbench.runtimes.remote import UrlRuntime, is_loopback, served_here
 from satbench.sampler import ServerSampler
@@ -56,7 +56,9 @@ class SilentProgress:
     def end(self) -> None: ...
 
 
-def make_runtime(lane: LaneConfig, model_path: Path | None, log_path: Path) -> Runtime:
+def make_runtime(lane: LaneConfig, model_path: Path | None, log_path: Path,
+                 verbosity: int | None = None) -> Runtime:
+    """The lane's server; `verbosity` sets llama.cpp's log verbosity (None: its default)."""
     rc = lane.runtime
     if rc.kind == "url":
         assert rc.url is not None
@@ -65,9 +67,27 @@ def make_runtime(lane: LaneConfig, model_path: Path | None, log_path: Path) -> R
     if rc.kind == "native":
         assert rc.server_bin is not None
         return NativeRuntime(rc.server_bin, str(model_path), lane.server, lane.slots_wanted(),
-                             lane.ctx_wanted(), log_path, rc.startup_timeout_s)
+                             lane.ctx_wanted(), log_path, rc.startup_timeout_s, verbosity)
     return EmbeddedRuntime(str(model_path), lane.server, lane.slots_wanted(), lane.ctx_wanted(),
-                           log_path, rc.startup_timeout_s)
+                           log_path, rc.startup_timeout_s, verbosity)
+
+
+async def probe_buffers(lane: LaneConfig, model_path: Path | None, log_path: Path) -> StartupBuffers | None:
+    """Start the lane's server once at log verbosity LOG_VERBOSITY, read the buffer sizes it printed
+    (memlog.py) and stop it: the memory probe, with the measured server's flags. None for a
+    running server (its log is not satbench's), when nothing was printed, or when this start
+    failed (the measured start that follows then fails and says why)."""
+    if lane.runtime.kind == "url":
+        return None
+    runtime = make_runtime(lane, model_path, log_path, verbosity=LOG_VERBOSITY)
+    try:
+        await runtime.start_async()
+        found = startup_buffers(runtime.log_path, runtime.log_offset)
+    except RuntimeStartError:
+        return None
+    finally:
+        runtime.stop()
+    return found if found.buffers else None
 
 
 def api_headers(lane: LaneConfig, url_secret: str | None) -> dict[str, str]:
@@ -94,19 +114,16 @@ def parse_build(build_info: str | None, runtime: Runtime) -> tuple[int | None, s
     return number, commit
 
 
-def started_memory(runtime: Runtime, gpus: NvmlGpus | None) -> ServerMemory | None:
-    """The buffers the server's log printed for this start (memlog.py) and the memory left on this
-    machine now, once it answers; None when its log holds no buffer line (a running server, whose log
-    satbench does not see, or one started below llama.cpp's log verbosity 4)."""
-    buffers, n_seq, n_ctx, lines = startup_buffers(runtime.log_path, runtime.log_offset)
-    if not buffers:
-        return None
+def started_memory(found: StartupBuffers, gpus: NvmlGpus | None) -> ServerMemory:
+    """The buffers a probe start printed (probe_buffers) and the memory left on this machine now:
+    call it once the measured server, which allocates the same, answers."""
     try:
         gpu_free = gpus.memory_free_bytes() if gpus is not None else None
     except Exception:  # noqa: BLE001 - an NVML failure leaves the figure unknown, like every GPU figure
         gpu_free = None
-    return ServerMemory(buffers=buffers, n_seq_max=n_seq, n_ctx=n_ctx, log_lines=lines,
-                        ram_available_bytes=int(psutil.virtual_memory().available), gpu_free_bytes=gpu_free)
+    return ServerMemory(buffers=found.buffers, n_seq_max=found.n_seq_max, n_ctx=found.n_ctx,
+                        log_lines=found.lines, ram_available_bytes=int(psutil.virtual_memory().available),
+                        gpu_free_bytes=gpu_free)
 
 
 class LaneSession:
@@ -128,15 +145,17 @@ class LaneSession:
         self.session_index = 0  # which session of the run (0, or the n-th --resume) its records belong to
         self._on_this_machine: bool | None = None  # served_here(base URL), resolved once
 
-    async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None) -> None:
-        """Probe the (started) server, measure RTT, prepare the workload, start the sampler (with
-        `gpus` only when the server is on this machine: loopback)."""
+    async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None, buffers: StartupBuffers | None = None) -> None:
+        """Probe the (started) server, measure RTT, record its memory (`buffers` from a memory probe,
+        with what is left now), prepare the workload, start the sampler (with `gpus` only when the
+        server is on this machine: loopback)."""
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=self.headers,
                                               connector=aiohttp.TCPConnector(ssl=self.tls))
         base = self.runtime.base_url
         self.facts = await probe_server(self._session, base, self.lane.runtime.served_model)
         self.rtts = await measure_rtt_ms(self._session, base)
-        self.memory = started_memory(self.runtime, gpus if self.network_info().on_this_machine else None)
+        here = gpus if self.network_info().on_this_machine else None
+        self.memory = started_memory(buffers, here) if buffers is not None else None
         tokenizer = llamacpp_tokenizer(self._session, base) if self.facts.llamacpp else None
         self.workload = WorkloadBuilder(self.lane.workload, tokenizer, self.nonce)
         await self.workload.prepare()

@@ -32,7 +32,8 @@ from satbench.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
 from satbench.interrupts import ignore_second_interrupt, sigint_handler_kept
-from satbench.lane_session import LaneSession, Progress, SilentProgress, make_runtime, together_step
+from satbench.lane_session import (LaneSession, Progress, SilentProgress, make_runtime, probe_buffers,
+                                   together_step)
 from satbench.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, ServerFailure,
                                read_manifest, satbench_source, write_manifest)
 from satbench.models.resolve import resolve_model
@@ -226,16 +227,19 @@ class Sweep:
     async def _start(self, lane: LaneConfig, scenario: str, samples: JsonlWriter, gpus,
                      restart: int = 0) -> LaneSession:
         path, model = self._models[lane.name]
+        prov = self.manifest.provenance
+        assert prov is not None
+        buffers = None  # the lane's memory, read once: from a start of its own at log verbosity 4
+        if scenario == "solo" and not restart and lane.name not in prov.lanes:
+            buffers = await probe_buffers(lane, path, self._log_path(lane, "memory", self.session))
         runtime = make_runtime(lane, path, self._log_path(lane, scenario, self.session, restart))
         session = LaneSession(lane, scenario, runtime, model, self._secrets[lane.name], self.nonce)
         session.session_index = self.session
         try:
             await runtime.start_async()  # Ctrl-C / SIGTERM during a slow start lands here and stops it
-            await session.open(samples, gpus)
+            await session.open(samples, gpus, buffers)
             if scenario != "fairness":
                 check_server_fits(lane, session.runtime_info(), self.cfg.strict)
-            prov = self.manifest.provenance
-            assert prov is not None
             if lane.name in prov.lanes:
                 check_same_server(lane.name, prov.lanes[lane.name], scenario, session.model_info(),
                                   session.runtime_info())

@@ -7,7 +7,8 @@ $FAKE_BIN_FAIL set it prints a llama.cpp-style load error and exits 1, as llama-
 with $FAKE_BIN_DIE_AT_STARTUP it SIGKILLs itself before it listens; with $FAKE_BIN_MAX_CTX it
 fails like a GPU out of memory when --ctx-size exceeds it; $FAKE_BIN_SCRIPT (a JSON object) adds
 FakeScript fields, e.g. the fault knobs; $FAKE_BIN_UNKNOWN_BUILD makes it report build 0, "unknown",
-as llama.cpp compiled outside a git checkout does.
+as llama.cpp compiled outside a git checkout does. At --verbosity 4 it prints llama.cpp's buffer
+lines (a KV cache of 1 KiB per context token).
 """
 
 import argparse
@@ -35,6 +36,7 @@ def main() -> int:
     ap.add_argument("--ctx-size", type=int, default=4096)
     ap.add_argument("--version", action="store_true")
     ap.add_argument("--list-devices", action="store_true")
+    ap.add_argument("--verbosity", type=int, default=3)
     args, _ = ap.parse_known_args()
     unknown = os.environ.get("FAKE_BIN_UNKNOWN_BUILD")  # as llama.cpp compiled outside git reports itself
     if args.version:
@@ -56,6 +58,12 @@ def main() -> int:
     if os.environ.get("FAKE_BIN_DIE_AT_STARTUP"):  # killed (OOM killer, kill -9) while loading the model
         print("0.00.001.000 I main: loading model", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
+    if args.verbosity >= 4:  # llama.cpp's buffer lines: a 1 KiB-per-token KV cache, 2 MiB of weights
+        print("0.00.001.100 I load_tensors:   CPU_Mapped model buffer size =     2.00 MiB", flush=True)
+        print(f"0.00.001.200 I llama_context: n_seq_max             = {args.parallel}", flush=True)
+        print(f"0.00.001.201 I llama_context: n_ctx                 = {args.ctx_size}", flush=True)
+        print(f"0.00.001.300 I llama_kv_cache:        CPU KV buffer size = {args.ctx_size / 1024:8.2f} MiB",
+              flush=True)
 
     async def run() -> None:
         stop = asyncio.Event()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from satbench.runtimes.memlog import MIB, is_gpu_buffer, parse_buffers, startup_buffers
+from satbench.runtimes.memlog import MIB, StartupBuffers, is_gpu_buffer, parse_buffers, startup_buffers
 
 # as the xllamacpp wheel (b11549) printed them for the synthetic deepseek4 tiny, 2 slots, n_ctx 1024
 V4_START = """\
@@ -32,8 +32,9 @@ def _mib(x: float) -> int:
 
 
 def test_every_buffer_line_is_read_once_and_summaries_are_not_counted_again() -> None:
-    buffers, n_seq, n_ctx, lines = parse_buffers(V4_START)
-    assert (n_seq, n_ctx) == (2, 1024)
+    found = parse_buffers(V4_START)
+    buffers, lines = found.buffers, found.lines
+    assert (found.n_seq_max, found.n_ctx) == (2, 1024)
     by_kind: dict[str, int] = {}
     for b in buffers:
         by_kind[b.kind] = by_kind.get(b.kind, 0) + b.bytes
@@ -48,7 +49,7 @@ def test_gpu_buffers_are_told_from_host_ones() -> None:
             "load_tensors:   CPU_Mapped model buffer size =   501.00 MiB\n"
             "llama_kv_cache:      CUDA0 KV buffer size =  1024.00 MiB\n"
             "sched_reserve:  CUDA_Host compute buffer size =    40.01 MiB\n")
-    buffers, *_ = parse_buffers(text)
+    buffers = parse_buffers(text).buffers
     assert [(b.kind, b.buffer, is_gpu_buffer(b.buffer)) for b in buffers] == [
         ("model", "CUDA0", True), ("model", "CPU_Mapped", False), ("kv", "CUDA0", True),
         ("compute", "CUDA_Host", False)]
@@ -60,7 +61,6 @@ def test_only_the_latest_start_of_an_appended_log_is_read(tmp_path: Path) -> Non
     offset = log.stat().st_size
     with log.open("a") as fh:
         fh.write("0.00.001 I llama_kv_cache:        CPU KV buffer size =     2.00 MiB\n")
-    buffers, *_ = startup_buffers(log, offset)
-    assert [(b.kind, b.bytes) for b in buffers] == [("kv", 2 * MIB)]
-    assert startup_buffers(tmp_path / "missing.log", 0) == ([], None, None, [])
-    assert startup_buffers(None, 0)[0] == []
+    assert [(b.kind, b.bytes) for b in startup_buffers(log, offset).buffers] == [("kv", 2 * MIB)]
+    assert startup_buffers(tmp_path / "missing.log", 0) == StartupBuffers()
+    assert startup_buffers(None, 0).buffers == []

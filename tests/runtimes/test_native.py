@@ -193,3 +193,22 @@ def test_the_server_dies_with_satbench_even_when_satbench_is_killed(tmp_path):
               f"rt = NativeRuntime({BIN!r}, '/m.gguf', ServerParams(), 1, 256, Path({str(tmp_path / 'server.log')!r}))\n"
               f"rt.start(); print(rt.pid, flush=True); time.sleep(120)\n")
     assert outlives_its_parent(script) is None, "llama-server outlived the satbench process that started it"
+
+
+def test_memory_comes_from_a_probe_start_and_the_measured_server_logs_at_the_default(tmp_path):
+    model = tmp_path / "m.gguf"
+    write_synthetic_gguf(model, "llama", "tiny", 1)
+    out = tmp_path / "run"
+    assert main(["sweep", "--server-bin", BIN, "--model", str(model), "--concurrency", "1,2",
+                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "16",
+                 "--output-tokens", "8", "-o", str(out)]) == 0
+    rt = read_manifest(out).provenance.lanes["default"].runtime
+    assert rt.memory is not None and "--verbosity" not in rt.server_args
+    ctx = int(rt.server_args[rt.server_args.index("--ctx-size") + 1])
+    assert [b.kind for b in rt.memory.buffers] == ["model", "kv"]
+    assert rt.memory.buffers[1].bytes == pytest.approx(ctx * 1024, abs=5500)  # printed to 2 decimals of MiB
+    assert rt.memory.n_seq_max == 2 and rt.memory.ram_available_bytes > 0
+    assert "KV buffer size" in (out / "server-default-memory.log").read_text()
+    assert "KV buffer size" not in (out / "server.log").read_text()
+    lane = json.loads((out / "results.json").read_text())["lanes"][0]
+    assert lane["memory"]["cache_bytes_per_slot"] == lane["memory"]["cache_bytes"] // 2

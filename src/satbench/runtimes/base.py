@@ -21,7 +21,6 @@ from typing import Callable
 from satbench.config import ServerParams
 from satbench.errors import RuntimeStartError, UserError
 from satbench.runtimes.logscan import failure_reason_from_file
-from satbench.runtimes.memlog import LOG_VERBOSITY
 
 
 class Runtime(ABC):
@@ -224,12 +223,14 @@ def server_port(wanted: int | None) -> int:
     return wanted
 
 
-def llama_server_flags(params: ServerParams, n_parallel: int, n_ctx: int) -> list[str]:
-    """llama-server command-line flags for the lane's knobs (same meaning as the CLI's), and the log
-    verbosity at which llama.cpp prints its buffer sizes (memlog.py)."""
+def llama_server_flags(params: ServerParams, n_parallel: int, n_ctx: int,
+                       verbosity: int | None = None) -> list[str]:
+    """llama-server command-line flags for the lane's knobs (same meaning as the CLI's), and a log
+    verbosity when one is asked for (memlog.py's probe start; None: llama.cpp's default)."""
     args = ["--parallel", str(n_parallel), "--ctx-size", str(n_ctx),
-            "--batch-size", str(params.n_batch), "--ubatch-size", str(params.n_ubatch),
-            "--verbosity", str(LOG_VERBOSITY)]
+            "--batch-size", str(params.n_batch), "--ubatch-size", str(params.n_ubatch)]
+    if verbosity is not None:
+        args += ["--verbosity", str(verbosity)]
     if params.n_threads is not None:
         args += ["--threads", str(params.n_threads), "--threads-batch", str(params.n_threads)]
     if params.n_gpu_layers is not None:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from satbench.config import ServerParams
 from satbench.runtimes.base import ProcessRuntime, die_with_parent, llama_server_flags, server_port
-from satbench.runtimes.memlog import LOG_VERBOSITY
 
 
 class EmbeddedRuntime(ProcessRuntime):
@@ -18,14 +17,15 @@ class EmbeddedRuntime(ProcessRuntime):
     label = "embedded llama.cpp server"
 
     def __init__(self, model_path: str, params: ServerParams, n_parallel: int, n_ctx: int,
-                 log_path: Path, startup_timeout_s: float = 180.0) -> None:
+                 log_path: Path, startup_timeout_s: float = 180.0, verbosity: int | None = None) -> None:
         super().__init__()
         self.model_path = model_path
         self.params, self.n_parallel, self.n_ctx = params, n_parallel, n_ctx
         self.timeout_s = startup_timeout_s
         self.log_path = log_path
         self._devices: list[str] = []
-        self.server_args = llama_server_flags(params, n_parallel, n_ctx)
+        self.verbosity = verbosity
+        self.server_args = llama_server_flags(params, n_parallel, n_ctx, verbosity)
         self._log = None
 
     def name_and_version(self) -> tuple[str, str | None]:
@@ -64,7 +64,7 @@ class EmbeddedRuntime(ProcessRuntime):
             "model_path": self.model_path, "n_parallel": self.n_parallel, "n_ctx": self.n_ctx,
             "n_batch": self.params.n_batch, "n_ubatch": self.params.n_ubatch,
             "n_threads": self.params.n_threads, "n_gpu_layers": self.params.n_gpu_layers,
-            "kv_unified": self.params.kv_unified, "port": port, "verbosity": LOG_VERBOSITY,
+            "kv_unified": self.params.kv_unified, "port": port, "verbosity": self.verbosity,
         }))
         self._mark_log_start()
         self._log = open(self.log_path, "ab")

@@ -36,7 +36,8 @@ def build_params(cfg: dict):  # -> xllamacpp.CommonParams
     p.endpoint_metrics = True
     p.endpoint_slots = True
     p.endpoint_props = True
-    p.verbosity = int(cfg.get("verbosity", 3))  # 4: llama.cpp's buffer sizes reach the log (memlog.py)
+    verbosity = cfg.get("verbosity")
+    p.verbosity = 3 if verbosity is None else int(verbosity)  # 4: the buffer sizes reach the log (memlog.py)
     return p
 
 

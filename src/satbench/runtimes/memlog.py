@@ -1,7 +1,10 @@
 """What a llama.cpp server allocated as it started, read from its own log.
 
 llama.cpp prints one line per backend buffer while it loads (libllama's INFO lines, which its
-server passes on at log verbosity >= 4: ``LOG_VERBOSITY``):
+server passes on only at log verbosity >= 4, ``LOG_VERBOSITY``; at that level it also lists its
+whole prompt cache on every request, a log that grows with the square of the requests served, so
+satbench reads them from a start of its own, the memory probe, and measures a server at the
+default verbosity):
 
 - ``load_tensors:   CPU_Mapped model buffer size =    93.74 MiB`` (weights),
 - ``llama_kv_cache:        CPU KV buffer size =     3.00 MiB`` (each KV cache: a model with sliding
@@ -11,13 +14,14 @@ server passes on at log verbosity >= 4: ``LOG_VERBOSITY``):
 - ``sched_reserve:   CPU compute buffer size = …`` and ``llama_context:   CPU  output buffer size = …``,
 
 and ``llama_context: n_seq_max = 4`` / ``n_ctx = 4096`` for the cache's shape. Nothing else
-reports these sizes: ``/props`` and ``/metrics`` do not. Only the part of the log written by one
+reports these sizes: ``/props`` and ``/metrics`` do not. Only the part of a log written by one
 start is read (a restarted server appends to the same file).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from satbench.manifest import BufferKind, BufferSize
@@ -48,8 +52,19 @@ _N_SEQ = re.compile(r"llama_context: n_seq_max\s*=\s*(\d+)")
 _N_CTX = re.compile(r"llama_context: n_ctx\s*=\s*(\d+)")
 
 
-def parse_buffers(text: str) -> tuple[list[BufferSize], int | None, int | None, list[str]]:
-    """(buffers in log order, n_seq_max, n_ctx, the lines they came from without their time stamp)."""
+@dataclass(frozen=True)
+class StartupBuffers:
+    """What one start of a server printed: its buffers in log order, its cache's shape, and the lines
+    they came from (time stamp cut)."""
+
+    buffers: list[BufferSize] = field(default_factory=list)
+    n_seq_max: int | None = None
+    n_ctx: int | None = None
+    lines: list[str] = field(default_factory=list)
+
+
+def parse_buffers(text: str) -> StartupBuffers:
+    """The buffer lines of `text` (a log), and llama_context's n_seq_max and n_ctx."""
     buffers: list[BufferSize] = []
     n_seq = n_ctx = None
     lines: list[str] = []
@@ -68,17 +83,17 @@ def parse_buffers(text: str) -> tuple[list[BufferSize], int | None, int | None, 
             elif (m := _N_CTX.search(line)) and n_ctx is None:
                 n_ctx = int(m[1])
                 lines.append(line)
-    return buffers, n_seq, n_ctx, lines
+    return StartupBuffers(buffers, n_seq, n_ctx, lines)
 
 
-def startup_buffers(log_path: Path | None, offset: int) -> tuple[list[BufferSize], int | None, int | None, list[str]]:
+def startup_buffers(log_path: Path | None, offset: int) -> StartupBuffers:
     """parse_buffers over what the server wrote to `log_path` from byte `offset` on (this start)."""
     if log_path is None:
-        return [], None, None, []
+        return StartupBuffers()
     try:
         with open(log_path, "rb") as fh:
             fh.seek(offset)
             text = fh.read(_MAX_STARTUP_BYTES).decode("utf-8", errors="replace")
     except OSError:
-        return [], None, None, []
+        return StartupBuffers()
     return parse_buffers(text)

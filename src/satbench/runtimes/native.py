@@ -21,12 +21,12 @@ class NativeRuntime(ProcessRuntime):
     label = "llama-server"
 
     def __init__(self, server_bin: str, model_path: str, params: ServerParams, n_parallel: int,
-                 n_ctx: int, log_path: Path, startup_timeout_s: float = 180.0) -> None:
+                 n_ctx: int, log_path: Path, startup_timeout_s: float = 180.0, verbosity: int | None = None) -> None:
         super().__init__()
         self.server_bin, self.model_path, self.params = server_bin, model_path, params
         self.timeout_s = startup_timeout_s
         self.log_path = log_path
-        self.server_args = llama_server_flags(params, n_parallel, n_ctx) + ["--metrics", "--slots"]
+        self.server_args = llama_server_flags(params, n_parallel, n_ctx, verbosity) + ["--metrics", "--slots"]
         self._version: str | None = None
         self._binary_sha256: str | None = None
 
