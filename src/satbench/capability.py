@@ -37,8 +37,8 @@ from satbench.manifest import HostInfo, RuntimeInfo
 from satbench.runtimes.native import server_binary_sha256
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile, recommendations_json_schema
 
-CAPABILITY_SCHEMA_VERSION = "1.3"  # 1.3: lanes[] model_bytes, cache_bytes_per_slot, slots_fit; 1.2: served_model
-# 1.1: hardware.cpu_signature, hardware.cores_usable
+CAPABILITY_SCHEMA_VERSION = "1.3"  # 1.3: lanes[] model_bytes, cache_bytes_per_slot, per_slot_ctx, slots_fit
+# 1.2: lanes[].served_model; 1.1: hardware.cpu_signature, hardware.cores_usable
 OLDEST_TRUSTED = "1.5"  # recommendations 1.5: throughput over whole requests (earlier: up to +44 %)
 SLO_TRUSTED = "1.7"  # recommendations 1.7: a p95 its samples cannot bound meets no SLO target (earlier: its max did)
 CONSERVATIVE_CONCURRENCY = 1
@@ -82,11 +82,11 @@ class LaneCapability(Strict):
     expected_p95_tpot_ms: float | None = None
     peak_rss_bytes: int | None = None
     peak_gpu_mem_bytes: int | None = None
-    model_bytes: int | None = Field(None, description="the weights the server holds (llama.cpp's model buffers)")
+    model_bytes: int | None = Field(None, description="the weights the server holds (its model buffers)")
     cache_bytes_per_slot: int | None = Field(None, description="KV and state cache per slot at the measured "
                                              "per-slot context (llama.cpp's buffers)")
     per_slot_ctx: int | None = None
-    slots_fit: int | None = Field(None, description="slots that fit in the memory left after loading, when measured")
+    slots_fit: int | None = Field(None, description="slots that fit in the memory left after loading")
     measured_at: str | None = None
     evidence: Evidence | None = None
 
@@ -366,8 +366,9 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
         assert rec is not None and recs is not None and rec.expected is not None
         assert rec.recommended_concurrency is not None
         e, mem = rec.expected, rec.memory
-        memory = {} if mem is None else dict(model_bytes=mem.model_bytes, cache_bytes_per_slot=mem.cache_bytes_per_slot,
-                                             per_slot_ctx=mem.per_slot_ctx, slots_fit=mem.slots_fit)
+        memory = {} if mem is None else dict(
+            model_bytes=mem.model_bytes, per_slot_ctx=mem.per_slot_ctx,
+            cache_bytes_per_slot=mem.cache_bytes_per_slot, slots_fit=mem.slots_fit)
         out.append(LaneCapability(**memory,
             **base, status="measured", synthetic_model=rec.model.synthetic,
             max_concurrency=rec.recommended_concurrency,

@@ -308,8 +308,9 @@ def _cmd_models(a: argparse.Namespace) -> int:
     info = write_synthetic_gguf(a.output, arch=a.arch, size=a.size, seed=a.seed, n_vocab=a.vocab,
                                 overrides=overrides)
     dims = f", dimensions {info.dims}" if info.dims else ""
-    print(f"wrote {info.path}: SYNTHETIC random weights, {info.arch} {info.size}{dims}, vocab {info.n_vocab:,}, "
-          f"seed {info.seed}, {info.n_params:,} parameters, {info.file_bytes:,} bytes, sha256 {info.sha256}")
+    print(f"wrote {info.path}: SYNTHETIC random weights, {info.arch} {info.size}{dims}, "
+          f"vocab {info.n_vocab:,}, seed {info.seed}, {info.n_params:,} parameters, "
+          f"{info.file_bytes:,} bytes, sha256 {info.sha256}")
     return 0
 
 

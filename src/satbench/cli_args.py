@@ -107,7 +107,7 @@ def build_parser() -> _Parser:
     mo_sub = mo.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mk = mo_sub.add_parser("make", help="write a SYNTHETIC random-weight GGUF that llama.cpp loads")
     mk.add_argument("--arch", required=True, choices=["llama", "qwen3moe", "deepseek2", "deepseek4"],
-                    help="deepseek4: DeepSeek V4 (compressed attention, hyper-connections, hash-routed experts)")
+                    help="deepseek4: DeepSeek V4 (compressed attention, hyper-connections, hash routing)")
     mk.add_argument("--size", required=True, choices=["tiny", "small", "1.5b", "64e", "gpu"],
                     help="tiny, small: every arch, vocab 1,024; 1.5b: llama, 1.5 B parameters, vocab 128,256 "
                          "(3.0 GB); 64e: deepseek2, 64 experts top-6 + 2 shared, 7.0 B parameters, vocab 102,400 "

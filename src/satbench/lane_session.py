@@ -145,7 +145,8 @@ class LaneSession:
         self.session_index = 0  # which session of the run (0, or the n-th --resume) its records belong to
         self._on_this_machine: bool | None = None  # served_here(base URL), resolved once
 
-    async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None, buffers: StartupBuffers | None = None) -> None:
+    async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None,
+                   buffers: StartupBuffers | None = None) -> None:
         """Probe the (started) server, measure RTT, record its memory (`buffers` from a memory probe,
         with what is left now), prepare the workload, start the sampler (with `gpus` only when the
         server is on this machine: loopback)."""

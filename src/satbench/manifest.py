@@ -60,8 +60,8 @@ class ServerMemory(Strict):
     n_ctx: int | None = Field(None, description="llama_context n_ctx: the context over all of them")
     ram_available_bytes: int | None = Field(None, description="host RAM available (psutil) once the server "
                                             "answered")
-    gpu_free_bytes: int | None = Field(None, description="NVML free memory, all GPUs, once the server answered")
-    log_lines: list[str] = Field(default_factory=list, description="the lines read, as printed (time stamp cut)")
+    gpu_free_bytes: int | None = Field(None, description="NVML free memory, all GPUs, once it answered")
+    log_lines: list[str] = Field(default_factory=list, description="the lines read (time stamp cut)")
 
 
 class RuntimeInfo(Strict):
@@ -82,8 +82,8 @@ class RuntimeInfo(Strict):
     model_alias: str | None = None
     server_args: list[str] = Field(default_factory=list)
     pid: int | None = None
-    memory: ServerMemory | None = Field(None, description="the server's buffers once started (null: a running "
-                                        "server whose log satbench does not read, or recorded before 2.7)")
+    memory: ServerMemory | None = Field(None, description="the server's buffers once started (null: a "
+                                        "running server, whose log satbench does not read, or before 2.7)")
 
 
 class GpuInfo(Strict):

@@ -68,7 +68,10 @@ DEFINITIONS = {
     "few_occupancy_samples": "flagged when a window's time-weighted busy slots rests on fewer than 10 good /slots (or requests_processing) readings, or one reading stands for more than 25% of the window",
     "fairness_evidence": "a verdict needs its situation: F2 rounds whose N requests were in flight at once; F3 more requests than slots in flight for >= 80% of its window; S3 pairs whose second prompt came before the first's first token; no client TTFT more than 1 ms below the server's prompt_ms (a late send stamp); solo references within 1.5x of each other",
     "f1_decode_rate": "per request: (its tokens + 1) / (its neighbours' tokens + 1) over the intervals in which they decoded side by side (>= 250 ms after trimming 50 ms at each end, >= 20 tokens); max/min and Jain over the requests so compared, judged only when they are >= 75% of the window's and cover every stream",
-    "memory": "lanes[].memory: cache = KV + state buffers llama.cpp printed at start (verbosity 4), per slot = cache / n_seq_max; slots_fit = slots + floor((memory left after loading - 1 GiB) / cache per slot), the memory left being GPU free (cache on a GPU) or RAM available less the mapped model",
+    "memory": "lanes[].memory: cache = KV + state buffers llama.cpp printed at start (a probe start "
+              "at verbosity 4), per slot = cache / n_seq_max; slots_fit = slots + floor((memory left after "
+              "loading - 1 GiB) / cache per slot), the memory left being GPU free (cache on a GPU) or RAM "
+              "available less the mapped model",
     "littles_law": "N vs the mean over repetitions of reported req/s * mean E2E of the successful requests completing in the window; flagged beyond 5% (client lag between requests, failed requests, or a rate that does not describe the server)",
 }
 
@@ -84,8 +87,8 @@ class LaneResult(Strict):
     workload: WorkloadConfig
     server_params: ServerParams
     slo: SloConfig | None = None
-    memory: LaneMemory | None = Field(None, description="the lane's cache per slot and the slots that fit, from "
-                                      "its server's buffers as it started (null: not printed, or a running server)")
+    memory: LaneMemory | None = Field(None, description="the lane's cache per slot and the slots that fit, "
+                                      "from its server's buffers (null: none printed, or a running server)")
     levels: list[LevelResult] = Field(description="the lane alone on the machine")
     together_levels: list[LevelResult] = Field(default_factory=list,
                                                description="the lane while every lane of the run ran")

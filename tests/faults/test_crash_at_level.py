@@ -27,8 +27,8 @@ def test_a_native_server_that_crashes_at_4_in_flight_is_restarted_and_the_run_co
                  "--output-tokens", "4", "-o", str(run_dir)])
     line = one_error_line(capsys.readouterr().err)
     assert code == 4
-    assert line.startswith("satbench: lane default: level 4 (repetition 1) failed: the server process was killed by "
-                           "SIGKILL (signal 9)")
+    assert line.startswith("satbench: lane default: level 4 (repetition 1) failed: the server process was "
+                           "killed by SIGKILL (signal 9)")
     assert "recommendations stay below that level" in line
     assert status_of(run_dir) == "complete"
 

@@ -89,7 +89,8 @@ def test_native_server_killed_mid_level_leaves_no_process(tiny_gguf, tmp_path, c
                  "--requests-per-level", "8", "--repetitions", "1", "--prompt-tokens", "16",
                  "--output-tokens", "4", "-o", str(run_dir)])
     line = one_error_line(capsys.readouterr().err)
-    assert code == 4 and "level 2 (repetition 1) failed: the server process was killed by SIGKILL (signal 9)" in line
+    assert code == 4
+    assert "level 2 (repetition 1) failed: the server process was killed by SIGKILL (signal 9)" in line
     assert status_of(run_dir) == "failed"
     pid = json.loads((run_dir / "run.json").read_text())["provenance"]["lanes"]["default"]["runtime"]["pid"]
     assert not psutil.pid_exists(pid)

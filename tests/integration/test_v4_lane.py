@@ -31,13 +31,15 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def v4_run(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("v4run") / "run"
-    assert main(["sweep", "--model", str(models["deepseek4"]), "--concurrency", "1,2", "--requests-per-level", "6",
-                 "--repetitions", "1", "--prompt-tokens", "48", "--output-tokens", "12", "-o", str(out)]) == 0
+    assert main(["sweep", "--model", str(models["deepseek4"]), "--concurrency", "1,2",
+                 "--requests-per-level", "6", "--repetitions", "1", "--prompt-tokens", "48",
+                 "--output-tokens", "12", "-o", str(out)]) == 0
     return out
 
 
 def _started(model: Path, n_parallel: int, n_ctx: int, log: Path) -> ServerMemory:
-    rt = EmbeddedRuntime(str(model), ServerParams(n_threads=1), n_parallel, n_ctx, log, verbosity=LOG_VERBOSITY)
+    rt = EmbeddedRuntime(str(model), ServerParams(n_threads=1), n_parallel, n_ctx, log,
+                         verbosity=LOG_VERBOSITY)
     rt.start()
     try:
         found = startup_buffers(rt.log_path, rt.log_offset)
@@ -51,7 +53,8 @@ def _printed_totals(log: Path) -> float:
     MiB" summaries), which satbench does not read: a second printed figure for the same memory."""
     text = log.read_text()
     kv = [float(m) for m in re.findall(r"llama_kv_cache: size =\s*([\d.]+) MiB", text)]
-    states = [float(m) for m in re.findall(r"llama_dsv4_comp_state: \w+ ratio = .* size =\s*([\d.]+) MiB", text)]
+    summary = r"llama_dsv4_comp_state: \w+ ratio = .* size =\s*([\d.]+) MiB"
+    states = [float(m) for m in re.findall(summary, text)]
     return sum(kv) + sum(states)
 
 
@@ -59,7 +62,8 @@ def _cache(mem: ServerMemory) -> int:
     return sum(b.bytes for b in mem.buffers if b.kind in ("kv", "state"))
 
 
-def test_dense_cache_per_slot_is_the_kv_formula_at_two_contexts(models: dict[str, Path], tmp_path: Path) -> None:
+def test_dense_cache_per_slot_is_the_kv_formula_at_two_contexts(
+        models: dict[str, Path], tmp_path: Path) -> None:
     # llama tiny: 4 layers, 2 KV heads of 64, F16 K and V: 4 x 2 x 128 x 2 bytes = 2 KiB per token
     for n_ctx in (1024, 4096):
         log = tmp_path / f"llama-{n_ctx}.log"
@@ -75,7 +79,8 @@ def test_v4_cache_matches_llama_cpps_totals_and_hardly_grows_with_context(
     for n_ctx in (1024, 4096):
         log = tmp_path / f"v4-{n_ctx}.log"
         mem = _started(models["deepseek4"], 2, n_ctx, log)
-        assert abs(_cache(mem) - _printed_totals(log) * MIB) <= 0.011 * MIB * len(mem.buffers)  # 2-decimal MiB
+        rounding = 0.011 * MIB * len(mem.buffers)  # each line printed to 2 decimals of MiB
+        assert abs(_cache(mem) - _printed_totals(log) * MIB) <= rounding
         assert any(b.kind == "state" for b in mem.buffers)  # the compressors' state
         caches[n_ctx] = _cache(mem)
     assert caches[1024] < caches[4096] < 2 * caches[1024]  # 4x the context, well under 2x the cache
@@ -94,7 +99,8 @@ def test_the_v4_lane_sweeps_and_records_its_memory(v4_run: Path) -> None:
     assert [lv["concurrency"] for lv in lane["levels"]] == [1, 2]
     assert all(lv["throughput"]["output_tok_per_s"]["value"] > 0 for lv in lane["levels"])
     mem = lane["memory"]
-    assert mem["slots"] == 2 and mem["state_bytes"] > 0 and mem["cache_bytes"] == mem["kv_bytes"] + mem["state_bytes"]
+    assert mem["slots"] == 2 and mem["state_bytes"] > 0
+    assert mem["cache_bytes"] == mem["kv_bytes"] + mem["state_bytes"]
     assert mem["cache_bytes_per_slot"] == mem["cache_bytes"] // 2 and mem["slots_fit"] > 2
     rec = json.loads((v4_run / "recommendations.json").read_text())["lanes"][0]
     assert rec["memory_cap"] == mem["slots_fit"] and rec["recommended_concurrency"] in (1, 2)

@@ -16,8 +16,10 @@ def _runtime(memory: ServerMemory | None, slots: int | None = 4, ctx: int | None
 def _cpu(available: int | None = 10 * GIB) -> ServerMemory:
     return ServerMemory(buffers=[
         BufferSize(kind="model", buffer="CPU_Mapped", bytes=500 * MIB),
-        BufferSize(kind="kv", buffer="CPU", bytes=30 * MIB), BufferSize(kind="kv", buffer="CPU", bytes=2 * MIB),
-        BufferSize(kind="state", buffer="CPU", bytes=8 * MIB), BufferSize(kind="compute", buffer="CPU", bytes=9 * MIB),
+        BufferSize(kind="kv", buffer="CPU", bytes=30 * MIB),
+        BufferSize(kind="kv", buffer="CPU", bytes=2 * MIB),
+        BufferSize(kind="state", buffer="CPU", bytes=8 * MIB),
+        BufferSize(kind="compute", buffer="CPU", bytes=9 * MIB),
     ], n_seq_max=4, n_ctx=8192, ram_available_bytes=available)
 
 
@@ -30,13 +32,14 @@ def test_cache_per_slot_and_slots_that_fit_in_ram() -> None:
     left = 10 * GIB - 500 * MIB - MEMORY_MARGIN_BYTES  # the mapped model must stay resident
     assert m.memory_left_bytes == left
     assert m.slots_fit == 4 + left // (10 * MIB)
-    assert "10.00 MiB per slot at 2,048 tokens per slot" in m.statement and f"{m.slots_fit:,} slots fit" in m.statement
+    assert "10.00 MiB per slot at 2,048 tokens per slot" in m.statement
+    assert f"{m.slots_fit:,} slots fit" in m.statement
 
 
 def test_a_gpu_cache_counts_gpu_free_memory() -> None:
     mem = ServerMemory(buffers=[
-        BufferSize(kind="model", buffer="CUDA0", bytes=3000 * MIB), BufferSize(kind="model", buffer="CPU_Mapped",
-                                                                                bytes=500 * MIB),
+        BufferSize(kind="model", buffer="CUDA0", bytes=3000 * MIB),
+        BufferSize(kind="model", buffer="CPU_Mapped", bytes=500 * MIB),
         BufferSize(kind="kv", buffer="CUDA0", bytes=640 * MIB)], n_seq_max=64,
         ram_available_bytes=100 * GIB, gpu_free_bytes=11 * GIB)
     m = lane_memory(_runtime(mem, slots=64))

@@ -51,14 +51,18 @@ def test_keys_have_the_types_llama_cpp_checks(tiny: gguf.GGUFReader) -> None:
     d = deepseek4.SPEC.sizes["tiny"]
     assert _field(tiny, "general.architecture") == "deepseek4"
     u32 = gguf.GGUFValueType.UINT32
-    for key in ("attention.head_count", "attention.indexer.key_length", "hash_layer_count", "expert_gating_func",
-                "hyper_connection.count", "attention.output_group_count", "expert_shared_count"):
+    for key in ("attention.head_count", "attention.indexer.key_length", "hash_layer_count",
+                "expert_gating_func", "hyper_connection.count", "attention.output_group_count",
+                "expert_shared_count"):
         field = tiny.get_field(f"deepseek4.{key}")
         assert field is not None and field.types == [u32], key
     assert _field(tiny, "deepseek4.expert_gating_func") == 4  # sqrt-softplus: the only scoring V4 loads
-    assert list(_field(tiny, "deepseek4.attention.compress_ratios")) == list(d.compress_ratios)  # type: ignore[call-overload]
+    assert _field(tiny, "deepseek4.context_length") == 1_048_576  # V4-Flash's: no slot is capped below it
+    ratios = _field(tiny, "deepseek4.attention.compress_ratios")
+    assert list(ratios) == list(d.compress_ratios)  # type: ignore[call-overload]
     assert len(_field(tiny, "deepseek4.swiglu_clamp_exp")) == d.n_layer  # type: ignore[arg-type]
-    assert tiny.get_field("deepseek4.expert_weights_scale").types == [gguf.GGUFValueType.FLOAT32]  # type: ignore[union-attr]
+    scale = tiny.get_field("deepseek4.expert_weights_scale")
+    assert scale is not None and scale.types == [gguf.GGUFValueType.FLOAT32]
 
 
 def test_tensors_follow_llama_cpps_loader(tiny: gguf.GGUFReader) -> None:
@@ -68,7 +72,8 @@ def test_tensors_follow_llama_cpps_loader(tiny: gguf.GGUFReader) -> None:
     # ggml ne order, as load_arch_tensors asks for them
     assert tuple(t["blk.0.attn_kv.weight"].shape) == (e, hd)
     assert tuple(t["blk.0.attn_q_b.weight"].shape) == (d.q_lora, h * hd)
-    assert tuple(t["blk.0.attn_output_a.weight"].shape) == (h * hd // d.n_out_group, d.out_lora * d.n_out_group)
+    out_a = (h * hd // d.n_out_group, d.out_lora * d.n_out_group)
+    assert tuple(t["blk.0.attn_output_a.weight"].shape) == out_a
     assert tuple(t["blk.0.hc_attn_fn.weight"].shape) == (4 * e, 24)
     assert tuple(t["output_hc_fn.weight"].shape) == (4 * e, 4)
     ratio4 = d.compress_ratios.index(4)
@@ -93,7 +98,8 @@ def test_tensors_follow_llama_cpps_loader(tiny: gguf.GGUFReader) -> None:
 def test_the_gpu_size_is_v4_flash_shaped_and_fits_the_h200_machine() -> None:
     spec, d = spec_for("deepseek4", "gpu")
     assert isinstance(d, deepseek4.V4Dims)
-    assert (d.head_dim, d.n_head, d.rope_dim, d.q_lora, d.n_out_group, d.out_lora) == (512, 64, 64, 1024, 8, 1024)
+    attention = (d.head_dim, d.n_head, d.rope_dim, d.q_lora, d.n_out_group, d.out_lora)
+    assert attention == (512, 64, 64, 1024, 8, 1024)
     assert (d.n_expert_used, d.n_expert_shared, d.n_hash_layer, d.n_vocab, d.n_swa) == (6, 1, 3, 129_280, 128)
     assert (d.n_indexer_head, d.indexer_key_len, d.indexer_top_k) == (64, 128, 512)
     assert {4, 128} <= set(d.compress_ratios) and d.n_expert >= 32 and not d.quantized
@@ -120,11 +126,13 @@ def test_a_shape_llama_cpp_crashes_on_is_refused_in_one_line_before_writing(
     argv = ["models", "make", "--arch", "deepseek4", "--size", "tiny", "-o", str(out)]
     assert main(argv + [x for d in dims for x in ("--dim", d)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("satbench: error: deepseek4 shape refused: ") and rule in err
+    assert err.count("\n") == 1 and err.startswith("satbench: error: deepseek4 shape refused: ")
+    assert rule in err
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_allowed_override_is_written_and_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_allowed_override_is_written_and_recorded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "m.gguf"
     assert main(["models", "make", "--arch", "deepseek4", "--size", "tiny", "--dim", "head_dim=256",
                  "--dim", "compress_ratios=4,4,128,0", "-o", str(out)]) == 0
@@ -139,7 +147,8 @@ def test_an_allowed_override_is_written_and_recorded(tmp_path: Path, capsys: pyt
     lane_path = tmp_path / "synthetic-deepseek4-tiny-seed0.gguf"
     out.rename(lane_path)
     assert resolve_synthetic("synthetic:deepseek4-tiny", tmp_path) == lane_path
-    assert read_synthetic_metadata(lane_path)["general.name"] == "satbench-synthetic-deepseek4-tiny"  # type: ignore[index]
+    rewritten = read_synthetic_metadata(lane_path)
+    assert rewritten is not None and rewritten["general.name"] == "satbench-synthetic-deepseek4-tiny"
 
 
 @pytest.mark.parametrize(("pairs", "match"), [
@@ -151,7 +160,7 @@ def test_malformed_overrides_are_refused(pairs: list[str], match: str) -> None:
 
 
 @pytest.mark.parametrize(("arch", "overrides", "match"), [
-    ("deepseek4", {"n_dense_lead": 1}, "no dimension 'n_dense_lead'"),  # not read by V4: never silently ignored
+    ("deepseek4", {"n_dense_lead": 1}, "no dimension 'n_dense_lead'"),  # V4 does not read it: not ignored
     ("llama", {"n_expert": 4}, "no dimension 'n_expert'"),
     ("deepseek4", {"head_dim": (4, 4)}, "must be an integer"),
     ("deepseek4", {"n_layer": 0}, "n_layer must be at least 1"),

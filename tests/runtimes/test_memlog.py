@@ -19,7 +19,7 @@ V4_START = """\
 0.00.016.670 I llama_kv_cache:        CPU KV buffer size =     0.12 MiB
 0.00.016.714 I llama_kv_cache:        CPU KV buffer size =     0.06 MiB
 0.00.016.768 I llama_dsv4_comp_state:        CPU DSV4 csa state buffer size =     0.03 MiB
-0.00.016.870 I llama_dsv4_comp_state: hca ratio = 128, state = 128 x 128, streams = 2, layers = 1, size = 0.25 MiB
+0.00.016.870 I llama_dsv4_comp_state: hca ratio = 128, state = 128 x 128, layers = 1, size = 0.25 MiB
 0.00.016.873 I llama_dsv4_comp_state:        CPU DSV4 hca state buffer size =     0.25 MiB
 0.00.016.897 I llama_dsv4_comp_state:        CPU DSV4 lid state buffer size =     0.02 MiB
 0.00.021.998 I sched_reserve:        CPU compute buffer size =     8.46 MiB
@@ -38,7 +38,8 @@ def test_every_buffer_line_is_read_once_and_summaries_are_not_counted_again() ->
     by_kind: dict[str, int] = {}
     for b in buffers:
         by_kind[b.kind] = by_kind.get(b.kind, 0) + b.bytes
-    assert by_kind == {"model": _mib(10.70), "output": _mib(0.01), "kv": _mib(1.00) + 2 * _mib(0.12) + _mib(0.06),
+    assert by_kind == {"model": _mib(10.70), "output": _mib(0.01),
+                       "kv": _mib(1.00) + 2 * _mib(0.12) + _mib(0.06),
                        "state": _mib(0.03) + _mib(0.25) + _mib(0.02), "compute": _mib(8.46)}
     assert [b.buffer for b in buffers] == ["CPU_Mapped"] + ["CPU"] * 9
     assert len(lines) == 12 and all(not ln[0].isdigit() for ln in lines)  # time stamps cut

@@ -29,7 +29,8 @@ def stub(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_stub_server_that_kills_itself_with_sigfpe_is_named_by_its_signal(stub: Path, tmp_path: Path) -> None:
+def test_a_stub_server_that_kills_itself_with_sigfpe_is_named_by_its_signal(
+        stub: Path, tmp_path: Path) -> None:
     rt = NativeRuntime(str(stub), "/m.gguf", ServerParams(), 1, 512, tmp_path / "server.log")
     with pytest.raises(RuntimeStartError) as exc:
         rt.start()
@@ -38,7 +39,8 @@ def test_a_stub_server_that_kills_itself_with_sigfpe_is_named_by_its_signal(stub
     assert rt.ended() == "killed by SIGFPE (signal 8)" and not rt.alive()
 
 
-def test_the_sweep_says_it_in_one_line(stub: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_sweep_says_it_in_one_line(
+        stub: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = write_synthetic_gguf(tmp_path / "m.gguf").path
     code = main(["sweep", "--server-bin", str(stub), "--model", str(model), "-o", str(tmp_path / "run")])
     err = capsys.readouterr().err

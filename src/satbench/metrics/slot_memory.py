@@ -50,11 +50,15 @@ class LaneMemory(Strict):
 
 
 def _sum(mem: ServerMemory, kinds: tuple[str, ...], gpu: bool | None = None) -> int:
-    return sum(b.bytes for b in mem.buffers if b.kind in kinds and (gpu is None or is_gpu_buffer(b.buffer) == gpu))
+    return sum(b.bytes for b in mem.buffers
+               if b.kind in kinds and (gpu is None or is_gpu_buffer(b.buffer) == gpu))
 
 
-def _mib(n: int) -> str:
-    return f"{n / 2**20:,.2f} MiB"
+def size_text(n: int | None) -> str:
+    """Bytes for people: "2.09 MiB", "21.63 GiB" (from 1 GiB up), "n/a" for None."""
+    if n is None:
+        return "n/a"
+    return f"{n / 2**20:,.2f} MiB" if abs(n) < 2**30 else f"{n / 2**30:,.2f} GiB"
 
 
 def lane_memory(runtime: RuntimeInfo) -> LaneMemory | None:
@@ -78,14 +82,15 @@ def lane_memory(runtime: RuntimeInfo) -> LaneMemory | None:
         fit = slots + max(left, 0) // per_slot
     where = "GPU memory" if gpu else "RAM"
     ctx = f" at {runtime.per_slot_ctx:,} tokens per slot" if runtime.per_slot_ctx else ""
-    said = f"cache {_mib(per_slot)} per slot{ctx} ({_mib(cache)} for {slots} slots, on the {where})"
+    said = f"cache {size_text(per_slot)} per slot{ctx} ({size_text(cache)} for {slots} slots, in {where})"
     if fit is not None and left is not None:  # both known, or neither
-        said += f"; {_mib(max(left, 0))} of {where} left after loading (less 1 GiB): {fit:,} slots fit"
+        said += f"; {size_text(max(left, 0))} of {where} left after loading (less 1 GiB): {fit:,} slots fit"
     else:
         said += f"; the {where} left after loading was not read: slots that fit unknown"
     return LaneMemory(
         model_bytes=_sum(mem, ("model",)), model_bytes_on_gpu=_sum(mem, ("model",), gpu=True), kv_bytes=kv,
-        state_bytes=state, cache_bytes=cache, cache_bytes_per_slot=per_slot, cache_on="gpu" if gpu else "host",
+        state_bytes=state, cache_bytes=cache, cache_bytes_per_slot=per_slot,
+        cache_on="gpu" if gpu else "host",
         compute_bytes=_sum(mem, ("compute",)), slots=slots, per_slot_ctx=runtime.per_slot_ctx,
         memory_left_bytes=left, memory_left_of="gpu" if gpu else "ram", slots_fit=fit, statement=said,
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 import gguf
 
 from satbench.errors import ModelError
-from satbench.models.layout import ArchSpec, CONTEXT_LENGTH, Dims, TensorSpec
+from satbench.models.layout import ArchSpec, Dims, TensorSpec
 
 _T = gguf.MODEL_TENSOR
 ARCH = "deepseek4"
@@ -55,6 +55,7 @@ class V4Dims(Dims):
     n_hash_layer: int = 0
     hc_count: int = HC_COUNT
     hc_sinkhorn_iters: int = 20
+    n_ctx_train: int = 1_048_576  # V4-Flash's: the server does not cap a slot's context below it
 
 
 def add_hparams(w: gguf.GGUFWriter, d: Dims) -> None:
@@ -62,7 +63,7 @@ def add_hparams(w: gguf.GGUFWriter, d: Dims) -> None:
     assert isinstance(d, V4Dims)
     p = f"{ARCH}."
     u32 = {
-        "context_length": CONTEXT_LENGTH, "embedding_length": d.n_embd, "block_count": d.n_layer,
+        "context_length": d.n_ctx_train, "embedding_length": d.n_embd, "block_count": d.n_layer,
         "feed_forward_length": d.n_ff_exp, "vocab_size": d.n_vocab,
         "attention.head_count": d.n_head, "attention.head_count_kv": 1,
         "attention.key_length": d.head_dim, "attention.value_length": d.head_dim,

@@ -37,9 +37,10 @@ def resolve_synthetic(spec: str, model_dir: Path) -> Path:
     if path.exists():
         refuse_to_replace(path, "move it away or choose another --model-dir")
         meta = read_synthetic_metadata(path) or {}
+        table_shape = meta.get("general.name") == f"satbench-synthetic-{arch}-{size}"  # no --vocab, no --dim
         if meta.get("general.architecture") == arch and meta.get("satbench.size") == size \
-                and meta.get("satbench.seed") == seed and meta.get("general.name") == f"satbench-synthetic-{arch}-{size}":
-            return path  # the table's own shape: not a --vocab or --dim variant written under that name
+                and meta.get("satbench.seed") == seed and table_shape:
+            return path
     model_dir.mkdir(parents=True, exist_ok=True)
     write_synthetic_gguf(path, arch=arch, size=size, seed=seed)
     return path

@@ -141,11 +141,13 @@ def memory_table(results: ResultsFile) -> list[Block]:
     if not any(lane.memory for lane in results.lanes):
         return []
     return [Heading(level=2, text="Memory per slot"),
-            Para(text="From the buffer sizes llama.cpp printed as each lane's server started (log verbosity 4): the "
-                      "weights it holds, and its cache (KV, and the recurrent or compressed-attention state) per "
-                      "slot at the lane's per-slot context. Slots that fit: the server's slots plus the cache slots "
-                      "the memory left after loading holds, less 1 GiB (GPU memory when the cache is on a GPU, else "
-                      "RAM). Not in the cache: the server's prompt cache and context checkpoints, which show in RSS."),
+            Para(text="From the buffer sizes llama.cpp printed as each lane's server started (a probe "
+                      "start at log verbosity 4, `server-LANE-memory.log`): the weights it holds, and its "
+                      "cache (KV, and the recurrent or compressed-attention state) per slot at the lane's "
+                      "per-slot context. Slots that fit: the server's slots plus the cache slots the memory "
+                      "left after loading holds, less 1 GiB (GPU memory when the cache is on a GPU, else "
+                      "RAM). Not in the cache: the server's prompt cache and context checkpoints, which "
+                      "show in RSS."),
             TableBlock(headers=list(MEMORY_HEADERS), rows=[memory_row(lane) for lane in results.lanes])]
 
 

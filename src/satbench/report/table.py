@@ -11,6 +11,7 @@ from rich.table import Table
 
 from satbench.manifest import RuntimeInfo
 from satbench.metrics.level import LevelResult
+from satbench.metrics.slot_memory import size_text
 from satbench.metrics.stats import Distribution, Estimate, Interval
 from satbench.results import LaneResult, ResultsFile
 
@@ -76,23 +77,20 @@ MEMORY_HEADERS = ("lane", "model resident", "cache per slot", "per-slot ctx", "K
                   "left after loading", "slots that fit", "peak RSS")
 
 
-def _mib(n: int | None) -> str:
-    return "n/a" if n is None else f"{n / 2**20:,.2f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
-
-
 def memory_row(lane: LaneResult) -> list[str]:
     """One lane's memory: llama.cpp's buffers as its server started (lanes[].memory) and the
     highest RSS of its levels; n/a where the server's log said nothing (a running server)."""
     m = lane.memory
     peak = max((lv.memory.peak_rss_bytes for lv in lane.levels if lv.memory.peak_rss_bytes), default=None)
     if m is None:
-        return [lane.lane] + ["n/a"] * (len(MEMORY_HEADERS) - 2) + [_mib(peak)]
+        return [lane.lane] + ["n/a"] * (len(MEMORY_HEADERS) - 2) + [size_text(peak)]
     on = " (GPU)" if m.cache_on == "gpu" else ""
-    left = "n/a" if m.memory_left_bytes is None else f"{_mib(max(m.memory_left_bytes, 0))} {m.memory_left_of.upper()}"
-    return [lane.lane, _mib(m.model_bytes), _mib(m.cache_bytes_per_slot) + on,
+    left = ("n/a" if m.memory_left_bytes is None
+            else f"{size_text(max(m.memory_left_bytes, 0))} {m.memory_left_of.upper()}")
+    return [lane.lane, size_text(m.model_bytes), size_text(m.cache_bytes_per_slot) + on,
             "n/a" if m.per_slot_ctx is None else f"{m.per_slot_ctx:,}",
-            f"{_mib(m.kv_bytes)} + {_mib(m.state_bytes)}", str(m.slots), left,
-            "n/a" if m.slots_fit is None else f"{m.slots_fit:,}", _mib(peak)]
+            f"{size_text(m.kv_bytes)} + {size_text(m.state_bytes)}", str(m.slots), left,
+            "n/a" if m.slots_fit is None else f"{m.slots_fit:,}", size_text(peak)]
 
 
 def fitted_tables(console: Console, title: str, more_title: str, headers: Sequence[str],

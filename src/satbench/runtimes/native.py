@@ -21,7 +21,8 @@ class NativeRuntime(ProcessRuntime):
     label = "llama-server"
 
     def __init__(self, server_bin: str, model_path: str, params: ServerParams, n_parallel: int,
-                 n_ctx: int, log_path: Path, startup_timeout_s: float = 180.0, verbosity: int | None = None) -> None:
+                 n_ctx: int, log_path: Path, startup_timeout_s: float = 180.0,
+                 verbosity: int | None = None) -> None:
         super().__init__()
         self.server_bin, self.model_path, self.params = server_bin, model_path, params
         self.timeout_s = startup_timeout_s

@@ -117,7 +117,7 @@ class LaneRecommendation(Strict):
     error_cap: int | None = Field(None, description=f"below the lowest level where more than {ERROR_SHARE_MAX:.0%} "
                                   "of measured requests failed")
     error_levels: list[str] = Field(default_factory=list)
-    memory: LaneMemory | None = Field(None, description="cache per slot and the slots that fit (results.json)")
+    memory: LaneMemory | None = Field(None, description="cache per slot, slots that fit (results.json)")
     memory_cap: int | None = Field(None, description="the slots that fit in the memory left after loading")
     binding: Binding
     saturation: Saturation | None = Field(None, description="what limits throughput past the knee")
@@ -130,9 +130,9 @@ class LaneRecommendation(Strict):
 
 
 DEFINITIONS = {
-    "recommended_concurrency": "the largest measured level at or below the tightest of knee, slo_bound, slots, "
-                               "memory_cap, fairness_cap, server_failure_cap and error_cap (the binding one is named); null when "
-                               "no measured level is that low",
+    "recommended_concurrency": "the largest measured level at or below the tightest of knee, slo_bound, "
+                               "slots, memory_cap, fairness_cap, server_failure_cap and error_cap (the "
+                               "binding one is named); null when no measured level is that low",
     "knee": "from the lowest level, the candidate moves to a higher level only when that level's output tok/s is a real "
             "gain over the candidate's: >= 10% per doubling of N on average and above the upper end of the candidate's "
             "95% CI; the knee is the last candidate, none when that is the highest level (still rising). DESIGN 7.1 "
@@ -143,8 +143,8 @@ DEFINITIONS = {
                  "misses); a p95 whose CI has no upper end (fewer than 72 samples) does not meet a target",
     "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at least 1)",
     "server_failure_cap": "one below the lowest concurrency at which the lane's server crashed or stopped answering",
-    "memory_cap": "memory.slots_fit: the server's slots plus the cache slots that fit in the memory left after "
-                  "loading (GPU free or RAM available, less 1 GiB) at the lane's per-slot context",
+    "memory_cap": "memory.slots_fit: the server's slots plus the cache slots that fit in the memory left "
+                  "after loading (GPU free or RAM available, less 1 GiB) at the lane's per-slot context",
     "error_cap": "one below the lowest level where more than 1% of measured requests failed (cancelled ones excepted)",
     "expected": "the recommended level's measured output tok/s (results.json: whole requests in the steady window) and "
                 "p95 TTFT / TPOT, with their 95% CIs",
