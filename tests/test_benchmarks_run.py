@@ -39,3 +39,10 @@ def test_synthetic_write_says_so_when_the_directory_is_missing(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "is not a directory" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_cache_per_slot_prints_llama_cpps_sizes(tmp_path):
+    out = _run(str(BENCH / "cache_per_slot.py"), "--contexts", "256,1024", "--models", "llama-tiny",
+               "--dir", str(tmp_path))
+    row = next(ln.split() for ln in out.splitlines() if ln.startswith("llama-tiny"))
+    assert row[1:] == ["0.50", "2.00"]  # 4 layers x (K + V) x 128 x 2 bytes = 2 KiB per token

@@ -9,6 +9,7 @@ belong to that lane alone.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from pathlib import Path
 from typing import Protocol
@@ -114,7 +115,8 @@ def parse_build(build_info: str | None, runtime: Runtime) -> tuple[int | None, s
     return number, commit
 
 
-def started_memory(found: StartupBuffers, gpus: NvmlGpus | None) -> ServerMemory:
+def started_memory(found: StartupBuffers, gpus: NvmlGpus | None,
+                   model_path: str | None = None) -> ServerMemory:
     """The buffers a probe start printed (probe_buffers) and the memory left on this machine now:
     call it once the measured server, which allocates the same, answers."""
     try:
@@ -123,7 +125,23 @@ def started_memory(found: StartupBuffers, gpus: NvmlGpus | None) -> ServerMemory
         gpu_free = None
     return ServerMemory(buffers=found.buffers, n_seq_max=found.n_seq_max, n_ctx=found.n_ctx,
                         log_lines=found.lines, ram_available_bytes=int(psutil.virtual_memory().available),
-                        gpu_free_bytes=gpu_free)
+                        gpu_free_bytes=gpu_free, model_pages_reclaimable=page_cache_backed(model_path))
+
+
+def page_cache_backed(path: str | None) -> bool | None:
+    """Whether a file's pages, once mapped, are page cache that RAM "available" counts: a file on a
+    disk's filesystem; not on tmpfs or ramfs (/dev/shm), whose pages are used memory. None: unknown."""
+    if path is None:
+        return None
+    try:
+        real = os.path.realpath(path)
+        mounts = [m for m in psutil.disk_partitions(all=True)
+                  if real == m.mountpoint or real.startswith(m.mountpoint.rstrip("/") + "/")]
+    except OSError:
+        return None
+    if not mounts:
+        return None
+    return max(mounts, key=lambda m: len(m.mountpoint)).fstype not in ("tmpfs", "ramfs")
 
 
 class LaneSession:
@@ -156,7 +174,7 @@ class LaneSession:
         self.facts = await probe_server(self._session, base, self.lane.runtime.served_model)
         self.rtts = await measure_rtt_ms(self._session, base)
         here = gpus if self.network_info().on_this_machine else None
-        self.memory = started_memory(buffers, here) if buffers is not None else None
+        self.memory = started_memory(buffers, here, self.model.path) if buffers is not None else None
         tokenizer = llamacpp_tokenizer(self._session, base) if self.facts.llamacpp else None
         self.workload = WorkloadBuilder(self.lane.workload, tokenizer, self.nonce)
         await self.workload.prepare()
@@ -275,7 +293,8 @@ class LaneSession:
         return end
 
     def _exit_words(self) -> str:
-        """ "the server process was killed by SIGFPE (signal 8)", "… exited with status 1"."""
+        """How the server ended, for a failure's reason: "the server process was killed by SIGFPE
+        (signal 8)", "the server process exited with status 1"."""
         ended = self.runtime.ended()
         if ended is None:
             return "the server process exited"

@@ -61,6 +61,9 @@ class ServerMemory(Strict):
     ram_available_bytes: int | None = Field(None, description="host RAM available (psutil) once the server "
                                             "answered")
     gpu_free_bytes: int | None = Field(None, description="NVML free memory, all GPUs, once it answered")
+    model_pages_reclaimable: bool | None = Field(
+        None, description="the model file's mapped pages count as available RAM (page cache of a file on "
+                          "disk); false on tmpfs (/dev/shm), whose pages are used memory already")
     log_lines: list[str] = Field(default_factory=list, description="the lines read (time stamp cut)")
 
 

@@ -46,6 +46,10 @@ def test_the_nodes_own_recommendation_is_advertised(measured, capsys):
     assert lane["status"] == "measured" and lane["max_concurrency"] == rec["recommended_concurrency"]
     assert lane["expected_output_tok_per_s"] == rec["expected"]["output_tok_per_s"]["value"]
     assert lane["synthetic_model"] is True and lane["evidence"]["run_id"] == "run"
+    memory = rec["memory"]  # the lane's memory per slot travels with what the node advertises
+    assert lane["cache_bytes_per_slot"] == memory["cache_bytes_per_slot"] > 0
+    assert lane["model_bytes"] == memory["model_bytes"] > 0 and lane["per_slot_ctx"] == memory["per_slot_ctx"]
+    assert lane["slots_fit"] == memory["slots_fit"] >= rec["slots"]
 
 
 def test_litellm_fragment(measured, capsys):

@@ -57,3 +57,26 @@ def test_unknown_or_exhausted_memory() -> None:
     full = lane_memory(_runtime(_cpu(available=GIB)))  # less left than the margin: only the slots it has
     assert full is not None and full.memory_left_bytes is not None and full.memory_left_bytes < 0
     assert full.slots_fit == 4
+
+
+def test_a_model_on_tmpfs_is_not_taken_from_the_ram_left_twice() -> None:
+    on_disk = lane_memory(_runtime(_cpu()))
+    on_shm = lane_memory(_runtime(_cpu().model_copy(update={"model_pages_reclaimable": False})))
+    assert on_disk is not None and on_shm is not None
+    # a file on disk: its mapped pages count as available and must stay resident; on tmpfs they never counted
+    assert on_shm.memory_left_bytes == 10 * GIB - MEMORY_MARGIN_BYTES
+    assert on_disk.memory_left_bytes == on_shm.memory_left_bytes - 500 * MIB
+
+
+def test_which_files_are_page_cache(monkeypatch) -> None:
+    from collections import namedtuple
+
+    import satbench.lane_session as ls
+
+    Part = namedtuple("Part", "mountpoint fstype")
+    mounts = [Part("/", "ext4"), Part("/dev/shm", "tmpfs"), Part("/mnt/r", "ramfs")]
+    monkeypatch.setattr(ls.psutil, "disk_partitions", lambda all=False: mounts)
+    assert ls.page_cache_backed("/data/m.gguf") is True
+    assert ls.page_cache_backed("/dev/shm/m.gguf") is False and ls.page_cache_backed("/mnt/r/m.gguf") is False
+    assert ls.page_cache_backed("/dev/shmx/m.gguf") is True  # a sibling of the mount, not inside it
+    assert ls.page_cache_backed(None) is None

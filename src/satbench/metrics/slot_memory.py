@@ -28,7 +28,8 @@ class LaneMemory(Strict):
       cache_bytes_per_slot = cache_bytes ÷ slots, slots = llama.cpp's n_seq_max (else /props total_slots)
       model_bytes = Σ model buffers (the weights, mapped from the file or copied to a device)
       memory_left_bytes = (GPU free, when the cache lies on a GPU; else RAM available − mapped model
-                           bytes, whose pages count as available but must stay resident) − 1 GiB margin
+                           bytes, whose pages count as available but must stay resident, unless the
+                           file is on tmpfs, whose pages available never counted) − 1 GiB margin
       slots_fit = slots + ⌊memory_left_bytes ÷ cache_bytes_per_slot⌋, at the lane's per-slot context
     Invariant: cache_bytes = kv_bytes + state_bytes; slots_fit ≥ slots when memory_left_bytes ≥ 0.
     """
@@ -74,7 +75,8 @@ def lane_memory(runtime: RuntimeInfo) -> LaneMemory | None:
     if gpu:
         left = None if mem.gpu_free_bytes is None else mem.gpu_free_bytes - MEMORY_MARGIN_BYTES
     else:
-        mapped = sum(b.bytes for b in mem.buffers if b.kind == "model" and b.buffer.endswith("_Mapped"))
+        mapped = 0 if mem.model_pages_reclaimable is False else sum(
+            b.bytes for b in mem.buffers if b.kind == "model" and b.buffer.endswith("_Mapped"))
         left = (None if mem.ram_available_bytes is None
                 else mem.ram_available_bytes - mapped - MEMORY_MARGIN_BYTES)
     fit = None
