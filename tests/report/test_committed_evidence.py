@@ -1,4 +1,4 @@
-"""The committed CPU evidence bundle verifies with this satbench: a later minor schema (new fields,
+"""The committed CPU evidence bundles verify with this satbench: a later minor schema (new fields,
 reworded definitions) must not make an untouched bundle fail (results 3.1 and recommendations 1.7
 added fields with values, which an older file cannot hold)."""
 
@@ -8,18 +8,36 @@ import gzip
 import shutil
 from pathlib import Path
 
+import pytest
+
 from satbench.report.integrity import verify
 
-BUNDLE = Path(__file__).resolve().parents[2] / "evidence" / "cpu-2core-2026-11-30" / "run"
+EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"
+BUNDLE = EVIDENCE / "cpu-2core-2026-11-30" / "run"
+BUNDLES_2026_12_01 = ["run", "v4-vs-deepseek2/run", "v4-gpu/run"]
+
+
+def _unpacked(bundle: Path, tmp_path: Path) -> Path:
+    """A copy with every gzipped raw file restored (SHA256SUMS holds their uncompressed hashes)."""
+    copy = tmp_path / "run"
+    shutil.copytree(bundle, copy)
+    for packed in copy.glob("*.gz"):
+        packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
+        packed.unlink()
+    return copy
 
 
 def test_the_committed_cpu_bundle_verifies(tmp_path):
-    copy = tmp_path / "run"
-    shutil.copytree(BUNDLE, copy)
-    packed = copy / "server_samples.jsonl.gz"
-    (copy / "server_samples.jsonl").write_bytes(gzip.decompress(packed.read_bytes()))
-    packed.unlink()
-    v = verify(copy)
+    v = verify(_unpacked(BUNDLE, tmp_path))
     assert v.ok, (v.modified, v.missing, v.inconsistent, v.unlisted)
     assert not v.modified and not v.inconsistent
     assert any(o.startswith("recommendations.json: schema") for o in v.older_schema), v.older_schema
+
+
+@pytest.mark.parametrize("name", BUNDLES_2026_12_01)
+def test_the_dense_and_v4_bundles_verify_and_hold_their_memory(tmp_path, name):
+    copy = _unpacked(EVIDENCE / "cpu-2core-2026-12-01" / name, tmp_path)
+    v = verify(copy)
+    assert v.ok and not v.modified and not v.inconsistent, (v.modified, v.missing, v.inconsistent)
+    text = (copy / "EVIDENCE.md").read_text()
+    assert "## Memory per slot" in text and "slots that fit" in text and "SYNTHETIC" in text
