@@ -94,7 +94,8 @@ def analyze_run(run_dir: Path) -> ResultsFile:
         together = _levels(lane, lp, "together", records, samples, cores, together_shape(manifest.config))
         lanes.append(LaneResult(
             lane=lane.name, model=lp.model, runtime=lp.runtime, network=lp.network, hardware=prov.host,
-            workload=lane.workload, server_params=lane.server, slo=lane.slo, memory=lane_memory(lp.runtime),
+            workload=lane.workload, server_params=lane.server, slo=lane.slo,
+            memory=lane_memory(lp.runtime, lane.server.kv_unified),
             levels=solo,
             together_levels=together, interference=interference(solo, together),
             fairness=_fairness(lane, lp, records, manifest.server_failures),

@@ -54,6 +54,10 @@ class NvmlGpus:
     def memory_used_bytes(self) -> int:
         return sum(int(self._nvml.nvmlDeviceGetMemoryInfo(h).used) for h in self._handles)
 
+    @property
+    def count(self) -> int:
+        return len(self._handles)
+
     def memory_free_bytes(self) -> int:
         """Free memory, summed over the visible devices (device-wide: what every process left)."""
         return sum(int(self._nvml.nvmlDeviceGetMemoryInfo(h).free) for h in self._handles)

@@ -35,13 +35,32 @@ def cpu_signature() -> str | None:
     return f"family {fields['cpu family']} model {fields.get('model', '?')} stepping {fields.get('stepping', '?')}"
 
 
-def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
-    """CPUs a cgroup v2 quota allows this process (cpu.max 'quota period'); None without a quota."""
+def cgroup_dir(root: Path = Path("/sys/fs/cgroup")) -> Path:
+    """This process's cgroup v2 directory (its "0::" line of /proc/self/cgroup; the root without one)."""
     try:
         rel = next((ln.split(":", 2)[2] for ln in Path("/proc/self/cgroup").read_text().splitlines()
                     if ln.startswith("0::")), "/")
-        text = (root / rel.lstrip("/") / "cpu.max").read_text().split()
-    except (OSError, StopIteration):
+    except OSError:
+        rel = "/"
+    return root / rel.lstrip("/")
+
+
+def cgroup_memory_left(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """Bytes a cgroup v2 memory limit still leaves this process (memory.max − memory.current, as
+    under a container's --memory); None without a limit."""
+    try:
+        group = cgroup_dir(root)
+        limit = (group / "memory.max").read_text().strip()
+        return None if limit == "max" else int(limit) - int((group / "memory.current").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPUs a cgroup v2 quota allows this process (cpu.max 'quota period'); None without a quota."""
+    try:
+        text = (cgroup_dir(root) / "cpu.max").read_text().split()
+    except OSError:
         return None
     try:
         return None if len(text) != 2 or text[0] == "max" else int(text[0]) / int(text[1])

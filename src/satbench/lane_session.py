@@ -20,9 +20,10 @@ import psutil
 from satbench.access import auth_headers, tls_context_for
 from satbench.client import StreamClient
 from satbench.config import LaneConfig
-from satbench.errors import LevelFailedError, RuntimeStartError, SatbenchError
+from satbench.errors import LevelFailedError, SatbenchError
 from satbench.events import JsonlWriter, LevelMark, RequestEvent
 from satbench.gpu import NvmlGpus
+from satbench.hardware import cgroup_memory_left
 from satbench.loadgen import UNREACHABLE, LevelPlan, run_level
 from satbench.manifest import ModelInfo, NetworkInfo, RuntimeInfo, ServerMemory
 from satbench.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
@@ -75,17 +76,16 @@ def make_runtime(lane: LaneConfig, model_path: Path | None, log_path: Path,
 
 async def probe_buffers(lane: LaneConfig, model_path: Path | None, log_path: Path) -> StartupBuffers | None:
     """Start the lane's server once at log verbosity LOG_VERBOSITY, read the buffer sizes it printed
-    (memlog.py) and stop it: the memory probe, with the measured server's flags. None for a
-    running server (its log is not satbench's), when nothing was printed, or when this start
-    failed (the measured start that follows then fails and says why)."""
+    (memlog.py) and stop it: the memory probe, the lane's first start, with the measured server's
+    flags. RuntimeStartError when it does not start (the lane's start failure: a second start would
+    fail alike, or wait out the same timeout); None for a running server (its log is not
+    satbench's) or when nothing was printed."""
     if lane.runtime.kind == "url":
         return None
     runtime = make_runtime(lane, model_path, log_path, verbosity=LOG_VERBOSITY)
     try:
         await runtime.start_async()
         found = startup_buffers(runtime.log_path, runtime.log_offset)
-    except RuntimeStartError:
-        return None
     finally:
         runtime.stop()
     return found if found.buffers else None
@@ -119,13 +119,32 @@ def started_memory(found: StartupBuffers, gpus: NvmlGpus | None,
                    model_path: str | None = None) -> ServerMemory:
     """The buffers a probe start printed (probe_buffers) and the memory left on this machine now:
     call it once the measured server, which allocates the same, answers."""
-    try:
-        gpu_free = gpus.memory_free_bytes() if gpus is not None else None
-    except Exception:  # noqa: BLE001 - an NVML failure leaves the figure unknown, like every GPU figure
-        gpu_free = None
     return ServerMemory(buffers=found.buffers, n_seq_max=found.n_seq_max, n_ctx=found.n_ctx,
-                        log_lines=found.lines, ram_available_bytes=int(psutil.virtual_memory().available),
-                        gpu_free_bytes=gpu_free, model_pages_reclaimable=page_cache_backed(model_path))
+                        log_lines=found.lines, ram_available_bytes=ram_available(),
+                        gpu_free_bytes=_gpu_free(gpus),
+                        gpu_devices=gpus.count if gpus is not None else None,
+                        model_pages_reclaimable=page_cache_backed(model_path))
+
+
+def memory_at_end(memory: ServerMemory, gpus: NvmlGpus | None) -> ServerMemory:
+    """`memory` with the memory left read again, once the lane's levels have run."""
+    return memory.model_copy(update={"ram_available_end_bytes": ram_available(),
+                                     "gpu_free_end_bytes": _gpu_free(gpus)})
+
+
+def _gpu_free(gpus: NvmlGpus | None) -> int | None:
+    try:
+        return gpus.memory_free_bytes() if gpus is not None else None
+    except Exception:  # noqa: BLE001 - an NVML failure leaves the figure unknown, like every GPU figure
+        return None
+
+
+def ram_available() -> int:
+    """RAM the server may still take: psutil's available, capped by what a cgroup v2 memory limit
+    leaves (the server inherits satbench's cgroup)."""
+    available = int(psutil.virtual_memory().available)
+    left = cgroup_memory_left()
+    return available if left is None else min(available, left)
 
 
 def page_cache_backed(path: str | None) -> bool | None:

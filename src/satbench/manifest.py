@@ -58,9 +58,13 @@ class ServerMemory(Strict):
     buffers: list[BufferSize] = Field(default_factory=list, description="every buffer line, in log order")
     n_seq_max: int | None = Field(None, description="llama_context n_seq_max: the sequences (slots) cached")
     n_ctx: int | None = Field(None, description="llama_context n_ctx: the context over all of them")
-    ram_available_bytes: int | None = Field(None, description="host RAM available (psutil) once the server "
-                                            "answered")
+    ram_available_bytes: int | None = Field(None, description="host RAM available once the server answered "
+                                            "(psutil, capped by a cgroup memory limit)")
     gpu_free_bytes: int | None = Field(None, description="NVML free memory, all GPUs, once it answered")
+    ram_available_end_bytes: int | None = Field(None, description="the same once the lane's levels had run "
+                                                "(its prompt cache at its fullest)")
+    gpu_free_end_bytes: int | None = Field(None, description="NVML free memory then")
+    gpu_devices: int | None = Field(None, description="GPUs NVML sees on this machine")
     model_pages_reclaimable: bool | None = Field(
         None, description="the model file's mapped pages count as available RAM (page cache of a file on "
                           "disk); false on tmpfs (/dev/shm), whose pages are used memory already")

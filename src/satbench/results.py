@@ -14,7 +14,8 @@ from satbench.manifest import HostInfo, ModelInfo, NetworkInfo, Provenance, Runt
 from satbench.fairness.verdicts import Verdict
 from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
-from satbench.metrics.slot_memory import LaneMemory
+from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
+from satbench.runtimes.memlog import LOG_VERBOSITY
 
 RESULTS_FILE = "results.json"
 RESULTS_SCHEMA_VERSION = "3.2"
@@ -68,10 +69,12 @@ DEFINITIONS = {
     "few_occupancy_samples": "flagged when a window's time-weighted busy slots rests on fewer than 10 good /slots (or requests_processing) readings, or one reading stands for more than 25% of the window",
     "fairness_evidence": "a verdict needs its situation: F2 rounds whose N requests were in flight at once; F3 more requests than slots in flight for >= 80% of its window; S3 pairs whose second prompt came before the first's first token; no client TTFT more than 1 ms below the server's prompt_ms (a late send stamp); solo references within 1.5x of each other",
     "f1_decode_rate": "per request: (its tokens + 1) / (its neighbours' tokens + 1) over the intervals in which they decoded side by side (>= 250 ms after trimming 50 ms at each end, >= 20 tokens); max/min and Jain over the requests so compared, judged only when they are >= 75% of the window's and cover every stream",
-    "memory": "lanes[].memory: cache = KV + state buffers llama.cpp printed at start (a probe start "
-              "at verbosity 4), per slot = cache / n_seq_max; slots_fit = slots + floor((memory left after "
-              "loading - 1 GiB) / cache per slot), the memory left being GPU free (cache on a GPU) or RAM "
-              "available less the mapped model",
+    "memory": f"lanes[].memory: cache = KV + state buffers llama.cpp printed at start (a probe start "
+              f"at log verbosity {LOG_VERBOSITY}), per slot = cache / n_seq_max; slots_fit = slots + min "
+              f"over the pools holding cache of floor((memory left - {MARGIN_TEXT}) / its cache per slot), "
+              "the memory left being the lower of the readings at start and after the levels of GPU free "
+              "memory, or of RAM available less the mapped model (not on tmpfs); null with --kv-unified or "
+              "several GPUs",
     "littles_law": "N vs the mean over repetitions of reported req/s * mean E2E of the successful requests completing in the window; flagged beyond 5% (client lag between requests, failed requests, or a rate that does not describe the server)",
 }
 

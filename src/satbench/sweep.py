@@ -32,8 +32,8 @@ from satbench.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
 from satbench.interrupts import ignore_second_interrupt, sigint_handler_kept
-from satbench.lane_session import (LaneSession, Progress, SilentProgress, make_runtime, probe_buffers,
-                                   together_step)
+from satbench.lane_session import (LaneSession, Progress, SilentProgress, make_runtime, memory_at_end,
+                                   probe_buffers, together_step)
 from satbench.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, ServerFailure,
                                read_manifest, satbench_source, write_manifest)
 from satbench.models.resolve import resolve_model
@@ -216,7 +216,9 @@ class Sweep:
         self._add_failure(ServerFailure(
             lane=lane.name, scenario=scenario, level=0, repetition=0, session=self.session,  # type: ignore[arg-type]
             unit=f"{scenario}/{lane.name}/start", reason=f"lane {lane.name}: the server did not start: {exc}",
-            server_log=log.name if (log := self._log_path(lane, scenario, self.session)).exists() else None))
+            server_log=next((log.name for log in (self._log_path(lane, scenario, self.session),
+                                                  self._log_path(lane, "memory", self.session))
+                             if log.exists()), None)))
 
     def _log_path(self, lane: LaneConfig, scenario: str, session: int = 0, restart: int = 0) -> Path:
         suffix = (("" if scenario == "solo" else f"-{scenario}") + (f"-resume{session}" if session else "")
@@ -310,9 +312,21 @@ class Sweep:
                 session = await self._solo_units(session, [(rep, n) for rep in range(1, lane.repetitions + 1)
                                                             for n in extra], events, samples, gpus)
                 self._complete(refine_unit(lane.name))
+            if session is not None:
+                self._memory_after_levels(lane, session, gpus)
         finally:
             if session is not None:
                 await self._stop(session)
+
+    def _memory_after_levels(self, lane: LaneConfig, session: LaneSession, gpus) -> None:
+        """Read the memory left again once the lane's levels have run (its prompt cache at its
+        fullest), beside the reading taken when its server started; once per run."""
+        prov = self.manifest.provenance
+        rt = prov.lanes[lane.name].runtime if prov is not None and lane.name in prov.lanes else None
+        if rt is None or rt.memory is None or rt.memory.ram_available_end_bytes is not None:
+            return
+        rt.memory = memory_at_end(rt.memory, gpus if session.network_info().on_this_machine else None)
+        write_manifest(self.run_dir, self.manifest)
 
     def _refine_levels(self, lane: LaneConfig) -> list[int]:
         """The extra levels --refine measures for this lane, chosen once from the levels measured

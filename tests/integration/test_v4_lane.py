@@ -89,7 +89,7 @@ def test_v4_cache_matches_llama_cpps_totals_and_hardly_grows_with_context(
 def test_the_v4_lane_sweeps_and_records_its_memory(v4_run: Path) -> None:
     m = read_manifest(v4_run)
     rt = m.provenance.lanes["default"].runtime  # type: ignore[union-attr]
-    assert m.status == "complete" and rt.memory is not None
+    assert m.status == "complete" and rt.memory is not None and rt.memory.ram_available_end_bytes
     # read from a probe start at verbosity 4; the measured server logs at llama.cpp's default
     assert "--verbosity" not in rt.server_args and "buffer size" not in (v4_run / "server.log").read_text()
     assert "KV buffer size" in (v4_run / "server-default-memory.log").read_text()

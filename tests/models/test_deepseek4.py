@@ -177,3 +177,16 @@ def test_a_single_value_for_a_list_dimension_is_a_list() -> None:
     spec = deepseek4.SPEC
     names = [tensor_name(k, b) for k, b, _ in tensor_list(spec, d)]
     assert "blk.0.indexer.proj.weight" in names and sum(prod(s) for _, _, s in tensor_list(spec, d)) > 0
+
+
+@pytest.mark.parametrize(("arch", "overrides", "match"), [
+    ("llama", {"n_head_kv": 0}, "n_head_kv must be at least 1"),
+    ("llama", {"n_head_kv": 3}, "n_head_kv \\(3\\) must divide n_head \\(4\\)"),
+    ("qwen3moe", {"n_expert_used": 9}, "n_expert_used \\(9\\) must be 1 to n_expert \\(8\\)"),
+    ("deepseek2", {"n_dense_lead": 4}, "must leave a MoE layer"),
+    ("deepseek4", {"q_lora": 0}, "q_lora, out_lora, n_ff_exp, n_indexer_head and head_dim must be at"),
+    ("deepseek4", {"hc_sinkhorn_iters": 2**32}, "an integer 0 to 2,147,483,647"),
+])
+def test_every_architecture_refuses_shapes_it_cannot_load(arch: str, overrides: dict, match: str) -> None:
+    with pytest.raises(ModelError, match=match):
+        spec_for(arch, "tiny", overrides=overrides)

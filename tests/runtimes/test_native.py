@@ -208,6 +208,7 @@ def test_memory_comes_from_a_probe_start_and_the_measured_server_logs_at_the_def
     assert [b.kind for b in rt.memory.buffers] == ["model", "kv"]
     assert rt.memory.buffers[1].bytes == pytest.approx(ctx * 1024, abs=5500)  # printed to 2 decimals of MiB
     assert rt.memory.n_seq_max == 2 and rt.memory.ram_available_bytes > 0
+    assert rt.memory.ram_available_end_bytes > 0  # read again once the levels had run
     assert "KV buffer size" in (out / "server-default-memory.log").read_text()
     assert "KV buffer size" not in (out / "server.log").read_text()
     lane = json.loads((out / "results.json").read_text())["lanes"][0]

@@ -209,25 +209,26 @@ def test_the_file_restates_its_rules_and_verify_ignores_only_their_wording(four_
     assert recommendations_differ(four_slot_run, json.dumps(data)) is not None
 
 
-def _with_memory(lane, slots_fit):
-    from satbench.metrics.slot_memory import LaneMemory
+def _with_memory(lane, ram_left):
+    """The lane's memory as lane_memory derives it: 4 slots of 2 MiB and `ram_left` bytes left."""
+    from satbench.manifest import BufferSize, ServerMemory
+    from satbench.metrics.slot_memory import MEMORY_MARGIN_BYTES, lane_memory
 
-    lane.memory = LaneMemory(model_bytes=1, model_bytes_on_gpu=0, kv_bytes=8 << 20, state_bytes=0,
-                             cache_bytes=8 << 20, cache_bytes_per_slot=2 << 20, cache_on="host",
-                             compute_bytes=0,
-                             slots=4, per_slot_ctx=40, memory_left_bytes=0, memory_left_of="ram",
-                             slots_fit=slots_fit, statement=f"cache 2.00 MiB per slot: {slots_fit} slots fit")
+    kv = BufferSize(kind="kv", buffer="CPU", bytes=8 << 20)
+    lane.runtime.memory = ServerMemory(buffers=[kv], n_seq_max=4,
+                                       ram_available_bytes=ram_left + MEMORY_MARGIN_BYTES)
+    lane.memory = lane_memory(lane.runtime)
 
 
 def test_the_slots_that_fit_in_memory_bind_when_tightest(four_slot_run):
     results = _results(four_slot_run)
     lane = results.lanes[0]
-    _with_memory(lane, slots_fit=2)
+    _with_memory(lane, ram_left=-(4 << 20))  # 4 MiB short of the margin: two 2-MiB slots too many
     rec = recommend_lane(lane, results)
     assert rec.recommended_concurrency == 2 and rec.memory_cap == 2
     assert rec.binding.reason == "memory" and rec.binding.resource == "memory"
     assert "2 slots fit" in rec.binding.detail and rec.memory is not None
-    _with_memory(lane, slots_fit=10_000)  # room for many more: the usual limits bind
+    _with_memory(lane, ram_left=(10_000 - 4) * (2 << 20))  # room for many more: the usual limits bind
     rec = recommend_lane(lane, results)
     assert rec.recommended_concurrency == 4 and rec.memory_cap == 10_000
     assert rec.binding.reason in ("slots", "knee")

@@ -143,12 +143,14 @@ def extra_tensors(d: Dims) -> list[TensorSpec]:
 
 def check(d: Dims) -> None:
     """ModelError naming the first rule the shape breaks, before anything is written. llama.cpp
-    (b11434-b11549) kills the server with SIGFPE and no log line on the first two, aborts it with a
+    (b11434-b11549) kills the server with SIGFPE and no log line on the two rules after the first
+    (which keeps the others from reading past the layers), aborts it with a
     GGML_ASSERT on most of the rest (indexer_key_len, rope_dim, n_out_group, hc_count), and refuses
     to load the others."""
     assert isinstance(d, V4Dims)
     ratios = d.compress_ratios
     rules = [
+        (len(ratios) >= d.n_layer, f"compress_ratios has {len(ratios)} entries for {d.n_layer} layers"),
         (4 in ratios[: d.n_layer], "at least one layer must have compress ratio 4 (CSA with the "
                                    "indexer); without one llama.cpp dies with SIGFPE"),
         (d.head_dim != d.indexer_key_len, f"head_dim ({d.head_dim}) must differ from indexer_key_len "
@@ -159,7 +161,6 @@ def check(d: Dims) -> None:
                                           f"rope_dim ({d.rope_dim})"),
         (0 < d.rope_dim <= d.head_dim and d.rope_dim % 2 == 0,
          f"rope_dim ({d.rope_dim}) must be even and between 1 and head_dim ({d.head_dim})"),
-        (len(ratios) >= d.n_layer, f"compress_ratios has {len(ratios)} entries for {d.n_layer} layers"),
         (set(ratios) <= set(RATIOS), f"compress_ratios {list(ratios)}: each must be 0, 4 or 128"),
         (d.hc_count == HC_COUNT, f"hc_count must be {HC_COUNT} (llama.cpp's hyper-connection kernels)"),
         (d.n_out_group > 0 and d.n_head % d.n_out_group == 0,
@@ -169,6 +170,8 @@ def check(d: Dims) -> None:
                                             f"n_expert ({d.n_expert})"),
         (d.n_hash_layer <= d.n_layer, f"n_hash_layer ({d.n_hash_layer}) exceeds n_layer ({d.n_layer})"),
         (d.indexer_top_k > 0 and d.n_swa > 0, "indexer_top_k and n_swa must be positive"),
+        (min(d.q_lora, d.out_lora, d.n_ff_exp, d.n_indexer_head, d.head_dim) >= 1,
+         "q_lora, out_lora, n_ff_exp, n_indexer_head and head_dim must be at least 1"),
     ]
     broken = next((why for ok, why in rules if not ok), None)
     if broken is not None:

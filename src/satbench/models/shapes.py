@@ -9,7 +9,7 @@ module (:mod:`satbench.models.deepseek4`). Shapes are numpy's, i.e. ggml's ``ne`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
 from math import prod
 
@@ -145,6 +145,40 @@ _DEEPSEEK2_64E = Dims(
     n_dense_lead=1, q_lora=1536, kv_lora=512, rope_dim=64, nope_dim=128, v_head=128,
 )
 
+def _refuse(arch: str, rules: list[tuple[bool, str]]) -> None:
+    """ModelError naming the first rule that does not hold."""
+    broken = next((why for ok, why in rules if not ok), None)
+    if broken is not None:
+        raise ModelError(f"{arch} shape refused: {broken}")
+
+
+def _moe_rules(d: Dims) -> list[tuple[bool, str]]:
+    return [(d.n_expert == 0 or 0 < d.n_expert_used <= d.n_expert,
+             f"n_expert_used ({d.n_expert_used}) must be 1 to n_expert ({d.n_expert})"),
+            (d.n_expert == 0 or d.n_ff_exp >= 1, "n_ff_exp must be at least 1")]
+
+
+def _gqa_rules(arch: str) -> Callable[[Dims], None]:
+    """Grouped-query attention: whole KV groups (llama.cpp divides by n_head_kv), non-empty heads."""
+    def check(d: Dims) -> None:
+        _refuse(arch, [(d.head_dim >= 1 and d.n_head_kv >= 1, "head_dim and n_head_kv must be at least 1"),
+                       (d.n_head_kv < 1 or d.n_head % d.n_head_kv == 0,
+                        f"n_head_kv ({d.n_head_kv}) must divide n_head ({d.n_head})"),
+                       (d.n_ff >= 1, "n_ff must be at least 1")] + _moe_rules(d))
+    return check
+
+
+def _mla_rules(d: Dims) -> None:
+    """DeepSeek V2/V3's latent attention and routing."""
+    _refuse("deepseek2", [(min(d.q_lora, d.kv_lora, d.nope_dim, d.v_head) >= 1,
+                           "q_lora, kv_lora, nope_dim and v_head must be at least 1"),
+                          (d.rope_dim >= 2 and d.rope_dim % 2 == 0, f"rope_dim ({d.rope_dim}) must be even"),
+                          (d.n_expert_shared >= 1, "n_expert_shared must be at least 1"),
+                          (d.n_dense_lead < d.n_layer,
+                           f"n_dense_lead ({d.n_dense_lead}) must leave a MoE layer"),
+                          (d.n_ff >= 1, "n_ff must be at least 1")] + _moe_rules(d))
+
+
 _GQA = frozenset({"n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab"})
 _MOE = frozenset({"n_expert", "n_expert_used", "n_ff_exp"})
 _MLA_DIMS = frozenset({"n_layer", "n_embd", "n_head", "n_ff", "n_vocab", "n_expert_shared", "n_dense_lead",
@@ -155,13 +189,14 @@ ARCHS: dict[str, ArchSpec] = {
     "llama": ArchSpec(
         "llama", gguf.MODEL_ARCH.LLAMA,
         {"tiny": _LLAMA_TINY, "small": _LLAMA_SMALL, "1.5b": _LLAMA_1_5B},
-        lambda d, bid: _attn_tensors(d, bid) + _dense_ffn(d, bid), add_hparams, dims=_GQA,
+        lambda d, bid: _attn_tensors(d, bid) + _dense_ffn(d, bid), add_hparams, check=_gqa_rules("llama"),
+        dims=_GQA,
     ),
     "qwen3moe": ArchSpec(
         "qwen3moe", gguf.MODEL_ARCH.QWEN3MOE,
         {"tiny": _QWEN3MOE_TINY, "small": _QWEN3MOE_SMALL},
         lambda d, bid: _attn_tensors(d, bid, qk_norm=True) + _moe_ffn(d, bid), add_hparams,
-        dims=_GQA | _MOE,
+        check=_gqa_rules("qwen3moe"), dims=_GQA | _MOE,
     ),
     "deepseek2": ArchSpec(
         "deepseek2", gguf.MODEL_ARCH.DEEPSEEK2,
@@ -170,7 +205,7 @@ ARCHS: dict[str, ArchSpec] = {
             "small": replace(_QWEN3MOE_SMALL, q_lora=384, kv_lora=256, **_MLA),
             "64e": _DEEPSEEK2_64E,
         },
-        _deepseek2_layer, add_hparams, dims=_MLA_DIMS,
+        _deepseek2_layer, add_hparams, check=_mla_rules, dims=_MLA_DIMS,
     ),
     deepseek4.ARCH: deepseek4.SPEC,
 }
@@ -208,8 +243,8 @@ def _overridden(arch: str, dims: Dims, overrides: Mapping[str, int | tuple[int, 
         many = "tuple" in str(kinds[name])
         items = value if isinstance(value, tuple) else (value,)
         if (isinstance(value, tuple) and not many) or any(isinstance(v, bool) or not isinstance(v, int)
-                                                          or v < 0 for v in items):
-            want = "a comma-separated list of integers ≥ 0" if many else "an integer ≥ 0"
+                                                          or not 0 <= v <= _MAX_DIM for v in items):
+            want = ("a comma-separated list of integers" if many else "an integer") + f" 0 to {_MAX_DIM:,}"
             raise ModelError(f"dimension {name} must be {want}, got {value!r}")
         typed[name] = items if many else value
     changed = replace(dims, **typed)
@@ -220,6 +255,7 @@ def _overridden(arch: str, dims: Dims, overrides: Mapping[str, int | tuple[int, 
 
 
 _POSITIVE = ("n_layer", "n_embd", "n_head")
+_MAX_DIM = 2**31 - 1  # GGUF keeps the dimensions as 32-bit integers
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, int | tuple[int, ...]]:

@@ -18,7 +18,9 @@ from satbench.report.plots import PlotFile
 from satbench.report.table import (INTERFERENCE_HEADERS, LEVEL_HEADERS, LEVEL_LEGEND, MEMORY_HEADERS,
                                    RECOMMENDATION_HEADERS, VERDICT_HEADERS, interference_row, lane_title,
                                    level_ci_notes, level_row, memory_row, recommendation_row, verdict_row)
+from satbench.metrics.slot_memory import MARGIN_TEXT
 from satbench.results import VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
+from satbench.runtimes.memlog import LOG_VERBOSITY
 from satbench.saturation.recommend import RecommendationsFile
 
 
@@ -142,11 +144,12 @@ def memory_table(results: ResultsFile) -> list[Block]:
         return []
     return [Heading(level=2, text="Memory per slot"),
             Para(text="From the buffer sizes llama.cpp printed as each lane's server started (a probe "
-                      "start at log verbosity 4, `server-LANE-memory.log`): the weights it holds, and its "
-                      "cache (KV, and the recurrent or compressed-attention state) per slot at the lane's "
-                      "per-slot context. Slots that fit: the server's slots plus the cache slots the memory "
-                      "left after loading holds, less 1 GiB (GPU memory when the cache is on a GPU, else "
-                      "RAM). Not in the cache: the server's prompt cache and context checkpoints, which "
+                      f"start at log verbosity {LOG_VERBOSITY}, `server-LANE-memory.log`): the weights it "
+                      "holds, and its cache (KV, and the recurrent or compressed-attention state) per slot "
+                      "at the lane's per-slot context. Slots that fit: the server's slots plus the cache "
+                      f"slots the memory left after loading holds, less {MARGIN_TEXT} (GPU memory when the "
+                      "cache is on a GPU, else RAM; the lower of the readings at start and after the "
+                      "levels). Not in the cache: the server's prompt cache and context checkpoints, which "
                       "show in RSS."),
             TableBlock(headers=list(MEMORY_HEADERS), rows=[memory_row(lane) for lane in results.lanes])]
 

@@ -84,9 +84,9 @@ def memory_row(lane: LaneResult) -> list[str]:
     peak = max((lv.memory.peak_rss_bytes for lv in lane.levels if lv.memory.peak_rss_bytes), default=None)
     if m is None:
         return [lane.lane] + ["n/a"] * (len(MEMORY_HEADERS) - 2) + [size_text(peak)]
-    on = " (GPU)" if m.cache_on == "gpu" else ""
-    left = ("n/a" if m.memory_left_bytes is None
-            else f"{size_text(max(m.memory_left_bytes, 0))} {m.memory_left_of.upper()}")
+    on = {"gpu": " (GPU)", "gpu+host": " (GPU + RAM)"}.get(m.cache_on, "")
+    left = ("n/a" if m.memory_left_bytes is None or m.memory_left_of is None
+            else f"{size_text(m.memory_left_bytes)} {m.memory_left_of.upper()}")
     return [lane.lane, size_text(m.model_bytes), size_text(m.cache_bytes_per_slot) + on,
             "n/a" if m.per_slot_ctx is None else f"{m.per_slot_ctx:,}",
             f"{size_text(m.kv_bytes)} + {size_text(m.state_bytes)}", str(m.slots), left,

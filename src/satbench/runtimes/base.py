@@ -30,7 +30,7 @@ class Runtime(ABC):
         self.base_url: str = ""
         self.pid: int | None = None
         self.log_path: Path | None = None
-        self.log_offset = 0  # where this start's part of the log begins (a restart appends to the file)
+        self.log_offset = 0  # where this start's part of the log begins (an existing file is appended to)
         self.server_args: list[str] = []
 
     @abstractmethod

@@ -15,7 +15,7 @@ default verbosity):
 
 and ``llama_context: n_seq_max = 4`` / ``n_ctx = 4096`` for the cache's shape. Nothing else
 reports these sizes: ``/props`` and ``/metrics`` do not. Only the part of a log written by one
-start is read (a restarted server appends to the same file).
+start is read (a log file that already existed is appended to).
 """
 
 from __future__ import annotations

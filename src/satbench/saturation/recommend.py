@@ -23,7 +23,7 @@ from satbench.config import SloConfig, Strict
 from satbench.errors import RunDirError
 from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.metrics.level import LevelResult
-from satbench.metrics.slot_memory import LaneMemory
+from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
 from satbench.metrics.stats import Distribution, Estimate, Interval
 from satbench.results import RESULTS_FILE, LaneResult, ResultsFile, read_results
 from satbench.saturation.bound import Resource, Saturation, busy_slots, busy_slots_variant, saturated_by
@@ -144,7 +144,8 @@ DEFINITIONS = {
     "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at least 1)",
     "server_failure_cap": "one below the lowest concurrency at which the lane's server crashed or stopped answering",
     "memory_cap": "memory.slots_fit: the server's slots plus the cache slots that fit in the memory left "
-                  "after loading (GPU free or RAM available, less 1 GiB) at the lane's per-slot context",
+                  f"after loading (GPU free or RAM available, less {MARGIN_TEXT}) at the lane's per-slot "
+                  "context; below the slots when the server leaves less than that free",
     "error_cap": "one below the lowest level where more than 1% of measured requests failed (cancelled ones excepted)",
     "expected": "the recommended level's measured output tok/s (results.json: whole requests in the steady window) and "
                 "p95 TTFT / TPOT, with their 95% CIs",
