@@ -38,7 +38,8 @@ def validate_text(text: str, schema: dict, filename: str) -> None:
 
 
 def write_artifact(path: Path, obj: BaseModel, schema: dict) -> Path:
-    """Render, validate against the published schema, then write atomically."""
+    """Render, validate against the published schema, then write atomically (write_text_atomic: a
+    link or a hard-linked file at `path` is refused, never written through nor replaced)."""
     text = render(obj)
     validate_text(text, schema, path.name)
     write_text_atomic(path, text)
@@ -46,9 +47,11 @@ def write_artifact(path: Path, obj: BaseModel, schema: dict) -> Path:
 
 
 def schema_version_of(text: str) -> str | None:
+    """The top-level `schema_version` of a JSON document; None when it is not JSON (or nested past
+    the parser's depth) or has none."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     version = data.get("schema_version") if isinstance(data, dict) else None
     return version if isinstance(version, str) else None
@@ -106,7 +109,7 @@ def same_under_current_schema(old: str, fresh: str, model: type[BaseModel], igno
         if older_fields_only:
             shape = json.loads(old)
             was, now = only_keys_of(was, shape), only_keys_of(now, shape)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth: not the same
         return False
     for key in ("schema_version", *ignore):
         was.pop(key, None)

@@ -23,6 +23,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from satbench.config import Strict
 from satbench.errors import RunDirError
+from satbench.rundir import open_run_file
 
 EVENTS_FILE = "events.jsonl"
 SAMPLES_FILE = "server_samples.jsonl"
@@ -163,15 +164,13 @@ _SAMPLE_ADAPTER: TypeAdapter[MetricsSample | SlotsSample | ProcessSample] = Type
 
 
 class JsonlWriter:
-    """Append-only JSONL file; every line is flushed to the OS as soon as it is written."""
+    """Append-only JSONL file of a run directory, opened by its rule (satbench.rundir.open_run_file:
+    never through a link); every line is flushed to the OS as soon as it is written."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.failed = False  # a write failed (disk full, file too large, I/O error): already reported
-        try:
-            self._fh = path.open("a", encoding="utf-8")
-        except OSError as exc:
-            raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        self._fh = open_run_file(path, "a")
 
     def write(self, record: Strict) -> None:
         try:
@@ -193,16 +192,21 @@ class JsonlWriter:
 def _read_jsonl(path: Path, adapter: TypeAdapter) -> Iterator:
     if not path.exists():
         raise RunDirError(f"{path} is missing")
-    with path.open(encoding="utf-8") as fh:
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    with fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                yield adapter.validate_python(json.loads(line))
-            except (json.JSONDecodeError, ValidationError) as exc:
-                if not line.endswith("\n"):
+                record = adapter.validate_python(json.loads(line.decode("utf-8")))
+            except (ValueError, ValidationError, RecursionError) as exc:  # not UTF-8, not JSON, too deep
+                if not line.endswith(b"\n"):
                     return  # a last line cut short by a crash: everything before it stands
                 raise RunDirError(f"{path}:{lineno}: not a valid record ({exc.__class__.__name__})") from exc
+            yield record
 
 
 def read_events(run_dir: Path) -> list[RequestEvent | LevelMark]:

@@ -253,9 +253,22 @@ class RunManifest(Strict):
     server_failures: list[ServerFailure] = Field(default_factory=list)
 
 
-def write_text_atomic(path: Path, text: str | bytes) -> None:
+def write_text_atomic(path: Path, text: str | bytes, *, run_dir: Path | None = None) -> None:
     """Write to a temporary file beside `path`, fsync it, then rename over `path`: a crash or a
-    full disk leaves the old file (or none), never a half-written one, and no temporary file."""
+    full disk leaves the old file (or none), never a half-written one, and no temporary file.
+
+    The rename replaces the name `path`, so it never writes through a link; still, a `path` that
+    exists and is not a regular file with one link owned by this user (a symbolic link, a hard
+    link to a file elsewhere, a directory, a pipe) is refused, not replaced: RunDirError naming it
+    (satbench.rundir.check_writable_file). That check applies to every target, in a run directory
+    or not (capability -o). With `run_dir` (a file in a subdirectory of a run directory, such as
+    plots/), every directory between `run_dir` and `path` must also be a real directory, not a
+    link out of it; without it the parent directory is taken as the caller named it."""
+    from satbench.rundir import check_parents, check_writable_file
+
+    if run_dir is not None:
+        check_parents(run_dir, path)
+    check_writable_file(path)
     data = text.encode("utf-8") if isinstance(text, str) else text
     tmp: str | None = None
     try:
@@ -285,7 +298,7 @@ def read_manifest(run_dir: Path) -> RunManifest:
         raise RunDirError(f"{run_dir} is not a satbench run directory (no {MANIFEST_FILE})")
     try:
         return RunManifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, ValidationError) as exc:
+    except (ValueError, ValidationError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         raise RunDirError(f"{path} is not a valid run manifest: {exc.__class__.__name__}") from exc
 
 

@@ -128,7 +128,7 @@ def read_results(run_dir: Path) -> ResultsFile:
         raise UserError(f"{run_dir}: no {RESULTS_FILE}; {redo}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise UserError(f"{path}: cannot read it ({exc.__class__.__name__}); {redo}") from exc
     version = data.get("schema_version") if isinstance(data, dict) else None
     if not isinstance(version, str) or version.split(".")[0] != RESULTS_SCHEMA_VERSION.split(".")[0]:

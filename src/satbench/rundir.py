@@ -1,25 +1,180 @@
-"""The run directory: its default name, its creation, and who owns it while a sweep writes it.
+"""The run directory: its default name, its creation, who owns it while a sweep writes it, and
+how satbench opens the files it writes there.
 
 One sweep at a time writes a run directory. `run_lock` holds an advisory lock (`flock`) on
 `RUN_DIR/.lock` for the whole sweep; a second `sweep --resume` of a run that is still being
 measured is refused before it writes anything (two sessions would measure at once and race
 on run.json). The kernel drops the lock when its process dies, however it dies, so a run
 killed with SIGKILL stays resumable.
+
+A run directory may come from elsewhere (copied, unpacked, shared), so nothing satbench writes
+there may lead out of it. The one rule (`RUN_FILE_RULE`): satbench writes only regular files of
+its own in a run directory: each file it writes or appends to is opened without following a
+symbolic link (O_NOFOLLOW) and must then be a regular file with one link (no hard link to a file
+elsewhere) owned by this user; each subdirectory it writes into must be a real directory. Anything
+else stops the command with a RunDirError naming the file. `open_run_file` / `open_run_fd` open
+by that rule, `check_writable_file` / `check_run_subdir` check a path by it (for atomic writes,
+which rename over the name), and `check_run_dir` checks a whole run directory before a sweep or
+a report starts writing, so a refusal comes before anything is written. The checks are against
+links placed before satbench runs; a file opened by the rule is the file checked (fstat of the
+open descriptor), and an atomic write replaces a name, never writing through what it names.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
 import os
 import secrets
+import stat
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Iterator, Literal
 
 from satbench.errors import RunDirError, UserError
 
 LOCK_FILE = ".lock"  # hidden: never hashed into SHA256SUMS nor listed in the bundle
+RUN_FILE_RULE = "satbench writes only regular files of its own in a run directory"
+RUN_SUBDIR_RULE = "satbench writes only into real directories of its own in a run directory"
+RUN_SUBDIRS = ("plots",)  # the subdirectories satbench writes into
+FILE_MODE = 0o644  # what satbench creates: results are meant to be shared
+
+OpenMode = Literal["a", "ab", "r+b", "w", "wb"]
+# open(2) flags of each mode; "w"/"wb" truncate only once the opened file has passed the rule
+_APPEND, _WRITE = os.O_WRONLY | os.O_APPEND | os.O_CREAT, os.O_WRONLY | os.O_CREAT
+_FLAGS: dict[str, int] = {"a": _APPEND, "ab": _APPEND, "r+b": os.O_RDWR, "w": _WRITE, "wb": _WRITE}
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _refusal(path: Path, why: str, remedy: str, rule: str = RUN_FILE_RULE) -> RunDirError:
+    return RunDirError(f"{path} {why}; {rule} ({remedy})")
+
+
+def _check_stat(path: Path, st: os.stat_result) -> None:
+    """RunDirError unless `st` is a regular file with one link, owned by this user."""
+    if stat.S_ISLNK(st.st_mode):
+        raise _refusal(path, "is a symbolic link", "remove the link")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        raise _refusal(path, f"is {kind}, not a regular file", "remove it")
+    if st.st_nlink != 1:
+        raise _refusal(path, f"has {st.st_nlink} hard links (it is also a file elsewhere)",
+                       "remove it, or replace it with a copy of its own")
+    if st.st_uid != os.geteuid():
+        raise _refusal(path, f"belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})",
+                       "replace it with a copy of your own")
+
+
+def check_writable_file(path: Path) -> None:
+    """RunDirError unless `path` is absent (satbench will create it) or a regular file with one
+    link owned by this user; a symbolic link is refused, never followed."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    _check_stat(path, st)
+
+
+def check_run_subdir(path: Path) -> None:
+    """RunDirError unless `path` is absent or a real directory (not a link to one) of this user."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    if stat.S_ISLNK(st.st_mode):
+        raise _refusal(path, "is a symbolic link", "remove the link", RUN_SUBDIR_RULE)
+    if not stat.S_ISDIR(st.st_mode):
+        raise _refusal(path, "is not a directory", "remove it", RUN_SUBDIR_RULE)
+    if st.st_uid != os.geteuid():
+        raise _refusal(path, f"belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})",
+                       "remove it", RUN_SUBDIR_RULE)
+
+
+def check_parents(run_dir: Path, path: Path) -> None:
+    """Every directory between `run_dir` (itself as named, a link or not) and `path` is a real one."""
+    try:
+        rel = path.parent.relative_to(run_dir)
+    except ValueError as exc:
+        raise RunDirError(f"{path} is not inside the run directory {run_dir}") from exc
+    below = run_dir
+    for part in rel.parts:
+        below = below / part
+        check_run_subdir(below)
+
+
+def make_run_subdir(path: Path) -> Path:
+    """Create the subdirectory `path` of a run directory, or take the real directory already there."""
+    check_run_subdir(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    check_run_subdir(path)
+    return path
+
+
+def open_run_fd(path: Path, flags: int) -> int:
+    """os.open(`path`, `flags`) by the rule: O_NOFOLLOW and O_CLOEXEC added (and O_NONBLOCK while
+    opening, so a named pipe does not block), then fstat: a regular file, one link, this user's.
+    Returns the descriptor (blocking); RunDirError names the file otherwise."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, FILE_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refusal(path, "is a symbolic link", "remove the link") from exc
+        raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        _check_stat(path, os.fstat(fd))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_run_file(path: Path, mode: OpenMode) -> IO:
+    """A file of the run directory opened by the rule (see open_run_fd): "a"/"ab" append, "r+b"
+    read and write an existing file, "w"/"wb" write from empty. Text modes are UTF-8."""
+    fd = open_run_fd(path, _FLAGS[mode])
+    try:
+        if mode in ("w", "wb"):
+            os.ftruncate(fd, 0)
+        return os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _entries(directory: Path) -> list[os.DirEntry]:
+    try:
+        return sorted(os.scandir(directory), key=lambda e: e.name)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise RunDirError(f"cannot read {directory}: {exc.strerror or exc}") from exc
+
+
+def check_run_subdir_files(path: Path) -> None:
+    """The subdirectory `path` (absent, or a real directory) and every file in it hold to the rule."""
+    check_run_subdir(path)
+    for entry in _entries(path):
+        check_writable_file(path / entry.name)
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """Before writing into an existing run directory: every entry satbench may write (the files at
+    its top level, the subdirectories in RUN_SUBDIRS and the files in them) holds to the rule."""
+    for entry in _entries(run_dir):
+        if entry.name in RUN_SUBDIRS:
+            check_run_subdir_files(run_dir / entry.name)
+        elif not entry.is_dir(follow_symlinks=False):
+            check_writable_file(run_dir / entry.name)
 
 
 def default_run_dir(root: Path = Path("runs")) -> Path:
@@ -57,9 +212,10 @@ def _holder_if_locked(fd: int, mode: int) -> str | None:
 def refuse_if_in_use(run_dir: Path) -> None:
     """For analyze, recommend and report: refuse a run directory a sweep is still writing (its
     derived files would be stale the moment the sweep wrote on). Creates nothing: a directory
-    without a lock file was never held."""
+    without a lock file was never held, and a lock file that is a link is not followed (the
+    command's own writes refuse the run directory then)."""
     try:
-        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY)
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return
     try:
@@ -75,12 +231,12 @@ def refuse_if_in_use(run_dir: Path) -> None:
 
 @contextlib.contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
-    """Hold the run directory for one sweep; UserError when another process holds it."""
+    """Hold the run directory for one sweep; UserError when another process holds it. The run
+    directory is checked by the rule (check_run_dir) first, so a link in it refuses the sweep
+    before anything is written."""
     path = run_dir / LOCK_FILE
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise RunDirError(f"cannot open {path}: {exc.strerror or exc}") from exc
+    check_run_dir(run_dir)
+    fd = open_run_fd(path, os.O_RDWR | os.O_CREAT)
     try:
         try:
             holder = _holder_if_locked(fd, fcntl.LOCK_EX)

@@ -3,7 +3,9 @@
 raw files → (analyze) results.json, verdicts.json → (recommend) recommendations.json →
 plots/*.png, results.csv, EVIDENCE.md, report.html → SHA256SUMS (last, over everything).
 Missing derived JSON is computed first, so deleting every derived file and running
-`analyze` then `report` (or `report` alone) rebuilds the same bundle.
+`analyze` then `report` (or `report` alone) rebuilds the same bundle. Every file it writes, and
+plots/, are checked by the run directory's rule (satbench.rundir) before the first is written:
+a link where one of them goes refuses the report, naming it, with nothing written.
 """
 
 from __future__ import annotations
@@ -23,13 +25,18 @@ from satbench.report.csvfile import write_csv
 from satbench.report.document import render_html, render_markdown
 from satbench.report.evidence import evidence_blocks
 from satbench.report.integrity import raw_hashes, write_sums
+from satbench.report.csvfile import CSV_FILE
+from satbench.report.integrity import SUMS_FILE
+from satbench.report.plot_style import PLOTS_DIR
 from satbench.report.plots import PlotFile, write_plots
-from satbench.results import RESULTS_FILE, ResultsFile, read_results
+from satbench.results import RESULTS_FILE, VERDICTS_FILE, ResultsFile, read_results
+from satbench.rundir import check_run_subdir, check_run_subdir_files, check_writable_file, make_run_subdir
 from satbench.saturation.recommend import RECOMMENDATIONS_FILE, RecommendationsFile, recommend, write_recommendations
 
 EVIDENCE_FILE = "EVIDENCE.md"
 HTML_FILE = "report.html"
-PLOTS_DIR = "plots"
+WRITTEN_FILES = (RESULTS_FILE, VERDICTS_FILE, RECOMMENDATIONS_FILE, CSV_FILE, EVIDENCE_FILE, HTML_FILE,
+                 SUMS_FILE)  # (plots/ besides)
 
 
 class ReportFiles(Strict):
@@ -64,23 +71,36 @@ def load_recommendations(run_dir: Path, results: ResultsFile) -> tuple[Recommend
                           f"delete it and run `satbench recommend {shlex.quote(str(run_dir))}`") from exc
 
 
+def _fresh_plots_dir(run_dir: Path) -> None:
+    """plots/ emptied of an older report's plots (which must not linger), as a real directory.
+    rmtree unlinks the links it finds there and never follows one."""
+    plots_dir = run_dir / PLOTS_DIR
+    check_run_subdir(plots_dir)
+    try:
+        if plots_dir.exists():
+            shutil.rmtree(plots_dir)
+    except OSError as exc:
+        raise RunDirError(f"cannot remove the old plots in {plots_dir}: {exc.strerror or exc}") from exc
+    make_run_subdir(plots_dir)
+
+
 def write_report(run_dir: Path) -> ReportFiles:
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a directory")
+    for name in WRITTEN_FILES:
+        check_writable_file(run_dir / name)
+    check_run_subdir_files(run_dir / PLOTS_DIR)  # the old plots are removed, but a link there is refused
     results = load_results(run_dir)
     recs, recs_sha = load_recommendations(run_dir, results)
     events = [e for e in read_events(run_dir) if isinstance(e, RequestEvent)]
-    shutil.rmtree(run_dir / PLOTS_DIR, ignore_errors=True)  # plots of an older report must not linger
-    try:
-        (run_dir / PLOTS_DIR).mkdir()
-    except OSError as exc:
-        raise RunDirError(f"cannot write {run_dir / PLOTS_DIR}: {exc.strerror or exc}") from exc
+    _fresh_plots_dir(run_dir)
     plots = write_plots(run_dir, results, recs, events)
     csv_path = write_csv(run_dir, results)
     resumes = read_manifest(run_dir).resumes
     blocks = evidence_blocks(results, recs, recs_sha, plots, raw_hashes(run_dir), resumes)
-    write_text_atomic(run_dir / EVIDENCE_FILE, render_markdown(blocks))
-    write_text_atomic(run_dir / HTML_FILE, render_html(blocks, run_dir, f"satbench run {results.run_id}"))
+    write_text_atomic(run_dir / EVIDENCE_FILE, render_markdown(blocks), run_dir=run_dir)
+    write_text_atomic(run_dir / HTML_FILE, render_html(blocks, run_dir, f"satbench run {results.run_id}"),
+                      run_dir=run_dir)
     digest = write_sums(run_dir)
     return ReportFiles(evidence=str(run_dir / EVIDENCE_FILE), html=str(run_dir / HTML_FILE), csv=str(csv_path),
                        plots=plots, bundle_digest=digest)

@@ -109,5 +109,5 @@ def render_csv(results: ResultsFile) -> str:
 
 def write_csv(run_dir: Path, results: ResultsFile) -> Path:
     path = run_dir / CSV_FILE
-    write_text_atomic(path, render_csv(results))
+    write_text_atomic(path, render_csv(results), run_dir=run_dir)
     return path

@@ -22,6 +22,12 @@ lists every file of the run directory, raw and derived. `verify` checks three th
    that is present but not in SHA256SUMS fails (an emptied SHA256SUMS must not pass); other
    files present but not listed are named (added after the report; not an error).
 
+Whatever bytes the files hold, verify answers with a verdict, never a crash: a SHA256SUMS line
+that is not a 'sha256  path' line (binary, not UTF-8, too long) is listed as MODIFIED and fails
+the bundle, whose well-formed lines are still checked; a derived file that cannot be read or
+compared (not UTF-8, not JSON, too deeply nested, of the wrong types) is INCONSISTENT. Only a
+run directory without a SHA256SUMS of its own (missing, or not a regular file) is an error.
+
 A matching SHA256SUMS proves consistency, not authorship: whoever can edit the raw files can
 rewrite SHA256SUMS. Quote the bundle digest (sha256 of SHA256SUMS) where the run is cited to
 anchor it.
@@ -29,8 +35,11 @@ anchor it.
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import os
 import shlex
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -49,6 +58,10 @@ DERIVED_DIRS = ("plots",)
 MUST_BE_LISTED = ("run.json", "events.jsonl", "server_samples.jsonl") + tuple(f for f in DERIVED_FILES if f != SUMS_FILE)
 OLDER_MINOR_IGNORED = ("definitions",)  # prose restating the formulas; an earlier satbench worded it otherwise
 CSV_ABS_TOL = 1e-6  # results.csv prints figures rounded to 6 decimals
+MAX_SUMS_BYTES = 16 * 2**20  # one ~100-byte line per file: far above any run directory satbench writes
+MAX_PROBLEMS_LISTED = 3  # malformed SHA256SUMS lines named one by one; the rest are counted
+# what reading or comparing a derived file can raise on bytes it did not write itself
+_UNREADABLE = (SatbenchError, ValueError, RecursionError, csv.Error)
 
 
 class FileHash(Strict):
@@ -84,7 +97,7 @@ def raw_hashes(run_dir: Path) -> list[FileHash]:
 def write_sums(run_dir: Path) -> str:
     """Write SHA256SUMS over every file; return the bundle digest (sha256 of SHA256SUMS)."""
     lines = "".join(f"{h.sha256}  {h.file}\n" for h in hash_files(run_dir, run_files(run_dir)))
-    write_text_atomic(run_dir / SUMS_FILE, lines)
+    write_text_atomic(run_dir / SUMS_FILE, lines, run_dir=run_dir)
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
@@ -108,17 +121,65 @@ def stale_sums_note(run_dir: Path, rewritten: list[str]) -> str | None:
     return f"note: {', '.join(stale)} rewritten, so the report's SHA256SUMS no longer matches (verify fails on it): {redo}"
 
 
-def read_sums(run_dir: Path) -> dict[str, str]:
+def sums_bytes(run_dir: Path) -> bytes:
+    """The bytes of the run directory's own SHA256SUMS (a regular file, not a link; up to
+    MAX_SUMS_BYTES + 1 of them); RunDirError when there is none or it cannot be read."""
     path = run_dir / SUMS_FILE
-    if not path.exists():
-        raise RunDirError(f"{run_dir} has no {SUMS_FILE}; write it with `satbench report {shlex.quote(str(run_dir))}`")
+    hint = f"write it with `satbench report {shlex.quote(str(run_dir))}`"
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise RunDirError(f"{run_dir} has no {SUMS_FILE}; {hint}") from None
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(st.st_mode):
+        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        raise RunDirError(f"{path} is {what}; a bundle's {SUMS_FILE} is a file of its own ({hint})")
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(MAX_SUMS_BYTES + 1)
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def parse_sums(data: bytes) -> tuple[dict[str, str], list[str]]:
+    """({path: sha256} of the well-formed lines, what is wrong with the others: 'line N: why')."""
+    if len(data) > MAX_SUMS_BYTES:
+        return {}, [f"more than {MAX_SUMS_BYTES} bytes, not a list satbench wrote"]
     sums: dict[str, str] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    problems: list[str] = []
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    for lineno, raw in enumerate(lines, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            problems.append(f"line {lineno}: not UTF-8 text")
+            continue
         digest, sep, rel = line.partition("  ")
-        if not sep or len(digest) != 64 or not rel or rel.startswith("/") or ".." in rel.split("/"):
-            raise RunDirError(f"{path}:{lineno}: not a 'sha256  path' line")
+        if (not sep or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest) or not rel
+                or rel.startswith("/") or ".." in rel.split("/") or not rel.isprintable()):
+            problems.append(f"line {lineno}: not a 'sha256  path' line")
+            continue
         sums[rel] = digest
+    return sums, problems
+
+
+def read_sums(run_dir: Path) -> dict[str, str]:
+    """SHA256SUMS as {path: sha256}; RunDirError when it is missing or any line is malformed."""
+    sums, problems = parse_sums(sums_bytes(run_dir))
+    if problems:
+        raise RunDirError(f"{run_dir / SUMS_FILE}: {problems[0]}")
     return sums
+
+
+def _listed(problems: list[str]) -> list[str]:
+    """One MODIFIED entry per malformed SHA256SUMS line, the first MAX_PROBLEMS_LISTED named."""
+    shown = [f"{SUMS_FILE} ({why})" for why in problems[:MAX_PROBLEMS_LISTED]]
+    if len(problems) > MAX_PROBLEMS_LISTED:
+        shown.append(f"{SUMS_FILE} (and {len(problems) - MAX_PROBLEMS_LISTED} more malformed lines)")
+    return shown
 
 
 class Verification(Strict):
@@ -146,10 +207,13 @@ def verify(run_dir: Path) -> Verification:
     """Check SHA256SUMS and recompute the derived JSON files from the raw ones."""
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a directory")
-    sums = read_sums(run_dir)
+    data = sums_bytes(run_dir)
+    sums, problems = parse_sums(data)
     present = set(run_files(run_dir))
-    v = Verification(run_dir=str(run_dir), files_checked=len(sums),
-                     bundle_digest=sha256_file(run_dir / SUMS_FILE, cache=None))
+    digest = (hashlib.sha256(data).hexdigest() if len(data) <= MAX_SUMS_BYTES
+              else sha256_file(run_dir / SUMS_FILE, cache=None))
+    v = Verification(run_dir=str(run_dir), files_checked=len(sums), bundle_digest=digest,
+                     modified=_listed(problems))
     for rel, digest in sorted(sums.items()):
         if rel not in present:
             v.missing.append(rel)
@@ -183,47 +247,73 @@ def _rederive(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
     rounding: list[str] = []
     try:
         results = analyze_run(run_dir)
-    except SatbenchError as exc:
-        return [f"raw files cannot be analyzed: {exc}"], [], []
+    except (OSError, *_UNREADABLE) as exc:
+        return [f"raw files cannot be analyzed: {_why(exc)}"], [], []
     expected: dict[str, tuple[str, type[BaseModel]]] = {"results.json": (render_results(results), ResultsFile)}
     if (verdicts := verdicts_of(results)) is not None:
         expected["verdicts.json"] = (render_verdicts(verdicts), VerdictsFile)
     elif (run_dir / "verdicts.json").exists():
         out.append("verdicts.json: the raw files hold no fairness checks")
-    if (csv_note := csv_differs(run_dir, results)) is not None:
-        why, earlier = csv_note
-        (older if earlier else out).append(why)
+    try:
+        if (csv_note := csv_differs(run_dir, results)) is not None:
+            why, earlier = csv_note
+            (older if earlier else out).append(why)
+    except _UNREADABLE as exc:
+        out.append(f"results.csv: cannot be read as CSV text ({_why(exc)})")
     for name, (text, model) in expected.items():
         path = run_dir / name
         if not path.exists():
             out.append(f"{name}: missing (satbench analyze writes it)")
             continue
-        old = path.read_text(encoding="utf-8")
-        if old == text:
-            continue
-        was, now = schema_version_of(old), schema_version_of(text)
-        if was == now and same_under_current_schema(old, text, model):
-            rounding.append(name)
-        elif was == now and same_under_current_schema(old, text, model, ignore=OLDER_MINOR_IGNORED):
-            # every figure agrees; only the prose restating the formulas was worded by another build
-            older.append(f"{name}: schema {was}, its definitions worded otherwise")
-        elif older_minor(was, now) and same_under_current_schema(old, text, model, ignore=OLDER_MINOR_IGNORED,
-                                                                 older_fields_only=True):
-            older.append(f"{name}: schema {was}")
-        else:
-            out.append(f"{name}: differs from a fresh analysis of the raw files{_version_note(old, text)}")
+        try:
+            _compare_derived(name, path.read_bytes().decode("utf-8"), text, model, out, older, rounding)
+        except (OSError, *_UNREADABLE) as exc:
+            out.append(f"{name}: cannot be read or compared ({_why(exc)})")
     rec_path = run_dir / RECOMMENDATIONS_FILE
     if rec_path.exists():
-        old = rec_path.read_text(encoding="utf-8")
+        was: str | None = None
         try:
+            old = rec_path.read_bytes().decode("utf-8")
             why = recommendations_differ(run_dir, old)
-        except SatbenchError as exc:  # results.json unreadable (another major schema): reported above
-            why = f"cannot be recomputed ({exc})"
+            was = schema_version_of(old)
+        except (OSError, *_UNREADABLE) as exc:  # e.g. results.json unreadable: reported above
+            why = f"cannot be recomputed ({_why(exc)})"
         if why:
             out.append(f"{RECOMMENDATIONS_FILE}: {why}")
-        elif (was := schema_version_of(old)) != RecommendationsFile.model_fields["schema_version"].default:
+        elif was != RecommendationsFile.model_fields["schema_version"].default:
             older.append(f"{RECOMMENDATIONS_FILE}: schema {was}")
     return out, older, rounding
+
+
+def _why(exc: BaseException) -> str:
+    """One line: a satbench error's own message, else the exception's class and first line."""
+    if isinstance(exc, SatbenchError):
+        text = str(exc)
+    elif isinstance(exc, UnicodeDecodeError):
+        text = "not UTF-8 text"
+    else:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        text = f"{exc.__class__.__name__}: {first}" if first else exc.__class__.__name__
+    return " ".join(text.split())
+
+
+def _compare_derived(name: str, old: str, text: str, model: type[BaseModel], out: list[str], older: list[str],
+                     rounding: list[str]) -> None:
+    """Judge the derived file `name` (its text `old`) against the fresh derivation `text`; append
+    the verdict to `out` (inconsistent), `older` (an earlier schema) or `rounding`."""
+    if old == text:
+        return
+    was, now = schema_version_of(old), schema_version_of(text)
+    if was == now and same_under_current_schema(old, text, model):
+        rounding.append(name)
+    elif was == now and same_under_current_schema(old, text, model, ignore=OLDER_MINOR_IGNORED):
+        # every figure agrees; only the prose restating the formulas was worded by another build
+        older.append(f"{name}: schema {was}, its definitions worded otherwise")
+    elif older_minor(was, now) and same_under_current_schema(old, text, model, ignore=OLDER_MINOR_IGNORED,
+                                                             older_fields_only=True):
+        older.append(f"{name}: schema {was}")
+    else:
+        out.append(f"{name}: differs from a fresh analysis of the raw files{_version_note(old, text)}")
 
 
 def _cells_equal(a: str, b: str) -> bool:
@@ -238,17 +328,16 @@ def _cells_equal(a: str, b: str) -> bool:
 
 def csv_differs(run_dir: Path, results) -> tuple[str, bool] | None:
     """(why results.csv does not hold the fresh results' figures, whether that is only an earlier
-    satbench's fewer columns), or None when it does or is absent. Columns are matched by name:
+    satbench's fewer columns), or None when it does or is absent; a file that is not UTF-8 CSV
+    raises ValueError or csv.Error (verify names it inconsistent). Columns are matched by name:
     one this satbench does not write, or an empty file, is inconsistent; a column it writes that
     the file lacks is from an earlier satbench (noted, and the shared columns still compared)."""
-    import csv
-
     from satbench.report.csvfile import CSV_FILE, render_csv
 
     path = run_dir / CSV_FILE
     if not path.exists():
         return None
-    old = list(csv.reader(path.read_text(encoding="utf-8").splitlines()))
+    old = list(csv.reader(path.read_bytes().decode("utf-8").splitlines()))
     fresh = list(csv.reader(render_csv(results).splitlines()))
     if not old:
         return f"{CSV_FILE}: empty", False

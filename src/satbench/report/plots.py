@@ -27,6 +27,7 @@ from satbench.report.plot_style import (DPI, KINDS, PLOTS_DIR, STYLE, Drawn, Plo
 from satbench.report.plots_gpu import gpu_plot
 from satbench.report.plots_requests import starvation_plot, timeline_plot
 from satbench.results import LaneResult, ResultsFile
+from satbench.rundir import make_run_subdir
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile
 
 
@@ -55,11 +56,11 @@ def marker_lines(rec: LaneRecommendation | None) -> list[tuple[str, int, str]]:
 
 def _save(fig: Figure, run_dir: Path, lane: str, kind: PlotKind) -> str:
     rel = f"{PLOTS_DIR}/{lane}-{kind}.png"
-    (run_dir / PLOTS_DIR).mkdir(parents=True, exist_ok=True)
+    make_run_subdir(run_dir / PLOTS_DIR)  # a real directory of the run, never a link out of it
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
-    write_text_atomic(run_dir / rel, buf.getvalue())  # never a half-written PNG
+    write_text_atomic(run_dir / rel, buf.getvalue(), run_dir=run_dir)  # never a half-written PNG
     fig.clear()
     return rel
 

@@ -9,7 +9,9 @@ from importlib import metadata
 from pathlib import Path
 
 from satbench.config import ServerParams
+from satbench.rundir import open_run_file
 from satbench.runtimes.base import ProcessRuntime, die_with_parent, llama_server_flags, server_port
+from satbench.runtimes.embedded_child import READY_TMP_SUFFIX
 
 
 class EmbeddedRuntime(ProcessRuntime):
@@ -56,18 +58,23 @@ class EmbeddedRuntime(ProcessRuntime):
                 self.log_path.with_name(f".{self.log_path.stem}.ready.json"))
 
     def _launch(self) -> Path:
-        """Start the child; the path its ready file will appear at."""
+        """Start the child; the path its ready file will appear at. The parameters file and the log
+        are opened by the run directory's rule (satbench.rundir.open_run_file: never through a link);
+        a ready file left by an earlier start, and its temporary, are removed (unlinking a name
+        never follows it)."""
         params_path, ready_path = self._files()
-        ready_path.unlink(missing_ok=True)
+        for stale in (ready_path, ready_path.with_name(ready_path.name + READY_TMP_SUFFIX)):
+            stale.unlink(missing_ok=True)
         port = server_port(self.params.port)
-        params_path.write_text(json.dumps({
-            "model_path": self.model_path, "n_parallel": self.n_parallel, "n_ctx": self.n_ctx,
-            "n_batch": self.params.n_batch, "n_ubatch": self.params.n_ubatch,
-            "n_threads": self.params.n_threads, "n_gpu_layers": self.params.n_gpu_layers,
-            "kv_unified": self.params.kv_unified, "port": port, "verbosity": self.verbosity,
-        }))
+        with open_run_file(params_path, "w") as fh:
+            fh.write(json.dumps({
+                "model_path": self.model_path, "n_parallel": self.n_parallel, "n_ctx": self.n_ctx,
+                "n_batch": self.params.n_batch, "n_ubatch": self.params.n_ubatch,
+                "n_threads": self.params.n_threads, "n_gpu_layers": self.params.n_gpu_layers,
+                "kv_unified": self.params.kv_unified, "port": port, "verbosity": self.verbosity,
+            }))
         self._mark_log_start()
-        self._log = open(self.log_path, "ab")
+        self._log = open_run_file(self.log_path, "ab")
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "satbench.runtimes.embedded_child", str(params_path), str(ready_path)],
             stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,

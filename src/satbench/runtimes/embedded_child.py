@@ -13,6 +13,12 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
+
+from satbench.errors import RunDirError
+from satbench.rundir import open_run_file
+
+READY_TMP_SUFFIX = ".tmp"  # the ready file is written beside it under this suffix, then renamed
 
 
 def build_params(cfg: dict):  # -> xllamacpp.CommonParams
@@ -60,14 +66,18 @@ def main(argv: list[str]) -> int:
         stop.set()
 
     threading.Thread(target=watch_stdin, daemon=True).start()
-    tmp = ready_path + ".tmp"
+    tmp = ready_path + READY_TMP_SUFFIX
     devices = []
     try:
         devices = [f"{d.get('name')} ({d.get('description')})" for d in xllamacpp.get_device_info()]
     except Exception:  # noqa: BLE001 - the backend is provenance, not a reason to fail
         pass
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"base_url": server.listening_address, "pid": os.getpid(), "devices": devices}, fh)
+    try:  # in the run directory: never written through a link (its rule)
+        with open_run_file(Path(tmp), "w") as fh:
+            json.dump({"base_url": server.listening_address, "pid": os.getpid(), "devices": devices}, fh)
+    except RunDirError as exc:
+        print(f"satbench-embedded: {exc}", file=sys.stderr, flush=True)
+        return 3
     os.replace(tmp, ready_path)
     while not stop.wait(0.5):
         pass
