@@ -12,12 +12,21 @@ server (probe, sampler, request client, `satbench capability`) takes its SSL con
 
 from __future__ import annotations
 
+import asyncio
+import http.client
+import io
 import os
+import socket
 import ssl
+import threading
+import urllib.error
 import urllib.request
+
+import aiohttp
 
 from satbench.config import RunConfig, RuntimeConfig
 from satbench.errors import RuntimeStartError, UserError
+from satbench.limits import KIB, MAX_ERROR_BODY_BYTES, too_large, too_slow
 from satbench.runtimes.remote import redact_url
 from satbench.transport import tls_context
 
@@ -107,10 +116,140 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def get_bytes(url: str, headers: dict[str, str], tls: ssl.SSLContext, timeout_s: float) -> bytes:
+READ_CHUNK_BYTES = 64 * KIB  # one read of a body; a refused answer is read to its limit + 1 byte, no further
+
+
+class _Sockets:
+    """The sockets one urllib read opened, so that its deadline can cut them (a server trickling
+    one byte at a time never trips a per-recv socket timeout)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._socks: list[socket.socket] = []
+        self.expired = False
+
+    def add(self, sock: socket.socket) -> socket.socket:
+        with self._lock:
+            self._socks.append(sock)
+            if self.expired:
+                _cut(sock)
+        return sock
+
+    def expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._socks:
+                _cut(sock)
+
+
+def _cut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _connection_class(base: type[http.client.HTTPConnection], sockets: _Sockets) -> type:
+    class _Connection(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            create = self._create_connection
+            self._create_connection = lambda *a, **k: sockets.add(create(*a, **k))
+
+    return _Connection
+
+
+class _HttpHandler(urllib.request.HTTPHandler):
+    def __init__(self, sockets: _Sockets) -> None:
+        super().__init__()
+        self._connection = _connection_class(http.client.HTTPConnection, sockets)
+
+    def http_open(self, req):
+        return self.do_open(self._connection, req)
+
+
+class _HttpsHandler(urllib.request.HTTPSHandler):
+    def __init__(self, sockets: _Sockets, context: ssl.SSLContext | None) -> None:
+        super().__init__(context=context)
+        self._connection = _connection_class(http.client.HTTPSConnection, sockets)
+
+    def https_open(self, req):
+        return self.do_open(self._connection, req, context=self._context)
+
+
+def _read_sync(resp, limit_bytes: int, where: str, truncate: bool = False) -> bytes:
+    """The body, read in chunks up to `limit_bytes` + 1: AnswerTooLarge past the limit, or (with
+    `truncate`) its first `limit_bytes`."""
+    buf = bytearray()
+    while True:
+        chunk = resp.read1(min(READ_CHUNK_BYTES, limit_bytes + 1 - len(buf)))
+        if not chunk:
+            return bytes(buf)
+        buf += chunk
+        if len(buf) > limit_bytes:
+            if truncate:
+                return bytes(buf[:limit_bytes])
+            raise too_large(where, limit_bytes)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
+
+
+def get_bytes(url: str, headers: dict[str, str], tls: ssl.SSLContext | None, timeout_s: float, *,
+              limit_bytes: int) -> bytes:
     """One GET to the remote server: its TLS policy, no proxies, no redirects (urllib keeps the
-    Authorization header across hosts)."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=tls),
-                                         _NoRedirect())
-    with opener.open(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
-        return resp.read()
+    Authorization header across hosts). `url` must be credential-free: errors name it.
+
+    Bounded: AnswerTooLarge past `limit_bytes`; AnswerTimeoutError when the whole exchange (connect,
+    head, body) takes longer than `timeout_s`. A non-2xx answer raises urllib's HTTPError, its
+    body read up to MAX_ERROR_BODY_BYTES; a failed connection URLError / OSError as urllib does."""
+    sockets = _Sockets()
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _HttpHandler(sockets),
+                                         _HttpsHandler(sockets, tls), _NoRedirect())
+    timer = threading.Timer(timeout_s, sockets.expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        try:
+            with opener.open(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
+                body = _read_sync(resp, limit_bytes, url)
+        except urllib.error.HTTPError as exc:
+            error_body = _read_sync(exc, MAX_ERROR_BODY_BYTES, url, truncate=True)
+            exc.close()
+            raise urllib.error.HTTPError(exc.url, exc.code, exc.msg, exc.hdrs,
+                                         io.BytesIO(error_body)) from None
+    except urllib.error.HTTPError:
+        raise
+    except (OSError, http.client.HTTPException) as exc:
+        if sockets.expired or _timed_out(exc):
+            raise too_slow(url, timeout_s) from exc
+        raise
+    finally:
+        timer.cancel()
+    if sockets.expired:  # cut at the deadline: what came is not the whole answer
+        raise too_slow(url, timeout_s)
+    return body
+
+
+async def read_capped(session: aiohttp.ClientSession, url: str, *, limit_bytes: int, deadline_s: float,
+                      method: str = "GET", json_body: object = None) -> tuple[int, bytes]:
+    """(status, body) of one request over `session`, whatever the status: the body read in chunks up to
+    `limit_bytes` + 1 (AnswerTooLarge past it, not decompressed), the whole exchange within
+    `deadline_s` (AnswerTimeoutError). aiohttp's connection errors pass through. `url` must be
+    credential-free."""
+    try:
+        async with asyncio.timeout(deadline_s):
+            async with session.request(method, url, json=json_body, headers={"Accept-Encoding": "identity"},
+                                       auto_decompress=False,
+                                       timeout=aiohttp.ClientTimeout(total=2 * deadline_s)) as resp:
+                buf = bytearray()
+                while True:
+                    chunk = await resp.content.read(min(READ_CHUNK_BYTES, limit_bytes + 1 - len(buf)))
+                    if not chunk:
+                        return resp.status, bytes(buf)
+                    buf += chunk
+                    if len(buf) > limit_bytes:
+                        raise too_large(url, limit_bytes)
+    except TimeoutError as exc:  # asyncio's deadline, or aiohttp's own (ServerTimeoutError)
+        raise too_slow(url, deadline_s) from exc

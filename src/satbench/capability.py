@@ -287,7 +287,7 @@ def load_recommendations(path: Path) -> tuple[RecommendationsFile | None, str | 
     digest = hashlib.sha256(raw).hexdigest()
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None, f"{path.name} is not valid JSON", digest
     try:
         jsonschema.validate(data, recommendations_json_schema())

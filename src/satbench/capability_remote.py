@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import json
+import http.client
+import sys
 
 from satbench.config import LaneConfig
+from satbench.errors import ParseError
+from satbench.limits import MAX_PROPS_BYTES, PREFLIGHT_DEADLINE_S, json_answer
 
 
 def _why(exc: BaseException) -> str:
@@ -14,20 +17,33 @@ def _why(exc: BaseException) -> str:
         return f"HTTP {exc.code} {getattr(exc, 'reason', '')}".strip()  # type: ignore[attr-defined]
     inner = getattr(exc, "reason", None)
     err = inner if isinstance(inner, BaseException) else exc
-    return f"{err.__class__.__name__}: {err}"
+    text = str(err)
+    return f"{err.__class__.__name__}: {text}" if text else err.__class__.__name__
 
 
 def remote_props(lane: LaneConfig) -> tuple[dict | None, str | None]:
     """(/props, None) of a running server, or (None, why) when it cannot be asked (unreachable,
-    refused the key, failed TLS verification, not a JSON object)."""
+    refused the key, failed TLS verification, past its size or time limit, not a JSON object).
+    The figures capability takes from it are checked (probe.props_figures): those refused are
+    dropped from the returned dict, one warning line each on stderr."""
     from satbench.access import get_bytes
-    from satbench.probe import remote_access
+    from satbench.probe import props_figures, remote_access
 
     url, headers, tls = remote_access(lane)
     try:
-        props = json.loads(get_bytes(url + "/props", headers, tls, timeout_s=10))
-    except (OSError, ValueError) as exc:
+        props = json_answer(get_bytes(url + "/props", headers, tls, PREFLIGHT_DEADLINE_S,
+                                      limit_bytes=MAX_PROPS_BYTES), url + "/props")
+    except ParseError as exc:  # past a limit (the message names the endpoint), or not JSON
+        return None, str(exc)[:300]
+    except (OSError, http.client.HTTPException) as exc:
         return None, f"{url}/props: {_why(exc)}"[:300]
     if not isinstance(props, dict):
         return None, f"{url}/props did not answer a JSON object"
-    return props, None
+    fig = props_figures(props, url + "/props")
+    for line in fig.unavailable:
+        print(f"satbench: warning: {line}", file=sys.stderr)
+    dgs = props.get("default_generation_settings")
+    settings = {**(dgs if isinstance(dgs, dict) else {}), "n_ctx": fig.per_slot_ctx}
+    checked = {"total_slots": fig.total_slots, "model_path": fig.model_path, "build_info": fig.build_info,
+               "model_alias": fig.model_alias, "default_generation_settings": settings}
+    return {**props, **checked}, None

@@ -2,8 +2,10 @@
 
 `StreamClient.run()` returns a `StreamOutcome` whatever happens; failures are data
 (`error_type`, `error_message`), because a benchmark that loses its failed requests
-lies about the server. The bytes travel over satbench's own HTTP/1.1 transport
-(transport.py), which stamps chunks as they leave `recv`; see that module for why.
+lies about the server. An answer larger than limits.stream_limit of its request (prompt +
+output tokens) is cut there and recorded as `answer_too_large`. The bytes travel over
+satbench's own HTTP/1.1 transport (transport.py), which stamps chunks as they leave
+`recv`; see that module for why.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from typing import Callable, Literal
 
 from satbench.config import Strict
 from satbench.errors import ParseError, UserError
+from satbench.limits import AnswerTooLarge, stream_limit
 from satbench.sse import StreamUpdate, interpret_native, interpret_openai
 from satbench.transport import HttpResult, HttpStream, request_bytes, tls_context
 
 Api = Literal["native", "openai"]
 Clock = Callable[[], int]
+ANSWER_TOO_LARGE = "answer_too_large"  # error type of an answer cut at limits.stream_limit
 
 
 class CompletionRequest(Strict):
@@ -162,7 +166,8 @@ class StreamClient:
     async def _exchange(self, req: CompletionRequest, body: bytes, out: StreamOutcome) -> HttpResult:
         loop = asyncio.get_running_loop()
         reader = _PayloadReader(self, out)
-        proto = HttpStream(self._clock, reader.feed)
+        proto = HttpStream(self._clock, reader.feed, where=self.base_url + self._path,
+                           max_body_bytes=stream_limit(req.prompt_tokens, req.max_tokens))
         headers = {"X-Request-Id": req.request_id, **self._headers}
         out.sent_ns = self._clock()
         if self._connect_gate is None:
@@ -199,6 +204,9 @@ class StreamClient:
 
     def _read_result(self, req: CompletionRequest, r: HttpResult, out: StreamOutcome) -> None:
         out.headers_ns, out.http_status, out.end_ns = r.headers_ns, r.status, r.end_ns or self._clock()
+        if isinstance(r.failure, AnswerTooLarge):
+            self._fail(out, ANSWER_TOO_LARGE, str(r.failure))
+            return
         if isinstance(r.failure, ParseError):
             self._fail(out, "malformed_stream", str(r.failure))
             return
@@ -330,6 +338,6 @@ def _error_message(text: str) -> str:
             return str(err["message"])
         if isinstance(err, str):
             return err
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     return text.strip().splitlines()[0][:300] if text.strip() else "(empty body)"

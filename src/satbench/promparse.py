@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from satbench.errors import ParseError
+from satbench.limits import MAX_METRIC_SERIES, MAX_METRIC_VALUE
 
 LLAMACPP_PREFIX = "llamacpp:"
 
@@ -38,9 +39,17 @@ def parse_prometheus(text: str) -> dict[str, float]:
 
 
 def llamacpp_values(text: str) -> dict[str, float]:
-    """The `llamacpp:*` samples with the prefix removed; NaN/inf values dropped."""
-    return {
-        k[len(LLAMACPP_PREFIX):]: v
-        for k, v in parse_prometheus(text).items()
-        if k.startswith(LLAMACPP_PREFIX) and math.isfinite(v)
-    }
+    """The `llamacpp:*` samples with the prefix removed; NaN/inf values dropped (llama.cpp prints a
+    NaN for a ratio before its first decode). ParseError for a value outside 0..MAX_METRIC_VALUE
+    (llama.cpp's series are never negative) or more than MAX_METRIC_SERIES series."""
+    out: dict[str, float] = {}
+    for k, v in parse_prometheus(text).items():
+        if not k.startswith(LLAMACPP_PREFIX) or not math.isfinite(v):
+            continue
+        name = k[len(LLAMACPP_PREFIX):]
+        if not 0.0 <= v <= MAX_METRIC_VALUE:
+            raise ParseError(f"/metrics {k[:80]} {v:g} is outside 0..{MAX_METRIC_VALUE:g}")
+        out[name] = v
+        if len(out) > MAX_METRIC_SERIES:
+            raise ParseError(f"/metrics has more than {MAX_METRIC_SERIES} llamacpp: series")
+    return out

@@ -12,7 +12,6 @@ go on without saying so.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import ssl
 import time
@@ -21,31 +20,48 @@ from typing import Callable
 import aiohttp
 import psutil
 
+from satbench.access import read_capped
 from satbench.errors import ParseError, RunDirError
 from satbench.events import JsonlWriter, MetricsSample, ProcessSample, SlotsSample
 from satbench.gpu import NvmlGpus
+from satbench.limits import (MAX_CTX_TOKENS, MAX_METRICS_BYTES, MAX_SLOTS, MAX_SLOTS_BYTES, checked_int,
+                             json_answer)
 from satbench.promparse import llamacpp_values
 
 MAX_CONSECUTIVE_FAILURES = 20
 STOPPED = "stopped polling after"  # starts the error of the last sample a poller writes before it gives up
+_LIMIT_BYTES = {"/metrics": MAX_METRICS_BYTES, "/slots": MAX_SLOTS_BYTES}
 GPU_FAILED = "NVML: "  # starts the error of a process sample that records a failed GPU reading (no other figure)
 
 
 def parse_slots(payload: object) -> tuple[int, list[int], dict[int, int]]:
-    """/slots JSON → (n_slots, busy slot ids, tokens decoded per busy slot)."""
+    """/slots JSON → (n_slots, busy slot ids, tokens decoded per busy slot).
+
+    Strict, so a sample is never built from nonsense (ParseError naming the field instead): at most
+    MAX_SLOTS entries, each with a distinct integer id in 0..MAX_SLOTS-1, `is_processing` a bool
+    when present, n_decoded (when it is there) an integer in 0..MAX_CTX_TOKENS."""
     if not isinstance(payload, list):
         raise ParseError("/slots did not return a JSON list")
-    busy, decoded = [], {}
+    if len(payload) > MAX_SLOTS:
+        raise ParseError(f"/slots lists {len(payload)} slots, more than {MAX_SLOTS}")
+    busy, decoded, seen = [], {}, set()
     for slot in payload:
-        if not isinstance(slot, dict) or not isinstance(slot.get("id"), int):
+        if not isinstance(slot, dict) or "id" not in slot:
             raise ParseError("/slots entry without an integer id")
-        if slot.get("is_processing"):
-            busy.append(slot["id"])
+        sid = checked_int(slot["id"], 0, MAX_SLOTS - 1, "/slots id")
+        if sid in seen:
+            raise ParseError(f"/slots lists slot id {sid} twice")
+        seen.add(sid)
+        processing = slot.get("is_processing", False)
+        if not isinstance(processing, bool):
+            raise ParseError(f"/slots slot {sid}: is_processing is not true or false")
+        if processing:
+            busy.append(sid)
             nxt = slot.get("next_token")
-            if isinstance(nxt, list) and nxt and isinstance(nxt[0], dict):
-                n = nxt[0].get("n_decoded")
-                if isinstance(n, int):
-                    decoded[slot["id"]] = n
+            first = nxt[0] if isinstance(nxt, list) and nxt else None
+            if isinstance(first, dict) and first.get("n_decoded") is not None:
+                decoded[sid] = checked_int(first["n_decoded"], 0, MAX_CTX_TOKENS,
+                                           f"/slots slot {sid}: n_decoded")
     return len(payload), sorted(busy), decoded
 
 
@@ -66,6 +82,7 @@ class ServerSampler:
         self._headers = headers or {}
         self._tls = tls  # the lane's TLS policy (access.tls_context_for); None = verify, system CAs
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._timeout_s = timeout_s
         self._tasks: list[asyncio.Task] = []
         self._session: aiohttp.ClientSession | None = None
         self.disabled: dict[str, str] = {}
@@ -137,18 +154,20 @@ class ServerSampler:
         except RunDirError as exc:
             self.write_error = exc
 
-    async def _get(self, path: str) -> tuple[int, str]:
+    async def _get(self, path: str) -> tuple[int, bytes]:
+        """(status, body): past the endpoint's limit (_LIMIT_BYTES) or the poll's timeout, that
+        limit's ParseError (one line naming the endpoint and the limit)."""
         assert self._session is not None
-        async with self._session.get(self.base_url + path) as resp:
-            return resp.status, await resp.text()
+        return await read_capped(self._session, self.base_url + path, limit_bytes=_LIMIT_BYTES[path],
+                                 deadline_s=self._timeout_s)
 
     async def _metrics(self) -> bool:
         sent = self.clock()
         try:
-            status, text = await self._get("/metrics")
+            status, body = await self._get("/metrics")
             if status != 200:
                 raise ParseError(f"/metrics answered HTTP {status}")
-            values = llamacpp_values(text)
+            values = llamacpp_values(body.decode("utf-8", "replace"))
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError) as exc:
             self._last_error["metrics"] = _describe(exc)
             self.writer.write(MetricsSample(**self.tag, sent_ns=sent, t_ns=self.clock(),
@@ -160,14 +179,10 @@ class ServerSampler:
     async def _slots(self) -> bool:
         sent = self.clock()
         try:
-            status, text = await self._get("/slots")
+            status, body = await self._get("/slots")
             if status != 200:
                 raise ParseError(f"/slots answered HTTP {status}")
-            try:
-                payload = json.loads(text)
-            except ValueError as exc:
-                raise ParseError("/slots is not JSON") from exc
-            n, busy, decoded = parse_slots(payload)
+            n, busy, decoded = parse_slots(json_answer(body, "/slots"))
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError) as exc:
             self._last_error["slots"] = _describe(exc)
             self.writer.write(SlotsSample(**self.tag, sent_ns=sent, t_ns=self.clock(),

@@ -8,13 +8,13 @@ Anything malformed raises `ParseError` (satbench's own), never a third-party err
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 from satbench.errors import ParseError
+from satbench.limits import (MAX_CTX_TOKENS, MAX_EVENT_BYTES, MAX_SERVER_MS, MAX_SLOTS, checked_int,
+                             json_answer, size_text)
 
-MAX_EVENT_BYTES = 8 * 1024 * 1024
 _EOL = re.compile(rb"[\r\n]")
 
 
@@ -30,6 +30,7 @@ class SseSplitter:
     def __init__(self) -> None:
         self._buf = b""
         self._data: list[bytes] = []
+        self._data_bytes = 0  # of the event being gathered: at most MAX_EVENT_BYTES
         self._after_cr = False  # the last chunk ended with CR: an LF next completes that CRLF
 
     def feed(self, chunk: bytes) -> list[bytes]:
@@ -43,7 +44,7 @@ class SseSplitter:
             end = _line_end(self._buf)
             if end < 0:
                 if len(self._buf) > MAX_EVENT_BYTES:
-                    raise ParseError("SSE line longer than 8 MiB without a newline")
+                    raise ParseError(f"SSE line longer than {size_text(MAX_EVENT_BYTES)} without a newline")
                 return out
             line = self._buf[:end]
             if self._buf[end : end + 2] == b"\r\n":
@@ -54,13 +55,16 @@ class SseSplitter:
             if not line:
                 if self._data:
                     out.append(b"\n".join(self._data))
-                    self._data = []
+                    self._data, self._data_bytes = [], 0
                 continue
             if line.startswith(b":"):
                 continue
             field, _, value = line.partition(b":")
             if field == b"data":
                 self._data.append(value[1:] if value.startswith(b" ") else value)
+                self._data_bytes += len(self._data[-1]) + 1
+                if self._data_bytes > MAX_EVENT_BYTES:
+                    raise ParseError(f"SSE event larger than {size_text(MAX_EVENT_BYTES)}")
 
     def finish(self) -> list[bytes]:
         """Payloads left when the stream closed without a final blank line."""
@@ -93,8 +97,8 @@ class StreamUpdate:
 
 def _load(payload: bytes) -> dict:
     try:
-        obj = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
+        obj = json_answer(payload, "stream event")
+    except ParseError as exc:
         raise ParseError(f"stream event is not JSON: {payload[:80]!r}") from exc
     if not isinstance(obj, dict):
         raise ParseError(f"stream event is not a JSON object: {payload[:80]!r}")
@@ -110,12 +114,12 @@ def _error_text(obj: dict) -> str | None:
     return str(err)
 
 
-def _int_or_none(value: object) -> int | None:
+def _int_or_none(value: object, what: str, hi: int = MAX_CTX_TOKENS) -> int | None:
+    """None when absent (or a bool, as llama.cpp never sends one here); else an integer in 0..`hi`
+    (a token count: 0..MAX_CTX_TOKENS), or ParseError naming `what`."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, int):
-        return value
-    raise ParseError(f"expected an integer, got {value!r}")
+    return checked_int(value, 0, hi, what)
 
 
 def interpret_native(payload: bytes) -> StreamUpdate:
@@ -130,7 +134,7 @@ def interpret_native(payload: bytes) -> StreamUpdate:
     if err is not None:
         return StreamUpdate(error=err)
     tokens = obj.get("tokens")
-    so_far = _int_or_none(obj.get("tokens_predicted"))
+    so_far = _int_or_none(obj.get("tokens_predicted"), "tokens_predicted")
     if isinstance(tokens, list):
         n, exact = len(tokens), True
     else:
@@ -138,11 +142,11 @@ def interpret_native(payload: bytes) -> StreamUpdate:
     upd = StreamUpdate(n_tokens=n, tokens_so_far=so_far, exact=exact)
     if obj.get("stop") is True:
         upd.final = True
-        upd.slot_id = _int_or_none(obj.get("id_slot"))
+        upd.slot_id = _int_or_none(obj.get("id_slot"), "id_slot", MAX_SLOTS - 1)
         timings = obj.get("timings")
-        upd.timings = timings if isinstance(timings, dict) else None
-        upd.usage_completion_tokens = _int_or_none(obj.get("tokens_predicted"))
-        upd.usage_prompt_tokens = _int_or_none(obj.get("tokens_evaluated"))
+        upd.timings = checked_timings(timings) if isinstance(timings, dict) else None
+        upd.usage_completion_tokens = so_far
+        upd.usage_prompt_tokens = _int_or_none(obj.get("tokens_evaluated"), "tokens_evaluated")
     return upd
 
 
@@ -166,9 +170,29 @@ def interpret_openai(payload: bytes) -> StreamUpdate:
     usage = obj.get("usage")
     if isinstance(usage, dict):
         upd.final = True
-        upd.usage_completion_tokens = _int_or_none(usage.get("completion_tokens"))
-        upd.usage_prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
+        upd.usage_completion_tokens = _int_or_none(usage.get("completion_tokens"), "usage.completion_tokens")
+        upd.usage_prompt_tokens = _int_or_none(usage.get("prompt_tokens"), "usage.prompt_tokens")
     timings = obj.get("timings")
     if isinstance(timings, dict):
-        upd.timings = timings
+        upd.timings = checked_timings(timings)
     return upd
+
+
+_TIMING_COUNTS = ("cache_n", "prompt_n", "predicted_n")
+_TIMING_MS = ("prompt_ms", "predicted_ms")
+
+
+def checked_timings(raw: dict) -> dict:
+    """llama.cpp's `timings`, only the fields satbench keeps: counts integers in 0..MAX_CTX_TOKENS,
+    times finite numbers in 0..MAX_SERVER_MS; a field that is neither is left out (unavailable:
+    the level says the server reported no such timing)."""
+    out: dict = {}
+    for key in _TIMING_COUNTS:
+        v = raw.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_CTX_TOKENS:
+            out[key] = v
+    for key in _TIMING_MS:
+        v = raw.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_SERVER_MS:
+            out[key] = float(v)
+    return out

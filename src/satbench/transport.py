@@ -11,7 +11,8 @@ llama.cpp closes a connection after a streamed answer anyway.
 until-close), splits the body into SSE payloads and hands each one, with the stamp of the
 `recv` that completed it, to `on_payload` at once (so the work of reading a stream is spread
 over its life instead of piling up when many streams end together). Malformed framing
-raises `ParseError` inside the protocol and ends the request.
+raises `ParseError` inside the protocol and ends the request; so does a head larger than
+MAX_HEADER_BYTES and a body larger than the exchange's `max_body_bytes` (`AnswerTooLarge`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from satbench.errors import ParseError
+from satbench.limits import MAX_ERROR_BODY_BYTES, MAX_HEADER_BYTES, size_text, too_large
 from satbench.sse import SseSplitter
-
-MAX_HEADER_BYTES = 64 * 1024
-MAX_ERROR_BODY = 8 * 1024
 
 
 @dataclass
@@ -112,11 +111,16 @@ def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
 
 
 class HttpStream(asyncio.Protocol):
-    """One request/response on its own connection. `done` resolves when the exchange is over."""
+    """One request/response on its own connection. `done` resolves when the exchange is over.
 
-    def __init__(self, clock: Callable[[], int], on_payload: Callable[[int, bytes], None]) -> None:
+    `max_body_bytes` bounds the (decoded) body, whatever its status: past it the exchange ends with
+    `AnswerTooLarge` naming `where` (the endpoint's URL) and the limit."""
+
+    def __init__(self, clock: Callable[[], int], on_payload: Callable[[int, bytes], None],
+                 max_body_bytes: int | None = None, where: str = "the server") -> None:
         self.clock = clock
         self.on_payload = on_payload
+        self.max_body_bytes, self.where = max_body_bytes, where
         self.result = HttpResult()
         self.done: asyncio.Future[HttpResult] = asyncio.get_running_loop().create_future()
         self.last_data_ns = 0
@@ -142,7 +146,8 @@ class HttpStream(asyncio.Protocol):
                 end = self._head.find(b"\r\n\r\n")
                 if end < 0:
                     if len(self._head) > MAX_HEADER_BYTES:
-                        raise ParseError("response headers larger than 64 KiB")
+                        raise ParseError(f"{self.where}: response headers larger than "
+                                         f"{size_text(MAX_HEADER_BYTES)}")
                     return
                 r.status, headers = parse_head(self._head[:end])
                 r.headers_ns = t
@@ -164,12 +169,14 @@ class HttpStream(asyncio.Protocol):
         elif self._length is not None:
             data = data[: max(0, self._length - self._received)]
         self._received += len(data)
+        if self.max_body_bytes is not None and self._received > self.max_body_bytes:
+            raise too_large(self.where, self.max_body_bytes)
         r = self.result
         if data:
             if r.status == 200:
                 self._deliver(t, self._sse.feed(data))
-            elif len(r.error_body) < MAX_ERROR_BODY:
-                r.error_body += data[: MAX_ERROR_BODY - len(r.error_body)]
+            elif len(r.error_body) < MAX_ERROR_BODY_BYTES:
+                r.error_body += data[: MAX_ERROR_BODY_BYTES - len(r.error_body)]
         ended = (self._chunked is not None and self._chunked.done) or (
             self._length is not None and self._received >= self._length)
         if ended:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import re
+import selectors
 import subprocess
-import urllib.error
-import urllib.request
+import time
 from pathlib import Path
 
 from satbench.config import ServerParams
-from satbench.errors import RuntimeStartError, UserError
+from satbench.errors import ParseError, RuntimeStartError, UserError
+from satbench.limits import MAX_HEALTH_BYTES, MAX_TOOL_OUTPUT_BYTES
 from satbench.models.files import sha256_file
 from satbench.runtimes.base import ProcessRuntime, die_with_parent, llama_server_flags, server_port
 
@@ -33,13 +35,10 @@ class NativeRuntime(ProcessRuntime):
 
     def name_and_version(self) -> tuple[str, str | None]:
         if self._version is None:
-            try:
-                out = subprocess.run([self.server_bin, "--version"], capture_output=True, text=True,
-                                     timeout=20)
-                lines = (out.stdout + out.stderr).strip().splitlines()
-                self._version = next((ln for ln in lines if ln.startswith("version")), lines[0] if lines else None)
-            except (OSError, subprocess.TimeoutExpired):
-                self._version = None
+            text = capped_output([self.server_bin, "--version"], timeout_s=20)
+            lines = text.strip().splitlines() if text is not None else []
+            self._version = next((ln for ln in lines if ln.startswith("version")),
+                                 lines[0] if lines else None)
         return f"llama-server binary ({self.server_bin})", self._version
 
     def backend(self) -> str | None:
@@ -74,7 +73,9 @@ class NativeRuntime(ProcessRuntime):
         port = server_port(self.params.port)
         cmd = self.command(port)
         self._mark_log_start()
-        with open(self.log_path, "ab") as log:
+        from satbench.rundir import open_run_file  # the run directory's rule: never through a link
+
+        with open_run_file(self.log_path, "ab") as log:
             try:
                 self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                               start_new_session=True, preexec_fn=die_with_parent())
@@ -105,11 +106,10 @@ def list_devices_backend(server_bin: str) -> str | None:
     """The devices `server_bin --list-devices` prints ("CUDA0: NVIDIA H200"), "; "-joined, each without
     its memory figures (free memory changes between calls: the same node must read the same); "CPU"
     when none is listed; None when the binary cannot be asked."""
-    try:
-        out = subprocess.run([server_bin, "--list-devices"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+    text = capped_output([server_bin, "--list-devices"], timeout_s=30)
+    if text is None:
         return None
-    devices = [DEVICE_MEMORY.sub("", ln.strip()) for ln in (out.stdout + out.stderr).splitlines()
+    devices = [DEVICE_MEMORY.sub("", ln.strip()) for ln in text.splitlines()
                if ln.startswith("  ") and ":" in ln]
     return "; ".join(devices) if devices else "CPU"
 
@@ -155,9 +155,57 @@ def server_binary_sha256(server_bin: str) -> str | None:
     return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
+HEALTH_POLL_S = 1.0  # one /health poll while the started server loads, connect to last byte
+
+
 def _healthy(base_url: str) -> bool:
+    """/health answers 2xx, whole, within HEALTH_POLL_S and MAX_HEALTH_BYTES."""
+    from satbench.access import get_bytes
+
     try:
-        with urllib.request.urlopen(base_url + "/health", timeout=1.0) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
+        get_bytes(base_url + "/health", {}, None, HEALTH_POLL_S, limit_bytes=MAX_HEALTH_BYTES)
+        return True
+    except (OSError, http.client.HTTPException, ParseError, ValueError):
         return False
+
+
+def capped_output(argv: list[str], timeout_s: float, limit_bytes: int = MAX_TOOL_OUTPUT_BYTES) -> str | None:
+    """What `argv` prints (stdout, then stderr, as UTF-8 text) when it exits within `timeout_s` having
+    printed at most `limit_bytes`; None when it cannot run, runs longer or prints more (it is killed)."""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError:
+        return None
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    bufs = {out_fd: bytearray(), err_fd: bytearray()}
+    deadline = time.monotonic() + timeout_s
+    ok = True
+    try:
+        with selectors.DefaultSelector() as sel:
+            for f in (proc.stdout, proc.stderr):
+                sel.register(f, selectors.EVENT_READ)
+            while ok and sel.get_map():
+                left = deadline - time.monotonic()
+                events = sel.select(left) if left > 0 else []
+                ok = bool(events)
+                for key, _ in events:
+                    chunk = os.read(key.fd, 64 * 1024)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                    bufs[key.fd] += chunk
+                ok = ok and sum(map(len, bufs.values())) <= limit_bytes
+        if ok:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        ok = False
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    if not ok:
+        return None
+    return bytes(bufs[out_fd] + bufs[err_fd]).decode("utf-8", "replace")
