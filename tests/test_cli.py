@@ -50,10 +50,10 @@ def test_url_and_server_bin_select_the_runtime():
 
 @pytest.mark.parametrize("argv, needle", [
     (["sweep", "--checks", "S1"], "add --with-fairness"),
-    (["sweep", "--concurrency", "1,0"], "positive integers"),
+    (["sweep", "--concurrency", "1,0"], "--concurrency: must be an integer from 1 to 4,096"),
     (["sweep", "--concurrency", "1,x"], "integers"),
     (["sweep", "--concurrency", "2,2"], "repeat"),
-    (["sweep", "--prompt-tokens", "3"], "prompt_tokens"),
+    (["sweep", "--prompt-tokens", "3"], "--prompt-tokens: must be an integer from 8"),
     (["sweep", "--url", "http://h:1", "--model", "m.gguf"], "cannot be combined"),
     (["sweep", "--bogus"], "unrecognized arguments"),
     (["sweep", "--model", "/nonexistent/model.gguf", "-o", "{tmp}/run"], "does not exist"),
@@ -121,3 +121,19 @@ def test_lanes_and_single_lane_flags_do_not_mix(tmp_path, capsys):
     assert "--lanes describes every lane; drop --concurrency" in capsys.readouterr().err
     assert main(["sweep", "--together"]) == 2
     assert "--together needs a lane file" in capsys.readouterr().err
+
+
+def test_an_unexpected_exception_is_one_line_and_exit_1(monkeypatch, capsys) -> None:
+    import satbench.cli as cli
+
+    def boom(a):
+        raise ZeroDivisionError("a\nbug")
+
+    monkeypatch.delenv(cli.TRACEBACK_ENV, raising=False)
+    monkeypatch.setitem(cli.COMMANDS, "schema", boom)
+    assert cli.main(["schema", "results"]) == cli.INTERNAL_ERROR
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("satbench: internal error: ZeroDivisionError: a bug")
+    monkeypatch.setenv(cli.TRACEBACK_ENV, "1")
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["schema", "results"])

@@ -91,7 +91,8 @@ def build_parser() -> _Parser:
     rc.add_argument("run_dir")
     ca = sub.add_parser("capability", help="the node's capability report, from recommendations checked against it")
     ca.add_argument("--recommendations", required=True, help="recommendations.json")
-    ca.add_argument("--max-age-days", type=float, default=30.0, help="refuse older recommendations (default 30)")
+    ca.add_argument("--max-age-days", type=positive_days, default=30.0,
+                    help="refuse older recommendations (default 30)")
     ca.add_argument("--format", choices=["json", "litellm"], default="json",
                     help="json: the capability report; litellm: a LiteLLM proxy model_list fragment")
     _sweep_args(ca)
@@ -161,7 +162,7 @@ def lane_config(a: argparse.Namespace) -> LaneConfig:
                                   api_key_file=a.api_key_file, ca_cert=a.ca_cert, insecure=a.insecure),
         )
     except ValueError as exc:  # ValidationError is a ValueError
-        raise UserError(first_error(exc)) from exc
+        raise UserError(first_error(exc, _FLAG_OF)) from exc
 
 
 def _check_remote_flags(a: argparse.Namespace) -> None:
@@ -221,9 +222,40 @@ def run_flags_given(a: argparse.Namespace) -> bool:
             or a.with_fairness or a.refine or a.strict or a.shared_prefix or a.kv_unified)
 
 
-def first_error(exc: ValueError) -> str:
+# the flag a config field comes from (the field names of LaneConfig and the models it holds)
+_FLAG_OF = {"levels": "--concurrency", "requests_per_level": "--requests-per-level",
+            "repetitions": "--repetitions",
+            "request_timeout_s": "--request-timeout", "prompt_tokens": "--prompt-tokens",
+            "output_tokens": "--output-tokens", "n_parallel": "--parallel", "n_ctx": "--ctx-size",
+            "n_batch": "--batch-size", "n_ubatch": "--ubatch-size", "n_threads": "--threads",
+            "n_gpu_layers": "--n-gpu-layers", "port": "--port", "served_model": "--served-model"}
+
+
+def first_error(exc: ValueError, flags: dict[str, str] | None = None) -> str:
+    """pydantic's first complaint in one line: the flag (from `flags`, by the field's name) or the
+    field, then what is wrong (the allowed range, for a number)."""
     if isinstance(exc, ValidationError):
         err = exc.errors()[0]
+        msg = err["msg"].removeprefix("Value error, ")
+        head = str(err["loc"][0]) if err["loc"] else ""
+        if flags and head in flags:
+            return f"{flags[head]}: {msg}"
         loc = ".".join(str(x) for x in err["loc"]) or "config"
-        return f"invalid {loc}: {err['msg'].removeprefix('Value error, ')}"
+        return f"invalid {loc}: {msg}"
     return str(exc)
+
+
+MAX_AGE_DAYS = 36_500.0
+
+
+def positive_days(text: str) -> float:
+    """argparse type of --max-age-days: a finite number of days above 0."""
+    try:
+        days = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of days, got {text!r}") from None
+    if not 0 < days <= MAX_AGE_DAYS:  # nan fails every comparison
+        raise argparse.ArgumentTypeError(f"must be a number of days above 0 and at most {MAX_AGE_DAYS:g}, "
+                                         f"got {text!r}")
+    return days
+

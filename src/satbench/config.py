@@ -8,17 +8,109 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Literal
+from typing import Annotated, Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from satbench.limits import MAX_CTX_TOKENS  # a context asked for: the bound of one a server reports
 
 DEFAULT_LEVELS = (1, 2, 4, 8)
 DEFAULT_PROMPT_TOKENS = 64
 DEFAULT_OUTPUT_TOKENS = 32
 DEFAULT_REPETITIONS = 3
+DEFAULT_REQUEST_TIMEOUT_S = 300.0
+DEFAULT_BATCH_TOKENS = 2048
+DEFAULT_UBATCH_TOKENS = 512
 BUILTIN_MODEL = "builtin:gemma3-270m"
 MODEL_DIR_ENV = "SATBENCH_MODEL_DIR"
 DEFAULT_MODEL_DIR = os.path.join(".satbench", "models")
+
+# The ranges of every number a user gives (flag, lane file or run.json); each is checked here only.
+MAX_LEVEL = 4096  # concurrent streams of one level (satbench's own memory is checked besides: workload.py)
+MAX_LEVELS_PER_LANE = 64
+MAX_LANES = 64  # each lane's model is resolved and sha256-verified before the run
+MAX_TIMEOUT_S = 86_400.0  # one day: request, read and startup timeouts
+MAX_PROMPT_TOKENS = 1 << 20
+MAX_OUTPUT_TOKENS = 1 << 20
+MAX_REPETITIONS = 100
+MAX_REQUESTS_PER_LEVEL = 100_000
+MAX_WARMUP_PER_STREAM = 100
+MAX_SLOTS = MAX_LEVEL
+MAX_BATCH_TOKENS = 1 << 20
+MAX_THREADS = 4096
+MAX_GPU_LAYERS = 100_000  # "offload everything" is often written 999
+MAX_PORT = 65_535
+MAX_CHECK_REQUESTS = 1000  # requests per stream, client or probe of a fairness check
+MAX_FACTOR = 1000.0  # the fairness checks' ratios, factors and multiples
+MAX_SLO_MS = MAX_TIMEOUT_S * 1000.0
+_SHOWN_CHARS = 40
+
+
+def _shown(value: object) -> str:
+    """A user's value in an error message: short, one line."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
+
+
+def _int_check(lo: int, hi: int) -> Callable[[object], int]:
+    def check(value: object) -> int:
+        if type(value) is not int or not lo <= value <= hi:  # a bool or a float is not an integer
+            raise ValueError(f"must be an integer from {lo:,} to {hi:,}, got {_shown(value)}")
+        return value
+    return check
+
+
+def _float_check(lo: float, hi: float, lo_open: bool) -> Callable[[object], float]:
+    above = "above" if lo_open else "at least"
+
+    def check(value: object) -> float:
+        number = type(value) is int or (type(value) is float and math.isfinite(value))  # type: ignore
+        if not number or not (value > lo if lo_open else value >= lo) or value > hi:  # type: ignore[operator]
+            raise ValueError(f"must be a finite number {above} {lo:g} and at most {hi:g}, "
+                             f"got {_shown(value)}")
+        return float(value)  # type: ignore[arg-type]
+    return check
+
+
+def ranged_int(lo: int, hi: int) -> Any:
+    """An integer field from `lo` to `hi` inclusive; a bool, a float or a string is refused (TOML and
+    JSON types are strict). The one rule every integer a user gives goes through."""
+    return Annotated[int, BeforeValidator(_int_check(lo, hi)), Field(ge=lo, le=hi)]
+
+
+def ranged_float(lo: float, hi: float, lo_open: bool = True) -> Any:
+    """A finite number above `lo` (at least `lo` when not `lo_open`) and at most `hi`; an integer is
+    taken as a number, a bool or a string is not. inf and nan are refused: run.json could not hold them."""
+    low = {"gt": lo} if lo_open else {"ge": lo}
+    return Annotated[float, BeforeValidator(_float_check(lo, hi, lo_open)), Field(le=hi, **low)]
+
+
+def _bool_check(value: object) -> bool:
+    if type(value) is not bool:
+        raise ValueError(f"must be true or false, got {_shown(value)}")
+    return value
+
+
+Flag = Annotated[bool, BeforeValidator(_bool_check)]
+Level = ranged_int(1, MAX_LEVEL)
+Seconds = ranged_float(0.0, MAX_TIMEOUT_S)
+PromptTokens = ranged_int(8, MAX_PROMPT_TOKENS)
+OutputTokens = ranged_int(2, MAX_OUTPUT_TOKENS)
+Repetitions = ranged_int(1, MAX_REPETITIONS)
+RequestsPerLevel = ranged_int(1, MAX_REQUESTS_PER_LEVEL)
+Slots = ranged_int(1, MAX_SLOTS)
+CtxTokens = ranged_int(64, MAX_CTX_TOKENS)
+BatchTokens = ranged_int(1, MAX_BATCH_TOKENS)
+Threads = ranged_int(1, MAX_THREADS)
+GpuLayers = ranged_int(-1, MAX_GPU_LAYERS)
+Port = ranged_int(1, MAX_PORT)
+Milliseconds = ranged_float(0.0, MAX_SLO_MS)
+CheckRequests = ranged_int(3, MAX_CHECK_REQUESTS)
+WarmupPerStream = ranged_int(0, MAX_WARMUP_PER_STREAM)
+SampleInterval = ranged_float(0.0, 1.0)
+Factor = ranged_float(0.0, MAX_FACTOR)  # the fairness checks' positive factors
 
 
 class Strict(BaseModel):
@@ -33,22 +125,23 @@ class ServerParams(Strict):
     `None` means "let satbench choose" (n_parallel, n_ctx) or "llama.cpp's default".
     """
 
-    n_parallel: int | None = Field(None, ge=1, description="--parallel: number of slots")
-    n_ctx: int | None = Field(None, ge=64, description="--ctx-size: total context over all slots")
-    n_batch: int = Field(2048, ge=1, description="--batch-size: logical batch (tokens per iteration)")
-    n_ubatch: int = Field(512, ge=1, description="--ubatch-size: physical batch")
-    n_threads: int | None = Field(None, ge=1, description="--threads: generation threads")
-    n_gpu_layers: int | None = Field(None, description="--n-gpu-layers (-1 = all)")
-    kv_unified: bool = Field(False, description="--kv-unified: one KV buffer shared by all slots")
-    port: int | None = Field(None, ge=1, le=65535, description="--port on 127.0.0.1 (None: a free one)")
+    n_parallel: Slots | None = Field(None, description="--parallel: number of slots")
+    n_ctx: CtxTokens | None = Field(None, description="--ctx-size: total context over all slots")
+    n_batch: BatchTokens = Field(DEFAULT_BATCH_TOKENS, description="--batch-size: logical batch (tokens per "
+                                 "iteration)")
+    n_ubatch: BatchTokens = Field(DEFAULT_UBATCH_TOKENS, description="--ubatch-size: physical batch")
+    n_threads: Threads | None = Field(None, description="--threads: generation threads")
+    n_gpu_layers: GpuLayers | None = Field(None, description="--n-gpu-layers (-1 = all)")
+    kv_unified: Flag = Field(False, description="--kv-unified: one KV buffer shared by all slots")
+    port: Port | None = Field(None, description="--port on 127.0.0.1 (None: a free one)")
 
 
 class WorkloadConfig(Strict):
     """What every request of a sweep looks like."""
 
-    prompt_tokens: int = Field(DEFAULT_PROMPT_TOKENS, ge=8)
-    output_tokens: int = Field(DEFAULT_OUTPUT_TOKENS, ge=2)
-    shared_prefix: bool = Field(
+    prompt_tokens: PromptTokens = DEFAULT_PROMPT_TOKENS
+    output_tokens: OutputTokens = DEFAULT_OUTPUT_TOKENS
+    shared_prefix: Flag = Field(
         False, description="all requests share one prompt and may hit the prompt cache"
     )
 
@@ -70,8 +163,8 @@ class RuntimeConfig(Strict):
     api_key_file: str | None = Field(None, description="file holding the API key (its path is recorded, never the key)")
     ca_cert: str | None = Field(None, description="PEM file of a CA or self-signed certificate trusted besides the "
                                 "system's CAs")
-    insecure: bool = Field(False, description="TLS certificate verification turned OFF by the user")
-    startup_timeout_s: float = Field(180.0, gt=0)
+    insecure: Flag = Field(False, description="TLS certificate verification turned OFF by the user")
+    startup_timeout_s: Seconds = 180.0
 
     @model_validator(mode="after")
     def _consistent(self) -> RuntimeConfig:
@@ -103,9 +196,9 @@ class RuntimeConfig(Strict):
 class SloConfig(Strict):
     """A lane's latency objective: p95 TTFT and p95 TPOT, and optionally p95 E2E, in milliseconds."""
 
-    p95_ttft_ms: float = Field(gt=0)
-    p95_tpot_ms: float = Field(gt=0)
-    p95_e2e_ms: float | None = Field(None, gt=0, description="optional end-to-end latency target")
+    p95_ttft_ms: Milliseconds
+    p95_tpot_ms: Milliseconds
+    p95_e2e_ms: Milliseconds | None = Field(None, description="optional end-to-end latency target")
 
 
 class FairnessConfig(Strict):
@@ -119,27 +212,35 @@ class FairnessConfig(Strict):
     checks: list[Literal["F1", "F2", "F3", "S1", "S2", "S3"]] = Field(
         default_factory=lambda: ["F1", "F2", "F3", "S1", "S2", "S3"], min_length=1,
         description="which checks to run (all six by default)")
-    f1_streams: int | None = Field(None, ge=2, description="F1 concurrency (default min(slots, 4))")
-    f1_requests_per_stream: int = Field(6, ge=3)
-    f1_max_min_ratio: float = Field(1.10, gt=1.0, description="max/min per-request decode rate")
-    f1_jain_min: float = Field(0.99, gt=0.0, le=1.0)
-    f1_ttft_iterations: float = Field(2.0, ge=0.0, description="iterations added to Σprompt ÷ prefill rate")
-    f2_slowdown_factor: float = Field(1.1, gt=0.0, description="bound = factor × N")
-    f2_repetitions: int = Field(3, ge=1)
-    f3_extra_clients: int | None = Field(None, ge=1, description="clients beyond the slots (default max(2, slots/2))")
-    f3_requests_per_client: int = Field(6, ge=3)
-    f3_diff_costliest: float = Field(2.0, gt=0.0, description="max service gap, in costliest requests")
-    f3_trend_costliest: float = Field(1.0, gt=0.0, description="max fitted growth of the gap over the window")
-    s1_prompt_batches: float = Field(3.0, ge=1.5, description="injected prompt = this × n_batch tokens")
-    s1_decoders: int | None = Field(None, ge=1, description="decoding streams (default min(slots - 1, 3))")
-    s1_batch_factor: float = Field(1.5, gt=0.0, description="max ITL ≤ factor × n_batch ÷ prefill rate + baseline")
-    s1_prefill_factor: float = Field(1.25, gt=1.0, description="injected prefill ≤ factor × its solo time")
-    s1_stall_factor: float = Field(3.0, gt=1.0, description="a stall is an ITL > factor × baseline median")
-    s2_iterations: float = Field(2.0, gt=0.0)
-    s2_probes: int = Field(5, ge=1)
-    s3_iterations: float = Field(2.0, gt=0.0)
-    s3_prompt_batches: float = Field(1.0, gt=0.0, description="each prompt = this × n_batch tokens")
-    s3_repetitions: int = Field(2, ge=1)
+    f1_streams: ranged_int(2, MAX_SLOTS) | None = Field(  # type: ignore[valid-type]
+        None, description="F1 concurrency (default min(slots, 4))")
+    f1_requests_per_stream: CheckRequests = 6
+    f1_max_min_ratio: ranged_float(1.0, MAX_FACTOR) = Field(  # type: ignore[valid-type]
+        1.10, description="max/min per-request decode rate")
+    f1_jain_min: ranged_float(0.0, 1.0) = 0.99  # type: ignore[valid-type]
+    f1_ttft_iterations: ranged_float(0.0, MAX_FACTOR, lo_open=False) = Field(  # type: ignore[valid-type]
+        2.0, description="iterations added to Σprompt ÷ prefill rate")
+    f2_slowdown_factor: Factor = Field(1.1, description="bound = factor × N")
+    f2_repetitions: Repetitions = 3
+    f3_extra_clients: Slots | None = Field(None, description="clients beyond the slots "
+                                           "(default max(2, slots/2))")
+    f3_requests_per_client: CheckRequests = 6
+    f3_diff_costliest: Factor = Field(2.0, description="max service gap, in costliest requests")
+    f3_trend_costliest: Factor = Field(1.0, description="max fitted growth of the gap over the window")
+    s1_prompt_batches: ranged_float(1.5, MAX_FACTOR, lo_open=False) = Field(  # type: ignore[valid-type]
+        3.0, description="injected prompt = this × n_batch tokens")
+    s1_decoders: Slots | None = Field(None, description="decoding streams (default min(slots - 1, 3))")
+    s1_batch_factor: Factor = Field(1.5, description="max ITL ≤ factor × n_batch ÷ prefill rate "
+                                                     "+ baseline")
+    s1_prefill_factor: ranged_float(1.0, MAX_FACTOR) = Field(  # type: ignore[valid-type]
+        1.25, description="injected prefill ≤ factor × its solo time")
+    s1_stall_factor: ranged_float(1.0, MAX_FACTOR) = Field(  # type: ignore[valid-type]
+        3.0, description="a stall is an ITL > factor × baseline median")
+    s2_iterations: Factor = 2.0
+    s2_probes: ranged_int(1, MAX_CHECK_REQUESTS) = 5  # type: ignore[valid-type]
+    s3_iterations: Factor = 2.0
+    s3_prompt_batches: Factor = Field(1.0, description="each prompt = this × n_batch tokens")
+    s3_repetitions: Repetitions = 2
 
 
 LANE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -149,15 +250,15 @@ class LaneConfig(Strict):
     """One lane (one model on one runtime configuration) and its sweep."""
 
     name: str = Field("default", pattern=LANE_NAME_PATTERN)
-    levels: list[int] = Field(default_factory=lambda: list(DEFAULT_LEVELS))
-    requests_per_level: int | None = Field(
-        None, ge=1, description="measured requests per level and repetition; None = max(8N, 32)"
+    levels: list[Level] = Field(default_factory=lambda: list(DEFAULT_LEVELS), max_length=MAX_LEVELS_PER_LANE)
+    requests_per_level: RequestsPerLevel | None = Field(
+        None, description="measured requests per level and repetition; None = max(8N, 32)"
     )
-    repetitions: int = Field(DEFAULT_REPETITIONS, ge=1)
-    warmup_per_stream: int = Field(1, ge=0)
-    request_timeout_s: float = Field(300.0, gt=0)
-    read_timeout_s: float = Field(60.0, gt=0, description="longest silence inside one stream")
-    sample_interval_s: float = Field(0.1, gt=0, le=1.0, description="server sampler period")
+    repetitions: Repetitions = DEFAULT_REPETITIONS
+    warmup_per_stream: WarmupPerStream = 1
+    request_timeout_s: Seconds = DEFAULT_REQUEST_TIMEOUT_S
+    read_timeout_s: Seconds = Field(60.0, description="longest silence inside one stream")
+    sample_interval_s: SampleInterval = Field(0.1, description="server sampler period")
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     server: ServerParams = Field(default_factory=ServerParams)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
@@ -169,8 +270,6 @@ class LaneConfig(Strict):
     def _levels_positive(cls, levels: list[int]) -> list[int]:
         if not levels:
             raise ValueError("at least one concurrency level is needed")
-        if any(n < 1 for n in levels):
-            raise ValueError(f"concurrency levels must be positive integers, got {levels}")
         if len(set(levels)) != len(levels):
             raise ValueError(f"concurrency levels repeat: {levels}")
         return sorted(levels)
@@ -221,12 +320,12 @@ class RunConfig(Strict):
     """A run: lanes measured one after the other, optionally all at once (`together`), and
     optionally followed (or replaced, `fairness_only`) by the fairness checks of each lane."""
 
-    lanes: list[LaneConfig] = Field(min_length=1)
-    together: bool = False
-    with_fairness: bool = False
-    fairness_only: bool = False
-    refine: bool = Field(False, description="measure 2-3 extra levels between the points bracketing the knee")
-    strict: bool = Field(False, description="refuse levels above the server's slot count instead of warning")
+    lanes: list[LaneConfig] = Field(min_length=1, max_length=MAX_LANES)
+    together: Flag = False
+    with_fairness: Flag = False
+    fairness_only: Flag = False
+    refine: Flag = Field(False, description="measure 2-3 extra levels between the points bracketing the knee")
+    strict: Flag = Field(False, description="refuse levels above the server's slot count instead of warning")
 
     @model_validator(mode="after")
     def _unique_names(self) -> RunConfig:

@@ -96,3 +96,11 @@ def describe_host(gpus: NvmlGpus | None) -> HostInfo:
     )
     host.fingerprint_sha256 = host.fingerprint()
     return host
+
+
+def ram_available() -> int:
+    """RAM the server may still take: psutil's available, capped by what a cgroup v2 memory limit
+    leaves (the server inherits satbench's cgroup)."""
+    available = int(psutil.virtual_memory().available)
+    left = cgroup_memory_left()
+    return available if left is None else min(available, left)

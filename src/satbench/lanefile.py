@@ -33,22 +33,27 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from satbench.config import (BUILTIN_MODEL, FairnessConfig, LaneConfig, RunConfig, RuntimeConfig, ServerParams,
-                             SloConfig, Strict, WorkloadConfig, resolve_model_dir)
+from satbench.config import (BUILTIN_MODEL, DEFAULT_BATCH_TOKENS, DEFAULT_LEVELS, DEFAULT_OUTPUT_TOKENS,
+                             DEFAULT_PROMPT_TOKENS, DEFAULT_REPETITIONS, DEFAULT_REQUEST_TIMEOUT_S,
+                             DEFAULT_UBATCH_TOKENS, MAX_LANES, MAX_LEVELS_PER_LANE, BatchTokens, CtxTokens,
+                             FairnessConfig, Flag, GpuLayers, LaneConfig, Level, OutputTokens, Port,
+                             PromptTokens,
+                             Repetitions, RequestsPerLevel, RunConfig, RuntimeConfig, Seconds, ServerParams,
+                             Slots, SloConfig, Strict, Threads, WorkloadConfig, resolve_model_dir)
 from satbench.errors import UserError
 
 
 class FileServer(Strict):
     """[lanes.server]: llama-server flags by their long names (same meanings)."""
 
-    parallel: int | None = Field(None, ge=1)
-    ctx_size: int | None = Field(None, ge=64)
-    batch_size: int = Field(2048, ge=1)
-    ubatch_size: int = Field(512, ge=1)
-    threads: int | None = Field(None, ge=1)
-    n_gpu_layers: int | None = None
-    kv_unified: bool = False
-    port: int | None = Field(None, ge=1, le=65535)
+    parallel: Slots | None = None
+    ctx_size: CtxTokens | None = None
+    batch_size: BatchTokens = DEFAULT_BATCH_TOKENS
+    ubatch_size: BatchTokens = DEFAULT_UBATCH_TOKENS
+    threads: Threads | None = None
+    n_gpu_layers: GpuLayers | None = None
+    kv_unified: Flag = False
+    port: Port | None = None
 
 
 class FileLane(Strict):
@@ -64,14 +69,15 @@ class FileLane(Strict):
     api_key_env: str | None = None
     api_key_file: str | None = None
     ca_cert: str | None = None
-    insecure: bool = False
-    concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
-    prompt_tokens: int = WorkloadConfig().prompt_tokens
-    output_tokens: int = WorkloadConfig().output_tokens
-    shared_prefix: bool = False
-    requests_per_level: int | None = None
-    repetitions: int = 3
-    request_timeout_s: float = 300.0
+    insecure: Flag = False
+    concurrency: list[Level] = Field(default_factory=lambda: list(DEFAULT_LEVELS),
+                                     max_length=MAX_LEVELS_PER_LANE)
+    prompt_tokens: PromptTokens = DEFAULT_PROMPT_TOKENS
+    output_tokens: OutputTokens = DEFAULT_OUTPUT_TOKENS
+    shared_prefix: Flag = False
+    requests_per_level: RequestsPerLevel | None = None
+    repetitions: Repetitions = DEFAULT_REPETITIONS
+    request_timeout_s: Seconds = DEFAULT_REQUEST_TIMEOUT_S
     server: FileServer = Field(default_factory=FileServer)
     slo: SloConfig | None = None
     fairness: FairnessConfig = Field(default_factory=FairnessConfig)
@@ -103,8 +109,8 @@ class FileLane(Strict):
 
 
 class LaneFile(Strict):
-    together: bool = False
-    lanes: list[FileLane] = Field(min_length=1)
+    together: Flag = False
+    lanes: list[FileLane] = Field(min_length=1, max_length=MAX_LANES)
 
 
 def key_lines(text: str) -> dict[tuple, int]:
@@ -174,24 +180,86 @@ _FILE_KEY = {"levels": ("concurrency",), "workload": (), "server": ("server",), 
              "name": ("name",), "slo": ("slo",)}
 
 
-def load_lane_file(path: Path, together: bool | None = None) -> RunConfig:
-    """Parse and validate a lane file; every problem is one UserError naming file, line and key."""
+MAX_LANE_FILE_BYTES = 1 << 20  # a lane file of 64 lanes takes a few kB
+MAX_NESTING = 8  # tables and arrays inside each other; a lane file needs 4
+_BOM = "\ufeff"  # a UTF-8 byte-order mark, which editors on Windows write and TOML tools skip
+
+
+def _read_text(path: Path) -> str:
+    """The file as text: at most MAX_LANE_FILE_BYTES of UTF-8 (a leading byte-order mark dropped)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            data = fh.read(MAX_LANE_FILE_BYTES + 1)
     except OSError as exc:
         raise UserError(f"lane file {path}: {exc.strerror or exc}") from exc
+    if len(data) > MAX_LANE_FILE_BYTES:
+        raise UserError(f"lane file {path}: larger than {MAX_LANE_FILE_BYTES:,} bytes; a lane file is "
+                        "a short TOML text")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UserError(f"lane file {path}: not UTF-8 text (byte {exc.start}); a lane file is TOML") from exc
+    return text.removeprefix(_BOM)
+
+
+def _parse_toml(path: Path, text: str) -> dict:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise _too_deep(path) from exc
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise UserError(f"{path}: not valid TOML: {exc}") from exc
+    if _depth(raw) > MAX_NESTING:
+        raise _too_deep(path)
+    return raw
+
+
+def _too_deep(path: Path) -> UserError:
+    return UserError(f"{path}: not a lane file: tables or arrays nested more than {MAX_NESTING} deep")
+
+
+def _depth(value: object) -> int:
+    """How deeply tables and arrays nest in `value` (iterative: a crafted file cannot exhaust the stack)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth + 1 > MAX_NESTING:
+                return depth + 1
+            deepest = max(deepest, depth + 1)
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def one_line(text: str) -> str:
+    """`text` with every character that is not printable (a newline in a quoted key) escaped."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def load_lane_file(path: Path, together: bool | None = None) -> RunConfig:
+    """Parse and validate a lane file; every problem is one UserError, on one line, naming file, line and
+    key. A lane file is at most MAX_LANE_FILE_BYTES of UTF-8 TOML, nested at most MAX_NESTING deep."""
+    try:
+        return _load(path, together)
+    except UserError as exc:
+        raise UserError(one_line(str(exc))) from exc.__cause__
+    except RecursionError as exc:  # a nesting _depth has missed
+        raise _too_deep(path) from exc
+
+
+def _load(path: Path, together: bool | None) -> RunConfig:
+    text = _read_text(path)
+    raw = _parse_toml(path, text)
     lines = key_lines(text)
     try:
         parsed = LaneFile.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+        if err["type"] == "too_long" and "max_length" in err.get("ctx", {}):
+            msg = f"at most {err['ctx']['max_length']} entries, got {err['ctx'].get('actual_length', 'more')}"
         raise _error(path, tuple(err["loc"]), msg, lines) from exc
     seen: set[str] = set()
     for i, f in enumerate(parsed.lanes):

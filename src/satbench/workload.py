@@ -9,10 +9,11 @@ comes back in the server's `usage`.
 from __future__ import annotations
 
 import itertools
+import secrets
 from typing import Awaitable, Callable, Literal
 
 from satbench.client import CompletionRequest
-from satbench.config import WorkloadConfig
+from satbench.config import LaneConfig, RunConfig, WorkloadConfig
 from satbench.errors import UserError
 
 Tokenizer = Callable[[str, bool], Awaitable[list[int]]]  # (text, add_special) -> ids
@@ -61,16 +62,12 @@ class WorkloadBuilder:
         if self._tokenize is None or self.cfg.shared_prefix:
             return
         longest = 0
-        for phase in ("warmup", "measured", "background"):
-            for seq in (999_999, 987_654, 100_000):
-                rid = self.request_id(lane, max_level, max_repetition, phase, seq)  # type: ignore[arg-type]
-                longest = max(longest, len(await self._tokenize(f"[{rid}] ", True)))
-        if self.cfg.prompt_tokens <= longest:
-            raise UserError(f"--prompt-tokens {self.cfg.prompt_tokens} is too small for the unique request prefix "
-                            f"(up to {longest} tokens in this run); use at least {longest + 8}")
+        for text in longest_prefixes(self._nonce, lane, max_level, max_repetition):
+            longest = max(longest, len(await self._tokenize(text, True)))
+        check_prefix_length(self.cfg.prompt_tokens, longest)
 
     def request_id(self, lane: str, level: int, repetition: int, phase: Phase, seq: int) -> str:
-        return f"{self._nonce}-{lane}-n{level}-r{repetition}-{phase[0]}{seq}"
+        return request_id(self._nonce, lane, level, repetition, phase, seq)
 
     async def build(
         self, lane: str, level: int, repetition: int, phase: Phase, count: int
@@ -91,7 +88,7 @@ class WorkloadBuilder:
         short for the prefix is lengthened to prefix + 8 tokens instead of refused."""
         if self._tokenize is not None and len(self._filler) < 1:
             raise UserError("WorkloadBuilder.prepare() must run before requests are built")
-        prefix_text = "" if self.cfg.shared_prefix else f"[{request_id}] "
+        prefix_text = "" if self.cfg.shared_prefix else prefix_of(request_id)
         if self._tokenize is None:
             prompt: str | list[int] = prefix_text + _words(n_prompt - len(prefix_text.split()))
         else:
@@ -111,6 +108,105 @@ class WorkloadBuilder:
             max_tokens=n_out,
             cache_prompt=self.cfg.shared_prefix,
         )
+
+
+NONCE_BYTES = 3  # a run's nonce: this many random bytes, as hex (2 digits a byte), starts every request id
+TOGETHER_SUFFIX = ".together"  # appended to the lane name in the ids of requests not run solo
+BACKGROUND_POOL_PER_STREAM = 4  # together: background requests built per stream, reused round-robin
+
+
+def new_nonce() -> str:
+    """A run's nonce (NONCE_BYTES random bytes as hex): keeps its prompts apart from any other run's."""
+    return secrets.token_hex(NONCE_BYTES)
+
+
+def request_id(nonce: str, lane: str, level: int, repetition: int, phase: Phase, seq: int) -> str:
+    """The id of one request of a run (and its unique prompt prefix, see `prefix_of`)."""
+    return f"{nonce}-{lane}-n{level}-r{repetition}-{phase[0]}{seq}"
+
+
+def prefix_of(rid: str) -> str:
+    """The text a request's prompt starts with: its id, which makes every prompt unique."""
+    return f"[{rid}] "
+
+
+PHASES: tuple[Phase, ...] = ("warmup", "measured", "background")
+LONGEST_SEQS = (999_999, 987_654, 100_000)  # background runs on as long as needed: bounded by 999,999
+
+
+def longest_prefixes(nonce: str, lane: str, max_level: int, max_repetition: int) -> list[str]:
+    """The prefixes of the longest request ids a lane can use, in every phase (a tokenizer splits
+    digit strings unevenly, so several are tried); the prefix check measures the longest of them."""
+    return [prefix_of(request_id(nonce, lane, max_level, max_repetition, phase, seq))
+            for phase in PHASES for seq in LONGEST_SEQS]
+
+
+def check_prefix_length(prompt_tokens: int, longest: int, where: str = "--prompt-tokens",
+                        bound: bool = False) -> None:
+    """UserError when `prompt_tokens` leaves no room after the longest prefix (`longest` tokens; with
+    `bound`, a lower bound on that count, read off the model's vocabulary)."""
+    if prompt_tokens <= longest:
+        at_least = "at least " if bound else "up to "
+        raise UserError(f"{where} {prompt_tokens} is too small for the unique request prefix "
+                        f"({at_least}{longest} tokens in this run); use at least {longest + 8}")
+
+
+# satbench's own memory per request and per stream (see `workload_bytes`)
+REQUEST_BYTES = 4096  # the request, its id, its prefix's ids, its event record
+BYTES_PER_PROMPT_ID = 8  # one list slot per prompt token id (the filler's ints are shared)
+STREAM_BYTES = 256 * 1024  # one connection: its task, socket buffers, response and SSE parser buffers
+BYTES_PER_SENT_ID = 8  # a prompt id in flight, as JSON text (up to 7 digits and a comma)
+BYTES_PER_OUTPUT_TOKEN = 128  # a streamed token: its SSE event text and its (time, tokens) record
+
+
+def level_requests(lane: LaneConfig, level: int, background: bool) -> int:
+    """Requests a level's plan builds before it runs: warmup, measured and (together) background."""
+    pool = level * BACKGROUND_POOL_PER_STREAM if background else 0
+    return level * lane.warmup_per_stream + lane.measured_requests(level) + pool
+
+
+def workload_bytes(lane: LaneConfig, level: int, background: bool) -> int:
+    """satbench's own memory for one level of `lane`, in bytes:
+
+        requests(N) × (REQUEST_BYTES + prompt_tokens × BYTES_PER_PROMPT_ID)
+        + N × (STREAM_BYTES + prompt_tokens × BYTES_PER_SENT_ID + output_tokens × BYTES_PER_OUTPUT_TOKEN)
+
+    where requests(N) = N × warmup_per_stream + measured requests + (together) N × background pool per
+    stream: every request of the level is built, each with its prompt's token ids, before the first is
+    sent, and each of the N streams holds one connection with a request in flight."""
+    w = lane.workload
+    per_request = REQUEST_BYTES + w.prompt_tokens * BYTES_PER_PROMPT_ID
+    per_stream = (STREAM_BYTES + w.prompt_tokens * BYTES_PER_SENT_ID
+                  + w.output_tokens * BYTES_PER_OUTPUT_TOKEN)
+    planned = level_requests(lane, level, background) * per_request
+    streams = level * per_stream
+    return planned + streams
+
+
+def check_memory_fits(cfg: RunConfig, lane_file: bool, available_bytes: int | None = None) -> None:
+    """UserError when the largest level of a lane (alone), or of every lane at once (together: their
+    top levels' `workload_bytes` summed), needs more of satbench's own memory than is available
+    (`available_bytes`, default hardware.ram_available()). Fairness-only runs build no levels."""
+    if cfg.fairness_only:
+        return
+    if available_bytes is None:
+        from satbench import hardware
+
+        available_bytes = hardware.ram_available()
+    need = [(f"{f'lane {lane.name}: concurrency' if lane_file else '--concurrency'} {max(lane.levels)}",
+             workload_bytes(lane, max(lane.levels), False)) for lane in cfg.lanes]
+    if cfg.together:
+        need.append(("the together scenario (every lane's top level at once)",
+                     sum(workload_bytes(lane, max(lane.levels), True) for lane in cfg.lanes)))
+    for where, nbytes in need:
+        if nbytes > available_bytes:
+            raise UserError(f"{where}: satbench would need about {_gib(nbytes)} for its requests and "
+                            f"streams, more than the {_gib(available_bytes)} of memory available; use lower "
+                            "levels, fewer requests per level or shorter prompts")
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.1f} GiB"
 
 
 def _cycle(items: list, n: int) -> list:

@@ -23,7 +23,7 @@ def test_a_native_server_that_crashes_at_4_in_flight_is_restarted_and_the_run_co
                                                       "decode_iteration_ms": 40.0}))
     run_dir = tmp_path / "run"
     code = main(["sweep", "--server-bin", FAKE_BIN, "--model", str(tiny_gguf), "--concurrency", "1,2,4",
-                 "--requests-per-level", "8", "--repetitions", "2", "--prompt-tokens", "16",
+                 "--requests-per-level", "8", "--repetitions", "2", "--prompt-tokens", "48",
                  "--output-tokens", "4", "-o", str(run_dir)])
     line = one_error_line(capsys.readouterr().err)
     assert code == 4
@@ -131,7 +131,7 @@ def test_a_fairness_server_that_cannot_start_keeps_the_measured_sweep(tiny_gguf,
     monkeypatch.setenv("FAKE_BIN_MAX_CTX", "4096")
     run_dir = tmp_path / "run"
     code = main(["sweep", "--server-bin", FAKE_BIN, "--model", str(tiny_gguf), "--concurrency", "1,2",
-                 "--requests-per-level", "8", "--repetitions", "1", "--prompt-tokens", "16",
+                 "--requests-per-level", "8", "--repetitions", "1", "--prompt-tokens", "48",
                  "--output-tokens", "4", "--with-fairness", "-o", str(run_dir)])
     line = one_error_line(capsys.readouterr().err)
     assert code == 4 and line.startswith("satbench: lane default: the fairness server did not start: "), line

@@ -61,7 +61,7 @@ def test_file_too_large_mid_level(fake_server, tmp_path):
 def test_file_too_large_stops_the_server_satbench_started(tiny_gguf, tmp_path):
     run_dir = tmp_path / "run"
     code, err = _run_limited(["sweep", "--server-bin", FAKE_BIN, "--model", str(tiny_gguf), "--concurrency", "2",
-                              "--requests-per-level", "120", "--repetitions", "1", "--prompt-tokens", "16",
+                              "--requests-per-level", "120", "--repetitions", "1", "--prompt-tokens", "48",
                               "--output-tokens", "8", "-o", str(run_dir)])
     line = one_error_line(err)
     assert code == 5 and "File too large" in line

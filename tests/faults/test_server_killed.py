@@ -86,7 +86,7 @@ def test_native_server_killed_mid_level_leaves_no_process(tiny_gguf, tmp_path, c
     monkeypatch.setenv("FAKE_BIN_SCRIPT", json.dumps({"die_at_completion": 6, "schedule_log": str(log)}))
     run_dir = tmp_path / "run"
     code = main(["sweep", "--server-bin", FAKE_BIN, "--model", str(tiny_gguf), "--concurrency", "2",
-                 "--requests-per-level", "8", "--repetitions", "1", "--prompt-tokens", "16",
+                 "--requests-per-level", "8", "--repetitions", "1", "--prompt-tokens", "48",
                  "--output-tokens", "4", "-o", str(run_dir)])
     line = one_error_line(capsys.readouterr().err)
     assert code == 4

@@ -42,7 +42,7 @@ def test_sweep_with_server_bin_end_to_end(tmp_path):
     write_synthetic_gguf(model, "llama", "tiny", 1)
     out = tmp_path / "run"
     code = main(["sweep", "--server-bin", BIN, "--model", str(model), "--concurrency", "1,2",
-                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "16",
+                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "48",
                  "--output-tokens", "8", "-o", str(out)])
     assert code == 0
     m = read_manifest(out)
@@ -155,7 +155,7 @@ def test_capability_refuses_a_recommendation_measured_with_other_library_bytes(t
     write_synthetic_gguf(model, "llama", "tiny", 1)
     out = tmp_path / "run"
     assert main(["sweep", "--server-bin", str(server), "--model", str(model), "--concurrency", "1,2",
-                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "16",
+                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "48",
                  "--output-tokens", "8", "-o", str(out)]) == 0
     measured = read_manifest(out).provenance.lanes["default"].runtime.binary_sha256
     rec = json.loads((out / "recommendations.json").read_text())["lanes"][0]
@@ -200,7 +200,7 @@ def test_memory_comes_from_a_probe_start_and_the_measured_server_logs_at_the_def
     write_synthetic_gguf(model, "llama", "tiny", 1)
     out = tmp_path / "run"
     assert main(["sweep", "--server-bin", BIN, "--model", str(model), "--concurrency", "1,2",
-                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "16",
+                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "48",
                  "--output-tokens", "8", "-o", str(out)]) == 0
     rt = read_manifest(out).provenance.lanes["default"].runtime
     assert rt.memory is not None and "--verbosity" not in rt.server_args

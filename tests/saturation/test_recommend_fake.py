@@ -71,7 +71,7 @@ def test_an_slo_that_a_level_misses_binds(four_slot_run):
     by_n = {lv.concurrency: lv for lv in lane.levels}
     # at N=8 half the requests wait a whole request for a slot: TTFT jumps
     assert by_n[8].latency.ttft_ms.p50 > 3 * by_n[4].latency.ttft_ms.max
-    tight = SloConfig(p95_ttft_ms=by_n[4].latency.ttft_ms.max * 1.5, p95_tpot_ms=1e9)
+    tight = SloConfig(p95_ttft_ms=by_n[4].latency.ttft_ms.max * 1.5, p95_tpot_ms=1e7)
     for lv in lane.levels:
         lv.slo_attainment = 1.0
     _bounded(lane.levels)
@@ -173,9 +173,9 @@ def test_an_e2e_target_binds_the_slo_bound(four_slot_run):
     _bounded(lane.levels)
     between = (by_n[4].latency.e2e_ms.max + by_n[8].latency.e2e_ms.p50) / 2  # 8 queues: its E2E jumps
     assert by_n[8].latency.e2e_ms.p50 > by_n[4].latency.e2e_ms.max
-    n, why = slo_bound(lane.levels, SloConfig(p95_ttft_ms=1e9, p95_tpot_ms=1e9, p95_e2e_ms=between))
+    n, why = slo_bound(lane.levels, SloConfig(p95_ttft_ms=1e7, p95_tpot_ms=1e7, p95_e2e_ms=between))
     assert n == 4 and "N=8 misses the SLO: p95 E2E upper CI" in why
-    assert slo_bound(lane.levels, SloConfig(p95_ttft_ms=1e9, p95_tpot_ms=1e9))[0] == 8
+    assert slo_bound(lane.levels, SloConfig(p95_ttft_ms=1e7, p95_tpot_ms=1e7))[0] == 8
 
 
 def test_a_p95_too_few_samples_can_bound_meets_no_slo(four_slot_run):
@@ -184,8 +184,8 @@ def test_a_p95_too_few_samples_can_bound_meets_no_slo(four_slot_run):
     lane = _results(four_slot_run).lanes[0]
     for lv in lane.levels:
         lv.slo_attainment = 1.0
-    loose = SloConfig(p95_ttft_ms=1e9, p95_tpot_ms=1e9)
-    assert lane.levels[0].latency.ttft_ms.n < 72 and lane.levels[0].latency.ttft_ms.max < 1e9
+    loose = SloConfig(p95_ttft_ms=1e7, p95_tpot_ms=1e7)
+    assert lane.levels[0].latency.ttft_ms.n < 72 and lane.levels[0].latency.ttft_ms.max < 1e7
     n, why = slo_bound(lane.levels, loose)
     assert n is None and "N=1 misses the SLO: p95 TTFT cannot be bounded from" in why and "below 72" in why
     lane.slo = loose
