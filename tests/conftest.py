@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -12,6 +13,10 @@ from pathlib import Path
 import pytest
 
 FAKE = Path(__file__).parent / "fakes" / "fake_llama_server.py"
+
+# an exception satbench did not expect propagates in the tests (the CLI would make it one line): a
+# test that drives input which hits a bug fails with its traceback instead of passing on an exit code
+os.environ.setdefault("SATBENCH_TRACEBACK", "1")
 
 
 class FakeProcess:

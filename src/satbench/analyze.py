@@ -117,3 +117,20 @@ def analyze_and_write(run_dir: Path) -> ResultsFile:
     if verdicts is not None:
         write_verdicts(run_dir, verdicts)
     return results
+
+
+def clear_derived(run_dir: Path) -> None:
+    """Remove the derived files that a new derivation replaces and `satbench report` would otherwise
+    reuse (results.json, verdicts.json, recommendations.json) and SHA256SUMS, the bundle's last
+    file: a derivation cut short (Ctrl-C) then leaves nothing stale, and no SHA256SUMS ("report
+    missing": `report`, or `sweep --resume`, derives it all from the raw files)."""
+    from satbench.report.integrity import SUMS_FILE
+    from satbench.results import RESULTS_FILE, VERDICTS_FILE
+    from satbench.saturation.recommend import RECOMMENDATIONS_FILE
+
+    for name in (SUMS_FILE, RECOMMENDATIONS_FILE, VERDICTS_FILE, RESULTS_FILE):
+        try:
+            (run_dir / name).unlink(missing_ok=True)
+        except OSError as exc:
+            raise RunDirError(f"cannot remove {run_dir / name} before deriving it anew: "
+                              f"{exc.strerror or exc}") from exc

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import shlex
 import signal
 import sys
+import types
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from satbench.cli_args import build_parser, lanes_config, run_config, run_flags_given
 from satbench.config import LaneConfig, RunConfig
@@ -17,6 +21,8 @@ from satbench.runtimes.remote import redact_url
 
 
 FAIRNESS_FAILED = 6
+INTERNAL_ERROR = 1  # an exception satbench did not expect: a bug
+TRACEBACK_ENV = "SATBENCH_TRACEBACK"  # set (to anything) to see an internal error's traceback
 
 
 def _sigterm_as_interrupt(sweep) -> Callable[[int, object], None]:
@@ -41,16 +47,21 @@ def _remote_preflight(cfg: RunConfig) -> None:
 
 def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     """Refused before a new run's directory exists, in one line naming the lane (lane file) or the
-    flag: a server_bin that cannot run, a --ctx-size too small for one request per slot, a
-    served_model its server does not list, a port in use (or asked by two lanes that run together),
-    and a run of running servers none of which answers (where one answers, the others become recorded
-    lane failures). A running server still loading its model is waited for (a bounded time), one whose
-    slots or per-slot context the workload does not fit is refused, and one without /metrics or /slots
-    is warned about."""
+    flag. First every check that needs no server: a server_bin that cannot run, a --ctx-size too
+    small for one request per slot, a port in use (or asked by two lanes that run together), levels
+    whose requests and streams satbench's memory cannot hold (workload.check_memory_fits), a prompt
+    too short for its unique prefix by the model file's own vocabulary (prefix_preflight). Then the
+    running servers: a served_model its server does not list, and a run of running servers none of
+    which answers (where one answers, the others become recorded lane failures). A running server
+    still loading its model is waited for (a bounded time), one whose slots or per-slot context the
+    workload does not fit, or whose /tokenize leaves no room after the prefix, is refused, and one
+    without /metrics or /slots is warned about."""
+    from satbench.prefix_preflight import check_prefix_bounds
     from satbench.probe import check_served_model, wait_while_loading
     from satbench.runtimes.base import check_port_free
     from satbench.runtimes.native import check_server_bin
     from satbench.server_checks import check_planned_fit
+    from satbench.workload import check_memory_fits
 
     ports: dict[int, str] = {}
     for lane in cfg.lanes:
@@ -62,10 +73,6 @@ def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
         if rc.kind == "native" and rc.server_bin is not None:
             check_server_bin(rc.server_bin, where("server_bin"))
         check_planned_fit(lane)
-        answers = rc.kind == "url" and wait_while_loading(lane)
-        check_served_model(lane)
-        if answers:
-            _running_server_checks(cfg, lane)
         if rc.kind == "url" or port is None:
             continue
         if cfg.together and port in ports:
@@ -73,20 +80,33 @@ def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
                             "scenario runs them at once: give each lane its own port, or drop port")
         ports[port] = lane.name
         check_port_free(port, f"{where('port')} {port}")
+    check_memory_fits(cfg, lane_file)
+    check_prefix_bounds(cfg, lane_file)
+    for lane in cfg.lanes:
+        if lane.runtime.kind != "url":
+            continue
+        answers = wait_while_loading(lane)
+        check_served_model(lane)
+        if answers:
+            _running_server_checks(cfg, lane, lane_file)
     if all(lane.runtime.kind == "url" for lane in cfg.lanes):
         _some_url_answers(cfg)
 
 
-def _running_server_checks(cfg: RunConfig, lane: LaneConfig) -> None:
-    """A url lane whose server answers: the workload must fit its per-slot context, and with --strict
-    its levels its slots (checked again at the lane's start, which also warns of queueing levels);
-    a disabled /metrics or /slots is one warning line each."""
+def _running_server_checks(cfg: RunConfig, lane: LaneConfig, lane_file: bool = False) -> None:
+    """A url lane whose server answers: the workload must fit its per-slot context, its prompts the
+    longest unique prefix as its /tokenize counts it, and with --strict its levels its slots (all
+    checked again at the lane's start, which also warns of queueing levels); a disabled /metrics or
+    /slots is one warning line each."""
+    from satbench.prefix_preflight import check_prefix_remote
     from satbench.probe import endpoint_warnings, server_shape
     from satbench.server_checks import check_fits
 
     shape = server_shape(lane)
     if shape is not None and not cfg.fairness_only:  # the fairness checks size their own requests
         check_fits(lane, *shape, cfg.strict, warn=False)
+    if shape is not None:  # a llama.cpp server: it tokenizes
+        check_prefix_remote(cfg, lane, lane_file)
     for line in endpoint_warnings(lane):
         print(line, file=sys.stderr)
 
@@ -111,21 +131,20 @@ def _some_url_answers(cfg: RunConfig) -> None:
 
 def _cmd_sweep(a: argparse.Namespace) -> int:
     from satbench.report.progress import RichProgress
-    from satbench.report.table import print_results
-    from satbench.results import verdicts_of
-    from satbench.manifest import read_manifest
     from satbench.rundir import check_new_run_dir, default_run_dir, prepare_run_dir
     from satbench.sweep import Sweep
 
     argv = [redact_url(x) for x in ["satbench", *a.argv]]
     resume = None
     if a.resume:
-        from satbench.resume import resumable_manifest
+        from satbench.resume import derive_only, resumable_manifest
 
         if a.output:
             raise UserError("--resume continues RUN_DIR in place; drop -o")
         run_dir = Path(a.resume)
         resume = resumable_manifest(run_dir)
+        if derive_only(run_dir, resume):
+            return _derive_complete_run(run_dir)
         cfg = run_config(a) if run_flags_given(a) else resume.config
         _remote_preflight(cfg)
         _server_preflight(cfg, bool(a.lanes) or len(cfg.lanes) > 1)
@@ -139,24 +158,82 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         sweep = Sweep(cfg, run_dir, argv, RichProgress())
         sweep.resolve_models()  # a bad model (or URL, above) is refused before the run directory exists
         prepare_run_dir(run_dir)
+    with _interruptible(sweep):
+        try:
+            results = sweep.run()
+        except KeyboardInterrupt as exc:
+            raise Interrupted(_interrupted_words(run_dir)) from exc
+        except SatbenchError as exc:
+            exc.args = (f"{exc} (run directory: {run_dir})",)
+            raise
+        return _finish_sweep(run_dir, results)
+
+
+@contextlib.contextmanager
+def _interruptible(sweep: object) -> Iterator[None]:
+    """SIGTERM taken as Ctrl-C, and Ctrl-C always delivered, from the first measurement to the last
+    file of the report (the derivation too: an interrupt there must say so, not kill silently)."""
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt(sweep))  # kill / timeout / systemd stop = Ctrl-C
     # a shell starts `satbench sweep &` with SIGINT ignored, and then the SIGINT that SIGTERM raises
     # would be ignored too: Ctrl-C (and so SIGTERM) must always reach the sweep
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        results = sweep.run()
-    except KeyboardInterrupt as exc:
-        raise Interrupted(f"interrupted; what was measured is in {run_dir} (status: interrupted)") from exc
-    except SatbenchError as exc:
-        exc.args = (f"{exc} (run directory: {run_dir})",)
-        raise
+        yield
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
-    print_results(results)
-    if any(lane.levels for lane in results.lanes):
-        _recommend(run_dir)
-    _report(run_dir)
+
+
+def _interrupted_words(run_dir: Path) -> str:
+    """What an interrupted sweep says: the status run.json holds, and how to finish the run."""
+    from satbench.manifest import read_manifest
+
+    try:
+        status = read_manifest(run_dir).status
+    except SatbenchError:
+        status = "unknown"
+    if status == "complete":  # the measurements were over: the interrupt came while deriving
+        return _derivation_interrupted(run_dir)
+    return f"interrupted; what was measured is in {run_dir} (status: {status})"
+
+
+def _derivation_interrupted(run_dir: Path) -> str:
+    return (f"interrupted while writing the results and report; the measurements are complete "
+            f"(status: complete): run `satbench report {shlex.quote(str(run_dir))}`")
+
+
+def _derive_complete_run(run_dir: Path) -> int:
+    """`sweep --resume` of a complete run whose report is missing (a derivation cut short): measure
+    nothing, derive everything from the raw files, end as the sweep would have."""
+    from satbench.analyze import analyze_and_write, clear_derived
+
+    refuse_if_in_use(run_dir)
+    print(f"satbench: {run_dir}: the run is complete but its report is missing: writing it (nothing is "
+          "measured again)", file=sys.stderr)
+    with _interruptible(types.SimpleNamespace()):
+        try:
+            clear_derived(run_dir)
+            results = analyze_and_write(run_dir)
+        except KeyboardInterrupt as exc:
+            raise Interrupted(_derivation_interrupted(run_dir)) from exc
+        return _finish_sweep(run_dir, results)
+
+
+def _finish_sweep(run_dir: Path, results) -> int:
+    """The measured run's table, recommendations and report, then its failures (each named, those of
+    an earlier session as such) and the exit code. An interrupt here leaves run.json complete and
+    says which command finishes the report."""
+    from satbench.manifest import read_manifest
+    from satbench.report.table import print_results
+    from satbench.results import verdicts_of
+
+    try:
+        print_results(results)
+        if any(lane.levels for lane in results.lanes):
+            _recommend(run_dir)
+        _report(run_dir)
+    except KeyboardInterrupt as exc:
+        raise Interrupted(_derivation_interrupted(run_dir)) from exc
     print(f"run directory: {run_dir}")
     verdicts = verdicts_of(results)
     manifest = read_manifest(run_dir)  # its failures include a lane whose server never started (no results)
@@ -164,9 +241,11 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     failures = [f for f in manifest.server_failures if not (f.unit.endswith("/start") and f.lane in started
                                                               and f.scenario == "solo")]
     if failures:
+        session = len(manifest.resumes)
         for f in failures:
             below = f.level > 0
-            print(f"satbench: {f.reason}; the rest of the run was measured and written"
+            earlier = f"in session {f.session}: " if f.session < session else ""
+            print(f"satbench: {earlier}{f.reason}; the rest of the run was measured and written"
                   + (" (recommendations stay below that level)" if below else ""), file=sys.stderr)
         return ServerGoneError.exit_code
     if verdicts is not None and verdicts.any_failed:
@@ -331,6 +410,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("satbench: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 (a bug: still one line; the traceback on request)
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        why = " ".join(str(exc).split())[:300]
+        print(f"satbench: internal error: {exc.__class__.__name__}: {why} (a bug in satbench; "
+              f"{TRACEBACK_ENV}=1 shows where)", file=sys.stderr)
+        return INTERNAL_ERROR
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import asyncio
 import os
 import re
 from pathlib import Path
-from typing import Protocol
+from typing import Coroutine, Protocol, TypeVar
 
 import aiohttp
 import psutil
@@ -23,7 +23,8 @@ from satbench.config import LaneConfig
 from satbench.errors import LevelFailedError, SatbenchError
 from satbench.events import JsonlWriter, LevelMark, RequestEvent
 from satbench.gpu import NvmlGpus
-from satbench.hardware import cgroup_memory_left
+from satbench.hardware import ram_available
+from satbench.liveness import LIVENESS_TIMEOUT_S, ServerUnresponsive, StreamActivity, run_watched, watch
 from satbench.loadgen import UNREACHABLE, LevelPlan, run_level
 from satbench.manifest import ModelInfo, NetworkInfo, RuntimeInfo, ServerMemory
 from satbench.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
@@ -33,9 +34,9 @@ from satbench.runtimes.memlog import LOG_VERBOSITY, StartupBuffers, startup_buff
 from satbench.runtimes.native import NativeRuntime
 from satbench.runtimes.remote import UrlRuntime, is_loopback, served_here
 from satbench.sampler import ServerSampler
-from satbench.workload import WorkloadBuilder
+from satbench.workload import BACKGROUND_POOL_PER_STREAM, TOGETHER_SUFFIX, WorkloadBuilder
 
-BACKGROUND_POOL_PER_STREAM = 4
+T = TypeVar("T")
 
 
 class Progress(Protocol):
@@ -139,14 +140,6 @@ def _gpu_free(gpus: NvmlGpus | None) -> int | None:
         return None
 
 
-def ram_available() -> int:
-    """RAM the server may still take: psutil's available, capped by what a cgroup v2 memory limit
-    leaves (the server inherits satbench's cgroup)."""
-    available = int(psutil.virtual_memory().available)
-    left = cgroup_memory_left()
-    return available if left is None else min(available, left)
-
-
 def page_cache_backed(path: str | None) -> bool | None:
     """Whether a file's pages, once mapped, are page cache that RAM "available" counts: a file on a
     disk's filesystem; not on tmpfs or ramfs (/dev/shm), whose pages are used memory. None: unknown."""
@@ -181,6 +174,7 @@ class LaneSession:
         self.workload: WorkloadBuilder | None = None
         self.session_index = 0  # which session of the run (0, or the n-th --resume) its records belong to
         self._on_this_machine: bool | None = None  # served_here(base URL), resolved once
+        self.liveness_timeout_s = LIVENESS_TIMEOUT_S  # silent this long while requests are in flight: failed
 
     async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None,
                    buffers: StartupBuffers | None = None) -> None:
@@ -199,7 +193,7 @@ class LaneSession:
         await self.workload.prepare()
         lane = self.lane
         if self.scenario != "fairness":  # the checks lengthen a prompt too short for its prefix
-            await self.workload.check_prefix_fits(lane.name, max(lane.levels), lane.repetitions)
+            await self.workload.check_prefix_fits(self._id_name, max(lane.levels), lane.repetitions)
         # NVML sees this machine's GPUs: a server on another machine computes on its own
         self._sampler = ServerSampler(base, lane.name, samples, interval_s=lane.sample_interval_s,
                                       llamacpp=self.facts.llamacpp, pid=self.runtime.pid,
@@ -220,6 +214,16 @@ class LaneSession:
                 return True
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
             return False
+
+    async def _watchdog(self, activity: StreamActivity) -> str:
+        """Returns when the server is to be declared failed (liveness.watch): its process is gone, or
+        nothing arrived on the requests in flight and /health was silent for `liveness_timeout_s`."""
+        return await watch(activity, self.runtime.alive, self._answers, self.liveness_timeout_s)
+
+    async def watched(self, work: Coroutine[object, object, T], activity: StreamActivity) -> T:
+        """`await work` (whose requests report to `activity`) under the liveness watchdog; raises
+        ServerUnresponsive when the watchdog stopped it (its requests in flight are recorded)."""
+        return await run_watched(work, activity, self._watchdog)
 
     async def close(self) -> None:
         if self._sampler is not None:
@@ -256,6 +260,11 @@ class LaneSession:
             return ModelInfo(path=self.facts.model_path, source="reported by the running server's /props")
         return self.model
 
+    @property
+    def _id_name(self) -> str:
+        """The lane name this session's request ids carry (another for requests not run solo)."""
+        return self.lane.name if self.scenario == "solo" else self.lane.name + TOGETHER_SUFFIX
+
     async def plan(self, level: int, repetition: int, background: bool) -> LevelPlan:
         """The level's requests (tokenized by the server); LevelFailedError if the server is gone."""
         try:
@@ -267,7 +276,7 @@ class LaneSession:
     async def _plan(self, level: int, repetition: int, background: bool) -> LevelPlan:
         assert self.workload is not None
         lane, w = self.lane, self.workload
-        name = lane.name if self.scenario == "solo" else f"{lane.name}.together"
+        name = self._id_name
         return LevelPlan(
             lane=lane.name, level=level, repetition=repetition, scenario=self.scenario,
             session=self.session_index,
@@ -280,7 +289,9 @@ class LaneSession:
     async def run(self, plan: LevelPlan, sink: JsonlWriter, progress: Progress,
                   keep_busy: asyncio.Event | None = None,
                   measured_done: asyncio.Event | None = None) -> LevelMark:
-        """One level repetition; raises LevelFailedError if it failed (what finished is on disk)."""
+        """One level repetition; raises LevelFailedError if it failed (what finished is on disk),
+        also when the liveness watchdog declared the server failed (liveness.py: silent for
+        `liveness_timeout_s` while requests are in flight, or its process gone)."""
         assert self.client is not None and self._sampler is not None
         progress.level(self.lane.name, self.scenario, plan.level, plan.repetition)
         await self._sampler.snapshot()
@@ -290,9 +301,13 @@ class LaneSession:
             last[:] = [event]
             progress.request_done(event)
 
-        end = await run_level(self.client, plan, sink, on_done=done,
-                              keep_busy=keep_busy,
-                              measured_done=measured_done.set if measured_done is not None else None)
+        activity = StreamActivity()
+        told = measured_done.set if measured_done is not None else None
+        try:
+            end = await self.watched(run_level(self.client, plan, sink, on_done=done, keep_busy=keep_busy,
+                                               measured_done=told, activity=activity), activity)
+        except ServerUnresponsive as exc:  # the level is on disk, failed, its requests in flight recorded
+            raise self._level_failed(plan, self.why_unresponsive(exc)) from None
         await self._sampler.snapshot()
         self._sampler.check_written()  # server_samples.jsonl unwritable (disk full): stop, say so
         # a level can end on unreachable failures too few for run_level's "N + 3 in a row": ask the server
@@ -304,12 +319,19 @@ class LaneSession:
             elif silent and tail is not None:
                 why = f"the server stopped answering (last request: {tail.type}: {tail.message})"
             else:
-                why = end.reason
-            raise LevelFailedError(f"lane {self.lane.name}: level {plan.level} (repetition "
-                                   f"{plan.repetition}{', together' if self.scenario == 'together' else ''}) "
-                                   f"failed: {why}", lane=self.lane.name, scenario=self.scenario,
-                                   level=plan.level, repetition=plan.repetition)
+                why = str(end.reason)
+            raise self._level_failed(plan, why)
         return end
+
+    def _level_failed(self, plan: LevelPlan, why: str) -> LevelFailedError:
+        return LevelFailedError(f"lane {self.lane.name}: level {plan.level} (repetition "
+                                f"{plan.repetition}{', together' if self.scenario == 'together' else ''}) "
+                                f"failed: {why}", lane=self.lane.name, scenario=self.scenario,
+                                level=plan.level, repetition=plan.repetition)
+
+    def why_unresponsive(self, exc: ServerUnresponsive) -> str:
+        """The watchdog's reason, or how the server process ended when it is gone."""
+        return self._exit_words() if not self.runtime.alive() else str(exc)
 
     def _exit_words(self) -> str:
         """How the server ended, for a failure's reason: "the server process was killed by SIGFPE
@@ -328,9 +350,13 @@ class LaneSession:
         why = self._exit_words() if not self.runtime.alive() else "the server stopped answering"
         if cause is not None:
             why += f" ({cause.__class__.__name__}: {cause})"[:300]
+        raise self.check_failed(what, level, why, repetition) from cause
+
+    def check_failed(self, what: str, level: int, why: str, repetition: int = 1) -> LevelFailedError:
+        """The LevelFailedError of a fairness check (or other work) `what` that lost its server: `why`."""
         where = what if self.scenario != "fairness" else f"fairness {what} ({level} in flight)"
-        raise LevelFailedError(f"lane {self.lane.name}: {where} failed: {why}", lane=self.lane.name,
-                               scenario=self.scenario, level=level, repetition=repetition) from cause
+        return LevelFailedError(f"lane {self.lane.name}: {where} failed: {why}", lane=self.lane.name,
+                                scenario=self.scenario, level=level, repetition=repetition)
 
 
 async def together_step(active: list[LaneSession], k: int, rep: int, events: JsonlWriter,

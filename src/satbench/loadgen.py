@@ -22,6 +22,7 @@ from typing import Callable, Protocol
 from satbench.client import CompletionRequest, StreamClient, StreamOutcome
 from satbench.config import Strict
 from satbench.events import CANCELLED, LevelMark, RequestErrorInfo, RequestEvent, ServerTimings
+from satbench.liveness import SERVER_UNRESPONSIVE, StreamActivity
 
 # failures that mean "the server is gone or hung"; N + 3 of them in a row stop a level
 UNREACHABLE = frozenset({"connection_dropped", "timeout"})
@@ -82,19 +83,29 @@ def server_timings(raw: dict) -> ServerTimings:
 
 async def run_recorded(client: StreamClient, req: CompletionRequest, event_of: Callable[[StreamOutcome], RequestEvent],
                        sink: Sink, clock: Callable[[], int] = time.perf_counter_ns,
-                       out: StreamOutcome | None = None) -> RequestEvent:
+                       out: StreamOutcome | None = None,
+                       activity: StreamActivity | None = None) -> RequestEvent:
     """`client.run(req)`, then write its event (`event_of` the outcome) to `sink` and return it.
     A request in flight when its level is stopped (Ctrl-C, another lane's failure in the together
     scenario) is written too, as error `cancelled` with the tokens it got, before the cancellation
-    goes on: never silently dropped."""
+    goes on: never silently dropped; stopped because the liveness watchdog declared the server
+    failed (`activity.verdict`), as error SERVER_UNRESPONSIVE. `activity` sees it while in flight."""
     out = out if out is not None else StreamOutcome()
+    if activity is not None:
+        activity.opened(out)
     try:
         await client.run(req, out)
     except asyncio.CancelledError:
         out.end_ns = out.end_ns or clock()
-        out.error_type, out.error_message = CANCELLED, "its level was stopped while it was in flight"
+        if activity is not None and activity.verdict is not None:
+            out.error_type, out.error_message = SERVER_UNRESPONSIVE, activity.verdict
+        else:
+            out.error_type, out.error_message = CANCELLED, "its level was stopped while it was in flight"
         sink.write(event_of(out))
         raise
+    finally:
+        if activity is not None:
+            activity.closed(out)
     event = event_of(out)
     sink.write(event)
     return event
@@ -150,12 +161,15 @@ async def run_level(
     keep_busy: asyncio.Event | None = None,
     measured_done: Callable[[], None] | None = None,
     start_offsets_s: list[float] | None = None,
+    activity: StreamActivity | None = None,
 ) -> LevelMark:
     """Run one level repetition closed-loop and return its end mark (also written to `sink`).
 
     With `keep_busy`, streams whose measured work is over send background requests until the
     event is set; `measured_done` is called once every measured request has finished.
     `start_offsets_s[i]` delays stream i's first request (staggered clients, as in F3).
+    `activity` sees every request in flight (liveness.py); a level cancelled after its watchdog
+    declared the server failed (`activity.verdict`) ends `failed` with that reason.
     """
     n = plan.level
     limit = max_consecutive_unreachable or (n + 3)
@@ -174,7 +188,7 @@ async def run_level(
     async def one(stream: int, seq: int, phase: str, req: CompletionRequest) -> None:
         targeted = clock()
         event = await run_recorded(client, req, lambda o: to_event(plan, stream, seq, phase, req, targeted, o),
-                                   sink, clock)
+                                   sink, clock, activity=activity)
         err = event.error
         if phase == "measured":
             if err is None:
@@ -223,8 +237,11 @@ async def run_level(
     try:
         with gc_paused():
             await asyncio.gather(*streams)
-    except asyncio.CancelledError as exc:  # Ctrl-C, or the together scenario stopping every lane's level
-        status, reason = "interrupted", (str(exc) or "interrupted by the user")
+    except asyncio.CancelledError as exc:  # Ctrl-C, the together scenario stopping its lanes, the watchdog
+        if activity is not None and activity.verdict is not None:
+            status, reason = "failed", activity.verdict
+        else:
+            status, reason = "interrupted", (str(exc) or "interrupted by the user")
         raise
     except Exception as exc:  # one stream failed (e.g. its record could not be written): stop the others
         for s in streams:

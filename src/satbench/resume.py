@@ -83,7 +83,29 @@ def check_same_config(stored: RunConfig, given: RunConfig) -> None:
                         "(resume with no run flags to use the run's own)")
 
 
+def never_started(m: RunManifest) -> list[str]:
+    """The lanes whose server never started in any session (a complete run with one is resumable)."""
+    started = m.provenance.lanes if m.provenance is not None else {}
+    return [lane.name for lane in m.config.lanes if lane.name not in started]
+
+
+def report_missing(run_dir: Path) -> bool:
+    """Whether the run's evidence bundle is unfinished: SHA256SUMS, written last, is absent (the
+    sweep removes it before deriving, so a derivation that was interrupted leaves none)."""
+    from satbench.report.integrity import SUMS_FILE
+
+    return not (run_dir / SUMS_FILE).exists()
+
+
+def derive_only(run_dir: Path, m: RunManifest) -> bool:
+    """A complete run with every lane started whose report is missing: --resume measures nothing
+    and writes the results, recommendations and report."""
+    return m.status == "complete" and not never_started(m) and report_missing(run_dir)
+
+
 def resumable_manifest(run_dir: Path) -> RunManifest:
+    """The run to continue: one that did not end (RESUMABLE), a complete one with a lane that never
+    started, or a complete one whose report is missing (`derive_only`); else UserError."""
     from satbench.manifest import read_manifest
 
     if run_dir.exists() and not run_dir.is_dir():
@@ -91,10 +113,35 @@ def resumable_manifest(run_dir: Path) -> RunManifest:
     if not run_dir.is_dir():
         raise UserError(f"--resume {run_dir}: no such run directory")
     m = read_manifest(run_dir)
-    never_started = [lane.name for lane in m.config.lanes if m.provenance is None or lane.name not in m.provenance.lanes]
-    if m.status not in RESUMABLE and not (m.status == "complete" and never_started):
+    resumable = m.status in RESUMABLE or (m.status == "complete" and never_started(m))
+    if not resumable and not derive_only(run_dir, m):
         raise UserError(f"--resume {run_dir}: the run is {m.status}; nothing to resume")
     return m
+
+
+def _why(reason: str) -> str:
+    """A failure's reason without its "lane X: level N (repetition R) failed: " head."""
+    return reason.split(" failed: ", 1)[1] if " failed: " in reason else reason
+
+
+def not_run_again(m: RunManifest, session: int) -> list[str]:
+    """What a resume (session `session`) skips because a server failed in an earlier session, one
+    line per lane ("lane X: levels 8 and above are not run again: level 8 failed in session 0
+    (REASON)") and one for the together scenario; failed fairness checks are run again."""
+    lines = []
+    for lane in m.config.lanes:
+        solo = [f for f in m.server_failures if f.lane == lane.name and f.scenario == "solo" and f.level
+                and f.session < session]
+        if solo:
+            f = min(solo, key=lambda f: (f.level, f.session))
+            lines.append(f"lane {lane.name}: levels {f.level} and above are not run again: level {f.level} "
+                         f"failed in session {f.session} ({_why(f.reason)})")
+    together = [f for f in m.server_failures if f.scenario == "together" and f.level and f.session < session]
+    if together:
+        f = together[0]
+        lines.append(f"the together scenario is not run again: lane {f.lane}'s level {f.level} failed in it "
+                     f"in session {f.session} ({_why(f.reason)})")
+    return lines
 
 
 def repair_torn_tail(path: Path) -> int:
@@ -106,8 +153,10 @@ def repair_torn_tail(path: Path) -> int:
     if not data or data.endswith(b"\n"):
         return 0
     keep = data.rfind(b"\n") + 1
+    from satbench.rundir import open_run_file  # never truncates through a link (the run directory's rule)
+
     try:
-        with path.open("r+b") as fh:
+        with open_run_file(path, "r+b") as fh:
             fh.truncate(keep)
     except OSError as exc:
         raise RunDirError(f"cannot repair {path}: {exc.strerror or exc}") from exc

@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import secrets
 import sys
 import time
 from pathlib import Path
 
 import satbench
-from satbench.analyze import analyze_and_write
+from satbench.analyze import analyze_and_write, clear_derived
 from satbench.config import LaneConfig, RunConfig
 from satbench.fairness.plan import fairness_plan
 from satbench.fairness.runner import FairnessRunner
@@ -32,6 +31,7 @@ from satbench.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
 from satbench.interrupts import ignore_second_interrupt, sigint_handler_kept
+from satbench.liveness import LIVENESS_TIMEOUT_S
 from satbench.lane_session import (LaneSession, Progress, SilentProgress, make_runtime, memory_at_end,
                                    probe_buffers, together_step)
 from satbench.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, ServerFailure,
@@ -41,18 +41,21 @@ from satbench.results import ResultsFile
 from satbench.rundir import run_lock
 from satbench.report.integrity import stale_sums_note
 from satbench.resume import (begin_session, check_same_config, check_same_source_and_host, fairness_unit,
-                             refine_unit, refused_reason, refused_session, solo_unit, together_unit, units_not_to_run)
+                             not_run_again, refine_unit, refused_reason, refused_session, solo_unit,
+                             together_unit, units_not_to_run)
 from satbench.server_checks import check_same_server, check_server_fits
 from satbench.sweep_plan import (fairness_lane, not_together, refine_levels, requests_in,  # noqa: F401 (re-exported)
                                  together_shape, total_requests)
 from satbench.runtimes.remote import split_credentials
+from satbench.workload import new_nonce
 
 
 class Sweep:
     """One run (one or more lanes) into one run directory."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path, command_line: list[str],
-                 progress: Progress | None = None, resume: RunManifest | None = None) -> None:
+                 progress: Progress | None = None, resume: RunManifest | None = None,
+                 liveness_timeout_s: float = LIVENESS_TIMEOUT_S) -> None:
         self._secrets: dict[str, str | None] = {}
         lanes = []
         for lane in cfg.lanes:  # keep user:password out of everything that is written down
@@ -65,7 +68,7 @@ class Sweep:
         self.cfg = cfg.model_copy(update={"lanes": lanes})
         self.run_dir, self.command_line = run_dir, command_line
         self.progress = progress or SilentProgress()
-        self.nonce = secrets.token_hex(3)
+        self.nonce = new_nonce()
         self.results: ResultsFile | None = None
         self.interrupted_by = "the user (Ctrl-C)"  # the CLI's SIGTERM handler says SIGTERM
         self.session = 0
@@ -84,6 +87,7 @@ class Sweep:
         self._host = None
         self._finished_before: str | None = None
         self.refined: dict[str, list[int]] = {}
+        self.liveness_timeout_s = liveness_timeout_s  # every lane session's bound (liveness.py)
 
     def _done(self, unit: str) -> bool:
         return unit in self.manifest.completed_units
@@ -120,8 +124,12 @@ class Sweep:
 
     def resolve_models(self) -> None:
         """Find (or assemble) and hash every lane's model; a bad one is a UserError or ModelError."""
-        for lane in self.cfg.lanes:  # fail on a bad model before any server starts
-            self._models[lane.name] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
+        found: dict[tuple[str | None, str], tuple[Path | None, ModelInfo]] = {}
+        for lane in self.cfg.lanes:  # fail on a bad model before any server starts; each file hashed once
+            key = (lane.runtime.model, lane.runtime.model_dir)
+            if key not in found:
+                found[key] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
+            self._models[lane.name] = found[key]
 
     def _run_locked(self) -> ResultsFile:
         write_manifest(self.run_dir, self.manifest)
@@ -147,6 +155,8 @@ class Sweep:
         finally:
             if self.manifest.provenance is not None and self.manifest.provenance.lanes:
                 try:
+                    if ok:  # a Ctrl-C from here on leaves run.json complete and no stale derived file
+                        clear_derived(self.run_dir)
                     self.results = analyze_and_write(self.run_dir)
                 except SatbenchError:
                     if ok:
@@ -181,6 +191,8 @@ class Sweep:
             self.resolve_models()
         events = JsonlWriter(self.run_dir / EVENTS_FILE)
         samples = JsonlWriter(self.run_dir / SAMPLES_FILE)
+        for line in not_run_again(self.manifest, self.session) if self.resuming else []:
+            print(f"satbench: {line}", file=sys.stderr)
         self.progress.begin(total_requests(self.cfg, units_not_to_run(self.manifest), self.manifest.refine_levels))
         try:
             if not self.cfg.fairness_only:
@@ -236,7 +248,7 @@ class Sweep:
             buffers = await probe_buffers(lane, path, self._log_path(lane, "memory", self.session))
         runtime = make_runtime(lane, path, self._log_path(lane, scenario, self.session, restart))
         session = LaneSession(lane, scenario, runtime, model, self._secrets[lane.name], self.nonce)
-        session.session_index = self.session
+        session.session_index, session.liveness_timeout_s = self.session, self.liveness_timeout_s
         try:
             await runtime.start_async()  # Ctrl-C / SIGTERM during a slow start lands here and stops it
             await session.open(samples, gpus, buffers)

@@ -16,11 +16,12 @@ import aiohttp
 
 from satbench.client import CompletionRequest, StreamOutcome
 from satbench.config import WorkloadConfig
-from satbench.errors import SatbenchError
+from satbench.errors import LevelFailedError, SatbenchError
 from satbench.events import JsonlWriter, RequestEvent
 from satbench.fairness.guards import F1_DECODE_TARGET_MS
 from satbench.fairness.plan import FairnessPlan, request_count
 from satbench.lane_session import LaneSession, Progress
+from satbench.liveness import ServerUnresponsive, StreamActivity
 from satbench.loadgen import LevelPlan, run_level, run_recorded, to_event
 from satbench.metrics.latency import itl_ms
 from satbench.workload import WorkloadBuilder  # noqa: F401 - type of self.builder
@@ -45,6 +46,21 @@ class FairnessRunner:
         self.builder: WorkloadBuilder | None = None
         self.lone_e2e_s = 0.0
         self.lone_itl_ms: float | None = None
+        self.activity: StreamActivity | None = None  # the running check's requests (its watchdog's view)
+        self._spawned: set[asyncio.Task] = set()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        """A request sent beside others; one left when its check stops is stopped (and recorded) with it."""
+        task = asyncio.create_task(coro)
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
+        return task
+
+    async def _stop_spawned(self) -> None:
+        left = list(self._spawned)
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
 
     async def prepare(self) -> None:
         assert self.s.workload is not None
@@ -71,7 +87,7 @@ class FairnessRunner:
         plan = self._level_plan(check, level, rep)
         event = await run_recorded(self.s.client, req,
                                    lambda o: to_event(plan, stream, seq, "measured", req, targeted, o, role=role),
-                                   self.sink, out=out)
+                                   self.sink, out=out, activity=self.activity)
         self.progress.request_done(event)
         return event
 
@@ -82,7 +98,7 @@ class FairnessRunner:
         meas = [await self._req(check, "measured", i, prompt, output) for i in range(streams * per_stream)]
         self.progress.level(self.lane, f"fairness {check}", streams, 1)
         await run_level(self.s.client, self._level_plan(check, streams, 1, warm, meas), self.sink,
-                        on_done=self.progress.request_done,
+                        on_done=self.progress.request_done, activity=self.activity,
                         start_offsets_s=[i * stagger_s for i in range(streams)] if stagger_s else None)
 
     async def _watch(self, outs: list[StreamOutcome], tokens: int, timeout_s: float = 120.0) -> None:
@@ -96,7 +112,7 @@ class FairnessRunner:
     async def _decoders(self, check: str, n: int, output: int) -> tuple[list[StreamOutcome], list[asyncio.Task]]:
         outs = [StreamOutcome() for _ in range(n)]
         reqs = [await self._req(check, "decoder", i, self.plan.prompt, output) for i in range(n)]
-        tasks = [asyncio.create_task(self.send(check, "decoder", i, r, level=n, stream=i, out=o))
+        tasks = [self._spawn(self.send(check, "decoder", i, r, level=n, stream=i, out=o))
                  for i, (r, o) in enumerate(zip(reqs, outs))]
         return outs, tasks
 
@@ -150,8 +166,8 @@ class FairnessRunner:
             reqs = {i: built[f"together{rep}-", i] for i in order}
             tasks = []
             for i in order:
-                tasks.append(asyncio.create_task(self.send("F2", "together", i, reqs[i], level=len(sizes),
-                                                           rep=rep, stream=i)))
+                tasks.append(self._spawn(self.send("F2", "together", i, reqs[i], level=len(sizes),
+                                                   rep=rep, stream=i)))
                 await asyncio.sleep(0.001)
             await asyncio.gather(*tasks)
 
@@ -203,9 +219,9 @@ class FairnessRunner:
         for rep in range(1, self.s.lane.fairness.s3_repetitions + 1):
             first = await self._req("S3", f"first{rep}-", 0, p.s3_prompt, p.s3_output)
             second = await self._req("S3", f"second{rep}-", 0, p.s3_prompt, p.s3_output)
-            t1 = asyncio.create_task(self.send("S3", "first", 0, first, level=2, rep=rep, stream=0))
+            t1 = self._spawn(self.send("S3", "first", 0, first, level=2, rep=rep, stream=0))
             await asyncio.sleep(PAIR_GAP_S)
-            t2 = asyncio.create_task(self.send("S3", "second", 1, second, level=2, rep=rep, stream=1))
+            t2 = self._spawn(self.send("S3", "second", 1, second, level=2, rep=rep, stream=1))
             await asyncio.gather(t1, t2)
 
     async def run_all(self) -> None:
@@ -213,12 +229,14 @@ class FairnessRunner:
         equals): a check that puts more requests in flight than the server can bear (b11434 died on
         a 64-expert MoE at 64) then costs only itself and the wider ones. A server that is not
         llama.cpp is sent nothing: its slots and n_batch are unknown, so every check would be
-        inconclusive anyway (analyze says so from the recorded runtime), and the load would be wasted."""
+        inconclusive anyway (analyze says so from the recorded runtime), and the load would be wasted.
+        Each check (and the calibration) runs under the lane session's liveness watchdog: a server
+        that stops answering fails the check within its bound (liveness.py)."""
         if not self.s.runtime_info().llamacpp:
             self.progress.skip(request_count(self.plan, self.s.lane))
             return
         await self.prepare()
-        await self.calibration()
+        await self._watched("calibration", 1, self.calibration)
         wanted = self.s.lane.fairness.checks
         checks = [(name, check) for name, check in (("F1", self.f1), ("F2", self.f2), ("F3", self.f3),
                                                     ("S1", self.s1), ("S2", self.s2), ("S3", self.s3))
@@ -226,8 +244,21 @@ class FairnessRunner:
         for name, check in sorted(checks, key=lambda c: in_flight(self.plan, c[0])):  # stable sort
             width = in_flight(self.plan, name)
             try:
-                await check()
+                await self._watched(name, width, check)
+            except LevelFailedError:
+                raise  # the watchdog's verdict says it all
             except (SatbenchError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 await self.s.check_alive(name, width, cause=exc)  # the server died mid-check: say so
                 raise
             await self.s.check_alive(name, width)  # a dead server fails loudly, not as verdicts
+
+    async def _watched(self, name: str, width: int, check) -> None:
+        """One check under the liveness watchdog; LevelFailedError when the server stopped answering.
+        Requests it left in flight are stopped (and recorded) when it ends."""
+        self.activity = StreamActivity()
+        try:
+            await self.s.watched(check(), self.activity)
+        except ServerUnresponsive as exc:
+            raise self.s.check_failed(name, width, self.s.why_unresponsive(exc)) from None
+        finally:
+            await self._stop_spawned()

@@ -1,0 +1,305 @@
+"""Liveness during a level: a server that stops answering with its sockets open (SIGSTOP) fails the
+level within the liveness bound, not after the requests' read timeouts; a server that is slow but
+streams, or prefills long while /health answers, is not failed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from satbench.client import StreamOutcome
+from satbench.errors import ServerGoneError
+from satbench.events import LevelMark, RequestEvent, read_events
+from satbench.lane_session import LaneSession
+from satbench.liveness import (DECLARED_WITHIN_S, LIVENESS_TIMEOUT_S, SERVER_UNRESPONSIVE, StreamActivity,
+                               run_watched, watch)
+from satbench.manifest import read_manifest
+from satbench.sweep import Sweep
+from tests.conftest import url_lane_config
+from tests.faults.common import analyzable, requests, status_of, table_row
+
+BOUND_S = 1.0  # the tests' liveness bound (the default is LIVENESS_TIMEOUT_S)
+
+
+def test_the_default_bound_is_at_most_30_s():
+    assert LIVENESS_TIMEOUT_S <= 30
+    assert DECLARED_WITHIN_S <= 30  # the bound, plus one look and one /health probe at most
+
+
+# -- the watchdog alone ------------------------------------------------------------------------
+
+def _run(coro_fn, seconds: float):
+    """Run the watchdog for at most `seconds`: (its reason or None, seconds it took)."""
+    async def go():
+        t0 = time.monotonic()
+        try:
+            why = await asyncio.wait_for(coro_fn(), seconds)
+        except asyncio.TimeoutError:
+            why = None
+        return why, time.monotonic() - t0
+    return asyncio.run(go())
+
+
+def _in_flight(activity: StreamActivity, n: int = 2) -> list[StreamOutcome]:
+    outs = [StreamOutcome() for _ in range(n)]
+    for o in outs:
+        activity.opened(o)
+    return outs
+
+
+async def _silent(_timeout_s: float) -> bool:
+    await asyncio.sleep(_timeout_s)  # asked, never answered
+    return False
+
+
+async def _answering(_timeout_s: float) -> bool:
+    return True
+
+
+def test_silence_past_the_bound_is_declared():
+    activity = StreamActivity()
+    _in_flight(activity, 3)
+    why, took = _run(lambda: watch(activity, lambda: True, _silent, timeout_s=0.4), 10)
+    assert why == ("the server stopped answering: nothing arrived on any of 3 streams and /health was silent "
+                   "for 0.4 s")
+    assert took >= 0.4
+
+
+def test_a_gone_process_is_declared_at_the_next_look():
+    activity = StreamActivity()
+    _in_flight(activity)
+    why, _ = _run(lambda: watch(activity, lambda: False, _answering, timeout_s=0.4), 10)
+    assert why == "the server process ended"
+
+
+def test_a_slow_stream_is_alive_though_health_is_silent():
+    activity = StreamActivity()
+    outs = _in_flight(activity)
+
+    async def stream_then_watch():
+        async def tokens():
+            while True:
+                await asyncio.sleep(0.05)
+                outs[0].chunks.append((time.perf_counter_ns(), 1))
+        feeder = asyncio.ensure_future(tokens())
+        try:
+            return await watch(activity, lambda: True, _silent, timeout_s=0.3)
+        finally:
+            feeder.cancel()
+    why, _ = _run(stream_then_watch, 2.0)  # > 6 bounds
+    assert why is None
+
+
+def test_a_long_prefill_is_alive_while_health_answers():
+    activity = StreamActivity()
+    _in_flight(activity)  # nothing arrives on them
+    why, _ = _run(lambda: watch(activity, lambda: True, _answering, timeout_s=0.3), 2.0)
+    assert why is None
+
+
+def test_nothing_in_flight_is_nothing_to_wait_for():
+    why, _ = _run(lambda: watch(StreamActivity(), lambda: True, _silent, timeout_s=0.3), 2.0)
+    assert why is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["open", "chunk", "head", "close"]), st.integers(0, 3)),
+                max_size=40))
+def test_received_changes_exactly_when_something_arrives(steps):
+    """A request ending is no change (its share moves from open to finished); a chunk or a head is."""
+    activity, outs, opened = StreamActivity(), [StreamOutcome() for _ in range(4)], set()
+    for what, i in steps:
+        before = activity.received()
+        if what == "open" and i not in opened:
+            outs[i] = StreamOutcome()  # each request has its own outcome
+            activity.opened(outs[i])
+            opened.add(i)
+        elif what == "close" and i in opened:
+            activity.closed(outs[i])
+            opened.discard(i)
+        elif what == "chunk" and i in opened:
+            outs[i].chunks.append((0, 1))
+            assert activity.received() == before + 1
+            continue
+        elif what == "head" and i in opened and outs[i].headers_ns is None:
+            outs[i].headers_ns = 1
+            assert activity.received() == before + 1
+            continue
+        assert activity.received() == before
+    assert activity.in_flight == len(opened)
+
+
+def test_run_watched_stops_the_work_and_says_why():
+    activity = StreamActivity()
+
+    async def work():
+        out = StreamOutcome()
+        activity.opened(out)
+        await asyncio.sleep(30)
+
+    async def go():
+        with pytest.raises(Exception) as info:
+            await run_watched(work(), activity, lambda a: watch(a, lambda: True, _silent, timeout_s=0.3))
+        return info.value
+    exc = asyncio.run(asyncio.wait_for(go(), 10))
+    assert type(exc).__name__ == "ServerUnresponsive" and "stopped answering" in str(exc)
+    assert activity.verdict == str(exc)
+
+
+# -- a real (fake) server, SIGSTOPped mid-level ---------------------------------------------------
+
+def _sweep(url: str, tmp_path, levels: list[int], requests_per_level: int, output: int,
+           bound_s: float = BOUND_S) -> Sweep:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    cfg = url_lane_config(url, levels, requests=requests_per_level, reps=1, prompt=16, output=output)
+    return Sweep(cfg, run_dir, ["satbench", "test"], liveness_timeout_s=bound_s)
+
+
+def _stop_when(run_dir, pid: int, measured: int, stopped: dict) -> threading.Thread:
+    """SIGSTOP `pid` once `measured` measured requests are on disk (in a thread beside the sweep)."""
+    def go():
+        events = run_dir / "events.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if events.exists() and events.read_text().count('"phase":"measured"') >= measured:
+                os.kill(pid, signal.SIGSTOP)
+                stopped["at"] = time.monotonic()
+                return
+            time.sleep(0.01)
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("n", [1, 8])
+def test_a_server_sigstopped_mid_level_fails_it_within_the_bound(fake_server, tmp_path, n):
+    fake = fake_server(n_slots=8, decode_iteration_ms=5.0)
+    sweep = _sweep(fake.base_url, tmp_path, [n], 400, 16)
+    stopped: dict = {}
+    watcher = _stop_when(sweep.run_dir, fake.proc.pid, 3, stopped)
+    try:
+        with pytest.raises(ServerGoneError) as info:
+            sweep.run()
+        ended = time.monotonic()
+    finally:
+        watcher.join(5)
+        os.kill(fake.proc.pid, signal.SIGCONT)
+    assert "at" in stopped, "the fake was never stopped: the test proves nothing"
+    took = ended - stopped["at"]
+    # the bound (1 s) plus its looks and the session's stop, far below one read timeout (60 s)
+    assert took < 20, f"{took:.1f} s from SIGSTOP to the end of the run"
+    why = f"nothing arrived on any of {n} stream{'s' if n > 1 else ''} and /health was silent for 1 s"
+    assert f"level {n} (repetition 1) failed: the server stopped answering: {why}" in str(info.value)
+    run_dir = sweep.run_dir
+    assert status_of(run_dir) == "failed"
+    failure = read_manifest(run_dir).server_failures[0]
+    assert failure.level == n and "stopped answering" in failure.reason
+    end = next(m for m in read_events(run_dir) if isinstance(m, LevelMark) and m.kind == "level_end")
+    assert end.status == "failed" and why in (end.reason or "")
+    # the requests in flight were stopped and recorded as the server's failure, not as `cancelled`
+    cut = [e for e in requests(run_dir) if not e.ok]
+    assert len(cut) == n and {e.error.type for e in cut} == {SERVER_UNRESPONSIVE}
+    assert all(why in e.error.message for e in cut)
+    assert sum(e.ok for e in requests(run_dir)) >= 3
+    results = analyzable(run_dir)
+    rep = results["lanes"][0]["levels"][0]["repetitions"][0]
+    assert rep["status"] == "failed" and why in rep["status_reason"]
+    table_row(f"server SIGSTOPped mid-level, N={n}", f"SIGSTOP, liveness bound {BOUND_S:g} s", 4,
+              str(info.value)[:80], "failed", len(requests(run_dir)) - n, "-")
+
+
+def test_a_slow_but_streaming_server_is_not_failed_even_with_health_silent(fake_server, tmp_path,
+                                                                           monkeypatch):
+    """Tokens arrive every 0.15 s, /health never answers (patched): the bound is 0.6 s, the level runs out."""
+    async def never(self, timeout_s: float = 5.0) -> bool:
+        await asyncio.sleep(timeout_s)
+        return False
+    monkeypatch.setattr(LaneSession, "_answers", never)
+    fake = fake_server(n_slots=2, decode_iteration_ms=150.0)
+    sweep = _sweep(fake.base_url, tmp_path, [2], 2, 10, bound_s=0.6)
+    sweep.run()
+    run_dir = sweep.run_dir
+    assert status_of(run_dir) == "complete" and not read_manifest(run_dir).server_failures
+    events = [e for e in read_events(run_dir) if isinstance(e, RequestEvent)]
+    assert events and all(e.ok for e in events)
+    # each request streamed for longer than the bound: the watchdog had every chance to fire
+    assert all((e.end_ns - e.sent_ns) / 1e9 > 0.6 * 2 for e in events)
+
+
+def _long_prefill(fake_server, tmp_path, bound_s: float) -> Sweep:
+    fake = fake_server(n_slots=1, decode_iteration_ms=2.0, first_token_extra_ms=1500.0)
+    return _sweep(fake.base_url, tmp_path, [1], 1, 4, bound_s=bound_s)
+
+
+def test_a_long_prefill_is_not_failed_while_health_answers(fake_server, tmp_path):
+    sweep = _long_prefill(fake_server, tmp_path, 0.5)
+    sweep.run()
+    assert status_of(sweep.run_dir) == "complete" and not read_manifest(sweep.run_dir).server_failures
+    events = requests(sweep.run_dir)
+    assert events and all(e.ok and (e.chunks[0][0] - e.sent_ns) / 1e9 > 1.0 for e in events)
+
+
+def test_the_same_prefill_with_health_silent_is_failed(fake_server, tmp_path, monkeypatch):
+    """The counterpart of the test above: there /health is what kept the level alive."""
+    async def never(self, timeout_s: float = 5.0) -> bool:
+        await asyncio.sleep(timeout_s)
+        return False
+    monkeypatch.setattr(LaneSession, "_answers", never)
+    sweep = _long_prefill(fake_server, tmp_path, 0.5)
+    with pytest.raises(ServerGoneError, match="the server stopped answering: nothing arrived on any of "
+                                              "1 stream "):
+        sweep.run()
+
+
+def test_a_fairness_check_whose_server_is_sigstopped_fails_within_the_bound(fake_server, tmp_path):
+    """The checks run their own requests (decoders sent beside each other): the watchdog covers them."""
+    from satbench.cli_args import build_parser, run_config
+    from tests.fairness.harness import FAIR
+
+    fake = fake_server(**FAIR)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    argv = ["fairness", "--url", fake.base_url, "--batch-size", "256", "--prompt-tokens", "32",
+            "--output-tokens", "16", "--checks", "S1", "-o", str(run_dir)]
+    sweep = Sweep(run_config(build_parser().parse_args(argv)), run_dir, ["satbench", *argv],
+                  liveness_timeout_s=BOUND_S)
+    stopped: dict = {}
+
+    def stop_in_s1():
+        events = run_dir / "events.jsonl"
+        if _when_text(events, lambda text: text.count('"check":"S1"') >= 3):  # S1's lone requests done
+            time.sleep(0.05)
+            os.kill(fake.proc.pid, signal.SIGSTOP)
+            stopped["at"] = time.monotonic()
+    thread = threading.Thread(target=stop_in_s1, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(ServerGoneError) as info:
+            sweep.run()
+        took = time.monotonic() - stopped.get("at", time.monotonic())
+    finally:
+        thread.join(5)
+        os.kill(fake.proc.pid, signal.SIGCONT)
+    assert "at" in stopped, "the fake was never stopped: the test proves nothing"
+    assert took < 20, f"{took:.1f} s from SIGSTOP to the end of the run"
+    assert "fairness S1" in str(info.value) and "the server stopped answering: nothing arrived on any of" \
+        in str(info.value)
+    cut = [e for e in requests(run_dir) if e.check == "S1" and not e.ok]
+    assert cut and {e.error.type for e in cut} == {SERVER_UNRESPONSIVE}  # the decoders, stopped and recorded
+
+
+def _when_text(path, predicate, timeout_s: float = 60) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and predicate(path.read_text()):
+            return True
+        time.sleep(0.005)
+    return False
