@@ -258,4 +258,3 @@ def positive_days(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number of days above 0 and at most {MAX_AGE_DAYS:g}, "
                                          f"got {text!r}")
     return days
-
