@@ -137,3 +137,16 @@ def test_an_unexpected_exception_is_one_line_and_exit_1(monkeypatch, capsys) -> 
     monkeypatch.setenv(cli.TRACEBACK_ENV, "1")
     with pytest.raises(ZeroDivisionError):
         cli.main(["schema", "results"])
+
+
+def test_an_os_error_no_reader_caught_is_one_line_naming_the_path(monkeypatch, capsys) -> None:
+    import satbench.cli as cli
+
+    def refuse(a):
+        raise OSError(36, "File name too long", "x" * 300)
+
+    monkeypatch.delenv(cli.TRACEBACK_ENV, raising=False)
+    monkeypatch.setitem(cli.COMMANDS, "schema", refuse)
+    assert cli.main(["schema", "results"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"satbench: error: {'x' * 300}: File name too long\n"

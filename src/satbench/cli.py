@@ -410,6 +410,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("satbench: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a path the system refuses where no reader said why (too long, no access)
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"satbench: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return UserError.exit_code
     except Exception as exc:  # noqa: BLE001 (a bug: still one line; the traceback on request)
         if os.environ.get(TRACEBACK_ENV):
             raise
