@@ -3,7 +3,8 @@
 `StreamClient.run()` returns a `StreamOutcome` whatever happens; failures are data
 (`error_type`, `error_message`), because a benchmark that loses its failed requests
 lies about the server. An answer larger than limits.stream_limit of its request (prompt +
-output tokens) is cut there and recorded as `answer_too_large`. The bytes travel over
+output tokens) is cut there and recorded as `answer_too_large`; one that counts more than
+max_tokens + limits.MAX_EXTRA_TOKENS output tokens is cut there as `wrong_token_count`. The bytes travel over
 satbench's own HTTP/1.1 transport (transport.py), which stamps chunks as they leave
 `recv`; see that module for why.
 """
@@ -20,7 +21,7 @@ from typing import Callable, Literal
 
 from satbench.config import Strict
 from satbench.errors import ParseError, UserError
-from satbench.limits import AnswerTooLarge, stream_limit
+from satbench.limits import MAX_EXTRA_TOKENS, AnswerTooLarge, stream_limit
 from satbench.sse import StreamUpdate, interpret_native, interpret_openai
 from satbench.transport import HttpResult, HttpStream, request_bytes, tls_context
 
@@ -62,6 +63,8 @@ class StreamOutcome:
     retry_reasons: list[str] = field(default_factory=list)
     finished: bool = False
     saw_final: bool = False  # a chunk said the answer was over (finish_reason, usage, llama.cpp stop)
+    # (usage.completion_tokens, chunks then) of the last usage event of an inexact count, not yet spread
+    pending_usage: tuple[int, int] | None = None
     error_type: str | None = None
     error_message: str | None = None
 
@@ -165,9 +168,10 @@ class StreamClient:
 
     async def _exchange(self, req: CompletionRequest, body: bytes, out: StreamOutcome) -> HttpResult:
         loop = asyncio.get_running_loop()
-        reader = _PayloadReader(self, out)
+        reader = _PayloadReader(self, out, max_tokens=req.max_tokens)
         proto = HttpStream(self._clock, reader.feed, where=self.base_url + self._path,
                            max_body_bytes=stream_limit(req.prompt_tokens, req.max_tokens))
+        reader.stop = proto.abort
         headers = {"X-Request-Id": req.request_id, **self._headers}
         out.sent_ns = self._clock()
         if self._connect_gate is None:
@@ -204,6 +208,7 @@ class StreamClient:
 
     def _read_result(self, req: CompletionRequest, r: HttpResult, out: StreamOutcome) -> None:
         out.headers_ns, out.http_status, out.end_ns = r.headers_ns, r.status, r.end_ns or self._clock()
+        settle_usage(out)
         if isinstance(r.failure, AnswerTooLarge):
             self._fail(out, ANSWER_TOO_LARGE, str(r.failure))
             return
@@ -254,11 +259,11 @@ class StreamClient:
         if upd.usage_prompt_tokens is not None:
             out.server_prompt_tokens = upd.usage_prompt_tokens
         if upd.usage_completion_tokens is not None and not upd.exact:
-            out.chunks[:] = spread_over_chunks(out.chunks, upd.usage_completion_tokens)
-            out.output_tokens = upd.usage_completion_tokens
-            out.token_count_exact = True
+            out.pending_usage = (upd.usage_completion_tokens, len(out.chunks))  # spread when the answer ends
         if self.api == "native":
             return upd.final
+        if upd.done_marker:
+            settle_usage(out)
         return upd.done_marker
 
     def _check_count(self, req: CompletionRequest, out: StreamOutcome) -> None:
@@ -268,6 +273,19 @@ class StreamClient:
                 "wrong_token_count",
                 f"asked for {req.max_tokens} tokens, received {out.output_tokens}",
             )
+
+
+def settle_usage(out: StreamOutcome) -> None:
+    """Once the answer is over: the last `usage` total of an inexact (OpenAI-style) count is spread
+    over the chunks that came before it (`spread_over_chunks`, once per answer, not once per usage
+    event) and becomes the count; chunks after it add to the count and leave it inexact."""
+    if out.pending_usage is None:
+        return
+    (total, k), out.pending_usage = out.pending_usage, None
+    out.chunks[:k] = spread_over_chunks(out.chunks[:k], total)
+    later = len(out.chunks) - k
+    out.output_tokens = total + sum(n for _, n in out.chunks[k:])
+    out.token_count_exact = later == 0
 
 
 def spread_over_chunks(chunks: list[tuple[int, int]], total: int) -> list[tuple[int, int]]:
@@ -281,14 +299,24 @@ def spread_over_chunks(chunks: list[tuple[int, int]], total: int) -> list[tuple[
     return [(t, (i + 1) * total // n - i * total // n) for i, (t, _) in enumerate(chunks)]
 
 
-class _PayloadReader:
-    """Interprets each SSE payload the moment it arrives; after an error it ignores the rest."""
+class _TooManyTokens(Exception):
+    """The answer counted more than max_tokens + MAX_EXTRA_TOKENS output tokens: reading stopped."""
 
-    def __init__(self, client: StreamClient, out: StreamOutcome) -> None:
+
+class _PayloadReader:
+    """Interprets each SSE payload the moment it arrives; after an error it ignores the rest.
+
+    With `max_tokens`, an answer whose counted output tokens pass max_tokens + MAX_EXTRA_TOKENS is
+    failed as `wrong_token_count` at once (keeping the chunks up to there) and `stop` (the
+    exchange's abort) ends the read, so a server that never stops costs bounded memory."""
+
+    def __init__(self, client: StreamClient, out: StreamOutcome, max_tokens: int | None = None) -> None:
         self.client, self.out = client, out
         self.finished = False
+        self.cap_tokens = None if max_tokens is None else max(0, max_tokens) + MAX_EXTRA_TOKENS
+        self.stop: Callable[[BaseException], None] | None = None
         out.chunks.clear()
-        out.saw_final = False
+        out.saw_final, out.pending_usage = False, None
         out.output_tokens, out.token_count_exact = 0, True
 
     def feed(self, t_ns: int, payload: bytes) -> None:
@@ -301,7 +329,17 @@ class _PayloadReader:
             self.client._fail(out, "malformed_stream", str(exc))
             out.end_ns = t_ns
             return
+        n_chunks = len(out.chunks)
         self.finished = self.client._apply(upd, t_ns, out) or self.finished
+        grew = len(out.chunks) > n_chunks  # the cap is on tokens streamed, not on a usage total
+        over = self.cap_tokens is not None and out.output_tokens > self.cap_tokens
+        if grew and over and out.error_type is None:
+            asked = self.cap_tokens - MAX_EXTRA_TOKENS
+            self.client._fail(out, "wrong_token_count",
+                              f"asked for {asked} tokens, received {out.output_tokens} (more than "
+                              f"{asked} + {MAX_EXTRA_TOKENS}); stopped reading the answer there")
+            if self.stop is not None:
+                self.stop(_TooManyTokens(out.error_message))
         if out.error_type is not None:
             out.end_ns = t_ns
 

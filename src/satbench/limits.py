@@ -35,10 +35,16 @@ MAX_HEALTH_BYTES = 64 * KIB
 """/health: {"status":"ok"} (15 bytes) or a short error."""
 MAX_MODELS_BYTES = 4 * MIB
 """/v1/models: one entry per model, ~200 bytes each; a gateway listing thousands fits."""
-MAX_SLOTS_BYTES = 16 * MIB
-"""/slots: ~3 KiB of settings per slot; 16 MiB holds thousands of slots."""
+MAX_SLOTS_BYTES = 4 * MIB
+"""/slots: one slot's entry is ~3 KiB (its id, n_ctx, params with the sampler settings, next_token;
+more with a long grammar or stop list), so 4 MiB holds ~1,000 slots. The sampler reads it 10
+times a second: a larger answer would cost ~12 ms of parsing per MiB on every poll."""
 MAX_METRICS_BYTES = 1 * MIB
 """/metrics: llama.cpp exposes ~20 series in ~3 KiB."""
+MAX_METRIC_NAME_CHARS = 256
+"""A /metrics series' name with its label block (`name{a="b"}`): llama.cpp's are ~40 characters,
+unlabelled. A longer one is refused (ParseError), so a sample's keys stay short: with
+MAX_METRIC_SERIES, a /metrics sample stays under ~100 KiB."""
 MAX_METRIC_SERIES = 256
 """`llamacpp:*` series kept from one /metrics answer (llama.cpp has ~20); more is refused, so a
 sample written 10 times a second stays small."""
@@ -51,8 +57,28 @@ STREAM_BASE_BYTES = 1 * MIB
 STREAM_BYTES_PER_TOKEN = 4 * KIB
 """A streamed answer, per token asked (prompt + output): one event per output token is ~200 bytes
 (an OpenAI chunk with a long model name ~500), and the final native event repeats the prompt's text."""
+MAX_CHUNK_SIZE_LINE_BYTES = 64
+"""A `Transfer-Encoding: chunked` size line, extensions included, CRLF not: llama-server sends
+"1a3" (a few hex digits); a longer line is a ParseError, so extensions cannot pad an answer."""
+MAX_CONTENT_LENGTH_DIGITS = 18
+"""A Content-Length header: ASCII digits only, at most 18 (below 2**63); else a ParseError."""
+MAX_EXTRA_TOKENS = 16
+"""Output tokens a streamed answer may count past its request's max_tokens before satbench stops
+reading it (error `wrong_token_count`, what arrived up to there kept): llama.cpp with ignore_eos
+sends exactly max_tokens, so this is slack, not a tolerance the count check grants."""
 MAX_TOOL_OUTPUT_BYTES = 1 * MIB
-"""`llama-server --version` / `--list-devices` output: a few lines each."""
+"""`llama-server --version` / `--list-devices` output: a few lines each. What run.json keeps of it
+is cut further: the version line and each device to MAX_SERVER_TEXT_CHARS, at most MAX_DEVICES
+devices."""
+MAX_DEVICES = 64
+"""Devices kept from `llama-server --list-devices` (a node has at most a few GPUs)."""
+MAX_STARTUP_LOG_BYTES = 4 * MIB
+"""The part of a server's log read for its startup buffer lines (memlog.py), from where that start
+began writing: a start logs a few hundred lines (~100 KiB at verbosity 4); more is a server
+already at work, and is not read."""
+MAX_LOG_LINE_CHARS = 4096
+"""One server log line as memlog.py reads it: llama.cpp's buffer lines are ~80 characters; a
+longer line is cut to this before any pattern looks at it."""
 
 # -- times (seconds) ---------------------------------------------------------------------------
 PROBE_DEADLINE_S = 30.0
@@ -76,6 +102,10 @@ MAX_METRIC_VALUE = float(2**53)
 a float no longer holds every integer."""
 MAX_SERVER_MS = 1e9
 """A timing in ms (timings.prompt_ms, predicted_ms): ~11 days."""
+MIN_SERVER_MS = 1e-3
+"""The smallest positive timing in ms kept (1 µs; no prefill or decode is faster): a smaller one
+(a denormal such as 1e-300) is left out as unavailable, so that no rate divided by it is inf or
+nan; 0 is kept and means unavailable too."""
 MAX_SERVER_TEXT_CHARS = 4096
 """A text figure from /props (model_path, model_alias, build_info) kept in run.json."""
 
@@ -120,7 +150,10 @@ def tokenize_limit(text_bytes: int) -> int:
 
 
 def stream_limit(prompt_tokens: int, max_tokens: int) -> int:
-    """The most a streamed answer's body (decoded) may be for a request of that size."""
+    """The most a streamed answer may be for a request of that size, counted as the raw bytes
+    received (head, chunk framing and body), so that chunk extensions or padding cannot carry an
+    unbounded answer past it. Sound with no framing allowance: llama-server frames each ~200-byte
+    event as one chunk (~8 bytes of size line and CRLFs), far inside STREAM_BYTES_PER_TOKEN."""
     return STREAM_BASE_BYTES + STREAM_BYTES_PER_TOKEN * (max(0, prompt_tokens) + max(0, max_tokens))
 
 

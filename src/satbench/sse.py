@@ -12,10 +12,12 @@ import re
 from dataclasses import dataclass
 
 from satbench.errors import ParseError
-from satbench.limits import (MAX_CTX_TOKENS, MAX_EVENT_BYTES, MAX_SERVER_MS, MAX_SLOTS, checked_int,
-                             json_answer, size_text)
+from satbench.limits import (MAX_CTX_TOKENS, MAX_EVENT_BYTES, MAX_SERVER_MS, MAX_SLOTS, MIN_SERVER_MS,
+                             checked_int, json_answer, size_text)
 
 _EOL = re.compile(rb"[\r\n]")
+_BLANKS = re.compile(rb"[\r\n]*")
+_CR, _LF, _COLON, _SPACE = b"\r\n: "
 
 
 class SseSplitter:
@@ -25,58 +27,79 @@ class SseSplitter:
     Comment lines (starting with ':') and fields other than `data` are ignored. A CR that ends
     one chunk ends its line at once; an LF starting the next chunk is then the rest of that CRLF,
     not a blank line of its own.
+
+    Linear in what it is fed: the unfinished line is kept in a bytearray that grows in place, the
+    search for its end resumes where the last feed's search stopped (`_scan`), lines are read by
+    index and the consumed part is dropped once per feed. A run of blank lines between events
+    (nothing gathered) is skipped in one step. An unfinished line longer than MAX_EVENT_BYTES,
+    or an event whose data lines add up to more, is a ParseError.
     """
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._buf = bytearray()  # the unfinished line (starts at a line start)
+        self._scan = 0  # no line end in _buf[:_scan]
         self._data: list[bytes] = []
         self._data_bytes = 0  # of the event being gathered: at most MAX_EVENT_BYTES
         self._after_cr = False  # the last chunk ended with CR: an LF next completes that CRLF
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        skip = 0
         if self._after_cr and chunk:
             self._after_cr = False
-            if chunk.startswith(b"\n"):
-                chunk = chunk[1:]
-        self._buf += chunk
+            skip = 1 if chunk[:1] == b"\n" else 0
+        buf = self._buf
+        buf += memoryview(chunk)[skip:]
         out: list[bytes] = []
+        start, scan, n = 0, self._scan, len(buf)
         while True:
-            end = _line_end(self._buf)
-            if end < 0:
-                if len(self._buf) > MAX_EVENT_BYTES:
+            if not self._data and scan == start:
+                start = scan = _BLANKS.match(buf, start).end()  # type: ignore[union-attr]
+            m = _EOL.search(buf, scan)
+            if m is None:
+                if n - start > MAX_EVENT_BYTES:
                     raise ParseError(f"SSE line longer than {size_text(MAX_EVENT_BYTES)} without a newline")
-                return out
-            line = self._buf[:end]
-            if self._buf[end : end + 2] == b"\r\n":
-                end += 1
-            elif end + 1 == len(self._buf) and self._buf[end:] == b"\r":
-                self._after_cr = True
-            self._buf = self._buf[end + 1 :]
-            if not line:
-                if self._data:
-                    out.append(b"\n".join(self._data))
-                    self._data, self._data_bytes = [], 0
-                continue
-            if line.startswith(b":"):
-                continue
-            field, _, value = line.partition(b":")
-            if field == b"data":
-                self._data.append(value[1:] if value.startswith(b" ") else value)
-                self._data_bytes += len(self._data[-1]) + 1
-                if self._data_bytes > MAX_EVENT_BYTES:
-                    raise ParseError(f"SSE event larger than {size_text(MAX_EVENT_BYTES)}")
+                break
+            end = m.start()
+            nxt = end + 1
+            if buf[end] == _CR:
+                if nxt < n:
+                    nxt += buf[nxt] == _LF
+                else:
+                    self._after_cr = True
+            self._line(buf, start, end, out)
+            start = scan = nxt
+        del buf[:start]
+        self._scan = n - start
+        return out
+
+    def _line(self, buf: bytearray, start: int, end: int, out: list[bytes]) -> None:
+        """One line, buf[start:end] (without its end): a blank line ends an event; `data` gathers."""
+        if start == end:
+            if self._data:
+                out.append(b"\n".join(self._data))
+                self._data, self._data_bytes = [], 0
+            return
+        if buf[start] == _COLON or not buf.startswith(b"data", start, end):
+            return
+        field_end = buf.find(b":", start, end)
+        if field_end < 0:
+            field_end = end
+        if field_end != start + 4:  # a field named "data…", not "data"
+            return
+        value_start = field_end + 1
+        if value_start < end and buf[value_start] == _SPACE:
+            value_start += 1
+        value = bytes(buf[value_start:end]) if value_start < end else b""
+        self._data.append(value)
+        self._data_bytes += len(value) + 1
+        if self._data_bytes > MAX_EVENT_BYTES:
+            raise ParseError(f"SSE event larger than {size_text(MAX_EVENT_BYTES)}")
 
     def finish(self) -> list[bytes]:
         """Payloads left when the stream closed without a final blank line."""
         rest = self.feed(b"\n\n") if (self._buf or self._data) else []
-        self._buf = b""
+        self._buf, self._scan = bytearray(), 0
         return rest
-
-
-def _line_end(buf: bytes) -> int:
-    """Index of the first CR or LF in `buf`, or -1 (a scan that stops there, not at the end of `buf`)."""
-    m = _EOL.search(buf)
-    return m.start() if m else -1
 
 
 @dataclass(slots=True)
@@ -184,8 +207,8 @@ _TIMING_MS = ("prompt_ms", "predicted_ms")
 
 def checked_timings(raw: dict) -> dict:
     """llama.cpp's `timings`, only the fields satbench keeps: counts integers in 0..MAX_CTX_TOKENS,
-    times finite numbers in 0..MAX_SERVER_MS; a field that is neither is left out (unavailable:
-    the level says the server reported no such timing)."""
+    times finite numbers that are 0 or in MIN_SERVER_MS..MAX_SERVER_MS; a field that is neither is
+    left out (unavailable: the level says the server reported no such timing)."""
     out: dict = {}
     for key in _TIMING_COUNTS:
         v = raw.get(key)
@@ -193,6 +216,7 @@ def checked_timings(raw: dict) -> dict:
             out[key] = v
     for key in _TIMING_MS:
         v = raw.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_SERVER_MS:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and (
+                v == 0 or MIN_SERVER_MS <= v <= MAX_SERVER_MS):
             out[key] = float(v)
     return out

@@ -12,19 +12,22 @@ until-close), splits the body into SSE payloads and hands each one, with the sta
 `recv` that completed it, to `on_payload` at once (so the work of reading a stream is spread
 over its life instead of piling up when many streams end together). Malformed framing
 raises `ParseError` inside the protocol and ends the request; so does a head larger than
-MAX_HEADER_BYTES and a body larger than the exchange's `max_body_bytes` (`AnswerTooLarge`).
+MAX_HEADER_BYTES and an answer larger than the exchange's `max_body_bytes` (`AnswerTooLarge`),
+counted in raw bytes received, so framing (chunk extensions) cannot carry an unbounded answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import urllib.parse
 from dataclasses import dataclass
 from typing import Callable
 
 from satbench.errors import ParseError
-from satbench.limits import MAX_ERROR_BODY_BYTES, MAX_HEADER_BYTES, size_text, too_large
+from satbench.limits import (MAX_CHUNK_SIZE_LINE_BYTES, MAX_CONTENT_LENGTH_DIGITS, MAX_ERROR_BODY_BYTES,
+                             MAX_HEADER_BYTES, size_text, too_large)
 from satbench.sse import SseSplitter
 
 
@@ -42,8 +45,18 @@ class HttpResult:
     failure: BaseException | None = None
 
 
+_HEX_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_STATUS = re.compile(rb"[1-5][0-9][0-9]")
+_DIGITS = re.compile(rb"[0-9]{1,%d}" % MAX_CONTENT_LENGTH_DIGITS)
+_CRLF_WINDOW = MAX_CHUNK_SIZE_LINE_BYTES + 2  # a size line and its CRLF
+
+
 class ChunkedDecoder:
-    """Incremental `Transfer-Encoding: chunked` decoder; `feed()` returns body bytes."""
+    """Incremental `Transfer-Encoding: chunked` decoder; `feed()` returns body bytes.
+
+    Linear in what it is fed: a feed walks its bytes with an offset and keeps only the undecoded
+    tail (at most a partial size line) for the next one. A size line is hex digits (at most 16),
+    optionally `;extensions`, in at most MAX_CHUNK_SIZE_LINE_BYTES; else ParseError."""
 
     def __init__(self) -> None:
         self._buf = b""
@@ -51,56 +64,53 @@ class ChunkedDecoder:
         self.done = False
 
     def feed(self, data: bytes) -> bytes:
-        self._buf += data
+        buf = self._buf + data if self._buf else data
+        pos, n = 0, len(buf)
         out = bytearray()
-        while not self.done:
+        while not self.done and pos < n:
             if self._remaining == -1:
-                nl = self._buf.find(b"\r\n")
+                nl = buf.find(b"\r\n", pos, pos + _CRLF_WINDOW)
                 if nl < 0:
-                    if len(self._buf) > 1024:
-                        raise ParseError("chunk size line too long")
+                    if n - pos >= _CRLF_WINDOW:
+                        raise ParseError(f"chunk size line longer than {MAX_CHUNK_SIZE_LINE_BYTES} bytes")
                     break
-                size_text = self._buf[:nl].split(b";", 1)[0].strip()
-                try:
-                    size = int(size_text, 16)
-                except ValueError as exc:
-                    raise ParseError(f"bad chunk size {size_text[:20]!r}") from exc
-                if size < 0:
-                    raise ParseError("negative chunk size")
-                self._buf = self._buf[nl + 2 :]
+                size_text = buf[pos:nl].split(b";", 1)[0].strip()
+                if not _HEX_SIZE.fullmatch(size_text):
+                    raise ParseError(f"bad chunk size {size_text[:20]!r}")
+                size = int(size_text, 16)
+                pos = nl + 2
                 if size == 0:
                     self.done = True  # trailers, if any, are ignored
                     break
                 self._remaining = size
             elif self._remaining == -2:
-                if len(self._buf) < 2:
+                if n - pos < 2:
                     break
-                if self._buf[:2] != b"\r\n":
+                if buf[pos : pos + 2] != b"\r\n":
                     raise ParseError("chunk data not followed by CRLF")
-                self._buf = self._buf[2:]
+                pos += 2
                 self._remaining = -1
             else:
-                take = self._buf[: self._remaining]
-                out += take
-                self._buf = self._buf[len(take) :]
-                self._remaining -= len(take)
+                take = min(self._remaining, n - pos)
+                out += memoryview(buf)[pos : pos + take]
+                pos += take
+                self._remaining -= take
                 if self._remaining == 0:
                     self._remaining = -2
-                elif not self._buf:
-                    break
+        self._buf = buf[pos:] if pos < n else b""
         return bytes(out)
 
 
 def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    """Status code and lower-cased headers of an HTTP/1.x response head (without the blank line)."""
+    """Status code (exactly three ASCII digits, 100..599) and lower-cased headers of an HTTP/1.x
+    response head (without the blank line); ParseError for anything else."""
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
         raise ParseError(f"not an HTTP/1.x status line: {lines[0][:60]!r}")
-    try:
-        status = int(parts[1])
-    except ValueError as exc:
-        raise ParseError(f"bad status code {parts[1][:10]!r}") from exc
+    if not _STATUS.fullmatch(parts[1]):
+        raise ParseError(f"bad status code {parts[1][:10]!r}")
+    status = int(parts[1])
     headers: dict[str, str] = {}
     for line in lines[1:]:
         name, sep, value = line.partition(b":")
@@ -110,11 +120,21 @@ def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     return status, headers
 
 
+def content_length(value: str) -> int:
+    """A Content-Length header's value: ASCII digits only (no sign, `_` or base prefix), at most
+    MAX_CONTENT_LENGTH_DIGITS of them; else ParseError."""
+    raw = value.encode("latin-1")
+    if not _DIGITS.fullmatch(raw):
+        raise ParseError(f"bad Content-Length {raw[:20]!r}")
+    return int(raw)
+
+
 class HttpStream(asyncio.Protocol):
     """One request/response on its own connection. `done` resolves when the exchange is over.
 
-    `max_body_bytes` bounds the (decoded) body, whatever its status: past it the exchange ends with
-    `AnswerTooLarge` naming `where` (the endpoint's URL) and the limit."""
+    `max_body_bytes` bounds the raw bytes received (head, chunk framing and body; see
+    limits.stream_limit), whatever the status: past it the exchange ends with `AnswerTooLarge`
+    naming `where` (the endpoint's URL) and the limit."""
 
     def __init__(self, clock: Callable[[], int], on_payload: Callable[[int, bytes], None],
                  max_body_bytes: int | None = None, where: str = "the server") -> None:
@@ -125,10 +145,11 @@ class HttpStream(asyncio.Protocol):
         self.done: asyncio.Future[HttpResult] = asyncio.get_running_loop().create_future()
         self.last_data_ns = 0
         self.transport: asyncio.Transport | None = None
-        self._head = b""
+        self._head = bytearray()
         self._chunked: ChunkedDecoder | None = None
         self._length: int | None = None
-        self._received = 0
+        self._received = 0  # raw bytes: head, framing and body
+        self._body_bytes = 0  # decoded body bytes
         self._sse = SseSplitter()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -140,25 +161,28 @@ class HttpStream(asyncio.Protocol):
         r = self.result
         if r.first_byte_ns is None:
             r.first_byte_ns = t
+        if self.done.done():
+            return
         try:
+            self._received += len(data)
+            if self.max_body_bytes is not None and self._received > self.max_body_bytes:
+                raise too_large(self.where, self.max_body_bytes)
             if r.status is None:
+                seen = len(self._head)
                 self._head += data
-                end = self._head.find(b"\r\n\r\n")
+                end = self._head.find(b"\r\n\r\n", max(0, seen - 3))  # resumes where the last search ended
                 if end < 0:
                     if len(self._head) > MAX_HEADER_BYTES:
                         raise ParseError(f"{self.where}: response headers larger than "
                                          f"{size_text(MAX_HEADER_BYTES)}")
                     return
-                r.status, headers = parse_head(self._head[:end])
+                r.status, headers = parse_head(bytes(self._head[:end]))
                 r.headers_ns = t
-                data, self._head = self._head[end + 4 :], b""
+                data, self._head = bytes(self._head[end + 4 :]), bytearray()
                 if "chunked" in headers.get("transfer-encoding", "").lower():
                     self._chunked = ChunkedDecoder()
                 elif "content-length" in headers:
-                    try:
-                        self._length = int(headers["content-length"])
-                    except ValueError as exc:
-                        raise ParseError("bad Content-Length") from exc
+                    self._length = content_length(headers["content-length"])
             self._body(t, data)
         except ParseError as exc:
             self._finish(t, exc)
@@ -167,10 +191,8 @@ class HttpStream(asyncio.Protocol):
         if self._chunked is not None:
             data = self._chunked.feed(data)
         elif self._length is not None:
-            data = data[: max(0, self._length - self._received)]
-        self._received += len(data)
-        if self.max_body_bytes is not None and self._received > self.max_body_bytes:
-            raise too_large(self.where, self.max_body_bytes)
+            data = data[: max(0, self._length - self._body_bytes)]
+        self._body_bytes += len(data)
         r = self.result
         if data:
             if r.status == 200:
@@ -178,7 +200,7 @@ class HttpStream(asyncio.Protocol):
             elif len(r.error_body) < MAX_ERROR_BODY_BYTES:
                 r.error_body += data[: MAX_ERROR_BODY_BYTES - len(r.error_body)]
         ended = (self._chunked is not None and self._chunked.done) or (
-            self._length is not None and self._received >= self._length)
+            self._length is not None and self._body_bytes >= self._length)
         if ended:
             r.complete = True
             self._finish(t, None)
