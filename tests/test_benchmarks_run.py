@@ -46,3 +46,9 @@ def test_cache_per_slot_prints_llama_cpps_sizes(tmp_path):
                "--dir", str(tmp_path))
     row = next(ln.split() for ln in out.splitlines() if ln.startswith("llama-tiny"))
     assert row[1:] == ["0.50", "2.00"]  # 4 layers x (K + V) x 128 x 2 bytes = 2 KiB per token
+
+
+def test_liveness_bound_prints_a_row_with_the_recorded_failure():
+    out = _run(str(BENCH / "liveness_bound.py"), "--levels", "1")
+    rows = [ln.split(None, 3) for ln in out.splitlines() if ln.strip().startswith("1 ")]
+    assert len(rows) == 1 and rows[0][2] == "4" and "stopped answering" in rows[0][3]

@@ -24,7 +24,8 @@ from satbench.errors import LevelFailedError, SatbenchError
 from satbench.events import JsonlWriter, LevelMark, RequestEvent
 from satbench.gpu import NvmlGpus
 from satbench.hardware import ram_available
-from satbench.liveness import LIVENESS_TIMEOUT_S, ServerUnresponsive, StreamActivity, run_watched, watch
+from satbench.liveness import (LIVENESS_TIMEOUT_S, LivenessProbe, ServerUnresponsive, StreamActivity,
+                               run_watched, watch)
 from satbench.loadgen import UNREACHABLE, LevelPlan, run_level
 from satbench.manifest import ModelInfo, NetworkInfo, RuntimeInfo, ServerMemory
 from satbench.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
@@ -175,6 +176,7 @@ class LaneSession:
         self.session_index = 0  # which session of the run (0, or the n-th --resume) its records belong to
         self._on_this_machine: bool | None = None  # served_here(base URL), resolved once
         self.liveness_timeout_s = LIVENESS_TIMEOUT_S  # silent this long while requests are in flight: failed
+        self._probe: LivenessProbe | None = None  # the watchdog's evidence probe: /slots or /health
 
     async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None,
                    buffers: StartupBuffers | None = None) -> None:
@@ -186,6 +188,7 @@ class LaneSession:
         base = self.runtime.base_url
         self.facts = await probe_server(self._session, base, self.lane.runtime.served_model)
         self.rtts = await measure_rtt_ms(self._session, base)
+        self._probe = LivenessProbe(self._answers, self._session, base if self.facts.llamacpp else None)
         here = gpus if self.network_info().on_this_machine else None
         self.memory = started_memory(buffers, here, self.model.path) if buffers is not None else None
         tokenizer = llamacpp_tokenizer(self._session, base) if self.facts.llamacpp else None
@@ -198,7 +201,8 @@ class LaneSession:
         self._sampler = ServerSampler(base, lane.name, samples, interval_s=lane.sample_interval_s,
                                       llamacpp=self.facts.llamacpp, pid=self.runtime.pid,
                                       gpus=gpus if self.network_info().on_this_machine else None,
-                                      headers=self.headers, tls=self.tls, scenario=self.scenario)
+                                      headers=self.headers, tls=self.tls, scenario=self.scenario,
+                                      total_slots=self.facts.total_slots)
         self.client = StreamClient(base, "native" if self.facts.llamacpp else "openai",
                                    model_name=self.facts.openai_model, headers=self.headers,
                                    request_timeout_s=lane.request_timeout_s,
@@ -217,8 +221,11 @@ class LaneSession:
 
     async def _watchdog(self, activity: StreamActivity) -> str:
         """Returns when the server is to be declared failed (liveness.watch): its process is gone, or
-        nothing arrived on the requests in flight and /health was silent for `liveness_timeout_s`."""
-        return await watch(activity, self.runtime.alive, self._answers, self.liveness_timeout_s)
+        nothing arrived on the requests in flight and its probe (LivenessProbe: /slots, or /health) was
+        silent for `liveness_timeout_s`."""
+        probe = self._probe or LivenessProbe(self._answers)  # /health until open() knows better
+        return await watch(activity, self.runtime.alive, probe, self.liveness_timeout_s,
+                           probed=lambda: probe.path)
 
     async def watched(self, work: Coroutine[object, object, T], activity: StreamActivity) -> T:
         """`await work` (whose requests report to `activity`) under the liveness watchdog; raises

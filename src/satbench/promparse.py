@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from satbench.errors import ParseError
-from satbench.limits import MAX_METRIC_SERIES, MAX_METRIC_VALUE
+from satbench.limits import MAX_METRIC_NAME_CHARS, MAX_METRIC_SERIES, MAX_METRIC_VALUE
 
 LLAMACPP_PREFIX = "llamacpp:"
 
@@ -41,11 +41,15 @@ def parse_prometheus(text: str) -> dict[str, float]:
 def llamacpp_values(text: str) -> dict[str, float]:
     """The `llamacpp:*` samples with the prefix removed; NaN/inf values dropped (llama.cpp prints a
     NaN for a ratio before its first decode). ParseError for a value outside 0..MAX_METRIC_VALUE
-    (llama.cpp's series are never negative) or more than MAX_METRIC_SERIES series."""
+    (llama.cpp's series are never negative), a series whose name with its labels is longer than
+    MAX_METRIC_NAME_CHARS, or more than MAX_METRIC_SERIES series: what is kept (a sample written
+    10 times a second) stays under MAX_METRIC_SERIES × MAX_METRIC_NAME_CHARS characters of keys."""
     out: dict[str, float] = {}
     for k, v in parse_prometheus(text).items():
         if not k.startswith(LLAMACPP_PREFIX) or not math.isfinite(v):
             continue
+        if len(k) > MAX_METRIC_NAME_CHARS:
+            raise ParseError(f"/metrics series {k[:40]}... is longer than {MAX_METRIC_NAME_CHARS} characters")
         name = k[len(LLAMACPP_PREFIX):]
         if not 0.0 <= v <= MAX_METRIC_VALUE:
             raise ParseError(f"/metrics {k[:80]} {v:g} is outside 0..{MAX_METRIC_VALUE:g}")

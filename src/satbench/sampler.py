@@ -34,16 +34,21 @@ _LIMIT_BYTES = {"/metrics": MAX_METRICS_BYTES, "/slots": MAX_SLOTS_BYTES}
 GPU_FAILED = "NVML: "  # starts the error of a process sample that records a failed GPU reading (no other figure)
 
 
-def parse_slots(payload: object) -> tuple[int, list[int], dict[int, int]]:
+def parse_slots(payload: object, total_slots: int | None = None) -> tuple[int, list[int], dict[int, int]]:
     """/slots JSON → (n_slots, busy slot ids, tokens decoded per busy slot).
 
     Strict, so a sample is never built from nonsense (ParseError naming the field instead): at most
-    MAX_SLOTS entries, each with a distinct integer id in 0..MAX_SLOTS-1, `is_processing` a bool
-    when present, n_decoded (when it is there) an integer in 0..MAX_CTX_TOKENS."""
+    `total_slots` entries (what /props reports, when known; else MAX_SLOTS), each with a distinct
+    integer id in 0..MAX_SLOTS-1, `is_processing` a bool when present, n_decoded (when it is there)
+    an integer in 0..MAX_CTX_TOKENS. A sample lists each busy slot once (~20 bytes of JSON), so one
+    written per poll stays within ~20 bytes × the server's slots."""
     if not isinstance(payload, list):
         raise ParseError("/slots did not return a JSON list")
     if len(payload) > MAX_SLOTS:
         raise ParseError(f"/slots lists {len(payload)} slots, more than {MAX_SLOTS}")
+    if total_slots is not None and len(payload) > total_slots:
+        raise ParseError(f"/slots lists {len(payload)} slots, more than the {total_slots} of /props "
+                         "total_slots")
     busy, decoded, seen = [], {}, set()
     for slot in payload:
         if not isinstance(slot, dict) or "id" not in slot:
@@ -73,7 +78,7 @@ class ServerSampler:
         llamacpp: bool = True, pid: int | None = None, gpus: NvmlGpus | None = None,
         headers: dict[str, str] | None = None, timeout_s: float = 2.0,
         clock: Callable[[], int] = time.perf_counter_ns, scenario: str = "solo",
-        tls: ssl.SSLContext | None = None,
+        tls: ssl.SSLContext | None = None, total_slots: int | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.lane, self.writer, self.interval_s = lane, writer, interval_s
@@ -83,6 +88,7 @@ class ServerSampler:
         self._tls = tls  # the lane's TLS policy (access.tls_context_for); None = verify, system CAs
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._timeout_s = timeout_s
+        self.total_slots = total_slots  # /props total_slots: a /slots answer listing more is refused
         self._tasks: list[asyncio.Task] = []
         self._session: aiohttp.ClientSession | None = None
         self.disabled: dict[str, str] = {}
@@ -182,7 +188,7 @@ class ServerSampler:
             status, body = await self._get("/slots")
             if status != 200:
                 raise ParseError(f"/slots answered HTTP {status}")
-            n, busy, decoded = parse_slots(json_answer(body, "/slots"))
+            n, busy, decoded = parse_slots(json_answer(body, "/slots"), self.total_slots)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError) as exc:
             self._last_error["slots"] = _describe(exc)
             self.writer.write(SlotsSample(**self.tag, sent_ns=sent, t_ns=self.clock(),

@@ -1,6 +1,7 @@
-"""Liveness during a level: a server that stops answering with its sockets open (SIGSTOP) fails the
-level within the liveness bound, not after the requests' read timeouts; a server that is slow but
-streams, or prefills long while /health answers, is not failed."""
+"""Liveness during a level: a server that stops answering with its sockets open (SIGSTOP) or whose decode
+loop is wedged (/health answers, /slots does not) fails the level within the liveness bound, not after
+the requests' read timeouts; a server that is slow but streams, or prefills long while /slots answers
+(or /health, where /slots is off), is not failed."""
 
 from __future__ import annotations
 
@@ -196,7 +197,7 @@ def test_a_server_sigstopped_mid_level_fails_it_within_the_bound(fake_server, tm
     took = ended - stopped["at"]
     # the bound (1 s) plus its looks and the session's stop, far below one read timeout (60 s)
     assert took < 20, f"{took:.1f} s from SIGSTOP to the end of the run"
-    why = f"nothing arrived on any of {n} stream{'s' if n > 1 else ''} and /health was silent for 1 s"
+    why = f"nothing arrived on any of {n} stream{'s' if n > 1 else ''} and /slots was silent for 1 s"
     assert f"level {n} (repetition 1) failed: the server stopped answering: {why}" in str(info.value)
     run_dir = sweep.run_dir
     assert status_of(run_dir) == "failed"
@@ -216,14 +217,18 @@ def test_a_server_sigstopped_mid_level_fails_it_within_the_bound(fake_server, tm
               str(info.value)[:80], "failed", len(requests(run_dir)) - n, "-")
 
 
-def test_a_slow_but_streaming_server_is_not_failed_even_with_health_silent(fake_server, tmp_path,
+async def _never(self, timeout_s: float = 5.0) -> bool:
+    """LaneSession._answers patched: /health asked, never answered."""
+    await asyncio.sleep(timeout_s)
+    return False
+
+
+def test_a_slow_but_streaming_server_is_not_failed_even_with_probes_silent(fake_server, tmp_path,
                                                                            monkeypatch):
-    """Tokens arrive every 0.15 s, /health never answers (patched): the bound is 0.6 s, the level runs out."""
-    async def never(self, timeout_s: float = 5.0) -> bool:
-        await asyncio.sleep(timeout_s)
-        return False
-    monkeypatch.setattr(LaneSession, "_answers", never)
-    fake = fake_server(n_slots=2, decode_iteration_ms=150.0)
+    """Tokens arrive every 0.15 s, /health never answers (patched) nor /slots (late): the bound is 0.6 s,
+    the level runs out."""
+    monkeypatch.setattr(LaneSession, "_answers", _never)
+    fake = fake_server(n_slots=2, decode_iteration_ms=150.0, slots_delay_s=3600.0)
     sweep = _sweep(fake.base_url, tmp_path, [2], 2, 10, bound_s=0.6)
     sweep.run()
     run_dir = sweep.run_dir
@@ -234,12 +239,14 @@ def test_a_slow_but_streaming_server_is_not_failed_even_with_health_silent(fake_
     assert all((e.end_ns - e.sent_ns) / 1e9 > 0.6 * 2 for e in events)
 
 
-def _long_prefill(fake_server, tmp_path, bound_s: float) -> Sweep:
-    fake = fake_server(n_slots=1, decode_iteration_ms=2.0, first_token_extra_ms=1500.0)
+def _long_prefill(fake_server, tmp_path, bound_s: float, **script) -> Sweep:
+    fake = fake_server(n_slots=1, decode_iteration_ms=2.0, first_token_extra_ms=1500.0, **script)
     return _sweep(fake.base_url, tmp_path, [1], 1, 4, bound_s=bound_s)
 
 
-def test_a_long_prefill_is_not_failed_while_health_answers(fake_server, tmp_path):
+def test_a_long_prefill_is_not_failed_while_slots_answers(fake_server, tmp_path, monkeypatch):
+    """/health silent (patched): /slots, answered between decode iterations, is the evidence."""
+    monkeypatch.setattr(LaneSession, "_answers", _never)
     sweep = _long_prefill(fake_server, tmp_path, 0.5)
     sweep.run()
     assert status_of(sweep.run_dir) == "complete" and not read_manifest(sweep.run_dir).server_failures
@@ -247,16 +254,53 @@ def test_a_long_prefill_is_not_failed_while_health_answers(fake_server, tmp_path
     assert events and all(e.ok and (e.chunks[0][0] - e.sent_ns) / 1e9 > 1.0 for e in events)
 
 
-def test_the_same_prefill_with_health_silent_is_failed(fake_server, tmp_path, monkeypatch):
-    """The counterpart of the test above: there /health is what kept the level alive."""
-    async def never(self, timeout_s: float = 5.0) -> bool:
-        await asyncio.sleep(timeout_s)
-        return False
-    monkeypatch.setattr(LaneSession, "_answers", never)
-    sweep = _long_prefill(fake_server, tmp_path, 0.5)
-    with pytest.raises(ServerGoneError, match="the server stopped answering: nothing arrived on any of "
-                                              "1 stream "):
+def test_a_wedged_decode_loop_is_failed_though_health_answers(fake_server, tmp_path):
+    """The streams stall (hung completions) and /slots never answers, while /health does (it comes
+    from llama-server's HTTP threads, not its task queue): declared failed within the bound."""
+    sweep = _sweep(fake_server(n_slots=2, decode_iteration_ms=5.0, hang_from_completion=1,
+                               slots_delay_s=3600.0).base_url, tmp_path, [2], 4, 4, bound_s=BOUND_S)
+    t0 = time.monotonic()
+    with pytest.raises(ServerGoneError) as info:
         sweep.run()
+    took = time.monotonic() - t0
+    assert "the server stopped answering: nothing arrived on any of 2 streams and /slots was silent for 1 s" \
+        in str(info.value)
+    assert took < 60, f"{took:.1f} s: past the requests' read timeout, the watchdog did not fire"
+    cut = [e for e in requests(sweep.run_dir) if not e.ok]
+    assert len(cut) == 2 and {e.error.type for e in cut} == {SERVER_UNRESPONSIVE}
+
+
+def test_with_slots_disabled_the_probe_falls_back_to_health(fake_server, tmp_path):
+    """/slots answers 501 (--no-slots): /health keeps the long prefill alive."""
+    sweep = _long_prefill(fake_server, tmp_path, 0.5, endpoint_slots=False)
+    sweep.run()
+    assert status_of(sweep.run_dir) == "complete" and not read_manifest(sweep.run_dir).server_failures
+
+
+def test_with_slots_disabled_and_health_silent_the_prefill_is_failed(fake_server, tmp_path, monkeypatch):
+    """The counterpart of the test above: there /health (the fallback) is what kept the level alive."""
+    monkeypatch.setattr(LaneSession, "_answers", _never)
+    sweep = _long_prefill(fake_server, tmp_path, 0.5, endpoint_slots=False)
+    with pytest.raises(ServerGoneError, match="the server stopped answering: nothing arrived on any of "
+                                              "1 stream and /health was silent"):
+        sweep.run()
+
+
+def test_a_probe_slower_than_one_look_still_counts():
+    """One probe at a time, awaited across looks: an answer after several looks (a long decode
+    iteration) is evidence, so the bound is not failed."""
+    activity = StreamActivity()
+    _in_flight(activity)
+    asked: list[float] = []
+
+    async def slow(deadline_s: float) -> bool:
+        asked.append(deadline_s)
+        await asyncio.sleep(0.25)  # several looks of 0.075 s wait, well within the 0.6 s bound
+        return True
+    why, _ = _run(lambda: watch(activity, lambda: True, slow, timeout_s=0.6), 2.0)
+    assert why is None
+    assert asked and all(d == 0.6 for d in asked)  # each probe's deadline is the bound itself
+    assert len(asked) < 2.0 / 0.25 + 2  # never more than one in flight
 
 
 def test_a_fairness_check_whose_server_is_sigstopped_fails_within_the_bound(fake_server, tmp_path):

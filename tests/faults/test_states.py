@@ -155,7 +155,7 @@ def test_a_resume_says_which_levels_a_failure_keeps_from_running(fake_server, tm
 
     code = main(["sweep", "--resume", str(run_dir)])
     err = capsys.readouterr().err
-    why = "the server stopped answering: nothing arrived on any of 2 streams and /health was silent for 1 s"
+    why = "the server stopped answering: nothing arrived on any of 2 streams and /slots was silent for 1 s"
     skip = (f"satbench: lane default: levels 2 and above are not run again: level 2 failed in session 0 "
             f"({why})")
     assert skip in err.splitlines(), err[-2000:]

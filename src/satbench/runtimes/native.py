@@ -13,7 +13,7 @@ from pathlib import Path
 
 from satbench.config import ServerParams
 from satbench.errors import ParseError, RuntimeStartError, UserError
-from satbench.limits import MAX_HEALTH_BYTES, MAX_TOOL_OUTPUT_BYTES
+from satbench.limits import MAX_DEVICES, MAX_HEALTH_BYTES, MAX_SERVER_TEXT_CHARS, MAX_TOOL_OUTPUT_BYTES
 from satbench.models.files import sha256_file
 from satbench.runtimes.base import ProcessRuntime, die_with_parent, llama_server_flags, server_port
 
@@ -35,10 +35,7 @@ class NativeRuntime(ProcessRuntime):
 
     def name_and_version(self) -> tuple[str, str | None]:
         if self._version is None:
-            text = capped_output([self.server_bin, "--version"], timeout_s=20)
-            lines = text.strip().splitlines() if text is not None else []
-            self._version = next((ln for ln in lines if ln.startswith("version")),
-                                 lines[0] if lines else None)
+            self._version = version_line(capped_output([self.server_bin, "--version"], timeout_s=20))
         return f"llama-server binary ({self.server_bin})", self._version
 
     def backend(self) -> str | None:
@@ -109,9 +106,18 @@ def list_devices_backend(server_bin: str) -> str | None:
     text = capped_output([server_bin, "--list-devices"], timeout_s=30)
     if text is None:
         return None
-    devices = [DEVICE_MEMORY.sub("", ln.strip()) for ln in text.splitlines()
-               if ln.startswith("  ") and ":" in ln]
-    return "; ".join(devices) if devices else "CPU"
+    devices = [DEVICE_MEMORY.sub("", ln.strip())[:MAX_SERVER_TEXT_CHARS] for ln in text.splitlines()
+               if ln.startswith("  ") and ":" in ln][:MAX_DEVICES]
+    return "; ".join(devices)[:MAX_SERVER_TEXT_CHARS] if devices else "CPU"
+
+
+def version_line(text: str | None, first_if_none: bool = True) -> str | None:
+    """The line of `--version` output that starts with "version" (else, with `first_if_none`, its
+    first line), cut to MAX_SERVER_TEXT_CHARS characters: it goes into run.json; None when none."""
+    lines = text.strip().splitlines() if text is not None else []
+    first = lines[0] if lines and first_if_none else None
+    line = next((ln for ln in lines if ln.startswith("version")), first)
+    return line[:MAX_SERVER_TEXT_CHARS] if line is not None else None
 
 
 def server_bin_problem(server_bin: str) -> str | None:
