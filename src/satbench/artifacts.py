@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 from pydantic import BaseModel
 
+from satbench.config import RECORDED
 from satbench.errors import RunDirError
 from satbench.manifest import write_text_atomic
 
@@ -104,8 +105,8 @@ def same_under_current_schema(old: str, fresh: str, model: type[BaseModel], igno
     floating-point rounding (`close`). With `older_fields_only` (`old` is an earlier minor), the
     fields a later minor added are left out on both sides: `old` could not hold them."""
     try:
-        was = model.model_validate_json(old).model_dump(mode="json")
-        now = model.model_validate_json(fresh).model_dump(mode="json")
+        was = model.model_validate_json(old, context=RECORDED).model_dump(mode="json")
+        now = model.model_validate_json(fresh, context=RECORDED).model_dump(mode="json")
         if older_fields_only:
             shape = json.loads(old)
             was, now = only_keys_of(was, shape), only_keys_of(now, shape)

@@ -18,7 +18,6 @@ import datetime as dt
 import hashlib
 import json
 import re
-import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Literal
@@ -34,7 +33,7 @@ from satbench.config import LaneConfig, RunConfig, Strict
 from satbench.gpu import open_nvml
 from satbench.hardware import describe_host
 from satbench.manifest import HostInfo, RuntimeInfo
-from satbench.runtimes.native import server_binary_sha256
+from satbench.runtimes.native import capped_output, server_binary_sha256, version_line
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile, recommendations_json_schema
 
 CAPABILITY_SCHEMA_VERSION = "1.3"  # 1.3: lanes[] model_bytes, cache_bytes_per_slot, per_slot_ctx, slots_fit
@@ -133,14 +132,11 @@ def runtime_build_now(lane: LaneConfig) -> str | None:
         m = re.match(r"^\d+\.\d+\.(\d+)$", v)
         return m[1] if m else v
     if rc.kind == "native" and rc.server_bin:
-        try:
-            out = subprocess.run([rc.server_bin, "--version"], capture_output=True, text=True, timeout=20)
-        except (OSError, subprocess.TimeoutExpired):
+        text = capped_output([rc.server_bin, "--version"], timeout_s=20)  # bounded; bad UTF-8 replaced
+        if text is None:
             return None
-        text = out.stdout + out.stderr
-        m = re.search(r"version: (\d+)", text)
-        line = next((ln for ln in text.splitlines() if ln.startswith("version")), None)
-        return m[1] if m and m[1] != "0" else line
+        m = re.search(r"version: (\d{1,12})\b", text)
+        return m[1] if m and m[1] != "0" else version_line(text, first_if_none=False)
     return None
 
 
@@ -278,12 +274,18 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
     return None
 
 
+MAX_RECOMMENDATIONS_BYTES = 16 << 20  # one entry per lane (at most 64): a few hundred KiB at most
+
+
 def load_recommendations(path: Path) -> tuple[RecommendationsFile | None, str | None, str]:
     """(file, why it is refused, its sha256)."""
+    from satbench.errors import RunDirError
+    from satbench.rundir import read_regular_file  # a regular file only: a named pipe never blocks
+
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return None, f"cannot read {path}: {exc.strerror or exc}", ""
+        raw = read_regular_file(path, MAX_RECOMMENDATIONS_BYTES, follow_links=True)
+    except RunDirError as exc:
+        return None, str(exc), ""
     digest = hashlib.sha256(raw).hexdigest()
     try:
         data = json.loads(raw)

@@ -10,7 +10,8 @@ import math
 import os
 from typing import Annotated, Any, Callable, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator,
+                      model_validator)
 
 from satbench.limits import MAX_CTX_TOKENS  # a context asked for: the bound of one a server reports
 
@@ -25,7 +26,10 @@ BUILTIN_MODEL = "builtin:gemma3-270m"
 MODEL_DIR_ENV = "SATBENCH_MODEL_DIR"
 DEFAULT_MODEL_DIR = os.path.join(".satbench", "models")
 
-# The ranges of every number a user gives (flag, lane file or run.json); each is checked here only.
+# The ranges of every number a user gives (flag or lane file); each is checked here only. A config read
+# back from run.json or results.json is validated with RECORDED: the types and lower bounds hold, the
+# upper caps (MAX_*) do not, so a run recorded before a cap existed (or under a larger one) stays readable.
+RECORDED = {"recorded": True}
 MAX_LEVEL = 4096  # concurrent streams of one level (satbench's own memory is checked besides: workload.py)
 MAX_LEVELS_PER_LANE = 64
 MAX_LANES = 64  # each lane's model is resolved and sha256-verified before the run
@@ -46,7 +50,7 @@ MAX_SLO_MS = MAX_TIMEOUT_S * 1000.0
 _SHOWN_CHARS = 40
 
 
-def _shown(value: object) -> str:
+def shown(value: object) -> str:
     """A user's value in an error message: short, one line."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
         return f"an integer of {value.bit_length()} bits"
@@ -54,42 +58,53 @@ def _shown(value: object) -> str:
     return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
 
 
-def _int_check(lo: int, hi: int) -> Callable[[object], int]:
-    def check(value: object) -> int:
-        if type(value) is not int or not lo <= value <= hi:  # a bool or a float is not an integer
-            raise ValueError(f"must be an integer from {lo:,} to {hi:,}, got {_shown(value)}")
+def recorded(info: ValidationInfo) -> bool:
+    """The value being validated was recorded by an earlier run (context RECORDED): no upper caps."""
+    return isinstance(info.context, dict) and info.context.get("recorded") is True
+
+
+def _int_check(lo: int, hi: int) -> Callable[[object, ValidationInfo], int]:
+    def check(value: object, info: ValidationInfo) -> int:
+        top = math.inf if recorded(info) else hi
+        if type(value) is not int or not lo <= value <= top:  # a bool or a float is not an integer
+            raise ValueError(f"must be an integer from {lo:,} to {hi:,}, got {shown(value)}")
         return value
     return check
 
 
-def _float_check(lo: float, hi: float, lo_open: bool) -> Callable[[object], float]:
+def _float_check(lo: float, hi: float, lo_open: bool) -> Callable[[object, ValidationInfo], float]:
     above = "above" if lo_open else "at least"
 
-    def check(value: object) -> float:
+    def check(value: object, info: ValidationInfo) -> float:
+        top = math.inf if recorded(info) else hi
         number = type(value) is int or (type(value) is float and math.isfinite(value))  # type: ignore
-        if not number or not (value > lo if lo_open else value >= lo) or value > hi:  # type: ignore[operator]
+        low_ok = number and (value > lo if lo_open else value >= lo)  # type: ignore[operator]
+        if not low_ok or value > top:  # type: ignore[operator]
             raise ValueError(f"must be a finite number {above} {lo:g} and at most {hi:g}, "
-                             f"got {_shown(value)}")
+                             f"got {shown(value)}")
         return float(value)  # type: ignore[arg-type]
     return check
 
 
 def ranged_int(lo: int, hi: int) -> Any:
     """An integer field from `lo` to `hi` inclusive; a bool, a float or a string is refused (TOML and
-    JSON types are strict). The one rule every integer a user gives goes through."""
-    return Annotated[int, BeforeValidator(_int_check(lo, hi)), Field(ge=lo, le=hi)]
+    JSON types are strict). The one rule every integer a user gives goes through. Under RECORDED
+    the cap `hi` does not apply (nor is it published in the schema: results.json records configs as
+    they were recorded)."""
+    return Annotated[int, BeforeValidator(_int_check(lo, hi)), Field(ge=lo)]
 
 
 def ranged_float(lo: float, hi: float, lo_open: bool = True) -> Any:
     """A finite number above `lo` (at least `lo` when not `lo_open`) and at most `hi`; an integer is
-    taken as a number, a bool or a string is not. inf and nan are refused: run.json could not hold them."""
+    taken as a number, a bool or a string is not. inf and nan are refused: run.json could not hold them.
+    Under RECORDED the cap `hi` does not apply (see ranged_int)."""
     low = {"gt": lo} if lo_open else {"ge": lo}
-    return Annotated[float, BeforeValidator(_float_check(lo, hi, lo_open)), Field(le=hi, **low)]
+    return Annotated[float, BeforeValidator(_float_check(lo, hi, lo_open)), Field(**low)]
 
 
 def _bool_check(value: object) -> bool:
     if type(value) is not bool:
-        raise ValueError(f"must be true or false, got {_shown(value)}")
+        raise ValueError(f"must be true or false, got {shown(value)}")
     return value
 
 
@@ -250,7 +265,8 @@ class LaneConfig(Strict):
     """One lane (one model on one runtime configuration) and its sweep."""
 
     name: str = Field("default", pattern=LANE_NAME_PATTERN)
-    levels: list[Level] = Field(default_factory=lambda: list(DEFAULT_LEVELS), max_length=MAX_LEVELS_PER_LANE)
+    levels: list[Level] = Field(default_factory=lambda: list(DEFAULT_LEVELS),
+                                description=f"at most {MAX_LEVELS_PER_LANE} (new input)")
     requests_per_level: RequestsPerLevel | None = Field(
         None, description="measured requests per level and repetition; None = max(8N, 32)"
     )
@@ -267,9 +283,11 @@ class LaneConfig(Strict):
 
     @field_validator("levels")
     @classmethod
-    def _levels_positive(cls, levels: list[int]) -> list[int]:
+    def _levels_positive(cls, levels: list[int], info: ValidationInfo) -> list[int]:
         if not levels:
             raise ValueError("at least one concurrency level is needed")
+        if len(levels) > MAX_LEVELS_PER_LANE and not recorded(info):
+            raise ValueError(f"at most {MAX_LEVELS_PER_LANE} concurrency levels, got {len(levels)}")
         if len(set(levels)) != len(levels):
             raise ValueError(f"concurrency levels repeat: {levels}")
         return sorted(levels)
@@ -308,7 +326,7 @@ def parse_levels(text: str) -> list[int]:
     try:
         return [int(p) for p in parts]
     except ValueError as exc:
-        raise ValueError(f"concurrency levels must be integers like 1,2,4,8, got {text!r}") from exc
+        raise ValueError(f"concurrency levels must be integers like 1,2,4,8, got {shown(text)}") from exc
 
 
 def resolve_model_dir(cli_value: str | None) -> str:
@@ -320,7 +338,7 @@ class RunConfig(Strict):
     """A run: lanes measured one after the other, optionally all at once (`together`), and
     optionally followed (or replaced, `fairness_only`) by the fairness checks of each lane."""
 
-    lanes: list[LaneConfig] = Field(min_length=1, max_length=MAX_LANES)
+    lanes: list[LaneConfig] = Field(min_length=1, description=f"at most {MAX_LANES} (new input)")
     together: Flag = False
     with_fairness: Flag = False
     fairness_only: Flag = False
@@ -328,7 +346,9 @@ class RunConfig(Strict):
     strict: Flag = Field(False, description="refuse levels above the server's slot count instead of warning")
 
     @model_validator(mode="after")
-    def _unique_names(self) -> RunConfig:
+    def _unique_names(self, info: ValidationInfo) -> RunConfig:
+        if len(self.lanes) > MAX_LANES and not recorded(info):
+            raise ValueError(f"at most {MAX_LANES} lanes, got {len(self.lanes)}")
         names = [lane.name for lane in self.lanes]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:

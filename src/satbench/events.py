@@ -16,17 +16,41 @@ All `*_ns` stamps come from `time.perf_counter_ns()` (CLOCK_MONOTONIC on Linux).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Iterator, Literal, Union
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
-from satbench.config import Strict
+from satbench.config import Strict, ranged_float, ranged_int
 from satbench.errors import RunDirError
-from satbench.rundir import open_run_file
+from satbench.limits import MAX_CTX_TOKENS, MAX_METRIC_VALUE, MAX_SERVER_MS, MAX_SLOTS
+from satbench.rundir import iter_lines, open_run_file
 
 EVENTS_FILE = "events.jsonl"
 SAMPLES_FILE = "server_samples.jsonl"
+
+# The ranges a record read back must hold (a line out of range is a RunDirError naming file and line).
+MAX_RECORD_BYTES = 32 << 20
+"""One JSONL line: a request of 1 Mi output tokens (config.MAX_OUTPUT_TOKENS) holds 1 Mi chunk
+pairs of ~25 characters each; anything longer was not written by satbench."""
+MAX_RECORDED_LEVEL = 1 << 20  # streams of a level as recorded (the fairness checks run slots + clients)
+MAX_COUNT = 1 << 30  # repetitions, sessions, retries, requests of a level mark
+MAX_NS = 2**63 - 1  # a perf_counter_ns stamp: int64 nanoseconds (signed: only differences carry meaning)
+MAX_PID = 2**31 - 1
+MAX_SECONDS = 1e15  # CPU seconds (cumulative, all cores): beyond any uptime
+NsStamp = ranged_int(-MAX_NS - 1, MAX_NS)
+RecordedLevel = ranged_int(1, MAX_RECORDED_LEVEL)
+Count = ranged_int(0, MAX_COUNT)
+TokenCount = ranged_int(0, MAX_CTX_TOKENS)
+ServerMs = ranged_float(0.0, MAX_SERVER_MS, lo_open=False)
+SlotId = ranged_int(0, MAX_SLOTS)
+SlotKey = Annotated[int, Field(ge=0, le=MAX_SLOTS)]  # a JSON object key: the text of an integer
+Bytes = ranged_int(0, MAX_NS)
+Pid = ranged_int(0, MAX_PID)
+CpuSeconds = ranged_float(0.0, MAX_SECONDS, lo_open=False)
+MetricValue = ranged_float(-MAX_METRIC_VALUE, MAX_METRIC_VALUE, lo_open=False)
+HttpStatus = ranged_int(0, 999)
 
 # "solo": the lane alone on the machine; "together": every lane of the run at once;
 # "fairness": the workloads of the fairness and starvation checks (each request names its check and role)
@@ -36,11 +60,11 @@ Scenario = Literal["solo", "together", "fairness"]
 class ServerTimings(Strict):
     """The server's own `timings` from the final stream event (llama.cpp only)."""
 
-    cache_n: int | None = None
-    prompt_n: int | None = None
-    prompt_ms: float | None = None
-    predicted_n: int | None = None
-    predicted_ms: float | None = None
+    cache_n: TokenCount | None = None
+    prompt_n: TokenCount | None = None
+    prompt_ms: ServerMs | None = None
+    predicted_n: TokenCount | None = None
+    predicted_ms: ServerMs | None = None
 
 
 CANCELLED = "cancelled"  # error type of a request in flight when its level was stopped: not the server's failure
@@ -51,43 +75,52 @@ class RequestErrorInfo(Strict):
 
     type: str
     message: str
-    http_status: int | None = None
+    http_status: HttpStatus | None = None
 
 
 class RequestEvent(Strict):
-    """One request, from intent to last byte. `chunks` holds [t_ns, tokens_in_chunk] pairs."""
+    """One request, from intent to last byte. `chunks` holds [t_ns, tokens_in_chunk] pairs.
+    Stamps are ordered: sent_ns <= headers_ns (when the head came) <= end_ns."""
 
     kind: Literal["request"] = "request"
     lane: str
     scenario: Scenario = "solo"
-    level: int
-    repetition: int
-    stream: int
-    seq: int
+    level: RecordedLevel
+    repetition: Count
+    stream: Count
+    seq: Count
     phase: Literal["warmup", "measured", "background"]
     request_id: str
-    prompt_tokens: int = Field(description="prompt length the workload asked for")
-    server_prompt_tokens: int | None = Field(
+    prompt_tokens: TokenCount = Field(description="prompt length the workload asked for")
+    server_prompt_tokens: TokenCount | None = Field(
         None, description="prompt tokens as the server counted them (OpenAI usage.prompt_tokens or "
         "llama.cpp tokens_evaluated); None when it did not say")
-    max_tokens: int
-    targeted_ns: int
-    sent_ns: int
-    headers_ns: int | None = None
-    end_ns: int
-    chunks: list[tuple[int, int]] = Field(default_factory=list)
-    output_tokens: int = 0
+    max_tokens: TokenCount
+    targeted_ns: NsStamp
+    sent_ns: NsStamp
+    headers_ns: NsStamp | None = None
+    end_ns: NsStamp
+    chunks: list[tuple[NsStamp, TokenCount]] = Field(default_factory=list)
+    output_tokens: TokenCount = 0
     token_count_exact: bool = True
-    http_status: int | None = None
-    slot_id: int | None = None
+    http_status: HttpStatus | None = None
+    slot_id: SlotId | None = None
     timings: ServerTimings | None = None
-    retries: int = 0
+    retries: Count = 0
     retry_reasons: list[str] = Field(default_factory=list, description="why each retried attempt failed "
                                      "(a connection dropped before any byte); its time is in sent_ns − targeted_ns")
     error: RequestErrorInfo | None = None
     check: str | None = Field(None, description="fairness scenario: the check this request belongs to")
-    session: int = Field(0, description="0 = the run's first session; n = its n-th --resume")
+    session: Count = Field(0, description="0 = the run's first session; n = its n-th --resume")
     role: str | None = Field(None, description="fairness scenario: its part in the check (decoder, probe, solo, …)")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RequestEvent:
+        if self.sent_ns > self.end_ns:
+            raise ValueError(f"end_ns {self.end_ns} is before sent_ns {self.sent_ns}")
+        if self.headers_ns is not None and not self.sent_ns <= self.headers_ns <= self.end_ns:
+            raise ValueError(f"headers_ns {self.headers_ns} is outside sent_ns..end_ns")
+        return self
 
     @property
     def ok(self) -> bool:
@@ -100,13 +133,13 @@ class LevelMark(Strict):
     kind: Literal["level_start", "level_end"]
     lane: str
     scenario: Scenario = "solo"
-    level: int
-    repetition: int
-    t_ns: int
-    n_requests: int = 0
+    level: RecordedLevel
+    repetition: Count
+    t_ns: NsStamp
+    n_requests: Count = 0
     status: Literal["running", "complete", "failed", "interrupted"] = "running"
     reason: str | None = None
-    session: int = 0
+    session: Count = 0
 
 
 class MetricsSample(Strict):
@@ -115,9 +148,9 @@ class MetricsSample(Strict):
     kind: Literal["metrics"] = "metrics"
     lane: str
     scenario: Scenario = "solo"
-    sent_ns: int
-    t_ns: int
-    values: dict[str, float] = Field(default_factory=dict)
+    sent_ns: NsStamp
+    t_ns: NsStamp
+    values: dict[str, MetricValue] = Field(default_factory=dict)
     error: str | None = None
 
 
@@ -127,11 +160,11 @@ class SlotsSample(Strict):
     kind: Literal["slots"] = "slots"
     lane: str
     scenario: Scenario = "solo"
-    sent_ns: int
-    t_ns: int
-    n_slots: int = 0
-    busy_ids: list[int] = Field(default_factory=list)
-    n_decoded: dict[int, int] = Field(default_factory=dict)
+    sent_ns: NsStamp
+    t_ns: NsStamp
+    n_slots: SlotId = 0
+    busy_ids: list[SlotId] = Field(default_factory=list)
+    n_decoded: dict[SlotKey, TokenCount] = Field(default_factory=dict)
     error: str | None = None
 
 
@@ -142,18 +175,21 @@ class ProcessSample(Strict):
     kind: Literal["process"] = "process"
     lane: str
     scenario: Scenario = "solo"
-    t_ns: int
-    rss_bytes: int | None = None
-    cpu_seconds: float | None = None
-    gpu_mem_used_bytes: int | None = None
-    gpu_util_pct: float | None = Field(None, description="NVML utilisation of the busiest GPU, percent")
-    gpu_sm_clock_mhz: float | None = Field(None, description="NVML SM clock of the busiest GPU, MHz")
-    host_busy_cpu_seconds: float | None = Field(
+    t_ns: NsStamp
+    rss_bytes: Bytes | None = None
+    cpu_seconds: CpuSeconds | None = None
+    gpu_mem_used_bytes: Bytes | None = None
+    gpu_util_pct: ranged_float(0.0, 100.0, lo_open=False) | None = Field(  # type: ignore[valid-type]
+        None, description="NVML utilisation of the busiest GPU, percent")
+    gpu_sm_clock_mhz: ranged_float(0.0, 1e6, lo_open=False) | None = Field(  # type: ignore[valid-type]
+        None, description="NVML SM clock of the busiest GPU, MHz")
+    host_busy_cpu_seconds: CpuSeconds | None = Field(
         None, description="whole machine: CPU seconds not idle (all cores), cumulative since boot")
-    client_cpu_seconds: float | None = Field(None, description="the satbench process itself, cumulative")
-    server_pid: int | None = Field(None, description="the server process read (None: not started by satbench); "
-                                   "a level's figures come only from the process that ran it")
-    client_pid: int | None = Field(None, description="the satbench process that took the sample (one per session)")
+    client_cpu_seconds: CpuSeconds | None = Field(None, description="the satbench process itself, cumulative")
+    server_pid: Pid | None = Field(None, description="the server process read (None: not started by "
+                                   "satbench); a level's figures come only from the process that ran it")
+    client_pid: Pid | None = Field(None, description="the satbench process that took the sample "
+                                   "(one per session)")
     error: str | None = None
 
 
@@ -189,24 +225,38 @@ class JsonlWriter:
                 raise RunDirError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
 
 
+def _why(exc: Exception) -> str:
+    """The first failure of a record, one short line: the field and pydantic's message."""
+    if isinstance(exc, ValidationError):
+        from satbench.manifest import first_error
+
+        return first_error(exc)
+    return exc.__class__.__name__
+
+
 def _read_jsonl(path: Path, adapter: TypeAdapter) -> Iterator:
-    if not path.exists():
+    """The records of a JSONL file, each line at most MAX_RECORD_BYTES and in the ranges of its
+    model; RunDirError naming the file and line otherwise (see satbench.rundir.iter_lines)."""
+    if not _present(path):
         raise RunDirError(f"{path} is missing")
+    for lineno, line in iter_lines(path, MAX_RECORD_BYTES):
+        if not line.strip():
+            continue
+        try:
+            record = adapter.validate_python(json.loads(line.decode("utf-8")))
+        except (ValueError, ValidationError, RecursionError) as exc:  # not UTF-8, not JSON, too deep
+            if not line.endswith(b"\n"):
+                return  # a last line cut short by a crash: everything before it stands
+            raise RunDirError(f"{path}:{lineno}: not a valid record ({_why(exc)})") from exc
+        yield record
+
+
+def _present(path: Path) -> bool:
+    """Whether `path` names something (a link included: reading it is what refuses it)."""
     try:
-        fh = path.open("rb")
-    except OSError as exc:
-        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    with fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = adapter.validate_python(json.loads(line.decode("utf-8")))
-            except (ValueError, ValidationError, RecursionError) as exc:  # not UTF-8, not JSON, too deep
-                if not line.endswith(b"\n"):
-                    return  # a last line cut short by a crash: everything before it stands
-                raise RunDirError(f"{path}:{lineno}: not a valid record ({exc.__class__.__name__})") from exc
-            yield record
+        return os.path.lexists(path)
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"cannot read {path}: {exc}") from exc
 
 
 def read_events(run_dir: Path) -> list[RequestEvent | LevelMark]:
@@ -216,6 +266,6 @@ def read_events(run_dir: Path) -> list[RequestEvent | LevelMark]:
 
 def read_samples(run_dir: Path) -> list[MetricsSample | SlotsSample | ProcessSample]:
     """Every line of server_samples.jsonl, in file order (missing file = no samples)."""
-    if not (run_dir / SAMPLES_FILE).exists():
+    if not _present(run_dir / SAMPLES_FILE):
         return []
     return list(_read_jsonl(run_dir / SAMPLES_FILE, _SAMPLE_ADAPTER))

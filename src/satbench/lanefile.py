@@ -187,14 +187,9 @@ _BOM = "\ufeff"  # a UTF-8 byte-order mark, which editors on Windows write and T
 
 def _read_text(path: Path) -> str:
     """The file as text: at most MAX_LANE_FILE_BYTES of UTF-8 (a leading byte-order mark dropped)."""
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_LANE_FILE_BYTES + 1)
-    except OSError as exc:
-        raise UserError(f"lane file {path}: {exc.strerror or exc}") from exc
-    if len(data) > MAX_LANE_FILE_BYTES:
-        raise UserError(f"lane file {path}: larger than {MAX_LANE_FILE_BYTES:,} bytes; a lane file is "
-                        "a short TOML text")
+    from satbench.rundir import read_regular_file  # a regular file only: a named pipe never blocks
+
+    data = read_regular_file(path, MAX_LANE_FILE_BYTES, follow_links=True, error=UserError)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

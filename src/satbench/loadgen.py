@@ -22,6 +22,7 @@ from typing import Callable, Protocol
 from satbench.client import CompletionRequest, StreamClient, StreamOutcome
 from satbench.config import Strict
 from satbench.events import CANCELLED, LevelMark, RequestErrorInfo, RequestEvent, ServerTimings
+from satbench.limits import MAX_CTX_TOKENS, MAX_SERVER_MS
 from satbench.liveness import SERVER_UNRESPONSIVE, StreamActivity
 
 # failures that mean "the server is gone or hung"; N + 3 of them in a row stop a level
@@ -71,12 +72,14 @@ class _Shared:
 
 
 def server_timings(raw: dict) -> ServerTimings:
-    """The numeric timing fields we keep; anything non-numeric from the server becomes null."""
+    """The numeric timing fields we keep; anything non-numeric from the server, or outside the range
+    a record holds (token counts 0..MAX_CTX_TOKENS, times 0..MAX_SERVER_MS), becomes null."""
     kept: dict[str, float | int | None] = {}
     for key, ftype in (("cache_n", int), ("prompt_n", int), ("prompt_ms", float),
                        ("predicted_n", int), ("predicted_ms", float)):
         v = raw.get(key)
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+        ok = ok and 0 <= v <= (MAX_CTX_TOKENS if ftype is int else MAX_SERVER_MS)
         kept[key] = ftype(v) if ok else None
     return ServerTimings(**kept)
 

@@ -11,18 +11,21 @@ import hashlib
 import json
 import math
 import os
+import stat
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from satbench.config import RunConfig, Strict
+from satbench.config import RECORDED, RunConfig, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
 MANIFEST_SCHEMA_VERSION = "2.7"
+MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers: a few hundred KiB at most
 # 2.7: runtime.memory (llama.cpp's buffer sizes once started, and the memory left then).
 # 2.6: provenance lanes[].network.server_on_this_machine; refine_levels (the levels --refine chose, kept
 #      for a resume), and server_samples.jsonl process samples name server_pid and client_pid.
@@ -253,7 +256,11 @@ class RunManifest(Strict):
     server_failures: list[ServerFailure] = Field(default_factory=list)
 
 
-def write_text_atomic(path: Path, text: str | bytes, *, run_dir: Path | None = None) -> None:
+STDOUT_NAMES = {"/dev/stdout": 1, "/dev/stderr": 2}  # -o names for the process's own output streams
+
+
+def write_text_atomic(path: Path, text: str | bytes, *, run_dir: Path | None = None,
+                      output_flag: str | None = None) -> None:
     """Write to a temporary file beside `path`, fsync it, then rename over `path`: a crash or a
     full disk leaves the old file (or none), never a half-written one, and no temporary file.
 
@@ -263,13 +270,19 @@ def write_text_atomic(path: Path, text: str | bytes, *, run_dir: Path | None = N
     (satbench.rundir.check_writable_file). That check applies to every target, in a run directory
     or not (capability -o). With `run_dir` (a file in a subdirectory of a run directory, such as
     plots/), every directory between `run_dir` and `path` must also be a real directory, not a
-    link out of it; without it the parent directory is taken as the caller named it."""
+    link out of it; without it the parent directory is taken as the caller named it.
+
+    `output_flag` (e.g. "-o"): `path` is a file the user named outside any run directory. A refusal
+    then says "choose another -o"; /dev/stdout, /dev/stderr and a character device (/dev/null, a
+    terminal) are streams, not files to replace: written directly, not atomically."""
     from satbench.rundir import check_parents, check_writable_file
 
     if run_dir is not None:
         check_parents(run_dir, path)
-    check_writable_file(path)
     data = text.encode("utf-8") if isinstance(text, str) else text
+    if output_flag is not None and _write_stream(path, data):
+        return
+    check_writable_file(path, None if output_flag is None else f"choose another {output_flag}")
     tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -288,18 +301,68 @@ def write_text_atomic(path: Path, text: str | bytes, *, run_dir: Path | None = N
                 os.unlink(tmp)
 
 
+def _write_stream(path: Path, data: bytes) -> bool:
+    """Write `data` to `path` when it names an output stream of this process or a character
+    device; False (nothing written) for anything else."""
+    fd = STDOUT_NAMES.get(os.fspath(path))
+    try:
+        if fd is None:
+            if not stat.S_ISCHR(os.stat(path).st_mode):
+                return False
+            with open(path, "wb", buffering=0) as fh:
+                fh.write(data)
+            return True
+        sys.stdout.flush()
+        sys.stderr.flush()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return True
+
+
 def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
     write_text_atomic(run_dir / MANIFEST_FILE, manifest.model_dump_json(indent=2) + "\n")
 
 
+def first_error(exc: ValidationError) -> str:
+    """'FIELD.PATH: message' of a validation error's first failure: one short printable line (a key
+    the file holds is shown as repr when it is not printable text)."""
+    first = exc.errors()[0]
+    parts = [str(p) if str(p).isprintable() and str(p) else repr(p) for p in first["loc"]]
+    where = ".".join(parts)[:120] or "the top level"
+    msg = "".join(c if c.isprintable() else " " for c in first["msg"])
+    return f"{where}: {' '.join(msg.split())[:200]}"
+
+
 def read_manifest(run_dir: Path) -> RunManifest:
+    """run.json, its config checked as recorded (RECORDED: the type rules, not today's caps on new
+    input, so a run an earlier satbench measured stays readable). RunDirError (one line, naming the
+    first failing field) when it is missing, not a regular file, larger than MAX_MANIFEST_BYTES,
+    unreadable or invalid."""
+    from satbench.rundir import read_regular_file
+
     path = run_dir / MANIFEST_FILE
-    if not path.exists():
-        raise RunDirError(f"{run_dir} is not a satbench run directory (no {MANIFEST_FILE})")
     try:
-        return RunManifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, ValidationError, RecursionError) as exc:  # RecursionError: JSON nested too deep
+        present = os.path.lexists(path)
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"cannot read {path}: {exc}") from exc
+    if not present:
+        raise RunDirError(f"{run_dir} is not a satbench run directory (no {MANIFEST_FILE})")
+    data = read_regular_file(path, MAX_MANIFEST_BYTES)
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, or nested too deep
         raise RunDirError(f"{path} is not a valid run manifest: {exc.__class__.__name__}") from exc
+    try:
+        return RunManifest.model_validate(doc, context=RECORDED)
+    except ValidationError as exc:
+        raise RunDirError(f"{path} is not a valid run manifest ({first_error(exc)})") from exc
+    except RecursionError as exc:
+        raise RunDirError(f"{path} is not a valid run manifest: nested too deep") from exc
 
 
 def satbench_source() -> tuple[str | None, list[str]]:

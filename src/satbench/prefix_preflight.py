@@ -51,7 +51,10 @@ def local_model_file(lane: LaneConfig) -> Path | None:
         path = Path(lane.runtime.model_dir) / pkg.MODEL_NAME
     else:
         path = Path(model)
-    return path if path.is_file() else None
+    try:
+        return path if path.is_file() else None
+    except OSError:  # a name too long, a loop of links: the model's own check says what is wrong
+        return None
 
 
 def check_prefix_bounds(cfg: RunConfig, lane_file: bool) -> None:

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from pydantic import Field, ValidationError
 
 from satbench.artifacts import published_schema, render, validate_text, write_artifact
-from satbench.errors import UserError
-from satbench.config import RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
-from satbench.manifest import HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo, ServerFailure
+from satbench.errors import RunDirError, UserError
+from satbench.config import RECORDED, RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
+from satbench.manifest import (HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo, ServerFailure,
+                               first_error)
 from satbench.fairness.verdicts import Verdict
 from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
+from satbench.rundir import read_regular_file
 from satbench.runtimes.memlog import LOG_VERBOSITY
 
 RESULTS_FILE = "results.json"
+MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far below this
 RESULTS_SCHEMA_VERSION = "3.2"
 # 3.2: lanes[].memory (cache per slot, model resident, slots that fit in the memory left after loading).
 # 3.1: repetitions[].p95_ttft_ms / p95_itl_ms / p95_e2e_ms (compare's and interference's p95 CIs
@@ -122,23 +126,28 @@ def read_results(run_dir: Path) -> ResultsFile:
     run_dir = Path(run_dir)
     path = run_dir / RESULTS_FILE
     redo = f"run `satbench analyze {run_dir}` first"
-    if not run_dir.is_dir():
-        raise UserError(f"{run_dir}: no such run directory")
-    if not path.is_file():
-        raise UserError(f"{run_dir}: no {RESULTS_FILE}; {redo}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
+        if not run_dir.is_dir():
+            raise UserError(f"{run_dir}: no such run directory")
+        if not os.path.lexists(path):
+            raise UserError(f"{run_dir}: no {RESULTS_FILE}; {redo}")
+    except OSError as exc:
+        raise UserError(f"{run_dir}: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(read_regular_file(path, MAX_RESULTS_BYTES).decode("utf-8"))
+    except RunDirError as exc:
+        raise UserError(f"{exc}; {redo}") from exc
+    except (ValueError, RecursionError) as exc:
         raise UserError(f"{path}: cannot read it ({exc.__class__.__name__}); {redo}") from exc
     version = data.get("schema_version") if isinstance(data, dict) else None
     if not isinstance(version, str) or version.split(".")[0] != RESULTS_SCHEMA_VERSION.split(".")[0]:
         raise UserError(f"{path}: results schema {version} is not {RESULTS_SCHEMA_VERSION}; {redo}")
     try:
-        return ResultsFile.model_validate(data)
+        return ResultsFile.model_validate(data, context=RECORDED)  # its config as recorded (config.RECORDED)
+    except RecursionError as exc:
+        raise UserError(f"{path}: not a valid {RESULTS_FILE} (nested too deep); {redo}") from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{path}: not a valid {RESULTS_FILE} ({where}: {first['msg']}); {redo}") from exc
+        raise UserError(f"{path}: not a valid {RESULTS_FILE} ({first_error(exc)}); {redo}") from exc
 
 
 def results_json_schema() -> dict:

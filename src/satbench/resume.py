@@ -22,13 +22,15 @@ clock went back (a reboot: old and new stamps would overlap).
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from satbench.config import RunConfig
+from satbench.config import RunConfig, shown
 from satbench.errors import RunDirError, UserError
-from satbench.events import EVENTS_FILE, SAMPLES_FILE, LevelMark, RequestEvent
+from satbench.events import EVENTS_FILE, MAX_RECORD_BYTES, SAMPLES_FILE, LevelMark, RequestEvent
+from satbench.limits import size_text
 from satbench.manifest import ClockAnchor, HostInfo, Provenance, ResumeRecord, RunManifest
 
 RESUMABLE = ("interrupted", "failed", "running")  # "running": the process died without a word
@@ -72,7 +74,7 @@ def differences(a: object, b: object, path: str = "") -> list[str]:
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(
             isinstance(x, dict) for x in a + b):
         return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
-    return [] if a == b else [f"{path}: {a!r} in the run, {b!r} now"]
+    return [] if a == b else [f"{path}: {shown(a)} in the run, {shown(b)} now"]
 
 
 def check_same_config(stored: RunConfig, given: RunConfig) -> None:
@@ -108,10 +110,13 @@ def resumable_manifest(run_dir: Path) -> RunManifest:
     started, or a complete one whose report is missing (`derive_only`); else UserError."""
     from satbench.manifest import read_manifest
 
-    if run_dir.exists() and not run_dir.is_dir():
-        raise UserError(f"--resume {run_dir}: not a directory (give the run directory)")
-    if not run_dir.is_dir():
-        raise UserError(f"--resume {run_dir}: no such run directory")
+    try:
+        if run_dir.exists() and not run_dir.is_dir():
+            raise UserError(f"--resume {run_dir}: not a directory (give the run directory)")
+        if not run_dir.is_dir():
+            raise UserError(f"--resume {run_dir}: no such run directory")
+    except OSError as exc:
+        raise UserError(f"--resume {run_dir}: {exc.strerror or exc}") from exc
     m = read_manifest(run_dir)
     resumable = m.status in RESUMABLE or (m.status == "complete" and never_started(m))
     if not resumable and not derive_only(run_dir, m):
@@ -147,20 +152,23 @@ def not_run_again(m: RunManifest, session: int) -> list[str]:
 def repair_torn_tail(path: Path) -> int:
     """Cut a last line that a crash left without its newline (it was never a whole record), so
     appending continues on a line of its own. Returns the bytes removed."""
-    if not path.exists():
-        return 0
-    data = path.read_bytes()
-    if not data or data.endswith(b"\n"):
-        return 0
-    keep = data.rfind(b"\n") + 1
-    from satbench.rundir import open_run_file  # never truncates through a link (the run directory's rule)
+    from satbench.rundir import open_run_file, read_tail  # never truncates through a link (the run dir rule)
 
+    if not os.path.lexists(path):
+        return 0
+    size, tail = read_tail(path, MAX_RECORD_BYTES + 1)  # a whole record is at most that long
+    if not tail or tail.endswith(b"\n"):
+        return 0
+    if b"\n" not in tail and size > len(tail):
+        raise RunDirError(f"cannot repair {path}: its last line is longer than "
+                          f"{size_text(MAX_RECORD_BYTES)}; not a record satbench wrote")
+    keep = size - len(tail) + tail.rfind(b"\n") + 1
     try:
         with open_run_file(path, "r+b") as fh:
             fh.truncate(keep)
     except OSError as exc:
         raise RunDirError(f"cannot repair {path}: {exc.strerror or exc}") from exc
-    return len(data) - keep
+    return size - keep
 
 
 def last_stamp_ns(run_dir: Path) -> int:

@@ -18,6 +18,11 @@ which rename over the name), and `check_run_dir` checks a whole run directory be
 a report starts writing, so a refusal comes before anything is written. The checks are against
 links placed before satbench runs; a file opened by the rule is the file checked (fstat of the
 open descriptor), and an atomic write replaces a name, never writing through what it names.
+
+What satbench reads back (`read_regular_file`, `iter_lines`, `read_tail`) is opened without
+blocking and must be a regular file (in a run directory, not a link either: RUN_FILE_RULE; a file the
+user names may be a link: READ_RULE), read with a size cap, so a named pipe, a device or a huge file
+is a one-line RunDirError, never a hang.
 """
 
 from __future__ import annotations
@@ -32,11 +37,14 @@ import stat
 from pathlib import Path
 from typing import IO, Iterator, Literal
 
-from satbench.errors import RunDirError, UserError
+from satbench.errors import RunDirError, SatbenchError, UserError
+from satbench.limits import size_text
 
 LOCK_FILE = ".lock"  # hidden: never hashed into SHA256SUMS nor listed in the bundle
 RUN_FILE_RULE = "satbench writes only regular files of its own in a run directory"
 RUN_SUBDIR_RULE = "satbench writes only into real directories of its own in a run directory"
+READ_RULE = "satbench reads back only regular files"
+OUTPUT_FILE_RULE = "satbench replaces only a regular file of this user's with one link"  # outside a run dir
 RUN_SUBDIRS = ("plots",)  # the subdirectories satbench writes into
 FILE_MODE = 0o644  # what satbench creates: results are meant to be shared
 
@@ -52,31 +60,119 @@ def _refusal(path: Path, why: str, remedy: str, rule: str = RUN_FILE_RULE) -> Ru
     return RunDirError(f"{path} {why}; {rule} ({remedy})")
 
 
-def _check_stat(path: Path, st: os.stat_result) -> None:
-    """RunDirError unless `st` is a regular file with one link, owned by this user."""
+def _check_stat(path: Path, st: os.stat_result, fix: str | None = None) -> None:
+    """RunDirError unless `st` is a regular file with one link, owned by this user. With `fix` the
+    file is outside any run directory (a file the user named): the refusal states OUTPUT_FILE_RULE
+    and `fix` (e.g. "choose another -o") instead of run-directory advice."""
+    def refuse(why: str, remedy: str) -> RunDirError:
+        return _refusal(path, why, fix or remedy, OUTPUT_FILE_RULE if fix else RUN_FILE_RULE)
+
     if stat.S_ISLNK(st.st_mode):
-        raise _refusal(path, "is a symbolic link", "remove the link")
+        raise refuse("is a symbolic link", "remove the link")
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-        raise _refusal(path, f"is {kind}, not a regular file", "remove it")
+        raise refuse(f"is {kind}, not a regular file", "remove it")
     if st.st_nlink != 1:
-        raise _refusal(path, f"has {st.st_nlink} hard links (it is also a file elsewhere)",
-                       "remove it, or replace it with a copy of its own")
+        raise refuse(f"has {st.st_nlink} hard links (it is also a file elsewhere)",
+                     "remove it, or replace it with a copy of its own")
     if st.st_uid != os.geteuid():
-        raise _refusal(path, f"belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})",
-                       "replace it with a copy of your own")
+        raise refuse(f"belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})",
+                     "replace it with a copy of your own")
 
 
-def check_writable_file(path: Path) -> None:
+def _open_readable(path: Path, follow_links: bool, error: type[SatbenchError] = RunDirError) -> int:
+    """A read-only descriptor of the regular file `path`: O_NOFOLLOW unless `follow_links` (a file of a
+    run directory holds to RUN_FILE_RULE; one the user names, to READ_RULE), and O_NONBLOCK so a named
+    pipe or a device never blocks the open (fstat then refuses it). Reading needs no one-link or owner
+    rule. `error` (RunDirError) naming the file otherwise."""
+    nofollow, rule = (0, READ_RULE) if follow_links else (os.O_NOFOLLOW, RUN_FILE_RULE)
+    try:
+        fd = os.open(path, os.O_RDONLY | nofollow | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_links:
+            raise _refusal(path, "is a symbolic link", "remove the link") from exc
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+            raise error(str(_refusal(path, f"is {kind}, not a regular file", "remove it", rule)))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular_file(path: Path, max_bytes: int, *, follow_links: bool = False,
+                      error: type[SatbenchError] = RunDirError) -> bytes:
+    """The bytes of the regular file `path`, at most `max_bytes`. The one reader of the files
+    satbench reads back (run directory; with `follow_links`, a lane file or a recommendations file
+    the user names, which may be a link): a symbolic link (unless followed), a directory, a named pipe
+    or a device is refused without blocking, and so is a file larger than `max_bytes`; every refusal,
+    and every OSError, is one `error` line (RunDirError; UserError for a file the user names) naming
+    the file."""
+    fd = _open_readable(path, follow_links, error)
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(data) > max_bytes:
+        raise error(f"cannot read {path}: larger than {max_bytes:,} bytes, the most satbench reads of it")
+    return data
+
+
+def iter_lines(path: Path, max_line_bytes: int) -> Iterator[tuple[int, bytes]]:
+    """(line number, line with its newline, if it has one) of the regular file `path`, opened as
+    read_regular_file opens it; a line longer than `max_line_bytes` is one RunDirError naming the
+    file, the line and the limit (never read whole into memory)."""
+    fd = _open_readable(path, False)
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            for lineno, line in enumerate(iter(lambda: fh.readline(max_line_bytes + 1), b""), 1):
+                if len(line) > max_line_bytes:
+                    raise RunDirError(f"cannot read {path}: line {lineno} is longer than "
+                                      f"{size_text(max_line_bytes)}; not a record satbench wrote")
+                yield lineno, line
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def read_tail(path: Path, n_bytes: int) -> tuple[int, bytes]:
+    """(size of the regular file `path`, its last `n_bytes` at most), opened as read_regular_file opens it."""
+    fd = _open_readable(path, False)
+    try:
+        size = os.fstat(fd).st_size
+        return size, os.pread(fd, n_bytes, max(0, size - n_bytes))
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+
+
+def require_dir(path: Path) -> None:
+    """RunDirError unless `path` is a directory (a name the system refuses, such as one too long,
+    is named with its reason)."""
+    try:
+        if path.is_dir():
+            return
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    raise RunDirError(f"{path} is not a directory")
+
+
+def check_writable_file(path: Path, fix: str | None = None) -> None:
     """RunDirError unless `path` is absent (satbench will create it) or a regular file with one
-    link owned by this user; a symbolic link is refused, never followed."""
+    link owned by this user; a symbolic link is refused, never followed. `fix`: the path is outside
+    any run directory and the refusal ends with this advice (see `_check_stat`)."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return
     except OSError as exc:
         raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    _check_stat(path, st)
+    _check_stat(path, st, fix)
 
 
 def check_run_subdir(path: Path) -> None:
@@ -184,10 +280,13 @@ def default_run_dir(root: Path = Path("runs")) -> Path:
 
 def check_new_run_dir(path: Path) -> None:
     """Refuse, without creating anything, a path that is a file or a directory holding something."""
-    if path.exists() and not path.is_dir():
-        raise UserError(f"-o {path}: a file of that name exists; a run directory is a directory")
-    if path.exists() and any(path.iterdir()):
-        raise UserError(f"run directory {path} is not empty; choose another with -o")
+    try:
+        if path.exists() and not path.is_dir():
+            raise UserError(f"-o {path}: a file of that name exists; a run directory is a directory")
+        if path.exists() and any(path.iterdir()):
+            raise UserError(f"run directory {path} is not empty; choose another with -o")
+    except OSError as exc:
+        raise UserError(f"-o {path}: {exc.strerror or exc}") from exc
 
 
 def prepare_run_dir(path: Path) -> Path:

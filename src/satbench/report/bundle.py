@@ -26,11 +26,12 @@ from satbench.report.document import render_html, render_markdown
 from satbench.report.evidence import evidence_blocks
 from satbench.report.integrity import raw_hashes, write_sums
 from satbench.report.csvfile import CSV_FILE
-from satbench.report.integrity import SUMS_FILE
+from satbench.report.integrity import MAX_DERIVED_BYTES, SUMS_FILE
 from satbench.report.plot_style import PLOTS_DIR
 from satbench.report.plots import PlotFile, write_plots
 from satbench.results import RESULTS_FILE, VERDICTS_FILE, ResultsFile, read_results
-from satbench.rundir import check_run_subdir, check_run_subdir_files, check_writable_file, make_run_subdir
+from satbench.rundir import (check_run_subdir, check_run_subdir_files, check_writable_file, make_run_subdir,
+                             read_regular_file, require_dir)
 from satbench.saturation.recommend import RECOMMENDATIONS_FILE, RecommendationsFile, recommend, write_recommendations
 
 EVIDENCE_FILE = "EVIDENCE.md"
@@ -63,7 +64,7 @@ def load_recommendations(run_dir: Path, results: ResultsFile) -> tuple[Recommend
         if not any(lane.levels for lane in results.lanes):
             return None, None
         write_recommendations(run_dir, recommend(run_dir))
-    text = path.read_bytes()
+    text = read_regular_file(path, MAX_DERIVED_BYTES)  # a regular file only: a named pipe never blocks
     try:
         return RecommendationsFile.model_validate_json(text), hashlib.sha256(text).hexdigest()
     except (ValueError, ValidationError) as exc:
@@ -85,8 +86,7 @@ def _fresh_plots_dir(run_dir: Path) -> None:
 
 
 def write_report(run_dir: Path) -> ReportFiles:
-    if not run_dir.is_dir():
-        raise RunDirError(f"{run_dir} is not a directory")
+    require_dir(run_dir)
     for name in WRITTEN_FILES:
         check_writable_file(run_dir / name)
     check_run_subdir_files(run_dir / PLOTS_DIR)  # the old plots are removed, but a link there is refused

@@ -21,12 +21,13 @@ from rich.table import Table
 from rich.text import Text
 
 from satbench.config import ServerParams, Strict, WorkloadConfig
-from satbench.errors import RunDirError, UserError
+from satbench.errors import UserError
 from satbench.manifest import HostInfo
 from satbench.metrics.interference import P95Metric, Ratio, ratio_of_estimates, ratio_of_p95
 from satbench.metrics.level import LevelResult
 from satbench.results import LaneResult, ResultsFile
 from satbench.results import read_results as load_results  # noqa: F401  (compare's loader, re-exported)
+from satbench.rundir import require_dir
 
 MIN_EFFECT = 0.05
 _EPS = 1e-9  # a ratio of exactly 1.05 is a 5 % effect despite float rounding
@@ -265,8 +266,7 @@ def compare_results(a: ResultsFile, b: ResultsFile, run_a: str, run_b: str,
 def compare_runs(run_a: Path, run_b: Path, min_effect: float = MIN_EFFECT) -> Comparison:
     """What the CLI calls: load both results.json files and compare them."""
     for run_dir in (run_a, run_b):
-        if not run_dir.is_dir():
-            raise RunDirError(f"{run_dir} is not a directory")  # as `satbench report` says it
+        require_dir(run_dir)  # as `satbench report` says it
     return compare_results(load_results(run_a), load_results(run_b), str(run_a), str(run_b), min_effect)
 
 

@@ -49,6 +49,7 @@ from satbench.config import Strict
 from satbench.errors import RunDirError, SatbenchError
 from satbench.manifest import write_text_atomic
 from satbench.models.files import sha256_file  # called with cache=None: a bundle is always read
+from satbench.rundir import read_regular_file, require_dir
 
 SUMS_FILE = "SHA256SUMS"
 # written by analyze / recommend / report; everything else in a run directory is raw
@@ -58,10 +59,11 @@ DERIVED_DIRS = ("plots",)
 MUST_BE_LISTED = ("run.json", "events.jsonl", "server_samples.jsonl") + tuple(f for f in DERIVED_FILES if f != SUMS_FILE)
 OLDER_MINOR_IGNORED = ("definitions",)  # prose restating the formulas; an earlier satbench worded it otherwise
 CSV_ABS_TOL = 1e-6  # results.csv prints figures rounded to 6 decimals
+MAX_DERIVED_BYTES = 64 * 2**20  # results.json and .csv, verdicts, recommendations: figures, not raw records
 MAX_SUMS_BYTES = 16 * 2**20  # one ~100-byte line per file: far above any run directory satbench writes
 MAX_PROBLEMS_LISTED = 3  # malformed SHA256SUMS lines named one by one; the rest are counted
 # what reading or comparing a derived file can raise on bytes it did not write itself
-_UNREADABLE = (SatbenchError, ValueError, RecursionError, csv.Error)
+_UNREADABLE = (SatbenchError, ValueError, RecursionError, csv.Error, ArithmeticError)  # OverflowError too
 
 
 class FileHash(Strict):
@@ -205,8 +207,7 @@ class Verification(Strict):
 
 def verify(run_dir: Path) -> Verification:
     """Check SHA256SUMS and recompute the derived JSON files from the raw ones."""
-    if not run_dir.is_dir():
-        raise RunDirError(f"{run_dir} is not a directory")
+    require_dir(run_dir)
     data = sums_bytes(run_dir)
     sums, problems = parse_sums(data)
     present = set(run_files(run_dir))
@@ -262,18 +263,18 @@ def _rederive(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
         out.append(f"results.csv: cannot be read as CSV text ({_why(exc)})")
     for name, (text, model) in expected.items():
         path = run_dir / name
-        if not path.exists():
+        if not os.path.lexists(path):
             out.append(f"{name}: missing (satbench analyze writes it)")
             continue
         try:
-            _compare_derived(name, path.read_bytes().decode("utf-8"), text, model, out, older, rounding)
+            _compare_derived(name, _derived_text(path), text, model, out, older, rounding)
         except (OSError, *_UNREADABLE) as exc:
             out.append(f"{name}: cannot be read or compared ({_why(exc)})")
     rec_path = run_dir / RECOMMENDATIONS_FILE
-    if rec_path.exists():
+    if os.path.lexists(rec_path):
         was: str | None = None
         try:
-            old = rec_path.read_bytes().decode("utf-8")
+            old = _derived_text(rec_path)
             why = recommendations_differ(run_dir, old)
             was = schema_version_of(old)
         except (OSError, *_UNREADABLE) as exc:  # e.g. results.json unreadable: reported above
@@ -283,6 +284,12 @@ def _rederive(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
         elif was != RecommendationsFile.model_fields["schema_version"].default:
             older.append(f"{RECOMMENDATIONS_FILE}: schema {was}")
     return out, older, rounding
+
+
+def _derived_text(path: Path) -> str:
+    """A derived file's text: a regular file (not a link) of at most MAX_DERIVED_BYTES, UTF-8;
+    RunDirError or UnicodeDecodeError (a ValueError) otherwise."""
+    return read_regular_file(path, MAX_DERIVED_BYTES).decode("utf-8")
 
 
 def _why(exc: BaseException) -> str:
@@ -335,9 +342,9 @@ def csv_differs(run_dir: Path, results) -> tuple[str, bool] | None:
     from satbench.report.csvfile import CSV_FILE, render_csv
 
     path = run_dir / CSV_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
-    old = list(csv.reader(path.read_bytes().decode("utf-8").splitlines()))
+    old = list(csv.reader(_derived_text(path).splitlines()))
     fresh = list(csv.reader(render_csv(results).splitlines()))
     if not old:
         return f"{CSV_FILE}: empty", False

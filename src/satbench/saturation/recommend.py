@@ -338,7 +338,10 @@ def recommend(run_dir: Path) -> RecommendationsFile:
     path = run_dir / RESULTS_FILE
     if not path.exists():
         raise RunDirError(f"{run_dir} has no results.json; run 'satbench analyze {run_dir}' first")
-    text = path.read_bytes()
+    from satbench.results import MAX_RESULTS_BYTES
+    from satbench.rundir import read_regular_file  # a regular file only: a named pipe never blocks
+
+    text = read_regular_file(path, MAX_RESULTS_BYTES)
     results = read_results(run_dir)
     lanes = [r for lane in results.lanes if (r := recommend_lane(lane, results)) is not None]
     if not lanes:
