@@ -310,7 +310,7 @@ def _cmd_capability(a: argparse.Namespace) -> int:
     if a.output:
         from satbench.manifest import write_text_atomic
 
-        write_text_atomic(Path(a.output), text)
+        write_text_atomic(Path(a.output), text, output_flag="-o")
     else:
         sys.stdout.write(text)
     for lane in report.lanes:

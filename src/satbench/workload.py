@@ -13,7 +13,7 @@ import secrets
 from typing import Awaitable, Callable, Literal
 
 from satbench.client import CompletionRequest
-from satbench.config import LaneConfig, RunConfig, WorkloadConfig
+from satbench.config import MAX_LEVEL, MAX_REQUESTS_PER_LEVEL, LaneConfig, RunConfig, WorkloadConfig
 from satbench.errors import UserError
 
 Tokenizer = Callable[[str, bool], Awaitable[list[int]]]  # (text, add_special) -> ids
@@ -183,26 +183,95 @@ def workload_bytes(lane: LaneConfig, level: int, background: bool) -> int:
     return planned + streams
 
 
+MAX_CHECK_STREAMS = MAX_LEVEL  # requests in flight at once in one fairness check, as in one level
+MAX_CHECK_PLANNED = MAX_REQUESTS_PER_LEVEL  # requests one fairness check builds, as one level may
+
+
 def check_memory_fits(cfg: RunConfig, lane_file: bool, available_bytes: int | None = None) -> None:
     """UserError when the largest level of a lane (alone), or of every lane at once (together: their
-    top levels' `workload_bytes` summed), needs more of satbench's own memory than is available
-    (`available_bytes`, default hardware.ram_available()). Fairness-only runs build no levels."""
-    if cfg.fairness_only:
-        return
+    top levels' `workload_bytes` summed), or (with fairness) the largest fairness check of a lane
+    (`fairness_checks`), needs more of satbench's own memory than is available (`available_bytes`,
+    default hardware.ram_available()). Fairness settings are checked first (`check_fairness_sizes`)."""
+    fairness = cfg.with_fairness or cfg.fairness_only
+    if fairness:
+        for lane in cfg.lanes:
+            check_fairness_sizes(lane, lane_file)
     if available_bytes is None:
         from satbench import hardware
 
         available_bytes = hardware.ram_available()
-    need = [(f"{f'lane {lane.name}: concurrency' if lane_file else '--concurrency'} {max(lane.levels)}",
-             workload_bytes(lane, max(lane.levels), False)) for lane in cfg.lanes]
-    if cfg.together:
+    need: list[tuple[str, int]] = []
+    if not cfg.fairness_only:
+        need += [(f"{f'lane {lane.name}: concurrency' if lane_file else '--concurrency'} {max(lane.levels)}",
+                  workload_bytes(lane, max(lane.levels), False)) for lane in cfg.lanes]
+    if cfg.together and not cfg.fairness_only:
         need.append(("the together scenario (every lane's top level at once)",
                      sum(workload_bytes(lane, max(lane.levels), True) for lane in cfg.lanes)))
+    if fairness:
+        for lane in cfg.lanes:
+            sizes = fairness_checks(lane)
+            check = max(sizes, key=lambda c: _check_bytes(*sizes[c]), default=None)
+            if check is not None:
+                need.append((f"{_lane(lane, lane_file)}fairness check {check}", _check_bytes(*sizes[check])))
     for where, nbytes in need:
         if nbytes > available_bytes:
             raise UserError(f"{where}: satbench would need about {_gib(nbytes)} for its requests and "
                             f"streams, more than the {_gib(available_bytes)} of memory available; use lower "
                             "levels, fewer requests per level or shorter prompts")
+
+
+def fairness_checks(lane: LaneConfig) -> dict[str, tuple[int, int, int, int]]:
+    """(requests built, streams in flight, prompt tokens, output tokens) of each fairness check the
+    lane runs, from the plan for the slots the lane asks for (`LaneConfig.slots_wanted`: what a
+    server satbench starts has; a guess for a running server). The closed loops (F1, F3) build all
+    their requests before the first is sent; the counts follow `fairness.plan.request_count`."""
+    from satbench.fairness.plan import make_plan
+
+    f, plan = lane.fairness, make_plan(lane, lane.slots_wanted())
+    two = plan.slots >= 2
+    sizes = {
+        "F1": (plan.f1_streams * (1 + f.f1_requests_per_stream), plan.f1_streams, plan.prompt, plan.f1_output)
+        if plan.f1_streams >= 2 else None,
+        "F2": (len(plan.f2_sizes) * (3 + f.f2_repetitions), len(plan.f2_sizes),
+               max(p for p, _ in plan.f2_sizes), max(o for _, o in plan.f2_sizes)),
+        "F3": (plan.f3_clients * (1 + f.f3_requests_per_client), plan.f3_clients, plan.prompt, plan.output),
+        "S1": (4 + plan.s1_decoders, plan.s1_decoders + 1, max(plan.s1_prompt, plan.prompt),
+               plan.s1_decoder_output) if two else None,
+        "S2": (3 + plan.s2_decoders + f.s2_probes, plan.s2_decoders + 1, plan.prompt, plan.s2_decoder_output)
+        if two else None,
+        "S3": (3 + 2 * f.s3_repetitions, 2, plan.s3_prompt, plan.s3_output) if two else None,
+    }
+    return {c: n for c, n in sizes.items() if c in f.checks and n is not None}
+
+
+def check_fairness_sizes(lane: LaneConfig, lane_file: bool) -> None:
+    """UserError, before anything starts, for fairness settings a check cannot run as meant: S1's
+    explicit s1_decoders beyond the slots - 1 of a server satbench starts (each decoder holds a slot
+    while the long prompt is injected), or a check with more than MAX_CHECK_STREAMS streams in flight
+    or MAX_CHECK_PLANNED requests."""
+    f, where = lane.fairness, _lane(lane, lane_file)
+    slots = lane.slots_wanted()
+    if "S1" in f.checks and f.s1_decoders and lane.runtime.kind != "url" and slots >= 2 \
+            and f.s1_decoders > slots - 1:
+        raise UserError(f"{where}fairness s1_decoders {f.s1_decoders}: S1 needs a slot for each decoder and "
+                        f"one for the injected prompt, and the lane has {slots} slots; use at most "
+                        f"{slots - 1}, or leave it unset")
+    for check, (planned, streams, _, _) in fairness_checks(lane).items():
+        if streams > MAX_CHECK_STREAMS or planned > MAX_CHECK_PLANNED:
+            raise UserError(f"{where}fairness check {check} would run {streams:,} streams and build "
+                            f"{planned:,} requests; at most {MAX_CHECK_STREAMS:,} streams and "
+                            f"{MAX_CHECK_PLANNED:,} requests per check (lower its clients, decoders or "
+                            "requests per client)")
+
+
+def _check_bytes(planned: int, streams: int, prompt: int, output: int) -> int:
+    """satbench's own memory for one fairness check, by the same rule as `workload_bytes`."""
+    return (planned * (REQUEST_BYTES + prompt * BYTES_PER_PROMPT_ID)
+            + streams * (STREAM_BYTES + prompt * BYTES_PER_SENT_ID + output * BYTES_PER_OUTPUT_TOKEN))
+
+
+def _lane(lane: LaneConfig, lane_file: bool) -> str:
+    return f"lane {lane.name}: " if lane_file else ""
 
 
 def _gib(nbytes: int) -> str:

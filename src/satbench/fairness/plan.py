@@ -77,7 +77,7 @@ def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None, jit
     s1_prompt = int(math.ceil(f.s1_prompt_batches * n_batch))
     if room is not None:
         s1_prompt = min(s1_prompt, room - 4)
-    s1_decoders = f.s1_decoders or max(1, min(slots - 1, 3))
+    s1_decoders = max(1, min(f.s1_decoders or 3, slots - 1))  # each decoder holds a slot beside the prompt
     chunks = int(math.ceil(s1_prompt / n_batch))
     sizes = [(max(8, p // 2), max(2, o // 2)), (p, o), (2 * p, 2 * o), (4 * p, 4 * o)][: max(1, min(slots, 4))]
     if room is not None:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import struct
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -82,9 +83,14 @@ def _store(cache: Path, path: Path, digest: str) -> None:
         entries = {k: v for k, v in _read_cache(cache).items() if _still_valid(k)}
         entries[_key(path)] = digest
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
-        tmp.write_text(json.dumps(entries, indent=1))
-        os.replace(tmp, cache)
+        # a fresh file beside the cache: a link left at any fixed name is never written through
+        fd, tmp_name = tempfile.mkstemp(".tmp", f".{cache.name}.", cache.parent)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(json.dumps(entries, indent=1))
+            os.replace(tmp_name, cache)
+        finally:
+            Path(tmp_name).unlink(missing_ok=True)
     except OSError:
         pass  # the cache is an optimisation; a read-only directory only costs time
 

@@ -251,11 +251,15 @@ def _overridden(arch: str, dims: Dims, overrides: Mapping[str, int | tuple[int, 
     for name in _POSITIVE:
         if getattr(changed, name) < 1:
             raise ModelError(f"{arch} shape refused: {name} must be at least 1")
+    if changed.n_layer > MAX_LAYERS:
+        raise ModelError(f"{arch} shape refused: n_layer must be at most {MAX_LAYERS} (llama.cpp's limit), "
+                         f"got {changed.n_layer:,}")
     return changed
 
 
 _POSITIVE = ("n_layer", "n_embd", "n_head")
 _MAX_DIM = 2**31 - 1  # GGUF keeps the dimensions as 32-bit integers
+MAX_LAYERS = 512  # llama.cpp's LLAMA_MAX_LAYERS; also bounds the tensor list built before any size check
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, int | tuple[int, ...]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,6 +34,7 @@ from typing import IO, Any
 
 import gguf
 import numpy as np
+import psutil
 from pydantic import BaseModel, ConfigDict
 
 from satbench.errors import ModelError
@@ -79,6 +81,9 @@ _RESIDUAL_WRITERS: frozenset[TensorKind] = frozenset(
 _EDITED = _RESIDUAL_WRITERS | {_T.TOKEN_EMBD, _T.OUTPUT}
 _KEEP_F32: frozenset[TensorKind] = frozenset({_T.FFN_GATE_INP, _T.FFN_EXP_PROBS_B}) | deepseek4.F32_MATRICES
 _I32 = frozenset({deepseek4.TID2EID})  # token id -> expert ids of a hash-routed layer
+MAX_SYNTHETIC_BYTES = 64 << 30  # a synthetic model file; the largest table size (deepseek4 gpu) is 9.1 GB
+# memory per value of a tensor built in the scratch buffer: F16 scratch, an F32 copy, Q8_0 output and slack
+_BUILD_BYTES_PER_VALUE = 8
 
 
 class SyntheticModelInfo(BaseModel):
@@ -245,8 +250,7 @@ def _write_data(
     fout.flush()
     matrices = [(kind, shape, q) for (kind, _, shape), q in tensors if len(shape) > 1 and q != _Q.I32]
     pool = _Pool(seed, min(POOL_SIZE, sum(prod(s) for _, s, _ in matrices)))
-    built = [prod(s) for k, s, q in matrices if k in _EDITED or q != _Q.F16]
-    scratch = np.empty(max(built, default=0), dtype=np.float16)
+    scratch = np.empty(_largest_built(tensors), dtype=np.float16)
     with ThreadPoolExecutor(1) as hasher:
         out = _HashedOut(fout, hasher, tmp.read_bytes())
         for t, qtype in tensors:
@@ -254,6 +258,42 @@ def _write_data(
             _write_tensor(out, t, qtype, pool, scratch, n_expert)
         out.pad(alignment)
         return out.hexdigest()
+
+
+def check_size(target: Path, tensors: list[tuple[TensorSpec, gguf.GGMLQuantizationType]]) -> None:
+    """ModelError, before a byte is written, when the file would exceed MAX_SYNTHETIC_BYTES or the
+    free space where `target` goes, or the largest tensor built in memory the available memory."""
+    n_bytes = sum(_nbytes(shape, q) for (_, _, shape), q in tensors)
+    n_params = sum(prod(shape) for (_, _, shape), _ in tensors)
+    what = f"synthetic model of {n_params:,} parameters would be {_gib(n_bytes)}"
+    if n_bytes > MAX_SYNTHETIC_BYTES:
+        raise ModelError(f"{what}, over the cap of {_gib(MAX_SYNTHETIC_BYTES)} on a synthetic model")
+    try:
+        free_bytes = shutil.disk_usage(target.parent).free
+    except OSError:
+        free_bytes = None  # the write itself names the directory's problem
+    if free_bytes is not None and n_bytes > free_bytes:
+        raise ModelError(f"{what}; {target.parent} has {_gib(free_bytes)} free")
+    built = _largest_built(tensors)
+    need_bytes, available_bytes = built * _BUILD_BYTES_PER_VALUE, psutil.virtual_memory().available
+    if need_bytes > available_bytes:
+        raise ModelError(f"{what}; building its largest tensor ({built:,} values) needs "
+                         f"{_gib(need_bytes)} of memory and {_gib(available_bytes)} is available")
+
+
+def _gib(n_bytes: int) -> str:
+    return f"{n_bytes / 2**30:,.1f} GiB"
+
+
+def _largest_built(tensors: list[tuple[TensorSpec, gguf.GGMLQuantizationType]]) -> int:
+    """Values of the largest matrix assembled in the scratch buffer (edited, or not written as F16)."""
+    return max((prod(s) for (k, _, s), q in tensors
+                if len(s) > 1 and q != _Q.I32 and (k in _EDITED or q != _Q.F16)), default=0)
+
+
+def file_tensors(spec: ArchSpec, d: Dims) -> list[tuple[TensorSpec, gguf.GGMLQuantizationType]]:
+    """Every tensor in file order with the type it is written as."""
+    return [(t, _file_type(t[0], t[2], d)) for t in tensor_list(spec, d)]
 
 
 def dims_changed(table: Dims, d: Dims) -> str | None:
@@ -288,7 +328,7 @@ def _write_gguf(tmp: Path, spec: ArchSpec, size: str, d: Dims, seed: int) -> tup
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     spec.add_hparams(writer, d)
     add_tokenizer(writer, d.n_vocab)
-    tensors = [(t, _file_type(t[0], t[2], d)) for t in tensor_list(spec, d)]
+    tensors = file_tensors(spec, d)
     for (kind, bid, shape), qtype in tensors:
         writer.add_tensor_info(tensor_name(kind, bid), shape, np.dtype(np.float32),
                                _nbytes(shape, qtype), raw_dtype=qtype)
@@ -347,6 +387,7 @@ def write_synthetic_gguf(
         raise ModelError(f"synthetic seed must fit in uint32, got {seed}")
     spec, dims = spec_for(arch, size, n_vocab, overrides)
     target = output_path(path)
+    check_size(target, file_tensors(spec, dims))
     remove_stale_partials(target)  # left by a write that was killed outright
     try:
         fd, tmp_name = tempfile.mkstemp(".tmp", f".{target.name}.", target.parent)

@@ -12,8 +12,12 @@ from satbench.runtimes.base import Runtime
 
 def split_credentials(url: str) -> tuple[str, str | None]:
     """(URL without user:password, the password or None): http(s)://host[:port][/prefix], where a
-    prefix ending in /v1 (an OpenAI base URL, not the server's root), a query or a fragment is refused."""
-    parsed = urllib.parse.urlsplit(url)
+    prefix ending in /v1 (an OpenAI base URL, not the server's root), a query or a fragment is refused;
+    text urllib cannot split (an unclosed IPv6 bracket) is refused naming the reason."""
+    try:
+        parsed = urllib.parse.urlsplit(url)
+    except ValueError as exc:
+        raise UserError(f"--url {redact_url(url)}: not a valid URL ({exc})") from exc
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise UserError(f"--url {redact_url(url)}: expected http://HOST:PORT or https://HOST:PORT")
     try:
@@ -33,8 +37,16 @@ def split_credentials(url: str) -> tuple[str, str | None]:
 
 
 def redact_url(url: str) -> str:
-    """The URL with any user:password replaced by ***."""
-    parsed = urllib.parse.urlsplit(url)
+    """The URL with any user:password replaced by ***. Any text is accepted (the CLI passes every
+    argument through): text urllib cannot split keeps everything before its last '@' hidden too."""
+    try:
+        parsed = urllib.parse.urlsplit(url)
+    except ValueError:
+        if "@" not in url:
+            return url
+        head, _, tail = url.rpartition("@")
+        scheme = head[: head.index("://") + 3] if "://" in head else ""
+        return f"{scheme}***@{tail}"
     if "@" not in parsed.netloc:
         return url
     return urllib.parse.urlunsplit((parsed.scheme, "***@" + parsed.netloc.rsplit("@", 1)[1],
@@ -42,7 +54,11 @@ def redact_url(url: str) -> str:
 
 
 def is_loopback(url: str) -> bool:
-    host = urllib.parse.urlsplit(url).hostname or ""
+    """The URL names this machine by a loopback name or address; False for text that is not a URL."""
+    try:
+        host = urllib.parse.urlsplit(url).hostname or ""
+    except ValueError:
+        return False
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
@@ -53,7 +69,8 @@ def served_here(url: str) -> bool:
     if is_loopback(url):
         return True
     try:
-        resolved = {info[4][0] for info in socket.getaddrinfo(urllib.parse.urlsplit(url).hostname, None)}
+        host = urllib.parse.urlsplit(url).hostname
+        resolved = {info[4][0] for info in socket.getaddrinfo(host, None)}
     except (OSError, UnicodeError, ValueError):
         return False
     return bool(resolved) and all(_local(a) for a in resolved)
