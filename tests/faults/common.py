@@ -83,3 +83,17 @@ def all_lines_valid(path: Path) -> int:
 
 def table_row(fault: str, injected: str, code: int, line: str, status: str, kept: object, completed: object) -> None:
     print(f"\nFAULT | {fault} | {injected} | exit {code}: {line} | {status} | kept {kept} / completed {completed}")
+
+
+def native_bundle(base: Path) -> Path:
+    """A small real run directory under `base`: a tiny synthetic llama GGUF served by the stand-in
+    llama-server (FAKE_BIN) at concurrency 2, with its report written."""
+    from satbench.models.synthetic import write_synthetic_gguf
+
+    model = base / "tiny.gguf"
+    write_synthetic_gguf(model, "llama", "tiny", 1)
+    run = base / "run"
+    assert main(["sweep", "--server-bin", FAKE_BIN, "--model", str(model), "--concurrency", "2",
+                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "64",
+                 "--output-tokens", "4", "-o", str(run)]) == 0
+    return run

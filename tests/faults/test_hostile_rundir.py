@@ -22,7 +22,7 @@ from satbench.cli import main
 from satbench.config import LaneConfig, RunConfig
 from satbench.errors import RunDirError, UserError
 from satbench.resume import check_same_config
-from tests.faults.common import FAKE_BIN, one_error_line
+from tests.faults.common import FAKE_BIN, native_bundle, one_error_line
 
 FIFO_WAIT_S = 120.0  # a reader that blocks on a pipe is unblocked (and the test fails) after this
 NAME_TOO_LONG = "x" * 300  # one path component past NAME_MAX (255)
@@ -36,15 +36,7 @@ def _no_traceback(monkeypatch):
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
-    from satbench.models.synthetic import write_synthetic_gguf
-
-    base = tmp_path_factory.mktemp("hostile")
-    model = base / "tiny.gguf"
-    write_synthetic_gguf(model, "llama", "tiny", 1)
-    run = base / "run"
-    assert main(["sweep", "--server-bin", FAKE_BIN, "--model", str(model), "--concurrency", "2",
-                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "64",
-                 "--output-tokens", "4", "-o", str(run)]) == 0
+    run = native_bundle(tmp_path_factory.mktemp("hostile"))
     return run
 
 
@@ -99,11 +91,13 @@ def _interrupted(run: Path) -> None:
     (run / "run.json").write_text(json.dumps(m))
 
 
-@pytest.mark.parametrize("name", ["run.json", "events.jsonl"])
-@pytest.mark.parametrize(("command", "codes"), COMMANDS + [("sweep --resume", (5,))])
+PIPES = [(name, command, codes) for name in ("run.json", "events.jsonl")
+         for command, codes in COMMANDS + [("sweep --resume", (5,))]
+         if not (command == "recommend" and name == "events.jsonl")]  # recommend reads results.json only
+
+
+@pytest.mark.parametrize(("name", "command", "codes"), PIPES)
 def test_a_named_pipe_is_refused_without_blocking(run, capsys, name, command, codes):
-    if command == "recommend" and name == "events.jsonl":
-        pytest.skip("recommend reads results.json, not the raw records")
     if command == "sweep --resume":
         _interrupted(run)
     (run / name).unlink()

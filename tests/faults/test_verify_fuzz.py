@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from satbench.cli import main
 from satbench.report.integrity import MAX_PROBLEMS_LISTED, SUMS_FILE, parse_sums, verify
-from tests.faults.common import FAKE_BIN
+from tests.faults.common import native_bundle
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                          HealthCheck.too_slow])
@@ -33,15 +33,7 @@ json_values = st.recursive(
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
-    from satbench.models.synthetic import write_synthetic_gguf
-
-    base = tmp_path_factory.mktemp("fuzz")
-    model = base / "tiny.gguf"
-    write_synthetic_gguf(model, "llama", "tiny", 1)
-    run = base / "run"
-    assert main(["sweep", "--server-bin", FAKE_BIN, "--model", str(model), "--concurrency", "2",
-                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "64",
-                 "--output-tokens", "4", "-o", str(run)]) == 0
+    run = native_bundle(tmp_path_factory.mktemp("fuzz"))
     assert verify(run).ok
     return run
 

@@ -180,6 +180,20 @@ class _Header:
         self.fh.seek(pos)
 
 
+def key_count(h: _Header) -> int:
+    """Read a GGUF file's preamble (magic, version, tensor count) from `h`, leaving it at the first
+    key; the number of keys. ValueError when it is not GGUF v2 or v3; `h.order` follows the file."""
+    if h.take(4) != GGUF_MAGIC:
+        raise ValueError("GGUF magic invalid")
+    version = h.unpack("I")
+    if version & 0xFFFF == 0:  # a big-endian file: its version reads byte-swapped
+        h.order, version = ">", int.from_bytes(version.to_bytes(4, "little"), "big")
+    if version not in (2, 3):  # v1 laid its counts out otherwise
+        raise ValueError(f"GGUF version {version} is not supported (2 or 3)")
+    h.unpack("Q")  # tensor count
+    return h.unpack("Q")
+
+
 def read_gguf_keys(path: Path, keys: frozenset[str], stop_after: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The scalar and string values of `keys` in a GGUF file's key-value section, read without
     decoding its arrays (a 262,144-token vocabulary is skipped, not parsed). Stops at the end of
@@ -188,17 +202,9 @@ def read_gguf_keys(path: Path, keys: frozenset[str], stop_after: frozenset[str] 
     try:
         with open(path, "rb") as fh:
             h = _Header(fh, os.fstat(fh.fileno()).st_size)
-            if h.take(4) != GGUF_MAGIC:
-                raise ValueError("GGUF magic invalid")
-            version = h.unpack("I")
-            if version & 0xFFFF == 0:  # a big-endian file: its version reads byte-swapped
-                h.order, version = ">", int.from_bytes(version.to_bytes(4, "little"), "big")
-            if version not in (2, 3):  # v1 laid its counts out otherwise
-                raise ValueError(f"GGUF version {version} is not supported (2 or 3)")
-            h.unpack("Q")  # tensor count
             out: dict[str, Any] = {}
             seen: set[str] = set()
-            for _ in range(h.unpack("Q")):
+            for _ in range(key_count(h)):
                 key, vtype = h.string(), h.unpack("I")
                 seen.add(key)
                 if key in keys and vtype in _GGUF_SCALARS:

@@ -17,12 +17,13 @@ characters (a run's random nonce) are matched by any of them: the bound holds fo
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from satbench.errors import ModelError
-from satbench.models.files import GGUF_MAGIC, _GGUF_ARRAY, _GGUF_SCALARS, _GGUF_STRING, _Header
+from satbench.models.files import _GGUF_ARRAY, _GGUF_SCALARS, _GGUF_STRING, _Header, key_count
 
 SPM_SPACE = "\u2581"
 GPT2_SPACE = "\u0120"
@@ -49,17 +50,9 @@ def read_vocabulary(path: Path) -> Vocabulary | None:
     try:
         with open(path, "rb") as fh:
             h = _Header(fh, os.fstat(fh.fileno()).st_size)
-            if h.take(4) != GGUF_MAGIC:
-                raise ValueError("GGUF magic invalid")
-            version = h.unpack("I")
-            if version & 0xFFFF == 0:
-                h.order, version = ">", int.from_bytes(version.to_bytes(4, "little"), "big")
-            if version not in (2, 3):
-                raise ValueError(f"GGUF version {version} is not supported (2 or 3)")
-            h.unpack("Q")
             found: dict[str, object] = {}
             pieces: set[str] | None = None
-            for _ in range(h.unpack("Q")):
+            for _ in range(key_count(h)):
                 key, vtype = h.string(), h.unpack("I")
                 if key in _KEYS and vtype == _GGUF_STRING:
                     found[key] = h.string()
@@ -71,7 +64,7 @@ def read_vocabulary(path: Path) -> Vocabulary | None:
                     h.skip_value(vtype)
                 if pieces is not None and all(k in found for k in _KEYS):
                     break
-    except (OSError, ValueError, EOFError) as exc:
+    except (OSError, ValueError, EOFError, struct.error) as exc:
         raise ModelError(f"cannot read the vocabulary of GGUF {path} ({exc})") from exc
     model = found.get("tokenizer.ggml.model")
     if pieces is None or not isinstance(model, str):
