@@ -339,8 +339,8 @@ def first_error(exc: ValidationError) -> str:
 
 
 def read_manifest(run_dir: Path) -> RunManifest:
-    """run.json, its config checked as recorded (RECORDED: the type rules, not today's caps on new
-    input, so a run an earlier satbench measured stays readable). RunDirError (one line, naming the
+    """run.json, its config checked by the type rules alone (RECORDED), not by the caps on new
+    input. RunDirError (one line, naming the
     first failing field) when it is missing, not a regular file, larger than MAX_MANIFEST_BYTES,
     unreadable or invalid."""
     from satbench.rundir import read_regular_file

@@ -76,12 +76,10 @@ def test_an_endless_props_is_refused_by_the_urllib_reader_with_bounded_bytes():
 
 def test_a_trickle_is_cut_at_the_whole_reads_deadline_not_only_the_socket_timeout():
     with FaultServer({"/props": Trickle(interval_s=0.05)}) as srv:
-        t0 = time.monotonic()
         with pytest.raises(AnswerTimeoutError) as exc:
             get_bytes(srv.base_url + "/props", {}, None, 1.0, limit_bytes=limits.MAX_PROPS_BYTES)
-        took = time.monotonic() - t0
+    # each byte came within the socket timeout: only the whole read's deadline can have ended it
     assert str(exc.value) == f"{srv.base_url}/props: no answer within 1 s"
-    assert took < 10  # each byte came within the socket timeout: only the deadline ends it
 
 
 def test_a_silent_props_names_the_endpoint_and_the_deadline():
@@ -133,10 +131,8 @@ def test_an_endless_props_stops_the_probe_with_one_line_and_bounded_bytes():
 @pytest.mark.parametrize("fault", [Silent(), Trickle(interval_s=0.05)], ids=["silent", "trickle"])
 def test_a_props_that_never_answers_whole_names_the_endpoint_and_the_deadline(fault):
     with FaultServer({"/props": fault}) as srv:
-        t0 = time.monotonic()
         with pytest.raises(RuntimeStartError) as exc:
             asyncio.run(probe(srv.base_url, deadline_s=1.0))
-        assert time.monotonic() - t0 < 10
     assert str(exc.value) == f"{srv.base_url}/props: no answer within 1 s"  # never an empty "TimeoutError: "
 
 

@@ -189,14 +189,11 @@ def test_a_server_sigstopped_mid_level_fails_it_within_the_bound(fake_server, tm
     try:
         with pytest.raises(ServerGoneError) as info:
             sweep.run()
-        ended = time.monotonic()
     finally:
         watcher.join(5)
         os.kill(fake.proc.pid, signal.SIGCONT)
     assert "at" in stopped, "the fake was never stopped: the test proves nothing"
-    took = ended - stopped["at"]
-    # the bound (1 s) plus its looks and the session's stop, far below one read timeout (60 s)
-    assert took < 20, f"{took:.1f} s from SIGSTOP to the end of the run"
+    # the watchdog's reason, not a read timeout's (60 s): how long it took is benchmarks/liveness_bound.py's
     why = f"nothing arrived on any of {n} stream{'s' if n > 1 else ''} and /slots was silent for 1 s"
     assert f"level {n} (repetition 1) failed: the server stopped answering: {why}" in str(info.value)
     run_dir = sweep.run_dir
@@ -259,13 +256,10 @@ def test_a_wedged_decode_loop_is_failed_though_health_answers(fake_server, tmp_p
     from llama-server's HTTP threads, not its task queue): declared failed within the bound."""
     sweep = _sweep(fake_server(n_slots=2, decode_iteration_ms=5.0, hang_from_completion=1,
                                slots_delay_s=3600.0).base_url, tmp_path, [2], 4, 4, bound_s=BOUND_S)
-    t0 = time.monotonic()
     with pytest.raises(ServerGoneError) as info:
         sweep.run()
-    took = time.monotonic() - t0
     assert "the server stopped answering: nothing arrived on any of 2 streams and /slots was silent for 1 s" \
         in str(info.value)
-    assert took < 60, f"{took:.1f} s: past the requests' read timeout, the watchdog did not fire"
     cut = [e for e in requests(sweep.run_dir) if not e.ok]
     assert len(cut) == 2 and {e.error.type for e in cut} == {SERVER_UNRESPONSIVE}
 
@@ -328,12 +322,10 @@ def test_a_fairness_check_whose_server_is_sigstopped_fails_within_the_bound(fake
     try:
         with pytest.raises(ServerGoneError) as info:
             sweep.run()
-        took = time.monotonic() - stopped.get("at", time.monotonic())
     finally:
         thread.join(5)
         os.kill(fake.proc.pid, signal.SIGCONT)
     assert "at" in stopped, "the fake was never stopped: the test proves nothing"
-    assert took < 20, f"{took:.1f} s from SIGSTOP to the end of the run"
     assert "fairness S1" in str(info.value) and "the server stopped answering: nothing arrived on any of" \
         in str(info.value)
     cut = [e for e in requests(run_dir) if e.check == "S1" and not e.ok]
