@@ -80,7 +80,7 @@ def _check_stat(path: Path, st: os.stat_result, fix: str | None = None) -> None:
                      "replace it with a copy of your own")
 
 
-def _open_readable(path: Path, follow_links: bool, error: type[SatbenchError] = RunDirError) -> int:
+def open_readable(path: Path, follow_links: bool, error: type[SatbenchError] = RunDirError) -> int:
     """A read-only descriptor of the regular file `path`: O_NOFOLLOW unless `follow_links` (a file of a
     run directory holds to RUN_FILE_RULE; one the user names, to READ_RULE), and O_NONBLOCK so a named
     pipe or a device never blocks the open (fstat then refuses it). Reading needs no one-link or owner
@@ -112,7 +112,7 @@ def read_regular_file(path: Path, max_bytes: int, *, follow_links: bool = False,
     or a device is refused without blocking, and so is a file larger than `max_bytes`; every refusal,
     and every OSError, is one `error` line (RunDirError; UserError for a file the user names) naming
     the file."""
-    fd = _open_readable(path, follow_links, error)
+    fd = open_readable(path, follow_links, error)
     try:
         with os.fdopen(fd, "rb") as fh:
             data = fh.read(max_bytes + 1)
@@ -127,7 +127,7 @@ def iter_lines(path: Path, max_line_bytes: int) -> Iterator[tuple[int, bytes]]:
     """(line number, line with its newline, if it has one) of the regular file `path`, opened as
     read_regular_file opens it; a line longer than `max_line_bytes` is one RunDirError naming the
     file, the line and the limit (never read whole into memory)."""
-    fd = _open_readable(path, False)
+    fd = open_readable(path, False)
     try:
         with os.fdopen(fd, "rb") as fh:
             for lineno, line in enumerate(iter(lambda: fh.readline(max_line_bytes + 1), b""), 1):
@@ -141,7 +141,7 @@ def iter_lines(path: Path, max_line_bytes: int) -> Iterator[tuple[int, bytes]]:
 
 def read_tail(path: Path, n_bytes: int) -> tuple[int, bytes]:
     """(size of the regular file `path`, its last `n_bytes` at most), opened as read_regular_file opens it."""
-    fd = _open_readable(path, False)
+    fd = open_readable(path, False)
     try:
         size = os.fstat(fd).st_size
         return size, os.pread(fd, n_bytes, max(0, size - n_bytes))

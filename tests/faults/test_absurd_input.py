@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
 import pytest
@@ -35,16 +34,6 @@ def _lane_file(tmp_path: Path, body: str | bytes) -> str:
     path = tmp_path / "lanes.toml"
     path.write_bytes(body if isinstance(body, bytes) else body.encode())
     return str(path)
-
-
-@pytest.fixture
-def marker_bin(tmp_path: Path) -> tuple[str, Path]:
-    """A server_bin that leaves a file behind whenever it is run: it must never be."""
-    marker = tmp_path / "started"
-    script = tmp_path / "llama-server"
-    script.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return str(script), marker
 
 
 @pytest.mark.parametrize("flags, needle", [

@@ -3,7 +3,6 @@ in one line before anything starts (no server, no run directory)."""
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
 import pytest
@@ -19,16 +18,6 @@ from satbench.workload import (MAX_CHECK_PLANNED, MAX_CHECK_STREAMS, _check_byte
 from tests.faults.common import one_error_line
 
 HEAD = '[[lanes]]\nname = "a"\nconcurrency = [1, 2]\n[lanes.server]\nparallel = 2\n'
-
-
-@pytest.fixture
-def marker_bin(tmp_path: Path) -> tuple[str, Path]:
-    """A server_bin that leaves a file behind whenever it is run: it must never be."""
-    marker = tmp_path / "started"
-    script = tmp_path / "llama-server"
-    script.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return str(script), marker
 
 
 SWEEP, FAIRNESS = ["sweep", "--with-fairness"], ["fairness"]  # fairness runs the checks only (fairness_only)

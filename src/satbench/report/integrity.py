@@ -39,7 +39,6 @@ import csv
 import hashlib
 import os
 import shlex
-import stat
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -49,7 +48,7 @@ from satbench.config import Strict
 from satbench.errors import RunDirError, SatbenchError
 from satbench.manifest import write_text_atomic
 from satbench.models.files import sha256_file  # called with cache=None: a bundle is always read
-from satbench.rundir import read_regular_file, require_dir
+from satbench.rundir import open_readable, read_regular_file, require_dir
 
 SUMS_FILE = "SHA256SUMS"
 # written by analyze / recommend / report; everything else in a run directory is raw
@@ -125,20 +124,15 @@ def stale_sums_note(run_dir: Path, rewritten: list[str]) -> str | None:
 
 def sums_bytes(run_dir: Path) -> bytes:
     """The bytes of the run directory's own SHA256SUMS (a regular file, not a link; up to
-    MAX_SUMS_BYTES + 1 of them); RunDirError when there is none or it cannot be read."""
+    MAX_SUMS_BYTES + 1 of them, so that parse_sums can call a longer one what it is); RunDirError
+    when there is none or it cannot be read."""
     path = run_dir / SUMS_FILE
-    hint = f"write it with `satbench report {shlex.quote(str(run_dir))}`"
+    if not os.path.lexists(path):
+        raise RunDirError(f"{run_dir} has no {SUMS_FILE}; write it with "
+                          f"`satbench report {shlex.quote(str(run_dir))}`")
+    fd = open_readable(path, follow_links=False)
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise RunDirError(f"{run_dir} has no {SUMS_FILE}; {hint}") from None
-    except OSError as exc:
-        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    if not stat.S_ISREG(st.st_mode):
-        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
-        raise RunDirError(f"{path} is {what}; a bundle's {SUMS_FILE} is a file of its own ({hint})")
-    try:
-        with open(path, "rb") as fh:
+        with os.fdopen(fd, "rb") as fh:
             return fh.read(MAX_SUMS_BYTES + 1)
     except OSError as exc:
         raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from exc
