@@ -113,3 +113,24 @@ def test_every_commands_help_is_unchanged(command, monkeypatch):
         main(command + ["--help"])
     assert exit_.value.code == 0
     _golden(f"help/{'-'.join(command) or 'satbench'}.txt", out.getvalue())
+
+
+USER_ERRORS = [["analyze", "MISSING"], ["recommend", "MISSING"], ["report", "MISSING"], ["verify", "MISSING"],
+               ["compare", "MISSING", "MISSING"], ["schema", "nope"], ["sweep", "--concurrency", "0"],
+               ["sweep", "--lanes", "MISSING.toml"], ["capability", "--recommendations", "MISSING"],
+               ["models", "make", "--arch", "nope", "-o", "x.gguf"], ["fairness", "--checks", "Q9"]]
+
+
+def test_the_exit_codes_and_first_lines_of_user_errors_are_unchanged(tmp_path, monkeypatch, capsys):
+    """A user error: one line on stderr and the same exit status as before the rebuild."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "100")
+    seen = []
+    for argv in USER_ERRORS:
+        try:
+            code = main(argv)
+        except SystemExit as exit_:
+            code = exit_.code
+        err = capsys.readouterr().err.strip().splitlines()
+        seen.append(f"{' '.join(argv)} -> {code}: {err[-1] if err else ''}")
+    _golden("user-errors.txt", "\n".join(seen).replace(str(tmp_path), "TMP") + "\n")
