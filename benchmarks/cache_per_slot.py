@@ -28,12 +28,12 @@ try:
 except ImportError:
     sys.path.insert(0, str(ROOT / "src"))
 
-from satbench.config import ServerParams  # noqa: E402
+from satbench.config.schema import ServerParams  # noqa: E402
 from satbench.errors import SatbenchError  # noqa: E402
 from satbench.models.builtin import resolve_builtin  # noqa: E402
 from satbench.models.resolve import resolve_synthetic  # noqa: E402
-from satbench.runtimes.embedded import EmbeddedRuntime  # noqa: E402
-from satbench.runtimes.memlog import LOG_VERBOSITY, startup_buffers  # noqa: E402
+from satbench.server.embedded import EmbeddedRuntime  # noqa: E402
+from satbench.server.memlog import LOG_VERBOSITY, startup_buffers  # noqa: E402
 
 SLOTS = 2
 

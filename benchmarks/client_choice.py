@@ -108,8 +108,8 @@ async def one_httpx(client: httpx.AsyncClient, url: str, body: dict, tr: Trace, 
 
 
 async def one_satbench(client, body: dict, tr: Trace) -> None:
-    """satbench's own transport (src/satbench/transport.py), through its real StreamClient."""
-    from satbench.client import CompletionRequest
+    """satbench's own transport (src/satbench/http/transport.py), through its real StreamClient."""
+    from satbench.http.client import CompletionRequest
 
     req = CompletionRequest(request_id=tr.rid, prompt=body["prompt"], prompt_tokens=len(body["prompt"]),
                             max_tokens=body["n_predict"])
@@ -126,7 +126,7 @@ async def closed_loop(client_name: str, mode: str, base_url: str, n: int, durati
     stop_at = time.monotonic() + duration_s
     url = base_url + "/completion"
     if client_name == "satbench":
-        from satbench.client import StreamClient
+        from satbench.http.client import StreamClient
 
         session = StreamClient(base_url)
         one = lambda tr: one_satbench(session, body, tr)  # noqa: E731

@@ -37,9 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "fakes" / "fake_llama_server.py"
 
-from satbench.client import CompletionRequest, StreamClient  # noqa: E402
-from satbench.events import JsonlWriter, RequestEvent, read_events  # noqa: E402
-from satbench.loadgen import LevelPlan, run_level  # noqa: E402
+from satbench.http.client import CompletionRequest, StreamClient  # noqa: E402
+from satbench.records.events import JsonlWriter, RequestEvent, read_events  # noqa: E402
+from satbench.load.loadgen import LevelPlan, run_level  # noqa: E402
 from satbench.metrics.latency import first_token_ns  # noqa: E402
 from satbench.metrics.throughput import output_tok_per_s  # noqa: E402
 from satbench.metrics.window import steady_window  # noqa: E402

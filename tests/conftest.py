@@ -69,7 +69,7 @@ def fake_server(tmp_path):
 
 def url_lane_config(url: str, levels, requests=12, reps=2, prompt=32, output=16, slo=None):
     """A one-lane run against a server at `url` (the fake), as the sweep tests use it."""
-    from satbench.config import LaneConfig, RunConfig, RuntimeConfig, WorkloadConfig
+    from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig, WorkloadConfig
 
     return RunConfig(lanes=[LaneConfig(levels=levels, requests_per_level=requests, repetitions=reps,
                                        workload=WorkloadConfig(prompt_tokens=prompt, output_tokens=output),
@@ -78,7 +78,7 @@ def url_lane_config(url: str, levels, requests=12, reps=2, prompt=32, output=16,
 
 def sweep_fake(tmp: Path, script: dict, levels, **lane):
     """Start the fake with `script`, sweep it into tmp/run, stop it: (results, run dir, fake's schedule)."""
-    from satbench.sweep import Sweep
+    from satbench.run.sweep import Sweep
 
     fake = FakeProcess(tmp, script)
     run_dir = tmp / "run"

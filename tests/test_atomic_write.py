@@ -8,7 +8,7 @@ import os
 import pytest
 
 from satbench.errors import RunDirError
-from satbench.manifest import write_text_atomic
+from satbench.records.manifest import write_text_atomic
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):

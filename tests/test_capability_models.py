@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 
 
 def sweep_and_capability(fake_server, tmp_path, capsys, build_info: str, *extra) -> str:
@@ -27,7 +27,7 @@ def test_a_url_lane_measured_on_the_same_server_is_advertised(fake_server, tmp_p
 
 
 def test_a_url_lane_whose_server_now_reports_another_build_is_refused(fake_server, tmp_path, capsys, monkeypatch):
-    from satbench import capability
+    from satbench.capability import report as capability
 
     real = capability.remote_props
 
@@ -41,9 +41,9 @@ def test_a_url_lane_whose_server_now_reports_another_build_is_refused(fake_serve
 
 @pytest.mark.parametrize("synthetic", [True, False, None])
 def test_the_litellm_fragment_says_when_the_weights_were_synthetic(synthetic):
-    from satbench.capability import CapabilityReport, LaneCapability, render_litellm
-    from satbench.config import LaneConfig, RunConfig, RuntimeConfig
-    from satbench.manifest import HostInfo
+    from satbench.capability.report import CapabilityReport, LaneCapability, render_litellm
+    from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
+    from satbench.records.manifest import HostInfo
 
     host = HostInfo(cpu_model="AMD EPYC", cores_logical=2, cores_physical=2, ram_bytes=2**34, os="Linux", python="3.11")
     lane = LaneCapability(lane="default", status="measured", model_path="/m/tiny.gguf", model_sha256="a" * 64,

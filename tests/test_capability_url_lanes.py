@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 
 
 def sweep(fake, tmp_path, capsys):
@@ -82,7 +82,7 @@ def this_machines_address(monkeypatch) -> str:
     """A non-loopback IPv4 address this machine's interfaces hold (psutil's list, as served_here reads
     it); on a machine with none, a documentation address added to that list, so the rule is still
     exercised rather than skipped."""
-    from satbench.runtimes import remote
+    from satbench.server import remote
 
     real = sorted(a for a in remote.interface_addresses() if ":" not in a and not a.startswith("127."))
     if real:
@@ -92,7 +92,7 @@ def this_machines_address(monkeypatch) -> str:
 
 
 def test_a_url_naming_this_machine_is_served_here_and_another_is_not(monkeypatch):
-    from satbench.runtimes.remote import served_here
+    from satbench.server.remote import served_here
 
     assert served_here(f"http://{this_machines_address(monkeypatch)}:8080")
     assert served_here("http://127.0.0.1:1") and served_here("http://localhost:1")
@@ -123,8 +123,8 @@ def test_a_lane_measured_from_another_machine_is_refused_even_on_the_node_that_s
 def test_a_recommendation_with_an_slo_derived_before_1_7_is_not_advertised():
     """Before 1.7 a p95 too few samples could bound met its SLO target by its largest sample: a lane
     with an SLO from such a file may be advertised above what its SLO allows."""
-    from satbench.capability import slo_derived_too_early
-    from satbench.config import SloConfig
+    from satbench.capability.report import slo_derived_too_early
+    from satbench.config.schema import SloConfig
     from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile
 
     with_slo = LaneRecommendation.model_construct(slo=SloConfig(p95_ttft_ms=500, p95_tpot_ms=50))
@@ -138,7 +138,7 @@ def test_a_recommendation_with_an_slo_derived_before_1_7_is_not_advertised():
 def test_served_here_asks_the_interfaces_not_a_test_bind(monkeypatch):
     """A host that allows non-local binds (a VIP host: ip_nonlocal_bind=1) binds any address, so a
     test bind called every server 'here'; the interfaces' own addresses decide."""
-    from satbench.runtimes import remote
+    from satbench.server import remote
 
     assert not remote.served_here("http://192.0.2.7:8080")
     monkeypatch.setattr(remote, "interface_addresses", lambda: {"192.0.2.7"})
@@ -163,7 +163,7 @@ def test_capability_refuses_an_slo_lane_from_a_1_6_file_after_its_other_checks(f
 def test_addresses_that_reach_this_machine_are_served_here(host):
     """llama-server prints 'listening on http://0.0.0.0:PORT'; that, '::' and IPv4-mapped loopback all
     connect here, though no interface lists them."""
-    from satbench.runtimes.remote import served_here
+    from satbench.server.remote import served_here
 
     assert served_here(f"http://{host}:8080")
     assert not served_here("http://[::ffff:192.0.2.7]:8080")

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from satbench.cli import main
-from satbench.cli_args import build_parser, lane_config
+from satbench.cli.main import main
+from satbench.cli.args import build_parser, lane_config
 
 
 def cfg_of(*argv):
@@ -94,7 +94,7 @@ def test_a_refused_model_or_url_leaves_no_run_directory_behind(tmp_path, capsys,
 
 
 def test_resume_of_a_run_that_stopped_before_its_first_request_is_not_told_events_are_missing(tmp_path):
-    from satbench.resume import last_stamp_ns
+    from satbench.run.resume import last_stamp_ns
 
     assert last_stamp_ns(tmp_path) == 0
 
@@ -124,7 +124,7 @@ def test_lanes_and_single_lane_flags_do_not_mix(tmp_path, capsys):
 
 
 def test_an_unexpected_exception_is_one_line_and_exit_1(monkeypatch, capsys) -> None:
-    import satbench.cli as cli
+    import satbench.cli.main as cli
 
     def boom(a):
         raise ZeroDivisionError("a\nbug")
@@ -140,7 +140,7 @@ def test_an_unexpected_exception_is_one_line_and_exit_1(monkeypatch, capsys) -> 
 
 
 def test_an_os_error_no_reader_caught_is_one_line_naming_the_path(monkeypatch, capsys) -> None:
-    import satbench.cli as cli
+    import satbench.cli.main as cli
 
     def refuse(a):
         raise OSError(36, "File name too long", "x" * 300)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from satbench.client import CompletionRequest, StreamClient
+from satbench.http.client import CompletionRequest, StreamClient
 from tests.fakes.fake_llama_server import FakeLlamaServer
 from tests.fakes.fake_scheduler import FakeScript
 from tests.fakes.raw_server import RawServer
@@ -117,7 +117,7 @@ async def test_tokens_held_back_by_llamacpp_are_counted_from_tokens_predicted():
 
 
 def test_the_usage_total_is_spread_over_the_chunks():
-    from satbench.client import spread_over_chunks
+    from satbench.http.client import spread_over_chunks
 
     chunks = [(10, 1), (20, 1), (30, 1), (40, 1), (50, 1)]
     assert spread_over_chunks(chunks, 5) == chunks

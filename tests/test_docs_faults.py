@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from satbench import config, lanefile, limits, liveness
+from satbench.config import lanefile, limits
+from satbench.config import schema as config
+from satbench.load import liveness
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "faults.md"
 SECTIONS = {"What a server may send": (limits, liveness), "What a user may give": (config, lanefile)}

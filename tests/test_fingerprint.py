@@ -1,7 +1,7 @@
 """The hardware fingerprint: stable for the same machine, different for another one."""
 
-from satbench.hardware import describe_host
-from satbench.manifest import GpuInfo, HostInfo
+from satbench.host.hardware import describe_host
+from satbench.records.manifest import GpuInfo, HostInfo
 
 
 def host(**kw):
@@ -31,7 +31,7 @@ def test_a_kernel_that_reserves_a_little_more_memory_or_a_kernel_update_is_the_s
 def test_usable_cores_and_the_cpu_generation_count():
     """Two cores of a 64-core host (taskset, or a container's --cpus) are not that host; a VM
     that shows a bare "AMD EPYC" is told apart from another EPYC generation by its signature."""
-    from satbench.hardware import usable_cores
+    from satbench.host.hardware import usable_cores
 
     assert host(cores_usable=2).fingerprint() != host(cores_usable=1).fingerprint()
     assert usable_cores(64, affinity={0, 1}) == 2
@@ -44,7 +44,7 @@ def test_usable_cores_and_the_cpu_generation_count():
 def test_usable_cores_follow_this_process_affinity():
     import os
 
-    from satbench.hardware import describe_host as describe
+    from satbench.host.hardware import describe_host as describe
 
     full = os.sched_getaffinity(0)
     try:

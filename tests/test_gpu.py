@@ -5,9 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from satbench.events import ProcessSample
-from satbench.gpu import NvmlGpus, open_nvml
-from satbench.hardware import describe_host
+from satbench.records.events import ProcessSample
+from satbench.host.gpu import NvmlGpus, open_nvml
+from satbench.host.hardware import describe_host
 from satbench.metrics.gpu import gpu_use
 from satbench.metrics.memory import peak_gpu_mem_bytes
 
@@ -103,10 +103,10 @@ def test_level_gpu_figures_are_means_inside_the_steady_windows():
 def test_a_sweep_with_a_gpu_carries_nvml_figures_into_results_and_the_report(tmp_path, monkeypatch):
     """The whole path with a fake NVML: sampler → server_samples.jsonl → results.json per level →
     EVIDENCE.md's GPU table; provenance names the GPU, driver and CUDA."""
-    import satbench.sweep
+    import satbench.run.sweep
     from tests.conftest import sweep_fake
 
-    monkeypatch.setattr(satbench.sweep, "open_nvml", lambda: NvmlGpus(FakeNvml(util=(35, 0), clock=(1980, 300))))
+    monkeypatch.setattr(satbench.run.sweep, "open_nvml", lambda: NvmlGpus(FakeNvml(util=(35, 0), clock=(1980, 300))))
     results, run_dir, _ = sweep_fake(tmp_path, dict(n_slots=2, decode_iteration_ms=4.0), [1, 2], requests=8,
                                      reps=1, prompt=16, output=8)
     assert [g.name for g in results.provenance.host.gpus] == ["NVIDIA H200"] * 2

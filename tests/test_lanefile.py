@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from satbench.errors import UserError
-from satbench.lanefile import key_lines, load_lane_file
+from satbench.config.lanefile import key_lines, load_lane_file
 
 GOOD = """\
 together = true
@@ -107,6 +107,6 @@ def test_a_key_of_another_runtime_is_refused_not_ignored(tmp_path, lane, needle)
 def test_a_run_recorded_with_an_unused_url_key_still_loads():
     """Runs recorded before the lane-file check carry kind 'embedded' with the unused url: their
     run.json must still load (analyze, report, verify), so the check lives in the lane file only."""
-    from satbench.config import RuntimeConfig
+    from satbench.config.schema import RuntimeConfig
     rc = RuntimeConfig.model_validate({"kind": "embedded", "model": "m.gguf", "url": "http://127.0.0.1:8080"})
     assert rc.kind == "embedded"

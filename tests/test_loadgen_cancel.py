@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from satbench.client import CompletionRequest, StreamClient
-from satbench.events import CANCELLED, LevelMark, RequestEvent
-from satbench.loadgen import LevelPlan, run_level
+from satbench.http.client import CompletionRequest, StreamClient
+from satbench.records.events import CANCELLED, LevelMark, RequestEvent
+from satbench.load.loadgen import LevelPlan, run_level
 from tests.builders import ListSink
 from tests.fakes.fake_llama_server import FakeLlamaServer, FakeScript
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 from satbench.errors import RuntimeStartError, UserError
-from satbench.manifest import read_manifest
+from satbench.records.manifest import read_manifest
 from satbench.models.synthetic import write_synthetic_gguf
 
 BIN = str(Path(__file__).resolve().parent / "fakes" / "fake_llama_server_bin.py")
@@ -68,7 +68,7 @@ def test_an_unreachable_url_leaves_no_run_directory(tmp_path, capsys):
 def test_a_url_with_a_path_is_refused_with_its_root(tmp_path, capsys):
     code, err = _refused(["sweep", "--url", "http://127.0.0.1:8080/v1"], tmp_path / "run", capsys)
     assert code == 2 and "give the server's root URL (http://127.0.0.1:8080)" in err
-    from satbench.runtimes.remote import split_credentials
+    from satbench.server.remote import split_credentials
 
     assert split_credentials("http://127.0.0.1:8080/") == ("http://127.0.0.1:8080", None)
     with pytest.raises(UserError, match=r"root URL \(https://example.com/api\)"):
@@ -97,9 +97,9 @@ def test_a_lane_whose_binary_or_port_fails_at_start_is_that_lanes_failure(tmp_pa
                                                                           monkeypatch, fault):
     """Past the checks (the binary removed, the port taken meanwhile): lane b's failure is recorded,
     lane a stays measured and recommended, exit 4 (it used to abort the whole run, exit 2)."""
-    import satbench.cli
+    import satbench.cli.main
 
-    monkeypatch.setattr(satbench.cli, "_server_preflight", lambda cfg, lane_file: None, raising=False)
+    monkeypatch.setattr(satbench.cli.main, "_server_preflight", lambda cfg, lane_file: None, raising=False)
     noexec = tmp_path / "noexec.sh"
     noexec.write_text("#!/bin/sh\n")
     lanes = tmp_path / "lanes.toml"
@@ -120,9 +120,9 @@ def test_a_lane_whose_binary_or_port_fails_at_start_is_that_lanes_failure(tmp_pa
 
 
 def test_an_unrecognized_option_is_the_reason_and_an_empty_log_says_so(tmp_path):
-    from satbench.config import ServerParams
-    from satbench.runtimes.logscan import failure_reason
-    from satbench.runtimes.native import NativeRuntime
+    from satbench.config.schema import ServerParams
+    from satbench.server.logscan import failure_reason
+    from satbench.server.native import NativeRuntime
 
     log = "/bin/sleep: unrecognized option '--model'\nTry '/bin/sleep --help' for more information.\n"
     assert failure_reason(log) == "/bin/sleep: unrecognized option '--model'"

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from satbench.errors import ParseError
-from satbench.promparse import llamacpp_values, parse_prometheus
+from satbench.http.promparse import llamacpp_values, parse_prometheus
 
 REAL = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed
 # TYPE llamacpp:prompt_tokens_total counter
@@ -75,7 +75,7 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | s
 @settings(max_examples=400, deadline=None)
 @given(_JSON)
 def test_fuzz_slots_payload_only_parse_error_escapes(payload):
-    from satbench.sampler import parse_slots
+    from satbench.load.sampler import parse_slots
 
     try:
         n, busy, decoded = parse_slots(payload)

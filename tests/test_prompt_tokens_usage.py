@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from satbench.client import CompletionRequest, StreamClient
-from satbench.events import EVENTS_FILE, RequestEvent, read_events
-from satbench.loadgen import LevelPlan, run_level, to_event
+from satbench.http.client import CompletionRequest, StreamClient
+from satbench.records.events import EVENTS_FILE, RequestEvent, read_events
+from satbench.load.loadgen import LevelPlan, run_level, to_event
 from tests.builders import ListSink
 from tests.fakes.fake_llama_server import FakeLlamaServer, FakeScript
 from tests.fakes.raw_server import RawServer

@@ -14,10 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import aiohttp
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 from satbench.errors import RuntimeStartError, UserError
-from satbench.manifest import read_manifest
-from satbench.probe import probe_server
+from satbench.records.manifest import read_manifest
+from satbench.server.probe import probe_server
 from tests.fakes import fake_llama_server
 from tests.fakes.fake_llama_server import FakeLlamaServer, FakeScript
 
@@ -170,7 +170,7 @@ def test_a_model_the_server_does_not_list_is_one_line_before_anything_is_measure
 def test_served_model_belongs_to_a_url_lane_only(tmp_path, capsys):
     assert main(["sweep", "--served-model", "x", *TINY, "-o", str(tmp_path / "r")]) == 2
     assert "--served-model: only for a remote server; use with --url" in capsys.readouterr().err
-    from satbench.lanefile import load_lane_file
+    from satbench.config.lanefile import load_lane_file
 
     good = tmp_path / "good.toml"
     good.write_text('[[lanes]]\nname = "v"\nruntime = "url"\nurl = "http://127.0.0.1:1"\nserved_model = "model-B"\n')
@@ -189,7 +189,7 @@ def test_served_model_belongs_to_a_url_lane_only(tmp_path, capsys):
 
 
 def _provenance(alias: str | None, llamacpp: bool = False):
-    from satbench.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo
+    from satbench.records.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo
 
     rt = RuntimeInfo(kind="url", name="remote server", llamacpp=llamacpp, base_url="http://127.0.0.1:1",
                      model_alias=alias, build_info="b1-x" if llamacpp else None)
@@ -197,8 +197,8 @@ def _provenance(alias: str | None, llamacpp: bool = False):
 
 
 def test_a_resumed_non_llamacpp_lane_must_serve_the_same_model_id():
-    from satbench.manifest import ModelInfo
-    from satbench.server_checks import check_same_server
+    from satbench.records.manifest import ModelInfo
+    from satbench.server.checks import check_same_server
 
     stored, _ = _provenance("model-A")
     _, same = _provenance("model-A")
@@ -225,7 +225,7 @@ def test_resume_against_a_server_now_serving_another_model_is_refused(monkeypatc
     m = read_manifest(run)
     assert m.provenance.lanes["default"].runtime.model_alias == "model-A"
     # what an interrupted run looks like to --resume (the lane's unit not yet finished)
-    from satbench.manifest import write_manifest
+    from satbench.records.manifest import write_manifest
 
     write_manifest(run, m.model_copy(update={"status": "interrupted", "completed_units": []}))
     port = int(fake.base_url.rsplit(":", 1)[1])
@@ -253,9 +253,9 @@ def test_resume_against_a_server_now_serving_another_model_is_refused(monkeypatc
 
 
 def test_the_litellm_fragment_names_the_served_model_else_the_lane():
-    from satbench.capability import CapabilityReport, LaneCapability, render_litellm
-    from satbench.config import LaneConfig, RunConfig, RuntimeConfig
-    from satbench.manifest import HostInfo
+    from satbench.capability.report import CapabilityReport, LaneCapability, render_litellm
+    from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
+    from satbench.records.manifest import HostInfo
 
     host = HostInfo(cpu_model="AMD EPYC", cores_logical=2, cores_physical=2, ram_bytes=2**34, os="Linux", python="3.11")
     lanes = [LaneCapability(lane="chat", status="unmeasured", reason="r", model_path=None, model_sha256=None,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from satbench.cli import main
-from satbench.fairness.verdicts import Verdict
+from satbench.cli.main import main
+from satbench.analysis.verdicts import Verdict
 from satbench.metrics.interference import Ratio
 from satbench.metrics.level import Occupancy
 from satbench.metrics.stats import Estimate, distribution

@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from satbench.cli import main
-from satbench.events import LevelMark, RequestEvent, read_events
-from satbench.manifest import read_manifest, write_manifest
+from satbench.cli.main import main
+from satbench.records.events import LevelMark, RequestEvent, read_events
+from satbench.records.manifest import read_manifest, write_manifest
 from satbench.report.integrity import verify
-from satbench.resume import current_session_records, differences, repair_torn_tail
+from satbench.run.resume import current_session_records, differences, repair_torn_tail
 
 FLAGS = ["--concurrency", "1,2", "--requests-per-level", "40", "--repetitions", "2", "--prompt-tokens", "16",
          "--output-tokens", "16"]
@@ -27,7 +27,7 @@ def interrupted(fake_server, tmp_path):
     """A run stopped by Ctrl-C while its second unit (N=2, repetition 1) was running."""
     fake = fake_server(n_slots=2, decode_iteration_ms=5.0)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "satbench.cli", "sweep", "--url", fake.base_url, *FLAGS,
+    proc = subprocess.Popen([sys.executable, "-m", "satbench.cli.main", "sweep", "--url", fake.base_url, *FLAGS,
                              "-o", str(run_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -128,7 +128,7 @@ def test_a_run_still_being_measured_cannot_be_resumed_beside_it(interrupted, cap
     before it touches anything; once that process is gone the resume goes ahead."""
     fake, run_dir = interrupted
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from satbench.rundir import run_lock\n"
+        "import sys, time; from pathlib import Path; from satbench.records.rundir import run_lock\n"
         f"with run_lock(Path({str(run_dir)!r})):\n    print('held', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE)
     try:
@@ -174,8 +174,8 @@ def test_differences_name_each_leaf():
 
 
 def test_the_progress_total_counts_only_what_is_left():
-    from satbench.config import LaneConfig, RunConfig, RuntimeConfig
-    from satbench.sweep import total_requests
+    from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
+    from satbench.run.sweep import total_requests
 
     lane = LaneConfig(levels=[1, 2], requests_per_level=10, repetitions=2,
                       runtime=RuntimeConfig(kind="url", model=None, url="http://127.0.0.1:1"))

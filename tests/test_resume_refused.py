@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 from satbench.errors import UserError
-from satbench.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo, read_manifest, write_manifest
-from satbench.server_checks import check_same_server
+from satbench.records.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo, read_manifest, write_manifest
+from satbench.server.checks import check_same_server
 
 OLD_NAME = "remote server (given by --url)"  # what runs recorded before the rename
 TINY = ["--concurrency", "1,2", "--requests-per-level", "3", "--repetitions", "1", "--prompt-tokens", "16",
@@ -30,7 +30,7 @@ def _stored() -> LaneProvenance:
 
 
 def test_a_url_lanes_name_is_a_label_not_its_identity():
-    from satbench.runtimes.remote import UrlRuntime
+    from satbench.server.remote import UrlRuntime
 
     now = UrlRuntime("http://127.0.0.1:18731").name_and_version()[0]
     assert now != OLD_NAME  # the rename this guards against
@@ -69,7 +69,7 @@ def test_resume_of_a_run_recorded_under_the_old_name_goes_on(fake_server, monkey
     """A finished run rewritten to look like an interrupted one the old code made (old runtime name,
     first level done). A resume against a server of another shape is refused (exit 2) and leaves the
     run resumable; against the right one it finishes the run."""
-    monkeypatch.setattr("satbench.sweep.satbench_source", lambda: (None, []))  # the checkout may change meanwhile
+    monkeypatch.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))  # the checkout may change meanwhile
     fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
     run = tmp_path / "run"
     assert main(["sweep", "--url", fake.base_url, *TINY, "-o", str(run)]) == 0
@@ -108,10 +108,10 @@ def test_a_resume_that_lost_its_server_and_then_was_refused_is_failed_not_as_it_
                                                                                     tmp_path, capsys):
     """This session measured (a level whose server answered HTTP 500, recorded as a server failure)
     before the restarted server was refused: the run is not 'as it was', so it says failed."""
-    import satbench.sweep as sweep_module
+    import satbench.run.sweep as sweep_module
     from satbench.errors import UserError
 
-    monkeypatch.setattr("satbench.sweep.satbench_source", lambda: (None, []))
+    monkeypatch.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))
     fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
     run = tmp_path / "run"  # two repetitions: after N=2 fails, N=1's second one needs the server restarted
     assert main(["sweep", "--url", fake.base_url, *TINY[:4], "--repetitions", "2", *TINY[6:], "-o", str(run)]) == 0
@@ -141,7 +141,7 @@ def test_a_refused_resume_of_a_killed_run_keeps_it_unfinished_and_says_once_why(
     would read the refusal's time), and a second refusal replaces the first's reason, not stacks it."""
     from satbench.report.integrity import write_sums
 
-    monkeypatch.setattr("satbench.sweep.satbench_source", lambda: (None, []))
+    monkeypatch.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))
     fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
     run = tmp_path / "run"
     assert main(["sweep", "--url", fake.base_url, *TINY, "-o", str(run)]) == 0

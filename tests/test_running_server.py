@@ -14,15 +14,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import aiohttp
 import pytest
 
-import satbench.lane_session as lane_session
-from satbench import cli
-from satbench.cli import main
+import satbench.run.lane_session as lane_session
+from satbench.cli import main as cli
+from satbench.cli.main import main
 from satbench.errors import RuntimeStartError
-from satbench.manifest import ModelInfo, NetworkInfo, RuntimeInfo
-from satbench.probe import probe_server
+from satbench.records.manifest import ModelInfo, NetworkInfo, RuntimeInfo
+from satbench.server.probe import probe_server
 from satbench.report.document import render_markdown
 from satbench.report.evidence import evidence_blocks
-from satbench.runtimes.remote import UrlRuntime
+from satbench.server.remote import UrlRuntime
 from tests.conftest import url_lane_config
 from tests.report.test_compare import lane as make_lane
 from tests.report.test_compare import results as make_results
@@ -88,7 +88,7 @@ def test_the_probe_says_a_loading_server_is_loading_not_that_it_is_no_inference_
 def test_the_sweep_refuses_a_loading_server_in_one_line_before_the_run_directory(loading_server, tmp_path,
                                                                                   capsys, monkeypatch):
     url, _ = loading_server
-    monkeypatch.setattr("satbench.probe.LOADING_WAIT_S", 0.0)
+    monkeypatch.setattr("satbench.server.probe.LOADING_WAIT_S", 0.0)
     run = tmp_path / "r"
     code = main(["sweep", "--url", url, "--concurrency", "1", "--requests-per-level", "3", "--repetitions", "1",
                  "-o", str(run)])
@@ -100,7 +100,7 @@ def test_the_sweep_refuses_a_loading_server_in_one_line_before_the_run_directory
 
 
 def test_the_preflight_waits_for_a_model_that_finishes_loading(loading_server, capsys):
-    from satbench.probe import wait_while_loading
+    from satbench.server.probe import wait_while_loading
 
     url, handler = loading_server
     handler.loading_for = 2  # two 503s on /health, then 200

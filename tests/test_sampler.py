@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from satbench.events import MetricsSample, ProcessSample, SlotsSample, read_samples, JsonlWriter, SAMPLES_FILE
-from satbench.gpu import NvmlGpus
-from satbench.sampler import ServerSampler, parse_slots
+from satbench.records.events import MetricsSample, ProcessSample, SlotsSample, read_samples, JsonlWriter, SAMPLES_FILE
+from satbench.host.gpu import NvmlGpus
+from satbench.load.sampler import ServerSampler, parse_slots
 from satbench.errors import ParseError
 from tests.fakes.fake_llama_server import FakeLlamaServer
 from tests.fakes.fake_scheduler import FakeScript

@@ -13,10 +13,10 @@ import time
 import psutil
 import pytest
 
-from satbench.events import MetricsSample
-from satbench.gpu import NvmlGpus
+from satbench.records.events import MetricsSample
+from satbench.host.gpu import NvmlGpus
 from satbench.metrics.level import summarize_level
-from satbench.sampler import MAX_CONSECUTIVE_FAILURES, ServerSampler, process_tree_usage
+from satbench.load.sampler import MAX_CONSECUTIVE_FAILURES, ServerSampler, process_tree_usage
 from tests.builders import MS, ListSink, mark
 from tests.metrics.test_level import closed_loop_n1, ctx
 from tests.test_gpu import FakeNvml

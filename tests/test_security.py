@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from satbench.cli import main
-from satbench.config import LaneConfig, RuntimeConfig
-from satbench.events import RequestEvent, read_events
-from satbench.manifest import read_manifest
+from satbench.cli.main import main
+from satbench.config.schema import LaneConfig, RuntimeConfig
+from satbench.records.events import RequestEvent, read_events
+from satbench.records.manifest import read_manifest
 
 KEY = "sk-satbench-test-9f8e7d6c5b4a"
 TINY = ["--concurrency", "1", "--requests-per-level", "3", "--repetitions", "1", "--prompt-tokens", "16",
@@ -229,7 +229,7 @@ def test_missing_or_bad_files_are_user_errors(capsys, tmp_path, cert):
 
 def test_lane_file_keys_map_to_the_runtime_and_are_checked(tmp_path):
     from satbench.errors import UserError
-    from satbench.lanefile import load_lane_file
+    from satbench.config.lanefile import load_lane_file
 
     path = tmp_path / "lanes.toml"
     path.write_text('[[lanes]]\nname = "r"\nruntime = "url"\nurl = "https://10.0.0.5:8443"\n'
@@ -255,7 +255,7 @@ def test_run_json_holds_the_key_files_path_never_the_key():
 
 
 def test_capability_asks_props_with_the_lanes_key_and_tls_policy(fake_server, cert, tmp_path):
-    from satbench.capability import remote_identity
+    from satbench.capability.report import remote_identity
 
     fake = https_fake(fake_server, cert, api_key=KEY)
     (tmp_path / "k").write_text(KEY)
@@ -270,7 +270,7 @@ def test_capability_asks_props_with_the_lanes_key_and_tls_policy(fake_server, ce
     path, build, why = remote_identity(lane(ca_cert=str(cert[0]), api_key_file=str(tmp_path / "k")))
     assert path == "/models/fake-model-Q8_0.gguf" and build == "11549" and why is None
     # the reason reaches the capability report's refusal instead of a generic "cannot confirm the build"
-    from satbench.capability import check_lane, node_lane
+    from satbench.capability.report import check_lane, node_lane
 
     node = node_lane(lane())
     assert node.unreachable and check_lane(object(), node, "f", None, None).startswith(
@@ -282,8 +282,8 @@ def test_capability_asks_props_with_the_lanes_key_and_tls_policy(fake_server, ce
 
 
 def test_native_server_is_told_to_listen_on_loopback_only(tmp_path):
-    from satbench.config import ServerParams
-    from satbench.runtimes.native import NativeRuntime
+    from satbench.config.schema import ServerParams
+    from satbench.server.native import NativeRuntime
 
     binary = Path(__file__).parent / "fakes" / "fake_llama_server_bin.py"
     rt = NativeRuntime(str(binary), "/m.gguf", ServerParams(), 2, 1024, tmp_path / "server.log")
@@ -296,9 +296,9 @@ def test_native_server_is_told_to_listen_on_loopback_only(tmp_path):
 def test_embedded_server_listens_on_127_0_0_1_only(tmp_path):
     import psutil
 
-    from satbench.config import ServerParams
+    from satbench.config.schema import ServerParams
     from satbench.models.synthetic import write_synthetic_gguf
-    from satbench.runtimes.embedded import EmbeddedRuntime
+    from satbench.server.embedded import EmbeddedRuntime
 
     model = tmp_path / "tiny.gguf"
     write_synthetic_gguf(model, "llama", "tiny", 3)

@@ -3,7 +3,7 @@ slot count (warning, or refused with --strict) and a workload that cannot fit a 
 
 from __future__ import annotations
 
-from satbench.cli import main
+from satbench.cli.main import main
 
 TINY = ["--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "16", "--output-tokens", "4"]
 
@@ -44,8 +44,8 @@ def test_a_resumed_or_restarted_lane_must_run_the_same_llama_server_bytes():
     import pytest
 
     from satbench.errors import UserError
-    from satbench.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo
-    from satbench.server_checks import check_same_server
+    from satbench.records.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo
+    from satbench.server.checks import check_same_server
 
     def rt(digest):
         return RuntimeInfo(kind="native", name="llama-server binary (/opt/llama-server)", version="version: 0 (unknown)",
@@ -73,7 +73,7 @@ def test_a_ctx_size_too_small_for_a_slot_is_refused_before_a_server_or_run_direc
 
 
 def test_the_planned_fit_refuses_only_what_cannot_fit():
-    from satbench.server_checks import slot_ctx_at_most
+    from satbench.server.checks import slot_ctx_at_most
 
     assert slot_ctx_at_most(500, 3, False) == 256 and slot_ctx_at_most(1000, 3, False) == 512  # b11434 said so
     assert slot_ctx_at_most(512, 8, True) == 512  # unified: every slot may use the whole cache

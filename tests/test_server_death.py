@@ -6,9 +6,9 @@ import json
 import threading
 import time
 
-from satbench.cli import main
-from satbench.events import RequestEvent, read_events
-from satbench.manifest import read_manifest
+from satbench.cli.main import main
+from satbench.records.events import RequestEvent, read_events
+from satbench.records.manifest import read_manifest
 
 
 def test_server_killed_mid_level(fake_server, tmp_path, capsys):
@@ -52,7 +52,7 @@ def test_ctrl_c_leaves_a_valid_interrupted_run(fake_server, tmp_path):
 
     fake = fake_server(n_slots=2, decode_iteration_ms=5.0)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "satbench.cli", "sweep", "--url", fake.base_url,
+    proc = subprocess.Popen([sys.executable, "-m", "satbench.cli.main", "sweep", "--url", fake.base_url,
                              "--concurrency", "2", "--requests-per-level", "400", "--repetitions", "1",
                              "--prompt-tokens", "16", "--output-tokens", "16", "-o", str(run_dir)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from satbench.errors import ParseError
-from satbench.sse import SseSplitter, interpret_native, interpret_openai
+from satbench.http.sse import SseSplitter, interpret_native, interpret_openai
 
 
 def test_splitter_handles_arbitrary_chunk_boundaries_and_crlf():

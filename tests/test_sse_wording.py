@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from satbench.sse import SseSplitter
+from satbench.http.sse import SseSplitter
 
 EOLS = (b"\r\n", b"\n", b"\r")
 

@@ -6,11 +6,11 @@ import statistics
 
 import pytest
 
-from satbench.events import RequestEvent, read_events
+from satbench.records.events import RequestEvent, read_events
 from satbench.metrics.latency import first_token_ns
-from satbench.results import render_results, validate_results_text
-from satbench.analyze import analyze_run
-from satbench.sweep import Sweep
+from satbench.analysis.results import render_results, validate_results_text
+from satbench.analysis.analyze import analyze_run
+from satbench.run.sweep import Sweep
 from tests.conftest import sweep_fake, url_lane_config
 
 MS = 1e6
@@ -146,7 +146,7 @@ def test_generic_openai_server_gets_unavailable_not_zero(fake_server, tmp_path):
 
 
 def test_url_credentials_and_api_keys_never_reach_the_run_directory(fake_server, tmp_path, monkeypatch):
-    from satbench.cli import main
+    from satbench.cli.main import main
 
     fake = fake_server(n_slots=1, decode_iteration_ms=2.0)
     secret_url = fake.base_url.replace("http://", "http://user:hunter2-url-secret@")

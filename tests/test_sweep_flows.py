@@ -10,10 +10,10 @@ import signal
 
 import pytest
 
-from satbench.cli import main
-from satbench.events import LevelMark, RequestEvent, read_events
-from satbench.manifest import read_manifest, write_manifest
-from satbench.sweep import Sweep, total_requests
+from satbench.cli.main import main
+from satbench.records.events import LevelMark, RequestEvent, read_events
+from satbench.records.manifest import read_manifest, write_manifest
+from satbench.run.sweep import Sweep, total_requests
 from tests.conftest import url_lane_config
 
 
@@ -51,7 +51,7 @@ def _refine_cfg(url: str):
 
 def test_a_resume_after_an_interrupt_during_refine_reruns_the_levels_first_chosen(fake_server, tmp_path,
                                                                                   monkeypatch):
-    monkeypatch.setattr("satbench.sweep.satbench_source", lambda: (None, []))  # the checkout may change meanwhile
+    monkeypatch.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))  # the checkout may change meanwhile
     fake = fake_server(n_slots=2, decode_iteration_ms=4.0)
     cfg, run_dir = _refine_cfg(fake.base_url), tmp_path / "run"
     run_dir.mkdir()

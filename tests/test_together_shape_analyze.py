@@ -3,10 +3,10 @@ kept to that had lane a run its N=4 and its second repetition alone in the toget
 
 from __future__ import annotations
 
-from satbench.analyze import _levels
-from satbench.config import LaneConfig, RunConfig, RuntimeConfig
-from satbench.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo
-from satbench.sweep_plan import together_shape
+from satbench.analysis.analyze import _levels
+from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
+from satbench.records.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo
+from satbench.run.plan import together_shape
 from tests.builders import ev, mark
 
 A = LaneConfig(name="a", levels=[1, 2, 4], repetitions=2, runtime=RuntimeConfig())

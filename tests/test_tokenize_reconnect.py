@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from satbench.errors import RuntimeStartError
-from satbench.probe import llamacpp_tokenizer
+from satbench.server.probe import llamacpp_tokenizer
 from tests.fakes.raw_server import RawServer
 
 

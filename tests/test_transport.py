@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from satbench.errors import ParseError
-from satbench.transport import ChunkedDecoder, parse_head
+from satbench.http.transport import ChunkedDecoder, parse_head
 
 
 def chunked(*parts: bytes) -> bytes:

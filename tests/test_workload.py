@@ -2,9 +2,9 @@
 
 import pytest
 
-from satbench.config import WorkloadConfig
+from satbench.config.schema import WorkloadConfig
 from satbench.errors import UserError
-from satbench.workload import WorkloadBuilder
+from satbench.load.workload import WorkloadBuilder
 
 
 async def fake_tokenize(text: str, add_special: bool) -> list[int]:

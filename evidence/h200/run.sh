@@ -54,10 +54,10 @@ if [ -d .whl ]; then
 else
     export PYTHONPATH=$ROOT/src
 fi
-run "$PY" -c "import sys, satbench.cli, pydantic, gguf, jsonschema, scipy, matplotlib, aiohttp, rich, psutil; print(sys.version)" \
+run "$PY" -c "import sys, satbench.cli.main, pydantic, gguf, jsonschema, scipy, matplotlib, aiohttp, rich, psutil; print(sys.version)" \
     || { step "satbench cannot be imported here; stopping"; exit 1; }
 run "$PY" -c "import pynvml" || step "WARNING: no nvidia-ml-py (pynvml): the run will have no GPU figures"
-SB=("$PY" -m satbench.cli)
+SB=("$PY" -m satbench.cli.main)
 
 step "llama.cpp: the CUDA build from .gpu/, or \$LLAMA_SERVER"
 if [ -z "${LLAMA_SERVER:-}" ]; then
@@ -71,7 +71,7 @@ fi
 run "$LLAMA_SERVER" --version || { step "llama-server does not run here; stopping"; exit 1; }
 run "$LLAMA_SERVER" --list-devices
 { command -v nvidia-smi >/dev/null && nvidia-smi -q > "$OUT/nvidia-smi.txt" 2>&1; } || true
-run "$PY" -c "from satbench.gpu import open_nvml; g = open_nvml(); print('NVML:', g.describe() if g else 'no GPU'); print(g.reading() if g else '')"
+run "$PY" -c "from satbench.host.gpu import open_nvml; g = open_nvml(); print('NVML:', g.describe() if g else 'no GPU'); print(g.reading() if g else '')"
 
 need_gb=1; [ "$DENSE_SIZE" = 1.5b ] && need_gb=$(( need_gb + 4 )); [ "$V4_SIZE" = gpu ] && need_gb=$(( need_gb + 10 ))
 run df -h "$MODEL_DIR" "$WORK"; run free -g

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from satbench.config import FairnessConfig, LaneConfig, RuntimeConfig, ServerParams, WorkloadConfig
-from satbench.events import RequestEvent
-from satbench.fairness.plan import make_plan
-from satbench.fairness.runner import FairnessRunner
-from satbench.fairness.verdicts import Verdict, lane_verdicts
-from satbench.lane_session import LaneSession
-from satbench.manifest import ModelInfo
-from satbench.runtimes.remote import UrlRuntime
+from satbench.config.schema import FairnessConfig, LaneConfig, RuntimeConfig, ServerParams, WorkloadConfig
+from satbench.records.events import RequestEvent
+from satbench.load.fairness_plan import make_plan
+from satbench.run.fairness import FairnessRunner
+from satbench.analysis.verdicts import Verdict, lane_verdicts
+from satbench.run.lane_session import LaneSession
+from satbench.records.manifest import ModelInfo
+from satbench.server.remote import UrlRuntime
 from tests.builders import ListSink
 from tests.fakes.fake_llama_server import FakeLlamaServer
 from tests.fakes.fake_scheduler import FakeScript

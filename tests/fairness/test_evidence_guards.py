@@ -1,10 +1,10 @@
 """A check whose workload did not create its situation, or whose client clock lagged the server,
 is inconclusive: never a pass or a fail by accident (hand-made events with exact timestamps)."""
 
-from satbench.config import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
-from satbench.fairness.guards import backlogged_share, shared_token_ratios
-from satbench.fairness.plan import make_plan
-from satbench.fairness.verdicts import Calibration, decode_rate, f1, f2, f3, lane_verdicts, s1, s2, s3
+from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
+from satbench.analysis.guards import backlogged_share, shared_token_ratios
+from satbench.load.fairness_plan import make_plan
+from satbench.analysis.verdicts import Calibration, decode_rate, f1, f2, f3, lane_verdicts, s1, s2, s3
 from tests.builders import MS, ev
 
 LANE = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16), server=ServerParams(n_batch=256))
@@ -193,8 +193,8 @@ def test_checks_a_lost_server_kept_from_running_say_so():
 def test_f1_takes_the_decode_rate_from_the_servers_timings():
     """A client that read a stream late saw 65 tokens arrive within 16 ms; the server decoded
     them over 64 ms. The server's figure is the scheduler's doing, the bunching is not."""
-    from satbench.events import ServerTimings
-    from satbench.fairness.verdicts import served_decode_rate
+    from satbench.records.events import ServerTimings
+    from satbench.analysis.verdicts import served_decode_rate
     e = ev(sent_ms=0, chunks_ms=[50 + 0.25 * k for k in range(65)])
     assert decode_rate(e) == 64 / 0.016
     timed = e.model_copy(update={"timings": ServerTimings(predicted_n=65, predicted_ms=64.0)})
@@ -253,7 +253,7 @@ def test_the_plan_uses_the_n_batch_llama_cpp_really_has():
 def test_f1_survives_a_response_read_in_one_piece():
     """A whole response can arrive in one read (first token = end): it has no decode span to
     share. It used to divide by zero and leave the run without results.json."""
-    from satbench.events import ServerTimings
+    from satbench.records.events import ServerTimings
     events = _f1_rounds(lambda r: 10.0)
     lone = next(e for e in events if e.seq == 3 and e.stream == 1)
     first = lone.chunks[0][0]
@@ -332,7 +332,7 @@ def test_f1_requests_are_sized_to_decode_long_enough_to_compare():
     64 (128 ms: never comparable); a slow one keeps the plan's; the per-slot context caps both."""
     from types import SimpleNamespace
 
-    from satbench.fairness.runner import FairnessRunner
+    from satbench.run.fairness import FairnessRunner
     session = SimpleNamespace(lane=SimpleNamespace(name="default"))
     runner = FairnessRunner(session, PLAN, None, None, "t")
     runner.lone_itl_ms = 2.0
@@ -346,7 +346,7 @@ def test_f1_requests_are_sized_to_decode_long_enough_to_compare():
 
 def _with_prompt_ms(events, wait_ms: float) -> list:
     """The server's own prompt time: the TTFT less `wait_ms` spent before its prefill began."""
-    from satbench.events import ServerTimings
+    from satbench.records.events import ServerTimings
     from satbench.metrics.latency import ttft_ms
 
     return [e.model_copy(update={"timings": ServerTimings(prompt_ms=max(0.0, ttft_ms(e) - wait_ms), prompt_n=32,

@@ -3,8 +3,8 @@ verdicts.json, recomputation by `analyze`, thresholds from the lane file."""
 
 import json
 
-from satbench.cli import main
-from satbench.results import VERDICTS_FILE, verdicts_json_schema
+from satbench.cli.main import main
+from satbench.analysis.results import VERDICTS_FILE, verdicts_json_schema
 from tests.fairness.harness import FAIR
 
 import jsonschema

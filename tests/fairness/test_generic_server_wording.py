@@ -3,9 +3,9 @@ n_batch are unknown, so every check would be inconclusive whatever it measured."
 
 import json
 
-from satbench.cli import main
-from satbench.events import RequestEvent, read_events
-from satbench.results import VERDICTS_FILE
+from satbench.cli.main import main
+from satbench.records.events import RequestEvent, read_events
+from satbench.analysis.results import VERDICTS_FILE
 
 
 def test_a_generic_server_gets_no_fairness_request_and_inconclusive_verdicts(fake_server, tmp_path, capsys):
@@ -44,7 +44,7 @@ class _Counting:
 
 
 def test_the_progress_bar_stops_expecting_the_requests_not_sent(fake_server, tmp_path):
-    from satbench.sweep import Sweep
+    from satbench.run.sweep import Sweep
     from tests.conftest import url_lane_config
 
     fake = fake_server(n_slots=2, llamacpp=False, decode_iteration_ms=1.0)

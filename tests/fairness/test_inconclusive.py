@@ -1,9 +1,9 @@
 """Inconclusive, never a silent pass: too few slots, a foreign server, requests that failed."""
 
-from satbench.config import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
-from satbench.fairness.plan import make_plan
-from satbench.fairness.verdicts import lane_verdicts, s1, s2
-from satbench.fairness.verdicts import Calibration
+from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
+from satbench.load.fairness_plan import make_plan
+from satbench.analysis.verdicts import lane_verdicts, s1, s2
+from satbench.analysis.verdicts import Calibration
 from tests.builders import ev
 from tests.fairness.harness import run_check
 

@@ -1,5 +1,5 @@
 """The fake llama.cpp server with hostile answers on chosen endpoints, running in a thread of its own
-(so that blocking urllib reads and `satbench.cli.main`, which owns its loop, can talk to it).
+(so that blocking urllib reads and `satbench.cli.main.main`, which owns its loop, can talk to it).
 
     with FaultServer({"/props": Endless()}, n_slots=2) as srv:
         srv.base_url; srv.sent["/props"]  # bytes handed to the kernel for that endpoint, all connections

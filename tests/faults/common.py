@@ -10,9 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-from satbench.cli import main
-from satbench.events import RequestEvent, read_events
-from satbench.manifest import read_manifest
+from satbench.cli.main import main
+from satbench.records.events import RequestEvent, read_events
+from satbench.records.manifest import read_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_BIN = str(ROOT / "tests" / "fakes" / "fake_llama_server_bin.py")
@@ -27,7 +27,7 @@ def small_sweep(url: str, run_dir: Path, *, levels: str = "2", requests: int = 8
 
 
 def cli_subprocess(argv: list[str]) -> list[str]:
-    return [sys.executable, "-m", "satbench.cli", *argv]
+    return [sys.executable, "-m", "satbench.cli.main", *argv]
 
 
 def one_error_line(err: str) -> str:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from satbench import hardware
-from satbench.cli import main
-from satbench.config import MAX_LANES, MAX_LEVEL, MAX_TIMEOUT_S, LaneConfig, RunConfig, WorkloadConfig
+from satbench.host import hardware
+from satbench.cli.main import main
+from satbench.config.schema import MAX_LANES, MAX_LEVEL, MAX_TIMEOUT_S, LaneConfig, RunConfig, WorkloadConfig
 from satbench.errors import UserError
 from satbench.models.prefix_bound import min_tokens, pattern_of, read_vocabulary
 from satbench.models.vocab import build_vocab
-from satbench.workload import check_memory_fits, workload_bytes
+from satbench.load.workload import check_memory_fits, workload_bytes
 
 from tests.faults.common import one_error_line
 

@@ -16,16 +16,16 @@ import urllib.error
 import aiohttp
 import pytest
 
-from satbench import limits
-from satbench.access import _read_sync, get_bytes, read_capped
-from satbench.cli import main
-from satbench.client import ANSWER_TOO_LARGE, CompletionRequest, StreamClient
-from satbench.config import LaneConfig, RuntimeConfig, WorkloadConfig
+from satbench.config import limits
+from satbench.http.access import _read_sync, get_bytes, read_capped
+from satbench.cli.main import main
+from satbench.http.client import ANSWER_TOO_LARGE, CompletionRequest, StreamClient
+from satbench.config.schema import LaneConfig, RuntimeConfig, WorkloadConfig
 from satbench.errors import ParseError, RuntimeStartError
-from satbench.events import JsonlWriter, MetricsSample, SlotsSample, SAMPLES_FILE, read_samples
-from satbench.limits import AnswerTimeoutError, AnswerTooLarge
-from satbench.probe import llamacpp_tokenizer, probe_server, server_shape
-from satbench.sampler import ServerSampler
+from satbench.records.events import JsonlWriter, MetricsSample, SlotsSample, SAMPLES_FILE, read_samples
+from satbench.config.limits import AnswerTimeoutError, AnswerTooLarge
+from satbench.server.probe import llamacpp_tokenizer, probe_server, server_shape
+from satbench.load.sampler import ServerSampler
 from tests.fakes.fault_server import Endless, FaultServer, Json, Silent, Trickle
 from tests.fakes.raw_server import RawServer
 from tests.faults.common import one_error_line, small_sweep, status_of
@@ -282,7 +282,7 @@ def test_sweep_against_an_absurd_total_slots_measures_and_writes_its_bundle(tmp_
 
 
 def test_healthy_is_false_for_an_endless_health():
-    from satbench.runtimes.native import _healthy
+    from satbench.server.native import _healthy
 
     with FaultServer({"/health": Endless(b"", b"h" * 65536)}) as srv:
         assert _healthy(srv.base_url) is False
@@ -297,7 +297,7 @@ def test_limit_errors_are_parse_errors():
 # -- satbench capability (urllib) ------------------------------------------------------------------
 
 def test_capability_asks_props_within_its_limit_and_checks_its_figures(capsys):
-    from satbench.capability_remote import remote_props
+    from satbench.capability.remote import remote_props
 
     with FaultServer({"/props": Endless()}) as srv:
         props, why = remote_props(url_lane(srv.base_url))

@@ -9,8 +9,8 @@ import json
 
 import psutil
 
-from satbench.cli import main
-from satbench.events import LevelMark, read_events
+from satbench.cli.main import main
+from satbench.records.events import LevelMark, read_events
 from tests.faults.common import FAKE_BIN, analyzable, one_error_line, status_of, table_row
 
 
@@ -172,9 +172,9 @@ def test_a_server_that_fails_only_beside_the_other_lane_caps_that_lanes_recommen
 def test_the_progress_bar_stops_expecting_what_a_failure_skips(fake_server, tmp_path):
     """Levels 1, 2, 4 once; the server dies at 2 busy slots: level 4 is skipped, so the bar's
     total drops by level 4's requests; a resume then expects nothing of the ruled-out units."""
-    from satbench.manifest import read_manifest
-    from satbench.resume import units_not_to_run
-    from satbench.sweep import Sweep, requests_in, total_requests
+    from satbench.records.manifest import read_manifest
+    from satbench.run.resume import units_not_to_run
+    from satbench.run.sweep import Sweep, requests_in, total_requests
     from tests.conftest import url_lane_config
 
     class Recorder:
@@ -273,7 +273,7 @@ def test_a_lane_that_was_down_is_measured_by_resume_once_its_server_is_up(fake_s
 def test_a_server_that_will_not_start_for_the_together_scenario_keeps_the_solo_figures(
         fake_server, tmp_path, capsys, monkeypatch):
     from satbench.errors import RuntimeStartError
-    from satbench.sweep import Sweep
+    from satbench.run.sweep import Sweep
 
     a, b = fake_server(n_slots=4, decode_iteration_ms=4.0), fake_server(n_slots=4, decode_iteration_ms=4.0)
     lanes = tmp_path / "lanes.toml"

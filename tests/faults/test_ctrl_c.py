@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 
-from satbench.events import LevelMark, read_events
+from satbench.records.events import LevelMark, read_events
 from tests.faults.common import (analyzable, cli_subprocess, kept_vs_completed, one_error_line, requests, served_ok,
                                  small_sweep, status_of, table_row)
 

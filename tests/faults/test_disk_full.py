@@ -17,8 +17,8 @@ import time
 import psutil
 import pytest
 
-from satbench.cli import main
-from satbench.events import JsonlWriter
+from satbench.cli.main import main
+from satbench.records.events import JsonlWriter
 from tests.faults.common import (FAKE_BIN, all_lines_valid, analyzable, cli_subprocess, kept_vs_completed,
                                  one_error_line, requests, small_sweep, status_of, table_row)
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from satbench import hardware
-from satbench.cli import main
-from satbench.config import FairnessConfig, LaneConfig, RunConfig, ServerParams
+from satbench.host import hardware
+from satbench.cli.main import main
+from satbench.config.schema import FairnessConfig, LaneConfig, RunConfig, ServerParams
 from satbench.errors import UserError
-from satbench.fairness.plan import make_plan
-from satbench.workload import (MAX_CHECK_PLANNED, MAX_CHECK_STREAMS, _check_bytes, check_memory_fits,
+from satbench.load.fairness_plan import make_plan
+from satbench.load.workload import (MAX_CHECK_PLANNED, MAX_CHECK_STREAMS, _check_bytes, check_memory_fits,
                                fairness_checks)
 
 from tests.faults.common import one_error_line

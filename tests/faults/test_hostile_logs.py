@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from satbench.limits import MAX_CTX_TOKENS, MAX_LOG_LINE_CHARS, MAX_SLOTS, MAX_STARTUP_LOG_BYTES
-from satbench.runtimes.memlog import MIB, parse_buffers, startup_buffers
+from satbench.config.limits import MAX_CTX_TOKENS, MAX_LOG_LINE_CHARS, MAX_SLOTS, MAX_STARTUP_LOG_BYTES
+from satbench.server.memlog import MIB, parse_buffers, startup_buffers
 
 GOOD = "0.00.015.860 I load_tensors:   CPU_Mapped model buffer size =    10.70 MiB"
 

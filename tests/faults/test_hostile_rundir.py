@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from satbench.cli import main
-from satbench.config import LaneConfig, RunConfig
+from satbench.cli.main import main
+from satbench.config.schema import LaneConfig, RunConfig
 from satbench.errors import RunDirError, UserError
-from satbench.resume import check_same_config
+from satbench.run.resume import check_same_config
 from tests.faults.common import FAKE_BIN, native_bundle, one_error_line
 
 FIFO_WAIT_S = 120.0  # a reader that blocks on a pipe is unblocked (and the test fails) after this
@@ -124,7 +124,7 @@ def test_a_lane_file_and_a_recommendations_file_that_are_pipes(tmp_path, capsys)
     assert "named pipe" in line
     recs = tmp_path / "recommendations.json"
     os.mkfifo(recs)
-    from satbench.capability import load_recommendations
+    from satbench.capability.report import load_recommendations
 
     done = threading.Timer(FIFO_WAIT_S, lambda: os.close(os.open(recs, os.O_WRONLY | os.O_NONBLOCK)))
     done.start()
@@ -203,21 +203,21 @@ def test_a_value_out_of_range_names_the_file_and_line(run, capsys, kind, change)
 
 
 def test_a_line_longer_than_the_record_limit_is_refused(run, capsys, monkeypatch):
-    monkeypatch.setattr("satbench.events.MAX_RECORD_BYTES", 4096)
-    monkeypatch.setattr("satbench.resume.MAX_RECORD_BYTES", 4096)
+    monkeypatch.setattr("satbench.records.events.MAX_RECORD_BYTES", 4096)
+    monkeypatch.setattr("satbench.run.resume.MAX_RECORD_BYTES", 4096)
     with (run / "events.jsonl").open("a") as fh:
         fh.write('{"kind": "request", "lane": "' + "x" * 10_000 + '"}\n')
     assert "line 9 is longer than 4 KiB" in _answer(["analyze", str(run)], capsys)
     with (run / "events.jsonl").open("a") as fh:
         fh.write("y" * 10_000)  # a torn last line longer than any record: the resume will not cut it
-    from satbench.resume import repair_torn_tail
+    from satbench.run.resume import repair_torn_tail
 
     with pytest.raises(RunDirError, match="longer than 4 KiB"):
         repair_torn_tail(run / "events.jsonl")
 
 
 def test_a_torn_tail_is_cut_reading_only_the_tail(run):
-    from satbench.resume import repair_torn_tail
+    from satbench.run.resume import repair_torn_tail
 
     path = run / "events.jsonl"
     whole = path.read_bytes()

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 from satbench.errors import RunDirError
-from satbench.events import JsonlWriter, ProcessSample
-from satbench.manifest import read_manifest, write_manifest, write_text_atomic
-from satbench.resume import repair_torn_tail
-from satbench.rundir import RUN_SUBDIRS, check_run_dir, open_run_file, refuse_if_in_use
+from satbench.records.events import JsonlWriter, ProcessSample
+from satbench.records.manifest import read_manifest, write_manifest, write_text_atomic
+from satbench.run.resume import repair_torn_tail
+from satbench.records.rundir import RUN_SUBDIRS, check_run_dir, open_run_file, refuse_if_in_use
 from tests.conftest import FakeProcess
 from tests.fairness.harness import FAIR
 from tests.faults.common import FAKE_BIN, one_error_line
@@ -44,7 +44,7 @@ WHY = {"symlink": "is a symbolic link", "hardlink": "has 2 hard links"}
 def _no_source_check(monkeypatch):
     """Other work in this checkout changes its git status while the tests run: a resume is judged
     on the run directory alone here (the source check has its own tests)."""
-    monkeypatch.setattr("satbench.sweep.satbench_source", lambda: (None, []))
+    monkeypatch.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def native_run(tmp_path_factory):
     write_synthetic_gguf(model, "llama", "tiny", 1)
     run = base / "run"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("satbench.sweep.satbench_source", lambda: (None, []))
+        mp.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))
         assert main(["sweep", "--server-bin", FAKE_BIN, "--model", str(model), "--concurrency", "2",
                      "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "64",
                      "--output-tokens", "4", "-o", str(run)]) == 0
@@ -75,7 +75,7 @@ def fair_server(tmp_path_factory):
 def fairness_run(tmp_path_factory, fair_server):
     run = tmp_path_factory.mktemp("fair") / "run"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("satbench.sweep.satbench_source", lambda: (None, []))
+        mp.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))
         assert main(["fairness", "--url", fair_server.base_url, "--batch-size", "256",
                      "--prompt-tokens", "32", "--output-tokens", "16", "--checks", "S1", "-o", str(run)]) == 0
     assert (run / "verdicts.json").exists()
@@ -130,7 +130,7 @@ def _refused(argv: list[str], run: Path, name: str, why: str, capsys) -> None:
 def test_a_resume_refuses_a_link_where_it_writes(native_run, tmp_path, capsys, monkeypatch, name, kind,
                                                  preflight):
     if not preflight:  # each writer holds to the rule on its own, not only the check before the sweep
-        monkeypatch.setattr("satbench.rundir.check_run_dir", lambda run_dir: None)
+        monkeypatch.setattr("satbench.records.rundir.check_run_dir", lambda run_dir: None)
     run = _reopened(native_run, tmp_path)
     outside = _plant(run, name, kind, tmp_path)
     before = _snapshot(outside)
@@ -317,7 +317,7 @@ def test_an_atomic_write_outside_a_run_directory_takes_the_parent_as_named(tmp_p
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_lock_is_not_opened_through_a_link(tmp_path, kind):
-    from satbench.rundir import run_lock
+    from satbench.records.rundir import run_lock
 
     _link(kind, tmp_path / ".lock", tmp_path.parent / f"outside-{tmp_path.name}")
     with pytest.raises(RunDirError, match=f"{tmp_path / '.lock'} {WHY[kind]}"):
@@ -336,8 +336,8 @@ def test_check_run_dir_names_a_link_inside_plots(tmp_path):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_native_server_log_is_not_opened_through_a_link(tmp_path, kind):
-    from satbench.config import ServerParams
-    from satbench.runtimes.native import NativeRuntime
+    from satbench.config.schema import ServerParams
+    from satbench.server.native import NativeRuntime
 
     log = tmp_path / "server-default-resume1.log"
     _link(kind, log, tmp_path / "outside")
@@ -350,8 +350,8 @@ def test_the_native_server_log_is_not_opened_through_a_link(tmp_path, kind):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("which", ["params", "log"])
 def test_the_embedded_runtimes_files_are_not_opened_through_a_link(tmp_path, which, kind):
-    from satbench.config import ServerParams
-    from satbench.runtimes.embedded import EmbeddedRuntime
+    from satbench.config.schema import ServerParams
+    from satbench.server.embedded import EmbeddedRuntime
 
     log = tmp_path / "server.log"
     rt = EmbeddedRuntime(str(tmp_path / "m.gguf"), ServerParams(), 1, 512, log)
@@ -370,7 +370,7 @@ def test_the_embedded_childs_ready_file_is_not_written_through_a_link(tmp_path, 
     import sys
     import types
 
-    from satbench.runtimes import embedded_child
+    from satbench.server import embedded_child
 
     fake = types.ModuleType("xllamacpp")
     fake.CommonParams = lambda: types.SimpleNamespace(  # type: ignore[attr-defined]

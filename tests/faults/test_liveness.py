@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from satbench.client import StreamOutcome
+from satbench.http.client import StreamOutcome
 from satbench.errors import ServerGoneError
-from satbench.events import LevelMark, RequestEvent, read_events
-from satbench.lane_session import LaneSession
-from satbench.liveness import (DECLARED_WITHIN_S, LIVENESS_TIMEOUT_S, SERVER_UNRESPONSIVE, StreamActivity,
+from satbench.records.events import LevelMark, RequestEvent, read_events
+from satbench.run.lane_session import LaneSession
+from satbench.load.liveness import (DECLARED_WITHIN_S, LIVENESS_TIMEOUT_S, SERVER_UNRESPONSIVE, StreamActivity,
                                run_watched, watch)
-from satbench.manifest import read_manifest
-from satbench.sweep import Sweep
+from satbench.records.manifest import read_manifest
+from satbench.run.sweep import Sweep
 from tests.conftest import url_lane_config
 from tests.faults.common import analyzable, requests, status_of, table_row
 
@@ -299,7 +299,7 @@ def test_a_probe_slower_than_one_look_still_counts():
 
 def test_a_fairness_check_whose_server_is_sigstopped_fails_within_the_bound(fake_server, tmp_path):
     """The checks run their own requests (decoders sent beside each other): the watchdog covers them."""
-    from satbench.cli_args import build_parser, run_config
+    from satbench.cli.args import build_parser, run_config
     from tests.fairness.harness import FAIR
 
     fake = fake_server(**FAIR)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 from tests.faults.common import analyzable, kept_vs_completed, requests, small_sweep, status_of, table_row
 
 EXPECTED = {  # fake's completion_fault → the error type satbench records

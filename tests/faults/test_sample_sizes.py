@@ -11,10 +11,10 @@ import json
 import pytest
 
 from satbench.errors import ParseError
-from satbench.events import MetricsSample, SlotsSample
-from satbench.limits import KIB, MAX_METRIC_NAME_CHARS, MAX_METRIC_SERIES, MAX_METRICS_BYTES, MAX_SLOTS_BYTES
-from satbench.promparse import llamacpp_values
-from satbench.sampler import ServerSampler, parse_slots
+from satbench.records.events import MetricsSample, SlotsSample
+from satbench.config.limits import KIB, MAX_METRIC_NAME_CHARS, MAX_METRIC_SERIES, MAX_METRICS_BYTES, MAX_SLOTS_BYTES
+from satbench.http.promparse import llamacpp_values
+from satbench.load.sampler import ServerSampler, parse_slots
 from tests.builders import ListSink
 
 SMALL_SAMPLE_BYTES = 4 * KIB  # an error sample: its tags and a one-line reason of at most 300 characters

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from satbench.cli import main
-from satbench.events import MetricsSample, SlotsSample, read_samples
+from satbench.cli.main import main
+from satbench.records.events import MetricsSample, SlotsSample, read_samples
 from tests.faults.common import analyzable, kept_vs_completed, small_sweep, status_of, table_row
 
 FED_BY_METRICS = ("decode_weighted_busy_slots", "requests_deferred_max")

@@ -10,15 +10,15 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from satbench import limits
-from satbench.client import CompletionRequest, StreamClient, StreamOutcome, _PayloadReader
+from satbench.config import limits
+from satbench.http.client import CompletionRequest, StreamClient, StreamOutcome, _PayloadReader
 from satbench.errors import ParseError
-from satbench.limits import checked_int, figure, json_answer
-from satbench.probe import props_figures, shape_of
-from satbench.promparse import llamacpp_values
-from satbench.sampler import parse_slots
-from satbench.sse import SseSplitter, StreamUpdate, interpret_native, interpret_openai
-from satbench.transport import HttpStream
+from satbench.config.limits import checked_int, figure, json_answer
+from satbench.server.probe import props_figures, shape_of
+from satbench.http.promparse import llamacpp_values
+from satbench.load.sampler import parse_slots
+from satbench.http.sse import SseSplitter, StreamUpdate, interpret_native, interpret_openai
+from satbench.http.transport import HttpStream
 
 FUZZ = settings(max_examples=200, deadline=None)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from satbench.cli import main
-from satbench.events import LevelMark, read_events
+from satbench.cli.main import main
+from satbench.records.events import LevelMark, read_events
 from tests.faults.common import (analyzable, kept_vs_completed, one_error_line, requests, small_sweep, status_of,
                                  table_row)
 

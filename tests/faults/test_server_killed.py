@@ -9,8 +9,8 @@ import json
 
 import psutil
 
-from satbench.cli import main
-from satbench.events import LevelMark, read_events
+from satbench.cli.main import main
+from satbench.records.events import LevelMark, read_events
 from tests.faults.common import (FAKE_BIN, analyzable, kept_vs_completed, one_error_line, requests, small_sweep,
                                  status_of, table_row)
 

@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from satbench.cli import main
-from satbench.manifest import read_manifest
+from satbench.cli.main import main
+from satbench.records.manifest import read_manifest
 from satbench.report.integrity import SUMS_FILE, verify
-from satbench.sweep import Sweep
+from satbench.run.sweep import Sweep
 from tests.conftest import url_lane_config
 from tests.faults.common import one_error_line, small_sweep, status_of, table_row
 
@@ -36,7 +36,7 @@ def _report_line(run_dir) -> str:
 def test_ctrl_c_while_the_sweep_analyzes_leaves_complete_and_names_report(fake_server, tmp_path, capsys,
                                                                          monkeypatch):
     """A real SIGINT, in the sweep's own analysis after its last level (the run is measured)."""
-    import satbench.sweep as sweep_module
+    import satbench.run.sweep as sweep_module
 
     fake = fake_server(n_slots=2, decode_iteration_ms=2.0)
     run_dir = tmp_path / "run"
@@ -91,7 +91,7 @@ def test_sigterm_while_the_report_is_written_then_resume_writes_it(fake_server, 
 
 def test_an_interrupt_mid_level_still_says_interrupted(fake_server, tmp_path, capsys, monkeypatch):
     """The words follow run.json: a run stopped while measuring is `interrupted`, and says that."""
-    import satbench.loadgen as loadgen
+    import satbench.load.loadgen as loadgen
 
     fake = fake_server(n_slots=2, decode_iteration_ms=2.0)
     run_dir = tmp_path / "run"

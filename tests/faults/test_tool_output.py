@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from satbench.capability import runtime_build_now
-from satbench.config import ServerParams
-from satbench.limits import MAX_DEVICES, MAX_SERVER_TEXT_CHARS, MAX_TOOL_OUTPUT_BYTES
-from satbench.runtimes.native import NativeRuntime, list_devices_backend
+from satbench.capability.report import runtime_build_now
+from satbench.config.schema import ServerParams
+from satbench.config.limits import MAX_DEVICES, MAX_SERVER_TEXT_CHARS, MAX_TOOL_OUTPUT_BYTES
+from satbench.server.native import NativeRuntime, list_devices_backend
 
 
 def _bin(tmp_path: Path, python_body: str) -> str:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from satbench.cli import main
+from satbench.cli.main import main
 from satbench.report.integrity import MAX_PROBLEMS_LISTED, SUMS_FILE, parse_sums, verify
 from tests.faults.common import native_bundle
 

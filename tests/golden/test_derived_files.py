@@ -19,10 +19,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from satbench.capability import NodeLane, capability_report, render_json
-from satbench.cli import main
-from satbench.config import RunConfig
-from satbench.manifest import HostInfo
+from satbench.capability.report import NodeLane, capability_report, render_json
+from satbench.cli.main import main
+from satbench.config.schema import RunConfig
+from satbench.records.manifest import HostInfo
 from satbench.saturation import recommend as recommend_module
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 from satbench.models.synthetic import write_synthetic_gguf
 
 pytestmark = pytest.mark.integration
@@ -121,7 +121,7 @@ def test_a_file_with_one_recommendation_per_machine_gives_this_machines(measured
     data = json.loads(recs.read_text())
     other = json.loads(json.dumps(data["lanes"][0]))
     other["hardware"]["cores_logical"] += 64
-    from satbench.manifest import HostInfo
+    from satbench.records.manifest import HostInfo
 
     other["hardware_fingerprint"] = HostInfo.model_validate(other["hardware"]).fingerprint()
     other["recommended_concurrency"] = other["expected"]["concurrency"] = data["lanes"][0]["measured_levels"][0][
@@ -135,7 +135,7 @@ def test_a_file_with_one_recommendation_per_machine_gives_this_machines(measured
 
 
 def test_a_remote_server_that_does_not_name_its_model_is_not_vouched_for():
-    from satbench.capability import NodeLane, check_lane
+    from satbench.capability.report import NodeLane, check_lane
 
     node = NodeLane(lane="r", model_path=None, model_sha256=None, runtime_kind="url", runtime_build="8000")
     assert "does not say which model it serves" in check_lane(object(), node, "f", None, None)

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from satbench.cli import main
-from satbench.events import RequestEvent, read_events
-from satbench.manifest import read_manifest
+from satbench.cli.main import main
+from satbench.records.events import RequestEvent, read_events
+from satbench.records.manifest import read_manifest
 from satbench.models.synthetic import write_synthetic_gguf
-from satbench.results import render_results
-from satbench.analyze import analyze_run
+from satbench.analysis.results import render_results
+from satbench.analysis.analyze import analyze_run
 from satbench.report.integrity import verify
 
 pytestmark = pytest.mark.integration

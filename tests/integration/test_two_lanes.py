@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from satbench.analyze import analyze_run
-from satbench.cli import main
-from satbench.events import LevelMark, RequestEvent, read_events, read_samples
-from satbench.manifest import read_manifest
-from satbench.results import render_results, validate_results_text
+from satbench.analysis.analyze import analyze_run
+from satbench.cli.main import main
+from satbench.records.events import LevelMark, RequestEvent, read_events, read_samples
+from satbench.records.manifest import read_manifest
+from satbench.analysis.results import render_results, validate_results_text
 
 pytestmark = pytest.mark.integration
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from satbench.cli import main
-from satbench.config import ServerParams
-from satbench.lane_session import started_memory
-from satbench.manifest import ServerMemory, read_manifest
+from satbench.cli.main import main
+from satbench.config.schema import ServerParams
+from satbench.run.lane_session import started_memory
+from satbench.records.manifest import ServerMemory, read_manifest
 from satbench.models.synthetic import write_synthetic_gguf
-from satbench.runtimes.embedded import EmbeddedRuntime
-from satbench.runtimes.memlog import LOG_VERBOSITY, startup_buffers
+from satbench.server.embedded import EmbeddedRuntime
+from satbench.server.memlog import LOG_VERBOSITY, startup_buffers
 
 pytestmark = pytest.mark.integration
 MIB = 1 << 20

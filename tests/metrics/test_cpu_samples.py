@@ -11,12 +11,12 @@ import os
 
 import pytest
 
-from satbench.events import ProcessSample
+from satbench.records.events import ProcessSample
 from satbench.metrics.level import summarize_level
 from satbench.metrics.memory import (client_cpu_cores, cpu_why, host_busy_cores, peak_rss_bytes,
                                      server_cpu_utilisation)
 from satbench.metrics.unavailable import cpu_failures
-from satbench.sampler import ServerSampler
+from satbench.load.sampler import ServerSampler
 from tests.builders import MS, ListSink, mark
 from tests.metrics.test_level import closed_loop_n1, ctx
 

@@ -100,7 +100,7 @@ def test_littles_law_reads_the_published_rate():
 def test_failed_requests_count_against_slo_attainment_but_not_goodput():
     """Five requests fit the SLO; two more, ending inside the window, failed: attainment is 5/7,
     not 5/5, while goodput stays the rate of requests that met the SLO."""
-    from satbench.config import SloConfig
+    from satbench.config.schema import SloConfig
 
     events = closed_loop_n1(n_requests=5)
     events += [ev(seq=10 + i, sent_ms=t, chunks_ms=[t + 40], end_ms=t + 50, error="timeout")
@@ -116,7 +116,7 @@ def test_failed_requests_count_against_slo_attainment_but_not_goodput():
 
 
 def test_an_e2e_target_counts_in_attainment_when_the_slo_sets_one():
-    from satbench.config import SloConfig
+    from satbench.config.schema import SloConfig
 
     events = closed_loop_n1(n_requests=5)  # E2E 100 ms each
     marks = [mark("level_start", 0), mark("level_end", 600)]

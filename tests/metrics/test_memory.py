@@ -1,9 +1,9 @@
 """Memory peaks per level, including levels shorter than the sampling period."""
 
-from satbench.events import ProcessSample
+from satbench.records.events import ProcessSample
 from satbench.metrics.level import Memory, cpu_contention_flag
 from satbench.metrics.memory import client_cpu_cores, host_busy_cores, peak_rss_bytes, server_cpu_utilisation
-from satbench.sampler import host_and_client_cpu
+from satbench.load.sampler import host_and_client_cpu
 
 MS = 1_000_000
 

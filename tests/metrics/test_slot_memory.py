@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-import satbench.lane_session as ls
-from satbench.manifest import BufferSize, RuntimeInfo, ServerMemory
+import satbench.run.lane_session as ls
+from satbench.records.manifest import BufferSize, RuntimeInfo, ServerMemory
 from satbench.metrics.slot_memory import MEMORY_MARGIN_BYTES, lane_memory
 
 MIB, GIB = 1 << 20, 1 << 30
@@ -113,7 +113,7 @@ def test_which_files_are_page_cache(monkeypatch) -> None:
 
 
 def test_a_cgroup_memory_limit_caps_the_ram_available(monkeypatch, tmp_path) -> None:
-    import satbench.hardware as hw
+    import satbench.host.hardware as hw
 
     (tmp_path / "memory.max").write_text(str(3 * GIB))
     (tmp_path / "memory.current").write_text(str(2 * GIB))

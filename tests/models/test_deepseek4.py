@@ -14,7 +14,7 @@ import gguf
 import numpy as np
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 from satbench.errors import ModelError
 from satbench.models import deepseek4
 from satbench.models.resolve import resolve_synthetic

@@ -6,7 +6,7 @@ from pathlib import Path
 import gguf
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 from satbench.models import synthetic
 from satbench.models.synthetic import is_synthetic_gguf, write_synthetic_gguf
 

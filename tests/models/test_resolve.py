@@ -2,7 +2,7 @@
 
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 from satbench.errors import UserError
 from satbench.models.resolve import parse_synthetic, resolve_model
 from satbench.models.synthetic import is_synthetic_gguf

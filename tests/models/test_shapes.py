@@ -9,8 +9,8 @@ from math import prod
 import gguf
 import pytest
 
-from satbench.cli import main
-from satbench.cli_args import build_parser
+from satbench.cli.main import main
+from satbench.cli.args import build_parser
 from satbench.errors import ModelError, UserError
 from satbench.models.shapes import ARCHS, parameter_count, spec_for, tensor_list, tensor_name
 from satbench.models.vocab import MAX_VOCAB, MIN_VOCAB, N_VOCAB

@@ -6,7 +6,7 @@ from collections import namedtuple
 
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 from satbench.errors import ModelError, UserError
 from satbench.models import synthetic
 from satbench.models.shapes import MAX_LAYERS, spec_for

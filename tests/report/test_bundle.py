@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from satbench.cli import main
+from satbench.cli.main import main
 from satbench.report.integrity import DERIVED_FILES, SUMS_FILE, read_sums, verify
-from satbench.results import ResultsFile
+from satbench.analysis.results import ResultsFile
 from tests.report.chromium import find_chromium, open_page
 
 KEY = "sk-test-7f3c9a1b2d4e6f80"
@@ -211,7 +211,7 @@ def _drop_keys(node, *keys) -> None:
 @pytest.fixture
 def results_schema_one_minor_later(monkeypatch):
     """This satbench as (at least) the next minor version of results.json after 3.0."""
-    from satbench import results
+    from satbench.analysis import results
 
     field = results.ResultsFile.model_fields["schema_version"]
     later = f"3.{max(1, int(results.RESULTS_SCHEMA_VERSION.split('.')[1]))}"
@@ -286,7 +286,7 @@ def test_a_later_satbench_release_still_verifies_the_bundle(run_dir, monkeypatch
 
 
 def test_close_compares_numbers_to_rounding_and_everything_else_exactly():
-    from satbench.artifacts import close
+    from satbench.records.artifacts import close
 
     assert close({"a": [1.0, 2, "x"]}, {"a": [1.0 + 1e-15, 2, "x"]})
     assert not close({"a": 1.0}, {"a": 1.001}) and not close({"a": 1}, {"a": 2})

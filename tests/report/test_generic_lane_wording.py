@@ -3,7 +3,7 @@ server caption, build limitation and how its prompts were built (text, not token
 
 from __future__ import annotations
 
-from satbench.manifest import RuntimeInfo
+from satbench.records.manifest import RuntimeInfo
 from satbench.report.document import render_markdown
 from satbench.report.evidence import evidence_blocks
 from satbench.report.table import lane_title

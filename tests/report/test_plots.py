@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from satbench.config import SloConfig
-from satbench.events import RequestEvent, read_events
+from satbench.config.schema import SloConfig
+from satbench.records.events import RequestEvent, read_events
 from satbench.metrics.level import Occupancy
 from satbench.metrics.stats import Interval
 from satbench.report.plot_style import DPI, SIZE_IN

@@ -1,6 +1,6 @@
 """llama.cpp's own failure reason is found in its log."""
 
-from satbench.runtimes.logscan import failure_reason
+from satbench.server.logscan import failure_reason
 
 LOG_MISSING_TENSOR = """0.00.003.100 I llama_model_loader: loaded meta data with 9 key-value pairs
 0.00.004.000 E llama_model_load: error loading model: check_tensor_dims: tensor 'output_norm.weight' not found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from satbench.runtimes.memlog import MIB, StartupBuffers, is_gpu_buffer, parse_buffers, startup_buffers
+from satbench.server.memlog import MIB, StartupBuffers, is_gpu_buffer, parse_buffers, startup_buffers
 
 # as the xllamacpp wheel (b11549) printed them for the synthetic deepseek4 tiny, 2 slots, n_ctx 1024
 V4_START = """\

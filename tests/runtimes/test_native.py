@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from satbench.cli import main
-from satbench.config import ServerParams
+from satbench.cli.main import main
+from satbench.config.schema import ServerParams
 from satbench.errors import UserError
-from satbench.manifest import read_manifest
+from satbench.records.manifest import read_manifest
 from satbench.models.synthetic import write_synthetic_gguf
-from satbench.runtimes.native import NativeRuntime
+from satbench.server.native import NativeRuntime
 
 BIN = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_llama_server_bin.py")
 
@@ -63,7 +63,7 @@ def test_failure_reason_comes_from_the_servers_log(tmp_path, monkeypatch, capsys
 
 def test_missing_binary_is_a_user_error_before_the_run_and_a_start_error_at_start(tmp_path):
     from satbench.errors import RuntimeStartError
-    from satbench.runtimes.native import check_server_bin
+    from satbench.server.native import check_server_bin
 
     with pytest.raises(UserError, match="--server-bin .*nope: no such file"):
         check_server_bin(str(tmp_path / "nope"), "--server-bin")
@@ -75,7 +75,7 @@ def test_missing_binary_is_a_user_error_before_the_run_and_a_start_error_at_star
 def test_a_chosen_port_is_used_and_a_port_in_use_is_a_one_line_error(tmp_path, capsys):
     import socket
 
-    from satbench.runtimes.base import free_loopback_port
+    from satbench.server.base import free_loopback_port
 
     port = free_loopback_port()
     rt = NativeRuntime(BIN, "/m.gguf", ServerParams(port=port), 1, 256, tmp_path / "server.log")
@@ -98,7 +98,7 @@ def test_a_chosen_port_is_used_and_a_port_in_use_is_a_one_line_error(tmp_path, c
 
 
 def test_the_binary_digest_covers_the_executable_and_the_libraries_beside_it(tmp_path):
-    from satbench.runtimes.native import server_binary_sha256
+    from satbench.server.native import server_binary_sha256
 
     exe = tmp_path / "llama-server"
     exe.write_bytes(b"\x7fELF server")
@@ -121,7 +121,7 @@ def test_the_binary_digest_covers_the_executable_and_the_libraries_beside_it(tmp
 
 def test_the_binary_digest_covers_an_installed_prefixs_lib_directory(tmp_path):
     """cmake --install puts llama-server in PREFIX/bin and libllama, libggml-* in PREFIX/lib."""
-    from satbench.runtimes.native import server_binary_sha256
+    from satbench.server.native import server_binary_sha256
 
     (tmp_path / "bin").mkdir()
     (tmp_path / "lib").mkdir()
@@ -188,8 +188,8 @@ def test_the_server_dies_with_satbench_even_when_satbench_is_killed(tmp_path):
     from tests.runtimes.orphans import outlives_its_parent
 
     script = (f"import sys, time; from pathlib import Path\n"
-              f"from satbench.config import ServerParams\n"
-              f"from satbench.runtimes.native import NativeRuntime\n"
+              f"from satbench.config.schema import ServerParams\n"
+              f"from satbench.server.native import NativeRuntime\n"
               f"rt = NativeRuntime({BIN!r}, '/m.gguf', ServerParams(), 1, 256, Path({str(tmp_path / 'server.log')!r}))\n"
               f"rt.start(); print(rt.pid, flush=True); time.sleep(120)\n")
     assert outlives_its_parent(script) is None, "llama-server outlived the satbench process that started it"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from satbench.config import ServerParams
-from satbench.runtimes.native import NativeRuntime
+from satbench.config.schema import ServerParams
+from satbench.server.native import NativeRuntime
 
 
 def _fake_bin(tmp_path: Path) -> tuple[Path, Path]:

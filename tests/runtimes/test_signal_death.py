@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from satbench.cli import main
-from satbench.config import ServerParams
+from satbench.cli.main import main
+from satbench.config.schema import ServerParams
 from satbench.errors import RuntimeStartError
 from satbench.models.synthetic import write_synthetic_gguf
-from satbench.runtimes.base import describe_exit
-from satbench.runtimes.native import NativeRuntime
+from satbench.server.base import describe_exit
+from satbench.server.native import NativeRuntime
 
 STUB = """#!/bin/sh
 echo "srv    load_model: loading model '$2'"

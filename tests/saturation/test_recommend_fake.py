@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from satbench.config import SloConfig
-from satbench.fairness.verdicts import Verdict
-from satbench.results import ResultsFile
+from satbench.config.schema import SloConfig
+from satbench.analysis.verdicts import Verdict
+from satbench.analysis.results import ResultsFile
 from satbench.saturation.recommend import recommend, recommend_lane, render, slo_bound
 
 
@@ -84,7 +84,7 @@ def test_an_slo_that_a_level_misses_binds(four_slot_run):
 
 
 def test_refine_finds_a_saturation_point_between_powers_of_two(fake_server, tmp_path):
-    from satbench.cli import main
+    from satbench.cli.main import main
 
     fake = fake_server(n_slots=6, prefill_ms_per_token=0.02, decode_iteration_ms=4.0)
     out = tmp_path / "run"
@@ -154,7 +154,7 @@ def test_every_level_failing_its_requests_or_its_slo_gives_no_recommendation(fou
 
 
 def test_a_server_that_failed_at_the_lowest_level_leaves_nothing_to_recommend(four_slot_run):
-    from satbench.manifest import ServerFailure
+    from satbench.records.manifest import ServerFailure
 
     results = _results(four_slot_run)
     lane = results.lanes[0]
@@ -211,7 +211,7 @@ def test_the_file_restates_its_rules_and_verify_ignores_only_their_wording(four_
 
 def _with_memory(lane, ram_left):
     """The lane's memory as lane_memory derives it: 4 slots of 2 MiB and `ram_left` bytes left."""
-    from satbench.manifest import BufferSize, ServerMemory
+    from satbench.records.manifest import BufferSize, ServerMemory
     from satbench.metrics.slot_memory import MEMORY_MARGIN_BYTES, lane_memory
 
     kv = BufferSize(kind="kv", buffer="CPU", bytes=8 << 20)

@@ -11,8 +11,8 @@ from typing import Sequence
 
 from pydantic import Field
 
-from satbench.config import Strict
-from satbench.events import ProcessSample
+from satbench.config.schema import Strict
+from satbench.records.events import ProcessSample
 
 
 class GpuUse(Strict):

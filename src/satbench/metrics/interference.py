@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from satbench.config import Strict
+from satbench.config.schema import Strict
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Estimate, mean_estimate
 

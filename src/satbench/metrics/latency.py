@@ -5,7 +5,7 @@ All take a successful `RequestEvent` and return milliseconds (None when undefine
 
 from __future__ import annotations
 
-from satbench.events import RequestEvent
+from satbench.records.events import RequestEvent
 
 NS_PER_MS = 1_000_000.0
 

@@ -10,8 +10,8 @@ from typing import Sequence
 
 from pydantic import Field
 
-from satbench.config import SloConfig, Strict, design_minimum_requests
-from satbench.events import (
+from satbench.config.schema import SloConfig, Strict, design_minimum_requests
+from satbench.records.events import (
     CANCELLED,
     LevelMark,
     MetricsSample,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from satbench.config import Strict
-from satbench.events import RequestEvent
+from satbench.config.schema import Strict
+from satbench.records.events import RequestEvent
 
 TOLERANCE = 0.05
 

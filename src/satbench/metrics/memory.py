@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from satbench.events import ProcessSample
+from satbench.records.events import ProcessSample
 
 # whose process a figure reads: the server's (as read by one satbench session) or satbench's own session
 OWNER = {"rss_bytes": ("server_pid", "client_pid"), "cpu_seconds": ("server_pid", "client_pid"),

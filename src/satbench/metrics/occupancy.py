@@ -7,7 +7,7 @@ from itertools import pairwise
 from statistics import median
 from typing import Sequence
 
-from satbench.events import MetricsSample, RequestEvent, SlotsSample
+from satbench.records.events import MetricsSample, RequestEvent, SlotsSample
 from satbench.metrics.window import SteadyWindow
 
 CARRY_INTERVALS = 2  # a reading from before the window holds into it only if this many poll intervals old at most

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from satbench.config import SloConfig
-from satbench.events import RequestEvent
+from satbench.config.schema import SloConfig
+from satbench.records.events import RequestEvent
 from satbench.metrics import latency
 
 

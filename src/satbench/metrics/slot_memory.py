@@ -13,9 +13,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from satbench.config import Strict
-from satbench.manifest import RuntimeInfo, ServerMemory
-from satbench.runtimes.memlog import is_gpu_buffer
+from satbench.config.schema import Strict
+from satbench.records.manifest import RuntimeInfo, ServerMemory
+from satbench.server.memlog import is_gpu_buffer
 
 MEMORY_MARGIN_BYTES = 1 << 30  # left free on the device, as llama.cpp's own --fit-target default (1024 MiB)
 CACHE_KINDS = ("kv", "state")

@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import Field
 from scipy import stats as sps
 
-from satbench.config import Strict
+from satbench.config.schema import Strict
 
 PERCENTILES = (50, 90, 95, 99)
 FEW_SAMPLES = 100

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable
 
-from satbench.events import CANCELLED, RequestEvent
+from satbench.records.events import CANCELLED, RequestEvent
 from satbench.metrics.latency import first_token_ns
 from satbench.metrics.window import SteadyWindow
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Sequence
 
-from satbench.events import MetricsSample, ProcessSample, SlotsSample
+from satbench.records.events import MetricsSample, ProcessSample, SlotsSample
 from satbench.metrics.memory import cpu_why
-from satbench.sampler import GPU_FAILED, STOPPED
+from satbench.load.sampler import GPU_FAILED, STOPPED
 
 if TYPE_CHECKING:
     from satbench.metrics.level import LevelContext, LevelResult

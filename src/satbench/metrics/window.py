@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from satbench.config import Strict
-from satbench.events import RequestEvent
+from satbench.config.schema import Strict
+from satbench.records.events import RequestEvent
 from satbench.metrics.latency import first_token_ns
 
 

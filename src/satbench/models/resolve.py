@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from satbench.errors import UserError
-from satbench.manifest import ModelInfo
+from satbench.records.manifest import ModelInfo
 from satbench.models.builtin import resolve_builtin
 from satbench.models.files import check_gguf, sha256_file
 from satbench.models.synthetic import ARCHS, read_synthetic_metadata, refuse_to_replace, write_synthetic_gguf

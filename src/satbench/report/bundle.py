@@ -4,7 +4,7 @@ raw files → (analyze) results.json, verdicts.json → (recommend) recommendati
 plots/*.png, results.csv, EVIDENCE.md, report.html → SHA256SUMS (last, over everything).
 Missing derived JSON is computed first, so deleting every derived file and running
 `analyze` then `report` (or `report` alone) rebuilds the same bundle. Every file it writes, and
-plots/, are checked by the run directory's rule (satbench.rundir) before the first is written:
+plots/, are checked by the run directory's rule (satbench.records.rundir) before the first is written:
 a link where one of them goes refuses the report, naming it, with nothing written.
 """
 
@@ -17,10 +17,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from satbench.config import Strict
+from satbench.config.schema import Strict
 from satbench.errors import RunDirError
-from satbench.events import RequestEvent, read_events
-from satbench.manifest import read_manifest, write_text_atomic
+from satbench.records.events import RequestEvent, read_events
+from satbench.records.manifest import read_manifest, write_text_atomic
 from satbench.report.csvfile import write_csv
 from satbench.report.document import render_html, render_markdown
 from satbench.report.evidence import evidence_blocks
@@ -29,8 +29,8 @@ from satbench.report.csvfile import CSV_FILE
 from satbench.report.integrity import MAX_DERIVED_BYTES, SUMS_FILE
 from satbench.report.plot_style import PLOTS_DIR
 from satbench.report.plots import PlotFile, write_plots
-from satbench.results import RESULTS_FILE, VERDICTS_FILE, ResultsFile, read_results
-from satbench.rundir import (check_run_subdir, check_run_subdir_files, check_writable_file, make_run_subdir,
+from satbench.analysis.results import RESULTS_FILE, VERDICTS_FILE, ResultsFile, read_results
+from satbench.records.rundir import (check_run_subdir, check_run_subdir_files, check_writable_file, make_run_subdir,
                              read_regular_file, require_dir)
 from satbench.saturation.recommend import RECOMMENDATIONS_FILE, RecommendationsFile, recommend, write_recommendations
 
@@ -51,7 +51,7 @@ class ReportFiles(Strict):
 def load_results(run_dir: Path) -> ResultsFile:
     """results.json, computed from the raw files first when it is missing."""
     if not (run_dir / RESULTS_FILE).exists():
-        from satbench.analyze import analyze_and_write
+        from satbench.analysis.analyze import analyze_and_write
 
         return analyze_and_write(run_dir)
     return read_results(run_dir)

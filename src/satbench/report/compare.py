@@ -20,14 +20,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from satbench.config import ServerParams, Strict, WorkloadConfig
+from satbench.config.schema import ServerParams, Strict, WorkloadConfig
 from satbench.errors import UserError
-from satbench.manifest import HostInfo
+from satbench.records.manifest import HostInfo
 from satbench.metrics.interference import P95Metric, Ratio, ratio_of_estimates, ratio_of_p95
 from satbench.metrics.level import LevelResult
-from satbench.results import LaneResult, ResultsFile
-from satbench.results import read_results as load_results  # noqa: F401  (compare's loader, re-exported)
-from satbench.rundir import require_dir
+from satbench.analysis.results import LaneResult, ResultsFile
+from satbench.analysis.results import read_results as load_results  # noqa: F401  (compare's loader, re-exported)
+from satbench.records.rundir import require_dir
 
 MIN_EFFECT = 0.05
 _EPS = 1e-9  # a ratio of exactly 1.05 is a 5 % effect despite float rounding

@@ -11,10 +11,10 @@ import io
 from pathlib import Path
 from typing import Callable
 
-from satbench.manifest import write_text_atomic
+from satbench.records.manifest import write_text_atomic
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution
-from satbench.results import LaneResult, ResultsFile
+from satbench.analysis.results import LaneResult, ResultsFile
 
 CSV_FILE = "results.csv"
 

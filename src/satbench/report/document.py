@@ -16,7 +16,7 @@ from typing import Literal, Sequence, Union
 
 from pydantic import Field
 
-from satbench.config import Strict
+from satbench.config.schema import Strict
 
 
 class Heading(Strict):

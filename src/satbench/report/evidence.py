@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from typing import Sequence
 
-from satbench.manifest import ResumeRecord, RuntimeInfo
+from satbench.records.manifest import ResumeRecord, RuntimeInfo
 from satbench.report.document import Block, Bullets, Code, Heading, Image, Para, TableBlock
 from satbench.report.integrity import SUMS_FILE, FileHash
 from satbench.report.plots import PlotFile
@@ -19,8 +19,8 @@ from satbench.report.table import (INTERFERENCE_HEADERS, LEVEL_HEADERS, LEVEL_LE
                                    RECOMMENDATION_HEADERS, VERDICT_HEADERS, interference_row, lane_title,
                                    level_ci_notes, level_row, memory_row, recommendation_row, verdict_row)
 from satbench.metrics.slot_memory import MARGIN_TEXT
-from satbench.results import VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
-from satbench.runtimes.memlog import LOG_VERBOSITY
+from satbench.analysis.results import VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
+from satbench.server.memlog import LOG_VERBOSITY
 from satbench.saturation.recommend import RecommendationsFile
 
 
@@ -338,7 +338,7 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
         elif not lane.hardware.gpus:
             missing.append(f"{lane.lane}: GPU memory and utilisation (no GPU on this machine)")
     if results.config.together:
-        from satbench.sweep_plan import not_together
+        from satbench.run.plan import not_together
 
         missing += not_together(results.config)  # lanes of unequal length: the rest ran alone only
     return [Heading(level=2, text="Handoff"), Para(text="A consumer may rely on:"), Bullets(items=items),

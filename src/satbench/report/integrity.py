@@ -43,12 +43,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from satbench.artifacts import FLOAT_REL_TOL, older_minor, same_under_current_schema, schema_version_of
-from satbench.config import Strict
+from satbench.records.artifacts import FLOAT_REL_TOL, older_minor, same_under_current_schema, schema_version_of
+from satbench.config.schema import Strict
 from satbench.errors import RunDirError, SatbenchError
-from satbench.manifest import write_text_atomic
+from satbench.records.manifest import write_text_atomic
 from satbench.models.files import sha256_file  # called with cache=None: a bundle is always read
-from satbench.rundir import open_readable, read_regular_file, require_dir
+from satbench.records.rundir import open_readable, read_regular_file, require_dir
 
 SUMS_FILE = "SHA256SUMS"
 # written by analyze / recommend / report; everything else in a run directory is raw
@@ -233,8 +233,8 @@ def _rederive(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
     """(derived JSON that differs from what the raw files give now, each with the reason;
     derived JSON of an older minor schema that is consistent under the current one; derived JSON
     equal to the fresh one only within floating-point rounding)."""
-    from satbench.analyze import analyze_run
-    from satbench.results import ResultsFile, VerdictsFile, render_results, render_verdicts, verdicts_of
+    from satbench.analysis.analyze import analyze_run
+    from satbench.analysis.results import ResultsFile, VerdictsFile, render_results, render_verdicts, verdicts_of
     from satbench.saturation.recommend import RECOMMENDATIONS_FILE, RecommendationsFile, recommendations_differ
 
     out: list[str] = []

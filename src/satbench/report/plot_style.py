@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, Estimate
-from satbench.results import LaneResult
+from satbench.analysis.results import LaneResult
 
 PlotKind = Literal["throughput", "latency", "occupancy", "gpu", "timeline", "starvation"]
 KINDS: tuple[PlotKind, ...] = ("throughput", "latency", "occupancy", "gpu", "timeline", "starvation")

@@ -18,16 +18,16 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from satbench.config import Strict
-from satbench.events import RequestEvent
-from satbench.manifest import write_text_atomic
+from satbench.config.schema import Strict
+from satbench.records.events import RequestEvent
+from satbench.records.manifest import write_text_atomic
 from satbench.metrics.level import LevelResult
 from satbench.report.plot_style import (DPI, KINDS, PLOTS_DIR, STYLE, Drawn, PlotKind, by_concurrency, estimate_err,
                                         lane_title, n_axis, new_figure, p95_err)
 from satbench.report.plots_gpu import gpu_plot
 from satbench.report.plots_requests import starvation_plot, timeline_plot
-from satbench.results import LaneResult, ResultsFile
-from satbench.rundir import make_run_subdir
+from satbench.analysis.results import LaneResult, ResultsFile
+from satbench.records.rundir import make_run_subdir
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile
 
 

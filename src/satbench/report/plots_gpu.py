@@ -8,7 +8,7 @@ throughput and the server's CPU cores, so "throughput flat while the GPU idles" 
 from __future__ import annotations
 
 from satbench.report.plot_style import Drawn, by_concurrency, lane_title, n_axis, new_figure
-from satbench.results import LaneResult
+from satbench.analysis.results import LaneResult
 from satbench.saturation.bound import GPU_BUSY_PCT, GPU_IDLE_PCT
 from satbench.saturation.recommend import LaneRecommendation
 

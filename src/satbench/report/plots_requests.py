@@ -6,10 +6,10 @@ from __future__ import annotations
 import statistics
 from typing import Iterator, Sequence
 
-from satbench.events import RequestEvent
+from satbench.records.events import RequestEvent
 from satbench.metrics.latency import first_token_ns
 from satbench.report.plot_style import Drawn, lane_title, new_figure
-from satbench.results import LaneResult
+from satbench.analysis.results import LaneResult
 
 MAX_BARS = 200
 MARKERS = ("o", "s", "^", "v", "D", "x", "+")

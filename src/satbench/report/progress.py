@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
-from satbench.events import RequestEvent
+from satbench.records.events import RequestEvent
 
 
 class RichProgress:

@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from satbench.manifest import RuntimeInfo
+from satbench.records.manifest import RuntimeInfo
 from satbench.metrics.level import LevelResult
 from satbench.metrics.slot_memory import size_text
 from satbench.metrics.stats import Distribution, Estimate, Interval
-from satbench.results import LaneResult, ResultsFile
+from satbench.analysis.results import LaneResult, ResultsFile
 
 
 def _est(e: Estimate, digits: int = 1) -> str:

@@ -27,10 +27,10 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from satbench.config import Strict
+from satbench.config.schema import Strict
 from satbench.metrics.level import LevelResult
-from satbench.results import LaneResult
-from satbench.runtimes.memlog import GPU_DEVICE
+from satbench.analysis.results import LaneResult
+from satbench.server.memlog import GPU_DEVICE
 
 Resource = Literal["gpu", "server_cpu", "slots", "undetermined"]
 GPU_BUSY_PCT = 80.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from satbench.config import Strict
+from satbench.config.schema import Strict
 
 MIN_GAIN_PER_DOUBLING = 0.10
 

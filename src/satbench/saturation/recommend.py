@@ -17,15 +17,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from satbench.artifacts import (close, older_minor, only_keys_of, published_schema, render,  # noqa: F401 (render: re-exported)
+from satbench.records.artifacts import (close, older_minor, only_keys_of, published_schema, render,  # noqa: F401 (render: re-exported)
                                 write_artifact)
-from satbench.config import SloConfig, Strict
+from satbench.config.schema import SloConfig, Strict
 from satbench.errors import RunDirError
-from satbench.manifest import HostInfo, ModelInfo, RuntimeInfo
+from satbench.records.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.metrics.level import LevelResult
 from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
 from satbench.metrics.stats import Distribution, Estimate, Interval
-from satbench.results import RESULTS_FILE, LaneResult, ResultsFile, read_results
+from satbench.analysis.results import RESULTS_FILE, LaneResult, ResultsFile, read_results
 from satbench.saturation.bound import Resource, Saturation, busy_slots, busy_slots_variant, saturated_by
 from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.slo import slo_bound
@@ -338,8 +338,8 @@ def recommend(run_dir: Path) -> RecommendationsFile:
     path = run_dir / RESULTS_FILE
     if not path.exists():
         raise RunDirError(f"{run_dir} has no results.json; run 'satbench analyze {run_dir}' first")
-    from satbench.results import MAX_RESULTS_BYTES
-    from satbench.rundir import read_regular_file  # a regular file only: a named pipe never blocks
+    from satbench.analysis.results import MAX_RESULTS_BYTES
+    from satbench.records.rundir import read_regular_file  # a regular file only: a named pipe never blocks
 
     text = read_regular_file(path, MAX_RESULTS_BYTES)
     results = read_results(run_dir)

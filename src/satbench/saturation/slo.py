@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from itertools import count
 
-from satbench.config import SloConfig
+from satbench.config.schema import SloConfig
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, percentile_ci
 

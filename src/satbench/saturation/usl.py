@@ -16,7 +16,7 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
-from satbench.config import Strict
+from satbench.config.schema import Strict
 
 MIN_R2 = 0.9
 

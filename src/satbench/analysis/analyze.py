@@ -1,0 +1,136 @@
+"""Raw files → results.json. The sweep calls this too, so `satbench analyze` reproduces it byte for byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from satbench.config.schema import LaneConfig
+from satbench.errors import RunDirError
+from satbench.records.events import LevelMark, RequestEvent, read_events, read_samples
+from satbench.load.fairness_plan import fairness_plan
+from satbench.analysis.verdicts import Verdict, lane_verdicts
+from satbench.records.manifest import LaneProvenance, ServerFailure, read_manifest
+from satbench.metrics.interference import interference
+from satbench.metrics.level import LevelContext, LevelResult, summarize_level
+from satbench.metrics.slot_memory import lane_memory
+from satbench.run.resume import current_session_records
+from satbench.analysis.results import LaneResult, ResultsFile, verdicts_of, write_results, write_verdicts
+from satbench.run.plan import together_shape
+
+
+def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list, samples: list,
+            host_cores: int | None = None, shape: tuple[int, int] | None = None) -> list[LevelResult]:
+    """Every level of one lane in one scenario; with `shape` (steps, repetitions), only the lane's first
+    `steps` levels and repetitions up to `repetitions` (the together scenario: what every lane had)."""
+    steps, reps = shape or (len(lane.levels), lane.repetitions)
+    kept = set(lane.levels[:steps]) if shape else None
+
+    def mine(r) -> bool:
+        return (r.lane == lane.name and r.scenario == scenario
+                and (kept is None or (r.level in kept and r.repetition <= reps)))
+    events = [r for r in records if isinstance(r, RequestEvent) and mine(r)]
+    marks = [r for r in records if isinstance(r, LevelMark) and mine(r)]
+    lane_samples = [s for s in samples if s.lane == lane.name and s.scenario == scenario]
+    out = []
+    for n in sorted({e.level for e in events} | {m.level for m in marks}):
+        ctx = LevelContext(
+            lane=lane.name, level=n, repetitions_planned=reps,
+            measured_requests_planned=lane.measured_requests(n),
+            slots=prov.runtime.total_slots, per_slot_ctx=prov.runtime.per_slot_ctx,
+            prompt_tokens=lane.workload.prompt_tokens, output_tokens=lane.workload.output_tokens,
+            overhead_ms=prov.network.rtt_ms_median or 0.0, llamacpp=prov.runtime.llamacpp, slo=lane.slo,
+            host_cores=host_cores, server_remote=not prov.network.on_this_machine,
+        )
+        out.append(summarize_level(ctx, [e for e in events if e.level == n],
+                                   [m for m in marks if m.level == n], lane_samples))
+    return out
+
+
+def _mark_failed(records: list, failures: list[ServerFailure]) -> list:
+    """A level that lost its server is failed even where the load generator's own mark said
+    complete (the server died after the last answer): run.json's server_failures say so."""
+    failed = {(f.lane, f.scenario, f.level, f.repetition, f.session): f.reason for f in failures}
+    out = []
+    for r in records:
+        key = (r.lane, r.scenario, r.level, r.repetition, r.session) if isinstance(r, LevelMark) else None
+        if key in failed and r.kind == "level_end" and r.status == "complete":
+            r = r.model_copy(update={"status": "failed", "reason": failed[key]})
+        out.append(r)
+    return out
+
+
+def _fairness(lane: LaneConfig, prov: LaneProvenance, records: list,
+              failures: list[ServerFailure]) -> list[Verdict]:
+    """The six verdicts, when the fairness checks ran for this lane; the checks a lost server
+    kept from running say so (the failure of the session whose events are judged)."""
+    rt = prov.fairness_runtime
+    if rt is None:
+        return []
+    events = [r for r in records if isinstance(r, RequestEvent) and r.lane == lane.name and r.scenario == "fairness"]
+    mine = [f for f in failures if f.lane == lane.name and f.scenario == "fairness"]
+    sessions = {e.session for e in events} or {max((f.session for f in mine), default=0)}
+    lost = next((f.reason for f in mine if f.session in sessions), None)
+    return lane_verdicts(events, fairness_plan(lane, rt, prov.fairness_network or prov.network), lane.fairness,
+                         rt.llamacpp, lost=lost)
+
+
+def analyze_run(run_dir: Path) -> ResultsFile:
+    """Recompute every figure of a run from run.json, events.jsonl and server_samples.jsonl."""
+    manifest = read_manifest(run_dir)
+    prov = manifest.provenance
+    if prov is None or not prov.lanes:
+        raise RunDirError(f"{run_dir}: the run stopped before any server was described; nothing to analyze")
+    records = current_session_records(read_events(run_dir))  # a resumed unit counts its last session only
+    records = _mark_failed(records, manifest.server_failures)
+    samples = read_samples(run_dir)
+    lanes = []
+    for lane in manifest.config.lanes:
+        lp = prov.lanes.get(lane.name)
+        if lp is None:
+            continue  # the run stopped before this lane's server started
+        cores = prov.host.cores_logical
+        solo = _levels(lane, lp, "solo", records, samples, cores)
+        # a run from before --together kept to what every lane has ran the rest alone: not together
+        together = _levels(lane, lp, "together", records, samples, cores, together_shape(manifest.config))
+        lanes.append(LaneResult(
+            lane=lane.name, model=lp.model, runtime=lp.runtime, network=lp.network, hardware=prov.host,
+            workload=lane.workload, server_params=lane.server, slo=lane.slo,
+            memory=lane_memory(lp.runtime, lane.server.kv_unified),
+            levels=solo,
+            together_levels=together, interference=interference(solo, together),
+            fairness=_fairness(lane, lp, records, manifest.server_failures),
+            server_failures=[f for f in manifest.server_failures if f.lane == lane.name],
+        ))
+    return ResultsFile(
+        run_id=manifest.run_id, status=manifest.status, status_reason=manifest.status_reason,
+        started_at=manifest.started_at, finished_at=manifest.finished_at,
+        command_line=manifest.command_line, config=manifest.config, provenance=prov, lanes=lanes,
+        lanes_not_started=[f for f in manifest.server_failures if f.lane not in prov.lanes],
+    )
+
+
+def analyze_and_write(run_dir: Path) -> ResultsFile:
+    """results.json, and verdicts.json when the fairness checks ran."""
+    results = analyze_run(run_dir)
+    write_results(run_dir, results)
+    verdicts = verdicts_of(results)
+    if verdicts is not None:
+        write_verdicts(run_dir, verdicts)
+    return results
+
+
+def clear_derived(run_dir: Path) -> None:
+    """Remove the derived files that a new derivation replaces and `satbench report` would otherwise
+    reuse (results.json, verdicts.json, recommendations.json) and SHA256SUMS, the bundle's last
+    file: a derivation cut short (Ctrl-C) then leaves nothing stale, and no SHA256SUMS ("report
+    missing": `report`, or `sweep --resume`, derives it all from the raw files)."""
+    from satbench.report.integrity import SUMS_FILE
+    from satbench.analysis.results import RESULTS_FILE, VERDICTS_FILE
+    from satbench.saturation.recommend import RECOMMENDATIONS_FILE
+
+    for name in (SUMS_FILE, RECOMMENDATIONS_FILE, VERDICTS_FILE, RESULTS_FILE):
+        try:
+            (run_dir / name).unlink(missing_ok=True)
+        except OSError as exc:
+            raise RunDirError(f"cannot remove {run_dir / name} before deriving it anew: "
+                              f"{exc.strerror or exc}") from exc

@@ -1,0 +1,222 @@
+"""results.json: the versioned, schema-validated product of `analyze` (DESIGN.md §8)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+
+from satbench.records.artifacts import published_schema, render, validate_text, write_artifact
+from satbench.errors import RunDirError, UserError
+from satbench.config.schema import RECORDED, RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
+from satbench.records.manifest import (HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo, ServerFailure,
+                               first_error)
+from satbench.analysis.verdicts import Verdict
+from satbench.metrics.interference import Interference
+from satbench.metrics.level import LevelResult
+from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
+from satbench.records.rundir import read_regular_file
+from satbench.server.memlog import LOG_VERBOSITY
+
+RESULTS_FILE = "results.json"
+MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far below this
+RESULTS_SCHEMA_VERSION = "3.2"
+# 3.2: lanes[].memory (cache per slot, model resident, slots that fit in the memory left after loading).
+# 3.1: repetitions[].p95_ttft_ms / p95_itl_ms / p95_e2e_ms (compare's and interference's p95 CIs
+#      span repetitions); a percentile's CI always contains its estimate; memory's CPU figures come
+#      from the one process that ran the level (null with a reason in `unavailable` where readings
+#      mixed processes: they went negative), and url lanes have host and satbench CPU;
+#      network.server_on_this_machine; together levels only those every lane ran together.
+# 3.0: throughput (output and total tok/s, req/s) is taken per stream from the start of a whole
+#      request to the window's end, no longer as all tokens in the window ÷ its length, which
+#      overstated servers whose streams move in step (up to +44 % with two requests per stream); repetitions' throughput_streams and the
+#      few_throughput_streams flag; prompt tokens as the server counted them; time_weighted_source
+#      is "requests_processing+slots" when repetitions used different sources.
+# 2.5: the few_occupancy_samples flag; time_weighted_busy_slots carries a reading into the window only
+#      from <= 2 poll intervals before it and is null without a good reading inside; the decode-weighted
+#      figure is null when /metrics printing rounds away its digits; model.path is absolute; verdicts 1.2.
+# 2.4: hardware.cpu_signature and hardware.cores_usable; the fingerprint no longer counts the kernel
+#      release and identifies RAM by its 4 GiB class; lanes_not_started; slo.p95_e2e_ms.
+# 2.3: runtime.binary_sha256 (a native llama-server's executable and libraries).
+# 2.2: a `gpu` block per level (NVML memory mean/peak, utilisation, SM clock) and the lane's
+#      `server_failures` (a level or check whose server crashed or stopped answering).
+# 2.1: memory.host_busy_cores and memory.client_cpu_cores per level, and the cpu_contention flag.
+# 2.0: one section per lane (model, runtime build and backend, network, hardware fingerprint),
+#      together-scenario levels and cross-lane interference; 1.0 had a single lane.
+
+DEFINITIONS = {
+    "ttft_ms": "first chunk carrying >=1 generated token - sent_ns",
+    "itl_ms": "gap between consecutive token-carrying chunks / tokens in the later chunk; pooled over requests",
+    "tpot_ms": "(E2E - TTFT) / (output tokens - 1), per request",
+    "e2e_ms": "end_ns - sent_ns",
+    "queue_time_ms": "estimate: max(0, TTFT - server prompt_ms - median loopback RTT); llama.cpp has no queue stamp",
+    "output_tok_per_s": "per stream from the start of a whole request to the window's end E: N / used * sum over streams of (sum over its measured requests sent in [A_s, E] of output tokens * share) / (E - A_s), A_s the send of the stream's first measured request that had not ended when the window opened, share = the part of the request's life (sent to end) elapsed by E (1 when it ended by E), over the used streams with such a request (a closed-loop stream does nothing else in that span, all under full load; a request stalled at E holds its stream down; all tokens in the window / its length overstates a server whose streams move in step)",
+    "total_tok_per_s": "as output_tok_per_s, counting each request's prompt (server's count: timings prompt_n + cache_n, else usage prompt_tokens, else the requested length; 0 when no token came) and output tokens",
+    "req_per_s": "as output_tok_per_s, counting 1 per successful request (0 for a failed one)",
+    "few_throughput_streams": "flagged when a repetition's rates rest on fewer than N streams (a stream with no measured request running in the window is left out and the rest scaled to N)",
+    "steady_window": "from the moment every stream has a token of a measured request to the first completion after the last request was issued",
+    "latency_sample": "successful measured requests completing inside the steady window, pooled over repetitions",
+    "time_weighted_busy_slots": "time-weighted mean over the window's covered time of busy slots from /slots (or requests_processing) readings; a reading holds until the next poll; one from before the window counts only if <= 2 poll intervals old; null when no reading inside the window succeeded",
+    "time_weighted_source": "where time_weighted_busy_slots came from: slots, requests_processing (when /slots gave no reading in a repetition's window), or both joined by + when repetitions differed",
+    "decode_weighted_busy_slots": "delta(n_busy_slots_per_decode * n_decode_total) / delta(n_decode_total) over the window",
+    "client_in_flight": "time-weighted mean of requests between sent_ns and end_ns in the window",
+    "percentiles": "linear interpolation; 95% CI from binomial order statistics of the pooled sample, widened to contain the estimate (within-run sampling only: it does not carry repetition-to-repetition variation); mean CI Student-t over repetitions",
+    "repetition_p95": "repetitions[].p95_ttft_ms / p95_itl_ms / p95_e2e_ms: the p95 of that repetition's own latency sample; compare and interference take a p95's CI as Student-t over these (none from fewer than 2), widened to contain the pooled p95",
+    "together_levels": "the lane measured while every lane of the run ran at once, levels in lockstep by position; lanes that finished early kept their streams busy with background requests (never counted); only the first levels and repetitions that every lane has (the rest ran alone only)",
+    "interference": "together / alone for output tok/s and p95 TTFT and ITL; CI by interval arithmetic on the two 95% CIs (for a p95, the CI over repetitions of repetition_p95)",
+    "hardware.fingerprint_sha256": "sha256 of canonical JSON of CPU model and signature, cores (logical, physical, usable), RAM class (multiple of 4 GiB at or above it), OS family (not the kernel release), and each GPU's name, memory (GiB), driver and CUDA version",
+    "host_busy_cores": "whole machine: delta(total - idle - iowait CPU seconds) / delta wall, over the level's process samples",
+    "gpu": "NVML, device-wide: utilisation and SM clock of the busiest GPU and memory used (all GPUs), mean over the readings inside the steady windows; peak memory over the whole level",
+    "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours competed; for a server on another machine, the load generator and neighbours) or other processes used >= 0.25 core (not judged when the server's own CPU is not read: a url lane)",
+    "few_occupancy_samples": "flagged when a window's time-weighted busy slots rests on fewer than 10 good /slots (or requests_processing) readings, or one reading stands for more than 25% of the window",
+    "fairness_evidence": "a verdict needs its situation: F2 rounds whose N requests were in flight at once; F3 more requests than slots in flight for >= 80% of its window; S3 pairs whose second prompt came before the first's first token; no client TTFT more than 1 ms below the server's prompt_ms (a late send stamp); solo references within 1.5x of each other",
+    "f1_decode_rate": "per request: (its tokens + 1) / (its neighbours' tokens + 1) over the intervals in which they decoded side by side (>= 250 ms after trimming 50 ms at each end, >= 20 tokens); max/min and Jain over the requests so compared, judged only when they are >= 75% of the window's and cover every stream",
+    "memory": f"lanes[].memory: cache = KV + state buffers llama.cpp printed at start (a probe start "
+              f"at log verbosity {LOG_VERBOSITY}), per slot = cache / n_seq_max; slots_fit = slots + min "
+              f"over the pools holding cache of floor((memory left - {MARGIN_TEXT}) / its cache per slot), "
+              "the memory left being the lower of the readings at start and after the levels of GPU free "
+              "memory, or of RAM available less the mapped model (not on tmpfs); null with --kv-unified or "
+              "several GPUs",
+    "littles_law": "N vs the mean over repetitions of reported req/s * mean E2E of the successful requests completing in the window; flagged beyond 5% (client lag between requests, failed requests, or a rate that does not describe the server)",
+}
+
+
+class LaneResult(Strict):
+    """Everything about one lane, keyed by lane and (through `hardware`) by machine."""
+
+    lane: str
+    model: ModelInfo
+    runtime: RuntimeInfo
+    network: NetworkInfo
+    hardware: HostInfo = Field(description="recorded once per run, attached to every lane")
+    workload: WorkloadConfig
+    server_params: ServerParams
+    slo: SloConfig | None = None
+    memory: LaneMemory | None = Field(None, description="the lane's cache per slot and the slots that fit, "
+                                      "from its server's buffers (null: none printed, or a running server)")
+    levels: list[LevelResult] = Field(description="the lane alone on the machine")
+    together_levels: list[LevelResult] = Field(default_factory=list,
+                                               description="the lane while every lane of the run ran")
+    interference: list[Interference] = Field(default_factory=list)
+    fairness: list[Verdict] = Field(default_factory=list, description="F1-F3, S1-S3; empty when not run")
+    server_failures: list[ServerFailure] = Field(
+        default_factory=list, description="levels whose server crashed or stopped answering (from run.json)")
+
+
+class ResultsFile(Strict):
+    schema_version: str = RESULTS_SCHEMA_VERSION
+    run_id: str
+    status: str
+    status_reason: str | None = None
+    started_at: str
+    finished_at: str | None = None
+    command_line: list[str]
+    config: RunConfig
+    provenance: Provenance
+    definitions: dict[str, str] = Field(default_factory=lambda: dict(DEFINITIONS))
+    lanes: list[LaneResult]
+    lanes_not_started: list[ServerFailure] = Field(
+        default_factory=list, description="lanes of the run whose server never started (so no section in `lanes`)")
+
+
+def read_results(run_dir: Path) -> ResultsFile:
+    """A run directory's results.json; UserError (one line) when missing, unreadable or invalid."""
+    run_dir = Path(run_dir)
+    path = run_dir / RESULTS_FILE
+    redo = f"run `satbench analyze {run_dir}` first"
+    try:
+        if not run_dir.is_dir():
+            raise UserError(f"{run_dir}: no such run directory")
+        if not os.path.lexists(path):
+            raise UserError(f"{run_dir}: no {RESULTS_FILE}; {redo}")
+    except OSError as exc:
+        raise UserError(f"{run_dir}: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(read_regular_file(path, MAX_RESULTS_BYTES).decode("utf-8"))
+    except RunDirError as exc:
+        raise UserError(f"{exc}; {redo}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise UserError(f"{path}: cannot read it ({exc.__class__.__name__}); {redo}") from exc
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if not isinstance(version, str) or version.split(".")[0] != RESULTS_SCHEMA_VERSION.split(".")[0]:
+        raise UserError(f"{path}: results schema {version} is not {RESULTS_SCHEMA_VERSION}; {redo}")
+    try:
+        return ResultsFile.model_validate(data, context=RECORDED)  # its config as recorded (config.RECORDED)
+    except RecursionError as exc:
+        raise UserError(f"{path}: not a valid {RESULTS_FILE} (nested too deep); {redo}") from exc
+    except ValidationError as exc:
+        raise UserError(f"{path}: not a valid {RESULTS_FILE} ({first_error(exc)}); {redo}") from exc
+
+
+def results_json_schema() -> dict:
+    """The published JSON Schema of results.json (`satbench schema results`)."""
+    return published_schema(ResultsFile, "results", RESULTS_SCHEMA_VERSION)
+
+
+def render_results(results: ResultsFile) -> str:
+    """Deterministic text of results.json (same input → same bytes)."""
+    return render(results)
+
+
+def validate_results_text(text: str) -> None:
+    """Check results.json text against the published schema; RunDirError if it does not hold."""
+    validate_text(text, results_json_schema(), RESULTS_FILE)
+
+
+def write_results(run_dir: Path, results: ResultsFile) -> Path:
+    return write_artifact(run_dir / RESULTS_FILE, results, results_json_schema())
+
+
+VERDICTS_FILE = "verdicts.json"
+VERDICTS_SCHEMA_VERSION = "1.3"  # 1.1: S2 holds every probe to the bound (probes_over_bound), S3 complete pairs only
+# 1.3: F1 is inconclusive when every TTFT over its bound was the server's own slow prefill, not a wait
+#      (its timings); F2's derivation names the sizes as sent.
+# 1.2: a check whose workload did not create its situation, or whose client stamped its sends late,
+#      is inconclusive (F2 rounds in flight at once, F3 backlogged_share, S3 pairs that competed, TTFT
+#      never below the server's prompt_ms, steady solo references); F1 compares the tokens requests
+#      received while decoding side by side; F3 counts no warmup; unrun checks say "not run";
+#      the plan's n_batch is the one llama.cpp runs with (lowered to a smaller whole context)
+
+
+class LaneVerdicts(Strict):
+    lane: str
+    model_sha256: str | None
+    hardware_fingerprint: str
+    runtime_build: int | None
+    verdicts: list[Verdict]
+
+
+class VerdictsFile(Strict):
+    """verdicts.json: the fairness and starvation verdicts of every lane of a run."""
+
+    schema_version: str = VERDICTS_SCHEMA_VERSION
+    run_id: str
+    lanes: list[LaneVerdicts]
+
+    @property
+    def any_failed(self) -> bool:
+        return any(v.verdict == "fail" for lane in self.lanes for v in lane.verdicts)
+
+
+def verdicts_of(results: ResultsFile) -> VerdictsFile | None:
+    lanes = [LaneVerdicts(lane=lane.lane, model_sha256=lane.model.sha256,
+                          hardware_fingerprint=lane.hardware.fingerprint_sha256,
+                          runtime_build=lane.runtime.build_number, verdicts=lane.fairness)
+             for lane in results.lanes if lane.fairness]
+    return VerdictsFile(run_id=results.run_id, lanes=lanes) if lanes else None
+
+
+def render_verdicts(verdicts: VerdictsFile) -> str:
+    """Deterministic text of verdicts.json."""
+    return render(verdicts)
+
+
+def verdicts_json_schema() -> dict:
+    """The published JSON Schema of verdicts.json (`satbench schema verdicts`)."""
+    return published_schema(VerdictsFile, "verdicts", VERDICTS_SCHEMA_VERSION)
+
+
+def write_verdicts(run_dir: Path, verdicts: VerdictsFile) -> Path:
+    return write_artifact(run_dir / VERDICTS_FILE, verdicts, verdicts_json_schema())

@@ -1,0 +1,429 @@
+"""Command line: parse → typed config → library call → exit code. User errors: one line, no traceback."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import signal
+import sys
+import types
+from pathlib import Path
+from typing import Callable, Iterator
+
+from satbench.cli.args import build_parser, lanes_config, run_config, run_flags_given
+from satbench.config.schema import LaneConfig, RunConfig
+from satbench.errors import Interrupted, SatbenchError, ServerGoneError, UserError
+from satbench.records.rundir import refuse_if_in_use
+from satbench.server.remote import redact_url
+
+
+FAIRNESS_FAILED = 6
+INTERNAL_ERROR = 1  # an exception satbench did not expect: a bug
+TRACEBACK_ENV = "SATBENCH_TRACEBACK"  # set (to anything) to see an internal error's traceback
+
+
+def _sigterm_as_interrupt(sweep) -> Callable[[int, object], None]:
+    """A SIGTERM handler that makes SIGTERM a SIGINT, so that it takes Ctrl-C's path exactly:
+    inside the event loop, asyncio.run's own SIGINT handler cancels the sweep and lets every
+    `finally` run before KeyboardInterrupt leaves it. Raising KeyboardInterrupt here instead could
+    land in the selector, outside any task, and leave the sweep's coroutine to be torn down at
+    exit. The run's status_reason then says SIGTERM, not Ctrl-C."""
+    def handler(signum: int, frame: object) -> None:
+        sweep.interrupted_by = "SIGTERM (kill, timeout or a service stop)"
+        signal.raise_signal(signal.SIGINT)
+    return handler
+
+
+def _remote_preflight(cfg: RunConfig) -> None:
+    """Unreadable keys or CA files fail before anything starts; --insecure says so on stderr."""
+    from satbench.http.access import check_remote_access
+
+    for line in check_remote_access(cfg):
+        print(line, file=sys.stderr)
+
+
+def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
+    """Refused before a new run's directory exists, in one line naming the lane (lane file) or the
+    flag. First every check that needs no server: a server_bin that cannot run, a --ctx-size too
+    small for one request per slot, a port in use (or asked by two lanes that run together), levels
+    whose requests and streams satbench's memory cannot hold (workload.check_memory_fits), a prompt
+    too short for its unique prefix by the model file's own vocabulary (prefix_preflight). Then the
+    running servers: a served_model its server does not list, and a run of running servers none of
+    which answers (where one answers, the others become recorded lane failures). A running server
+    still loading its model is waited for (a bounded time), one whose slots or per-slot context the
+    workload does not fit, or whose /tokenize leaves no room after the prefix, is refused, and one
+    without /metrics or /slots is warned about."""
+    from satbench.run.preflight import check_prefix_bounds
+    from satbench.server.probe import check_served_model, wait_while_loading
+    from satbench.server.base import check_port_free
+    from satbench.server.native import check_server_bin
+    from satbench.server.checks import check_planned_fit
+    from satbench.load.workload import check_memory_fits
+
+    ports: dict[int, str] = {}
+    for lane in cfg.lanes:
+        rc, port = lane.runtime, lane.server.port
+
+        def where(key: str) -> str:
+            return f"lane {lane.name}: {key}" if lane_file else f"--{key.replace('_', '-')}"
+
+        if rc.kind == "native" and rc.server_bin is not None:
+            check_server_bin(rc.server_bin, where("server_bin"))
+        check_planned_fit(lane)
+        if rc.kind == "url" or port is None:
+            continue
+        if cfg.together and port in ports:
+            raise UserError(f"lanes {ports[port]} and {lane.name} both ask for port {port} and the together "
+                            "scenario runs them at once: give each lane its own port, or drop port")
+        ports[port] = lane.name
+        check_port_free(port, f"{where('port')} {port}")
+    check_memory_fits(cfg, lane_file)
+    check_prefix_bounds(cfg, lane_file)
+    for lane in cfg.lanes:
+        if lane.runtime.kind != "url":
+            continue
+        answers = wait_while_loading(lane)
+        check_served_model(lane)
+        if answers:
+            _running_server_checks(cfg, lane, lane_file)
+    if all(lane.runtime.kind == "url" for lane in cfg.lanes):
+        _some_url_answers(cfg)
+
+
+def _running_server_checks(cfg: RunConfig, lane: LaneConfig, lane_file: bool = False) -> None:
+    """A url lane whose server answers: the workload must fit its per-slot context, its prompts the
+    longest unique prefix as its /tokenize counts it, and with --strict its levels its slots (all
+    checked again at the lane's start, which also warns of queueing levels); a disabled /metrics or
+    /slots is one warning line each."""
+    from satbench.run.preflight import check_prefix_remote
+    from satbench.server.probe import endpoint_warnings, server_shape
+    from satbench.server.checks import check_fits
+
+    shape = server_shape(lane)
+    if shape is not None and not cfg.fairness_only:  # the fairness checks size their own requests
+        check_fits(lane, *shape, cfg.strict, warn=False)
+    if shape is not None:  # a llama.cpp server: it tokenizes
+        check_prefix_remote(cfg, lane, lane_file)
+    for line in endpoint_warnings(lane):
+        print(line, file=sys.stderr)
+
+
+def _some_url_answers(cfg: RunConfig) -> None:
+    """A run whose lanes are all running servers: RuntimeStartError when none of them answers (there
+    would be nothing to measure). One that answers is enough: the others become recorded lane failures."""
+    from satbench.errors import RuntimeStartError
+    from satbench.server.probe import check_reachable
+
+    down: list[str] = []
+    for lane in cfg.lanes:
+        try:
+            check_reachable(lane)
+            return
+        except RuntimeStartError as exc:
+            if len(cfg.lanes) == 1:
+                raise
+            down.append(f"lane {lane.name}: {exc}")
+    raise RuntimeStartError(f"no lane's server answers ({'; '.join(down)})")
+
+
+def _cmd_sweep(a: argparse.Namespace) -> int:
+    from satbench.report.progress import RichProgress
+    from satbench.records.rundir import check_new_run_dir, default_run_dir, prepare_run_dir
+    from satbench.run.sweep import Sweep
+
+    argv = [redact_url(x) for x in ["satbench", *a.argv]]
+    resume = None
+    if a.resume:
+        from satbench.run.resume import derive_only, resumable_manifest
+
+        if a.output:
+            raise UserError("--resume continues RUN_DIR in place; drop -o")
+        run_dir = Path(a.resume)
+        resume = resumable_manifest(run_dir)
+        if derive_only(run_dir, resume):
+            return _derive_complete_run(run_dir)
+        cfg = run_config(a) if run_flags_given(a) else resume.config
+        _remote_preflight(cfg)
+        _server_preflight(cfg, bool(a.lanes) or len(cfg.lanes) > 1)
+        sweep = Sweep(cfg, run_dir, argv, RichProgress(), resume=resume)
+    else:
+        cfg = run_config(a)
+        _remote_preflight(cfg)
+        run_dir = Path(a.output) if a.output else default_run_dir()
+        check_new_run_dir(run_dir)
+        _server_preflight(cfg, bool(a.lanes) or len(cfg.lanes) > 1)
+        sweep = Sweep(cfg, run_dir, argv, RichProgress())
+        sweep.resolve_models()  # a bad model (or URL, above) is refused before the run directory exists
+        prepare_run_dir(run_dir)
+    with _interruptible(sweep):
+        try:
+            results = sweep.run()
+        except KeyboardInterrupt as exc:
+            raise Interrupted(_interrupted_words(run_dir)) from exc
+        except SatbenchError as exc:
+            exc.args = (f"{exc} (run directory: {run_dir})",)
+            raise
+        return _finish_sweep(run_dir, results)
+
+
+@contextlib.contextmanager
+def _interruptible(sweep: object) -> Iterator[None]:
+    """SIGTERM taken as Ctrl-C, and Ctrl-C always delivered, from the first measurement to the last
+    file of the report (the derivation too: an interrupt there must say so, not kill silently)."""
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt(sweep))  # kill / timeout / systemd stop = Ctrl-C
+    # a shell starts `satbench sweep &` with SIGINT ignored, and then the SIGINT that SIGTERM raises
+    # would be ignored too: Ctrl-C (and so SIGTERM) must always reach the sweep
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+
+
+def _interrupted_words(run_dir: Path) -> str:
+    """What an interrupted sweep says: the status run.json holds, and how to finish the run."""
+    from satbench.records.manifest import read_manifest
+
+    try:
+        status = read_manifest(run_dir).status
+    except SatbenchError:
+        status = "unknown"
+    if status == "complete":  # the measurements were over: the interrupt came while deriving
+        return _derivation_interrupted(run_dir)
+    return f"interrupted; what was measured is in {run_dir} (status: {status})"
+
+
+def _derivation_interrupted(run_dir: Path) -> str:
+    return (f"interrupted while writing the results and report; the measurements are complete "
+            f"(status: complete): run `satbench report {shlex.quote(str(run_dir))}`")
+
+
+def _derive_complete_run(run_dir: Path) -> int:
+    """`sweep --resume` of a complete run whose report is missing (a derivation cut short): measure
+    nothing, derive everything from the raw files, end as the sweep would have."""
+    from satbench.analysis.analyze import analyze_and_write, clear_derived
+
+    refuse_if_in_use(run_dir)
+    print(f"satbench: {run_dir}: the run is complete but its report is missing: writing it (nothing is "
+          "measured again)", file=sys.stderr)
+    with _interruptible(types.SimpleNamespace()):
+        try:
+            clear_derived(run_dir)
+            results = analyze_and_write(run_dir)
+        except KeyboardInterrupt as exc:
+            raise Interrupted(_derivation_interrupted(run_dir)) from exc
+        return _finish_sweep(run_dir, results)
+
+
+def _finish_sweep(run_dir: Path, results) -> int:
+    """The measured run's table, recommendations and report, then its failures (each named, those of
+    an earlier session as such) and the exit code. An interrupt here leaves run.json complete and
+    says which command finishes the report."""
+    from satbench.records.manifest import read_manifest
+    from satbench.report.table import print_results
+    from satbench.analysis.results import verdicts_of
+
+    try:
+        print_results(results)
+        if any(lane.levels for lane in results.lanes):
+            _recommend(run_dir)
+        _report(run_dir)
+    except KeyboardInterrupt as exc:
+        raise Interrupted(_derivation_interrupted(run_dir)) from exc
+    print(f"run directory: {run_dir}")
+    verdicts = verdicts_of(results)
+    manifest = read_manifest(run_dir)  # its failures include a lane whose server never started (no results)
+    started = manifest.provenance.lanes if manifest.provenance else {}
+    failures = [f for f in manifest.server_failures if not (f.unit.endswith("/start") and f.lane in started
+                                                              and f.scenario == "solo")]
+    if failures:
+        session = len(manifest.resumes)
+        for f in failures:
+            below = f.level > 0
+            earlier = f"in session {f.session}: " if f.session < session else ""
+            print(f"satbench: {earlier}{f.reason}; the rest of the run was measured and written"
+                  + (" (recommendations stay below that level)" if below else ""), file=sys.stderr)
+        return ServerGoneError.exit_code
+    if verdicts is not None and verdicts.any_failed:
+        print("satbench: a fairness or starvation check failed (see the verdict table)", file=sys.stderr)
+        return FAIRNESS_FAILED
+    return 0
+
+
+def _cmd_analyze(a: argparse.Namespace) -> int:
+    from satbench.analysis.analyze import analyze_and_write
+    from satbench.report.table import print_results
+
+    refuse_if_in_use(Path(a.run_dir))
+    results = analyze_and_write(Path(a.run_dir))
+    print_results(results, run_dir=Path(a.run_dir))
+    _note_stale_report(Path(a.run_dir), ["results.json", "verdicts.json"])
+    return 0
+
+
+def _note_stale_report(run_dir: Path, rewritten: list[str]) -> None:
+    from satbench.report.integrity import stale_sums_note
+
+    if (note := stale_sums_note(run_dir, rewritten)) is not None:
+        print(note, file=sys.stderr)
+
+
+def _cmd_schema(a: argparse.Namespace) -> int:
+    from satbench.capability.report import capability_json_schema
+    from satbench.analysis.results import results_json_schema, verdicts_json_schema
+    from satbench.saturation.recommend import recommendations_json_schema
+
+    schema = {"results": results_json_schema, "verdicts": verdicts_json_schema,
+              "recommendations": recommendations_json_schema, "capability": capability_json_schema}[a.name]()
+    print(json.dumps(schema, indent=2, sort_keys=True))
+    return 0
+
+
+def _recommend(run_dir: Path) -> None:
+    from satbench.report.table import print_recommendations
+    from satbench.saturation.recommend import recommend, write_recommendations
+
+    recs = recommend(run_dir)
+    path = write_recommendations(run_dir, recs)
+    print_recommendations(recs)
+    print(f"recommendations: {path}")
+
+
+def _cmd_capability(a: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from satbench.capability.report import capability_report, render_json, render_litellm
+
+    if a.together or a.with_fairness or a.checks or a.refine:
+        raise UserError("capability reads recommendations; --together, --with-fairness, --checks and --refine "
+                        "belong to sweep")
+    if a.max_age_days <= 0:
+        raise UserError("--max-age-days must be positive")
+    cfg = lanes_config(a)
+    _remote_preflight(cfg)
+    report = capability_report(cfg, Path(a.recommendations), dt.timedelta(days=a.max_age_days))
+    text = render_json(report) if a.format == "json" else render_litellm(report, cfg)
+    if a.output:
+        from satbench.records.manifest import write_text_atomic
+
+        write_text_atomic(Path(a.output), text, output_flag="-o")
+    else:
+        sys.stdout.write(text)
+    for lane in report.lanes:
+        if lane.status == "unmeasured":
+            print(f"satbench: lane {lane.lane} is unmeasured here: {lane.reason}", file=sys.stderr)
+    return 0
+
+
+def _report(run_dir: Path) -> None:
+    from satbench.report.bundle import write_report
+
+    files = write_report(run_dir)
+    print(f"report: {files.evidence}, {files.html} ({len(files.plots)} plots), {files.csv}; "
+          f"bundle digest (sha256 of SHA256SUMS) {files.bundle_digest}")
+
+
+def _cmd_report(a: argparse.Namespace) -> int:
+    refuse_if_in_use(Path(a.run_dir))
+    _report(Path(a.run_dir))
+    return 0
+
+
+VERIFY_FAILED = 7
+
+
+def _cmd_verify(a: argparse.Namespace) -> int:
+    from satbench.report.integrity import verify
+
+    v = verify(Path(a.run_dir))
+    for label, items in (("MODIFIED", v.modified), ("MISSING", v.missing), ("INCONSISTENT", v.inconsistent),
+                         ("NOT COVERED by SHA256SUMS", v.uncovered),
+                         ("not listed (added after the report)", v.unlisted)):
+        for item in items:
+            print(f"{label}: {item}")
+    if v.rounding:
+        print(f"equal to a fresh derivation within floating-point rounding (derived by another Python, numpy or scipy): "
+              f"{', '.join(v.rounding)}")
+    if v.older_schema:
+        print(f"written by an earlier satbench, consistent under the current schemas: {', '.join(v.older_schema)}")
+    verdict = "OK" if v.ok else "FAILED"
+    print(f"verify {verdict}: {v.files_checked} files in SHA256SUMS, {len(v.modified)} modified, "
+          f"{len(v.missing)} missing, {len(v.inconsistent)} derived files inconsistent with the raw ones, "
+          f"{len(v.uncovered)} not covered; "
+          f"bundle digest {v.bundle_digest}")
+    return 0 if v.ok else VERIFY_FAILED
+
+
+def _cmd_compare(a: argparse.Namespace) -> int:
+    from satbench.report.compare import compare_runs, print_comparison
+
+    print_comparison(compare_runs(Path(a.run_a), Path(a.run_b)))
+    return 0
+
+
+def _cmd_recommend(a: argparse.Namespace) -> int:
+    from satbench.records.manifest import read_manifest
+
+    read_manifest(Path(a.run_dir))  # a path that is no run says so, as analyze does (not "no results.json")
+    refuse_if_in_use(Path(a.run_dir))
+    _recommend(Path(a.run_dir))
+    _note_stale_report(Path(a.run_dir), ["recommendations.json"])
+    return 0
+
+
+def _cmd_models(a: argparse.Namespace) -> int:
+    from satbench.models.shapes import parse_overrides, spec_for
+    from satbench.models.synthetic import output_path, refuse_to_replace, write_synthetic_gguf
+
+    overrides = parse_overrides(a.dim)
+    spec_for(a.arch, a.size, a.vocab, overrides)  # a refused shape says so before the output is looked at
+    output_path(a.output)
+    if not a.force:
+        refuse_to_replace(a.output)
+    info = write_synthetic_gguf(a.output, arch=a.arch, size=a.size, seed=a.seed, n_vocab=a.vocab,
+                                overrides=overrides)
+    dims = f", dimensions {info.dims}" if info.dims else ""
+    print(f"wrote {info.path}: SYNTHETIC random weights, {info.arch} {info.size}{dims}, "
+          f"vocab {info.n_vocab:,}, seed {info.seed}, {info.n_params:,} parameters, "
+          f"{info.file_bytes:,} bytes, sha256 {info.sha256}")
+    return 0
+
+
+COMMANDS = {"sweep": _cmd_sweep, "fairness": _cmd_sweep, "analyze": _cmd_analyze, "schema": _cmd_schema,
+            "models": _cmd_models, "recommend": _cmd_recommend, "capability": _cmd_capability, "report": _cmd_report,
+            "verify": _cmd_verify, "compare": _cmd_compare}
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        argv = sys.argv[1:] if argv is None else argv
+        args = build_parser().parse_args(argv)
+        args.argv = list(argv)  # what the user typed, recorded in run.json (credentials redacted)
+        return COMMANDS[args.command](args)
+    except SatbenchError as exc:
+        print(f"satbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("satbench: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # a path the system refuses where no reader said why (too long, no access)
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"satbench: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return UserError.exit_code
+    except Exception as exc:  # noqa: BLE001 (a bug: still one line; the traceback on request)
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        why = " ".join(str(exc).split())[:300]
+        print(f"satbench: internal error: {exc.__class__.__name__}: {why} (a bug in satbench; "
+              f"{TRACEBACK_ENV}=1 shows where)", file=sys.stderr)
+        return INTERNAL_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""Lane files (TOML): several lanes, each a model on a runtime with its knobs, levels and SLO.
+
+```toml
+together = false                  # also run all lanes at once (same as --together)
+
+[[lanes]]
+name = "dense"
+model = "builtin:gemma3-270m"     # a path, builtin:NAME or synthetic:ARCH-SIZE[-seedN]
+runtime = "embedded"              # embedded | native (needs server_bin) | url (needs url)
+# served_model = "ID"             # url only: which of the server's /v1/models ids to measure (default: the first)
+concurrency = [1, 2, 4, 8]
+prompt_tokens = 64
+output_tokens = 32
+slo = { p95_ttft_ms = 2000, p95_tpot_ms = 100 }
+
+[lanes.server]                    # llama-server's flags, by their long names
+parallel = 8
+ctx_size = 4096
+
+[lanes.fairness]                  # thresholds and sizes of the fairness checks (config.FairnessConfig)
+f1_max_min_ratio = 1.10
+```
+
+Unknown keys and bad values are errors that name the key and its line in the file.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ConfigDict, Field, ValidationError, model_validator
+
+from satbench.config.schema import (BUILTIN_MODEL, DEFAULT_BATCH_TOKENS, DEFAULT_LEVELS, DEFAULT_OUTPUT_TOKENS,
+                             DEFAULT_PROMPT_TOKENS, DEFAULT_REPETITIONS, DEFAULT_REQUEST_TIMEOUT_S,
+                             DEFAULT_UBATCH_TOKENS, MAX_LANES, MAX_LEVELS_PER_LANE, BatchTokens, CtxTokens,
+                             FairnessConfig, Flag, GpuLayers, LaneConfig, Level, OutputTokens, Port,
+                             PromptTokens,
+                             Repetitions, RequestsPerLevel, RunConfig, RuntimeConfig, Seconds, ServerParams,
+                             Slots, SloConfig, Strict, Threads, WorkloadConfig, resolve_model_dir)
+from satbench.errors import UserError
+
+
+class FileServer(Strict):
+    """[lanes.server]: llama-server flags by their long names (same meanings)."""
+
+    parallel: Slots | None = None
+    ctx_size: CtxTokens | None = None
+    batch_size: BatchTokens = DEFAULT_BATCH_TOKENS
+    ubatch_size: BatchTokens = DEFAULT_UBATCH_TOKENS
+    threads: Threads | None = None
+    n_gpu_layers: GpuLayers | None = None
+    kv_unified: Flag = False
+    port: Port | None = None
+
+
+class FileLane(Strict):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    model: str | None = BUILTIN_MODEL
+    model_dir: str | None = None
+    runtime: Literal["embedded", "native", "url"] = "embedded"
+    server_bin: str | None = None
+    url: str | None = None
+    served_model: str | None = Field(None, min_length=1)
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    ca_cert: str | None = None
+    insecure: Flag = False
+    concurrency: list[Level] = Field(default_factory=lambda: list(DEFAULT_LEVELS),
+                                     max_length=MAX_LEVELS_PER_LANE)
+    prompt_tokens: PromptTokens = DEFAULT_PROMPT_TOKENS
+    output_tokens: OutputTokens = DEFAULT_OUTPUT_TOKENS
+    shared_prefix: Flag = False
+    requests_per_level: RequestsPerLevel | None = None
+    repetitions: Repetitions = DEFAULT_REPETITIONS
+    request_timeout_s: Seconds = DEFAULT_REQUEST_TIMEOUT_S
+    server: FileServer = Field(default_factory=FileServer)
+    slo: SloConfig | None = None
+    fairness: FairnessConfig = Field(default_factory=FairnessConfig)
+
+    @model_validator(mode="after")
+    def _runtime_needs(self) -> FileLane:
+        if self.runtime == "url" and not self.url:
+            raise ValueError("runtime 'url' needs a url")
+        # a key of another runtime would be recorded yet never used: the figures would be credited
+        # to a server that was not measured
+        if self.url and self.runtime != "url":
+            raise ValueError(f"url is given but runtime is {self.runtime!r}: add runtime = \"url\" (or remove url)")
+        if self.server_bin and self.runtime != "native":
+            raise ValueError(f"server_bin is given but runtime is {self.runtime!r}: add runtime = \"native\" "
+                             f"(or remove server_bin)")
+        if self.runtime == "url" and "model" in self.model_fields_set:
+            raise ValueError("runtime 'url' measures a model the running server has loaded: remove model "
+                             "(served_model = \"ID\" names one of the ids its /v1/models lists)")
+        if self.served_model is not None and self.runtime != "url":
+            raise ValueError(f"served_model is given but runtime is {self.runtime!r}: it chooses among a "
+                             f"running server's models (runtime = \"url\"); a lane satbench starts serves its model")
+        applied = sorted(self.server.model_fields_set - {"batch_size"})  # batch_size: declares the server's n_batch
+        if self.runtime == "url" and applied:
+            raise ValueError(f"runtime 'url' measures a running server, which satbench does not start: "
+                             f"server.{', server.'.join(applied)} cannot be applied to it")
+        if self.runtime == "native" and not self.server_bin:
+            raise ValueError("runtime 'native' needs server_bin (the llama-server binary)")
+        return self
+
+
+class LaneFile(Strict):
+    together: Flag = False
+    lanes: list[FileLane] = Field(min_length=1, max_length=MAX_LANES)
+
+
+def key_lines(text: str) -> dict[tuple, int]:
+    """Where each key is written: (("lanes", 0, "server", "ctx_size") → line). Table headers too."""
+    out: dict[tuple, int] = {}
+    table: tuple = ()
+    lane_index = -1
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("[["):
+            name = line.strip("[] ")
+            if name == "lanes":
+                lane_index += 1
+                table = ("lanes", lane_index)
+            else:
+                table = tuple(name.split("."))
+            out.setdefault(table, lineno)
+            continue
+        if line.startswith("["):
+            parts = tuple(line.strip("[] ").split("."))
+            table = ("lanes", lane_index) + parts[1:] if parts[0] == "lanes" and lane_index >= 0 else parts
+            out.setdefault(table, lineno)
+            continue
+        m = re.match(r"^([A-Za-z0-9_\-\"']+)\s*=", line)
+        if m:
+            out.setdefault(table + (m[1].strip("\"'"),), lineno)
+    return out
+
+
+def _where(loc: tuple, lines: dict[tuple, int]) -> tuple[int | None, str]:
+    """The line of the longest known prefix of `loc`, and the dotted key name."""
+    name = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
+    for cut in range(len(loc), 0, -1):
+        if loc[:cut] in lines:
+            return lines[loc[:cut]], name
+    return None, name
+
+
+def _error(path: Path, loc: tuple, msg: str, lines: dict[tuple, int]) -> UserError:
+    line, name = _where(loc, lines)
+    at = f"{path}:{line}" if line else str(path)
+    return UserError(f"{at}: {name or 'lane file'}: {msg}")
+
+
+def to_lane_config(f: FileLane) -> LaneConfig:
+    return LaneConfig(
+        name=f.name, levels=f.concurrency, requests_per_level=f.requests_per_level,
+        repetitions=f.repetitions, request_timeout_s=f.request_timeout_s,
+        workload=WorkloadConfig(prompt_tokens=f.prompt_tokens, output_tokens=f.output_tokens,
+                                shared_prefix=f.shared_prefix),
+        server=ServerParams(n_parallel=f.server.parallel, n_ctx=f.server.ctx_size, n_batch=f.server.batch_size,
+                            n_ubatch=f.server.ubatch_size, n_threads=f.server.threads,
+                            n_gpu_layers=f.server.n_gpu_layers, kv_unified=f.server.kv_unified,
+                            port=f.server.port),
+        runtime=RuntimeConfig(kind=f.runtime, model=None if f.runtime == "url" else f.model,
+                              model_dir=resolve_model_dir(f.model_dir), server_bin=f.server_bin,
+                              url=f.url, served_model=f.served_model, api_key_env=f.api_key_env,
+                              api_key_file=f.api_key_file, ca_cert=f.ca_cert, insecure=f.insecure),
+        slo=f.slo, fairness=f.fairness,
+    )
+
+
+# where a LaneConfig field comes from in the file, for errors found after translation
+_FILE_KEY = {"levels": ("concurrency",), "workload": (), "server": ("server",), "runtime": ("runtime",),
+             "name": ("name",), "slo": ("slo",)}
+
+
+MAX_LANE_FILE_BYTES = 1 << 20  # a lane file of 64 lanes takes a few kB
+MAX_NESTING = 8  # tables and arrays inside each other; a lane file needs 4
+_BOM = "\ufeff"  # a UTF-8 byte-order mark, which editors on Windows write and TOML tools skip
+
+
+def _read_text(path: Path) -> str:
+    """The file as text: at most MAX_LANE_FILE_BYTES of UTF-8 (a leading byte-order mark dropped)."""
+    from satbench.records.rundir import read_regular_file  # a regular file only: a named pipe never blocks
+
+    data = read_regular_file(path, MAX_LANE_FILE_BYTES, follow_links=True, error=UserError)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"lane file {path}: not UTF-8 text (byte {exc.start}); a lane file is TOML") from exc
+    return text.removeprefix(_BOM)
+
+
+def _parse_toml(path: Path, text: str) -> dict:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise _too_deep(path) from exc
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise UserError(f"{path}: not valid TOML: {exc}") from exc
+    if _depth(raw) > MAX_NESTING:
+        raise _too_deep(path)
+    return raw
+
+
+def _too_deep(path: Path) -> UserError:
+    return UserError(f"{path}: not a lane file: tables or arrays nested more than {MAX_NESTING} deep")
+
+
+def _depth(value: object) -> int:
+    """How deeply tables and arrays nest in `value` (iterative: a crafted file cannot exhaust the stack)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth + 1 > MAX_NESTING:
+                return depth + 1
+            deepest = max(deepest, depth + 1)
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def one_line(text: str) -> str:
+    """`text` with every character that is not printable (a newline in a quoted key) escaped."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def load_lane_file(path: Path, together: bool | None = None) -> RunConfig:
+    """Parse and validate a lane file; every problem is one UserError, on one line, naming file, line and
+    key. A lane file is at most MAX_LANE_FILE_BYTES of UTF-8 TOML, nested at most MAX_NESTING deep."""
+    try:
+        return _load(path, together)
+    except UserError as exc:
+        raise UserError(one_line(str(exc))) from exc.__cause__
+    except RecursionError as exc:  # a nesting _depth has missed
+        raise _too_deep(path) from exc
+
+
+def _load(path: Path, together: bool | None) -> RunConfig:
+    text = _read_text(path)
+    raw = _parse_toml(path, text)
+    lines = key_lines(text)
+    try:
+        parsed = LaneFile.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+        if err["type"] == "too_long" and "max_length" in err.get("ctx", {}):
+            msg = f"at most {err['ctx']['max_length']} entries, got {err['ctx'].get('actual_length', 'more')}"
+        raise _error(path, tuple(err["loc"]), msg, lines) from exc
+    seen: set[str] = set()
+    for i, f in enumerate(parsed.lanes):
+        if f.name in seen:
+            raise _error(path, ("lanes", i, "name"), f"lane names repeat: {f.name}", lines)
+        seen.add(f.name)
+    lanes = []
+    for i, f in enumerate(parsed.lanes):
+        try:
+            lanes.append(to_lane_config(f))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            head = str(err["loc"][0]) if err["loc"] else ""
+            loc = ("lanes", i) + (_FILE_KEY.get(head, (head,)) if head else ())
+            raise _error(path, loc, err["msg"].removeprefix("Value error, "), lines) from exc
+    try:
+        return RunConfig(lanes=lanes, together=parsed.together if together is None else together)
+    except ValidationError as exc:
+        raise _error(path, ("lanes",), exc.errors()[0]["msg"].removeprefix("Value error, "), lines) from exc

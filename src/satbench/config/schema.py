@@ -1,0 +1,361 @@
+"""Typed configuration of a run: its lanes, what each one serves and how it is measured.
+
+Everything the CLI or a lane file says ends up in one `RunConfig` (a list of `LaneConfig`),
+which is written into `run.json` so that a run directory says exactly how it was produced.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Annotated, Any, Callable, Literal
+
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator,
+                      model_validator)
+
+from satbench.config.limits import MAX_CTX_TOKENS  # a context asked for: the bound of one a server reports
+
+DEFAULT_LEVELS = (1, 2, 4, 8)
+DEFAULT_PROMPT_TOKENS = 64
+DEFAULT_OUTPUT_TOKENS = 32
+DEFAULT_REPETITIONS = 3
+DEFAULT_REQUEST_TIMEOUT_S = 300.0
+DEFAULT_BATCH_TOKENS = 2048
+DEFAULT_UBATCH_TOKENS = 512
+BUILTIN_MODEL = "builtin:gemma3-270m"
+MODEL_DIR_ENV = "SATBENCH_MODEL_DIR"
+DEFAULT_MODEL_DIR = os.path.join(".satbench", "models")
+
+# The ranges of every number a user gives (flag or lane file); each is checked here only. A config read
+# back from run.json or results.json is validated with RECORDED: the types and lower bounds hold, the
+# upper caps (MAX_*) do not, so a run recorded before a cap existed (or under a larger one) stays readable.
+RECORDED = {"recorded": True}
+MAX_LEVEL = 4096  # concurrent streams of one level (satbench's own memory is checked besides: workload.py)
+MAX_LEVELS_PER_LANE = 64
+MAX_LANES = 64  # each lane's model is resolved and sha256-verified before the run
+MAX_TIMEOUT_S = 86_400.0  # one day: request, read and startup timeouts
+MAX_PROMPT_TOKENS = 1 << 20
+MAX_OUTPUT_TOKENS = 1 << 20
+MAX_REPETITIONS = 100
+MAX_REQUESTS_PER_LEVEL = 100_000
+MAX_WARMUP_PER_STREAM = 100
+MAX_SLOTS = MAX_LEVEL
+MAX_BATCH_TOKENS = 1 << 20
+MAX_THREADS = 4096
+MAX_GPU_LAYERS = 100_000  # "offload everything" is often written 999
+MAX_PORT = 65_535
+MAX_CHECK_REQUESTS = 1000  # requests per stream, client or probe of a fairness check
+MAX_FACTOR = 1000.0  # the fairness checks' ratios, factors and multiples
+MAX_SLO_MS = MAX_TIMEOUT_S * 1000.0
+_SHOWN_CHARS = 40
+
+
+def shown(value: object) -> str:
+    """A user's value in an error message: short, one line."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
+
+
+def recorded(info: ValidationInfo) -> bool:
+    """The value being validated was recorded by an earlier run (context RECORDED): no upper caps."""
+    return isinstance(info.context, dict) and info.context.get("recorded") is True
+
+
+def _int_check(lo: int, hi: int) -> Callable[[object, ValidationInfo], int]:
+    def check(value: object, info: ValidationInfo) -> int:
+        top = math.inf if recorded(info) else hi
+        if type(value) is not int or not lo <= value <= top:  # a bool or a float is not an integer
+            raise ValueError(f"must be an integer from {lo:,} to {hi:,}, got {shown(value)}")
+        return value
+    return check
+
+
+def _float_check(lo: float, hi: float, lo_open: bool) -> Callable[[object, ValidationInfo], float]:
+    above = "above" if lo_open else "at least"
+
+    def check(value: object, info: ValidationInfo) -> float:
+        top = math.inf if recorded(info) else hi
+        number = type(value) is int or (type(value) is float and math.isfinite(value))  # type: ignore
+        low_ok = number and (value > lo if lo_open else value >= lo)  # type: ignore[operator]
+        if not low_ok or value > top:  # type: ignore[operator]
+            raise ValueError(f"must be a finite number {above} {lo:g} and at most {hi:g}, "
+                             f"got {shown(value)}")
+        return float(value)  # type: ignore[arg-type]
+    return check
+
+
+def ranged_int(lo: int, hi: int) -> Any:
+    """An integer field from `lo` to `hi` inclusive; a bool, a float or a string is refused (TOML and
+    JSON types are strict). The one rule every integer a user gives goes through. Under RECORDED
+    the cap `hi` does not apply (nor is it published in the schema: results.json records configs as
+    they were recorded)."""
+    return Annotated[int, BeforeValidator(_int_check(lo, hi)), Field(ge=lo)]
+
+
+def ranged_float(lo: float, hi: float, lo_open: bool = True) -> Any:
+    """A finite number above `lo` (at least `lo` when not `lo_open`) and at most `hi`; an integer is
+    taken as a number, a bool or a string is not. inf and nan are refused: run.json could not hold them.
+    Under RECORDED the cap `hi` does not apply (see ranged_int)."""
+    low = {"gt": lo} if lo_open else {"ge": lo}
+    return Annotated[float, BeforeValidator(_float_check(lo, hi, lo_open)), Field(**low)]
+
+
+def _bool_check(value: object) -> bool:
+    if type(value) is not bool:
+        raise ValueError(f"must be true or false, got {shown(value)}")
+    return value
+
+
+Flag = Annotated[bool, BeforeValidator(_bool_check)]
+Level = ranged_int(1, MAX_LEVEL)
+Seconds = ranged_float(0.0, MAX_TIMEOUT_S)
+PromptTokens = ranged_int(8, MAX_PROMPT_TOKENS)
+OutputTokens = ranged_int(2, MAX_OUTPUT_TOKENS)
+Repetitions = ranged_int(1, MAX_REPETITIONS)
+RequestsPerLevel = ranged_int(1, MAX_REQUESTS_PER_LEVEL)
+Slots = ranged_int(1, MAX_SLOTS)
+CtxTokens = ranged_int(64, MAX_CTX_TOKENS)
+BatchTokens = ranged_int(1, MAX_BATCH_TOKENS)
+Threads = ranged_int(1, MAX_THREADS)
+GpuLayers = ranged_int(-1, MAX_GPU_LAYERS)
+Port = ranged_int(1, MAX_PORT)
+Milliseconds = ranged_float(0.0, MAX_SLO_MS)
+CheckRequests = ranged_int(3, MAX_CHECK_REQUESTS)
+WarmupPerStream = ranged_int(0, MAX_WARMUP_PER_STREAM)
+SampleInterval = ranged_float(0.0, 1.0)
+Factor = ranged_float(0.0, MAX_FACTOR)  # the fairness checks' positive factors
+
+
+class Strict(BaseModel):
+    """Base for every model that crosses a module boundary: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerParams(Strict):
+    """llama.cpp server knobs, named after and meaning the same as llama-server's flags.
+
+    `None` means "let satbench choose" (n_parallel, n_ctx) or "llama.cpp's default".
+    """
+
+    n_parallel: Slots | None = Field(None, description="--parallel: number of slots")
+    n_ctx: CtxTokens | None = Field(None, description="--ctx-size: total context over all slots")
+    n_batch: BatchTokens = Field(DEFAULT_BATCH_TOKENS, description="--batch-size: logical batch (tokens per "
+                                 "iteration)")
+    n_ubatch: BatchTokens = Field(DEFAULT_UBATCH_TOKENS, description="--ubatch-size: physical batch")
+    n_threads: Threads | None = Field(None, description="--threads: generation threads")
+    n_gpu_layers: GpuLayers | None = Field(None, description="--n-gpu-layers (-1 = all)")
+    kv_unified: Flag = Field(False, description="--kv-unified: one KV buffer shared by all slots")
+    port: Port | None = Field(None, description="--port on 127.0.0.1 (None: a free one)")
+
+
+class WorkloadConfig(Strict):
+    """What every request of a sweep looks like."""
+
+    prompt_tokens: PromptTokens = DEFAULT_PROMPT_TOKENS
+    output_tokens: OutputTokens = DEFAULT_OUTPUT_TOKENS
+    shared_prefix: Flag = Field(
+        False, description="all requests share one prompt and may hit the prompt cache"
+    )
+
+
+RuntimeKind = Literal["embedded", "native", "url"]
+
+
+class RuntimeConfig(Strict):
+    """Which server satbench measures and how it gets one."""
+
+    kind: RuntimeKind = "embedded"
+    model: str | None = Field(BUILTIN_MODEL, description="GGUF path, builtin:NAME or synthetic:ARCH-SIZE; None for url")
+    model_dir: str = DEFAULT_MODEL_DIR
+    server_bin: str | None = None
+    url: str | None = None
+    served_model: str | None = Field(None, min_length=1, description="url: the model id (one of /v1/models) "
+                                     "requests name; None = the server's first listed model")
+    api_key_env: str | None = Field(None, description="environment variable holding the API key")
+    api_key_file: str | None = Field(None, description="file holding the API key (its path is recorded, never the key)")
+    ca_cert: str | None = Field(None, description="PEM file of a CA or self-signed certificate trusted besides the "
+                                "system's CAs")
+    insecure: Flag = Field(False, description="TLS certificate verification turned OFF by the user")
+    startup_timeout_s: Seconds = 180.0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RuntimeConfig:
+        if self.kind == "url" and not self.url:
+            raise ValueError("runtime kind 'url' needs a url")
+        self._remote_options_consistent()
+        if self.kind == "native" and not self.server_bin:
+            raise ValueError("runtime kind 'native' needs server_bin")
+        if self.served_model is not None and self.kind != "url":
+            raise ValueError("served_model: only for a remote server (runtime 'url'); a started server serves "
+                             "its model")
+        if self.kind != "url" and not self.model:
+            raise ValueError(f"runtime kind {self.kind!r} needs a model")
+        return self
+
+    def _remote_options_consistent(self) -> None:
+        """Keys and TLS options belong to a remote server; the key has one source."""
+        given = [k for k in ("api_key_env", "api_key_file", "ca_cert", "insecure") if getattr(self, k)]
+        if given and self.kind != "url":
+            raise ValueError(f"{', '.join(given)}: only for a remote server (runtime 'url')")
+        if self.api_key_env and self.api_key_file:
+            raise ValueError("api_key_env and api_key_file are mutually exclusive: give one")
+        if self.ca_cert and self.insecure:
+            raise ValueError("ca_cert and insecure contradict each other: give one")
+        if (self.ca_cert or self.insecure) and not (self.url or "").lower().startswith("https://"):
+            raise ValueError("ca_cert and insecure apply to an https:// url only")
+
+
+class SloConfig(Strict):
+    """A lane's latency objective: p95 TTFT and p95 TPOT, and optionally p95 E2E, in milliseconds."""
+
+    p95_ttft_ms: Milliseconds
+    p95_tpot_ms: Milliseconds
+    p95_e2e_ms: Milliseconds | None = Field(None, description="optional end-to-end latency target")
+
+
+class FairnessConfig(Strict):
+    """Workload sizes and thresholds of the fairness and starvation checks (DESIGN.md §6).
+
+    Every bound is derived from the lane's own measurements (prefill rate at N = 1, decode
+    iteration time); these numbers only scale them. Override any of them per lane in the lane
+    file under [lanes.fairness].
+    """
+
+    checks: list[Literal["F1", "F2", "F3", "S1", "S2", "S3"]] = Field(
+        default_factory=lambda: ["F1", "F2", "F3", "S1", "S2", "S3"], min_length=1,
+        description="which checks to run (all six by default)")
+    f1_streams: ranged_int(2, MAX_SLOTS) | None = Field(  # type: ignore[valid-type]
+        None, description="F1 concurrency (default min(slots, 4))")
+    f1_requests_per_stream: CheckRequests = 6
+    f1_max_min_ratio: ranged_float(1.0, MAX_FACTOR) = Field(  # type: ignore[valid-type]
+        1.10, description="max/min per-request decode rate")
+    f1_jain_min: ranged_float(0.0, 1.0) = 0.99  # type: ignore[valid-type]
+    f1_ttft_iterations: ranged_float(0.0, MAX_FACTOR, lo_open=False) = Field(  # type: ignore[valid-type]
+        2.0, description="iterations added to Σprompt ÷ prefill rate")
+    f2_slowdown_factor: Factor = Field(1.1, description="bound = factor × N")
+    f2_repetitions: Repetitions = 3
+    f3_extra_clients: Slots | None = Field(None, description="clients beyond the slots "
+                                           "(default max(2, slots/2))")
+    f3_requests_per_client: CheckRequests = 6
+    f3_diff_costliest: Factor = Field(2.0, description="max service gap, in costliest requests")
+    f3_trend_costliest: Factor = Field(1.0, description="max fitted growth of the gap over the window")
+    s1_prompt_batches: ranged_float(1.5, MAX_FACTOR, lo_open=False) = Field(  # type: ignore[valid-type]
+        3.0, description="injected prompt = this × n_batch tokens")
+    s1_decoders: Slots | None = Field(None, description="decoding streams (default min(slots - 1, 3))")
+    s1_batch_factor: Factor = Field(1.5, description="max ITL ≤ factor × n_batch ÷ prefill rate "
+                                                     "+ baseline")
+    s1_prefill_factor: ranged_float(1.0, MAX_FACTOR) = Field(  # type: ignore[valid-type]
+        1.25, description="injected prefill ≤ factor × its solo time")
+    s1_stall_factor: ranged_float(1.0, MAX_FACTOR) = Field(  # type: ignore[valid-type]
+        3.0, description="a stall is an ITL > factor × baseline median")
+    s2_iterations: Factor = 2.0
+    s2_probes: ranged_int(1, MAX_CHECK_REQUESTS) = 5  # type: ignore[valid-type]
+    s3_iterations: Factor = 2.0
+    s3_prompt_batches: Factor = Field(1.0, description="each prompt = this × n_batch tokens")
+    s3_repetitions: Repetitions = 2
+
+
+LANE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class LaneConfig(Strict):
+    """One lane (one model on one runtime configuration) and its sweep."""
+
+    name: str = Field("default", pattern=LANE_NAME_PATTERN)
+    levels: list[Level] = Field(default_factory=lambda: list(DEFAULT_LEVELS),
+                                description=f"at most {MAX_LEVELS_PER_LANE} (new input)")
+    requests_per_level: RequestsPerLevel | None = Field(
+        None, description="measured requests per level and repetition; None = max(8N, 32)"
+    )
+    repetitions: Repetitions = DEFAULT_REPETITIONS
+    warmup_per_stream: WarmupPerStream = 1
+    request_timeout_s: Seconds = DEFAULT_REQUEST_TIMEOUT_S
+    read_timeout_s: Seconds = Field(60.0, description="longest silence inside one stream")
+    sample_interval_s: SampleInterval = Field(0.1, description="server sampler period")
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    server: ServerParams = Field(default_factory=ServerParams)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    slo: SloConfig | None = None
+    fairness: FairnessConfig = Field(default_factory=FairnessConfig)
+
+    @field_validator("levels")
+    @classmethod
+    def _levels_positive(cls, levels: list[int], info: ValidationInfo) -> list[int]:
+        if not levels:
+            raise ValueError("at least one concurrency level is needed")
+        if len(levels) > MAX_LEVELS_PER_LANE and not recorded(info):
+            raise ValueError(f"at most {MAX_LEVELS_PER_LANE} concurrency levels, got {len(levels)}")
+        if len(set(levels)) != len(levels):
+            raise ValueError(f"concurrency levels repeat: {levels}")
+        return sorted(levels)
+
+    def measured_requests(self, level: int) -> int:
+        """Measured requests per repetition of `level`: the user's number, else max(8N, 32)."""
+        if self.requests_per_level is not None:
+            return self.requests_per_level
+        return design_minimum_requests(level)
+
+    def slots_wanted(self) -> int:
+        """Slots to ask a server satbench starts for: the user's --parallel, else the top level."""
+        return self.server.n_parallel or max(self.levels)
+
+    def ctx_wanted(self) -> int:
+        """Total context to ask for: the user's --ctx-size, else enough for every slot.
+
+        Per-slot context is n_ctx / n_parallel unless the KV cache is unified, so each
+        slot gets prompt + output + 16 tokens of margin, rounded up to 256.
+        """
+        if self.server.n_ctx is not None:
+            return self.server.n_ctx
+        per_slot = self.workload.prompt_tokens + self.workload.output_tokens + 16
+        per_slot = int(math.ceil(per_slot / 256.0)) * 256
+        return per_slot * self.slots_wanted()
+
+
+def design_minimum_requests(level: int) -> int:
+    """DESIGN.md §5: at least max(8·N, 32) measured requests per level."""
+    return max(8 * level, 32)
+
+
+def parse_levels(text: str) -> list[int]:
+    """Parse a comma-separated list such as "1,2,4,8" into integers (validation is the model's)."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        return [int(p) for p in parts]
+    except ValueError as exc:
+        raise ValueError(f"concurrency levels must be integers like 1,2,4,8, got {shown(text)}") from exc
+
+
+def resolve_model_dir(cli_value: str | None) -> str:
+    """--model-dir, else $SATBENCH_MODEL_DIR, else .satbench/models under the working directory."""
+    return cli_value or os.environ.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR
+
+
+class RunConfig(Strict):
+    """A run: lanes measured one after the other, optionally all at once (`together`), and
+    optionally followed (or replaced, `fairness_only`) by the fairness checks of each lane."""
+
+    lanes: list[LaneConfig] = Field(min_length=1, description=f"at most {MAX_LANES} (new input)")
+    together: Flag = False
+    with_fairness: Flag = False
+    fairness_only: Flag = False
+    refine: Flag = Field(False, description="measure 2-3 extra levels between the points bracketing the knee")
+    strict: Flag = Field(False, description="refuse levels above the server's slot count instead of warning")
+
+    @model_validator(mode="after")
+    def _unique_names(self, info: ValidationInfo) -> RunConfig:
+        if len(self.lanes) > MAX_LANES and not recorded(info):
+            raise ValueError(f"at most {MAX_LANES} lanes, got {len(self.lanes)}")
+        names = [lane.name for lane in self.lanes]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"lane names repeat: {', '.join(dup)}")
+        if self.together and len(self.lanes) < 2:
+            raise ValueError("together needs at least two lanes")
+        return self
+
+    def lane(self, name: str) -> LaneConfig:
+        return next(lane for lane in self.lanes if lane.name == name)

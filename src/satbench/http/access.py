@@ -1,0 +1,255 @@
+"""How satbench reaches a remote server (--url): its API key and its one TLS policy.
+
+The key comes from an environment variable (`api_key_env`), a file (`api_key_file`) or the
+URL's password. It lives only in the Authorization header of requests to that lane's server;
+config, run.json, logs and reports carry the variable's name or the file's path, never the key.
+
+TLS: verification is on with the system's CAs, plus `ca_cert` when given; it is off only when
+the user says `insecure` (a warning line, and run.json records it). Every connection to the
+server (probe, sampler, request client, `satbench capability`) takes its SSL context from
+`tls_context_for`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import io
+import os
+import socket
+import ssl
+import threading
+import urllib.error
+import urllib.request
+
+import aiohttp
+
+from satbench.config.schema import RunConfig, RuntimeConfig
+from satbench.errors import RuntimeStartError, UserError
+from satbench.config.limits import KIB, MAX_ERROR_BODY_BYTES, too_large, too_slow
+from satbench.server.remote import redact_url
+from satbench.http.transport import tls_context
+
+TLS_HINT = "pass --ca-cert FILE (lane file: ca_cert) to trust its CA, or --insecure (insecure = true) to skip verification"
+
+
+def _checked_key(key: str, where: str) -> str:
+    """A key goes into an HTTP header verbatim: refuse anything that could break out of it."""
+    if not key.isascii() or any(c.isspace() or not c.isprintable() for c in key):
+        raise UserError(f"{where}: the API key contains whitespace or control characters")
+    return key
+
+
+def read_key_file(path: str) -> str:
+    """The file's content stripped of surrounding whitespace; UserError naming the file (never its content)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            key = fh.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not readable as UTF-8 text"
+        raise UserError(f"API key file {path}: {why}") from exc
+    if not key:
+        raise UserError(f"API key file {path} is empty")
+    return _checked_key(key, f"API key file {path}")
+
+
+def api_key(rc: RuntimeConfig, lane: str, url_secret: str | None = None) -> str | None:
+    """The key for this lane's server: from api_key_env, api_key_file, else the URL's password."""
+    if rc.api_key_env:
+        key = os.environ.get(rc.api_key_env, "").strip()
+        if not key:
+            raise UserError(f"lane {lane}: environment variable {rc.api_key_env} (the API key) is empty or unset")
+        return _checked_key(key, f"lane {lane}: environment variable {rc.api_key_env}")
+    if rc.api_key_file:
+        return read_key_file(rc.api_key_file)
+    return url_secret or None
+
+
+def auth_headers(rc: RuntimeConfig, lane: str, url_secret: str | None = None) -> dict[str, str]:
+    key = api_key(rc, lane, url_secret)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def tls_context_for(rc: RuntimeConfig) -> ssl.SSLContext:
+    """Verification on with the system CAs (+ ca_cert); off only with insecure."""
+    ctx = tls_context(verify=not rc.insecure)
+    if rc.ca_cert:
+        try:
+            ctx.load_verify_locations(cafile=rc.ca_cert)
+        except ssl.SSLError as exc:  # an OSError too: test it first
+            raise UserError(f"--ca-cert {rc.ca_cert}: not a PEM certificate ({exc.reason or exc})") from exc
+        except OSError as exc:
+            raise UserError(f"--ca-cert {rc.ca_cert}: {exc.strerror or exc}") from exc
+    return ctx
+
+
+def insecure_warning(rc: RuntimeConfig, url: str) -> str | None:
+    return f"satbench: warning: TLS verification is OFF for {url} (--insecure)" if rc.insecure else None
+
+
+def check_remote_access(cfg: RunConfig) -> list[str]:
+    """Before anything starts: every url lane's key and CA file are readable. Returns warning lines."""
+    warnings = []
+    for lane in cfg.lanes:
+        rc = lane.runtime
+        if rc.kind != "url":
+            continue
+        api_key(rc, lane.name)
+        tls_context_for(rc)
+        line = insecure_warning(rc, redact_url(rc.url or ""))
+        if line:
+            warnings.append(line)
+    return warnings
+
+
+def tls_failure(url: str, exc: BaseException) -> RuntimeStartError:
+    """One line naming the (credential-free) URL and why its certificate was refused."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        why = exc.verify_message or exc.reason or "unknown reason"
+        return RuntimeStartError(f"{url}: certificate verify failed: {why}; {TLS_HINT}")
+    return RuntimeStartError(f"{url}: TLS handshake failed: {getattr(exc, 'reason', None) or exc} "
+                             "(is it an https server?)")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):  # the key would follow a redirect to any host
+        return None
+
+
+READ_CHUNK_BYTES = 64 * KIB  # one read of a body; a refused answer is read to its limit + 1 byte, no further
+
+
+class _Sockets:
+    """The sockets one urllib read opened, so that its deadline can cut them (a server trickling
+    one byte at a time never trips a per-recv socket timeout)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._socks: list[socket.socket] = []
+        self.expired = False
+
+    def add(self, sock: socket.socket) -> socket.socket:
+        with self._lock:
+            self._socks.append(sock)
+            if self.expired:
+                _cut(sock)
+        return sock
+
+    def expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._socks:
+                _cut(sock)
+
+
+def _cut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _connection_class(base: type[http.client.HTTPConnection], sockets: _Sockets) -> type:
+    class _Connection(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            create = self._create_connection
+            self._create_connection = lambda *a, **k: sockets.add(create(*a, **k))
+
+    return _Connection
+
+
+class _HttpHandler(urllib.request.HTTPHandler):
+    def __init__(self, sockets: _Sockets) -> None:
+        super().__init__()
+        self._connection = _connection_class(http.client.HTTPConnection, sockets)
+
+    def http_open(self, req):
+        return self.do_open(self._connection, req)
+
+
+class _HttpsHandler(urllib.request.HTTPSHandler):
+    def __init__(self, sockets: _Sockets, context: ssl.SSLContext | None) -> None:
+        super().__init__(context=context)
+        self._connection = _connection_class(http.client.HTTPSConnection, sockets)
+
+    def https_open(self, req):
+        return self.do_open(self._connection, req, context=self._context)
+
+
+def _read_sync(resp, limit_bytes: int, where: str, truncate: bool = False) -> bytes:
+    """The body, read in chunks up to `limit_bytes` + 1: AnswerTooLarge past the limit, or (with
+    `truncate`) its first `limit_bytes`."""
+    buf = bytearray()
+    while True:
+        chunk = resp.read1(min(READ_CHUNK_BYTES, limit_bytes + 1 - len(buf)))
+        if not chunk:
+            return bytes(buf)
+        buf += chunk
+        if len(buf) > limit_bytes:
+            if truncate:
+                return bytes(buf[:limit_bytes])
+            raise too_large(where, limit_bytes)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
+
+
+def get_bytes(url: str, headers: dict[str, str], tls: ssl.SSLContext | None, timeout_s: float, *,
+              limit_bytes: int) -> bytes:
+    """One GET to the remote server: its TLS policy, no proxies, no redirects (urllib keeps the
+    Authorization header across hosts). `url` must be credential-free: errors name it.
+
+    Bounded: AnswerTooLarge past `limit_bytes`; AnswerTimeoutError when the whole exchange (connect,
+    head, body) takes longer than `timeout_s`. A non-2xx answer raises urllib's HTTPError, its
+    body read up to MAX_ERROR_BODY_BYTES; a failed connection URLError / OSError as urllib does."""
+    sockets = _Sockets()
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _HttpHandler(sockets),
+                                         _HttpsHandler(sockets, tls), _NoRedirect())
+    timer = threading.Timer(timeout_s, sockets.expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        try:
+            with opener.open(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
+                body = _read_sync(resp, limit_bytes, url)
+        except urllib.error.HTTPError as exc:
+            error_body = _read_sync(exc, MAX_ERROR_BODY_BYTES, url, truncate=True)
+            exc.close()
+            raise urllib.error.HTTPError(exc.url, exc.code, exc.msg, exc.hdrs,
+                                         io.BytesIO(error_body)) from None
+    except urllib.error.HTTPError:
+        raise
+    except (OSError, http.client.HTTPException) as exc:
+        if sockets.expired or _timed_out(exc):
+            raise too_slow(url, timeout_s) from exc
+        raise
+    finally:
+        timer.cancel()
+    if sockets.expired:  # cut at the deadline: what came is not the whole answer
+        raise too_slow(url, timeout_s)
+    return body
+
+
+async def read_capped(session: aiohttp.ClientSession, url: str, *, limit_bytes: int, deadline_s: float,
+                      method: str = "GET", json_body: object = None) -> tuple[int, bytes]:
+    """(status, body) of one request over `session`, whatever the status: the body read in chunks up to
+    `limit_bytes` + 1 (AnswerTooLarge past it, not decompressed), the whole exchange within
+    `deadline_s` (AnswerTimeoutError). aiohttp's connection errors pass through. `url` must be
+    credential-free."""
+    try:
+        async with asyncio.timeout(deadline_s):
+            async with session.request(method, url, json=json_body, headers={"Accept-Encoding": "identity"},
+                                       auto_decompress=False,
+                                       timeout=aiohttp.ClientTimeout(total=2 * deadline_s)) as resp:
+                buf = bytearray()
+                while True:
+                    chunk = await resp.content.read(min(READ_CHUNK_BYTES, limit_bytes + 1 - len(buf)))
+                    if not chunk:
+                        return resp.status, bytes(buf)
+                    buf += chunk
+                    if len(buf) > limit_bytes:
+                        raise too_large(url, limit_bytes)
+    except TimeoutError as exc:  # asyncio's deadline, or aiohttp's own (ServerTimeoutError)
+        raise too_slow(url, deadline_s) from exc

@@ -1,0 +1,222 @@
+"""Server-sent events: split a byte stream into `data:` payloads, then read what each says.
+
+Two layers, both pure functions of their input so they can be fuzzed:
+- `SseSplitter.feed(bytes)` returns the complete `data` payloads seen so far;
+- `interpret_native` / `interpret_openai` turn one payload into a `StreamUpdate`.
+Anything malformed raises `ParseError` (satbench's own), never a third-party error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from satbench.errors import ParseError
+from satbench.config.limits import (MAX_CTX_TOKENS, MAX_EVENT_BYTES, MAX_SERVER_MS, MAX_SLOTS, MIN_SERVER_MS,
+                             checked_int, json_answer, size_text)
+
+_EOL = re.compile(rb"[\r\n]")
+_BLANKS = re.compile(rb"[\r\n]*")
+_CR, _LF, _COLON, _SPACE = b"\r\n: "
+
+
+class SseSplitter:
+    """Incremental SSE framing (WHATWG): a line ends at CRLF, a bare LF or a bare CR; events end
+    at a blank line; `data:` lines join with \\n.
+
+    Comment lines (starting with ':') and fields other than `data` are ignored. A CR that ends
+    one chunk ends its line at once; an LF starting the next chunk is then the rest of that CRLF,
+    not a blank line of its own.
+
+    Linear in what it is fed: the unfinished line is kept in a bytearray that grows in place, the
+    search for its end resumes where the last feed's search stopped (`_scan`), lines are read by
+    index and the consumed part is dropped once per feed. A run of blank lines between events
+    (nothing gathered) is skipped in one step. An unfinished line longer than MAX_EVENT_BYTES,
+    or an event whose data lines add up to more, is a ParseError.
+    """
+
+    def __init__(self) -> None:
+        self._buf = bytearray()  # the unfinished line (starts at a line start)
+        self._scan = 0  # no line end in _buf[:_scan]
+        self._data: list[bytes] = []
+        self._data_bytes = 0  # of the event being gathered: at most MAX_EVENT_BYTES
+        self._after_cr = False  # the last chunk ended with CR: an LF next completes that CRLF
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        skip = 0
+        if self._after_cr and chunk:
+            self._after_cr = False
+            skip = 1 if chunk[:1] == b"\n" else 0
+        buf = self._buf
+        buf += memoryview(chunk)[skip:]
+        out: list[bytes] = []
+        start, scan, n = 0, self._scan, len(buf)
+        while True:
+            if not self._data and scan == start:
+                start = scan = _BLANKS.match(buf, start).end()  # type: ignore[union-attr]
+            m = _EOL.search(buf, scan)
+            if m is None:
+                if n - start > MAX_EVENT_BYTES:
+                    raise ParseError(f"SSE line longer than {size_text(MAX_EVENT_BYTES)} without a newline")
+                break
+            end = m.start()
+            nxt = end + 1
+            if buf[end] == _CR:
+                if nxt < n:
+                    nxt += buf[nxt] == _LF
+                else:
+                    self._after_cr = True
+            self._line(buf, start, end, out)
+            start = scan = nxt
+        del buf[:start]
+        self._scan = n - start
+        return out
+
+    def _line(self, buf: bytearray, start: int, end: int, out: list[bytes]) -> None:
+        """One line, buf[start:end] (without its end): a blank line ends an event; `data` gathers."""
+        if start == end:
+            if self._data:
+                out.append(b"\n".join(self._data))
+                self._data, self._data_bytes = [], 0
+            return
+        if buf[start] == _COLON or not buf.startswith(b"data", start, end):
+            return
+        field_end = buf.find(b":", start, end)
+        if field_end < 0:
+            field_end = end
+        if field_end != start + 4:  # a field named "data…", not "data"
+            return
+        value_start = field_end + 1
+        if value_start < end and buf[value_start] == _SPACE:
+            value_start += 1
+        value = bytes(buf[value_start:end]) if value_start < end else b""
+        self._data.append(value)
+        self._data_bytes += len(value) + 1
+        if self._data_bytes > MAX_EVENT_BYTES:
+            raise ParseError(f"SSE event larger than {size_text(MAX_EVENT_BYTES)}")
+
+    def finish(self) -> list[bytes]:
+        """Payloads left when the stream closed without a final blank line."""
+        rest = self.feed(b"\n\n") if (self._buf or self._data) else []
+        self._buf, self._scan = bytearray(), 0
+        return rest
+
+
+@dataclass(slots=True)
+class StreamUpdate:
+    """What one payload contributes: tokens, and for the final one, the server's summary."""
+
+    n_tokens: int = 0
+    tokens_so_far: int | None = None
+    exact: bool = True
+    final: bool = False
+    done_marker: bool = False
+    slot_id: int | None = None
+    timings: dict | None = None
+    usage_completion_tokens: int | None = None
+    usage_prompt_tokens: int | None = None
+    error: str | None = None
+
+
+def _load(payload: bytes) -> dict:
+    try:
+        obj = json_answer(payload, "stream event")
+    except ParseError as exc:
+        raise ParseError(f"stream event is not JSON: {payload[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise ParseError(f"stream event is not a JSON object: {payload[:80]!r}")
+    return obj
+
+
+def _error_text(obj: dict) -> str | None:
+    err = obj.get("error")
+    if err is None:
+        return None
+    if isinstance(err, dict):
+        return str(err.get("message") or err.get("type") or err)
+    return str(err)
+
+
+def _int_or_none(value: object, what: str, hi: int = MAX_CTX_TOKENS) -> int | None:
+    """None when absent (or a bool, as llama.cpp never sends one here); else an integer in 0..`hi`
+    (a token count: 0..MAX_CTX_TOKENS), or ParseError naming `what`."""
+    if isinstance(value, bool) or value is None:
+        return None
+    return checked_int(value, 0, hi, what)
+
+
+def interpret_native(payload: bytes) -> StreamUpdate:
+    """llama.cpp `/completion` event: `tokens_predicted` (running count), `tokens`, `stop`, `timings`.
+
+    The running count is what counts: when a token ends inside a multi-byte UTF-8 character,
+    llama.cpp holds its text back and sends no event for it, so `tokens` (ids of this event
+    only) misses it, while the next event's `tokens_predicted` includes it.
+    """
+    obj = _load(payload)
+    err = _error_text(obj)
+    if err is not None:
+        return StreamUpdate(error=err)
+    tokens = obj.get("tokens")
+    so_far = _int_or_none(obj.get("tokens_predicted"), "tokens_predicted")
+    if isinstance(tokens, list):
+        n, exact = len(tokens), True
+    else:
+        n, exact = (1 if obj.get("content") else 0), so_far is not None
+    upd = StreamUpdate(n_tokens=n, tokens_so_far=so_far, exact=exact)
+    if obj.get("stop") is True:
+        upd.final = True
+        upd.slot_id = _int_or_none(obj.get("id_slot"), "id_slot", MAX_SLOTS - 1)
+        timings = obj.get("timings")
+        upd.timings = checked_timings(timings) if isinstance(timings, dict) else None
+        upd.usage_completion_tokens = so_far
+        upd.usage_prompt_tokens = _int_or_none(obj.get("tokens_evaluated"), "tokens_evaluated")
+    return upd
+
+
+def interpret_openai(payload: bytes) -> StreamUpdate:
+    """OpenAI `/v1/completions` chunk: `choices[0].text`; `usage` (+ llama.cpp `timings`); [DONE]."""
+    if payload.strip() == b"[DONE]":
+        return StreamUpdate(done_marker=True)
+    obj = _load(payload)
+    err = _error_text(obj)
+    if err is not None:
+        return StreamUpdate(error=err)
+    upd = StreamUpdate(exact=False)
+    choices = obj.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        text = choices[0].get("text")
+        if text is None and isinstance(choices[0].get("delta"), dict):
+            text = choices[0]["delta"].get("content")
+        upd.n_tokens = 1 if text else 0
+        if choices[0].get("finish_reason"):
+            upd.final = True
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        upd.final = True
+        upd.usage_completion_tokens = _int_or_none(usage.get("completion_tokens"), "usage.completion_tokens")
+        upd.usage_prompt_tokens = _int_or_none(usage.get("prompt_tokens"), "usage.prompt_tokens")
+    timings = obj.get("timings")
+    if isinstance(timings, dict):
+        upd.timings = checked_timings(timings)
+    return upd
+
+
+_TIMING_COUNTS = ("cache_n", "prompt_n", "predicted_n")
+_TIMING_MS = ("prompt_ms", "predicted_ms")
+
+
+def checked_timings(raw: dict) -> dict:
+    """llama.cpp's `timings`, only the fields satbench keeps: counts integers in 0..MAX_CTX_TOKENS,
+    times finite numbers that are 0 or in MIN_SERVER_MS..MAX_SERVER_MS; a field that is neither is
+    left out (unavailable: the level says the server reported no such timing)."""
+    out: dict = {}
+    for key in _TIMING_COUNTS:
+        v = raw.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_CTX_TOKENS:
+            out[key] = v
+    for key in _TIMING_MS:
+        v = raw.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and (
+                v == 0 or MIN_SERVER_MS <= v <= MAX_SERVER_MS):
+            out[key] = float(v)
+    return out

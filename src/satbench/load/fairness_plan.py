@@ -1,0 +1,110 @@
+"""The sizes of every fairness workload, derived from the lane (one place, used by the runner,
+by the server's context sizing and by the verdicts)."""
+
+from __future__ import annotations
+
+import math
+
+from satbench.config.schema import LaneConfig, Strict
+from satbench.records.manifest import NetworkInfo, RuntimeInfo
+
+CAL_OUTPUT = 48  # tokens of the lone decode request that measures the decode iteration
+CHECKS = ("F1", "F2", "F3", "S1", "S2", "S3")
+NAMES = {
+    "F1": "equal requests",
+    "F2": "mixed sizes",
+    "F3": "backlogged clients",
+    "S1": "decode stall during a long prefill",
+    "S2": "prompt admission while decoding",
+    "S3": "prompt behind prompt",
+}
+
+
+class FairnessPlan(Strict):
+    slots: int
+    per_slot_ctx: int | None
+    jitter_ms: float
+    n_batch: int
+    prompt: int
+    output: int
+    f1_streams: int
+    f1_output: int
+    f2_sizes: list[tuple[int, int]]
+    f3_clients: int
+    s1_decoders: int
+    s1_prompt: int
+    s1_decoder_output: int
+    s2_decoders: int
+    s2_decoder_output: int
+    s3_prompt: int
+    s3_output: int
+    calibration_prompt: int
+    calibration_output: int
+
+    def per_slot_ctx_needed(self) -> int:
+        """Largest prompt + output any single request of the checks needs, plus a margin."""
+        largest = max([p + o for p, o in self.f2_sizes] + [self.s1_prompt + 4, self.s3_prompt + self.s3_output,
+                       self.prompt + self.f1_output,
+                       self.prompt + self.s1_decoder_output, self.prompt + self.s2_decoder_output,
+                       self.calibration_prompt + self.calibration_output])
+        return largest + 16
+
+
+def request_count(plan: FairnessPlan, lane: LaneConfig) -> int:
+    """How many requests the fairness workloads send (for the progress bar)."""
+    f = lane.fairness
+    n2 = len(plan.f2_sizes) if len(plan.f2_sizes) >= 2 else 0
+    two = plan.slots >= 2
+    per_check = {
+        "F1": plan.f1_streams * (1 + f.f1_requests_per_stream) if plan.f1_streams >= 2 else 0,
+        "F2": n2 * (3 + f.f2_repetitions), "F3": plan.f3_clients * (1 + f.f3_requests_per_client),
+        "S1": 4 + plan.s1_decoders if two else 0, "S2": 3 + plan.s2_decoders + f.s2_probes if two else 0,
+        "S3": 3 + 2 * f.s3_repetitions if two else 0,
+    }
+    return 4 + sum(n for c, n in per_check.items() if c in f.checks)
+
+
+def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None, jitter_ms: float = 0.0) -> FairnessPlan:
+    """Sizes for `slots` slots; with the server's `per_slot_ctx` known, long prompts are capped
+    to fit it (S1 then says whether the cap still leaves a prompt ≫ n_batch). `jitter_ms` (the
+    client↔server round trip's p95) widens the latency bounds by what the client cannot resolve."""
+    f, w = lane.fairness, lane.workload
+    n_batch = lane.server.n_batch
+    if per_slot_ctx:  # llama.cpp lowers n_batch to the whole context when that is smaller
+        n_batch = min(n_batch, per_slot_ctx if lane.server.kv_unified else per_slot_ctx * slots)
+    p, o = w.prompt_tokens, w.output_tokens
+    room = (per_slot_ctx - 16) if per_slot_ctx else None
+    s1_prompt = int(math.ceil(f.s1_prompt_batches * n_batch))
+    if room is not None:
+        s1_prompt = min(s1_prompt, room - 4)
+    s1_decoders = max(1, min(f.s1_decoders or 3, slots - 1))  # each decoder holds a slot beside the prompt
+    chunks = int(math.ceil(s1_prompt / n_batch))
+    sizes = [(max(8, p // 2), max(2, o // 2)), (p, o), (2 * p, 2 * o), (4 * p, 4 * o)][: max(1, min(slots, 4))]
+    if room is not None:
+        sizes = [(min(sp, room - so), so) for sp, so in sizes]
+    s3_prompt = int(math.ceil(f.s3_prompt_batches * n_batch))
+    if room is not None:
+        s3_prompt = min(s3_prompt, room - 16)
+    cal_prompt = min(n_batch, 512)
+    if room is not None:  # a calibration the per-slot context refuses leaves every bound without its rate
+        cal_prompt = min(cal_prompt, room - CAL_OUTPUT)
+    return FairnessPlan(
+        slots=slots, per_slot_ctx=per_slot_ctx, jitter_ms=jitter_ms, n_batch=n_batch, prompt=p, output=o,
+        f1_streams=min(f.f1_streams or min(slots, 4), slots) if slots >= 2 else 0,
+        # long enough that a neighbour's prefill landing in one iteration is noise, not a verdict
+        f1_output=max(64, 4 * o),
+        f2_sizes=sizes,
+        f3_clients=slots + (f.f3_extra_clients or max(2, slots // 2)),
+        s1_decoders=s1_decoders, s1_prompt=s1_prompt,
+        s1_decoder_output=16 + 2 * chunks + 16,
+        s2_decoders=max(1, slots - 1), s2_decoder_output=max(64, 8 * f.s2_probes + 32),
+        s3_prompt=s3_prompt, s3_output=16,
+        calibration_prompt=cal_prompt, calibration_output=CAL_OUTPUT,
+    )
+
+
+def fairness_plan(lane: LaneConfig, runtime: RuntimeInfo, network: NetworkInfo) -> FairnessPlan:
+    """The plan for the server as it started: its slots, per-slot context and RTT jitter, all
+    recorded in run.json, so `analyze` rebuilds exactly the plan the run used."""
+    return make_plan(lane, runtime.total_slots or lane.slots_wanted(), runtime.per_slot_ctx,
+                     network.rtt_ms_p95 or 0.0)

@@ -1,0 +1,189 @@
+"""Liveness while requests are in flight: a server that stops answering fails within a bound.
+
+A server can stop answering with its sockets open (a hung process, SIGSTOP, a wedged driver or
+decode loop): each request then waits out its own read timeout (60 s by default) and a level of N
+streams takes several of them to notice. Beside every level (and every fairness check) a watchdog
+looks, every few seconds, for evidence that the server is alive:
+
+- its process runs (`Runtime.alive()`; a server satbench did not start always "runs");
+- something arrived on one of the requests in flight (a response head or a token chunk), or
+- when nothing did, the server's probe endpoint answers: for llama.cpp with /slots enabled, GET
+  /slots answers 200. llama-server answers /slots through its task queue, between two decode
+  iterations (so also during a long prefill, which sends no byte), and not at all when its decode
+  loop is wedged; /health comes from the HTTP threads alone and would answer even then. Where
+  /slots is off (HTTP 501) or the server is not llama.cpp, GET /health (any status) is the probe.
+
+One probe is asked at a time and may take up to the bound itself (a slow decode iteration delays
+its answer); each look waits for it at most PROBE_WAIT_S. When no evidence came for
+LIVENESS_TIMEOUT_S, or the process is gone, the watchdog returns a reason; `run_watched` then
+stops the work, whose requests in flight are recorded with error type SERVER_UNRESPONSIVE (a
+server failure, unlike `cancelled`), and raises ServerUnresponsive. The server is declared failed
+at most DECLARED_WITHIN_S after the last evidence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Awaitable, Callable, Coroutine, TypeVar
+
+import aiohttp
+
+from satbench.http.access import read_capped
+from satbench.http.client import StreamOutcome
+from satbench.errors import ParseError
+from satbench.config.limits import MAX_SLOTS_BYTES, AnswerTooLarge
+
+LIVENESS_TIMEOUT_S = 20.0  # no evidence of life for this long: the server is declared failed
+LIVENESS_PERIOD_S = 2.0  # how often the watchdog looks (at most; a shorter bound looks more often)
+PROBE_WAIT_S = 3.0  # how long one look waits for the probe's answer (at most; the probe goes on after)
+DECLARED_WITHIN_S = LIVENESS_TIMEOUT_S + LIVENESS_PERIOD_S + PROBE_WAIT_S  # last evidence → failed
+SLOTS_OFF = (404, 501)  # /slots answered so: llama-server started with --no-slots (501), or no /slots (404)
+SERVER_UNRESPONSIVE = "server_unresponsive"  # error of a request in flight when its server is declared failed
+
+T = TypeVar("T")
+
+
+class ServerUnresponsive(Exception):
+    """The watchdog declared the server failed; the message says why. The lane session turns it
+    into its LevelFailedError."""
+
+
+def _received(out: StreamOutcome) -> int:
+    """How much one request has received so far: its response head and its token chunks."""
+    return len(out.chunks) + (out.headers_ns is not None) + (out.http_status is not None)
+
+
+class StreamActivity:
+    """The requests in flight on one server and how much they received: the watchdog's evidence.
+    Once `verdict` is set (the server was declared failed), a request stopped in flight is
+    recorded as SERVER_UNRESPONSIVE with it as its message."""
+
+    def __init__(self) -> None:
+        self._open: dict[int, StreamOutcome] = {}
+        self._closed = 0  # what the finished requests received, so a request ending is no change
+        self.verdict: str | None = None
+
+    def opened(self, out: StreamOutcome) -> None:
+        self._open[id(out)] = out
+
+    def closed(self, out: StreamOutcome) -> None:
+        if self._open.pop(id(out), None) is not None:
+            self._closed += _received(out)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._open)
+
+    def received(self) -> int:
+        """A count that changes whenever anything arrives on any request (finished or in flight)."""
+        return self._closed + sum(_received(o) for o in self._open.values())
+
+
+class LivenessProbe:
+    """The watchdog's probe of one server, called with its deadline: whether the server answered.
+
+    With a llama.cpp server's `slots_base` URL (and the `session` to ask it with), GET /slots
+    answering 200 within the deadline (read with MAX_SLOTS_BYTES; an answer past that limit is an
+    answer too). Where /slots is off (SLOTS_OFF: HTTP 501, or 404) it is not asked again and
+    `health` (GET /health, any status) is the probe, as for a server that is not llama.cpp (no
+    `slots_base`); another status of /slots falls back to `health` for that probe only. `path`
+    names the endpoint asked."""
+
+    def __init__(self, health: Callable[[float], Awaitable[bool]],
+                 session: aiohttp.ClientSession | None = None, slots_base: str | None = None) -> None:
+        self._health, self._session, self._base = health, session, slots_base
+        self.path = "/slots" if slots_base is not None and session is not None else "/health"
+
+    async def __call__(self, deadline_s: float) -> bool:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline_s
+        if self.path == "/slots":
+            assert self._session is not None and self._base is not None
+            try:
+                status, _ = await read_capped(self._session, self._base + "/slots",
+                                              limit_bytes=MAX_SLOTS_BYTES, deadline_s=deadline_s)
+            except AnswerTooLarge:
+                return True
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError):
+                return False
+            if status == 200:
+                return True
+            if status in SLOTS_OFF:
+                self.path = "/health"
+        left = end - loop.time()
+        return left > 0 and await self._health(left)
+
+
+async def watch(activity: StreamActivity, alive: Callable[[], bool],
+                answers: Callable[[float], Awaitable[bool]], timeout_s: float = LIVENESS_TIMEOUT_S,
+                clock: Callable[[], float] = time.monotonic,
+                probed: Callable[[], str] = lambda: "/health") -> str:
+    """Return (only) when the server is to be declared failed, with the reason: its process is
+    gone, or for `timeout_s` nothing arrived on the requests in flight and no `answers(deadline)`
+    (the probe: /slots or /health, `probed()` names it) said yes. One probe is in flight at a time,
+    with `timeout_s` as its deadline; each look waits for it at most PROBE_WAIT_S. Nothing in flight
+    counts as evidence (nothing is awaited)."""
+    period_s = min(LIVENESS_PERIOD_S, timeout_s / 4)
+    wait_s = min(PROBE_WAIT_S, timeout_s / 4)
+    seen, last_evidence = activity.received(), clock()
+    probe: asyncio.Future[bool] | None = None
+    try:
+        while True:
+            await asyncio.sleep(period_s)
+            if not alive():
+                return "the server process ended"
+            now_seen = activity.received()
+            if now_seen != seen or not activity.in_flight:
+                seen, last_evidence = now_seen, clock()
+                continue
+            if probe is None:
+                probe = asyncio.ensure_future(answers(timeout_s))
+            done, _ = await asyncio.wait({probe}, timeout=wait_s)
+            if done:
+                answered, probe = probe.result(), None  # a broken probe is the watchdog's own error
+                if answered:
+                    last_evidence = clock()
+                    continue
+            if activity.received() != seen:  # something arrived while the probe was asked
+                continue
+            if clock() - last_evidence >= timeout_s:
+                n = activity.in_flight
+                streams = f"{n} stream{'s' if n != 1 else ''}"
+                return (f"the server stopped answering: nothing arrived on any of {streams} "
+                        f"and {probed()} was silent for {timeout_s:g} s")
+    finally:
+        if probe is not None:
+            probe.cancel()
+
+
+async def run_watched(work: Coroutine[object, object, T], activity: StreamActivity,
+                      watchdog: Callable[[StreamActivity], Awaitable[str]]) -> T:
+    """`await work`, with `watchdog(activity)` beside it. When the watchdog returns first, its
+    reason becomes `activity.verdict`, `work` is cancelled (with the reason as the cancel message)
+    and awaited (it records its requests in flight), and ServerUnresponsive(reason) is raised.
+    Cancelled from outside (Ctrl-C, another lane's failure), it cancels `work` with the same
+    message, waits for it to record what it had, and goes on being cancelled."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(watchdog(activity))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError as exc:
+        task.cancel(*exc.args)
+        await asyncio.wait({task})
+        raise
+    finally:
+        watcher.cancel()
+    if task.done():
+        return task.result()
+    if watcher.exception() is not None:  # a broken watchdog is an error of its own: stop the work, say so
+        task.cancel()
+        await asyncio.wait({task})
+        raise watcher.exception()  # type: ignore[misc]
+    reason = watcher.result()
+    activity.verdict = reason
+    task.cancel(reason)
+    await asyncio.wait({task})
+    if task.cancelled():
+        raise ServerUnresponsive(reason)
+    return task.result()  # it ended on its own in that very moment (or failed): that stands

@@ -1,0 +1,287 @@
+"""Requests of a sweep: fixed prompt and output lengths, a unique prefix per request.
+
+When the server can tokenize (llama.cpp's `/tokenize`), prompts are token-id lists of
+exactly `prompt_tokens` ids: a unique text prefix (tokenized with BOS) followed by filler
+tokens. Elsewhere the prompt is text of about `prompt_tokens` words and the real count
+comes back in the server's `usage`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from typing import Awaitable, Callable, Literal
+
+from satbench.http.client import CompletionRequest
+from satbench.config.schema import MAX_LEVEL, MAX_REQUESTS_PER_LEVEL, LaneConfig, RunConfig, WorkloadConfig
+from satbench.errors import UserError
+
+Tokenizer = Callable[[str, bool], Awaitable[list[int]]]  # (text, add_special) -> ids
+Phase = Literal["warmup", "measured", "background"]
+
+FILLER_TEXT = (
+    "The river ran past the old mill and under the stone bridge where the children of the "
+    "village met each morning before school to trade stories about the weather, the harvest, "
+    "the travelling market and the strange lights that some of them said they had seen above "
+    "the hills during the long summer nights when nobody could sleep because of the heat. "
+)
+
+
+class WorkloadBuilder:
+    """Builds the `CompletionRequest`s of every level; one instance per lane and run."""
+
+    def __init__(self, cfg: WorkloadConfig, tokenizer: Tokenizer | None, run_nonce: str) -> None:
+        self.cfg = cfg
+        self._tokenize = tokenizer
+        self._nonce = run_nonce
+        self._filler: list[int] = []
+
+    def derive(self, cfg: WorkloadConfig, run_nonce: str) -> WorkloadBuilder:
+        """A builder with other sizes that shares this one's tokenizer (the same server)."""
+        return WorkloadBuilder(cfg, self._tokenize, run_nonce)
+
+    @property
+    def exact_prompt_length(self) -> bool:
+        return self._tokenize is not None
+
+    async def prepare(self) -> None:
+        """Tokenize the filler once (no BOS), so every prompt is cut from the same tokens."""
+        if self._tokenize is None:
+            return
+        text = FILLER_TEXT * (1 + self.cfg.prompt_tokens // 40)
+        self._filler = await self._tokenize(text, False)
+        if not self._filler:
+            raise UserError("the server tokenized the filler text to zero tokens")
+
+    async def check_prefix_fits(self, lane: str, max_level: int, max_repetition: int) -> None:
+        """Refuse, before the lane runs, a prompt too short for the longest request id it can
+        use: ids grow with the level, repetition and sequence number, so a check per request
+        let a run fail midway (and every resume with it). Sequence numbers are bounded by
+        999,999 (background requests of the together scenario run on as long as needed), and
+        several digit strings are tried since a tokenizer splits them unevenly."""
+        if self._tokenize is None or self.cfg.shared_prefix:
+            return
+        longest = 0
+        for text in longest_prefixes(self._nonce, lane, max_level, max_repetition):
+            longest = max(longest, len(await self._tokenize(text, True)))
+        check_prefix_length(self.cfg.prompt_tokens, longest)
+
+    def request_id(self, lane: str, level: int, repetition: int, phase: Phase, seq: int) -> str:
+        return request_id(self._nonce, lane, level, repetition, phase, seq)
+
+    async def build(
+        self, lane: str, level: int, repetition: int, phase: Phase, count: int
+    ) -> list[CompletionRequest]:
+        """`count` requests for one level repetition and phase, each with its own id."""
+        out = []
+        for seq in range(count):
+            rid = self.request_id(lane, level, repetition, phase, seq)
+            out.append(await self._one(rid))
+        return out
+
+    async def _one(self, request_id: str) -> CompletionRequest:
+        return await self.one(request_id, self.cfg.prompt_tokens, self.cfg.output_tokens)
+
+    async def one(self, request_id: str, n_prompt: int, n_out: int, grow: bool = False) -> CompletionRequest:
+        """One request of exactly `n_prompt` prompt tokens (when the server tokenizes) and
+        `n_out` output tokens, with the unique prefix `request_id`. With `grow`, a prompt too
+        short for the prefix is lengthened to prefix + 8 tokens instead of refused."""
+        if self._tokenize is not None and len(self._filler) < 1:
+            raise UserError("WorkloadBuilder.prepare() must run before requests are built")
+        prefix_text = "" if self.cfg.shared_prefix else prefix_of(request_id)
+        if self._tokenize is None:
+            prompt: str | list[int] = prefix_text + _words(n_prompt - len(prefix_text.split()))
+        else:
+            prefix = await self._tokenize(prefix_text, True)
+            if grow and len(prefix) + 8 > n_prompt:
+                n_prompt = len(prefix) + 8
+            if len(prefix) >= n_prompt:
+                raise UserError(
+                    f"--prompt-tokens {n_prompt} is too small for the unique request prefix "
+                    f"({len(prefix)} tokens); use at least {len(prefix) + 8}"
+                )
+            prompt = prefix + _cycle(self._filler, n_prompt - len(prefix))
+        return CompletionRequest(
+            request_id=request_id,
+            prompt=prompt,
+            prompt_tokens=n_prompt,
+            max_tokens=n_out,
+            cache_prompt=self.cfg.shared_prefix,
+        )
+
+
+NONCE_BYTES = 3  # a run's nonce: this many random bytes, as hex (2 digits a byte), starts every request id
+TOGETHER_SUFFIX = ".together"  # appended to the lane name in the ids of requests not run solo
+BACKGROUND_POOL_PER_STREAM = 4  # together: background requests built per stream, reused round-robin
+
+
+def new_nonce() -> str:
+    """A run's nonce (NONCE_BYTES random bytes as hex): keeps its prompts apart from any other run's."""
+    return secrets.token_hex(NONCE_BYTES)
+
+
+def request_id(nonce: str, lane: str, level: int, repetition: int, phase: Phase, seq: int) -> str:
+    """The id of one request of a run (and its unique prompt prefix, see `prefix_of`)."""
+    return f"{nonce}-{lane}-n{level}-r{repetition}-{phase[0]}{seq}"
+
+
+def prefix_of(rid: str) -> str:
+    """The text a request's prompt starts with: its id, which makes every prompt unique."""
+    return f"[{rid}] "
+
+
+PHASES: tuple[Phase, ...] = ("warmup", "measured", "background")
+LONGEST_SEQS = (999_999, 987_654, 100_000)  # background runs on as long as needed: bounded by 999,999
+
+
+def longest_prefixes(nonce: str, lane: str, max_level: int, max_repetition: int) -> list[str]:
+    """The prefixes of the longest request ids a lane can use, in every phase (a tokenizer splits
+    digit strings unevenly, so several are tried); the prefix check measures the longest of them."""
+    return [prefix_of(request_id(nonce, lane, max_level, max_repetition, phase, seq))
+            for phase in PHASES for seq in LONGEST_SEQS]
+
+
+def check_prefix_length(prompt_tokens: int, longest: int, where: str = "--prompt-tokens",
+                        bound: bool = False) -> None:
+    """UserError when `prompt_tokens` leaves no room after the longest prefix (`longest` tokens; with
+    `bound`, a lower bound on that count, read off the model's vocabulary)."""
+    if prompt_tokens <= longest:
+        at_least = "at least " if bound else "up to "
+        raise UserError(f"{where} {prompt_tokens} is too small for the unique request prefix "
+                        f"({at_least}{longest} tokens in this run); use at least {longest + 8}")
+
+
+# satbench's own memory per request and per stream (see `workload_bytes`)
+REQUEST_BYTES = 4096  # the request, its id, its prefix's ids, its event record
+BYTES_PER_PROMPT_ID = 8  # one list slot per prompt token id (the filler's ints are shared)
+STREAM_BYTES = 256 * 1024  # one connection: its task, socket buffers, response and SSE parser buffers
+BYTES_PER_SENT_ID = 8  # a prompt id in flight, as JSON text (up to 7 digits and a comma)
+BYTES_PER_OUTPUT_TOKEN = 128  # a streamed token: its SSE event text and its (time, tokens) record
+
+
+def level_requests(lane: LaneConfig, level: int, background: bool) -> int:
+    """Requests a level's plan builds before it runs: warmup, measured and (together) background."""
+    pool = level * BACKGROUND_POOL_PER_STREAM if background else 0
+    return level * lane.warmup_per_stream + lane.measured_requests(level) + pool
+
+
+def workload_bytes(lane: LaneConfig, level: int, background: bool) -> int:
+    """satbench's own memory for one level of `lane`, in bytes:
+
+        requests(N) × (REQUEST_BYTES + prompt_tokens × BYTES_PER_PROMPT_ID)
+        + N × (STREAM_BYTES + prompt_tokens × BYTES_PER_SENT_ID + output_tokens × BYTES_PER_OUTPUT_TOKEN)
+
+    where requests(N) = N × warmup_per_stream + measured requests + (together) N × background pool per
+    stream: every request of the level is built, each with its prompt's token ids, before the first is
+    sent, and each of the N streams holds one connection with a request in flight."""
+    w = lane.workload
+    per_request = REQUEST_BYTES + w.prompt_tokens * BYTES_PER_PROMPT_ID
+    per_stream = (STREAM_BYTES + w.prompt_tokens * BYTES_PER_SENT_ID
+                  + w.output_tokens * BYTES_PER_OUTPUT_TOKEN)
+    planned = level_requests(lane, level, background) * per_request
+    streams = level * per_stream
+    return planned + streams
+
+
+MAX_CHECK_STREAMS = MAX_LEVEL  # requests in flight at once in one fairness check, as in one level
+MAX_CHECK_PLANNED = MAX_REQUESTS_PER_LEVEL  # requests one fairness check builds, as one level may
+
+
+def check_memory_fits(cfg: RunConfig, lane_file: bool, available_bytes: int | None = None) -> None:
+    """UserError when the largest level of a lane (alone), or of every lane at once (together: their
+    top levels' `workload_bytes` summed), or (with fairness) the largest fairness check of a lane
+    (`fairness_checks`), needs more of satbench's own memory than is available (`available_bytes`,
+    default hardware.ram_available()). Fairness settings are checked first (`check_fairness_sizes`)."""
+    fairness = cfg.with_fairness or cfg.fairness_only
+    if fairness:
+        for lane in cfg.lanes:
+            check_fairness_sizes(lane, lane_file)
+    if available_bytes is None:
+        from satbench.host import hardware
+
+        available_bytes = hardware.ram_available()
+    need: list[tuple[str, int]] = []
+    if not cfg.fairness_only:
+        need += [(f"{f'lane {lane.name}: concurrency' if lane_file else '--concurrency'} {max(lane.levels)}",
+                  workload_bytes(lane, max(lane.levels), False)) for lane in cfg.lanes]
+    if cfg.together and not cfg.fairness_only:
+        need.append(("the together scenario (every lane's top level at once)",
+                     sum(workload_bytes(lane, max(lane.levels), True) for lane in cfg.lanes)))
+    if fairness:
+        for lane in cfg.lanes:
+            sizes = fairness_checks(lane)
+            check = max(sizes, key=lambda c: _check_bytes(*sizes[c]), default=None)
+            if check is not None:
+                need.append((f"{_lane(lane, lane_file)}fairness check {check}", _check_bytes(*sizes[check])))
+    for where, nbytes in need:
+        if nbytes > available_bytes:
+            raise UserError(f"{where}: satbench would need about {_gib(nbytes)} for its requests and "
+                            f"streams, more than the {_gib(available_bytes)} of memory available; use lower "
+                            "levels, fewer requests per level or shorter prompts")
+
+
+def fairness_checks(lane: LaneConfig) -> dict[str, tuple[int, int, int, int]]:
+    """(requests built, streams in flight, prompt tokens, output tokens) of each fairness check the
+    lane runs, from the plan for the slots the lane asks for (`LaneConfig.slots_wanted`: what a
+    server satbench starts has; a guess for a running server). The closed loops (F1, F3) build all
+    their requests before the first is sent; the counts follow `fairness.plan.request_count`."""
+    from satbench.load.fairness_plan import make_plan
+
+    f, plan = lane.fairness, make_plan(lane, lane.slots_wanted())
+    two = plan.slots >= 2
+    sizes = {
+        "F1": (plan.f1_streams * (1 + f.f1_requests_per_stream), plan.f1_streams, plan.prompt, plan.f1_output)
+        if plan.f1_streams >= 2 else None,
+        "F2": (len(plan.f2_sizes) * (3 + f.f2_repetitions), len(plan.f2_sizes),
+               max(p for p, _ in plan.f2_sizes), max(o for _, o in plan.f2_sizes)),
+        "F3": (plan.f3_clients * (1 + f.f3_requests_per_client), plan.f3_clients, plan.prompt, plan.output),
+        "S1": (4 + plan.s1_decoders, plan.s1_decoders + 1, max(plan.s1_prompt, plan.prompt),
+               plan.s1_decoder_output) if two else None,
+        "S2": (3 + plan.s2_decoders + f.s2_probes, plan.s2_decoders + 1, plan.prompt, plan.s2_decoder_output)
+        if two else None,
+        "S3": (3 + 2 * f.s3_repetitions, 2, plan.s3_prompt, plan.s3_output) if two else None,
+    }
+    return {c: n for c, n in sizes.items() if c in f.checks and n is not None}
+
+
+def check_fairness_sizes(lane: LaneConfig, lane_file: bool) -> None:
+    """UserError, before anything starts, for fairness settings a check cannot run as meant: S1's
+    explicit s1_decoders beyond the slots - 1 of a server satbench starts (each decoder holds a slot
+    while the long prompt is injected), or a check with more than MAX_CHECK_STREAMS streams in flight
+    or MAX_CHECK_PLANNED requests."""
+    f, where = lane.fairness, _lane(lane, lane_file)
+    slots = lane.slots_wanted()
+    if "S1" in f.checks and f.s1_decoders and lane.runtime.kind != "url" and slots >= 2 \
+            and f.s1_decoders > slots - 1:
+        raise UserError(f"{where}fairness s1_decoders {f.s1_decoders}: S1 needs a slot for each decoder and "
+                        f"one for the injected prompt, and the lane has {slots} slots; use at most "
+                        f"{slots - 1}, or leave it unset")
+    for check, (planned, streams, _, _) in fairness_checks(lane).items():
+        if streams > MAX_CHECK_STREAMS or planned > MAX_CHECK_PLANNED:
+            raise UserError(f"{where}fairness check {check} would run {streams:,} streams and build "
+                            f"{planned:,} requests; at most {MAX_CHECK_STREAMS:,} streams and "
+                            f"{MAX_CHECK_PLANNED:,} requests per check (lower its clients, decoders or "
+                            "requests per client)")
+
+
+def _check_bytes(planned: int, streams: int, prompt: int, output: int) -> int:
+    """satbench's own memory for one fairness check, by the same rule as `workload_bytes`."""
+    return (planned * (REQUEST_BYTES + prompt * BYTES_PER_PROMPT_ID)
+            + streams * (STREAM_BYTES + prompt * BYTES_PER_SENT_ID + output * BYTES_PER_OUTPUT_TOKEN))
+
+
+def _lane(lane: LaneConfig, lane_file: bool) -> str:
+    return f"lane {lane.name}: " if lane_file else ""
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.1f} GiB"
+
+
+def _cycle(items: list, n: int) -> list:
+    """The first `n` items of `items` repeated end to end."""
+    return list(itertools.islice(itertools.cycle(items), n))
+
+
+def _words(n: int) -> str:
+    return " ".join(_cycle(FILLER_TEXT.split(), max(n, 1)))

@@ -1,0 +1,271 @@
+"""Raw records (DESIGN.md §3): what happened, stamped with the monotonic clock, nothing derived.
+
+Every record names its lane and scenario (solo, or together with the run's other lanes);
+`background` requests keep a lane busy in the together scenario while another lane is still
+measuring, and never count toward any metric.
+
+Two append-only JSONL files hold them:
+- `events.jsonl`: one `RequestEvent` per finished request (warmup and measured, errors
+  included) and `LevelMark` lines at the start and end of every level repetition;
+- `server_samples.jsonl`: `MetricsSample`, `SlotsSample` and `ProcessSample` lines.
+
+Lines are written and flushed as they happen, so a crash loses at most what was in flight.
+All `*_ns` stamps come from `time.perf_counter_ns()` (CLOCK_MONOTONIC on Linux).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Iterator, Literal, Union
+
+from pydantic import Field, TypeAdapter, ValidationError, model_validator
+
+from satbench.config.schema import Strict, ranged_float, ranged_int
+from satbench.errors import RunDirError
+from satbench.config.limits import MAX_CTX_TOKENS, MAX_METRIC_VALUE, MAX_SERVER_MS, MAX_SLOTS
+from satbench.records.rundir import iter_lines, open_run_file
+
+EVENTS_FILE = "events.jsonl"
+SAMPLES_FILE = "server_samples.jsonl"
+
+# The ranges a record read back must hold (a line out of range is a RunDirError naming file and line).
+MAX_RECORD_BYTES = 32 << 20
+"""One JSONL line: a request of 1 Mi output tokens (config.MAX_OUTPUT_TOKENS) holds 1 Mi chunk
+pairs of ~25 characters each; anything longer was not written by satbench."""
+MAX_RECORDED_LEVEL = 1 << 20  # streams of a level as recorded (the fairness checks run slots + clients)
+MAX_COUNT = 1 << 30  # repetitions, sessions, retries, requests of a level mark
+MAX_NS = 2**63 - 1  # a perf_counter_ns stamp: int64 nanoseconds (signed: only differences carry meaning)
+MAX_PID = 2**31 - 1
+MAX_SECONDS = 1e15  # CPU seconds (cumulative, all cores): beyond any uptime
+NsStamp = ranged_int(-MAX_NS - 1, MAX_NS)
+RecordedLevel = ranged_int(1, MAX_RECORDED_LEVEL)
+Count = ranged_int(0, MAX_COUNT)
+TokenCount = ranged_int(0, MAX_CTX_TOKENS)
+ServerMs = ranged_float(0.0, MAX_SERVER_MS, lo_open=False)
+SlotId = ranged_int(0, MAX_SLOTS)
+SlotKey = Annotated[int, Field(ge=0, le=MAX_SLOTS)]  # a JSON object key: the text of an integer
+Bytes = ranged_int(0, MAX_NS)
+Pid = ranged_int(0, MAX_PID)
+CpuSeconds = ranged_float(0.0, MAX_SECONDS, lo_open=False)
+MetricValue = ranged_float(-MAX_METRIC_VALUE, MAX_METRIC_VALUE, lo_open=False)
+HttpStatus = ranged_int(0, 999)
+
+# "solo": the lane alone on the machine; "together": every lane of the run at once;
+# "fairness": the workloads of the fairness and starvation checks (each request names its check and role)
+Scenario = Literal["solo", "together", "fairness"]
+
+
+class ServerTimings(Strict):
+    """The server's own `timings` from the final stream event (llama.cpp only)."""
+
+    cache_n: TokenCount | None = None
+    prompt_n: TokenCount | None = None
+    prompt_ms: ServerMs | None = None
+    predicted_n: TokenCount | None = None
+    predicted_ms: ServerMs | None = None
+
+
+CANCELLED = "cancelled"  # error type of a request in flight when its level was stopped: not the server's failure
+
+
+class RequestErrorInfo(Strict):
+    """Why a request failed: a stable `type` for grouping and the original message."""
+
+    type: str
+    message: str
+    http_status: HttpStatus | None = None
+
+
+class RequestEvent(Strict):
+    """One request, from intent to last byte. `chunks` holds [t_ns, tokens_in_chunk] pairs.
+    Stamps are ordered: sent_ns <= headers_ns (when the head came) <= end_ns."""
+
+    kind: Literal["request"] = "request"
+    lane: str
+    scenario: Scenario = "solo"
+    level: RecordedLevel
+    repetition: Count
+    stream: Count
+    seq: Count
+    phase: Literal["warmup", "measured", "background"]
+    request_id: str
+    prompt_tokens: TokenCount = Field(description="prompt length the workload asked for")
+    server_prompt_tokens: TokenCount | None = Field(
+        None, description="prompt tokens as the server counted them (OpenAI usage.prompt_tokens or "
+        "llama.cpp tokens_evaluated); None when it did not say")
+    max_tokens: TokenCount
+    targeted_ns: NsStamp
+    sent_ns: NsStamp
+    headers_ns: NsStamp | None = None
+    end_ns: NsStamp
+    chunks: list[tuple[NsStamp, TokenCount]] = Field(default_factory=list)
+    output_tokens: TokenCount = 0
+    token_count_exact: bool = True
+    http_status: HttpStatus | None = None
+    slot_id: SlotId | None = None
+    timings: ServerTimings | None = None
+    retries: Count = 0
+    retry_reasons: list[str] = Field(default_factory=list, description="why each retried attempt failed "
+                                     "(a connection dropped before any byte); its time is in sent_ns − targeted_ns")
+    error: RequestErrorInfo | None = None
+    check: str | None = Field(None, description="fairness scenario: the check this request belongs to")
+    session: Count = Field(0, description="0 = the run's first session; n = its n-th --resume")
+    role: str | None = Field(None, description="fairness scenario: its part in the check (decoder, probe, solo, …)")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RequestEvent:
+        if self.sent_ns > self.end_ns:
+            raise ValueError(f"end_ns {self.end_ns} is before sent_ns {self.sent_ns}")
+        if self.headers_ns is not None and not self.sent_ns <= self.headers_ns <= self.end_ns:
+            raise ValueError(f"headers_ns {self.headers_ns} is outside sent_ns..end_ns")
+        return self
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class LevelMark(Strict):
+    """Start or end of one repetition of one level, as the load generator saw it."""
+
+    kind: Literal["level_start", "level_end"]
+    lane: str
+    scenario: Scenario = "solo"
+    level: RecordedLevel
+    repetition: Count
+    t_ns: NsStamp
+    n_requests: Count = 0
+    status: Literal["running", "complete", "failed", "interrupted"] = "running"
+    reason: str | None = None
+    session: Count = 0
+
+
+class MetricsSample(Strict):
+    """One scrape of `/metrics`: every `llamacpp:*` sample, name without the prefix."""
+
+    kind: Literal["metrics"] = "metrics"
+    lane: str
+    scenario: Scenario = "solo"
+    sent_ns: NsStamp
+    t_ns: NsStamp
+    values: dict[str, MetricValue] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class SlotsSample(Strict):
+    """One read of `/slots`: which slots were processing and how far each was."""
+
+    kind: Literal["slots"] = "slots"
+    lane: str
+    scenario: Scenario = "solo"
+    sent_ns: NsStamp
+    t_ns: NsStamp
+    n_slots: SlotId = 0
+    busy_ids: list[SlotId] = Field(default_factory=list)
+    n_decoded: dict[SlotKey, TokenCount] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class ProcessSample(Strict):
+    """Server process resources: RSS (with children), CPU seconds; GPU memory, utilisation and SM
+    clock where NVML sees a GPU (device-wide figures, see gpu.py)."""
+
+    kind: Literal["process"] = "process"
+    lane: str
+    scenario: Scenario = "solo"
+    t_ns: NsStamp
+    rss_bytes: Bytes | None = None
+    cpu_seconds: CpuSeconds | None = None
+    gpu_mem_used_bytes: Bytes | None = None
+    gpu_util_pct: ranged_float(0.0, 100.0, lo_open=False) | None = Field(  # type: ignore[valid-type]
+        None, description="NVML utilisation of the busiest GPU, percent")
+    gpu_sm_clock_mhz: ranged_float(0.0, 1e6, lo_open=False) | None = Field(  # type: ignore[valid-type]
+        None, description="NVML SM clock of the busiest GPU, MHz")
+    host_busy_cpu_seconds: CpuSeconds | None = Field(
+        None, description="whole machine: CPU seconds not idle (all cores), cumulative since boot")
+    client_cpu_seconds: CpuSeconds | None = Field(None, description="the satbench process itself, cumulative")
+    server_pid: Pid | None = Field(None, description="the server process read (None: not started by "
+                                   "satbench); a level's figures come only from the process that ran it")
+    client_pid: Pid | None = Field(None, description="the satbench process that took the sample "
+                                   "(one per session)")
+    error: str | None = None
+
+
+EventLine = Annotated[Union[RequestEvent, LevelMark], Field(discriminator="kind")]
+SampleLine = Annotated[Union[MetricsSample, SlotsSample, ProcessSample], Field(discriminator="kind")]
+_EVENT_ADAPTER: TypeAdapter[RequestEvent | LevelMark] = TypeAdapter(EventLine)
+_SAMPLE_ADAPTER: TypeAdapter[MetricsSample | SlotsSample | ProcessSample] = TypeAdapter(SampleLine)
+
+
+class JsonlWriter:
+    """Append-only JSONL file of a run directory, opened by its rule (satbench.records.rundir.open_run_file:
+    never through a link); every line is flushed to the OS as soon as it is written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.failed = False  # a write failed (disk full, file too large, I/O error): already reported
+        self._fh = open_run_file(path, "a")
+
+    def write(self, record: Strict) -> None:
+        try:
+            self._fh.write(record.model_dump_json(exclude_defaults=False) + "\n")
+            self._fh.flush()
+        except OSError as exc:
+            self.failed = True
+            raise RunDirError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+
+    def close(self) -> None:
+        """Close; closing retries the unwritten rest of a failed write, whose error was already raised."""
+        try:
+            self._fh.close()
+        except OSError as exc:
+            if not self.failed:
+                raise RunDirError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+
+
+def _why(exc: Exception) -> str:
+    """The first failure of a record, one short line: the field and pydantic's message."""
+    if isinstance(exc, ValidationError):
+        from satbench.records.manifest import first_error
+
+        return first_error(exc)
+    return exc.__class__.__name__
+
+
+def _read_jsonl(path: Path, adapter: TypeAdapter) -> Iterator:
+    """The records of a JSONL file, each line at most MAX_RECORD_BYTES and in the ranges of its
+    model; RunDirError naming the file and line otherwise (see satbench.records.rundir.iter_lines)."""
+    if not _present(path):
+        raise RunDirError(f"{path} is missing")
+    for lineno, line in iter_lines(path, MAX_RECORD_BYTES):
+        if not line.strip():
+            continue
+        try:
+            record = adapter.validate_python(json.loads(line.decode("utf-8")))
+        except (ValueError, ValidationError, RecursionError) as exc:  # not UTF-8, not JSON, too deep
+            if not line.endswith(b"\n"):
+                return  # a last line cut short by a crash: everything before it stands
+            raise RunDirError(f"{path}:{lineno}: not a valid record ({_why(exc)})") from exc
+        yield record
+
+
+def _present(path: Path) -> bool:
+    """Whether `path` names something (a link included: reading it is what refuses it)."""
+    try:
+        return os.path.lexists(path)
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"cannot read {path}: {exc}") from exc
+
+
+def read_events(run_dir: Path) -> list[RequestEvent | LevelMark]:
+    """Every line of events.jsonl, in file order (a torn last line is ignored)."""
+    return list(_read_jsonl(run_dir / EVENTS_FILE, _EVENT_ADAPTER))
+
+
+def read_samples(run_dir: Path) -> list[MetricsSample | SlotsSample | ProcessSample]:
+    """Every line of server_samples.jsonl, in file order (missing file = no samples)."""
+    if not _present(run_dir / SAMPLES_FILE):
+        return []
+    return list(_read_jsonl(run_dir / SAMPLES_FILE, _SAMPLE_ADAPTER))

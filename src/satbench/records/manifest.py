@@ -1,0 +1,382 @@
+"""run.json: how a run was produced (config, provenance, clock anchor, status).
+
+Written when the run starts, rewritten atomically when it ends. Everything `analyze`
+needs besides the raw JSONL files comes from here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from satbench.config.schema import RECORDED, RunConfig, Strict
+from satbench.errors import RunDirError
+
+MANIFEST_FILE = "run.json"
+MANIFEST_SCHEMA_VERSION = "2.7"
+MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers: a few hundred KiB at most
+# 2.7: runtime.memory (llama.cpp's buffer sizes once started, and the memory left then).
+# 2.6: provenance lanes[].network.server_on_this_machine; refine_levels (the levels --refine chose, kept
+#      for a resume), and server_samples.jsonl process samples name server_pid and client_pid.
+# 2.5: config lanes[].runtime.served_model, and events.jsonl requests carry server_prompt_tokens.
+# 2.4: host.cpu_signature, host.cores_usable; 2.3: runtime.binary_sha256; 2.2: server_failures;
+# 2.1: provenance.satbench_modified_files, completed_units, resumes
+
+
+class ModelInfo(Strict):
+    path: str | None = None
+    sha256: str | None = None
+    size_bytes: int | None = None
+    synthetic: bool | None = None
+    source: str | None = Field(None, description="builtin package, user path, or served by URL")
+
+
+BufferKind = Literal["model", "kv", "state", "compute", "output"]
+
+
+class BufferSize(Strict):
+    """One buffer line of llama.cpp's log: what it allocated, on which backend buffer."""
+
+    kind: BufferKind = Field(description="model weights, KV cache, recurrent or compressor state (RS, DSV4), "
+                                         "compute scratch, or logits output")
+    buffer: str = Field(description="llama.cpp's buffer name: CPU, CPU_Mapped, CUDA0, CUDA_Host, ...")
+    bytes: int = Field(description="as printed, in MiB with 2 decimals, times 2^20 (within 5.3 KB)")
+
+
+class ServerMemory(Strict):
+    """What a started server's memory held, from llama.cpp's own log (its buffer lines, printed at
+    log verbosity >= 4, for this start only), and the memory left on the machine right after."""
+
+    buffers: list[BufferSize] = Field(default_factory=list, description="every buffer line, in log order")
+    n_seq_max: int | None = Field(None, description="llama_context n_seq_max: the sequences (slots) cached")
+    n_ctx: int | None = Field(None, description="llama_context n_ctx: the context over all of them")
+    ram_available_bytes: int | None = Field(None, description="host RAM available once the server answered "
+                                            "(psutil, capped by a cgroup memory limit)")
+    gpu_free_bytes: int | None = Field(None, description="NVML free memory, all GPUs, once it answered")
+    ram_available_end_bytes: int | None = Field(None, description="the same once the lane's levels had run "
+                                                "(its prompt cache at its fullest)")
+    gpu_free_end_bytes: int | None = Field(None, description="NVML free memory then")
+    gpu_devices: int | None = Field(None, description="GPUs NVML sees on this machine")
+    model_pages_reclaimable: bool | None = Field(
+        None, description="the model file's mapped pages count as available RAM (page cache of a file on "
+                          "disk); false on tmpfs (/dev/shm), whose pages are used memory already")
+    log_lines: list[str] = Field(default_factory=list, description="the lines read (time stamp cut)")
+
+
+class RuntimeInfo(Strict):
+    kind: Literal["embedded", "native", "url"]
+    name: str = Field(description="xllamacpp wheel, llama-server binary, or running server (--url)")
+    version: str | None = None
+    llamacpp: bool = Field(description="llama.cpp detected through /props")
+    build_info: str | None = Field(None, description="/props build_info as the server reports it")
+    build_number: int | None = Field(None, description="llama.cpp build number parsed from build_info")
+    build_commit: str | None = Field(None, description="llama.cpp commit parsed from build_info")
+    binary_sha256: str | None = Field(
+        None, description="native llama-server: sha256 over the executable and the shared libraries beside it "
+                          "(identifies a build that reports no build number)")
+    backend: str | None = Field(None, description="devices the server computes on, e.g. 'CPU' or 'CUDA0 (NVIDIA H200)'")
+    base_url: str = Field(description="server URL without credentials")
+    total_slots: int | None = None
+    per_slot_ctx: int | None = None
+    model_alias: str | None = None
+    server_args: list[str] = Field(default_factory=list)
+    pid: int | None = None
+    memory: ServerMemory | None = Field(None, description="the server's buffers once started (null: a "
+                                        "running server, whose log satbench does not read, or before 2.7)")
+
+
+class GpuInfo(Strict):
+    name: str
+    memory_total_bytes: int | None = None
+    driver: str | None = None
+    cuda: str | None = None
+
+
+RAM_CLASS_GIB = 4  # RAM is identified by the multiple of 4 GiB at or above it (installed size, roughly)
+
+
+class HostInfo(Strict):
+    cpu_model: str
+    cpu_signature: str | None = Field(None, description="x86: 'family F model M stepping S' from /proc/cpuinfo "
+                                      "(tells CPU generations apart where a VM shows a bare model name)")
+    cores_logical: int
+    cores_physical: int | None = None
+    cores_usable: int | None = Field(None, description="cores this process may run on: CPU affinity, capped by "
+                                     "a cgroup CPU quota (a container's --cpus); what the server can use")
+    ram_bytes: int
+    os: str
+    python: str
+    gpus: list[GpuInfo] = Field(default_factory=list)
+    fingerprint_sha256: str = Field("", description="stable hash of the identity fields, see fingerprint()")
+
+    def identity(self) -> dict:
+        """What makes two machines the same for a recommendation: CPU (name and signature), cores
+        (logical, physical, usable), RAM class (the multiple of 4 GiB at or above it, so a kernel
+        that reserves a little more or less memory is the same machine), the OS family (not the
+        kernel release: a kernel update is not another machine), and every GPU's name, memory
+        (whole GiB), driver and CUDA version. Python is not in it."""
+        return {
+            "cpu_model": self.cpu_model, "cpu_signature": self.cpu_signature, "cores_logical": self.cores_logical,
+            "cores_physical": self.cores_physical, "cores_usable": self.cores_usable,
+            "ram_gib": RAM_CLASS_GIB * math.ceil(self.ram_bytes / (RAM_CLASS_GIB * 2**30)),
+            "os": self.os.split(" ", 1)[0],
+            "gpus": [{"name": g.name, "memory_gib": None if g.memory_total_bytes is None
+                      else round(g.memory_total_bytes / 2**30), "driver": g.driver, "cuda": g.cuda}
+                     for g in self.gpus],
+        }
+
+    def older_scheme_of(self, host: HostInfo) -> bool:
+        """This record is `host` as an earlier satbench described it: recorded without the fields
+        the current fingerprint scheme added (its stored fingerprint is of the older scheme), and
+        equal to `host` in everything it did record."""
+        if self.cores_usable is not None:
+            return False
+        theirs, mine = self.identity(), host.identity()
+        for key in ("cpu_signature", "cores_usable"):
+            if theirs[key] is None:
+                mine[key] = None
+        return theirs == mine
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical JSON of identity() (sorted keys, no spaces)."""
+        canon = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canon.encode()).hexdigest()
+
+
+class NetworkInfo(Strict):
+    path: Literal["loopback", "remote"]
+    rtt_ms_median: float | None = None
+    rtt_ms_p95: float | None = None
+    rtt_samples: int = 0
+    server_on_this_machine: bool | None = Field(
+        None, description="the server's address is one of the measuring machine's (loopback, or an address of its "
+                          "own interfaces); null in runs recorded before it was (then: path == loopback)")
+
+    @property
+    def on_this_machine(self) -> bool:
+        """The server ran on the machine that measured it (so its hardware block describes the server's)."""
+        return self.server_on_this_machine if self.server_on_this_machine is not None else self.path == "loopback"
+
+
+class LaneProvenance(Strict):
+    """What one lane served and how: model file, server build and backend, network path."""
+
+    model: ModelInfo
+    runtime: RuntimeInfo
+    network: NetworkInfo
+    together_runtime: RuntimeInfo | None = Field(
+        None, description="the server started again for the together scenario (same build, new process)")
+    fairness_runtime: RuntimeInfo | None = Field(
+        None, description="the server started for the fairness checks (context sized for their prompts)")
+    fairness_network: NetworkInfo | None = None
+
+
+class Provenance(Strict):
+    """Recorded once per run; every lane result carries the host part and its own lane part."""
+
+    satbench_version: str
+    satbench_commit: str | None = None
+    satbench_modified_files: list[str] = Field(
+        default_factory=list, description="files of the satbench checkout modified since that commit")
+    host: HostInfo
+    lanes: dict[str, LaneProvenance] = Field(default_factory=dict)
+
+
+class ClockAnchor(Strict):
+    """One wall-clock stamp per run, paired with the monotonic clock at the same moment."""
+
+    wall_time_ns: int
+    perf_counter_ns: int
+
+
+RunStatus = Literal["running", "complete", "failed", "interrupted"]
+
+
+class ResumeRecord(Strict):
+    """One `sweep --resume` of this run: when, by what command, from what state."""
+
+    session: int = Field(description="records written in this session carry this number")
+    started_at: str
+    command_line: list[str]
+    from_status: RunStatus
+    from_reason: str | None = None
+    clock_anchor: ClockAnchor
+    units_already_complete: int
+    torn_bytes_removed: int = Field(0, description="an unterminated last JSONL line a crash left, cut before appending")
+    servers: dict[str, RuntimeInfo] = Field(
+        default_factory=dict, description="'LANE/SCENARIO' → the server this session started (new process, same build)")
+
+
+class ServerFailure(Strict):
+    """A level (or scenario) whose server crashed, stopped answering or failed every request. The
+    run goes on without the lane's higher levels (a server that falls over at N is not asked for
+    more than N again); a started server is restarted for what remains below N."""
+
+    lane: str
+    scenario: Literal["solo", "together", "fairness"]
+    level: int = Field(description="offered concurrency when it failed (0 = not a level: a fairness check)")
+    repetition: int
+    session: int = 0
+    unit: str
+    reason: str
+    server_log: str | None = Field(None, description="the failed server's log file, in the run directory")
+    restarted: bool = Field(False, description="a fresh server was started for the lane's remaining units")
+    restarted_server: RuntimeInfo | None = None
+    skipped_units: list[str] = Field(default_factory=list, description="units not run because of this failure")
+
+
+class RunManifest(Strict):
+    schema_version: str = MANIFEST_SCHEMA_VERSION
+    run_id: str
+    command_line: list[str]
+    started_at: str
+    finished_at: str | None = None
+    clock_anchor: ClockAnchor
+    status: RunStatus = "running"
+    status_reason: str | None = None
+    config: RunConfig
+    provenance: Provenance | None = None
+    completed_units: list[str] = Field(
+        default_factory=list, description="ledger: units finished, in order (see satbench.run.resume)")
+    refine_levels: dict[str, list[int]] = Field(
+        default_factory=dict, description="lane → the extra levels --refine chose, fixed when first chosen: "
+                                          "a resume runs these (one an interrupt cut short again), never a new choice")
+    resumes: list[ResumeRecord] = Field(default_factory=list)
+    server_failures: list[ServerFailure] = Field(default_factory=list)
+
+
+STDOUT_NAMES = {"/dev/stdout": 1, "/dev/stderr": 2}  # -o names for the process's own output streams
+
+
+def write_text_atomic(path: Path, text: str | bytes, *, run_dir: Path | None = None,
+                      output_flag: str | None = None) -> None:
+    """Write to a temporary file beside `path`, fsync it, then rename over `path`: a crash or a
+    full disk leaves the old file (or none), never a half-written one, and no temporary file.
+
+    The rename replaces the name `path`, so it never writes through a link; still, a `path` that
+    exists and is not a regular file with one link owned by this user (a symbolic link, a hard
+    link to a file elsewhere, a directory, a pipe) is refused, not replaced: RunDirError naming it
+    (satbench.records.rundir.check_writable_file). That check applies to every target, in a run directory
+    or not (capability -o). With `run_dir` (a file in a subdirectory of a run directory, such as
+    plots/), every directory between `run_dir` and `path` must also be a real directory, not a
+    link out of it; without it the parent directory is taken as the caller named it.
+
+    `output_flag` (e.g. "-o"): `path` is a file the user named outside any run directory. A refusal
+    then says "choose another -o"; /dev/stdout, /dev/stderr and a character device (/dev/null, a
+    terminal) are streams, not files to replace: written directly, not atomically."""
+    from satbench.records.rundir import check_parents, check_writable_file
+
+    if run_dir is not None:
+        check_parents(run_dir, path)
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    if output_flag is not None and _write_stream(path, data):
+        return
+    check_writable_file(path, None if output_flag is None else f"choose another {output_flag}")
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are meant to be shared
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _write_stream(path: Path, data: bytes) -> bool:
+    """Write `data` to `path` when it names an output stream of this process or a character
+    device; False (nothing written) for anything else."""
+    fd = STDOUT_NAMES.get(os.fspath(path))
+    try:
+        if fd is None:
+            if not stat.S_ISCHR(os.stat(path).st_mode):
+                return False
+            with open(path, "wb", buffering=0) as fh:
+                fh.write(data)
+            return True
+        sys.stdout.flush()
+        sys.stderr.flush()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return True
+
+
+def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
+    write_text_atomic(run_dir / MANIFEST_FILE, manifest.model_dump_json(indent=2) + "\n")
+
+
+def first_error(exc: ValidationError) -> str:
+    """'FIELD.PATH: message' of a validation error's first failure: one short printable line (a key
+    the file holds is shown as repr when it is not printable text)."""
+    first = exc.errors()[0]
+    parts = [str(p) if str(p).isprintable() and str(p) else repr(p) for p in first["loc"]]
+    where = ".".join(parts)[:120] or "the top level"
+    msg = "".join(c if c.isprintable() else " " for c in first["msg"])
+    return f"{where}: {' '.join(msg.split())[:200]}"
+
+
+def read_manifest(run_dir: Path) -> RunManifest:
+    """run.json, its config checked by the type rules alone (RECORDED), not by the caps on new
+    input. RunDirError (one line, naming the
+    first failing field) when it is missing, not a regular file, larger than MAX_MANIFEST_BYTES,
+    unreadable or invalid."""
+    from satbench.records.rundir import read_regular_file
+
+    path = run_dir / MANIFEST_FILE
+    try:
+        present = os.path.lexists(path)
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"cannot read {path}: {exc}") from exc
+    if not present:
+        raise RunDirError(f"{run_dir} is not a satbench run directory (no {MANIFEST_FILE})")
+    data = read_regular_file(path, MAX_MANIFEST_BYTES)
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, or nested too deep
+        raise RunDirError(f"{path} is not a valid run manifest: {exc.__class__.__name__}") from exc
+    try:
+        return RunManifest.model_validate(doc, context=RECORDED)
+    except ValidationError as exc:
+        raise RunDirError(f"{path} is not a valid run manifest ({first_error(exc)})") from exc
+    except RecursionError as exc:
+        raise RunDirError(f"{path} is not a valid run manifest: nested too deep") from exc
+
+
+def satbench_source() -> tuple[str | None, list[str]]:
+    """(git commit of the satbench source tree, '+dirty' when modified; the modified files),
+    or (None, []) when satbench is not running from a checkout."""
+    src = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True,
+                              timeout=5)
+        if head.returncode != 0:
+            return None, []
+        status = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=src,
+                                capture_output=True, text=True, timeout=5)
+        changed = sorted(line[3:] for line in status.stdout.splitlines() if line.strip())
+        return head.stdout.strip() + ("+dirty" if changed else ""), changed
+    except (OSError, subprocess.TimeoutExpired):
+        return None, []

@@ -1,0 +1,264 @@
+"""The workloads of the six checks, on one lane's server; every request becomes a raw event
+(scenario "fairness", tagged with its check and role), so the verdicts can be recomputed.
+
+Each check measures its own references (a request alone, the decoders before an injection),
+so its bound comes from this lane on this machine, not from a constant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import statistics
+import time
+
+import aiohttp
+
+from satbench.http.client import CompletionRequest, StreamOutcome
+from satbench.config.schema import WorkloadConfig
+from satbench.errors import LevelFailedError, SatbenchError
+from satbench.records.events import JsonlWriter, RequestEvent
+from satbench.analysis.guards import F1_DECODE_TARGET_MS
+from satbench.load.fairness_plan import FairnessPlan, request_count
+from satbench.run.lane_session import LaneSession, Progress
+from satbench.load.liveness import ServerUnresponsive, StreamActivity
+from satbench.load.loadgen import LevelPlan, run_level, run_recorded, to_event
+from satbench.metrics.latency import itl_ms
+from satbench.load.workload import WorkloadBuilder  # noqa: F401 - type of self.builder
+
+WATCH_TOKENS = 8  # decoders are "steady" once each has this many tokens
+PAIR_GAP_S = 0.010  # S3: the second prompt follows the first by 10 ms
+F1_OUTPUT_MAX = 1024  # F1's requests stay this short however fast the server decodes
+
+
+def in_flight(plan: FairnessPlan, check: str) -> int:
+    """The most requests a check has in flight at once (what a server that fell over was asked)."""
+    return {"F1": plan.f1_streams, "F2": len(plan.f2_sizes), "F3": plan.f3_clients, "S1": plan.s1_decoders + 1,
+            "S2": plan.s2_decoders + 1, "S3": 2}.get(check, 1)
+
+
+class FairnessRunner:
+    def __init__(self, session: LaneSession, plan: FairnessPlan, sink: JsonlWriter, progress: Progress,
+                 nonce: str) -> None:
+        self.s, self.plan, self.sink, self.progress = session, plan, sink, progress
+        self.lane = session.lane.name
+        self.nonce = nonce
+        self.builder: WorkloadBuilder | None = None
+        self.lone_e2e_s = 0.0
+        self.lone_itl_ms: float | None = None
+        self.activity: StreamActivity | None = None  # the running check's requests (its watchdog's view)
+        self._spawned: set[asyncio.Task] = set()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        """A request sent beside others; one left when its check stops is stopped (and recorded) with it."""
+        task = asyncio.create_task(coro)
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
+        return task
+
+    async def _stop_spawned(self) -> None:
+        left = list(self._spawned)
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+
+    async def prepare(self) -> None:
+        assert self.s.workload is not None
+        # the lane's tokenizer, but always unique prefixes and no prompt cache
+        cfg = WorkloadConfig(prompt_tokens=self.plan.prompt, output_tokens=self.plan.output)
+        self.builder = self.s.workload.derive(cfg, self.nonce)
+        await self.builder.prepare()
+
+    async def _req(self, check: str, role: str, seq: int, prompt: int, output: int) -> CompletionRequest:
+        """A request whose id (and unique prompt prefix) is short: nonce, check, role, number.
+        A prompt too short for that prefix grows to fit (the event records its real length)."""
+        assert self.builder is not None
+        return await self.builder.one(f"{self.nonce}{check}{role}{seq}", prompt, output, grow=True)
+
+    def _level_plan(self, check: str, level: int, rep: int, warmup=(), measured=()) -> LevelPlan:
+        return LevelPlan(lane=self.lane, level=level, repetition=rep, warmup=list(warmup),
+                         measured=list(measured), scenario="fairness", check=check,
+                         session=self.s.session_index)
+
+    async def send(self, check: str, role: str, seq: int, req: CompletionRequest, *, level: int = 1,
+                   rep: int = 1, stream: int = 0, out: StreamOutcome | None = None) -> RequestEvent:
+        assert self.s.client is not None
+        targeted = time.perf_counter_ns()
+        plan = self._level_plan(check, level, rep)
+        event = await run_recorded(self.s.client, req,
+                                   lambda o: to_event(plan, stream, seq, "measured", req, targeted, o, role=role),
+                                   self.sink, out=out, activity=self.activity)
+        self.progress.request_done(event)
+        return event
+
+    async def _closed_loop(self, check: str, streams: int, per_stream: int, prompt: int, output: int,
+                           stagger_s: float = 0.0) -> None:
+        assert self.s.client is not None
+        warm = [await self._req(check, "warmup", i, prompt, output) for i in range(streams)]
+        meas = [await self._req(check, "measured", i, prompt, output) for i in range(streams * per_stream)]
+        self.progress.level(self.lane, f"fairness {check}", streams, 1)
+        await run_level(self.s.client, self._level_plan(check, streams, 1, warm, meas), self.sink,
+                        on_done=self.progress.request_done, activity=self.activity,
+                        start_offsets_s=[i * stagger_s for i in range(streams)] if stagger_s else None)
+
+    async def _watch(self, outs: list[StreamOutcome], tokens: int, timeout_s: float = 120.0) -> None:
+        """Wait until every watched stream has received `tokens` tokens (or finished)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(o.output_tokens >= tokens or o.end_ns for o in outs):
+                return
+            await asyncio.sleep(0.002)
+
+    async def _decoders(self, check: str, n: int, output: int) -> tuple[list[StreamOutcome], list[asyncio.Task]]:
+        outs = [StreamOutcome() for _ in range(n)]
+        reqs = [await self._req(check, "decoder", i, self.plan.prompt, output) for i in range(n)]
+        tasks = [self._spawn(self.send(check, "decoder", i, r, level=n, stream=i, out=o))
+                 for i, (r, o) in enumerate(zip(reqs, outs))]
+        return outs, tasks
+
+    # -- the checks ------------------------------------------------------------------------
+    async def calibration(self) -> None:
+        p = self.plan
+        self.progress.level(self.lane, "fairness calibration", 1, 1)
+        for i in range(3):
+            await self.send("CAL", "prefill", i, await self._req("CAL", "prefill", i, p.calibration_prompt, 2))
+        e = await self.send("CAL", "decode", 0, await self._req("CAL", "decode", 0, p.prompt, p.calibration_output))
+        # one lone request of the lane's size, end to end (used to stagger F3's clients)
+        self.lone_e2e_s = (e.end_ns - e.sent_ns) / 1e9 * p.output / p.calibration_output
+        gaps = itl_ms(e)
+        self.lone_itl_ms = statistics.median(gaps) if gaps else None
+
+    def f1_output(self) -> int:
+        """F1's output tokens: long enough that a request decodes F1_DECODE_TARGET_MS even alone
+        (at the lone decode's ITL), so neighbours share intervals the verdict can compare; at least
+        the plan's, at most F1_OUTPUT_MAX and what the per-slot context leaves."""
+        p = self.plan
+        wanted = p.f1_output
+        if self.lone_itl_ms:
+            wanted = max(wanted, math.ceil(F1_DECODE_TARGET_MS / self.lone_itl_ms))
+        room = (p.per_slot_ctx - 16 - p.prompt) if p.per_slot_ctx else wanted
+        return max(2, min(wanted, max(F1_OUTPUT_MAX, p.f1_output), room))
+
+    async def f1(self) -> None:
+        if self.plan.f1_streams >= 2:
+            await self._closed_loop("F1", self.plan.f1_streams, self.s.lane.fairness.f1_requests_per_stream,
+                                    self.plan.prompt, self.f1_output())
+
+    async def f2(self) -> None:
+        sizes = self.plan.f2_sizes
+        if len(sizes) < 2:
+            return
+        self.progress.level(self.lane, "fairness F2", len(sizes), 1)
+        reps = range(1, self.s.lane.fairness.f2_repetitions + 1)
+        built = {(tag, i): await self._req("F2", tag, i, *sizes[i])
+                 for tag in [f"alone{r}-" for r in range(3)] + [f"together{r}-" for r in reps] for i in range(len(sizes))}
+        # a prompt too short for its id grows to fit, by as much as the id is long: every request of a
+        # size gets its longest prompt, so that a size alone and together is the same request
+        longest = {i: max(r.prompt_tokens for (_, j), r in built.items() if j == i) for i in range(len(sizes))}
+        for (tag, i), r in built.items():
+            if r.prompt_tokens < longest[i]:
+                built[tag, i] = await self._req("F2", tag, i, longest[i], sizes[i][1])
+        for rep in range(3):  # each size alone three times: its median is the reference
+            for i in range(len(sizes)):
+                await self.send("F2", "alone", i, built[f"alone{rep}-", i], level=len(sizes), rep=rep + 1)
+        for rep in reps:
+            order = sorted(range(len(sizes)), key=lambda i: -(sizes[i][0] + sizes[i][1]))  # biggest first
+            reqs = {i: built[f"together{rep}-", i] for i in order}
+            tasks = []
+            for i in order:
+                tasks.append(self._spawn(self.send("F2", "together", i, reqs[i], level=len(sizes),
+                                                   rep=rep, stream=i)))
+                await asyncio.sleep(0.001)
+            await asyncio.gather(*tasks)
+
+    async def f3(self) -> None:
+        """Clients start staggered over one request's duration, as backlogged clients arrive in
+        practice; equal requests started together would finish together forever, and the order in
+        which a scheduler picks among waiters would never matter."""
+        c = self.plan.f3_clients
+        await self._closed_loop("F3", c, self.s.lane.fairness.f3_requests_per_client, self.plan.prompt,
+                                self.plan.output, stagger_s=self.lone_e2e_s / c)
+
+    async def s1(self) -> None:
+        p = self.plan
+        if p.slots < 2:
+            return
+        self.progress.level(self.lane, "fairness S1", p.s1_decoders + 1, 1)
+        for i in range(3):  # three, so one hiccup of a loaded host is not the reference
+            await self.send("S1", "solo", i, await self._req("S1", "solo", i, p.s1_prompt, 4))
+        outs, tasks = await self._decoders("S1", p.s1_decoders, p.s1_decoder_output)
+        await self._watch(outs, WATCH_TOKENS)
+        await self.send("S1", "injected", 0, await self._req("S1", "injected", 0, p.s1_prompt, 4),
+                        level=p.s1_decoders + 1, stream=p.s1_decoders)
+        await asyncio.gather(*tasks)
+
+    async def s2(self) -> None:
+        p, probes = self.plan, self.s.lane.fairness.s2_probes
+        if p.slots < 2:
+            return
+        self.progress.level(self.lane, "fairness S2", p.s2_decoders + 1, 1)
+        short = max(8, min(32, p.prompt))
+        for i in range(3):
+            await self.send("S2", "solo", i, await self._req("S2", "solo", i, short, 4))
+        outs, tasks = await self._decoders("S2", p.s2_decoders, p.s2_decoder_output)
+        await self._watch(outs, WATCH_TOKENS)
+        for i in range(probes):
+            await self.send("S2", "probe", i, await self._req("S2", "probe", i, short, 4),
+                            level=p.s2_decoders + 1, stream=p.s2_decoders)
+            done = min(o.output_tokens for o in outs)
+            await self._watch(outs, done + 3)  # let the decoders run a few iterations between probes
+        await asyncio.gather(*tasks)
+
+    async def s3(self) -> None:
+        p = self.plan
+        if p.slots < 2:
+            return
+        self.progress.level(self.lane, "fairness S3", 2, 1)
+        for i in range(3):  # three, so the verdict knows how much a lone prefill varies by itself
+            await self.send("S3", "solo", i, await self._req("S3", "solo", i, p.s3_prompt, p.s3_output))
+        for rep in range(1, self.s.lane.fairness.s3_repetitions + 1):
+            first = await self._req("S3", f"first{rep}-", 0, p.s3_prompt, p.s3_output)
+            second = await self._req("S3", f"second{rep}-", 0, p.s3_prompt, p.s3_output)
+            t1 = self._spawn(self.send("S3", "first", 0, first, level=2, rep=rep, stream=0))
+            await asyncio.sleep(PAIR_GAP_S)
+            t2 = self._spawn(self.send("S3", "second", 1, second, level=2, rep=rep, stream=1))
+            await asyncio.gather(t1, t2)
+
+    async def run_all(self) -> None:
+        """Calibration, then the lane's chosen checks, narrowest first (F1, F2, F3, S1, S2, S3 among
+        equals): a check that puts more requests in flight than the server can bear (b11434 died on
+        a 64-expert MoE at 64) then costs only itself and the wider ones. A server that is not
+        llama.cpp is sent nothing: its slots and n_batch are unknown, so every check would be
+        inconclusive anyway (analyze says so from the recorded runtime), and the load would be wasted.
+        Each check (and the calibration) runs under the lane session's liveness watchdog: a server
+        that stops answering fails the check within its bound (liveness.py)."""
+        if not self.s.runtime_info().llamacpp:
+            self.progress.skip(request_count(self.plan, self.s.lane))
+            return
+        await self.prepare()
+        await self._watched("calibration", 1, self.calibration)
+        wanted = self.s.lane.fairness.checks
+        checks = [(name, check) for name, check in (("F1", self.f1), ("F2", self.f2), ("F3", self.f3),
+                                                    ("S1", self.s1), ("S2", self.s2), ("S3", self.s3))
+                  if name in wanted]
+        for name, check in sorted(checks, key=lambda c: in_flight(self.plan, c[0])):  # stable sort
+            width = in_flight(self.plan, name)
+            try:
+                await self._watched(name, width, check)
+            except LevelFailedError:
+                raise  # the watchdog's verdict says it all
+            except (SatbenchError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                await self.s.check_alive(name, width, cause=exc)  # the server died mid-check: say so
+                raise
+            await self.s.check_alive(name, width)  # a dead server fails loudly, not as verdicts
+
+    async def _watched(self, name: str, width: int, check) -> None:
+        """One check under the liveness watchdog; LevelFailedError when the server stopped answering.
+        Requests it left in flight are stopped (and recorded) when it ends."""
+        self.activity = StreamActivity()
+        try:
+            await self.s.watched(check(), self.activity)
+        except ServerUnresponsive as exc:
+            raise self.s.check_failed(name, width, self.s.why_unresponsive(exc)) from None
+        finally:
+            await self._stop_spawned()

@@ -1,0 +1,396 @@
+"""One lane's server for one scenario: start it, describe it, measure levels on it, stop it.
+
+The sweep (sweep.py) decides the order; a `LaneSession` does the work for one lane: start (or
+reach) the server, probe it, build the workload, run the sampler, run level plans through the
+load generator, and stop. Each session has its own server process, so memory and CPU figures
+belong to that lane alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from pathlib import Path
+from typing import Coroutine, Protocol, TypeVar
+
+import aiohttp
+import psutil
+
+from satbench.http.access import auth_headers, tls_context_for
+from satbench.http.client import StreamClient
+from satbench.config.schema import LaneConfig
+from satbench.errors import LevelFailedError, SatbenchError
+from satbench.records.events import JsonlWriter, LevelMark, RequestEvent
+from satbench.host.gpu import NvmlGpus
+from satbench.host.hardware import ram_available
+from satbench.load.liveness import (LIVENESS_TIMEOUT_S, LivenessProbe, ServerUnresponsive, StreamActivity,
+                               run_watched, watch)
+from satbench.load.loadgen import UNREACHABLE, LevelPlan, run_level
+from satbench.records.manifest import ModelInfo, NetworkInfo, RuntimeInfo, ServerMemory
+from satbench.server.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
+from satbench.server.base import Runtime
+from satbench.server.embedded import EmbeddedRuntime
+from satbench.server.memlog import LOG_VERBOSITY, StartupBuffers, startup_buffers
+from satbench.server.native import NativeRuntime
+from satbench.server.remote import UrlRuntime, is_loopback, served_here
+from satbench.load.sampler import ServerSampler
+from satbench.load.workload import BACKGROUND_POOL_PER_STREAM, TOGETHER_SUFFIX, WorkloadBuilder
+
+T = TypeVar("T")
+
+
+class Progress(Protocol):
+    """What a sweep tells its caller while it runs (the CLI draws a progress bar)."""
+
+    def begin(self, total_requests: int) -> None: ...
+    def level(self, lane: str, scenario: str, level: int, repetition: int) -> None: ...
+    def request_done(self, event: RequestEvent) -> None: ...
+    def skip(self, requests: int) -> None: ...
+    def end(self) -> None: ...
+
+
+class SilentProgress:
+    """A Progress that draws nothing (a sweep run from code, not the CLI)."""
+
+    def begin(self, total_requests: int) -> None: ...
+    def level(self, lane: str, scenario: str, level: int, repetition: int) -> None: ...
+    def request_done(self, event: RequestEvent) -> None: ...
+    def skip(self, requests: int) -> None: ...
+    def end(self) -> None: ...
+
+
+def make_runtime(lane: LaneConfig, model_path: Path | None, log_path: Path,
+                 verbosity: int | None = None) -> Runtime:
+    """The lane's server; `verbosity` sets llama.cpp's log verbosity (None: its default)."""
+    rc = lane.runtime
+    if rc.kind == "url":
+        assert rc.url is not None
+        return UrlRuntime(rc.url)
+    assert model_path is not None
+    if rc.kind == "native":
+        assert rc.server_bin is not None
+        return NativeRuntime(rc.server_bin, str(model_path), lane.server, lane.slots_wanted(),
+                             lane.ctx_wanted(), log_path, rc.startup_timeout_s, verbosity)
+    return EmbeddedRuntime(str(model_path), lane.server, lane.slots_wanted(), lane.ctx_wanted(),
+                           log_path, rc.startup_timeout_s, verbosity)
+
+
+async def probe_buffers(lane: LaneConfig, model_path: Path | None, log_path: Path) -> StartupBuffers | None:
+    """Start the lane's server once at log verbosity LOG_VERBOSITY, read the buffer sizes it printed
+    (memlog.py) and stop it: the memory probe, the lane's first start, with the measured server's
+    flags. RuntimeStartError when it does not start (the lane's start failure: a second start would
+    fail alike, or wait out the same timeout); None for a running server (its log is not
+    satbench's) or when nothing was printed."""
+    if lane.runtime.kind == "url":
+        return None
+    runtime = make_runtime(lane, model_path, log_path, verbosity=LOG_VERBOSITY)
+    try:
+        await runtime.start_async()
+        found = startup_buffers(runtime.log_path, runtime.log_offset)
+    finally:
+        runtime.stop()
+    return found if found.buffers else None
+
+
+def api_headers(lane: LaneConfig, url_secret: str | None) -> dict[str, str]:
+    """Authorization for a remote server: key from api_key_env, api_key_file or the URL (access.py).
+
+    The key lives only in this header; config, run.json and results carry the variable's
+    name, the file's path or nothing.
+    """
+    return auth_headers(lane.runtime, lane.name, url_secret)
+
+
+def parse_build(build_info: str | None, runtime: Runtime) -> tuple[int | None, str | None]:
+    """(build number, commit) from /props build_info "b11549-1a2b3c4"; the xllamacpp wheel says
+    "b0-unknown", so its number comes from the package version (2026.10.11549 → 11549)."""
+    number, commit = None, None
+    m = re.match(r"^b(\d+)-(\w+)$", build_info or "")
+    if m:
+        number = int(m[1]) or None
+        commit = None if m[2] == "unknown" else m[2]
+    if number is None and isinstance(runtime, EmbeddedRuntime):
+        version = runtime.name_and_version()[1] or ""
+        v = re.match(r"^\d+\.\d+\.(\d+)$", version)
+        number = int(v[1]) if v else None
+    return number, commit
+
+
+def started_memory(found: StartupBuffers, gpus: NvmlGpus | None,
+                   model_path: str | None = None) -> ServerMemory:
+    """The buffers a probe start printed (probe_buffers) and the memory left on this machine now:
+    call it once the measured server, which allocates the same, answers."""
+    return ServerMemory(buffers=found.buffers, n_seq_max=found.n_seq_max, n_ctx=found.n_ctx,
+                        log_lines=found.lines, ram_available_bytes=ram_available(),
+                        gpu_free_bytes=_gpu_free(gpus),
+                        gpu_devices=gpus.count if gpus is not None else None,
+                        model_pages_reclaimable=page_cache_backed(model_path))
+
+
+def memory_at_end(memory: ServerMemory, gpus: NvmlGpus | None) -> ServerMemory:
+    """`memory` with the memory left read again, once the lane's levels have run."""
+    return memory.model_copy(update={"ram_available_end_bytes": ram_available(),
+                                     "gpu_free_end_bytes": _gpu_free(gpus)})
+
+
+def _gpu_free(gpus: NvmlGpus | None) -> int | None:
+    try:
+        return gpus.memory_free_bytes() if gpus is not None else None
+    except Exception:  # noqa: BLE001 - an NVML failure leaves the figure unknown, like every GPU figure
+        return None
+
+
+def page_cache_backed(path: str | None) -> bool | None:
+    """Whether a file's pages, once mapped, are page cache that RAM "available" counts: a file on a
+    disk's filesystem; not on tmpfs or ramfs (/dev/shm), whose pages are used memory. None: unknown."""
+    if path is None:
+        return None
+    try:
+        real = os.path.realpath(path)
+        mounts = [m for m in psutil.disk_partitions(all=True)
+                  if real == m.mountpoint or real.startswith(m.mountpoint.rstrip("/") + "/")]
+    except OSError:
+        return None
+    if not mounts:
+        return None
+    return max(mounts, key=lambda m: len(m.mountpoint)).fstype not in ("tmpfs", "ramfs")
+
+
+class LaneSession:
+    """The server of one lane in one scenario, and everything that talks to it."""
+
+    def __init__(self, lane: LaneConfig, scenario: str, runtime: Runtime, model: ModelInfo,
+                 url_secret: str | None, nonce: str) -> None:
+        self.lane, self.scenario, self.runtime, self.model = lane, scenario, runtime, model
+        self.headers = api_headers(lane, url_secret)
+        self.tls = tls_context_for(lane.runtime)  # the one TLS policy of every connection to the server
+        self.nonce = nonce
+        self.facts: ServerFacts | None = None
+        self.rtts: list[float] = []
+        self.memory: ServerMemory | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._sampler: ServerSampler | None = None
+        self.client: StreamClient | None = None
+        self.workload: WorkloadBuilder | None = None
+        self.session_index = 0  # which session of the run (0, or the n-th --resume) its records belong to
+        self._on_this_machine: bool | None = None  # served_here(base URL), resolved once
+        self.liveness_timeout_s = LIVENESS_TIMEOUT_S  # silent this long while requests are in flight: failed
+        self._probe: LivenessProbe | None = None  # the watchdog's evidence probe: /slots or /health
+
+    async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None,
+                   buffers: StartupBuffers | None = None) -> None:
+        """Probe the (started) server, measure RTT, record its memory (`buffers` from a memory probe,
+        with what is left now), prepare the workload, start the sampler (with `gpus` only when the
+        server is on this machine: loopback)."""
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=self.headers,
+                                              connector=aiohttp.TCPConnector(ssl=self.tls))
+        base = self.runtime.base_url
+        self.facts = await probe_server(self._session, base, self.lane.runtime.served_model)
+        self.rtts = await measure_rtt_ms(self._session, base)
+        self._probe = LivenessProbe(self._answers, self._session, base if self.facts.llamacpp else None)
+        here = gpus if self.network_info().on_this_machine else None
+        self.memory = started_memory(buffers, here, self.model.path) if buffers is not None else None
+        tokenizer = llamacpp_tokenizer(self._session, base) if self.facts.llamacpp else None
+        self.workload = WorkloadBuilder(self.lane.workload, tokenizer, self.nonce)
+        await self.workload.prepare()
+        lane = self.lane
+        if self.scenario != "fairness":  # the checks lengthen a prompt too short for its prefix
+            await self.workload.check_prefix_fits(self._id_name, max(lane.levels), lane.repetitions)
+        # NVML sees this machine's GPUs: a server on another machine computes on its own
+        self._sampler = ServerSampler(base, lane.name, samples, interval_s=lane.sample_interval_s,
+                                      llamacpp=self.facts.llamacpp, pid=self.runtime.pid,
+                                      gpus=gpus if self.network_info().on_this_machine else None,
+                                      headers=self.headers, tls=self.tls, scenario=self.scenario,
+                                      total_slots=self.facts.total_slots)
+        self.client = StreamClient(base, "native" if self.facts.llamacpp else "openai",
+                                   model_name=self.facts.openai_model, headers=self.headers,
+                                   request_timeout_s=lane.request_timeout_s,
+                                   read_timeout_s=lane.read_timeout_s, tls=self.tls)
+        await self._sampler.start()
+
+    async def _answers(self, timeout_s: float = 5.0) -> bool:
+        """Whether the server still answers GET /health (with any status) within `timeout_s`."""
+        assert self._session is not None
+        try:
+            async with self._session.get(self.runtime.base_url + "/health",
+                                         timeout=aiohttp.ClientTimeout(total=timeout_s)):
+                return True
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            return False
+
+    async def _watchdog(self, activity: StreamActivity) -> str:
+        """Returns when the server is to be declared failed (liveness.watch): its process is gone, or
+        nothing arrived on the requests in flight and its probe (LivenessProbe: /slots, or /health) was
+        silent for `liveness_timeout_s`."""
+        probe = self._probe or LivenessProbe(self._answers)  # /health until open() knows better
+        return await watch(activity, self.runtime.alive, probe, self.liveness_timeout_s,
+                           probed=lambda: probe.path)
+
+    async def watched(self, work: Coroutine[object, object, T], activity: StreamActivity) -> T:
+        """`await work` (whose requests report to `activity`) under the liveness watchdog; raises
+        ServerUnresponsive when the watchdog stopped it (its requests in flight are recorded)."""
+        return await run_watched(work, activity, self._watchdog)
+
+    async def close(self) -> None:
+        if self._sampler is not None:
+            await self._sampler.stop()
+            self._sampler = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def runtime_info(self) -> RuntimeInfo:
+        assert self.facts is not None
+        name, version = self.runtime.name_and_version()
+        number, commit = parse_build(self.facts.build_info, self.runtime)
+        return RuntimeInfo(
+            kind=self.runtime.kind, name=name, version=version, llamacpp=self.facts.llamacpp,
+            build_info=self.facts.build_info, build_number=number, build_commit=commit,
+            binary_sha256=self.runtime.binary_sha256(),
+            backend=self.runtime.backend(), base_url=self.runtime.base_url,
+            total_slots=self.facts.total_slots, per_slot_ctx=self.facts.per_slot_ctx,
+            model_alias=self.facts.model_alias or self.facts.openai_model,
+            server_args=self.runtime.server_args, pid=self.runtime.pid, memory=self.memory,
+        )
+
+    def network_info(self) -> NetworkInfo:
+        med, p95 = rtt_summary(self.rtts)
+        if self._on_this_machine is None:
+            self._on_this_machine = served_here(self.runtime.base_url)
+        return NetworkInfo(path="loopback" if is_loopback(self.runtime.base_url) else "remote",
+                           rtt_ms_median=med, rtt_ms_p95=p95, rtt_samples=len(self.rtts),
+                           server_on_this_machine=self._on_this_machine)
+
+    def model_info(self) -> ModelInfo:
+        if self.runtime.kind == "url" and self.facts is not None and self.facts.model_path:
+            return ModelInfo(path=self.facts.model_path, source="reported by the running server's /props")
+        return self.model
+
+    @property
+    def _id_name(self) -> str:
+        """The lane name this session's request ids carry (another for requests not run solo)."""
+        return self.lane.name if self.scenario == "solo" else self.lane.name + TOGETHER_SUFFIX
+
+    async def plan(self, level: int, repetition: int, background: bool) -> LevelPlan:
+        """The level's requests (tokenized by the server); LevelFailedError if the server is gone."""
+        try:
+            return await self._plan(level, repetition, background)
+        except (SatbenchError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            await self.check_alive(f"level {level} (repetition {repetition})", level, repetition, exc)
+            raise
+
+    async def _plan(self, level: int, repetition: int, background: bool) -> LevelPlan:
+        assert self.workload is not None
+        lane, w = self.lane, self.workload
+        name = self._id_name
+        return LevelPlan(
+            lane=lane.name, level=level, repetition=repetition, scenario=self.scenario,
+            session=self.session_index,
+            warmup=await w.build(name, level, repetition, "warmup", level * lane.warmup_per_stream),
+            measured=await w.build(name, level, repetition, "measured", lane.measured_requests(level)),
+            background=(await w.build(name, level, repetition, "background",
+                                      level * BACKGROUND_POOL_PER_STREAM) if background else []),
+        )
+
+    async def run(self, plan: LevelPlan, sink: JsonlWriter, progress: Progress,
+                  keep_busy: asyncio.Event | None = None,
+                  measured_done: asyncio.Event | None = None) -> LevelMark:
+        """One level repetition; raises LevelFailedError if it failed (what finished is on disk),
+        also when the liveness watchdog declared the server failed (liveness.py: silent for
+        `liveness_timeout_s` while requests are in flight, or its process gone)."""
+        assert self.client is not None and self._sampler is not None
+        progress.level(self.lane.name, self.scenario, plan.level, plan.repetition)
+        await self._sampler.snapshot()
+        last: list[RequestEvent] = []
+
+        def done(event: RequestEvent) -> None:
+            last[:] = [event]
+            progress.request_done(event)
+
+        activity = StreamActivity()
+        told = measured_done.set if measured_done is not None else None
+        try:
+            end = await self.watched(run_level(self.client, plan, sink, on_done=done, keep_busy=keep_busy,
+                                               measured_done=told, activity=activity), activity)
+        except ServerUnresponsive as exc:  # the level is on disk, failed, its requests in flight recorded
+            raise self._level_failed(plan, self.why_unresponsive(exc)) from None
+        await self._sampler.snapshot()
+        self._sampler.check_written()  # server_samples.jsonl unwritable (disk full): stop, say so
+        # a level can end on unreachable failures too few for run_level's "N + 3 in a row": ask the server
+        tail = last[0].error if last and last[0].error and last[0].error.type in UNREACHABLE else None
+        silent = tail is not None and end.status != "failed" and not await self._answers()
+        if end.status == "failed" or not self.runtime.alive() or silent:
+            if not self.runtime.alive():
+                why = self._exit_words()
+            elif silent and tail is not None:
+                why = f"the server stopped answering (last request: {tail.type}: {tail.message})"
+            else:
+                why = str(end.reason)
+            raise self._level_failed(plan, why)
+        return end
+
+    def _level_failed(self, plan: LevelPlan, why: str) -> LevelFailedError:
+        return LevelFailedError(f"lane {self.lane.name}: level {plan.level} (repetition "
+                                f"{plan.repetition}{', together' if self.scenario == 'together' else ''}) "
+                                f"failed: {why}", lane=self.lane.name, scenario=self.scenario,
+                                level=plan.level, repetition=plan.repetition)
+
+    def why_unresponsive(self, exc: ServerUnresponsive) -> str:
+        """The watchdog's reason, or how the server process ended when it is gone."""
+        return self._exit_words() if not self.runtime.alive() else str(exc)
+
+    def _exit_words(self) -> str:
+        """How the server ended, for a failure's reason: "the server process was killed by SIGFPE
+        (signal 8)", "the server process exited with status 1"."""
+        ended = self.runtime.ended()
+        if ended is None:
+            return "the server process exited"
+        return f"the server process {'was ' if ended.startswith('killed') else ''}{ended}"
+
+    async def check_alive(self, what: str, level: int, repetition: int = 1,
+                          cause: BaseException | None = None) -> None:
+        """After a fairness check, or when talking to the server raised `cause`: raise
+        LevelFailedError if the server died or stopped answering; return if it is well."""
+        if self.runtime.alive() and await self._answers():
+            return
+        why = self._exit_words() if not self.runtime.alive() else "the server stopped answering"
+        if cause is not None:
+            why += f" ({cause.__class__.__name__}: {cause})"[:300]
+        raise self.check_failed(what, level, why, repetition) from cause
+
+    def check_failed(self, what: str, level: int, why: str, repetition: int = 1) -> LevelFailedError:
+        """The LevelFailedError of a fairness check (or other work) `what` that lost its server: `why`."""
+        where = what if self.scenario != "fairness" else f"fairness {what} ({level} in flight)"
+        return LevelFailedError(f"lane {self.lane.name}: {where} failed: {why}", lane=self.lane.name,
+                                scenario=self.scenario, level=level, repetition=repetition)
+
+
+async def together_step(active: list[LaneSession], k: int, rep: int, events: JsonlWriter,
+                        progress: Progress) -> None:
+    """The k-th level of every active lane at once: each lane's streams stay busy with background
+    requests until every lane has its measured requests, so each is measured under the others'
+    full load; one lane's failure stops the others' levels too (their marks say so)."""
+    keep_busy = asyncio.Event()
+    done = [asyncio.Event() for _ in active]
+    plans = [await s.plan(s.lane.levels[k], rep, background=True) for s in active]
+
+    async def release_when_all_measured() -> None:
+        await asyncio.gather(*(d.wait() for d in done))
+        keep_busy.set()
+
+    releaser = asyncio.create_task(release_when_all_measured())
+    tasks = [asyncio.create_task(s.run(p, events, progress, keep_busy=keep_busy, measured_done=d))
+             for s, p, d in zip(active, plans, done)]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        failed = next((s.lane.name for s, t in zip(active, tasks) if t.done() and not t.cancelled()
+                       and t.exception() is not None), "another lane")
+        for t in tasks:
+            t.cancel(f"stopped: lane {failed} failed in the together scenario")
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    finally:
+        keep_busy.set()
+        releaser.cancel()
