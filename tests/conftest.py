@@ -78,7 +78,7 @@ def url_lane_config(url: str, levels, requests=12, reps=2, prompt=32, output=16,
 
 def sweep_fake(tmp: Path, script: dict, levels, **lane):
     """Start the fake with `script`, sweep it into tmp/run, stop it: (results, run dir, fake's schedule)."""
-    from satbench.run.sweep import Sweep
+    from satbench.pipeline import new_sweep as Sweep
 
     fake = FakeProcess(tmp, script)
     run_dir = tmp / "run"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from satbench.config import lanefile, limits
+from satbench.cli import lanefile
+from satbench.config import limits
 from satbench.config import schema as config
 from satbench.load import liveness
 

@@ -117,7 +117,7 @@ def test_a_sweep_with_a_gpu_carries_nvml_figures_into_results_and_the_report(tmp
         assert lv.gpu.mem_used_peak_bytes == 12 * 2**30 and "gpu" not in lv.unavailable
     lines = [json.loads(ln) for ln in (run_dir / "server_samples.jsonl").read_text().splitlines()]
     assert all(ln["gpu_util_pct"] == 35.0 for ln in lines if ln["kind"] == "process")
-    from satbench.report.bundle import write_report
+    from satbench.pipeline import report as write_report
     from satbench.saturation.recommend import recommend, write_recommendations
     write_recommendations(run_dir, recommend(run_dir))
     write_report(run_dir)
@@ -128,7 +128,7 @@ def test_a_sweep_with_a_gpu_carries_nvml_figures_into_results_and_the_report(tmp
 
 
 def test_no_gpu_means_no_gpu_plot(tmp_path):
-    from satbench.report.bundle import write_report
+    from satbench.pipeline import report as write_report
     from satbench.saturation.recommend import recommend, write_recommendations
     from tests.conftest import sweep_fake
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from satbench.errors import UserError
-from satbench.config.lanefile import key_lines, load_lane_file
+from satbench.cli.lanefile import key_lines, load_lane_file
 
 GOOD = """\
 together = true

@@ -170,7 +170,7 @@ def test_a_model_the_server_does_not_list_is_one_line_before_anything_is_measure
 def test_served_model_belongs_to_a_url_lane_only(tmp_path, capsys):
     assert main(["sweep", "--served-model", "x", *TINY, "-o", str(tmp_path / "r")]) == 2
     assert "--served-model: only for a remote server; use with --url" in capsys.readouterr().err
-    from satbench.config.lanefile import load_lane_file
+    from satbench.cli.lanefile import load_lane_file
 
     good = tmp_path / "good.toml"
     good.write_text('[[lanes]]\nname = "v"\nruntime = "url"\nurl = "http://127.0.0.1:1"\nserved_model = "model-B"\n')

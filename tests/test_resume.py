@@ -15,8 +15,9 @@ import pytest
 from satbench.cli.main import main
 from satbench.records.events import LevelMark, RequestEvent, read_events
 from satbench.records.manifest import read_manifest, write_manifest
-from satbench.report.integrity import verify
-from satbench.run.resume import current_session_records, differences, repair_torn_tail
+from satbench.pipeline import verify
+from satbench.records.events import current_session_records
+from satbench.run.resume import differences, repair_torn_tail
 
 FLAGS = ["--concurrency", "1,2", "--requests-per-level", "40", "--repetitions", "2", "--prompt-tokens", "16",
          "--output-tokens", "16"]
@@ -175,7 +176,7 @@ def test_differences_name_each_leaf():
 
 def test_the_progress_total_counts_only_what_is_left():
     from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
-    from satbench.run.sweep import total_requests
+    from satbench.run.plan import total_requests
 
     lane = LaneConfig(levels=[1, 2], requests_per_level=10, repetitions=2,
                       runtime=RuntimeConfig(kind="url", model=None, url="http://127.0.0.1:1"))

@@ -229,7 +229,7 @@ def test_missing_or_bad_files_are_user_errors(capsys, tmp_path, cert):
 
 def test_lane_file_keys_map_to_the_runtime_and_are_checked(tmp_path):
     from satbench.errors import UserError
-    from satbench.config.lanefile import load_lane_file
+    from satbench.cli.lanefile import load_lane_file
 
     path = tmp_path / "lanes.toml"
     path.write_text('[[lanes]]\nname = "r"\nruntime = "url"\nurl = "https://10.0.0.5:8443"\n'

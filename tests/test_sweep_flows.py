@@ -13,7 +13,8 @@ import pytest
 from satbench.cli.main import main
 from satbench.records.events import LevelMark, RequestEvent, read_events
 from satbench.records.manifest import read_manifest, write_manifest
-from satbench.run.sweep import Sweep, total_requests
+from satbench.run.plan import total_requests
+from satbench.pipeline import new_sweep as Sweep
 from tests.conftest import url_lane_config
 
 
@@ -138,14 +139,16 @@ def test_a_second_ctrl_c_while_the_run_cleans_up_is_ignored(fake_server, tmp_pat
     fake = fake_server(n_slots=2, decode_iteration_ms=4.0)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    stop, stopped = Sweep._stop, []
+    from satbench.run.sweep import Sweep as SweepClass
+
+    stop, stopped = SweepClass._stop, []
 
     async def impatient_stop(self, session):
         signal.raise_signal(signal.SIGINT)  # Ctrl-C again while the first one stops the server
         stopped.append(session.lane.name)
         await stop(self, session)
 
-    monkeypatch.setattr(Sweep, "_stop", impatient_stop)
+    monkeypatch.setattr(SweepClass, "_stop", impatient_stop)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
         Sweep(url_lane_config(fake.base_url, [1, 2], requests=16, reps=1), run_dir, ["t"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from satbench.analysis.analyze import _levels
 from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
 from satbench.records.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo
-from satbench.run.plan import together_shape
+from satbench.config.schema import together_shape
 from tests.builders import ev, mark
 
 A = LaneConfig(name="a", levels=[1, 2, 4], repetitions=2, runtime=RuntimeConfig())

@@ -4,7 +4,7 @@ import pytest
 
 from satbench.config.schema import WorkloadConfig
 from satbench.errors import UserError
-from satbench.load.workload import WorkloadBuilder
+from satbench.workload.builder import WorkloadBuilder
 
 
 async def fake_tokenize(text: str, add_special: bool) -> list[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from satbench.config.schema import FairnessConfig, LaneConfig, RuntimeConfig, ServerParams, WorkloadConfig
 from satbench.records.events import RequestEvent
-from satbench.load.fairness_plan import make_plan
+from satbench.workload.fairness_plan import make_plan
 from satbench.run.fairness import FairnessRunner
 from satbench.analysis.verdicts import Verdict, lane_verdicts
 from satbench.run.lane_session import LaneSession

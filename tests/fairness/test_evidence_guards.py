@@ -3,7 +3,7 @@ is inconclusive: never a pass or a fail by accident (hand-made events with exact
 
 from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
 from satbench.analysis.guards import backlogged_share, shared_token_ratios
-from satbench.load.fairness_plan import make_plan
+from satbench.workload.fairness_plan import make_plan
 from satbench.analysis.verdicts import Calibration, decode_rate, f1, f2, f3, lane_verdicts, s1, s2, s3
 from tests.builders import MS, ev
 

@@ -44,7 +44,7 @@ class _Counting:
 
 
 def test_the_progress_bar_stops_expecting_the_requests_not_sent(fake_server, tmp_path):
-    from satbench.run.sweep import Sweep
+    from satbench.pipeline import new_sweep as Sweep
     from tests.conftest import url_lane_config
 
     fake = fake_server(n_slots=2, llamacpp=False, decode_iteration_ms=1.0)

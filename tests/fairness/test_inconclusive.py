@@ -1,7 +1,7 @@
 """Inconclusive, never a silent pass: too few slots, a foreign server, requests that failed."""
 
 from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
-from satbench.load.fairness_plan import make_plan
+from satbench.workload.fairness_plan import make_plan
 from satbench.analysis.verdicts import lane_verdicts, s1, s2
 from satbench.analysis.verdicts import Calibration
 from tests.builders import ev

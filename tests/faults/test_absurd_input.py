@@ -13,7 +13,7 @@ from satbench.config.schema import MAX_LANES, MAX_LEVEL, MAX_TIMEOUT_S, LaneConf
 from satbench.errors import UserError
 from satbench.models.prefix_bound import min_tokens, pattern_of, read_vocabulary
 from satbench.models.vocab import build_vocab
-from satbench.load.workload import check_memory_fits, workload_bytes
+from satbench.workload.builder import check_memory_fits, workload_bytes
 
 from tests.faults.common import one_error_line
 

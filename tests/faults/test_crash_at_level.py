@@ -174,7 +174,8 @@ def test_the_progress_bar_stops_expecting_what_a_failure_skips(fake_server, tmp_
     total drops by level 4's requests; a resume then expects nothing of the ruled-out units."""
     from satbench.records.manifest import read_manifest
     from satbench.run.resume import units_not_to_run
-    from satbench.run.sweep import Sweep, requests_in, total_requests
+    from satbench.run.plan import requests_in, total_requests
+    from satbench.pipeline import new_sweep as Sweep
     from tests.conftest import url_lane_config
 
     class Recorder:
@@ -273,19 +274,21 @@ def test_a_lane_that_was_down_is_measured_by_resume_once_its_server_is_up(fake_s
 def test_a_server_that_will_not_start_for_the_together_scenario_keeps_the_solo_figures(
         fake_server, tmp_path, capsys, monkeypatch):
     from satbench.errors import RuntimeStartError
-    from satbench.run.sweep import Sweep
+    from satbench.pipeline import new_sweep as Sweep
 
     a, b = fake_server(n_slots=4, decode_iteration_ms=4.0), fake_server(n_slots=4, decode_iteration_ms=4.0)
     lanes = tmp_path / "lanes.toml"
     _lanes_file(lanes, (("a", a.base_url), ("b", b.base_url)))
-    start = Sweep._start
+    from satbench.run.sweep import Sweep as SweepClass
+
+    start = SweepClass._start
 
     async def refuse_b_together(self, lane, scenario, *args, **kwargs):
         if lane.name == "b" and scenario == "together":
             raise RuntimeStartError(f"{lane.runtime.url} answers neither /props nor /v1/models")
         return await start(self, lane, scenario, *args, **kwargs)
 
-    monkeypatch.setattr(Sweep, "_start", refuse_b_together)
+    monkeypatch.setattr(SweepClass, "_start", refuse_b_together)
     run_dir = tmp_path / "run"
     code = main(["sweep", "--lanes", str(lanes), "-o", str(run_dir)])
     line = one_error_line(capsys.readouterr().err)

@@ -11,8 +11,8 @@ from satbench.host import hardware
 from satbench.cli.main import main
 from satbench.config.schema import FairnessConfig, LaneConfig, RunConfig, ServerParams
 from satbench.errors import UserError
-from satbench.load.fairness_plan import make_plan
-from satbench.load.workload import (MAX_CHECK_PLANNED, MAX_CHECK_STREAMS, _check_bytes, check_memory_fits,
+from satbench.workload.fairness_plan import make_plan
+from satbench.workload.builder import (MAX_CHECK_PLANNED, MAX_CHECK_STREAMS, _check_bytes, check_memory_fits,
                                fairness_checks)
 
 from tests.faults.common import one_error_line

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from satbench.config.schema import RunConfig
 from satbench.errors import UserError
-from satbench.config.lanefile import load_lane_file
+from satbench.cli.lanefile import load_lane_file
 
 KEYS = ['name', 'model', 'runtime', 'url', 'server_bin', 'concurrency', 'prompt_tokens', 'output_tokens',
     'shared_prefix', 'requests_per_level', 'repetitions', 'request_timeout_s', 'slo', 'together',

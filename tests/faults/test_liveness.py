@@ -22,7 +22,7 @@ from satbench.run.lane_session import LaneSession
 from satbench.load.liveness import (DECLARED_WITHIN_S, LIVENESS_TIMEOUT_S, SERVER_UNRESPONSIVE, StreamActivity,
                                run_watched, watch)
 from satbench.records.manifest import read_manifest
-from satbench.run.sweep import Sweep
+from satbench.pipeline import new_sweep as Sweep
 from tests.conftest import url_lane_config
 from tests.faults.common import analyzable, requests, status_of, table_row
 

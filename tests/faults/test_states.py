@@ -14,8 +14,9 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.records.manifest import read_manifest
-from satbench.report.integrity import SUMS_FILE, verify
-from satbench.run.sweep import Sweep
+from satbench.pipeline import verify
+from satbench.records.layout import SUMS_FILE
+from satbench.pipeline import new_sweep as Sweep
 from tests.conftest import url_lane_config
 from tests.faults.common import one_error_line, small_sweep, status_of, table_row
 
@@ -36,16 +37,16 @@ def _report_line(run_dir) -> str:
 def test_ctrl_c_while_the_sweep_analyzes_leaves_complete_and_names_report(fake_server, tmp_path, capsys,
                                                                          monkeypatch):
     """A real SIGINT, in the sweep's own analysis after its last level (the run is measured)."""
-    import satbench.run.sweep as sweep_module
+    import satbench.pipeline as pipeline
 
     fake = fake_server(n_slots=2, decode_iteration_ms=2.0)
     run_dir = tmp_path / "run"
-    real = sweep_module.analyze_and_write
+    real = pipeline.analyze_and_write
 
     def interrupted(path):
         signal.raise_signal(signal.SIGINT)  # Ctrl-C lands here, as it would while analyzing
         return real(path)
-    monkeypatch.setattr(sweep_module, "analyze_and_write", interrupted)
+    monkeypatch.setattr(pipeline, "analyze_and_write", interrupted)
     code = main(small_sweep(fake.base_url, run_dir, requests=4))
     line = one_error_line(capsys.readouterr().err)
     assert code == 130
@@ -61,16 +62,16 @@ def test_sigterm_while_the_report_is_written_then_resume_writes_it(fake_server, 
                                                                    monkeypatch):
     """SIGTERM (kill, timeout) in the CLI's report step: the same state and line; `sweep --resume`
     of the complete run whose report is missing measures nothing and writes it."""
-    import satbench.report.bundle as bundle
+    import satbench.pipeline as pipeline
 
     fake = fake_server(n_slots=2, decode_iteration_ms=2.0)
     run_dir = tmp_path / "run"
-    real = bundle.write_report
+    real = pipeline.report
 
     def terminated(path):
         signal.raise_signal(signal.SIGTERM)
         return real(path)
-    monkeypatch.setattr(bundle, "write_report", terminated)
+    monkeypatch.setattr(pipeline, "report", terminated)
     code = main(small_sweep(fake.base_url, run_dir, requests=4))
     line = one_error_line(capsys.readouterr().err)
     assert code == 130 and line == _report_line(run_dir)

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from satbench.cli.main import main
-from satbench.report.integrity import MAX_PROBLEMS_LISTED, SUMS_FILE, parse_sums, verify
+from satbench.pipeline import verify
+from satbench.report.integrity import MAX_PROBLEMS_LISTED, SUMS_FILE, parse_sums
 from tests.faults.common import native_bundle
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

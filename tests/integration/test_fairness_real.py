@@ -13,7 +13,7 @@ from satbench.records.manifest import read_manifest
 from satbench.models.synthetic import write_synthetic_gguf
 from satbench.analysis.results import render_results
 from satbench.analysis.analyze import analyze_run
-from satbench.report.integrity import verify
+from satbench.pipeline import verify
 
 pytestmark = pytest.mark.integration
 

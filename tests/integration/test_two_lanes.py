@@ -101,7 +101,7 @@ def test_results_have_one_section_per_lane_with_interference(run_dir):
 
 
 def test_the_real_run_has_a_verified_bundle_with_both_lanes_and_the_together_series(run_dir):
-    from satbench.report.integrity import verify
+    from satbench.pipeline import verify
 
     plots = sorted(p.name for p in (run_dir / "plots").iterdir())
     assert plots == sorted(f"{lane}-{k}.png" for lane in ("dense", "moe")

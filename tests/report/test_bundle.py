@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from satbench.cli.main import main
-from satbench.report.integrity import DERIVED_FILES, SUMS_FILE, read_sums, verify
+from satbench.pipeline import verify
+from satbench.report.integrity import DERIVED_FILES, SUMS_FILE, read_sums
 from satbench.analysis.results import ResultsFile
 from tests.report.chromium import find_chromium, open_page
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from satbench.report.integrity import verify
+from satbench.pipeline import verify
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"
 BUNDLE = EVIDENCE / "cpu-2core-2026-11-30" / "run"

@@ -7,15 +7,15 @@ from pathlib import Path
 from satbench.config.schema import LaneConfig
 from satbench.errors import RunDirError
 from satbench.records.events import LevelMark, RequestEvent, read_events, read_samples
-from satbench.load.fairness_plan import fairness_plan
+from satbench.workload.fairness_plan import fairness_plan
 from satbench.analysis.verdicts import Verdict, lane_verdicts
 from satbench.records.manifest import LaneProvenance, ServerFailure, read_manifest
 from satbench.metrics.interference import interference
 from satbench.metrics.level import LevelContext, LevelResult, summarize_level
 from satbench.metrics.slot_memory import lane_memory
-from satbench.run.resume import current_session_records
+from satbench.records.events import current_session_records
 from satbench.analysis.results import LaneResult, ResultsFile, verdicts_of, write_results, write_verdicts
-from satbench.run.plan import together_shape
+from satbench.config.schema import together_shape
 
 
 def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list, samples: list,
@@ -117,20 +117,3 @@ def analyze_and_write(run_dir: Path) -> ResultsFile:
     if verdicts is not None:
         write_verdicts(run_dir, verdicts)
     return results
-
-
-def clear_derived(run_dir: Path) -> None:
-    """Remove the derived files that a new derivation replaces and `satbench report` would otherwise
-    reuse (results.json, verdicts.json, recommendations.json) and SHA256SUMS, the bundle's last
-    file: a derivation cut short (Ctrl-C) then leaves nothing stale, and no SHA256SUMS ("report
-    missing": `report`, or `sweep --resume`, derives it all from the raw files)."""
-    from satbench.report.integrity import SUMS_FILE
-    from satbench.analysis.results import RESULTS_FILE, VERDICTS_FILE
-    from satbench.saturation.recommend import RECOMMENDATIONS_FILE
-
-    for name in (SUMS_FILE, RECOMMENDATIONS_FILE, VERDICTS_FILE, RESULTS_FILE):
-        try:
-            (run_dir / name).unlink(missing_ok=True)
-        except OSError as exc:
-            raise RunDirError(f"cannot remove {run_dir / name} before deriving it anew: "
-                              f"{exc.strerror or exc}") from exc

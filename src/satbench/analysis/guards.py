@@ -11,14 +11,12 @@ from typing import Sequence
 
 from satbench.records.events import RequestEvent
 from satbench.metrics.latency import first_token_ns, ttft_ms
+from satbench.workload.fairness_plan import EDGE_MS, MIN_SHARED_MS
 
 RESOLUTION_MS = 1.0  # what a Python client on a busy host resolves (benchmarks/harness_overhead.py)
 SOLO_SPREAD_MAX = 1.5  # lone references further apart than this (max ÷ min) say the host was unsteady
 MIN_SHARED_TOKENS = 20  # F1: an interval side by side counts when one of the two got this many tokens
-MIN_SHARED_MS = 250.0  # … and it lasted this long, less its edges
-EDGE_MS = 50.0  # trimmed from each end of an interval side by side: a client reading a stream late bunches it there
 F1_COVERAGE_MIN = 0.75  # F1 judges when this share of the window's requests, and every stream, could be compared
-F1_DECODE_TARGET_MS = 2 * (MIN_SHARED_MS + 2 * EDGE_MS)  # F1 sizes its requests to decode this long alone
 BACKLOG_SHARE_MIN = 0.8  # F3: more clients in flight than slots for at least this share of its window
 # (a closed loop's clients re-send within ~1 ms, yet completions come in bursts: 87 % on an idle host
 # with 15 ms requests; a client that lagged 100 ms on a 300 ms window still fails it)

@@ -19,8 +19,8 @@ from satbench.metrics.level import LevelResult
 from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
 from satbench.records.rundir import read_regular_file
 from satbench.server.memlog import LOG_VERBOSITY
+from satbench.records.layout import RESULTS_FILE, VERDICTS_FILE  # noqa: F401
 
-RESULTS_FILE = "results.json"
 MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far below this
 RESULTS_SCHEMA_VERSION = "3.2"
 # 3.2: lanes[].memory (cache per slot, model resident, slots that fit in the memory left after loading).
@@ -169,7 +169,6 @@ def write_results(run_dir: Path, results: ResultsFile) -> Path:
     return write_artifact(run_dir / RESULTS_FILE, results, results_json_schema())
 
 
-VERDICTS_FILE = "verdicts.json"
 VERDICTS_SCHEMA_VERSION = "1.3"  # 1.1: S2 holds every probe to the bound (probes_over_bound), S3 complete pairs only
 # 1.3: F1 is inconclusive when every TTFT over its bound was the server's own slow prefill, not a wait
 #      (its timings); F2's derivation names the sizes as sent.

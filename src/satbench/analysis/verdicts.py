@@ -14,11 +14,10 @@ from pydantic import Field
 
 from satbench.config.schema import FairnessConfig, Strict
 from satbench.records.events import RequestEvent
-from satbench.analysis.guards import (BACKLOG_SHARE_MIN, EDGE_MS, F1_COVERAGE_MIN, MIN_SHARED_MS,
-                                      MIN_SHARED_TOKENS, RESOLUTION_MS, all_in_flight, backlog_window,
+from satbench.analysis.guards import (BACKLOG_SHARE_MIN, F1_COVERAGE_MIN, MIN_SHARED_TOKENS, RESOLUTION_MS, all_in_flight, backlog_window,
                                       backlogged_share, late_stamped, prefilling_when_sent, shared_token_ratios,
                                       slow_compute_only, solo_spread, stamp_note)
-from satbench.load.fairness_plan import NAMES, FairnessPlan
+from satbench.workload.fairness_plan import EDGE_MS, MIN_SHARED_MS, NAMES, FairnessPlan
 from satbench.metrics.latency import first_token_ns, itl_ms, ttft_ms
 from satbench.metrics.stats import percentile
 from satbench.metrics.throughput import completed_in_window

@@ -208,7 +208,7 @@ def lanes_config(a: argparse.Namespace) -> RunConfig:
         given += ["--insecure"] if a.insecure else []
         if given or a.shared_prefix or a.kv_unified:
             raise UserError(f"--lanes describes every lane; drop {', '.join(given) or 'the single-lane flags'}")
-        from satbench.config.lanefile import load_lane_file
+        from satbench.cli.lanefile import load_lane_file
 
         return load_lane_file(Path(a.lanes), together=True if a.together else None)
     if a.together:

@@ -61,7 +61,7 @@ def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     from satbench.server.base import check_port_free
     from satbench.server.native import check_server_bin
     from satbench.server.checks import check_planned_fit
-    from satbench.load.workload import check_memory_fits
+    from satbench.workload.builder import check_memory_fits
 
     ports: dict[int, str] = {}
     for lane in cfg.lanes:
@@ -132,7 +132,7 @@ def _some_url_answers(cfg: RunConfig) -> None:
 def _cmd_sweep(a: argparse.Namespace) -> int:
     from satbench.report.progress import RichProgress
     from satbench.records.rundir import check_new_run_dir, default_run_dir, prepare_run_dir
-    from satbench.run.sweep import Sweep
+    from satbench.pipeline import new_sweep
 
     argv = [redact_url(x) for x in ["satbench", *a.argv]]
     resume = None
@@ -148,14 +148,14 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         cfg = run_config(a) if run_flags_given(a) else resume.config
         _remote_preflight(cfg)
         _server_preflight(cfg, bool(a.lanes) or len(cfg.lanes) > 1)
-        sweep = Sweep(cfg, run_dir, argv, RichProgress(), resume=resume)
+        sweep = new_sweep(cfg, run_dir, argv, RichProgress(), resume=resume)
     else:
         cfg = run_config(a)
         _remote_preflight(cfg)
         run_dir = Path(a.output) if a.output else default_run_dir()
         check_new_run_dir(run_dir)
         _server_preflight(cfg, bool(a.lanes) or len(cfg.lanes) > 1)
-        sweep = Sweep(cfg, run_dir, argv, RichProgress())
+        sweep = new_sweep(cfg, run_dir, argv, RichProgress())
         sweep.resolve_models()  # a bad model (or URL, above) is refused before the run directory exists
         prepare_run_dir(run_dir)
     with _interruptible(sweep):
@@ -205,7 +205,8 @@ def _derivation_interrupted(run_dir: Path) -> str:
 def _derive_complete_run(run_dir: Path) -> int:
     """`sweep --resume` of a complete run whose report is missing (a derivation cut short): measure
     nothing, derive everything from the raw files, end as the sweep would have."""
-    from satbench.analysis.analyze import analyze_and_write, clear_derived
+    from satbench.pipeline import SweepDerivation
+    from satbench.records.layout import clear_derived
 
     refuse_if_in_use(run_dir)
     print(f"satbench: {run_dir}: the run is complete but its report is missing: writing it (nothing is "
@@ -213,7 +214,7 @@ def _derive_complete_run(run_dir: Path) -> int:
     with _interruptible(types.SimpleNamespace()):
         try:
             clear_derived(run_dir)
-            results = analyze_and_write(run_dir)
+            results = SweepDerivation().derive(run_dir)
         except KeyboardInterrupt as exc:
             raise Interrupted(_derivation_interrupted(run_dir)) from exc
         return _finish_sweep(run_dir, results)
@@ -223,15 +224,14 @@ def _finish_sweep(run_dir: Path, results) -> int:
     """The measured run's table, recommendations and report, then its failures (each named, those of
     an earlier session as such) and the exit code. An interrupt here leaves run.json complete and
     says which command finishes the report."""
+    from satbench.analysis.results import verdicts_of
+    from satbench.pipeline import derive_after_sweep
     from satbench.records.manifest import read_manifest
     from satbench.report.table import print_results
-    from satbench.analysis.results import verdicts_of
 
     try:
         print_results(results)
-        if any(lane.levels for lane in results.lanes):
-            _recommend(run_dir)
-        _report(run_dir)
+        derive_after_sweep(run_dir, results, _show_recommendations, _show_report)
     except KeyboardInterrupt as exc:
         raise Interrupted(_derivation_interrupted(run_dir)) from exc
     print(f"run directory: {run_dir}")
@@ -283,12 +283,9 @@ def _cmd_schema(a: argparse.Namespace) -> int:
     return 0
 
 
-def _recommend(run_dir: Path) -> None:
+def _show_recommendations(recs, path: Path) -> None:
     from satbench.report.table import print_recommendations
-    from satbench.saturation.recommend import recommend, write_recommendations
 
-    recs = recommend(run_dir)
-    path = write_recommendations(run_dir, recs)
     print_recommendations(recs)
     print(f"recommendations: {path}")
 
@@ -319,17 +316,16 @@ def _cmd_capability(a: argparse.Namespace) -> int:
     return 0
 
 
-def _report(run_dir: Path) -> None:
-    from satbench.report.bundle import write_report
-
-    files = write_report(run_dir)
+def _show_report(files) -> None:
     print(f"report: {files.evidence}, {files.html} ({len(files.plots)} plots), {files.csv}; "
           f"bundle digest (sha256 of SHA256SUMS) {files.bundle_digest}")
 
 
 def _cmd_report(a: argparse.Namespace) -> int:
+    from satbench.pipeline import report
+
     refuse_if_in_use(Path(a.run_dir))
-    _report(Path(a.run_dir))
+    _show_report(report(Path(a.run_dir)))
     return 0
 
 
@@ -337,7 +333,7 @@ VERIFY_FAILED = 7
 
 
 def _cmd_verify(a: argparse.Namespace) -> int:
-    from satbench.report.integrity import verify
+    from satbench.pipeline import verify
 
     v = verify(Path(a.run_dir))
     for label, items in (("MODIFIED", v.modified), ("MISSING", v.missing), ("INCONSISTENT", v.inconsistent),
@@ -370,7 +366,9 @@ def _cmd_recommend(a: argparse.Namespace) -> int:
 
     read_manifest(Path(a.run_dir))  # a path that is no run says so, as analyze does (not "no results.json")
     refuse_if_in_use(Path(a.run_dir))
-    _recommend(Path(a.run_dir))
+    from satbench.pipeline import recommendations
+
+    _show_recommendations(*recommendations(Path(a.run_dir)))
     _note_stale_report(Path(a.run_dir), ["recommendations.json"])
     return 0
 

@@ -359,3 +359,26 @@ class RunConfig(Strict):
 
     def lane(self, name: str) -> LaneConfig:
         return next(lane for lane in self.lanes if lane.name == name)
+
+
+def together_shape(cfg: RunConfig) -> tuple[int, int]:
+    """(steps, repetitions) of the together scenario: only those every lane has, so that every
+    together measurement runs under every lane's load."""
+    return min(len(lane.levels) for lane in cfg.lanes), min(lane.repetitions for lane in cfg.lanes)
+
+
+def not_together(cfg: RunConfig) -> list[str]:
+    """One line per lane whose levels or repetitions the together scenario leaves out (another
+    lane has fewer): those are measured alone only."""
+    steps, reps = together_shape(cfg)
+    out = []
+    for lane in cfg.lanes:
+        left = [f"N={n}" for n in lane.levels[steps:]]
+        if lane.repetitions > reps:
+            left.append(f"repetition{'s' if lane.repetitions - reps > 1 else ''} "
+                        + ", ".join(str(r) for r in range(reps + 1, lane.repetitions + 1)))
+        if left:
+            out.append(f"lane {lane.name}: {', '.join(left)} measured alone only, not together (together runs "
+                       f"the first {steps} level{'s' if steps > 1 else ''} × {reps} repetition"
+                       f"{'s' if reps > 1 else ''}, what every lane has)")
+    return out

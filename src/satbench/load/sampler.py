@@ -22,16 +22,14 @@ import psutil
 
 from satbench.http.access import read_capped
 from satbench.errors import ParseError, RunDirError
-from satbench.records.events import JsonlWriter, MetricsSample, ProcessSample, SlotsSample
+from satbench.records.events import GPU_FAILED, STOPPED, JsonlWriter, MetricsSample, ProcessSample, SlotsSample
 from satbench.host.gpu import NvmlGpus
 from satbench.config.limits import (MAX_CTX_TOKENS, MAX_METRICS_BYTES, MAX_SLOTS, MAX_SLOTS_BYTES, checked_int,
                              json_answer)
 from satbench.http.promparse import llamacpp_values
 
 MAX_CONSECUTIVE_FAILURES = 20
-STOPPED = "stopped polling after"  # starts the error of the last sample a poller writes before it gives up
 _LIMIT_BYTES = {"/metrics": MAX_METRICS_BYTES, "/slots": MAX_SLOTS_BYTES}
-GPU_FAILED = "NVML: "  # starts the error of a process sample that records a failed GPU reading (no other figure)
 
 
 def parse_slots(payload: object, total_slots: int | None = None) -> tuple[int, list[int], dict[int, int]]:

@@ -5,9 +5,8 @@ All take a successful `RequestEvent` and return milliseconds (None when undefine
 
 from __future__ import annotations
 
-from satbench.records.events import RequestEvent
+from satbench.records.events import NS_PER_MS, RequestEvent, itl_ms  # noqa: F401 (itl_ms is a latency figure too)
 
-NS_PER_MS = 1_000_000.0
 
 
 def first_token_ns(ev: RequestEvent) -> int | None:
@@ -35,19 +34,6 @@ def tpot_ms(ev: RequestEvent) -> float | None:
     if ttft is None or ev.output_tokens < 2:
         return None
     return (e2e_ms(ev) - ttft) / (ev.output_tokens - 1)
-
-
-def itl_ms(ev: RequestEvent) -> list[float]:
-    """ITL per gap = (t_k − t_{k−1}) ÷ tokens in chunk k, over consecutive token-carrying chunks."""
-    gaps: list[float] = []
-    prev: int | None = None
-    for t_ns, n in ev.chunks:
-        if n <= 0:
-            continue
-        if prev is not None:
-            gaps.append((t_ns - prev) / NS_PER_MS / n)
-        prev = t_ns
-    return gaps
 
 
 def queue_time_ms(ev: RequestEvent, overhead_ms: float) -> float | None:

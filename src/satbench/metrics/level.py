@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Sequence
 
-from pydantic import Field
 
-from satbench.config.schema import SloConfig, Strict, design_minimum_requests
+from satbench.config.schema import design_minimum_requests
 from satbench.records.events import (
     CANCELLED,
     LevelMark,
@@ -20,10 +19,10 @@ from satbench.records.events import (
     SlotsSample,
 )
 from satbench.metrics import latency, memory, occupancy, throughput
-from satbench.metrics.gpu import GpuUse, gpu_use
-from satbench.metrics.little import LittleCheck, littles_law
+from satbench.metrics.gpu import gpu_use
+from satbench.metrics.little import littles_law
 from satbench.metrics.slo import goodput_req_per_s, slo_attainment, slo_met
-from satbench.metrics.stats import Distribution, Estimate, distribution, mean_estimate, percentile
+from satbench.metrics.stats import distribution, mean_estimate, percentile
 from satbench.metrics.unavailable import (
     cpu_failures,
     endpoint_failures,
@@ -31,113 +30,16 @@ from satbench.metrics.unavailable import (
     unavailable_figures,
 )
 from satbench.metrics.window import SteadyWindow, steady_window
-
-
-class LevelContext(Strict):
-    """What a level's analysis needs besides the records: server shape and workload."""
-
-    lane: str
-    level: int
-    repetitions_planned: int
-    measured_requests_planned: int
-    slots: int | None
-    per_slot_ctx: int | None
-    prompt_tokens: int
-    output_tokens: int
-    overhead_ms: float
-    llamacpp: bool
-    slo: SloConfig | None = None
-    host_cores: int | None = None
-    server_remote: bool = Field(False, description="a url lane over a remote network path: the server's "
-                                "process and GPU are on another machine")
-
-
-class RepetitionResult(Strict):
-    repetition: int
-    status: str
-    status_reason: str | None = None
-    window_start_ns: int | None = None
-    window_end_ns: int | None = None
-    window_s: float | None = None
-    no_window_reason: str | None = None
-    output_tokens_in_window: int | None = None
-    throughput_streams: int | None = Field(None, description="streams with a measured request running in the "
-                                           "window: the rates are taken from them")
-    output_tok_per_s: float | None = None
-    total_tok_per_s: float | None = None
-    req_per_s: float | None = None
-    p95_ttft_ms: float | None = Field(None, description="p95 of this repetition's latency sample alone (the "
-                                      "spread of these across repetitions gives compare and interference their CI)")
-    p95_itl_ms: float | None = None
-    p95_e2e_ms: float | None = None
-    requests_completed_in_window: int = 0
-    requests_measured: int = 0
-    errors: int = 0
-    retries: int = 0
-
-
-class Throughput(Strict):
-    output_tok_per_s: Estimate
-    total_tok_per_s: Estimate
-    req_per_s: Estimate
-
-
-class Latency(Strict):
-    ttft_ms: Distribution
-    itl_ms: Distribution
-    tpot_ms: Distribution
-    e2e_ms: Distribution
-    queue_time_ms: Distribution = Field(description="estimate: TTFT − prompt_ms − loopback overhead")
-
-
-class Occupancy(Strict):
-    slots: int | None
-    time_weighted_busy_slots: float | None = None
-    time_weighted_source: str | None = None
-    decode_weighted_busy_slots: float | None = None
-    client_in_flight: float | None = None
-    time_weighted_fraction: float | None = None
-    decode_weighted_fraction: float | None = None
-    client_in_flight_fraction: float | None = None
-    requests_deferred_max: float | None = None
-
-
-class Memory(Strict):
-    peak_rss_bytes: int | None = None
-    peak_gpu_mem_bytes: int | None = None
-    server_cpu_cores: float | None = None
-    host_busy_cores: float | None = Field(None, description="whole machine, all processes, mean over repetitions")
-    client_cpu_cores: float | None = Field(None, description="satbench's own process, mean over repetitions")
-
-
-class Counts(Strict):
-    requests_measured: int
-    requests_ok: int
-    requests_in_window: int
-    warmup_requests: int
-    retries: int
-    errors_by_type: dict[str, int] = Field(default_factory=dict)
-
-    def server_errors(self) -> dict[str, int]:
-        """errors_by_type without the requests satbench itself cancelled when it stopped the level."""
-        return {k: v for k, v in self.errors_by_type.items() if k != CANCELLED}
-
-
-class LevelResult(Strict):
-    concurrency: int
-    repetitions: list[RepetitionResult]
-    throughput: Throughput
-    latency: Latency
-    occupancy: Occupancy
-    memory: Memory
-    gpu: GpuUse | None = Field(None, description="NVML figures; None (unavailable) without a GPU")
-    littles_law: LittleCheck | None = None
-    slo_attainment: float | None = Field(None, description="share of window requests meeting both SLO targets "
-                                        "(failed requests ending in the window count as missing it)")
-    goodput_req_per_s: float | None = Field(None, description="req/s of requests meeting both SLO targets")
-    counts: Counts
-    flags: list[str] = Field(default_factory=list)
-    unavailable: dict[str, str] = Field(default_factory=dict)
+from satbench.metrics.level_result import (  # noqa: F401 (LevelResult and its parts are read from here too)
+    Counts,
+    LevelContext,
+    LevelResult,
+    Latency,
+    Memory,
+    Occupancy,
+    RepetitionResult,
+    Throughput,
+)
 
 
 def _repetition(

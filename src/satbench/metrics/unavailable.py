@@ -4,14 +4,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-from satbench.records.events import MetricsSample, ProcessSample, SlotsSample
+from satbench.records.events import GPU_FAILED, STOPPED, MetricsSample, ProcessSample, SlotsSample
+from satbench.metrics.level_result import LevelContext, LevelResult
 from satbench.metrics.memory import cpu_why
-from satbench.load.sampler import GPU_FAILED, STOPPED
-
-if TYPE_CHECKING:
-    from satbench.metrics.level import LevelContext, LevelResult
 
 
 def _up_to_end(samples: Sequence[MetricsSample | SlotsSample | ProcessSample],

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Iterator, Literal, Union
+from typing import Annotated, Iterator, Literal, Sequence, Union
 
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
@@ -68,6 +68,9 @@ class ServerTimings(Strict):
 
 
 CANCELLED = "cancelled"  # error type of a request in flight when its level was stopped: not the server's failure
+STOPPED = "stopped polling after"  # starts the error of the last sample a poller writes before it gives up
+GPU_FAILED = "NVML: "  # starts the error of a process sample that records a failed GPU reading (no other figure)
+NS_PER_MS = 1_000_000.0
 
 
 class RequestErrorInfo(Strict):
@@ -269,3 +272,32 @@ def read_samples(run_dir: Path) -> list[MetricsSample | SlotsSample | ProcessSam
     if not _present(run_dir / SAMPLES_FILE):
         return []
     return list(_read_jsonl(run_dir / SAMPLES_FILE, _SAMPLE_ADAPTER))
+
+
+def _unit_of(r: RequestEvent | LevelMark) -> tuple[str, str, int, int]:
+    if r.scenario == "fairness":
+        return (r.lane, "fairness", 0, 0)
+    return (r.lane, r.scenario, r.level, r.repetition)
+
+
+def current_session_records(records: Sequence[RequestEvent | LevelMark]) -> list[RequestEvent | LevelMark]:
+    """Per unit, only the records of the latest session that ran it (a resumed unit's cut-short
+    first attempt stays on disk but does not count)."""
+    latest: dict[tuple, int] = {}
+    for r in records:
+        key = _unit_of(r)
+        latest[key] = max(latest.get(key, 0), r.session)
+    return [r for r in records if r.session == latest[_unit_of(r)]]
+
+
+def itl_ms(ev: RequestEvent) -> list[float]:
+    """ITL per gap = (t_k − t_{k−1}) ÷ tokens in chunk k, over consecutive token-carrying chunks."""
+    gaps: list[float] = []
+    prev: int | None = None
+    for t_ns, n in ev.chunks:
+        if n <= 0:
+            continue
+        if prev is not None:
+            gaps.append((t_ns - prev) / NS_PER_MS / n)
+        prev = t_ns
+    return gaps

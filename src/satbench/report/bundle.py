@@ -2,8 +2,8 @@
 
 raw files → (analyze) results.json, verdicts.json → (recommend) recommendations.json →
 plots/*.png, results.csv, EVIDENCE.md, report.html → SHA256SUMS (last, over everything).
-Missing derived JSON is computed first, so deleting every derived file and running
-`analyze` then `report` (or `report` alone) rebuilds the same bundle. Every file it writes, and
+This module writes the last stage from given results; `satbench.pipeline` computes any derived JSON
+that is missing first, so `report` alone rebuilds the same bundle. Every file it writes, and
 plots/, are checked by the run directory's rule (satbench.records.rundir) before the first is written:
 a link where one of them goes refuses the report, naming it, with nothing written.
 """
@@ -25,17 +25,15 @@ from satbench.report.csvfile import write_csv
 from satbench.report.document import render_html, render_markdown
 from satbench.report.evidence import evidence_blocks
 from satbench.report.integrity import raw_hashes, write_sums
-from satbench.report.csvfile import CSV_FILE
-from satbench.report.integrity import MAX_DERIVED_BYTES, SUMS_FILE
-from satbench.report.plot_style import PLOTS_DIR
+from satbench.report.integrity import MAX_DERIVED_BYTES
 from satbench.report.plots import PlotFile, write_plots
-from satbench.analysis.results import RESULTS_FILE, VERDICTS_FILE, ResultsFile, read_results
+from satbench.analysis.results import ResultsFile
 from satbench.records.rundir import (check_run_subdir, check_run_subdir_files, check_writable_file, make_run_subdir,
                              read_regular_file, require_dir)
-from satbench.saturation.recommend import RECOMMENDATIONS_FILE, RecommendationsFile, recommend, write_recommendations
+from satbench.saturation.recommend import RecommendationsFile
+from satbench.records.layout import (CSV_FILE, EVIDENCE_FILE, HTML_FILE, PLOTS_DIR, RECOMMENDATIONS_FILE, RESULTS_FILE,
+                                     SUMS_FILE, VERDICTS_FILE)
 
-EVIDENCE_FILE = "EVIDENCE.md"
-HTML_FILE = "report.html"
 WRITTEN_FILES = (RESULTS_FILE, VERDICTS_FILE, RECOMMENDATIONS_FILE, CSV_FILE, EVIDENCE_FILE, HTML_FILE,
                  SUMS_FILE)  # (plots/ besides)
 
@@ -48,22 +46,11 @@ class ReportFiles(Strict):
     bundle_digest: str
 
 
-def load_results(run_dir: Path) -> ResultsFile:
-    """results.json, computed from the raw files first when it is missing."""
-    if not (run_dir / RESULTS_FILE).exists():
-        from satbench.analysis.analyze import analyze_and_write
-
-        return analyze_and_write(run_dir)
-    return read_results(run_dir)
-
-
-def load_recommendations(run_dir: Path, results: ResultsFile) -> tuple[RecommendationsFile | None, str | None]:
-    """(recommendations, sha256 of its file); written first when missing and some lane has levels."""
+def read_recommendations(run_dir: Path) -> tuple[RecommendationsFile | None, str | None]:
+    """(recommendations, sha256 of its file); (None, None) when the run has none."""
     path = run_dir / RECOMMENDATIONS_FILE
     if not path.exists():
-        if not any(lane.levels for lane in results.lanes):
-            return None, None
-        write_recommendations(run_dir, recommend(run_dir))
+        return None, None
     text = read_regular_file(path, MAX_DERIVED_BYTES)  # a regular file only: a named pipe never blocks
     try:
         return RecommendationsFile.model_validate_json(text), hashlib.sha256(text).hexdigest()
@@ -85,13 +72,19 @@ def _fresh_plots_dir(run_dir: Path) -> None:
     make_run_subdir(plots_dir)
 
 
-def write_report(run_dir: Path) -> ReportFiles:
+def check_targets(run_dir: Path) -> None:
+    """Refuse, before anything is written, a report whose files or plots/ the run directory's rule
+    refuses (a link where one of them goes)."""
     require_dir(run_dir)
     for name in WRITTEN_FILES:
         check_writable_file(run_dir / name)
     check_run_subdir_files(run_dir / PLOTS_DIR)  # the old plots are removed, but a link there is refused
-    results = load_results(run_dir)
-    recs, recs_sha = load_recommendations(run_dir, results)
+
+
+def write_bundle(run_dir: Path, results: ResultsFile) -> ReportFiles:
+    """Plots, results.csv, EVIDENCE.md and report.html from `results` and the run's
+    recommendations.json (if any), then SHA256SUMS over everything; `check_targets` first."""
+    recs, recs_sha = read_recommendations(run_dir)
     events = [e for e in read_events(run_dir) if isinstance(e, RequestEvent)]
     _fresh_plots_dir(run_dir)
     plots = write_plots(run_dir, results, recs, events)

@@ -15,8 +15,8 @@ from satbench.records.manifest import write_text_atomic
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution
 from satbench.analysis.results import LaneResult, ResultsFile
+from satbench.records.layout import CSV_FILE  # noqa: F401
 
-CSV_FILE = "results.csv"
 
 
 def _p(d: Distribution, key: str) -> float | None:

@@ -338,7 +338,7 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
         elif not lane.hardware.gpus:
             missing.append(f"{lane.lane}: GPU memory and utilisation (no GPU on this machine)")
     if results.config.together:
-        from satbench.run.plan import not_together
+        from satbench.config.schema import not_together
 
         missing += not_together(results.config)  # lanes of unequal length: the rest ran alone only
     return [Heading(level=2, text="Handoff"), Para(text="A consumer may rely on:"), Bullets(items=items),

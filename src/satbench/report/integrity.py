@@ -40,6 +40,7 @@ import hashlib
 import os
 import shlex
 from pathlib import Path
+from typing import Callable
 
 from pydantic import BaseModel, Field
 
@@ -49,8 +50,9 @@ from satbench.errors import RunDirError, SatbenchError
 from satbench.records.manifest import write_text_atomic
 from satbench.models.files import sha256_file  # called with cache=None: a bundle is always read
 from satbench.records.rundir import open_readable, read_regular_file, require_dir
+from satbench.records.layout import SUMS_FILE  # noqa: F401
+from satbench.analysis.results import ResultsFile
 
-SUMS_FILE = "SHA256SUMS"
 # written by analyze / recommend / report; everything else in a run directory is raw
 DERIVED_FILES = ("results.json", "verdicts.json", "recommendations.json", "results.csv", "EVIDENCE.md",
                  "report.html", SUMS_FILE)
@@ -199,8 +201,9 @@ class Verification(Strict):
         return not (self.modified or self.missing or self.inconsistent or self.uncovered)
 
 
-def verify(run_dir: Path) -> Verification:
-    """Check SHA256SUMS and recompute the derived JSON files from the raw ones."""
+def verify(run_dir: Path, analyze: Callable[[Path], ResultsFile]) -> Verification:
+    """Check SHA256SUMS and compare the derived JSON files with what `analyze` (raw files →
+    results) and the recommendation rules give now."""
     require_dir(run_dir)
     data = sums_bytes(run_dir)
     sums, problems = parse_sums(data)
@@ -217,7 +220,7 @@ def verify(run_dir: Path) -> Verification:
     v.unlisted = sorted(present - set(sums))
     v.uncovered = [f for f in v.unlisted if f in MUST_BE_LISTED]
     v.unlisted = [f for f in v.unlisted if f not in MUST_BE_LISTED]
-    v.inconsistent, v.older_schema, v.rounding = _rederive(run_dir)
+    v.inconsistent, v.older_schema, v.rounding = _rederive(run_dir, analyze)
     return v
 
 
@@ -229,19 +232,18 @@ def _version_note(old: str, new: str) -> str:
     return "" if was == now else f" (written as schema {was}; this satbench writes {now}: `satbench analyze` refreshes it)"
 
 
-def _rederive(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
+def _rederive(run_dir: Path, analyze: Callable[[Path], ResultsFile]) -> tuple[list[str], list[str], list[str]]:
     """(derived JSON that differs from what the raw files give now, each with the reason;
     derived JSON of an older minor schema that is consistent under the current one; derived JSON
     equal to the fresh one only within floating-point rounding)."""
-    from satbench.analysis.analyze import analyze_run
-    from satbench.analysis.results import ResultsFile, VerdictsFile, render_results, render_verdicts, verdicts_of
+    from satbench.analysis.results import VerdictsFile, render_results, render_verdicts, verdicts_of
     from satbench.saturation.recommend import RECOMMENDATIONS_FILE, RecommendationsFile, recommendations_differ
 
     out: list[str] = []
     older: list[str] = []
     rounding: list[str] = []
     try:
-        results = analyze_run(run_dir)
+        results = analyze(run_dir)
     except (OSError, *_UNREADABLE) as exc:
         return [f"raw files cannot be analyzed: {_why(exc)}"], [], []
     expected: dict[str, tuple[str, type[BaseModel]]] = {"results.json": (render_results(results), ResultsFile)}

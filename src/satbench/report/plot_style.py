@@ -11,10 +11,10 @@ from matplotlib.figure import Figure
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, Estimate
 from satbench.analysis.results import LaneResult
+from satbench.records.layout import PLOTS_DIR  # noqa: F401
 
 PlotKind = Literal["throughput", "latency", "occupancy", "gpu", "timeline", "starvation"]
 KINDS: tuple[PlotKind, ...] = ("throughput", "latency", "occupancy", "gpu", "timeline", "starvation")
-PLOTS_DIR = "plots"
 DPI = 110
 SIZE_IN: dict[PlotKind, tuple[float, float]] = {
     "throughput": (8.0, 4.5), "latency": (10.0, 4.2), "occupancy": (8.0, 4.5), "gpu": (10.0, 4.2),

@@ -17,14 +17,12 @@ import aiohttp
 from satbench.http.client import CompletionRequest, StreamOutcome
 from satbench.config.schema import WorkloadConfig
 from satbench.errors import LevelFailedError, SatbenchError
-from satbench.records.events import JsonlWriter, RequestEvent
-from satbench.analysis.guards import F1_DECODE_TARGET_MS
-from satbench.load.fairness_plan import FairnessPlan, request_count
+from satbench.records.events import JsonlWriter, RequestEvent, itl_ms
+from satbench.workload.fairness_plan import F1_DECODE_TARGET_MS, FairnessPlan, request_count
 from satbench.run.lane_session import LaneSession, Progress
 from satbench.load.liveness import ServerUnresponsive, StreamActivity
 from satbench.load.loadgen import LevelPlan, run_level, run_recorded, to_event
-from satbench.metrics.latency import itl_ms
-from satbench.load.workload import WorkloadBuilder  # noqa: F401 - type of self.builder
+from satbench.workload.builder import WorkloadBuilder  # noqa: F401 - type of self.builder
 
 WATCH_TOKENS = 8  # decoders are "steady" once each has this many tokens
 PAIR_GAP_S = 0.010  # S3: the second prompt follows the first by 10 ms

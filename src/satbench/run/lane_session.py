@@ -35,7 +35,7 @@ from satbench.server.memlog import LOG_VERBOSITY, StartupBuffers, startup_buffer
 from satbench.server.native import NativeRuntime
 from satbench.server.remote import UrlRuntime, is_loopback, served_here
 from satbench.load.sampler import ServerSampler
-from satbench.load.workload import BACKGROUND_POOL_PER_STREAM, TOGETHER_SUFFIX, WorkloadBuilder
+from satbench.workload.builder import BACKGROUND_POOL_PER_STREAM, TOGETHER_SUFFIX, WorkloadBuilder
 
 T = TypeVar("T")
 

@@ -1,36 +1,11 @@
-"""What a sweep will run: request totals for the progress bar, refinement levels, the fairness
+"""What a sweep will run: request totals for the progress bar, the fairness
 server's shape. Pure functions of the configuration (and, for refinement, of the run so far)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from satbench.config.schema import LaneConfig, RunConfig
-from satbench.load.fairness_plan import make_plan, request_count
+from satbench.config.schema import LaneConfig, RunConfig, together_shape
+from satbench.workload.fairness_plan import make_plan, request_count
 from satbench.run.resume import fairness_unit, solo_unit, together_unit
-
-
-def together_shape(cfg: RunConfig) -> tuple[int, int]:
-    """(steps, repetitions) of the together scenario: only those every lane has, so that every
-    together measurement runs under every lane's load."""
-    return min(len(lane.levels) for lane in cfg.lanes), min(lane.repetitions for lane in cfg.lanes)
-
-
-def not_together(cfg: RunConfig) -> list[str]:
-    """One line per lane whose levels or repetitions the together scenario leaves out (another
-    lane has fewer): those are measured alone only."""
-    steps, reps = together_shape(cfg)
-    out = []
-    for lane in cfg.lanes:
-        left = [f"N={n}" for n in lane.levels[steps:]]
-        if lane.repetitions > reps:
-            left.append(f"repetition{'s' if lane.repetitions - reps > 1 else ''} "
-                        + ", ".join(str(r) for r in range(reps + 1, lane.repetitions + 1)))
-        if left:
-            out.append(f"lane {lane.name}: {', '.join(left)} measured alone only, not together (together runs "
-                       f"the first {steps} level{'s' if steps > 1 else ''} × {reps} repetition"
-                       f"{'s' if reps > 1 else ''}, what every lane has)")
-    return out
 
 
 def planned_units(cfg: RunConfig, refined: dict[str, list[int]] | None = None) -> list[tuple[str, int]]:
@@ -66,37 +41,6 @@ def requests_in(cfg: RunConfig, units: list[str], refined: dict[str, list[int]] 
     """Requests the progress bar expected of these units (e.g. those a server failure skips)."""
     wanted = set(units)
     return sum(n for unit, n in planned_units(cfg, refined) if unit in wanted)
-
-
-def refine_levels(run_dir: Path, lane: LaneConfig) -> list[int]:
-    """2-3 levels inside the bracket where saturation sets in: below the knee when the step into it
-    already scaled sub-linearly (< 90 % efficient: the real knee lies below), else above it.
-    Without a knee, between the top two levels if the last step scaled sub-linearly; else none."""
-    from satbench.analysis.analyze import analyze_run
-    from satbench.saturation.knee import Point, marginal_gain_knee
-
-    result = next((r for r in analyze_run(run_dir).lanes if r.lane == lane.name), None)
-    if result is None:
-        return []
-    pts = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value, ci_low=lv.throughput.output_tok_per_s.ci_low,
-                 ci_high=lv.throughput.output_tok_per_s.ci_high) for lv in result.levels
-           if lv.throughput.output_tok_per_s.value]
-    if len(pts) < 2:
-        return []
-    pts.sort(key=lambda p: p.n)
-    knee = marginal_gain_knee(pts).knee
-    at = next(i for i, p in enumerate(pts) if p.n == knee) if knee is not None else len(pts) - 1
-
-    def efficient(lo: int, hi: int) -> bool:
-        return (pts[hi].x / pts[lo].x) / (pts[hi].n / pts[lo].n) >= 0.9
-
-    if at > 0 and not efficient(at - 1, at):
-        lo, hi = pts[at - 1].n, pts[at].n
-    elif at + 1 < len(pts):
-        lo, hi = pts[at].n, pts[at + 1].n
-    else:
-        return []
-    return sorted({round(lo + (hi - lo) * i / 4) for i in (1, 2, 3)} - {lo, hi})
 
 
 def fairness_lane(lane: LaneConfig) -> LaneConfig:

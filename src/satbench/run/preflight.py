@@ -18,7 +18,7 @@ from pathlib import Path
 
 from satbench.config.schema import LaneConfig, RunConfig
 from satbench.errors import ModelError, SatbenchError
-from satbench.load.workload import NONCE_BYTES, TOGETHER_SUFFIX, check_prefix_length, longest_prefixes
+from satbench.workload.builder import NONCE_BYTES, TOGETHER_SUFFIX, check_prefix_length, longest_prefixes
 
 _NONCE = "\x00" * (2 * NONCE_BYTES)  # a placeholder no lane name or number contains
 _HEX = frozenset("0123456789abcdef")

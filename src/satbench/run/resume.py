@@ -25,7 +25,6 @@ import datetime as dt
 import os
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from satbench.config.schema import RunConfig, shown
 from satbench.errors import RunDirError, UserError
@@ -94,7 +93,7 @@ def never_started(m: RunManifest) -> list[str]:
 def report_missing(run_dir: Path) -> bool:
     """Whether the run's evidence bundle is unfinished: SHA256SUMS, written last, is absent (the
     sweep removes it before deriving, so a derivation that was interrupted leaves none)."""
-    from satbench.report.integrity import SUMS_FILE
+    from satbench.records.layout import SUMS_FILE
 
     return not (run_dir / SUMS_FILE).exists()
 
@@ -238,24 +237,3 @@ def begin_session(run_dir: Path, m: RunManifest, command_line: list[str], satben
         units_already_complete=len(m.completed_units), torn_bytes_removed=torn))
     m.status, m.status_reason, m.finished_at = "running", None, None
     return session
-
-
-def _unit_of(r: RequestEvent | LevelMark) -> tuple[str, str, int, int]:
-    if r.scenario == "fairness":
-        return (r.lane, "fairness", 0, 0)
-    return (r.lane, r.scenario, r.level, r.repetition)
-
-
-def current_session_records(records: Sequence[RequestEvent | LevelMark]) -> list[RequestEvent | LevelMark]:
-    """Per unit, only the records of the latest session that ran it (a resumed unit's cut-short
-    first attempt stays on disk but does not count)."""
-    latest: dict[tuple, int] = {}
-    for r in records:
-        key = _unit_of(r)
-        latest[key] = max(latest.get(key, 0), r.session)
-    return [r for r in records if r.session == latest[_unit_of(r)]]
-
-
-def superseded(records: Iterable[RequestEvent | LevelMark]) -> int:
-    records = list(records)
-    return len(records) - len(current_session_records(records))

@@ -19,11 +19,12 @@ import datetime as dt
 import sys
 import time
 from pathlib import Path
+from typing import Any, Protocol
 
 import satbench
-from satbench.analysis.analyze import analyze_and_write, clear_derived
+from satbench.records.layout import clear_derived
 from satbench.config.schema import LaneConfig, RunConfig
-from satbench.load.fairness_plan import fairness_plan
+from satbench.workload.fairness_plan import fairness_plan
 from satbench.run.fairness import FairnessRunner
 from satbench.errors import (LevelFailedError, RunDirError, RuntimeStartError, SatbenchError, ServerGoneError,
                              UserError)
@@ -37,25 +38,39 @@ from satbench.run.lane_session import (LaneSession, Progress, SilentProgress, ma
 from satbench.records.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, ServerFailure,
                                read_manifest, satbench_source, write_manifest)
 from satbench.models.resolve import resolve_model
-from satbench.analysis.results import ResultsFile
 from satbench.records.rundir import run_lock
-from satbench.report.integrity import stale_sums_note
 from satbench.run.resume import (begin_session, check_same_config, check_same_source_and_host, fairness_unit,
                              not_run_again, refine_unit, refused_reason, refused_session, solo_unit,
                              together_unit, units_not_to_run)
 from satbench.server.checks import check_same_server, check_server_fits
-from satbench.run.plan import (fairness_lane, not_together, refine_levels, requests_in,  # noqa: F401 (re-exported)
-                                 together_shape, total_requests)
+from satbench.run.plan import fairness_lane, requests_in, total_requests
+from satbench.config.schema import not_together, together_shape
 from satbench.server.remote import split_credentials
-from satbench.load.workload import new_nonce
+from satbench.workload.builder import new_nonce
+
+
+class Derivation(Protocol):
+    """What the sweep asks of the deriving side, which `satbench.pipeline` provides: the measuring
+    side never imports analysis, saturation or report."""
+
+    def refine_levels(self, run_dir: Path, lane: LaneConfig) -> list[int]:
+        """The extra levels --refine measures for `lane`, from the levels recorded so far."""
+
+    def derive(self, run_dir: Path) -> Any:
+        """The results of the raw files, written to the run directory (results.json, verdicts.json)."""
+
+    def stale_note(self, run_dir: Path, rewritten: list[str]) -> str | None:
+        """A note naming the files whose SHA256SUMS entry a rewrite made stale, else None."""
 
 
 class Sweep:
-    """One run (one or more lanes) into one run directory."""
+    """One run (one or more lanes) into one run directory; `derivation` turns what it recorded into
+    results, at the end (inside the run lock) and for --refine."""
 
-    def __init__(self, cfg: RunConfig, run_dir: Path, command_line: list[str],
+    def __init__(self, cfg: RunConfig, run_dir: Path, command_line: list[str], derivation: Derivation,
                  progress: Progress | None = None, resume: RunManifest | None = None,
                  liveness_timeout_s: float = LIVENESS_TIMEOUT_S) -> None:
+        self.derivation = derivation
         self._secrets: dict[str, str | None] = {}
         lanes = []
         for lane in cfg.lanes:  # keep user:password out of everything that is written down
@@ -69,7 +84,7 @@ class Sweep:
         self.run_dir, self.command_line = run_dir, command_line
         self.progress = progress or SilentProgress()
         self.nonce = new_nonce()
-        self.results: ResultsFile | None = None
+        self.results: Any = None
         self.interrupted_by = "the user (Ctrl-C)"  # the CLI's SIGTERM handler says SIGTERM
         self.session = 0
         self.resuming = resume is not None
@@ -97,7 +112,7 @@ class Sweep:
         self.manifest.completed_units.append(unit)
         write_manifest(self.run_dir, self.manifest)
 
-    def run(self) -> ResultsFile:
+    def run(self) -> Any:
         """Execute every lane, holding the run directory (`run_lock`); raises SatbenchError after
         writing what was measured. When the run fails, the error that stopped it is the one raised,
         even if recording the failure fails too (a full or read-only disk fails every later write).
@@ -131,7 +146,7 @@ class Sweep:
                 found[key] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
             self._models[lane.name] = found[key]
 
-    def _run_locked(self) -> ResultsFile:
+    def _run_locked(self) -> Any:
         write_manifest(self.run_dir, self.manifest)
         ok, refused = False, None
         try:
@@ -157,11 +172,11 @@ class Sweep:
                 try:
                     if ok:  # a Ctrl-C from here on leaves run.json complete and no stale derived file
                         clear_derived(self.run_dir)
-                    self.results = analyze_and_write(self.run_dir)
+                    self.results = self.derivation.derive(self.run_dir)
                 except SatbenchError:
                     if ok:
                         raise  # else the error already on its way out is the one to report
-            if refused is not None and (note := stale_sums_note(self.run_dir, ["run.json", "results.json"])):
+            if refused is not None and (note := self.derivation.stale_note(self.run_dir, ["run.json", "results.json"])):
                 print(note, file=sys.stderr)  # the refusal rewrote them: a reported run's bundle is stale
         assert self.results is not None
         return self.results
@@ -347,7 +362,7 @@ class Sweep:
         The progress bar expects their requests from the moment they are chosen."""
         chosen = self.manifest.refine_levels.get(lane.name)
         if chosen is None:
-            chosen = [n for n in refine_levels(self.run_dir, lane) if n not in lane.levels
+            chosen = [n for n in self.derivation.refine_levels(self.run_dir, lane) if n not in lane.levels
                       and ((c := self._ceiling(lane.name)) is None or n < c)]
             self.manifest.refine_levels[lane.name] = chosen
             write_manifest(self.run_dir, self.manifest)

@@ -30,8 +30,8 @@ from satbench.saturation.bound import Resource, Saturation, busy_slots, busy_slo
 from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.slo import slo_bound
 from satbench.saturation.usl import UslFit, fit_usl
+from satbench.records.layout import RECOMMENDATIONS_FILE  # noqa: F401
 
-RECOMMENDATIONS_FILE = "recommendations.json"
 RECOMMENDATIONS_SCHEMA_VERSION = "1.8"
 # 1.8: memory (the lane's cache per slot and the slots that fit after loading), memory_cap and the
 #      "memory" binding when those slots are the tightest limit.

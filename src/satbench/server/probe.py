@@ -23,7 +23,7 @@ from satbench.config.limits import (MAX_CTX_TOKENS, MAX_HEALTH_BYTES, MAX_METRIC
                              PREFLIGHT_DEADLINE_S, PROBE_DEADLINE_S, RTT_DEADLINE_S, AnswerTimeoutError,
                              AnswerTooLarge, checked_int, figure, json_answer, text_figure, tokenize_limit)
 from satbench.server.remote import split_credentials
-from satbench.load.workload import Tokenizer
+from satbench.workload.builder import Tokenizer
 
 
 class ServerFacts(Strict):

@@ -8,6 +8,10 @@ import math
 from satbench.config.schema import LaneConfig, Strict
 from satbench.records.manifest import NetworkInfo, RuntimeInfo
 
+MIN_SHARED_MS = 250.0  # F1: an interval side by side counts when it lasted this long, less its edges
+EDGE_MS = 50.0  # trimmed from each end of an interval side by side: a client reading a stream late bunches it there
+F1_DECODE_TARGET_MS = 2 * (MIN_SHARED_MS + 2 * EDGE_MS)  # F1 sizes its requests to decode this long alone
+
 CAL_OUTPUT = 48  # tokens of the lone decode request that measures the decode iteration
 CHECKS = ("F1", "F2", "F3", "S1", "S2", "S3")
 NAMES = {

@@ -225,7 +225,7 @@ def fairness_checks(lane: LaneConfig) -> dict[str, tuple[int, int, int, int]]:
     lane runs, from the plan for the slots the lane asks for (`LaneConfig.slots_wanted`: what a
     server satbench starts has; a guess for a running server). The closed loops (F1, F3) build all
     their requests before the first is sent; the counts follow `fairness.plan.request_count`."""
-    from satbench.load.fairness_plan import make_plan
+    from satbench.workload.fairness_plan import make_plan
 
     f, plan = lane.fairness, make_plan(lane, lane.slots_wanted())
     two = plan.slots >= 2

@@ -1,0 +1,77 @@
+"""The one place that composes the deriving stages: raw files → results (analysis) →
+recommendations (saturation) → report, computing what is missing, and the derivation a sweep is
+given (`SweepDerivation`). The CLI and every other caller go through here; no stage calls a later one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from satbench.analysis.analyze import analyze_and_write, analyze_run
+from satbench.analysis.results import ResultsFile, read_results
+from satbench.config.schema import LaneConfig, RunConfig
+from satbench.records.layout import RECOMMENDATIONS_FILE, RESULTS_FILE
+from satbench.records.manifest import RunManifest
+from satbench.report import bundle, integrity
+from satbench.run.lane_session import Progress
+from satbench.run.sweep import Sweep
+from satbench.saturation.recommend import RecommendationsFile, recommend, write_recommendations
+from satbench.saturation.refine import refine_levels
+
+
+class SweepDerivation:
+    """What a sweep asks of the deriving side (`satbench.run.sweep.Derivation`)."""
+
+    def refine_levels(self, run_dir: Path, lane: LaneConfig) -> list[int]:
+        results = analyze_run(run_dir)
+        return refine_levels(next((r for r in results.lanes if r.lane == lane.name), None))
+
+    def derive(self, run_dir: Path) -> ResultsFile:
+        return analyze_and_write(run_dir)
+
+    def stale_note(self, run_dir: Path, rewritten: list[str]) -> str | None:
+        return integrity.stale_sums_note(run_dir, rewritten)
+
+
+def new_sweep(cfg: RunConfig, run_dir: Path, command_line: list[str], progress: Progress | None = None,
+              resume: RunManifest | None = None, **kwargs) -> Sweep:
+    """A sweep whose recorded run is derived by this pipeline."""
+    return Sweep(cfg, run_dir, command_line, SweepDerivation(), progress, resume, **kwargs)
+
+
+def results(run_dir: Path) -> ResultsFile:
+    """results.json, computed from the raw files (and written) first when it is missing."""
+    if not (run_dir / RESULTS_FILE).exists():
+        return analyze_and_write(run_dir)
+    return read_results(run_dir)
+
+
+def recommendations(run_dir: Path) -> tuple[RecommendationsFile, Path]:
+    """recommendations.json from results.json, written: (recommendations, its path)."""
+    recs = recommend(run_dir)
+    return recs, write_recommendations(run_dir, recs)
+
+
+def derive_after_sweep(run_dir: Path, found: ResultsFile,
+                       on_recommendations: Callable[[RecommendationsFile, Path], None],
+                       on_report: Callable[[bundle.ReportFiles], None]) -> None:
+    """After a sweep's results: its recommendations (when a lane has levels), then the report; each
+    handed to its callback as soon as it is written."""
+    if any(lane.levels for lane in found.lanes):
+        on_recommendations(*recommendations(run_dir))
+    on_report(report(run_dir))
+
+
+def report(run_dir: Path) -> bundle.ReportFiles:
+    """The evidence bundle; results.json and recommendations.json (when a lane has levels) are
+    computed first when missing. Nothing is written when the bundle's targets are refused."""
+    bundle.check_targets(run_dir)
+    found = results(run_dir)
+    if not (run_dir / RECOMMENDATIONS_FILE).exists() and any(lane.levels for lane in found.lanes):
+        write_recommendations(run_dir, recommend(run_dir))
+    return bundle.write_bundle(run_dir, found)
+
+
+def verify(run_dir: Path) -> integrity.Verification:
+    """SHA256SUMS checked, and the derived files compared with a fresh derivation of the raw files."""
+    return integrity.verify(run_dir, analyze_run)

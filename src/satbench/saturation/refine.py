@@ -1,0 +1,33 @@
+"""--refine: the extra levels to measure inside the bracket where a lane's saturation sets in."""
+
+from __future__ import annotations
+
+from satbench.analysis.results import LaneResult
+from satbench.saturation.knee import Point, marginal_gain_knee
+
+
+def refine_levels(result: LaneResult | None) -> list[int]:
+    """2-3 levels inside the bracket where saturation sets in: below the knee when the step into it
+    already scaled sub-linearly (< 90 % efficient: the real knee lies below), else above it.
+    Without a knee, between the top two levels if the last step scaled sub-linearly; else none."""
+    if result is None:
+        return []
+    pts = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value, ci_low=lv.throughput.output_tok_per_s.ci_low,
+                 ci_high=lv.throughput.output_tok_per_s.ci_high) for lv in result.levels
+           if lv.throughput.output_tok_per_s.value]
+    if len(pts) < 2:
+        return []
+    pts.sort(key=lambda p: p.n)
+    knee = marginal_gain_knee(pts).knee
+    at = next(i for i, p in enumerate(pts) if p.n == knee) if knee is not None else len(pts) - 1
+
+    def efficient(lo: int, hi: int) -> bool:
+        return (pts[hi].x / pts[lo].x) / (pts[hi].n / pts[lo].n) >= 0.9
+
+    if at > 0 and not efficient(at - 1, at):
+        lo, hi = pts[at - 1].n, pts[at].n
+    elif at + 1 < len(pts):
+        lo, hi = pts[at].n, pts[at + 1].n
+    else:
+        return []
+    return sorted({round(lo + (hi - lo) * i / 4) for i in (1, 2, 3)} - {lo, hi})
