@@ -1,1 +1,1 @@
-"""cli"""
+"""The command line: argument and lane-file parsing (`args`, `lanefile`) and the commands (`main`)."""
