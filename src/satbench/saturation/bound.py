@@ -24,13 +24,12 @@ are unknown: the GPUs NVML sees on the host are those it may split over, and it 
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from satbench.config.schema import Strict
 from satbench.metrics.level import LevelResult
 from satbench.analysis.results import LaneResult
-from satbench.server.memlog import GPU_DEVICE
+from satbench.server.memlog import gpu_device_count
 
 Resource = Literal["gpu", "server_cpu", "slots", "undetermined"]
 GPU_BUSY_PCT = 80.0
@@ -75,7 +74,7 @@ def gpu_devices(lane: LaneResult) -> int:
     backend = lane.runtime.backend
     if backend is None:
         return len(lane.hardware.gpus)
-    return sum(1 for d in re.split(r"[;,]", backend) if GPU_DEVICE.match(d.strip()))
+    return gpu_device_count(backend)
 
 
 def busy_slots(lv: LevelResult) -> float | None:

@@ -48,6 +48,12 @@ _BUFFERS: list[tuple[BufferKind, re.Pattern[str]]] = [
 GPU_DEVICE = re.compile(r"^(CUDA|ROCm|HIP|Vulkan|SYCL|MUSA|CANN|Metal|MTL|OpenCL)", re.IGNORECASE)
 
 
+def gpu_device_count(backend: str) -> int:
+    """GPU devices a server's backend string lists ("CUDA0: NVIDIA H200; CUDA1: …" from
+    llama-server --list-devices, or the embedded server's device list; ';' or ',' separated)."""
+    return sum(1 for d in re.split(r"[;,]", backend) if GPU_DEVICE.match(d.strip()))
+
+
 def is_gpu_buffer(name: str) -> bool:
     """A buffer in a GPU's own memory ("CUDA0"), not in host memory ("CPU", "CPU_Mapped", the
     pinned "CUDA_Host")."""
