@@ -4,8 +4,8 @@ given (`SweepDerivation`). The CLI and every other caller go through here; no st
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from satbench.analysis.analyze import analyze_and_write, analyze_run
 from satbench.analysis.results import ResultsFile, read_results

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from satbench.config.schema import LaneConfig
-from satbench.errors import RunDirError
-from satbench.records.events import LevelMark, RequestEvent, read_events, read_samples
-from satbench.workload.fairness_plan import fairness_plan
+from satbench.analysis.results import LaneResult, ResultsFile, verdicts_of, write_results, write_verdicts
 from satbench.analysis.verdicts import Verdict, lane_verdicts
-from satbench.records.manifest import LaneProvenance, ServerFailure, read_manifest
+from satbench.config.schema import LaneConfig, together_shape
+from satbench.errors import RunDirError
 from satbench.metrics.interference import interference
 from satbench.metrics.level import LevelContext, LevelResult, summarize_level
 from satbench.metrics.slot_memory import lane_memory
-from satbench.records.events import current_session_records
-from satbench.analysis.results import LaneResult, ResultsFile, verdicts_of, write_results, write_verdicts
-from satbench.config.schema import together_shape
+from satbench.records.events import (
+    LevelMark,
+    RequestEvent,
+    current_session_records,
+    read_events,
+    read_samples,
+)
+from satbench.records.manifest import LaneProvenance, ServerFailure, read_manifest
+from satbench.workload.fairness_plan import fairness_plan
 
 
 def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list, samples: list,
@@ -66,12 +70,13 @@ def _fairness(lane: LaneConfig, prov: LaneProvenance, records: list,
     rt = prov.fairness_runtime
     if rt is None:
         return []
-    events = [r for r in records if isinstance(r, RequestEvent) and r.lane == lane.name and r.scenario == "fairness"]
+    events = [r for r in records
+              if isinstance(r, RequestEvent) and r.lane == lane.name and r.scenario == "fairness"]
     mine = [f for f in failures if f.lane == lane.name and f.scenario == "fairness"]
     sessions = {e.session for e in events} or {max((f.session for f in mine), default=0)}
     lost = next((f.reason for f in mine if f.session in sessions), None)
-    return lane_verdicts(events, fairness_plan(lane, rt, prov.fairness_network or prov.network), lane.fairness,
-                         rt.llamacpp, lost=lost)
+    return lane_verdicts(events, fairness_plan(lane, rt, prov.fairness_network or prov.network),
+                         lane.fairness, rt.llamacpp, lost=lost)
 
 
 def analyze_run(run_dir: Path) -> ResultsFile:

@@ -7,16 +7,17 @@ Each guard is a small function of raw events, so `analyze` recomputes it like an
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from satbench.records.events import RequestEvent
 from satbench.metrics.latency import first_token_ns, ttft_ms
+from satbench.records.events import RequestEvent
 from satbench.workload.fairness_plan import EDGE_MS, MIN_SHARED_MS
 
 RESOLUTION_MS = 1.0  # what a Python client on a busy host resolves (benchmarks/harness_overhead.py)
 SOLO_SPREAD_MAX = 1.5  # lone references further apart than this (max ÷ min) say the host was unsteady
 MIN_SHARED_TOKENS = 20  # F1: an interval side by side counts when one of the two got this many tokens
-F1_COVERAGE_MIN = 0.75  # F1 judges when this share of the window's requests, and every stream, could be compared
+# F1 judges when this share of the window's requests, and every stream, could be compared
+F1_COVERAGE_MIN = 0.75
 BACKLOG_SHARE_MIN = 0.8  # F3: more clients in flight than slots for at least this share of its window
 # (a closed loop's clients re-send within ~1 ms, yet completions come in bursts: 87 % on an idle host
 # with 15 ms requests; a client that lagged 100 ms on a 300 ms window still fails it)
@@ -44,8 +45,8 @@ def stamp_note(events: Sequence[RequestEvent], left: str = "left out") -> str:
     lags = [stamp_lag_ms(e) or 0.0 for e in events if late_stamped(e)]
     if not lags:
         return ""
-    return (f"{len(lags)} request(s) {left}: the client's TTFT was up to {max(lags):.1f} ms below the server's "
-            f"own prompt time (the client stamped its send late: a loaded host)")
+    return (f"{len(lags)} request(s) {left}: the client's TTFT was up to {max(lags):.1f} ms below the "
+            f"server's own prompt time (the client stamped its send late: a loaded host)")
 
 
 def waited_ms(e: RequestEvent) -> float | None:
@@ -65,11 +66,14 @@ def slow_compute_only(over: Sequence[RequestEvent], wait_allowed_ms: float, pref
     if not over or len(waits) < len(over) or any(w > wait_allowed_ms or p <= prefill_ms for w, p in waits):
         return None
     worst = max(p for _, p in waits)
-    return (f"{len(over)} request(s) over the TTFT bound waited at most {max(w for w, _ in waits):.1f} ms (the bound "
-            f"allows {wait_allowed_ms:.1f}) before the server began their prefill, which then took up to {worst:.0f} ms "
-            f"by the server's own timings, against the {prefill_ms:.0f} ms the bound allows for prefill (Σprompt at "
-            f"the calibrated rate): the server computed slower than calibrated (a loaded host?), it did not make "
-            f"them wait")
+    return (f"{len(over)} request(s) over the TTFT bound waited at most {max(w for w, _ in waits):.1f} ms "
+            f"(the bound allows {wait_allowed_ms:.1f}) before the server began their prefill, which then "
+            "took up to "
+            f"{worst:.0f} ms by the server's own timings, against the {prefill_ms:.0f} ms the bound allows "
+            "for prefill "
+            "(Σprompt at the calibrated rate): the server computed slower than calibrated (a loaded host?), "
+            "it did not "
+            f"make them wait")
 
 
 def solo_spread(values_ms: Sequence[float]) -> str | None:
@@ -156,7 +160,8 @@ def backlogged_share(events: Sequence[RequestEvent], window: tuple[int, int], sl
     if end <= start:
         return 0.0
     touching = [e for e in events if e.sent_ns < end and e.end_ns > start]
-    steps = sorted([(max(e.sent_ns, start), 1) for e in touching] + [(min(e.end_ns, end), -1) for e in touching])
+    steps = sorted([(max(e.sent_ns, start), 1) for e in touching]
+                   + [(min(e.end_ns, end), -1) for e in touching])
     busy, level, t_prev = 0, 0, start
     for t, d in steps:
         if level > slots:

@@ -8,18 +8,25 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
-from satbench.records.artifacts import published_schema, render, validate_text, write_artifact
-from satbench.errors import RunDirError, UserError
-from satbench.config.schema import RECORDED, RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
-from satbench.records.manifest import (HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo, ServerFailure,
-                               first_error)
 from satbench.analysis.verdicts import Verdict
+from satbench.config.schema import RECORDED, RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
+from satbench.errors import RunDirError, UserError
 from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult
 from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
+from satbench.records.artifacts import published_schema, render, validate_text, write_artifact
+from satbench.records.layout import RESULTS_FILE, VERDICTS_FILE
+from satbench.records.manifest import (
+    HostInfo,
+    ModelInfo,
+    NetworkInfo,
+    Provenance,
+    RuntimeInfo,
+    ServerFailure,
+    first_error,
+)
 from satbench.records.rundir import read_regular_file
 from satbench.server.memlog import LOG_VERBOSITY
-from satbench.records.layout import RESULTS_FILE, VERDICTS_FILE  # noqa: F401
 
 MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far below this
 RESULTS_SCHEMA_VERSION = "3.2"
@@ -31,7 +38,8 @@ RESULTS_SCHEMA_VERSION = "3.2"
 #      network.server_on_this_machine; together levels only those every lane ran together.
 # 3.0: throughput (output and total tok/s, req/s) is taken per stream from the start of a whole
 #      request to the window's end, no longer as all tokens in the window ÷ its length, which
-#      overstated servers whose streams move in step (up to +44 % with two requests per stream); repetitions' throughput_streams and the
+#      overstated servers whose streams move in step (up to +44 % with two requests per stream);
+#      repetitions' throughput_streams and the
 #      few_throughput_streams flag; prompt tokens as the server counted them; time_weighted_source
 #      is "requests_processing+slots" when repetitions used different sources.
 # 2.5: the few_occupancy_samples flag; time_weighted_busy_slots carries a reading into the window only
@@ -48,38 +56,86 @@ RESULTS_SCHEMA_VERSION = "3.2"
 
 DEFINITIONS = {
     "ttft_ms": "first chunk carrying >=1 generated token - sent_ns",
-    "itl_ms": "gap between consecutive token-carrying chunks / tokens in the later chunk; pooled over requests",
+    "itl_ms": "gap between consecutive token-carrying chunks / tokens in the later chunk; pooled over "
+              "requests",
     "tpot_ms": "(E2E - TTFT) / (output tokens - 1), per request",
     "e2e_ms": "end_ns - sent_ns",
-    "queue_time_ms": "estimate: max(0, TTFT - server prompt_ms - median loopback RTT); llama.cpp has no queue stamp",
-    "output_tok_per_s": "per stream from the start of a whole request to the window's end E: N / used * sum over streams of (sum over its measured requests sent in [A_s, E] of output tokens * share) / (E - A_s), A_s the send of the stream's first measured request that had not ended when the window opened, share = the part of the request's life (sent to end) elapsed by E (1 when it ended by E), over the used streams with such a request (a closed-loop stream does nothing else in that span, all under full load; a request stalled at E holds its stream down; all tokens in the window / its length overstates a server whose streams move in step)",
-    "total_tok_per_s": "as output_tok_per_s, counting each request's prompt (server's count: timings prompt_n + cache_n, else usage prompt_tokens, else the requested length; 0 when no token came) and output tokens",
+    "queue_time_ms": "estimate: max(0, TTFT - server prompt_ms - median loopback RTT); llama.cpp has no "
+                     "queue stamp",
+    "output_tok_per_s": "per stream from the start of a whole request to the window's end E: N / used * sum "
+                        "over streams of (sum over its measured requests sent in [A_s, E] of output tokens "
+                        "* share) / (E - A_s), A_s the send of the stream's first measured request that had "
+                        "not ended when the window opened, share = the part of the request's life (sent to "
+                        "end) elapsed by E (1 when it ended by E), over the used streams with such a "
+                        "request (a closed-loop stream does nothing else in that span, all under full load; "
+                        "a request stalled at E holds its stream down; all tokens in the window / its "
+                        "length overstates a server whose streams move in step)",
+    "total_tok_per_s": "as output_tok_per_s, counting each request's prompt (server's count: timings "
+                       "prompt_n + cache_n, else usage prompt_tokens, else the requested length; 0 when no "
+                       "token came) and output tokens",
     "req_per_s": "as output_tok_per_s, counting 1 per successful request (0 for a failed one)",
-    "few_throughput_streams": "flagged when a repetition's rates rest on fewer than N streams (a stream with no measured request running in the window is left out and the rest scaled to N)",
-    "steady_window": "from the moment every stream has a token of a measured request to the first completion after the last request was issued",
-    "latency_sample": "successful measured requests completing inside the steady window, pooled over repetitions",
-    "time_weighted_busy_slots": "time-weighted mean over the window's covered time of busy slots from /slots (or requests_processing) readings; a reading holds until the next poll; one from before the window counts only if <= 2 poll intervals old; null when no reading inside the window succeeded",
-    "time_weighted_source": "where time_weighted_busy_slots came from: slots, requests_processing (when /slots gave no reading in a repetition's window), or both joined by + when repetitions differed",
-    "decode_weighted_busy_slots": "delta(n_busy_slots_per_decode * n_decode_total) / delta(n_decode_total) over the window",
+    "few_throughput_streams": "flagged when a repetition's rates rest on fewer than N streams (a stream "
+                              "with no measured request running in the window is left out and the rest "
+                              "scaled to N)",
+    "steady_window": "from the moment every stream has a token of a measured request to the first "
+                     "completion after the last request was issued",
+    "latency_sample": "successful measured requests completing inside the steady window, pooled over "
+                      "repetitions",
+    "time_weighted_busy_slots": "time-weighted mean over the window's covered time of busy slots from "
+                                "/slots (or requests_processing) readings; a reading holds until the next "
+                                "poll; one from before the window counts only if <= 2 poll intervals old; "
+                                "null when no reading inside the window succeeded",
+    "time_weighted_source": "where time_weighted_busy_slots came from: slots, requests_processing (when "
+                            "/slots gave no reading in a repetition's window), or both joined by + when "
+                            "repetitions differed",
+    "decode_weighted_busy_slots": "delta(n_busy_slots_per_decode * n_decode_total) / delta(n_decode_total) "
+                                  "over the window",
     "client_in_flight": "time-weighted mean of requests between sent_ns and end_ns in the window",
-    "percentiles": "linear interpolation; 95% CI from binomial order statistics of the pooled sample, widened to contain the estimate (within-run sampling only: it does not carry repetition-to-repetition variation); mean CI Student-t over repetitions",
-    "repetition_p95": "repetitions[].p95_ttft_ms / p95_itl_ms / p95_e2e_ms: the p95 of that repetition's own latency sample; compare and interference take a p95's CI as Student-t over these (none from fewer than 2), widened to contain the pooled p95",
-    "together_levels": "the lane measured while every lane of the run ran at once, levels in lockstep by position; lanes that finished early kept their streams busy with background requests (never counted); only the first levels and repetitions that every lane has (the rest ran alone only)",
-    "interference": "together / alone for output tok/s and p95 TTFT and ITL; CI by interval arithmetic on the two 95% CIs (for a p95, the CI over repetitions of repetition_p95)",
-    "hardware.fingerprint_sha256": "sha256 of canonical JSON of CPU model and signature, cores (logical, physical, usable), RAM class (multiple of 4 GiB at or above it), OS family (not the kernel release), and each GPU's name, memory (GiB), driver and CUDA version",
-    "host_busy_cores": "whole machine: delta(total - idle - iowait CPU seconds) / delta wall, over the level's process samples",
-    "gpu": "NVML, device-wide: utilisation and SM clock of the busiest GPU and memory used (all GPUs), mean over the readings inside the steady windows; peak memory over the whole level",
-    "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours competed; for a server on another machine, the load generator and neighbours) or other processes used >= 0.25 core (not judged when the server's own CPU is not read: a url lane)",
-    "few_occupancy_samples": "flagged when a window's time-weighted busy slots rests on fewer than 10 good /slots (or requests_processing) readings, or one reading stands for more than 25% of the window",
-    "fairness_evidence": "a verdict needs its situation: F2 rounds whose N requests were in flight at once; F3 more requests than slots in flight for >= 80% of its window; S3 pairs whose second prompt came before the first's first token; no client TTFT more than 1 ms below the server's prompt_ms (a late send stamp); solo references within 1.5x of each other",
-    "f1_decode_rate": "per request: (its tokens + 1) / (its neighbours' tokens + 1) over the intervals in which they decoded side by side (>= 250 ms after trimming 50 ms at each end, >= 20 tokens); max/min and Jain over the requests so compared, judged only when they are >= 75% of the window's and cover every stream",
+    "percentiles": "linear interpolation; 95% CI from binomial order statistics of the pooled sample, "
+                   "widened to contain the estimate (within-run sampling only: it does not carry "
+                   "repetition-to-repetition variation); mean CI Student-t over repetitions",
+    "repetition_p95": "repetitions[].p95_ttft_ms / p95_itl_ms / p95_e2e_ms: the p95 of that repetition's "
+                      "own latency sample; compare and interference take a p95's CI as Student-t over these "
+                      "(none from fewer than 2), widened to contain the pooled p95",
+    "together_levels": "the lane measured while every lane of the run ran at once, levels in lockstep by "
+                       "position; lanes that finished early kept their streams busy with background "
+                       "requests (never counted); only the first levels and repetitions that every lane has "
+                       "(the rest ran alone only)",
+    "interference": "together / alone for output tok/s and p95 TTFT and ITL; CI by interval arithmetic on "
+                    "the two 95% CIs (for a p95, the CI over repetitions of repetition_p95)",
+    "hardware.fingerprint_sha256": "sha256 of canonical JSON of CPU model and signature, cores (logical, "
+                                   "physical, usable), RAM class (multiple of 4 GiB at or above it), OS "
+                                   "family (not the kernel release), and each GPU's name, memory (GiB), "
+                                   "driver and CUDA version",
+    "host_busy_cores": "whole machine: delta(total - idle - iowait CPU seconds) / delta wall, over the "
+                       "level's process samples",
+    "gpu": "NVML, device-wide: utilisation and SM clock of the busiest GPU and memory used (all GPUs), mean "
+           "over the readings inside the steady windows; peak memory over the whole level",
+    "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours "
+                      "competed; for a server on another machine, the load generator and neighbours) or "
+                      "other processes used >= 0.25 core (not judged when the server's own CPU is not read: "
+                      "a url lane)",
+    "few_occupancy_samples": "flagged when a window's time-weighted busy slots rests on fewer than 10 good "
+                             "/slots (or requests_processing) readings, or one reading stands for more than "
+                             "25% of the window",
+    "fairness_evidence": "a verdict needs its situation: F2 rounds whose N requests were in flight at once; "
+                         "F3 more requests than slots in flight for >= 80% of its window; S3 pairs whose "
+                         "second prompt came before the first's first token; no client TTFT more than 1 ms "
+                         "below the server's prompt_ms (a late send stamp); solo references within 1.5x of "
+                         "each other",
+    "f1_decode_rate": "per request: (its tokens + 1) / (its neighbours' tokens + 1) over the intervals in "
+                      "which they decoded side by side (>= 250 ms after trimming 50 ms at each end, >= 20 "
+                      "tokens); max/min and Jain over the requests so compared, judged only when they are "
+                      ">= 75% of the window's and cover every stream",
     "memory": f"lanes[].memory: cache = KV + state buffers llama.cpp printed at start (a probe start "
               f"at log verbosity {LOG_VERBOSITY}), per slot = cache / n_seq_max; slots_fit = slots + min "
               f"over the pools holding cache of floor((memory left - {MARGIN_TEXT}) / its cache per slot), "
               "the memory left being the lower of the readings at start and after the levels of GPU free "
               "memory, or of RAM available less the mapped model (not on tmpfs); null with --kv-unified or "
               "several GPUs",
-    "littles_law": "N vs the mean over repetitions of reported req/s * mean E2E of the successful requests completing in the window; flagged beyond 5% (client lag between requests, failed requests, or a rate that does not describe the server)",
+    "littles_law": "N vs the mean over repetitions of reported req/s * mean E2E of the successful requests "
+                   "completing in the window; flagged beyond 5% (client lag between requests, failed "
+                   "requests, or a rate that does not describe the server)",
 }
 
 
@@ -118,7 +174,8 @@ class ResultsFile(Strict):
     definitions: dict[str, str] = Field(default_factory=lambda: dict(DEFINITIONS))
     lanes: list[LaneResult]
     lanes_not_started: list[ServerFailure] = Field(
-        default_factory=list, description="lanes of the run whose server never started (so no section in `lanes`)")
+        default_factory=list, description="lanes of the run whose server never started (so no section in "
+                                          "`lanes`)")
 
 
 def read_results(run_dir: Path) -> ResultsFile:
@@ -169,7 +226,8 @@ def write_results(run_dir: Path, results: ResultsFile) -> Path:
     return write_artifact(run_dir / RESULTS_FILE, results, results_json_schema())
 
 
-VERDICTS_SCHEMA_VERSION = "1.3"  # 1.1: S2 holds every probe to the bound (probes_over_bound), S3 complete pairs only
+# 1.1: S2 holds every probe to the bound (probes_over_bound), S3 complete pairs only
+VERDICTS_SCHEMA_VERSION = "1.3"
 # 1.3: F1 is inconclusive when every TTFT over its bound was the server's own slow prefill, not a wait
 #      (its timings); F2's derivation names the sizes as sent.
 # 1.2: a check whose workload did not create its situation, or whose client stamped its sends late,

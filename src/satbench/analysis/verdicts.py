@@ -8,20 +8,34 @@ its reason) replaces a silent pass whenever the evidence is missing or tainted.
 from __future__ import annotations
 
 import statistics
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import Literal
 
 from pydantic import Field
 
+from satbench.analysis.guards import (
+    BACKLOG_SHARE_MIN,
+    F1_COVERAGE_MIN,
+    MIN_SHARED_TOKENS,
+    RESOLUTION_MS,
+    all_in_flight,
+    backlog_window,
+    backlogged_share,
+    late_stamped,
+    prefilling_when_sent,
+    shared_token_ratios,
+    slow_compute_only,
+    solo_spread,
+    stamp_note,
+)
 from satbench.config.schema import FairnessConfig, Strict
-from satbench.records.events import RequestEvent
-from satbench.analysis.guards import (BACKLOG_SHARE_MIN, F1_COVERAGE_MIN, MIN_SHARED_TOKENS, RESOLUTION_MS, all_in_flight, backlog_window,
-                                      backlogged_share, late_stamped, prefilling_when_sent, shared_token_ratios,
-                                      slow_compute_only, solo_spread, stamp_note)
-from satbench.workload.fairness_plan import EDGE_MS, MIN_SHARED_MS, NAMES, FairnessPlan
 from satbench.metrics.latency import first_token_ns, itl_ms, ttft_ms
 from satbench.metrics.stats import percentile
 from satbench.metrics.throughput import completed_in_window
 from satbench.metrics.window import steady_window
+from satbench.records.events import RequestEvent
+from satbench.workload.fairness_plan import EDGE_MS, MIN_SHARED_MS, NAMES, FairnessPlan
 
 MS = 1e6
 S2_OUTLIER_MIN_PROBES = 5  # with this many valid probes, one late probe is taken as client noise
@@ -120,7 +134,8 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     win, why = steady_window(list(events), n)
     done = completed_in_window(list(events), win) if win else []
     if len(done) < 2 * n:
-        return _inconclusive("F1", f"{len(done)} requests in the steady window, need {2 * n} ({why or 'too few'})",
+        return _inconclusive("F1", f"{len(done)} requests in the steady window, need {2 * n} "
+                                   f"({why or 'too few'})",
                              len(done))
     if cal.prefill_tok_per_s is None:
         return _inconclusive("F1", "no prefill-rate calibration")
@@ -129,9 +144,11 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     uncompared = sorted({e.stream for e in done} - {e.stream for e, _ in shares})
     if len(shares) < max(2, F1_COVERAGE_MIN * len(done)) or uncompared:
         # a stream left out could be the one the scheduler favours: no verdict on the others alone
-        return _inconclusive("F1", f"only {len(shares)} of the {len(done)} requests in the steady window decoded "
-                             f"side by side with another for {MIN_SHARED_MS:g} ms (past {EDGE_MS:g} ms edges) and "
-                             f"{MIN_SHARED_TOKENS} tokens" + (f"; never stream(s) {uncompared}" if uncompared else "")
+        return _inconclusive("F1", f"only {len(shares)} of the {len(done)} requests in the steady window "
+                             f"decoded side by side with another for {MIN_SHARED_MS:g} ms (past {EDGE_MS:g} "
+                             "ms "
+                             f"edges) and {MIN_SHARED_TOKENS} tokens"
+                             + (f"; never stream(s) {uncompared}" if uncompared else "")
                              + ": decodes too short or too staggered to compare their shares", len(shares))
     relative = [share for _, share in shares]
     ratio, jain = max(relative) / min(relative), jain_index(relative)
@@ -140,7 +157,8 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     spans = [(e.end_ns - first_token_ns(e)) / MS for e in done if first_token_ns(e) is not None]
     if plan.jitter_ms and statistics.median(spans) < 20 * plan.jitter_ms:
         return _inconclusive("F1", f"decodes of {statistics.median(spans):.1f} ms are too short to resolve a "
-                             f"10 % rate difference with {plan.jitter_ms:.2f} ms of round-trip jitter", len(done))
+                             f"10 % rate difference with {plan.jitter_ms:.2f} ms of round-trip jitter",
+                             len(done))
     prefill_ms = n * plan.prompt / cal.prefill_tok_per_s * 1000.0
     ttft_bound = prefill_ms + cfg.f1_ttft_iterations * iteration + plan.jitter_ms
     shares_ok = ratio <= cfg.f1_max_min_ratio and jain >= cfg.f1_jain_min
@@ -148,17 +166,19 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     # only when every stream's prompt fits one batch together: a prompt split over batches could
     # have its later chunks starved, which its own prompt time would then include
     one_batch = n * plan.prompt <= plan.n_batch
-    slow = slow_compute_only(over, ttft_bound - prefill_ms + RESOLUTION_MS, prefill_ms) if shares_ok and one_batch \
-        else None
+    slow = (slow_compute_only(over, ttft_bound - prefill_ms + RESOLUTION_MS, prefill_ms)
+            if shares_ok and one_batch else None)
     ok = shares_ok and not over
     return _v("F1", "inconclusive" if slow else "pass" if ok else "fail", samples=len(shares), reason=slow,
               measured={"max_min_decode_rate": ratio, "jain_index": jain, "max_ttft_ms": max_ttft,
                         "max_min_decode_rate_across_rounds": max(rates) / min(rates) if rates else None},
               bounds={"max_min_decode_rate": cfg.f1_max_min_ratio, "jain_index": cfg.f1_jain_min,
                       "max_ttft_ms": ttft_bound},
-              derivation=(f"{n} equal streams; max_min_decode_rate and jain over {len(shares)} of {len(done)} "
-                          f"requests' token shares = (its tokens + 1) ÷ (its neighbours' + 1) while they decoded side by "
-                          f"side (a host-wide slowdown or a narrower batch slows both alike); "
+              derivation=(f"{n} equal streams; max_min_decode_rate and jain over {len(shares)} of "
+                          f"{len(done)} requests' token shares = (its tokens + 1) ÷ (its neighbours' + 1) "
+                          "while they "
+                          "decoded side by side (a host-wide slowdown or a narrower batch slows both "
+                          "alike); "
                           f"TTFT bound = Σprompt {n}×{plan.prompt} tok ÷ prefill "
                           f"{cal.prefill_tok_per_s:.0f} tok/s + {cfg.f1_ttft_iterations:g} × iteration "
                           f"{iteration:.1f} ms (median ITL at N={n}) + RTT jitter {plan.jitter_ms:.2f} ms"))
@@ -194,10 +214,12 @@ def f2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
     return _v("F2", "pass" if slow[worst] <= bound else "fail", samples=len(events),
               measured={"max_slowdown": slow[worst], **{f"slowdown_size{i}": slow[i] for i in range(n)}},
               bounds={"max_slowdown": bound},
-              derivation=(f"{n} requests of sizes {_sizes_sent(events, plan)} (prompt, output) sent together; slowdown = "
-                          f"mean E2E together ÷ median E2E alone (3 runs); bound {cfg.f2_slowdown_factor:g} × N; "
-                          f"worst: size {worst}; {len(overlapped)} of {len(rounds)} rounds had all {n} in flight "
-                          f"at once (only those count)"))
+              derivation=(f"{n} requests of sizes {_sizes_sent(events, plan)} (prompt, output) sent "
+                          "together; slowdown = mean E2E together ÷ median E2E alone (3 runs); bound "
+                          f"{cfg.f2_slowdown_factor:g} "
+                          f"× N; worst: size {worst}; {len(overlapped)} of {len(rounds)} rounds had all {n} "
+                          "in "
+                          f"flight at once (only those count)"))
 
 
 def _sizes_sent(events: Sequence[RequestEvent], plan: FairnessPlan) -> str:
@@ -235,13 +257,14 @@ def f3(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
     # whose warmup happened to end late (each client has exactly one)
     done = [e for e in events if window and e.phase == "measured" and window[0] <= e.end_ns <= window[1]]
     if window is None or len(done) < 2 * c:
-        return _inconclusive("F3", f"{len(done)} completions while all {c} clients were backlogged, need {2 * c}",
+        return _inconclusive("F3", f"{len(done)} completions while all {c} clients were backlogged, need "
+                                   f"{2 * c}",
                              len(done))
     share = backlogged_share(events, window, plan.slots)
     if share < BACKLOG_SHARE_MIN:
         return _inconclusive("F3", f"more requests than the {plan.slots} slots were in flight for only "
-                             f"{100 * share:.1f} % of the window (need {100 * BACKLOG_SHARE_MIN:.0f} %): the clients "
-                             f"did not keep the server backlogged", len(done))
+                             f"{100 * share:.1f} % of the window (need {100 * BACKLOG_SHARE_MIN:.0f} %): "
+                             f"the clients did not keep the server backlogged", len(done))
     costliest = max(e.prompt_tokens + 2 * e.output_tokens for e in done)
     gaps = service_gap(done, c, window[0])
     max_gap = max(g for _, g in gaps)
@@ -252,16 +275,18 @@ def f3(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
                         "backlogged_share": share},
               bounds={"max_service_gap_tokens": cfg.f3_diff_costliest * costliest,
                       "fitted_growth_tokens": cfg.f3_trend_costliest * costliest},
-              derivation=(f"{c} closed-loop clients on {plan.slots} slots; service = Σ(prompt + 2·output) per "
-                          f"client over the measured requests ending in the window; bounds {cfg.f3_diff_costliest:g}× "
-                          f"and {cfg.f3_trend_costliest:g}× the costliest request ({costliest} weighted tokens); more "
-                          f"requests than slots in flight for {100 * share:.0f} % of the window"))
+              derivation=(f"{c} closed-loop clients on {plan.slots} slots; service = Σ(prompt + 2·output) "
+                          "per client over the measured requests ending in the window; bounds "
+                          f"{cfg.f3_diff_costliest:g}× and {cfg.f3_trend_costliest:g}× the costliest "
+                          f"request ({costliest} weighted "
+                          f"tokens); more requests than slots in flight for {100 * share:.0f} % of the "
+                          "window"))
 
 
 def _gaps(e: RequestEvent) -> list[tuple[int, int, float]]:
     """(start ns, end ns, ms per token) for each gap between token-carrying chunks."""
     ts = [(t, n) for t, n in e.chunks if n > 0]
-    return [(a[0], b[0], (b[0] - a[0]) / MS / b[1]) for a, b in zip(ts, ts[1:])]
+    return [(a[0], b[0], (b[0] - a[0]) / MS / b[1]) for a, b in pairwise(ts)]
 
 
 def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg: FairnessConfig) -> Verdict:
@@ -270,7 +295,8 @@ def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     if (err := _errors(events)):
         return _inconclusive("S1", err, len(events))
     if plan.s1_prompt < 1.5 * plan.n_batch:
-        return _inconclusive("S1", f"the per-slot context ({plan.per_slot_ctx}) fits only a {plan.s1_prompt}-token "
+        return _inconclusive("S1", f"the per-slot context ({plan.per_slot_ctx}) fits only a "
+                                   f"{plan.s1_prompt}-token "
                              f"prompt, not one ≫ n_batch {plan.n_batch}")
     solo, inj, dec = _role(events, "solo"), _role(events, "injected"), _role(events, "decoder")
     if not (solo and inj and dec):
@@ -292,7 +318,8 @@ def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     prefill, solo_prefill = ttft_ms(inj_e), statistics.median(solos)
     # the prefill rate of this very prompt alone (long prompts prefill slower than short ones:
     # attention grows with the context), from the server's timings when it gives them
-    rate = statistics.median(t.prompt_n / t.prompt_ms * 1000.0 if (t := e.timings) and t.prompt_n and t.prompt_ms
+    rate = statistics.median(t.prompt_n / t.prompt_ms * 1000.0
+                             if (t := e.timings) and t.prompt_n and t.prompt_ms
                              else e.prompt_tokens / ttft_ms(e) * 1000.0 for e in trusted)
     itl_bound = cfg.s1_batch_factor * plan.n_batch / rate * 1000.0 + baseline + plan.jitter_ms
     ok = max_itl <= itl_bound and prefill <= cfg.s1_prefill_factor * solo_prefill
@@ -300,11 +327,15 @@ def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
               measured={"max_itl_ms": max_itl, "p99_itl_ms": p99, "stalls": float(stalls),
                         "baseline_itl_ms": baseline, "prefill_ms": prefill},
               bounds={"max_itl_ms": itl_bound, "prefill_ms": cfg.s1_prefill_factor * solo_prefill},
-              derivation=(f"{len(dec)} decoders, injected prompt {inj_e.prompt_tokens} tok (n_batch {plan.n_batch}); "
-                          f"ITL bound = {cfg.s1_batch_factor:g} × n_batch ÷ its solo prefill rate {rate:.0f} tok/s "
-                          f"+ baseline {baseline:.1f} ms + jitter {plan.jitter_ms:.2f} ms; prefill bound = {cfg.s1_prefill_factor:g} × solo "
-                          f"{solo_prefill:.0f} ms (median of {len(solos)}); stall = ITL > {cfg.s1_stall_factor:g} × "
-                          f"baseline" + (f"; {note}" if (note := stamp_note(solo)) else "")))
+              derivation=(f"{len(dec)} decoders, injected prompt {inj_e.prompt_tokens} tok (n_batch "
+                          f"{plan.n_batch}); ITL bound = {cfg.s1_batch_factor:g} × n_batch ÷ its solo "
+                          f"prefill rate {rate:.0f} tok/s + baseline {baseline:.1f} ms + jitter "
+                          f"{plan.jitter_ms:.2f} ms; "
+                          "prefill bound = "
+                          f"{cfg.s1_prefill_factor:g} × solo "
+                          f"{solo_prefill:.0f} ms (median of {len(solos)}); stall = ITL > "
+                          f"{cfg.s1_stall_factor:g} × baseline"
+                          + (f"; {note}" if (note := stamp_note(solo)) else "")))
 
 
 def s2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
@@ -323,7 +354,8 @@ def s2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
     if iteration is None or not valid:
         return _inconclusive("S2", "no probe was sent while all decoders were decoding", len(events))
     if cfg.s2_iterations * iteration < 2 * RESOLUTION_MS:
-        return _inconclusive("S2", f"{cfg.s2_iterations:g} iterations of {iteration:.2f} ms are below what the client "
+        return _inconclusive("S2", f"{cfg.s2_iterations:g} iterations of {iteration:.2f} ms are below what "
+                                   "the client "
                              f"resolves (~{RESOLUTION_MS:g} ms)", len(valid))
     trusted_solo = [e for e in solo if not late_stamped(e)]
     probes = [p for p in valid if not late_stamped(p)]
@@ -340,10 +372,12 @@ def s2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
               measured={"admission_delay_ms": delay, "max_admission_delay_ms": delays[-1],
                         "probes_over_bound": float(late)},
               bounds={"admission_delay_ms": bound, "probes_over_bound": float(allowed)},
-              derivation=(f"{len(dec)} decoders, a slot free; delay = probe TTFT − solo TTFT {solo_ttft:.1f} ms "
-                          f"(median of {len(probes)} probes; every probe is held to the bound, "
-                          f"{allowed} outlier allowed as client noise); bound = {cfg.s2_iterations:g} × iteration "
-                          f"{iteration:.1f} ms (decoders' median ITL) + RTT jitter {plan.jitter_ms:.2f} ms"
+              derivation=(f"{len(dec)} decoders, a slot free; delay = probe TTFT − solo TTFT "
+                          f"{solo_ttft:.1f} ms (median of {len(probes)} probes; every probe is held to the "
+                          "bound, "
+                          f"{allowed} outlier allowed as client noise); bound = {cfg.s2_iterations:g} × "
+                          f"iteration {iteration:.1f} ms (decoders' median ITL) + RTT jitter "
+                          f"{plan.jitter_ms:.2f} ms"
                           + (f"; {note}" if (note := stamp_note(solo + valid)) else "")))
 
 
@@ -361,10 +395,11 @@ def s3(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     if not solo or not pairs or cal.decode_iteration_ms is None:
         return _inconclusive("S3", "missing the solo prompt, a complete pair or calibration")
     trusted = [e for e in solo if not late_stamped(e)]
-    stamped = {rep: p for rep, p in pairs.items() if not (late_stamped(p["first"]) or late_stamped(p["second"]))}
+    stamped = {rep: p for rep, p in pairs.items()
+               if not (late_stamped(p["first"]) or late_stamped(p["second"]))}
     if not trusted or not stamped:
-        return _inconclusive("S3", stamp_note(solo + [e for p in pairs.values() for e in p.values()], NO_TRUSTED),
-                             len(events))
+        return _inconclusive("S3", stamp_note(solo + [e for p in pairs.values() for e in p.values()],
+                                              NO_TRUSTED), len(events))
     solos = [ttft_ms(e) for e in trusted]
     if (unsteady := solo_spread(solos)):
         return _inconclusive("S3", unsteady, len(events))
@@ -372,9 +407,10 @@ def s3(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     # nothing stood between them (a fast prefill, or a client that sent the second late)
     competed = {rep: p for rep, p in stamped.items() if prefilling_when_sent(p["first"], p["second"])}
     if not competed:
-        return _inconclusive("S3", f"in none of the {len(stamped)} pair(s) was the second prompt sent before the first's "
-                             f"first token (its prefill took {ttft_ms(stamped[min(stamped)]['first']):.1f} ms): "
-                             f"the prompts never competed", len(events))
+        return _inconclusive("S3", f"in none of the {len(stamped)} pair(s) was the second prompt sent "
+                                   "before the first's "
+                             f"first token (its prefill took {ttft_ms(stamped[min(stamped)]['first']):.1f} "
+                             f"ms): the prompts never competed", len(events))
     pairs = competed
     solo_prefill, spread = statistics.median(solos), max(solos) - min(solos)
     excess, worst = [], (0.0, 0.0)
@@ -386,11 +422,13 @@ def s3(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
             worst = (t2, bound)
     return _v("S3", "pass" if max(excess) <= 0 else "fail", samples=len(pairs),
               measured={"second_ttft_ms": worst[0]}, bounds={"second_ttft_ms": worst[1]},
-              derivation=(f"two {plan.s3_prompt}-token prompts 10 ms apart; bound = first's TTFT + solo prefill "
-                          f"{solo_prefill:.0f} ms (median of {len(solos)}) + {cfg.s3_iterations:g} × iteration "
-                          f"{cal.decode_iteration_ms:.1f} ms (lone decode ITL) + the solo prefills' own spread "
-                          f"{spread:.1f} ms + RTT jitter {plan.jitter_ms:.2f} ms; worst of {len(pairs)} pairs where "
-                          f"the second came while the first was prefilling"
+              derivation=(f"two {plan.s3_prompt}-token prompts 10 ms apart; bound = first's TTFT + solo "
+                          f"prefill {solo_prefill:.0f} ms (median of {len(solos)}) + {cfg.s3_iterations:g} × "
+                          f"iteration {cal.decode_iteration_ms:.1f} ms (lone decode ITL) + the solo "
+                          "prefills' own "
+                          f"spread {spread:.1f} ms + RTT jitter {plan.jitter_ms:.2f} ms; worst of "
+                          f"{len(pairs)} "
+                          f"pairs where the second came while the first was prefilling"
                           + (f"; {note}" if (note := stamp_note(events)) else "")))
 
 
@@ -401,14 +439,15 @@ def lane_verdicts(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: Fairn
     if not llamacpp:
         why = "the server is not llama.cpp: its slots and batch size are unknown"
         return [_inconclusive(c, why) for c in cfg.checks]
-    by = {c: [e for e in events if e.check == c and e.phase != "warmup"] for c in ("CAL", "F2", "S1", "S2", "S3")}
+    by = {c: [e for e in events if e.check == c and e.phase != "warmup"]
+          for c in ("CAL", "F2", "S1", "S2", "S3")}
     closed = {c: [e for e in events if e.check == c] for c in ("F1", "F3")}
     cal = calibrate(by["CAL"])
     verdicts = {"F1": lambda: f1(closed["F1"], plan, cal, cfg), "F2": lambda: f2(by["F2"], plan, cfg),
                 "F3": lambda: f3(closed["F3"], plan, cfg), "S1": lambda: s1(by["S1"], plan, cal, cfg),
                 "S2": lambda: s2(by["S2"], plan, cfg), "S3": lambda: s3(by["S3"], plan, cal, cfg)}
-    level = {"F1": plan.f1_streams, "F2": len(plan.f2_sizes), "F3": plan.f3_clients, "S1": plan.s1_decoders + 1,
-             "S2": plan.s2_decoders + 1, "S3": 2}
+    level = {"F1": plan.f1_streams, "F2": len(plan.f2_sizes), "F3": plan.f3_clients,
+             "S1": plan.s1_decoders + 1, "S2": plan.s2_decoders + 1, "S3": 2}
     out = []
     for c in ("F1", "F2", "F3", "S1", "S2", "S3"):
         if c in cfg.checks:

@@ -25,21 +25,22 @@ from typing import Literal
 import jsonschema
 from pydantic import Field, ValidationError
 
-from satbench.records.artifacts import older_minor, published_schema, render
 from satbench.capability.remote import remote_props
-from satbench.server.probe import shape_of
-from satbench.server.remote import served_here
 from satbench.config.schema import LaneConfig, RunConfig, Strict
 from satbench.host.gpu import open_nvml
 from satbench.host.hardware import describe_host
+from satbench.records.artifacts import older_minor, published_schema, render
 from satbench.records.manifest import HostInfo, RuntimeInfo
-from satbench.server.native import capped_output, server_binary_sha256, version_line
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile, recommendations_json_schema
+from satbench.server.native import capped_output, server_binary_sha256, version_line
+from satbench.server.probe import shape_of
+from satbench.server.remote import served_here
 
 CAPABILITY_SCHEMA_VERSION = "1.3"  # 1.3: lanes[] model_bytes, cache_bytes_per_slot, per_slot_ctx, slots_fit
 # 1.2: lanes[].served_model; 1.1: hardware.cpu_signature, hardware.cores_usable
 OLDEST_TRUSTED = "1.5"  # recommendations 1.5: throughput over whole requests (earlier: up to +44 %)
-SLO_TRUSTED = "1.7"  # recommendations 1.7: a p95 its samples cannot bound meets no SLO target (earlier: its max did)
+# recommendations 1.7: a p95 its samples cannot bound meets no SLO target (earlier: its max did)
+SLO_TRUSTED = "1.7"
 CONSERVATIVE_CONCURRENCY = 1
 
 
@@ -53,7 +54,8 @@ class NodeLane(Strict):
     runtime_build: str | None = Field(description="build number, else the version string; None if unknown")
     runtime_binary_sha256: str | None = Field(
         None, description="native lanes: sha256 over the llama-server executable and the libraries beside it")
-    unreachable: str | None = Field(None, description="why a remote lane's server could not be asked (/props)")
+    unreachable: str | None = Field(None, description="why a remote lane's server could not be asked "
+                                                      "(/props)")
     total_slots: int | None = Field(None, description="url lanes: the slots the server reports now (/props)")
     per_slot_ctx: int | None = Field(None, description="url lanes: its per-slot context now (/props)")
 
@@ -71,9 +73,10 @@ class LaneCapability(Strict):
     reason: str | None = None
     model_path: str | None
     model_sha256: str | None
-    served_model: str | None = Field(None, description="the model id a request to the lane's server names: the "
-                                     "configured served_model, else the id recorded when measured (/v1/models, "
-                                     "llama.cpp's alias)")
+    served_model: str | None = Field(None, description="the model id a request to the lane's server names: "
+                                                       "the "
+                                     "configured served_model, else the id recorded when measured "
+                                     "(/v1/models, llama.cpp's alias)")
     synthetic_model: bool | None = None
     max_concurrency: int
     expected_output_tok_per_s: float | None = None
@@ -148,8 +151,9 @@ def binary_mismatch(measured: str | None, node: NodeLane, build_known: bool = Tr
     if node.runtime_kind != "native":
         return None
     if measured is None:
-        return None if build_known else ("the recommendation records no llama-server binary hash and its build "
-                                         "reports no build number: cannot confirm it is the binary measured")
+        return None if build_known else ("the recommendation records no llama-server binary hash and its "
+                                         "build reports no build number: cannot confirm it is the binary "
+                                         "measured")
     if node.runtime_binary_sha256 is None:
         return "cannot read this node's llama-server binary to confirm it is the one measured"
     if node.runtime_binary_sha256 != measured:
@@ -170,8 +174,8 @@ def shape_mismatch(measured: RuntimeInfo, node: NodeLane) -> str | None:
         if was is not None and now is None:
             return f"the lane's server does not report its {what} (/props): cannot confirm the {was} measured"
         if was is not None and now != was:
-            return (f"measured with {was} {what}, the server reports {now} now (restarted with another -np/-c?): "
-                    "measure it again as it runs now")
+            return (f"measured with {was} {what}, the server reports {now} now (restarted with another "
+                    "-np/-c?): measure it again as it runs now")
     return None
 
 
@@ -182,8 +186,9 @@ def measured_from_afar(rec: LaneRecommendation) -> str | None:
     measured, here = rec.runtime, rec.server_on_measuring_machine
     if measured.kind != "url" or here or (here is None and served_here(measured.base_url)):
         return None
-    return (f"measured through a remote URL ({measured.base_url}) from another machine: the server's hardware "
-            "was not seen, so the figure cannot be matched to this node; run satbench on the node itself or "
+    return (f"measured through a remote URL ({measured.base_url}) from another machine: the server's "
+            "hardware was not seen, so the figure cannot be matched to this node; run satbench on the node "
+            "itself or "
             "against its loopback URL")
 
 
@@ -192,8 +197,9 @@ def slo_derived_too_early(recs: RecommendationsFile | None, rec: LaneRecommendat
     from too few samples to bound it (the largest sample stood in for the upper CI end)."""
     if recs is None or rec is None or rec.slo is None or not older_minor(recs.schema_version, SLO_TRUSTED):
         return None
-    return (f"recommendations schema {recs.schema_version} with an SLO: derived before a p95 that too few samples "
-            f"cannot bound stopped meeting SLO targets ({SLO_TRUSTED}); run `satbench recommend` on its run "
+    return (f"recommendations schema {recs.schema_version} with an SLO: derived before a p95 that too few "
+            f"samples cannot bound stopped meeting SLO targets ({SLO_TRUSTED}); run `satbench recommend` on "
+            "its run "
             "directory again")
 
 
@@ -205,11 +211,13 @@ def recommendation_problems(rec: LaneRecommendation) -> list[str]:
         out.append("its hardware fingerprint is not the hash of its own hardware description (edited, or "
                    "written by a satbench with another fingerprint scheme)")
     if rec.recommended_concurrency is None:
-        return out + (["expected figures without a recommended concurrency"] if rec.expected is not None else [])
+        return out + (["expected figures without a recommended concurrency"]
+                      if rec.expected is not None else [])
     if rec.expected is None:
         return out + ["a recommended concurrency without its expected figures"]
     if rec.recommended_concurrency not in measured:
-        out.append(f"recommended concurrency {rec.recommended_concurrency} is not a measured level {sorted(measured)}")
+        out.append(f"recommended concurrency {rec.recommended_concurrency} is not a measured level "
+                   f"{sorted(measured)}")
     else:
         lv = measured[rec.recommended_concurrency]
         if lv.output_tok_per_s.value != rec.expected.output_tok_per_s.value:
@@ -233,17 +241,20 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
     if node.unreachable:
         return f"cannot ask the lane's server what it runs: {node.unreachable}"
     if node.runtime_kind == "url" and node.model_path is None:
-        return "the lane's server does not say which model it serves (no model_path on /props): cannot confirm it"
+        return ("the lane's server does not say which model it serves (no model_path on /props): "
+                "cannot confirm it")
     if (why := measured_from_afar(rec)) is not None:
         return why
-    if rec.hardware_fingerprint != host_fingerprint and host is not None and rec.hardware.older_scheme_of(host):
+    if (rec.hardware_fingerprint != host_fingerprint and host is not None
+            and rec.hardware.older_scheme_of(host)):
         return ("measured on this machine, but its hardware fingerprint was computed by an earlier satbench "
                 "(another fingerprint scheme): measure again to advertise it")
     if rec.hardware_fingerprint != host_fingerprint:
         return (f"measured on another machine (fingerprint {rec.hardware_fingerprint[:16]} ≠ this node's "
                 f"{host_fingerprint[:16]})")
     if node.model_sha256 is not None and rec.model.sha256 != node.model_sha256:
-        return f"measured with another model file (sha256 {str(rec.model.sha256)[:16]} ≠ {node.model_sha256[:16]})"
+        return (f"measured with another model file "
+                f"(sha256 {str(rec.model.sha256)[:16]} ≠ {node.model_sha256[:16]})")
     if node.model_sha256 is None and node.model_path and rec.model.path != node.model_path:
         return f"measured with another model ({rec.model.path} ≠ {node.model_path})"
     rec_build = recorded_build(rec, node.runtime_kind)
@@ -251,7 +262,8 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
         return "cannot confirm this node's runtime build"
     if rec_build != node.runtime_build:
         return f"measured with another runtime build ({rec_build} ≠ {node.runtime_build})"
-    if (why := binary_mismatch(rec.runtime.binary_sha256, node, build_known=bool(rec.runtime.build_number))) is not None:
+    why = binary_mismatch(rec.runtime.binary_sha256, node, build_known=bool(rec.runtime.build_number))
+    if why is not None:
         return why
     if (why := shape_mismatch(rec.runtime, node)) is not None:
         return why
@@ -270,7 +282,8 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
     if problems:
         return "inconsistent recommendation (tampered?): " + "; ".join(problems)
     if rec.recommended_concurrency is None:
-        return f"the run found no safe concurrency for this lane ({rec.binding.reason}): {rec.binding.detail}"[:600]
+        return (f"the run found no safe concurrency for this lane ({rec.binding.reason}): "
+                f"{rec.binding.detail}")[:600]
     return None
 
 
@@ -298,9 +311,10 @@ def load_recommendations(path: Path) -> tuple[RecommendationsFile | None, str | 
         msg = getattr(exc, "message", None) or str(exc).splitlines()[0]
         return None, f"{path.name} fails schema validation: {msg[:200]}", digest
     if older_minor(recs.schema_version, OLDEST_TRUSTED):
-        return None, (f"{path.name} is schema {recs.schema_version}, derived before throughput was taken over whole "
-                      "requests (results 3.0): its expected tok/s overstates the server; run `satbench analyze` "
-                      "and `satbench recommend` on its run directory again"), digest
+        return None, (f"{path.name} is schema {recs.schema_version}, derived before throughput was taken "
+                      "over whole requests (results 3.0): its expected tok/s overstates the server; run "
+                      "`satbench "
+                      "analyze` and `satbench recommend` on its run directory again"), digest
     return recs, None, digest
 
 
@@ -328,7 +342,7 @@ def node_lane(lane: LaneConfig) -> NodeLane:
             identity_of(props), shape_of(props))
         return NodeLane(lane=lane.name, model_path=model_path, model_sha256=None, runtime_kind="url",
                         runtime_build=build, unreachable=why, total_slots=slots, per_slot_ctx=ctx)
-    path, info = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
+    _path, info = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
     binary = (server_binary_sha256(lane.runtime.server_bin)
               if lane.runtime.kind == "native" and lane.runtime.server_bin else None)
     return NodeLane(lane=lane.name, model_path=info.path, model_sha256=info.sha256,
@@ -359,11 +373,13 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
             slo_derived_too_early(recs, rec)
         # a model id only means something to a running server's API; for a server satbench starts,
         # llama-server's alias is the measuring machine's file path
-        served = configured.get(node.lane) or (rec.runtime.model_alias if rec is not None and rec.runtime.kind == "url"
-                                               else None)
-        base = dict(lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256, served_model=served)
+        served = configured.get(node.lane) or (
+            rec.runtime.model_alias if rec is not None and rec.runtime.kind == "url" else None)
+        base = dict(lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256,
+                    served_model=served)
         if why is not None:
-            out.append(LaneCapability(**base, status="unmeasured", reason=why, max_concurrency=CONSERVATIVE_CONCURRENCY))
+            out.append(LaneCapability(**base, status="unmeasured", reason=why,
+                                      max_concurrency=CONSERVATIVE_CONCURRENCY))
             continue
         assert rec is not None and recs is not None and rec.expected is not None
         assert rec.recommended_concurrency is not None
@@ -375,13 +391,14 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
             **base, status="measured", synthetic_model=rec.model.synthetic,
             max_concurrency=rec.recommended_concurrency,
             expected_output_tok_per_s=e.output_tok_per_s.value, expected_p95_ttft_ms=e.p95_ttft_ms,
-            expected_p95_tpot_ms=e.p95_tpot_ms, peak_rss_bytes=e.peak_rss_bytes, peak_gpu_mem_bytes=e.peak_gpu_mem_bytes,
+            expected_p95_tpot_ms=e.p95_tpot_ms, peak_rss_bytes=e.peak_rss_bytes,
+            peak_gpu_mem_bytes=e.peak_gpu_mem_bytes,
             measured_at=rec.measured_at,
             evidence=Evidence(recommendations_file=str(recommendations), recommendations_sha256=digest,
                               run_id=recs.run_id, results_sha256=recs.results_sha256),
         ))
-    return CapabilityReport(generated_at=now.isoformat(timespec="seconds"), hardware_fingerprint=host.fingerprint_sha256,
-                            hardware=host, lanes=out)
+    return CapabilityReport(generated_at=now.isoformat(timespec="seconds"),
+                            hardware_fingerprint=host.fingerprint_sha256, hardware=host, lanes=out)
 
 
 def render_json(report: CapabilityReport) -> str:
@@ -401,7 +418,8 @@ def render_litellm(report: CapabilityReport, cfg: RunConfig) -> str:
         env = "SATBENCH_" + re.sub(r"[^A-Z0-9]", "_", lane.lane.upper()) + "_API_BASE"
         base = f"{urls[lane.lane].rstrip('/')}/v1" if urls.get(lane.lane) else f"os.environ/{env}"
         if lane.synthetic_model:
-            lines.append("  # SYNTHETIC random weights: measured on a stand-in model whose output is meaningless")
+            lines.append("  # SYNTHETIC random weights: measured on a stand-in model whose output is "
+                         "meaningless")
         lines += [f"  - model_name: {lane.lane}",
                   "    litellm_params:",
                   f"      model: {json.dumps('openai/' + (lane.served_model or lane.lane))}",
@@ -410,8 +428,10 @@ def render_litellm(report: CapabilityReport, cfg: RunConfig) -> str:
                   "    model_info:",
                   f"      satbench_status: {lane.status}"]
         if lane.status == "measured":
-            lines += [f"      satbench_expected_output_tok_per_s: {_yaml_num(lane.expected_output_tok_per_s, '{:.1f}')}",
-                      f"      satbench_expected_p95_ttft_ms: {_yaml_num(lane.expected_p95_ttft_ms, '{:.0f}')}",
+            lines += ["      satbench_expected_output_tok_per_s: "
+                      f"{_yaml_num(lane.expected_output_tok_per_s, '{:.1f}')}",
+                      "      satbench_expected_p95_ttft_ms: "
+                      f"{_yaml_num(lane.expected_p95_ttft_ms, '{:.0f}')}",
                       f"      satbench_measured_at: \"{lane.measured_at}\""]
             if lane.synthetic_model:
                 lines.append("      satbench_synthetic_weights: true")

@@ -39,7 +39,7 @@ class NvmlGpus:
         try:
             cuda_int = nv.nvmlSystemGetCudaDriverVersion_v2()
             cuda = f"{cuda_int // 1000}.{(cuda_int % 1000) // 10}"
-        except Exception:  # noqa: BLE001 - older drivers lack it; the figure is optional
+        except Exception:
             cuda = None
         return [
             GpuInfo(
@@ -70,11 +70,11 @@ class NvmlGpus:
         for h in self._handles:
             try:
                 util = float(nv.nvmlDeviceGetUtilizationRates(h).gpu)
-            except Exception:  # noqa: BLE001 - NVML_ERROR_NOT_SUPPORTED and kin: the figure is optional
+            except Exception:
                 continue
             try:
                 clock: float | None = float(nv.nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM))
-            except Exception:  # noqa: BLE001 - as above
+            except Exception:
                 clock = None
             if busiest is None or util > busiest[0]:
                 busiest = (util, clock)
@@ -90,11 +90,11 @@ def _text(value: bytes | str) -> str:
 def open_nvml() -> NvmlGpus | None:
     """NVML when the package, the driver and at least one GPU are there; else None."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
 
         pynvml.nvmlInit()
         if pynvml.nvmlDeviceGetCount() == 0:
             return None
         return NvmlGpus(pynvml)
-    except Exception:  # noqa: BLE001 - any NVML failure means "no GPU figures", by design
+    except Exception:
         return None

@@ -29,10 +29,12 @@ def cpu_signature() -> str | None:
         first_cpu = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
     except OSError:
         return None
-    fields = {k.strip(): v.strip() for k, sep, v in (ln.partition(":") for ln in first_cpu.splitlines()) if sep}
+    fields = {k.strip(): v.strip()
+              for k, sep, v in (ln.partition(":") for ln in first_cpu.splitlines()) if sep}
     if "cpu family" not in fields:
         return None
-    return f"family {fields['cpu family']} model {fields.get('model', '?')} stepping {fields.get('stepping', '?')}"
+    return (f"family {fields['cpu family']} model {fields.get('model', '?')} "
+            f"stepping {fields.get('stepping', '?')}")
 
 
 def cgroup_dir(root: Path = Path("/sys/fs/cgroup")) -> Path:

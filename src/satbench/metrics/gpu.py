@@ -7,7 +7,7 @@ whole level, like RSS. NVML figures are device-wide (gpu.py): another process on
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from pydantic import Field
 
@@ -45,7 +45,8 @@ def gpu_sm_clock_mean_mhz(samples: Sequence[ProcessSample], spans: Sequence[tupl
 
 def gpu_mem_used_mean_bytes(samples: Sequence[ProcessSample], spans: Sequence[tuple[int, int]]) -> int | None:
     """GPU memory used = mean of NVML `memory.used` over the readings inside the spans, bytes."""
-    m = _mean([float(s.gpu_mem_used_bytes) for s in _inside(samples, spans) if s.gpu_mem_used_bytes is not None])
+    m = _mean([float(s.gpu_mem_used_bytes) for s in _inside(samples, spans)
+               if s.gpu_mem_used_bytes is not None])
     return None if m is None else round(m)
 
 

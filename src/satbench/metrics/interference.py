@@ -10,8 +10,8 @@ from satbench.config.schema import Strict
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Estimate, mean_estimate
 
-RATIO_METHOD = ("together ÷ solo; CI by interval arithmetic on the two 95 % CIs (conservative); a p95's CI is "
-                "Student-t over the repetitions' own p95s (none from fewer than 2 repetitions)")
+RATIO_METHOD = ("together ÷ solo; CI by interval arithmetic on the two 95 % CIs (conservative); a p95's CI "
+                "is Student-t over the repetitions' own p95s (none from fewer than 2 repetitions)")
 P95_CI_METHOD = "t over repetitions' own p95s, widened to contain the pooled p95"
 
 P95Metric = Literal["p95_ttft_ms", "p95_itl_ms", "p95_e2e_ms"]

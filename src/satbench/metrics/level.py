@@ -6,20 +6,21 @@ Pure function of the raw records (`summarize_level`); `analyze` calls it per lan
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
-
+from collections.abc import Sequence
 
 from satbench.config.schema import design_minimum_requests
-from satbench.records.events import (
-    CANCELLED,
-    LevelMark,
-    MetricsSample,
-    ProcessSample,
-    RequestEvent,
-    SlotsSample,
-)
 from satbench.metrics import latency, memory, occupancy, throughput
 from satbench.metrics.gpu import gpu_use
+from satbench.metrics.level_result import (
+    Counts,
+    Latency,
+    LevelContext,
+    LevelResult,
+    Memory,
+    Occupancy,
+    RepetitionResult,
+    Throughput,
+)
 from satbench.metrics.little import littles_law
 from satbench.metrics.slo import goodput_req_per_s, slo_attainment, slo_met
 from satbench.metrics.stats import distribution, mean_estimate, percentile
@@ -30,15 +31,13 @@ from satbench.metrics.unavailable import (
     unavailable_figures,
 )
 from satbench.metrics.window import SteadyWindow, steady_window
-from satbench.metrics.level_result import (  # noqa: F401 (LevelResult and its parts are read from here too)
-    Counts,
-    LevelContext,
-    LevelResult,
-    Latency,
-    Memory,
-    Occupancy,
-    RepetitionResult,
-    Throughput,
+from satbench.records.events import (
+    CANCELLED,
+    LevelMark,
+    MetricsSample,
+    ProcessSample,
+    RequestEvent,
+    SlotsSample,
 )
 
 
@@ -122,7 +121,8 @@ def summarize_level(
             if tw is not None:
                 occ["src"].add("requests_processing")
                 occ["sparse"].append(occupancy.coarse_sampling(
-                    f"r{rep}", "requests_processing", occupancy.requests_processing_sampling(metrics_s, win), win))
+                    f"r{rep}", "requests_processing",
+                    occupancy.requests_processing_sampling(metrics_s, win), win))
         occ["tw"].append(tw)
         dw, dw_why = occupancy.decode_weighted(metrics_s, win)
         occ["dw"].append(dw)
@@ -133,11 +133,12 @@ def summarize_level(
 
     method = "t over repetitions"
     thr = Throughput(
-        output_tok_per_s=mean_estimate([r.output_tok_per_s for r in rep_results if r.output_tok_per_s is not None],
-                                       method, floor=0.0),
-        total_tok_per_s=mean_estimate([r.total_tok_per_s for r in rep_results if r.total_tok_per_s is not None],
-                                      method, floor=0.0),
-        req_per_s=mean_estimate([r.req_per_s for r in rep_results if r.req_per_s is not None], method, floor=0.0),
+        output_tok_per_s=mean_estimate(
+            [r.output_tok_per_s for r in rep_results if r.output_tok_per_s is not None], method, floor=0.0),
+        total_tok_per_s=mean_estimate(
+            [r.total_tok_per_s for r in rep_results if r.total_tok_per_s is not None], method, floor=0.0),
+        req_per_s=mean_estimate(
+            [r.req_per_s for r in rep_results if r.req_per_s is not None], method, floor=0.0),
     )
     lat = Latency(
         ttft_ms=distribution([v for e in in_window if (v := latency.ttft_ms(e)) is not None]),
@@ -244,8 +245,10 @@ def cpu_contention_flag(m: Memory, host_cores: int | None, server_here: bool = T
     who = ("other processes" if m.server_cpu_cores is not None or not server_here
            else "other processes (the server among them)")
     parts = (f"host {m.host_busy_cores:.2f} of {host_cores} cores busy (server "
-             f"{_cores(m.server_cpu_cores)}, satbench {_cores(m.client_cpu_cores)}, {who} {max(others, 0):.2f})")
-    why = ("other processes took CPU" if not saturated else "the load generator competes with the server for CPU"
+             f"{_cores(m.server_cpu_cores)}, satbench {_cores(m.client_cpu_cores)}, {who} "
+             f"{max(others, 0):.2f})")
+    why = ("other processes took CPU" if not saturated else "the load generator competes with the server "
+                                                            "for CPU"
            if server_here else "the load generator itself may lag (the server runs on another machine)")
     return f"cpu_contention: {parts}; {why}"
 
@@ -290,7 +293,8 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
     if (errors := r.counts.server_errors()):
         flags.append("errors: " + ", ".join(f"{k}×{v}" for k, v in errors.items()))
     if (cut := r.counts.errors_by_type.get(CANCELLED)):
-        flags.append(f"cancelled: {cut} request(s) in flight when satbench stopped the level (not server errors)")
+        flags.append(f"cancelled: {cut} request(s) in flight when satbench stopped the level (not server "
+                     "errors)")
     if r.counts.retries:
         why = next((w for e in events for w in e.retry_reasons), None)
         flags.append(f"retries: {r.counts.retries} request(s) retried after a dropped connection"

@@ -6,11 +6,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from satbench.config.schema import SloConfig, Strict
-from satbench.records.events import CANCELLED
 from satbench.metrics.gpu import GpuUse
 from satbench.metrics.little import LittleCheck
 from satbench.metrics.stats import Distribution, Estimate
-from satbench.metrics.window import SteadyWindow
+from satbench.records.events import CANCELLED
 
 
 class LevelContext(Strict):
@@ -47,7 +46,8 @@ class RepetitionResult(Strict):
     total_tok_per_s: float | None = None
     req_per_s: float | None = None
     p95_ttft_ms: float | None = Field(None, description="p95 of this repetition's latency sample alone (the "
-                                      "spread of these across repetitions gives compare and interference their CI)")
+                                      "spread of these across repetitions gives compare and interference "
+                                      "their CI)")
     p95_itl_ms: float | None = None
     p95_e2e_ms: float | None = None
     requests_completed_in_window: int = 0
@@ -86,7 +86,8 @@ class Memory(Strict):
     peak_rss_bytes: int | None = None
     peak_gpu_mem_bytes: int | None = None
     server_cpu_cores: float | None = None
-    host_busy_cores: float | None = Field(None, description="whole machine, all processes, mean over repetitions")
+    host_busy_cores: float | None = Field(None, description="whole machine, all processes, mean over "
+                                                            "repetitions")
     client_cpu_cores: float | None = Field(None, description="satbench's own process, mean over repetitions")
 
 
@@ -112,7 +113,8 @@ class LevelResult(Strict):
     memory: Memory
     gpu: GpuUse | None = Field(None, description="NVML figures; None (unavailable) without a GPU")
     littles_law: LittleCheck | None = None
-    slo_attainment: float | None = Field(None, description="share of window requests meeting both SLO targets "
+    slo_attainment: float | None = Field(None, description="share of window requests meeting both SLO "
+                                                           "targets "
                                         "(failed requests ending in the window count as missing it)")
     goodput_req_per_s: float | None = Field(None, description="req/s of requests meeting both SLO targets")
     counts: Counts

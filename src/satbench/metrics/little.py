@@ -10,7 +10,7 @@ does not describe what the server did: the check reads the figure the level publ
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from satbench.config.schema import Strict
 from satbench.records.events import RequestEvent
@@ -35,7 +35,8 @@ def in_flight_from_little(req_per_s: float, completed: Sequence[RequestEvent]) -
     return req_per_s * mean_e2e_s
 
 
-def littles_law(n: int, per_repetition: Sequence[tuple[float | None, Sequence[RequestEvent]]]) -> LittleCheck | None:
+def littles_law(n: int,
+                per_repetition: Sequence[tuple[float | None, Sequence[RequestEvent]]]) -> LittleCheck | None:
     """Mean over repetitions of X_req · E2E_mean (module docstring), flagged beyond 5 % from N;
     None when no repetition has both a rate and a completed request."""
     values = [v for rate, done in per_repetition if rate is not None

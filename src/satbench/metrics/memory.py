@@ -10,7 +10,7 @@ a counter that went backwards, is null with a reason (`cpu_why`), never a negati
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from satbench.records.events import ProcessSample
 
@@ -26,7 +26,8 @@ def _key(s: ProcessSample, field: str) -> tuple:
 
 
 def _readings(samples: Sequence[ProcessSample], field: str) -> list[ProcessSample]:
-    return sorted((s for s in samples if s.error is None and getattr(s, field) is not None), key=lambda s: s.t_ns)
+    return sorted((s for s in samples if s.error is None and getattr(s, field) is not None),
+                  key=lambda s: s.t_ns)
 
 
 def level_sources(samples: Sequence[ProcessSample], start_ns: int, end_ns: int, field: str) -> set[tuple]:
@@ -53,7 +54,8 @@ def level_samples(samples: Sequence[ProcessSample], start_ns: int, end_ns: int,
 
 def peak_rss_bytes(samples: Sequence[ProcessSample], start_ns: int, end_ns: int) -> int | None:
     """Peak RSS = max rss_bytes over the level's samples (server process and its children)."""
-    vals = [s.rss_bytes for s in level_samples(samples, start_ns, end_ns, "rss_bytes") if s.rss_bytes is not None]
+    vals = [s.rss_bytes for s in level_samples(samples, start_ns, end_ns, "rss_bytes")
+            if s.rss_bytes is not None]
     return max(vals) if vals else None
 
 
@@ -64,7 +66,8 @@ def peak_gpu_mem_bytes(samples: Sequence[ProcessSample], start_ns: int, end_ns: 
     return max(vals) if vals else None
 
 
-def _cores(samples: Sequence[ProcessSample], start_ns: int, end_ns: int, field: str) -> tuple[float | None, str | None]:
+def _cores(samples: Sequence[ProcessSample], start_ns: int, end_ns: int,
+           field: str) -> tuple[float | None, str | None]:
     """(cores, None), or (None, why)."""
     who = WHO.get(field, field)
     sources = level_sources(samples, start_ns, end_ns, field)
@@ -82,17 +85,20 @@ def _cores(samples: Sequence[ProcessSample], start_ns: int, end_ns: int, field: 
     if wall_s <= 0:
         return None, f"{who} CPU readings without elapsed time between them"
     if delta < 0:
-        return None, f"the {who} CPU counter went backwards ({delta:+.2f} s): the readings are not of one process"
+        return None, (f"the {who} CPU counter went backwards ({delta:+.2f} s): "
+                      "the readings are not of one process")
     return delta / wall_s, None
 
 
-def cpu_cores(samples: Sequence[ProcessSample], start_ns: int, end_ns: int, field: str = "cpu_seconds") -> float | None:
+def cpu_cores(samples: Sequence[ProcessSample], start_ns: int, end_ns: int,
+              field: str = "cpu_seconds") -> float | None:
     """Cores used = Δ(cumulative CPU seconds in `field`) ÷ Δwall between the level's first and last
     samples of one process; None (see cpu_why) when there is no such pair or Δ < 0."""
     return _cores(samples, start_ns, end_ns, field)[0]
 
 
-def cpu_why(samples: Sequence[ProcessSample], start_ns: int, end_ns: int, field: str = "cpu_seconds") -> str | None:
+def cpu_why(samples: Sequence[ProcessSample], start_ns: int, end_ns: int,
+            field: str = "cpu_seconds") -> str | None:
     """Why cpu_cores(…) is None for this level; None when it has a value."""
     return _cores(samples, start_ns, end_ns, field)[1]
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from itertools import pairwise
 from statistics import median
-from typing import Sequence
 
-from satbench.records.events import MetricsSample, RequestEvent, SlotsSample
 from satbench.metrics.window import SteadyWindow
+from satbench.records.events import MetricsSample, RequestEvent, SlotsSample
 
-CARRY_INTERVALS = 2  # a reading from before the window holds into it only if this many poll intervals old at most
+# a reading from before the window holds into it only if this many poll intervals old at most
+CARRY_INTERVALS = 2
 PRINTED_DIGITS = 6  # llama.cpp prints /metrics values with C++'s default 6 significant digits
 DECODE_WEIGHTED_MAX_ERROR = 0.02  # drop the decode-weighted figure when rounding may bend it by more
 MIN_OCCUPANCY_SAMPLES = 10  # DESIGN.md §4: ≥ 10 Hz; fewer readings in a window resolve it only coarsely
@@ -34,7 +35,8 @@ def _steps(points: Sequence[tuple[int, float | None]], w: SteadyWindow) -> list[
         return []
     before = [p for p in pts if p[0] < w.start_ns][-1:]
     interval = _poll_interval_ns(pts)
-    if before and before[0][1] is not None and interval and w.start_ns - before[0][0] <= CARRY_INTERVALS * interval:
+    if (before and before[0][1] is not None and interval
+            and w.start_ns - before[0][0] <= CARRY_INTERVALS * interval):
         return before + inside
     return inside
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from satbench.config.schema import SloConfig
-from satbench.records.events import RequestEvent
 from satbench.metrics import latency
+from satbench.records.events import RequestEvent
 
 
 def slo_met(requests: Sequence[RequestEvent], slo: SloConfig) -> int:

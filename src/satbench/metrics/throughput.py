@@ -16,23 +16,20 @@ the share of its life elapsed by E for the one still running then. A request sta
 life runs far past it, thus holds its stream's rate down by the time it took; one that is merely
 queued or prefilling at E is not counted as if it had stalled.
 
-Dividing all the window's tokens by its length instead is biased when the streams move in step,
-as equal requests on a batching server do: the window opens at a first token, so it holds every
-stream's decoding but one prefill fewer than its requests took (+44 % at 2 requests per stream,
-+8 % at 8, on recorded runs). Counting only requests that end inside the window hides a stream
-stalled at its end (a reviewer's schedule: 20 req/s reported for 10.7); crediting the running
-request by the tokens it delivered by E treats a queue or a prefill at E as a stall (−2 to −5 %
-on the fake server, −29 % at 2 requests per stream with streams out of step).
+Not used, and why: all the window's tokens ÷ its length is biased when the streams move in step
+(the window opens at a first token, so it holds one prefill fewer than its requests took);
+counting only requests that end inside the window hides a stream stalled at its end; crediting
+the running request by the tokens it delivered by E treats a queue or a prefill at E as a stall.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable
+from collections.abc import Callable
 
-from satbench.records.events import CANCELLED, RequestEvent
 from satbench.metrics.latency import first_token_ns
 from satbench.metrics.window import SteadyWindow
+from satbench.records.events import CANCELLED, RequestEvent
 
 
 def output_tokens_in_window(events: list[RequestEvent], w: SteadyWindow) -> int:
@@ -106,7 +103,8 @@ def output_tok_per_s(events: list[RequestEvent], w: SteadyWindow, n_streams: int
 
 def total_tok_per_s(events: list[RequestEvent], w: SteadyWindow, n_streams: int) -> float | None:
     """Total tok/s = as output tok/s, counting each request's prompt and output tokens."""
-    return span_rate(events, w, n_streams, lambda e, t: (prompt_tokens_of(e) + output_tokens_of(e)) * share_by(e, t))
+    return span_rate(events, w, n_streams,
+                     lambda e, t: (prompt_tokens_of(e) + output_tokens_of(e)) * share_by(e, t))
 
 
 def req_per_s(events: list[RequestEvent], w: SteadyWindow, n_streams: int) -> float | None:
@@ -122,5 +120,5 @@ def completed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[Req
 def failed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[RequestEvent]:
     """Measured requests that failed, counted by the time they ended: end_ns in the window (not
     those cancelled when satbench stopped the level: that is not the server missing an SLO)."""
-    return [ev for ev in events if ev.phase == "measured" and ev.error is not None and ev.error.type != CANCELLED
-            and w.contains(ev.end_ns)]
+    return [ev for ev in events if ev.phase == "measured" and ev.error is not None
+            and ev.error.type != CANCELLED and w.contains(ev.end_ns)]

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
-from satbench.records.events import GPU_FAILED, STOPPED, MetricsSample, ProcessSample, SlotsSample
 from satbench.metrics.level_result import LevelContext, LevelResult
 from satbench.metrics.memory import cpu_why
+from satbench.records.events import GPU_FAILED, STOPPED, MetricsSample, ProcessSample, SlotsSample
 
 
 def _up_to_end(samples: Sequence[MetricsSample | SlotsSample | ProcessSample],
@@ -38,7 +38,8 @@ def cpu_failures(samples: Sequence[ProcessSample], intervals: list[tuple[int, in
     return out
 
 
-def endpoint_failures(samples: Sequence[MetricsSample | SlotsSample], intervals: list[tuple[int, int]]) -> str:
+def endpoint_failures(samples: Sequence[MetricsSample | SlotsSample],
+                      intervals: list[tuple[int, int]]) -> str:
     """' (/metrics failed: HTTP 500, 14 of 14 polls in this level)' when polls inside the level's
     intervals recorded errors; ' (/metrics not polled in this level: satbench stopped polling after 20 …)'
     when none lie inside and the latest before it failed (the poller gave up); '' otherwise.
@@ -78,7 +79,8 @@ def unavailable_figures(ctx: LevelContext, r: LevelResult, metrics_why: str = ""
             out["time_weighted_busy_slots"] = ("no /slots or requests_processing samples in the window"
                                                + (slots_why or metrics_why))
         if r.occupancy.decode_weighted_busy_slots is None:
-            out["decode_weighted_busy_slots"] = ((decode_why or "fewer than two /metrics samples in the window")
+            out["decode_weighted_busy_slots"] = ((decode_why or "fewer than two /metrics samples in the "
+                                                                "window")
                                                  + metrics_why)
         if r.occupancy.requests_deferred_max is None:
             out["requests_deferred_max"] = "no /metrics samples in the window" + metrics_why
@@ -88,9 +90,10 @@ def unavailable_figures(ctx: LevelContext, r: LevelResult, metrics_why: str = ""
         out["peak_rss_bytes"] = "server process not local or not sampled"
     for key in CPU_FIGURES:
         if getattr(r.memory, key) is None:
-            default = ("no two readings of the one server process that ran the level (not started by satbench, "
-                       "not sampled, or readings of different processes)" if key == "server_cpu_cores"
-                       else "no two readings of the one satbench process that ran the level")
+            default = ("no two readings of the one server process that ran the level (not started by "
+                       "satbench, not sampled, or readings of different processes)"
+                       if key == "server_cpu_cores" else "no two readings of the one satbench process that "
+                                                         "ran the level")
             out[key] = (cpu_reasons or {}).get(key) or default
     if r.memory.peak_gpu_mem_bytes is None:
         out["peak_gpu_mem_bytes"] = out["gpu"] = (
@@ -99,6 +102,7 @@ def unavailable_figures(ctx: LevelContext, r: LevelResult, metrics_why: str = ""
             else f"NVML failed: {gpu_why}" if gpu_why else "no GPU visible through NVML")
     elif r.gpu is not None and r.gpu.util_mean_pct is None:
         out["gpu_util_pct"] = ("GPU present, utilisation not reported by NVML (MIG/vGPU?): "
-                               f"{r.gpu.samples} memory reading(s) in the steady window, none with utilisation"
+                               f"{r.gpu.samples} memory reading(s) in the steady window, none with "
+                               "utilisation"
                                if r.gpu.samples else "NVML gave no reading inside the steady window")
     return out

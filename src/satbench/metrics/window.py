@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from satbench.config.schema import Strict
-from satbench.records.events import RequestEvent
 from satbench.metrics.latency import first_token_ns
+from satbench.records.events import RequestEvent
 
 
 class SteadyWindow(Strict):

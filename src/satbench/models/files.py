@@ -194,7 +194,8 @@ def key_count(h: _Header) -> int:
     return h.unpack("Q")
 
 
-def read_gguf_keys(path: Path, keys: frozenset[str], stop_after: frozenset[str] = frozenset()) -> dict[str, Any]:
+def read_gguf_keys(path: Path, keys: frozenset[str],
+                   stop_after: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The scalar and string values of `keys` in a GGUF file's key-value section, read without
     decoding its arrays (a 262,144-token vocabulary is skipped, not parsed). Stops at the end of
     the section, or as soon as every key of `stop_after` has been seen. ModelError when the file

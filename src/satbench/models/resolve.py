@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 
 from satbench.errors import UserError
-from satbench.records.manifest import ModelInfo
 from satbench.models.builtin import resolve_builtin
 from satbench.models.files import check_gguf, sha256_file
 from satbench.models.synthetic import ARCHS, read_synthetic_metadata, refuse_to_replace, write_synthetic_gguf
+from satbench.records.manifest import ModelInfo
 
 _SYNTHETIC = re.compile(r"^synthetic:(?P<arch>[a-z0-9]+)-(?P<size>[a-z0-9.]+)(?:-seed(?P<seed>\d+))?$")
 
@@ -23,7 +23,8 @@ def parse_synthetic(spec: str) -> tuple[str, str, int]:
     """`synthetic:deepseek2-small-seed3` → ("deepseek2", "small", 3); UserError if malformed."""
     m = _SYNTHETIC.match(spec)
     if not m:
-        raise UserError(f"model {spec!r}: expected synthetic:ARCH-SIZE[-seedN], e.g. synthetic:deepseek2-small")
+        raise UserError(f"model {spec!r}: expected synthetic:ARCH-SIZE[-seedN], e.g. "
+                        "synthetic:deepseek2-small")
     arch, size = m["arch"], m["size"]
     if arch not in ARCHS:
         raise UserError(f"model {spec!r}: unknown architecture {arch!r}; known: {', '.join(sorted(ARCHS))}")

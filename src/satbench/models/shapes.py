@@ -20,8 +20,18 @@ from satbench.models import deepseek4
 from satbench.models.layout import CONTEXT_LENGTH, ArchSpec, Dims, TensorKind, TensorSpec
 from satbench.models.vocab import MAX_VOCAB, MIN_VOCAB
 
-__all__ = ["ARCHS", "ArchSpec", "CONTEXT_LENGTH", "Dims", "TensorSpec", "parameter_count", "spec_for",
-           "parse_overrides", "tensor_list", "tensor_name"]
+__all__ = [
+    "ARCHS",
+    "CONTEXT_LENGTH",
+    "ArchSpec",
+    "Dims",
+    "TensorSpec",
+    "parameter_count",
+    "parse_overrides",
+    "spec_for",
+    "tensor_list",
+    "tensor_name",
+]
 
 _T = gguf.MODEL_TENSOR
 

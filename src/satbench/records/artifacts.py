@@ -61,7 +61,8 @@ def schema_version_of(text: str) -> str | None:
 def older_minor(was: str | None, now: str | None) -> bool:
     """`was` is an earlier minor version of `now`'s major version ("2.2" before "2.3")."""
     try:
-        (a_major, a_minor), (b_major, b_minor) = ([int(x) for x in v.split(".")] for v in (was or "", now or ""))
+        (a_major, a_minor), (b_major, b_minor) = ([int(x) for x in v.split(".")]
+                                                  for v in (was or "", now or ""))
     except ValueError:
         return False
     return a_major == b_major and a_minor < b_minor

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Iterator, Literal, Sequence, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
+from satbench.config.limits import MAX_CTX_TOKENS, MAX_METRIC_VALUE, MAX_SERVER_MS, MAX_SLOTS
 from satbench.config.schema import Strict, ranged_float, ranged_int
 from satbench.errors import RunDirError
-from satbench.config.limits import MAX_CTX_TOKENS, MAX_METRIC_VALUE, MAX_SERVER_MS, MAX_SLOTS
 from satbench.records.rundir import iter_lines, open_run_file
 
 EVENTS_FILE = "events.jsonl"
@@ -67,9 +68,11 @@ class ServerTimings(Strict):
     predicted_ms: ServerMs | None = None
 
 
-CANCELLED = "cancelled"  # error type of a request in flight when its level was stopped: not the server's failure
+# error type of a request in flight when its level was stopped: not the server's failure
+CANCELLED = "cancelled"
 STOPPED = "stopped polling after"  # starts the error of the last sample a poller writes before it gives up
-GPU_FAILED = "NVML: "  # starts the error of a process sample that records a failed GPU reading (no other figure)
+# starts the error of a process sample that records a failed GPU reading (no other figure)
+GPU_FAILED = "NVML: "
 NS_PER_MS = 1_000_000.0
 
 
@@ -111,11 +114,13 @@ class RequestEvent(Strict):
     timings: ServerTimings | None = None
     retries: Count = 0
     retry_reasons: list[str] = Field(default_factory=list, description="why each retried attempt failed "
-                                     "(a connection dropped before any byte); its time is in sent_ns − targeted_ns")
+                                     "(a connection dropped before any byte); its time is in sent_ns − "
+                                     "targeted_ns")
     error: RequestErrorInfo | None = None
     check: str | None = Field(None, description="fairness scenario: the check this request belongs to")
     session: Count = Field(0, description="0 = the run's first session; n = its n-th --resume")
-    role: str | None = Field(None, description="fairness scenario: its part in the check (decoder, probe, solo, …)")
+    role: str | None = Field(None, description="fairness scenario: its part in the check (decoder, probe, "
+                                               "solo, …)")
 
     @model_validator(mode="after")
     def _ordered(self) -> RequestEvent:
@@ -196,8 +201,8 @@ class ProcessSample(Strict):
     error: str | None = None
 
 
-EventLine = Annotated[Union[RequestEvent, LevelMark], Field(discriminator="kind")]
-SampleLine = Annotated[Union[MetricsSample, SlotsSample, ProcessSample], Field(discriminator="kind")]
+EventLine = Annotated[RequestEvent | LevelMark, Field(discriminator="kind")]
+SampleLine = Annotated[MetricsSample | SlotsSample | ProcessSample, Field(discriminator="kind")]
 _EVENT_ADAPTER: TypeAdapter[RequestEvent | LevelMark] = TypeAdapter(EventLine)
 _SAMPLE_ADAPTER: TypeAdapter[MetricsSample | SlotsSample | ProcessSample] = TypeAdapter(SampleLine)
 

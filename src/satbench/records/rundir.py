@@ -34,11 +34,12 @@ import fcntl
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator, Literal
+from typing import IO, Literal
 
-from satbench.errors import RunDirError, SatbenchError, UserError
 from satbench.config.limits import size_text
+from satbench.errors import RunDirError, SatbenchError, UserError
 
 LOCK_FILE = ".lock"  # hidden: never hashed into SHA256SUMS nor listed in the bundle
 RUN_FILE_RULE = "satbench writes only regular files of its own in a run directory"

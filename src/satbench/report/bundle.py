@@ -17,22 +17,35 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from satbench.analysis.results import ResultsFile
 from satbench.config.schema import Strict
 from satbench.errors import RunDirError
 from satbench.records.events import RequestEvent, read_events
+from satbench.records.layout import (
+    CSV_FILE,
+    EVIDENCE_FILE,
+    HTML_FILE,
+    PLOTS_DIR,
+    RECOMMENDATIONS_FILE,
+    RESULTS_FILE,
+    SUMS_FILE,
+    VERDICTS_FILE,
+)
 from satbench.records.manifest import read_manifest, write_text_atomic
+from satbench.records.rundir import (
+    check_run_subdir,
+    check_run_subdir_files,
+    check_writable_file,
+    make_run_subdir,
+    read_regular_file,
+    require_dir,
+)
 from satbench.report.csvfile import write_csv
 from satbench.report.document import render_html, render_markdown
 from satbench.report.evidence import evidence_blocks
-from satbench.report.integrity import raw_hashes, write_sums
-from satbench.report.integrity import MAX_DERIVED_BYTES
+from satbench.report.integrity import MAX_DERIVED_BYTES, raw_hashes, write_sums
 from satbench.report.plots import PlotFile, write_plots
-from satbench.analysis.results import ResultsFile
-from satbench.records.rundir import (check_run_subdir, check_run_subdir_files, check_writable_file, make_run_subdir,
-                             read_regular_file, require_dir)
 from satbench.saturation.recommend import RecommendationsFile
-from satbench.records.layout import (CSV_FILE, EVIDENCE_FILE, HTML_FILE, PLOTS_DIR, RECOMMENDATIONS_FILE, RESULTS_FILE,
-                                     SUMS_FILE, VERDICTS_FILE)
 
 WRITTEN_FILES = (RESULTS_FILE, VERDICTS_FILE, RECOMMENDATIONS_FILE, CSV_FILE, EVIDENCE_FILE, HTML_FILE,
                  SUMS_FILE)  # (plots/ besides)
@@ -95,5 +108,5 @@ def write_bundle(run_dir: Path, results: ResultsFile) -> ReportFiles:
     write_text_atomic(run_dir / HTML_FILE, render_html(blocks, run_dir, f"satbench run {results.run_id}"),
                       run_dir=run_dir)
     digest = write_sums(run_dir)
-    return ReportFiles(evidence=str(run_dir / EVIDENCE_FILE), html=str(run_dir / HTML_FILE), csv=str(csv_path),
-                       plots=plots, bundle_digest=digest)
+    return ReportFiles(evidence=str(run_dir / EVIDENCE_FILE), html=str(run_dir / HTML_FILE),
+                       csv=str(csv_path), plots=plots, bundle_digest=digest)

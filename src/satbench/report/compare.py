@@ -20,13 +20,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from satbench.analysis.results import LaneResult, ResultsFile
+from satbench.analysis.results import read_results as load_results
 from satbench.config.schema import ServerParams, Strict, WorkloadConfig
 from satbench.errors import UserError
-from satbench.records.manifest import HostInfo
 from satbench.metrics.interference import P95Metric, Ratio, ratio_of_estimates, ratio_of_p95
 from satbench.metrics.level import LevelResult
-from satbench.analysis.results import LaneResult, ResultsFile
-from satbench.analysis.results import read_results as load_results  # noqa: F401  (compare's loader, re-exported)
+from satbench.records.manifest import HostInfo
 from satbench.records.rundir import require_dir
 
 MIN_EFFECT = 0.05
@@ -132,7 +132,8 @@ def header_lines(a: ResultsFile, b: ResultsFile, run_a: str, run_b: str) -> list
         lines.append(f"machines differ: A {_machine(ha)} · B {_machine(hb)}")
     for tag, r in (("A", a), ("B", b)):
         if r.status != "complete":
-            lines.append(f"{tag}: run status {r.status}" + (f" ({r.status_reason})" if r.status_reason else ""))
+            lines.append(f"{tag}: run status {r.status}"
+                         + (f" ({r.status_reason})" if r.status_reason else ""))
     return lines
 
 
@@ -202,7 +203,8 @@ def _pair_levels(a: list[LevelResult], b: list[LevelResult], scenario: Scenario,
     return rows, sorted(set(by_a) - set(by_b)), sorted(set(by_b) - set(by_a))
 
 
-def _field_diffs(a: WorkloadConfig | ServerParams, b: WorkloadConfig | ServerParams, label: str = "") -> list[str]:
+def _field_diffs(a: WorkloadConfig | ServerParams, b: WorkloadConfig | ServerParams,
+                 label: str = "") -> list[str]:
     """'<label><field> <A> in A, <B> in B' for each field of the two (same-typed) configs that differs."""
     return [f"{label}{f} {getattr(a, f)} in A, {getattr(b, f)} in B" for f in type(a).model_fields
             if getattr(a, f) != getattr(b, f)]
@@ -336,7 +338,8 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
         else:
             say(f"lane {lane.lane}: nothing to compare")
         if lane.levels and (lane.only_in_a or lane.only_in_b):
-            say(f"  {lane.lane}: levels only in A: {_levels(lane.only_in_a)}; only in B: {_levels(lane.only_in_b)}")
+            say(f"  {lane.lane}: levels only in A: {_levels(lane.only_in_a)}; only in B: "
+                f"{_levels(lane.only_in_b)}")
         for note in lane.notes:
             say(f"  {lane.lane}: {note}")
     say(legend(cmp.min_effect))

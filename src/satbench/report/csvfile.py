@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from satbench.records.manifest import write_text_atomic
+from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution
-from satbench.analysis.results import LaneResult, ResultsFile
-from satbench.records.layout import CSV_FILE  # noqa: F401
-
+from satbench.records.layout import CSV_FILE
+from satbench.records.manifest import write_text_atomic
 
 
 def _p(d: Distribution, key: str) -> float | None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import base64
 import html
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Sequence, Union
+from typing import Literal
 
 from pydantic import Field
 
@@ -54,7 +55,7 @@ class Image(Strict):
     caption: str
 
 
-Block = Union[Heading, Para, Code, Bullets, TableBlock, Image]
+Block = Heading | Para | Code | Bullets | TableBlock | Image
 
 # ---------------------------------------------------------------- Markdown
 
@@ -163,4 +164,5 @@ def render_html(blocks: Sequence[Block], run_dir: Path, title: str) -> str:
     body = "\n".join(_html_block(b, run_dir) for b in blocks)
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
+            f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n</head>\n"
+            f"<body>\n{body}\n</body>\n</html>\n")

@@ -9,19 +9,31 @@ are never recorded by satbench, so no payload can reach a report.
 from __future__ import annotations
 
 import shlex
-from typing import Sequence
+from collections.abc import Sequence
 
+from satbench.analysis.results import VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
+from satbench.metrics.slot_memory import MARGIN_TEXT
 from satbench.records.manifest import ResumeRecord, RuntimeInfo
 from satbench.report.document import Block, Bullets, Code, Heading, Image, Para, TableBlock
 from satbench.report.integrity import SUMS_FILE, FileHash
 from satbench.report.plots import PlotFile
-from satbench.report.table import (INTERFERENCE_HEADERS, LEVEL_HEADERS, LEVEL_LEGEND, MEMORY_HEADERS,
-                                   RECOMMENDATION_HEADERS, VERDICT_HEADERS, interference_row, lane_title,
-                                   level_ci_notes, level_row, memory_row, recommendation_row, verdict_row)
-from satbench.metrics.slot_memory import MARGIN_TEXT
-from satbench.analysis.results import VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
-from satbench.server.memlog import LOG_VERBOSITY
+from satbench.report.table import (
+    INTERFERENCE_HEADERS,
+    LEVEL_HEADERS,
+    LEVEL_LEGEND,
+    MEMORY_HEADERS,
+    RECOMMENDATION_HEADERS,
+    VERDICT_HEADERS,
+    interference_row,
+    lane_title,
+    level_ci_notes,
+    level_row,
+    memory_row,
+    recommendation_row,
+    verdict_row,
+)
 from satbench.saturation.recommend import RecommendationsFile
+from satbench.server.memlog import LOG_VERBOSITY
 
 
 def _mib(n: int | None) -> str:
@@ -37,7 +49,8 @@ def header(results: ResultsFile) -> list[Block]:
     commit = p.satbench_commit or "not a git checkout"
     blocks: list[Block] = [
         Heading(level=1, text=f"satbench evidence: run {results.run_id}"),
-        Para(text=f"Status: {results.status}{' — ' + results.status_reason if results.status_reason else ''}. "
+        Para(text=f"Status: {results.status}"
+                  f"{' — ' + results.status_reason if results.status_reason else ''}. "
                   f"Started {results.started_at}, finished {results.finished_at or 'n/a'}. "
                   f"satbench {p.satbench_version}, commit `{commit}`."),
     ]
@@ -63,7 +76,8 @@ def _server_command(rt: RuntimeInfo, model: str | None, where: str) -> str:
     if rt.kind == "url":
         return f"a running server at {rt.base_url} {where}, given by --url; satbench did not start it"
     args = _cmd(["--model", model or "?", *rt.server_args])
-    return f"llama-server {args}" if rt.kind == "native" else f"embedded (xllamacpp, llama-server's flags): {args}"
+    return (f"llama-server {args}" if rt.kind == "native"
+            else f"embedded (xllamacpp, llama-server's flags): {args}")
 
 
 def commands(results: ResultsFile, resumes: Sequence[ResumeRecord] = ()) -> list[Block]:
@@ -71,19 +85,21 @@ def commands(results: ResultsFile, resumes: Sequence[ResumeRecord] = ()) -> list
                            Para(text="The command, as recorded in `run.json` (credentials redacted):"),
                            Code(text=_cmd(results.command_line))]
     if resumes:
-        blocks.append(Para(text="The run was resumed; each session re-ran only the units not yet finished, and a "
-                                "unit cut short counts its latest session's records only:"))
-        blocks.append(TableBlock(headers=["session", "started", "resumed from", "units already done", "command"],
-                                 rows=[[str(r.session), r.started_at, r.from_status + (f" ({r.from_reason})"
-                                                                                       if r.from_reason else ""),
+        blocks.append(Para(text="The run was resumed; each session re-ran only the units not yet finished, "
+                                "and a unit cut short counts its latest session's records only:"))
+        blocks.append(TableBlock(headers=["session", "started", "resumed from", "units already done",
+                                          "command"],
+                                 rows=[[str(r.session), r.started_at,
+                                        r.from_status + (f" ({r.from_reason})" if r.from_reason else ""),
                                         str(r.units_already_complete), f"`{_cmd(r.command_line)}`"]
                                        for r in resumes]))
         servers = [[str(r.session), key, rt.base_url, str(rt.pid or "n/a"), _cmd(rt.server_args)]
                    for r in resumes for key, rt in sorted(r.servers.items())]
         if servers:
-            blocks.append(TableBlock(headers=["session", "lane/scenario", "server", "pid", "flags"], rows=servers,
-                                     caption="Servers the resumed sessions started (same model file and build, "
-                                             "checked at start)"))
+            blocks.append(TableBlock(headers=["session", "lane/scenario", "server", "pid", "flags"],
+                                     rows=servers,
+                                     caption="Servers the resumed sessions started (same model file and "
+                                             "build, checked at start)"))
     rows = []
     for lane in results.lanes:
         prov = results.provenance.lanes.get(lane.lane)
@@ -94,8 +110,8 @@ def commands(results: ResultsFile, resumes: Sequence[ResumeRecord] = ()) -> list
     kind = "llama.cpp server" if all(lane.runtime.llamacpp for lane in results.lanes) else "server"
     blocks.append(TableBlock(headers=["lane", "server for", "server command line"], rows=rows,
                              caption=f"Each lane's own {kind} (bound to 127.0.0.1 when satbench started it)"))
-    blocks.append(Para(text="To regenerate every derived file from the raw ones, and to check the bundle, run these "
-                            "inside the run directory (the one that holds this file):"))
+    blocks.append(Para(text="To regenerate every derived file from the raw ones, and to check the bundle, "
+                            "run these inside the run directory (the one that holds this file):"))
     blocks.append(Code(text=f"satbench analyze .\nsatbench recommend .\nsatbench report .\n"
                             f"satbench verify .        # or: sha256sum -c {SUMS_FILE}"))
     return blocks
@@ -104,10 +120,11 @@ def commands(results: ResultsFile, resumes: Sequence[ResumeRecord] = ()) -> list
 def machine(results: ResultsFile) -> list[Block]:
     h = results.provenance.host
     usable = f", {h.cores_usable} usable by satbench and its server" if h.cores_usable is not None else ""
-    items = [f"CPU: {h.cpu_model}{f' ({h.cpu_signature})' if h.cpu_signature else ''}, {h.cores_logical} logical / "
-             f"{h.cores_physical or 'n/a'} physical cores{usable}",
+    items = [f"CPU: {h.cpu_model}{f' ({h.cpu_signature})' if h.cpu_signature else ''}, {h.cores_logical} "
+             f"logical / {h.cores_physical or 'n/a'} physical cores{usable}",
              f"RAM: {h.ram_bytes / 2**30:.1f} GiB", f"OS: {h.os}; Python {h.python}"]
-    items += [f"GPU: {g.name}, {_mib(g.memory_total_bytes)}, driver {g.driver or 'n/a'}, CUDA {g.cuda or 'n/a'}"
+    items += [f"GPU: {g.name}, {_mib(g.memory_total_bytes)}, driver {g.driver or 'n/a'}, CUDA "
+              f"{g.cuda or 'n/a'}"
               for g in h.gpus] or ["GPU: none visible through NVML"]
     items.append(f"hardware fingerprint (sha256): `{h.fingerprint_sha256}`")
     return [Heading(level=2, text="Machine"), Bullets(items=items)]
@@ -134,8 +151,8 @@ def lanes_table(results: ResultsFile) -> list[Block]:
                          + (" shared prefix" if lane.workload.shared_prefix else "")])
     return [Heading(level=2, text="Lanes: models and runtimes"),
             TableBlock(headers=["lane", "model file", "size", "weights", "sha256"], rows=models),
-            TableBlock(headers=["lane", "runtime", "llama.cpp build", "backend", "slots", "per-slot ctx", "network",
-                                "prompt / output tokens"], rows=runtimes)]
+            TableBlock(headers=["lane", "runtime", "llama.cpp build", "backend", "slots", "per-slot ctx",
+                                "network", "prompt / output tokens"], rows=runtimes)]
 
 
 def memory_table(results: ResultsFile) -> list[Block]:
@@ -163,16 +180,19 @@ def server_failures(results: ResultsFile) -> list[Block]:
     if not rows:
         return []
     return [Heading(level=2, text="Server failures"),
-            Para(text="A server crashed or stopped answering. What it finished before is kept; the lane's levels at "
-                      "or above the one that failed were not asked for again, a fresh server (where satbench starts "
-                      "them) measured what remained below it, and no recommendation reaches that level."),
-            TableBlock(headers=["lane", "scenario", "in flight", "rep", "what happened", "server log", "restarted",
-                                "units not run"], rows=rows)]
+            Para(text="A server crashed or stopped answering. What it finished before is kept; the lane's "
+                      "levels at or above the one that failed were not asked for again, a fresh server "
+                      "(where "
+                      "satbench starts them) measured what remained below it, and no recommendation reaches "
+                      "that level."),
+            TableBlock(headers=["lane", "scenario", "in flight", "rep", "what happened", "server log",
+                                "restarted", "units not run"], rows=rows)]
 
 
 def gpu_table(lane: LaneResult) -> list[Block]:
     rows = [[str(lv.concurrency), str(lv.gpu.samples),
-             "n/a" if lv.gpu.util_mean_pct is None else f"{lv.gpu.util_mean_pct:.0f} / {lv.gpu.util_max_pct:.0f}",
+             "n/a" if lv.gpu.util_mean_pct is None else f"{lv.gpu.util_mean_pct:.0f} / "
+                                                        f"{lv.gpu.util_max_pct:.0f}",
              "n/a" if lv.gpu.sm_clock_mean_mhz is None else f"{lv.gpu.sm_clock_mean_mhz:.0f}",
              f"{_mib(lv.gpu.mem_used_mean_bytes)} / {_mib(lv.gpu.mem_used_peak_bytes)}",
              "n/a" if lv.memory.server_cpu_cores is None else f"{lv.memory.server_cpu_cores:.2f}"]
@@ -207,7 +227,8 @@ def lane_section(lane: LaneResult, plots: Sequence[PlotFile]) -> list[Block]:
     if lane.interference:
         blocks.append(TableBlock(headers=list(INTERFERENCE_HEADERS),
                                  rows=[interference_row(r) for r in lane.interference],
-                                 caption=f"{lane.lane}: together ÷ alone, with 95% CI (conservative interval arithmetic)"))
+                                 caption=f"{lane.lane}: together ÷ alone, with 95% CI (conservative "
+                                         "interval arithmetic)"))
     if lane.fairness:
         blocks.append(Heading(level=3, text=f"Fairness and starvation ({lane.lane})"))
         blocks.append(TableBlock(headers=list(VERDICT_HEADERS), rows=[verdict_row(v) for v in lane.fairness]))
@@ -221,17 +242,21 @@ def recommendations(recs: RecommendationsFile | None) -> list[Block]:
     blocks: list[Block] = [Heading(level=2, text="Recommendations"),
                            TableBlock(headers=list(RECOMMENDATION_HEADERS),
                                       rows=[recommendation_row(r) for r in recs.lanes],
-                                      caption="recommended = the largest measured level ≤ min(knee, SLO bound, "
-                                              "slots, fairness cap, below a level whose server failed or where more "
-                                              "than 1% of requests failed), none safe when no measured level is that "
-                                              "low; out tok/s and p95 TTFT / TPOT with their 95% CIs")]
+                                      caption="recommended = the largest measured level ≤ min(knee, SLO "
+                                              "bound, slots, fairness cap, below a level whose server "
+                                              "failed or "
+                                              "where more than 1% of requests failed), none safe when no "
+                                              "measured "
+                                              "level is that low; out tok/s and p95 TTFT / TPOT with their "
+                                              "95% CIs")]
     items = []
     for r in recs.lanes:
         items += [f"{r.lane}: {r.binding.detail}", f"{r.lane}: knee — {r.knee_reason}",
                   f"{r.lane}: server side {r.server_confirmation.statement}",
                   *([f"{r.lane}: what saturated ({r.saturation.resource}) — {r.saturation.statement}"]
                     if r.saturation is not None else []),
-                  f"{r.lane}: USL — " + (f"peak N* ≈ {r.usl.peak_n:.1f}" if r.usl.peak_reported and r.usl.peak_n
+                  f"{r.lane}: USL — " + (f"peak N* ≈ {r.usl.peak_n:.1f}"
+                                         if r.usl.peak_reported and r.usl.peak_n
                                          else r.usl.why_not or "no peak reported")]
     blocks.append(Bullets(items=items))
     return blocks
@@ -260,14 +285,17 @@ def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[
         if lane.runtime.kind == "url" and not _afar(lane):
             items.append(f"{lane.lane}: a running server {_where(lane)}, given by --url — satbench did "
                          "not start it, so its process memory and CPU were not sampled"
-                         + ("; GPU figures are NVML's device-wide readings of this machine." if lane.hardware.gpus
-                            else "."))
+                         + ("; GPU figures are NVML's device-wide readings of this machine."
+                            if lane.hardware.gpus else "."))
         elif lane.runtime.kind == "url":
-            items.append(f"{lane.lane}: a server on another machine (given by --url, remote network path) — its "
-                         "memory, CPU and GPU were not sampled. Its figures hold for the server's hardware, which "
-                         "satbench did not see: the Machine section and the hardware fingerprint describe the "
-                         "measuring machine (this client), not the server, so the capability report refuses to "
-                         "advertise them; measure on the node itself to advertise the lane.")
+            items.append(f"{lane.lane}: a server on another machine (given by --url, remote network path) — "
+                         "its memory, CPU and GPU were not sampled. Its figures hold for the server's "
+                         "hardware, "
+                         "which satbench did not see: the Machine section and the hardware fingerprint "
+                         "describe "
+                         "the measuring machine (this client), not the server, so the capability report "
+                         "refuses "
+                         "to advertise them; measure on the node itself to advertise the lane.")
     build = "llama.cpp" if all(lane.runtime.llamacpp for lane in results.lanes) else "server"
     remote = [lane.lane for lane in results.lanes if _afar(lane)]
     local = [lane.lane for lane in results.lanes if lane.lane not in remote]
@@ -282,12 +310,13 @@ def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[
     ]
     if local:
         items.append(f"Every figure{'' if not remote else ' of ' + ', '.join(local)} holds for this hardware "
-                     f"fingerprint, this {build} build, this model file and this workload shape (prompt/output "
-                     "tokens); the capability report refuses to apply it elsewhere.")
+                     f"fingerprint, this {build} build, this model file and this workload shape "
+                     "(prompt/output tokens); the capability report refuses to apply it elsewhere.")
     if remote:
-        items.append(f"{', '.join(remote)}: the figures hold for the remote server's hardware, this {build} build, "
-                     "this model and this workload shape; as that hardware was not seen, the capability report "
-                     "refuses to advertise them anywhere.")
+        items.append(f"{', '.join(remote)}: the figures hold for the remote server's hardware, this {build} "
+                     "build, this model and this workload shape; as that hardware was not seen, the "
+                     "capability "
+                     "report refuses to advertise them anywhere.")
     if any(f.startswith("cpu_contention") for lane in results.lanes for lv in lane.levels for f in lv.flags):
         items.append("Some levels ran with the CPU saturated: the load generator shares the machine with the "
                      "server, so those levels measure the pair, not the server alone.")
@@ -299,8 +328,9 @@ def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[
 
 def raw_files(hashes: Sequence[FileHash], bundle_note: str) -> list[Block]:
     return [Heading(level=2, text="Raw files and their hashes"),
-            Para(text="What was measured, as written during the run. Every figure above is recomputed from these "
-                      f"by `satbench analyze`. `{SUMS_FILE}` lists these and every derived file; {bundle_note}"),
+            Para(text="What was measured, as written during the run. Every figure above is recomputed from "
+                      f"these by `satbench analyze`. `{SUMS_FILE}` lists these and every derived file; "
+                      f"{bundle_note}"),
             TableBlock(headers=["file", "bytes", "sha256"],
                        rows=[[h.file, f"{h.size_bytes:,}", f"`{h.sha256}`"] for h in hashes])]
 
@@ -313,12 +343,14 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
                      f"recommendations`; sha256 `{recs_sha256}` when this report was written): per lane the "
                      "recommended concurrency, its binding reason and the figures expected there.")
         items.append(f"The capability report, run inside the run directory: `{capability_command(results)}` "
-                     "(add `--format litellm` for a LiteLLM fragment; relative file paths are as the sweep was given "
-                     "them) — it refuses a lane measured on other hardware, another build or another model file"
-                     + (f", and {', '.join(lane.lane for lane in results.lanes if _afar(lane))}: measured from "
-                        "another machine" if any(_afar(lane) for lane in results.lanes) else "") + ".")
-    items.append(f"`results.json` (schema {results.schema_version}) for every figure with its CI; `results.csv` "
-                 "for spreadsheets" + (f"; `verdicts.json` (schema {VERDICTS_SCHEMA_VERSION})"
+                     "(add `--format litellm` for a LiteLLM fragment; relative file paths are as the sweep "
+                     "was given them) — it refuses a lane measured on other hardware, another build or "
+                     "another model "
+                     "file"
+                     + (f", and {', '.join(lane.lane for lane in results.lanes if _afar(lane))}: measured "
+                        "from another machine" if any(_afar(lane) for lane in results.lanes) else "") + ".")
+    items.append(f"`results.json` (schema {results.schema_version}) for every figure with its CI; "
+                 "`results.csv` for spreadsheets" + (f"; `verdicts.json` (schema {VERDICTS_SCHEMA_VERSION})"
                                         if any(lane.fairness for lane in results.lanes) else "") + ".")
     missing = []
     for lane in results.lanes:
@@ -328,7 +360,8 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
                     for f in lane.server_failures if f.level]
         missing.append(f"{lane.lane}: other prompt/output lengths than {lane.workload.prompt_tokens}/"
                        f"{lane.workload.output_tokens} tokens" + ("" if lane.workload.shared_prefix else
-                                                                  ", and prompt-cache reuse (no --shared-prefix)"))
+                                                                  ", and prompt-cache reuse (no "
+                                                                  "--shared-prefix)"))
         if not lane.fairness:
             missing.append(f"{lane.lane}: fairness and starvation (run with --with-fairness)")
         if not lane.together_levels and len(results.lanes) > 1:
@@ -369,7 +402,8 @@ def capability_command(results: ResultsFile) -> str:
         lane, rt = results.lanes[0], results.lanes[0].runtime
         if rt.kind == "url":
             opts = ["--url", rt.base_url]
-            opts += [x for flag in _URL_ACCESS_FLAGS if (v := _flag_value(argv, flag)) is not None for x in (flag, v)]
+            opts += [x for flag in _URL_ACCESS_FLAGS if (v := _flag_value(argv, flag)) is not None
+                     for x in (flag, v)]
             opts += ["--insecure"] if "--insecure" in argv else []
         else:
             opts = ["--model", lane.model.path or "MODEL.gguf"]
@@ -391,8 +425,9 @@ def evidence_blocks(results: ResultsFile, recs: RecommendationsFile | None,
     blocks += raw_files(hashes, "check them with `satbench verify .` inside the run directory.")
     blocks += handoff(results, recs, recs_sha256)
     forms = "; ".join(f"{lane.lane}: {prompt_form(lane)}" for lane in results.lanes)
-    blocks.append(Para(text=f"Prompts and generated text are not recorded by satbench ({forms}), so none appear "
-                            "here; API keys and URL credentials are redacted before anything is written."))
+    blocks.append(Para(text=f"Prompts and generated text are not recorded by satbench ({forms}), so none "
+                            "appear here; API keys and URL credentials are redacted before anything is "
+                            "written."))
     return blocks
 
 
@@ -401,7 +436,8 @@ def prompt_form(lane: LaneResult) -> str:
     server tokenizes (llama.cpp's /tokenize), else text whose token count only the server knows."""
     w, shared = lane.workload, lane.workload.shared_prefix
     if lane.runtime.llamacpp:
-        start = "the same filler tokens for every request" if shared else "a unique text prefix, then filler tokens"
+        start = ("the same filler tokens for every request" if shared
+                 else "a unique text prefix, then filler tokens")
         return f"token ids: {start}, {w.prompt_tokens} per sweep request"
     start = "the same filler words for every request" if shared else "a unique prefix, then filler words"
     return (f"text: {start}, about {w.prompt_tokens} words per sweep request; the server's own token count, "

@@ -39,26 +39,33 @@ import csv
 import hashlib
 import os
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pydantic import BaseModel, Field
 
-from satbench.records.artifacts import FLOAT_REL_TOL, older_minor, same_under_current_schema, schema_version_of
+from satbench.analysis.results import ResultsFile
 from satbench.config.schema import Strict
 from satbench.errors import RunDirError, SatbenchError
-from satbench.records.manifest import write_text_atomic
 from satbench.models.files import sha256_file  # called with cache=None: a bundle is always read
+from satbench.records.artifacts import (
+    FLOAT_REL_TOL,
+    older_minor,
+    same_under_current_schema,
+    schema_version_of,
+)
+from satbench.records.layout import SUMS_FILE
+from satbench.records.manifest import write_text_atomic
 from satbench.records.rundir import open_readable, read_regular_file, require_dir
-from satbench.records.layout import SUMS_FILE  # noqa: F401
-from satbench.analysis.results import ResultsFile
 
 # written by analyze / recommend / report; everything else in a run directory is raw
 DERIVED_FILES = ("results.json", "verdicts.json", "recommendations.json", "results.csv", "EVIDENCE.md",
                  "report.html", SUMS_FILE)
 DERIVED_DIRS = ("plots",)
-MUST_BE_LISTED = ("run.json", "events.jsonl", "server_samples.jsonl") + tuple(f for f in DERIVED_FILES if f != SUMS_FILE)
-OLDER_MINOR_IGNORED = ("definitions",)  # prose restating the formulas; an earlier satbench worded it otherwise
+MUST_BE_LISTED = (("run.json", "events.jsonl", "server_samples.jsonl")
+                  + tuple(f for f in DERIVED_FILES if f != SUMS_FILE))
+# prose restating the formulas; an earlier satbench worded it otherwise
+OLDER_MINOR_IGNORED = ("definitions",)
 CSV_ABS_TOL = 1e-6  # results.csv prints figures rounded to 6 decimals
 MAX_DERIVED_BYTES = 64 * 2**20  # results.json and .csv, verdicts, recommendations: figures, not raw records
 MAX_SUMS_BYTES = 16 * 2**20  # one ~100-byte line per file: far above any run directory satbench writes
@@ -88,7 +95,8 @@ def run_files(run_dir: Path) -> list[str]:
 
 
 def hash_files(run_dir: Path, rels: list[str]) -> list[FileHash]:
-    return [FileHash(file=r, sha256=sha256_file(run_dir / r, cache=None), size_bytes=(run_dir / r).stat().st_size)
+    return [FileHash(file=r, sha256=sha256_file(run_dir / r, cache=None),
+                     size_bytes=(run_dir / r).stat().st_size)
             for r in rels]
 
 
@@ -121,7 +129,8 @@ def stale_sums_note(run_dir: Path, rewritten: list[str]) -> str | None:
     redo = (f"`satbench recommend {quoted}` then `satbench report {quoted}` write the bundle again"
             if "results.json" in stale and (run_dir / "recommendations.json").exists()
             else f"`satbench report {quoted}` writes the bundle again")
-    return f"note: {', '.join(stale)} rewritten, so the report's SHA256SUMS no longer matches (verify fails on it): {redo}"
+    return (f"note: {', '.join(stale)} rewritten, so the report's SHA256SUMS no longer matches "
+            f"(verify fails on it): {redo}")
 
 
 def sums_bytes(run_dir: Path) -> bytes:
@@ -189,12 +198,16 @@ class Verification(Strict):
     unlisted: list[str] = Field(default_factory=list)
     uncovered: list[str] = Field(default_factory=list,
                                  description="files verify relies on that are present but not in SHA256SUMS")
-    inconsistent: list[str] = Field(default_factory=list, description="derived files that do not follow from the raw ones")
+    inconsistent: list[str] = Field(default_factory=list, description="derived files that do not follow "
+                                                                      "from the raw ones")
     older_schema: list[str] = Field(default_factory=list,
-                                    description="derived files written under an older minor schema version, consistent under this one")
+                                    description="derived files written under an older minor schema version, "
+                                                "consistent under this one")
     rounding: list[str] = Field(default_factory=list,
-                                description="derived files equal to a fresh derivation only to within floating-point "
-                                            "rounding (relative 1e-6): derived by another Python, numpy or scipy")
+                                description="derived files equal to a fresh derivation only to within "
+                                            "floating-point rounding (relative 1e-6): derived by another "
+                                            "Python, numpy or "
+                                            "scipy")
 
     @property
     def ok(self) -> bool:
@@ -225,19 +238,26 @@ def verify(run_dir: Path, analyze: Callable[[Path], ResultsFile]) -> Verificatio
 
 
 def _version_note(old: str, new: str) -> str:
-    """When the file was written under another schema version, say so: a refresh, not tampering, may explain it."""
+    """When the file was written under another schema version, say so: a refresh, not tampering,
+    may explain it."""
     was, now = schema_version_of(old), schema_version_of(new)
     if was is None:
         return " (not valid JSON, or no schema_version)"
-    return "" if was == now else f" (written as schema {was}; this satbench writes {now}: `satbench analyze` refreshes it)"
+    return "" if was == now else (f" (written as schema {was}; this satbench writes {now}: "
+                                  "`satbench analyze` refreshes it)")
 
 
-def _rederive(run_dir: Path, analyze: Callable[[Path], ResultsFile]) -> tuple[list[str], list[str], list[str]]:
+def _rederive(run_dir: Path,
+              analyze: Callable[[Path], ResultsFile]) -> tuple[list[str], list[str], list[str]]:
     """(derived JSON that differs from what the raw files give now, each with the reason;
     derived JSON of an older minor schema that is consistent under the current one; derived JSON
     equal to the fresh one only within floating-point rounding)."""
     from satbench.analysis.results import VerdictsFile, render_results, render_verdicts, verdicts_of
-    from satbench.saturation.recommend import RECOMMENDATIONS_FILE, RecommendationsFile, recommendations_differ
+    from satbench.saturation.recommend import (
+        RECOMMENDATIONS_FILE,
+        RecommendationsFile,
+        recommendations_differ,
+    )
 
     out: list[str] = []
     older: list[str] = []
@@ -246,7 +266,8 @@ def _rederive(run_dir: Path, analyze: Callable[[Path], ResultsFile]) -> tuple[li
         results = analyze(run_dir)
     except (OSError, *_UNREADABLE) as exc:
         return [f"raw files cannot be analyzed: {_why(exc)}"], [], []
-    expected: dict[str, tuple[str, type[BaseModel]]] = {"results.json": (render_results(results), ResultsFile)}
+    expected: dict[str, tuple[str, type[BaseModel]]] = {
+        "results.json": (render_results(results), ResultsFile)}
     if (verdicts := verdicts_of(results)) is not None:
         expected["verdicts.json"] = (render_verdicts(verdicts), VerdictsFile)
     elif (run_dir / "verdicts.json").exists():
@@ -346,12 +367,14 @@ def csv_differs(run_dir: Path, results) -> tuple[str, bool] | None:
         return f"{CSV_FILE}: empty", False
     unknown = [c for c in old[0] if c not in fresh[0]]
     if unknown or len(set(old[0])) != len(old[0]):
-        return f"{CSV_FILE}: columns this satbench does not write: {', '.join(unknown) or 'a repeated name'}", False
+        return (f"{CSV_FILE}: columns this satbench does not write: "
+                f"{', '.join(unknown) or 'a repeated name'}"), False
     if len(old) != len(fresh):
         return f"{CSV_FILE}: {len(old) - 1} rows, a fresh analysis gives {len(fresh) - 1}", False
     where = [fresh[0].index(c) for c in old[0]]
     for i, (a, b) in enumerate(zip(old[1:], fresh[1:]), 1):
-        bad = [c for c, x, j in zip(old[0], a, where) if not _cells_equal(x, b[j])] if len(a) == len(old[0]) else ["cell count"]
+        bad = ([c for c, x, j in zip(old[0], a, where) if not _cells_equal(x, b[j])]
+               if len(a) == len(old[0]) else ["cell count"])
         if bad:
             return f"{CSV_FILE}: row {i} differs from a fresh analysis ({', '.join(bad)})", False
     if (missing := [c for c in fresh[0] if c not in old[0]]):

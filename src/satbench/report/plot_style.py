@@ -3,14 +3,15 @@ log2 concurrency axis and a fresh Agg figure (no pyplot, no global figure state)
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from satbench.analysis.results import LaneResult
 from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, Estimate
-from satbench.analysis.results import LaneResult
 from satbench.records.layout import PLOTS_DIR  # noqa: F401
 
 PlotKind = Literal["throughput", "latency", "occupancy", "gpu", "timeline", "starvation"]

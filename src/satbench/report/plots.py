@@ -10,24 +10,36 @@ saved without the matplotlib version, so the same inputs give the same files.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.config.schema import Strict
+from satbench.metrics.level import LevelResult
 from satbench.records.events import RequestEvent
 from satbench.records.manifest import write_text_atomic
-from satbench.metrics.level import LevelResult
-from satbench.report.plot_style import (DPI, KINDS, PLOTS_DIR, STYLE, Drawn, PlotKind, by_concurrency, estimate_err,
-                                        lane_title, n_axis, new_figure, p95_err)
+from satbench.records.rundir import make_run_subdir
+from satbench.report.plot_style import (
+    DPI,
+    KINDS,
+    PLOTS_DIR,
+    STYLE,
+    Drawn,
+    PlotKind,
+    by_concurrency,
+    estimate_err,
+    lane_title,
+    n_axis,
+    new_figure,
+    p95_err,
+)
 from satbench.report.plots_gpu import gpu_plot
 from satbench.report.plots_requests import starvation_plot, timeline_plot
-from satbench.analysis.results import LaneResult, ResultsFile
-from satbench.records.rundir import make_run_subdir
 from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile
 
 
@@ -108,7 +120,8 @@ def _throughput(lane: LaneResult, rec: LaneRecommendation | None) -> Drawn | Non
 # ---------------------------------------------------------------- latency
 
 
-def _dist_series(ax: Axes, levels: Sequence[LevelResult], pick: str, label: str, fmt: str, p95_ci: bool) -> bool:
+def _dist_series(ax: Axes, levels: Sequence[LevelResult], pick: str, label: str, fmt: str,
+                 p95_ci: bool) -> bool:
     pts = [(lv.concurrency, getattr(lv.latency, pick)) for lv in levels]
     key = "p95" if p95_ci else "p50"
     pts = [(n, d) for n, d in pts if getattr(d, key) is not None]
@@ -117,7 +130,8 @@ def _dist_series(ax: Axes, levels: Sequence[LevelResult], pick: str, label: str,
     xs, ys = [n for n, _ in pts], [getattr(d, key) for _, d in pts]
     if p95_ci:
         errs = [p95_err(d) for _, d in pts]
-        ax.errorbar(xs, ys, yerr=[[e[0] for e in errs], [e[1] for e in errs]], fmt=fmt, capsize=3, label=label)
+        ax.errorbar(xs, ys, yerr=[[e[0] for e in errs], [e[1] for e in errs]], fmt=fmt, capsize=3,
+                    label=label)
     else:
         ax.plot(xs, ys, fmt, label=label)
     return True
@@ -189,8 +203,8 @@ def _occupancy(lane: LaneResult) -> Drawn | None:
     ax.legend(loc="upper left")
     title = lane_title(lane, "occupancy vs concurrency")
     ax.set_title(title)
-    cap = ("Mean occupancy over the steady window at each concurrency (log scales): busy slots from /slots or "
-           "requests_processing, busy slots per decode step from /metrics, and the client's own count of "
+    cap = ("Mean occupancy over the steady window at each concurrency (log scales): busy slots from /slots "
+           "or requests_processing, busy slots per decode step from /metrics, and the client's own count of "
            "requests in flight. Points on the wide grey line mean every offered request was being served; "
            "a flat line below it means requests waited. A level with none busy has no point (log scale).")
     return fig, title, cap

@@ -7,25 +7,30 @@ throughput and the server's CPU cores, so "throughput flat while the GPU idles" 
 
 from __future__ import annotations
 
-from satbench.report.plot_style import Drawn, by_concurrency, lane_title, n_axis, new_figure
 from satbench.analysis.results import LaneResult
+from satbench.report.plot_style import Drawn, by_concurrency, lane_title, n_axis, new_figure
 from satbench.saturation.bound import GPU_BUSY_PCT, GPU_IDLE_PCT
 from satbench.saturation.recommend import LaneRecommendation
 
 
 def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> Drawn | None:
-    levels = [lv for lv in by_concurrency(lane.levels) if lv.gpu is not None and lv.gpu.util_mean_pct is not None]
+    levels = [lv for lv in by_concurrency(lane.levels)
+              if lv.gpu is not None and lv.gpu.util_mean_pct is not None]
     if not levels:
         return None
     fig, (left, right) = new_figure("gpu", 2)
     ns = [lv.concurrency for lv in levels]
     util = [lv.gpu.util_mean_pct for lv in levels]  # type: ignore[union-attr]
-    top = [max(0.0, (lv.gpu.util_max_pct or u) - u) for lv, u in zip(levels, util)]  # type: ignore[union-attr]
-    left.errorbar(ns, util, yerr=[[0.0] * len(ns), top], fmt="o-", capsize=3, label="GPU utilisation (mean; bar: max)")
-    left.axhline(GPU_BUSY_PCT, color="tab:red", linestyle="--", linewidth=1, label=f"GPU-bound ≥ {GPU_BUSY_PCT:.0f} %")
+    top = [max(0.0, (lv.gpu.util_max_pct or u) - u)  # type: ignore[union-attr]
+           for lv, u in zip(levels, util)]
+    left.errorbar(ns, util, yerr=[[0.0] * len(ns), top], fmt="o-", capsize=3,
+                  label="GPU utilisation (mean; bar: max)")
+    left.axhline(GPU_BUSY_PCT, color="tab:red", linestyle="--", linewidth=1,
+                 label=f"GPU-bound ≥ {GPU_BUSY_PCT:.0f} %")
     left.axhline(GPU_IDLE_PCT, color="tab:green", linestyle=":", linewidth=1,
                  label=f"≤ {GPU_IDLE_PCT:.0f} % while flat: server_cpu-bound")
-    clocks = [(lv.concurrency, lv.gpu.sm_clock_mean_mhz) for lv in levels if lv.gpu.sm_clock_mean_mhz]  # type: ignore[union-attr]
+    clocks = [(lv.concurrency, lv.gpu.sm_clock_mean_mhz)  # type: ignore[union-attr]
+              for lv in levels if lv.gpu.sm_clock_mean_mhz]  # type: ignore[union-attr]
     n_axis(left, ns)
     left.set_ylim(0, 105)
     left.set_ylabel("GPU utilisation (%)")
@@ -39,7 +44,8 @@ def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> Drawn | None:
     right.set_ylim(0, max((p[1] for p in pts), default=1.0) * 1.15)
     cpu = [(lv.concurrency, lv.memory.server_cpu_cores) for lv in by_concurrency(lane.levels)
            if lv.memory.server_cpu_cores is not None]
-    _twin_series(right, cpu, "^--", "tab:purple", "server CPU (cores)", headroom=1.3, legend_loc="lower right")
+    _twin_series(right, cpu, "^--", "tab:purple", "server CPU (cores)", headroom=1.3,
+                 legend_loc="lower right")
     right.legend(loc="upper left")
     if rec is not None and rec.knee is not None:
         for ax in (left, right):

@@ -4,12 +4,13 @@ prefill, decode, stalls, failures), and S1's decoders during the injected long p
 from __future__ import annotations
 
 import statistics
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from itertools import pairwise
 
-from satbench.records.events import RequestEvent
-from satbench.metrics.latency import first_token_ns
-from satbench.report.plot_style import Drawn, lane_title, new_figure
 from satbench.analysis.results import LaneResult
+from satbench.metrics.latency import first_token_ns
+from satbench.records.events import RequestEvent
+from satbench.report.plot_style import Drawn, lane_title, new_figure
 
 MAX_BARS = 200
 MARKERS = ("o", "s", "^", "v", "D", "x", "+")
@@ -37,7 +38,7 @@ def timeline_events(lane: LaneResult, events: Sequence[RequestEvent]) -> tuple[i
 def token_gaps(e: RequestEvent) -> Iterator[tuple[int, int, float]]:
     """(start ns, end ns, ms per token) between consecutive token-carrying chunks."""
     ts = [(t, n) for t, n in e.chunks if n > 0]
-    for a, b in zip(ts, ts[1:]):
+    for a, b in pairwise(ts):
         yield a[0], b[0], (b[0] - a[0]) / NS_PER_MS / b[1]
 
 
@@ -97,7 +98,8 @@ def timeline_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn | N
     ax.set_xlabel("time since the first request was sent (s)")
     ax.set_ylabel("request (in order sent)")
     ax.grid(axis="y", visible=False)
-    fig.legend(loc="outside lower center", ncols=min(4, sum(1 for rows in bars.values() if rows)), frameon=False)
+    fig.legend(loc="outside lower center", ncols=min(4, sum(1 for rows in bars.values() if rows)),
+               frameon=False)
     title = lane_title(lane, f"requests at N={n}, repetition {rep}")
     ax.set_title(title)
     shown = f"the first {len(reqs)} of {total} measured requests" if total > len(reqs) else \

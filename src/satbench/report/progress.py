@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from satbench.records.events import RequestEvent
 
@@ -16,7 +23,7 @@ class RichProgress:
             TextColumn("errors {task.fields[errors]}"), TimeElapsedColumn(), TimeRemainingColumn(),
             console=Console(stderr=True), refresh_per_second=4, transient=False,
         )
-        self._task = None
+        self._task: TaskID | None = None
         self._errors = 0
         self._total = 0
 

@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from satbench.records.manifest import RuntimeInfo
+from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.metrics.level import LevelResult
 from satbench.metrics.slot_memory import size_text
 from satbench.metrics.stats import Distribution, Estimate, Interval
-from satbench.analysis.results import LaneResult, ResultsFile
+from satbench.records.manifest import RuntimeInfo
 
 
 def _est(e: Estimate, digits: int = 1) -> str:
@@ -69,7 +69,8 @@ LEVEL_LEGEND = ("latencies in ms; ± = half the 95% CI over repetitions, [low–
                 "queue = TTFT − prompt_ms − RTT (an estimate: llama.cpp stamps no queue time)")
 INTERFERENCE_HEADERS = ("N", "out tok/s ratio", "p95 TTFT ratio", "p95 ITL ratio")
 VERDICT_HEADERS = ("check", "verdict", "measured", "bound", "how the bound was derived / why inconclusive")
-RECOMMENDATION_HEADERS = ("lane", "recommended", "binding", "knee", "max under SLO", "slots", "out tok/s at rec",
+RECOMMENDATION_HEADERS = ("lane", "recommended", "binding", "knee", "max under SLO", "slots", "out tok/s at "
+                                                                                              "rec",
                           "p95 TTFT / TPOT ms [95% CI]", "USL peak N*")
 
 
@@ -115,12 +116,14 @@ def fitted_tables(console: Console, title: str, more_title: str, headers: Sequen
         if len(groups[-1]) > 1 and not fits(groups[-1] + [i]):
             groups.append([0])
         groups[-1].append(i)
-    return [build(cols, title if k == 0 else more_title, wrap=not fits(cols)) for k, cols in enumerate(groups)]
+    return [build(cols, title if k == 0 else more_title, wrap=not fits(cols))
+            for k, cols in enumerate(groups)]
 
 
 def lane_tables(console: Console, lane: LaneResult, levels: list[LevelResult] | None = None,
                 scenario: str = "alone") -> list[Table]:
-    return fitted_tables(console, f"{lane_title(lane)} · {scenario}", f"lane {lane.lane} · {scenario}, continued",
+    return fitted_tables(console, f"{lane_title(lane)} · {scenario}", f"lane {lane.lane} · {scenario}, "
+                                                                      "continued",
                          LEVEL_HEADERS, [level_row(lv) for lv in (lane.levels if levels is None else levels)])
 
 
@@ -139,7 +142,8 @@ def interference_tables(console: Console, lane: LaneResult) -> list[Table]:
 
 
 def interference_row(row) -> list[str]:
-    return [str(row.concurrency), _ratio(row.output_tok_per_s), _ratio(row.p95_ttft_ms), _ratio(row.p95_itl_ms)]
+    return [str(row.concurrency), _ratio(row.output_tok_per_s), _ratio(row.p95_ttft_ms),
+            _ratio(row.p95_itl_ms)]
 
 
 def approx_tokens(lv: LevelResult) -> str:
@@ -193,15 +197,17 @@ def _fmt_apart(v: float | None, bound: float | None) -> tuple[str, str]:
     """(measured, bound) with enough digits that unequal values never print alike: 0.9896 against
     a bound of 0.99 prints 0.9896 ≥ 0.99, not 0.99 ≥ 0.99 beside a fail."""
     extra = 0
-    while extra < 12 and v is not None and bound is not None and v != bound and _fmt(v, extra) == _fmt(bound, extra):
+    while (extra < 12 and v is not None and bound is not None and v != bound
+           and _fmt(v, extra) == _fmt(bound, extra)):
         extra += 1
     return _fmt(v, extra), _fmt(bound, _decimals_needed(bound, extra))
 
 
 def _decimals_needed(bound: float | None, extra: int) -> int:
-    """The fewest extra digits (≤ extra) that print the bound exactly as with `extra` (1.1, not 1.10000)."""
-    return next((e for e in range(extra + 1) if bound is None or float(_fmt(bound, e)) == float(_fmt(bound, extra))),
-                extra)
+    """The fewest extra digits (≤ extra) that print the bound exactly as with `extra` (1.1, not
+    1.10000)."""
+    return next((e for e in range(extra + 1)
+                 if bound is None or float(_fmt(bound, e)) == float(_fmt(bound, extra))), extra)
 
 
 def verdict_table(lane: LaneResult) -> Table:
@@ -237,7 +243,8 @@ def status_line(results: ResultsFile, run_dir: Path | str | None = None) -> str 
     return f"run status: {results.status}" + (f" — {results.status_reason}" if results.status_reason else "")
 
 
-def print_results(results: ResultsFile, console: Console | None = None, run_dir: Path | str | None = None) -> None:
+def print_results(results: ResultsFile, console: Console | None = None,
+                  run_dir: Path | str | None = None) -> None:
     if console is None:
         console = Console()
         if not console.is_terminal:
@@ -261,7 +268,8 @@ def print_results(results: ResultsFile, console: Console | None = None, run_dir:
         for tag, levels in (("", lane.levels), (" together", lane.together_levels)):
             for lv in levels:
                 for line in level_ci_notes(lv) + lv.flags:
-                    console.print(f"  {lane.lane}{tag} N={lv.concurrency}: {line}", markup=False, highlight=False)
+                    console.print(f"  {lane.lane}{tag} N={lv.concurrency}: {line}", markup=False,
+                                  highlight=False)
     if (line := status_line(results, run_dir)) is not None:
         console.print(line, markup=False, highlight=False)
 
@@ -277,7 +285,8 @@ def print_recommendations(recs, console: Console | None = None) -> None:
     console.print(t)
     for r in recs.lanes:
         console.print(f"  {r.lane}: {r.binding.detail}", markup=False, highlight=False)
-        console.print(f"  {r.lane}: server side {r.server_confirmation.statement}", markup=False, highlight=False)
+        console.print(f"  {r.lane}: server side {r.server_confirmation.statement}", markup=False,
+                      highlight=False)
 
 
 def _p95_ci(v: float | None, ci: Interval | None, digits: int = 0) -> str:
@@ -296,7 +305,8 @@ def _knee_cell(r) -> str:
     """The knee, or why there is none, taken from the knee's reason (a single level is not "still rising")."""
     if r.knee is not None:
         return str(r.knee)
-    return "none (still rising)" if r.knee_reason.startswith("throughput still gains") else f"none ({r.knee_reason})"
+    return ("none (still rising)" if r.knee_reason.startswith("throughput still gains")
+            else f"none ({r.knee_reason})")
 
 
 def recommendation_row(r) -> list[str]:

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+from satbench.analysis.results import LaneResult
 from satbench.config.schema import Strict
 from satbench.metrics.level import LevelResult
-from satbench.analysis.results import LaneResult
 from satbench.server.memlog import gpu_device_count
 
 Resource = Literal["gpu", "server_cpu", "slots", "undetermined"]
@@ -80,7 +80,8 @@ def gpu_devices(lane: LaneResult) -> int:
 def busy_slots(lv: LevelResult) -> float | None:
     """Busy slots = the decode-weighted figure, else the time-weighted one (see busy_slots_variant)."""
     o = lv.occupancy
-    return o.decode_weighted_busy_slots if o.decode_weighted_busy_slots is not None else o.time_weighted_busy_slots
+    return (o.decode_weighted_busy_slots if o.decode_weighted_busy_slots is not None
+            else o.time_weighted_busy_slots)
 
 
 def busy_slots_variant(lv: LevelResult) -> str:
@@ -90,7 +91,8 @@ def busy_slots_variant(lv: LevelResult) -> str:
             else "time-weighted" if o.time_weighted_busy_slots is not None else "")
 
 
-def _gpu_figure(lane: LaneResult, lv: LevelResult, util: float | None, clock: float | None, devices: int) -> str:
+def _gpu_figure(lane: LaneResult, lv: LevelResult, util: float | None, clock: float | None,
+                devices: int) -> str:
     if util is not None:
         on = (f" (busiest of {devices} GPUs)" if devices > 1
               else "" if offloads_layers(lane) else " (no layers on it: --n-gpu-layers 0)")
@@ -111,7 +113,8 @@ def saturated_by(lane: LaneResult, lv: LevelResult) -> Saturation:
                else "busy slots n/a", _gpu_figure(lane, lv, util, clock, devices),
                f"server CPU {cpu:.2f} of {threads} cores" if cpu is not None else "server CPU n/a"]
     if deferred is None or deferred:
-        figures.insert(1, "deferred requests n/a" if deferred is None else f"up to {deferred:.0f} request(s) deferred")
+        figures.insert(1, "deferred requests n/a" if deferred is None else f"up to {deferred:.0f} "
+                                                                           "request(s) deferred")
     said = f"at N={n}: " + ", ".join(figures)
     queue = bool(deferred) or bool(slots and n > slots and busy is not None and busy >= SLOTS_FULL * slots)
     if queue:
@@ -121,25 +124,27 @@ def saturated_by(lane: LaneResult, lv: LevelResult) -> Saturation:
         resource, why = "gpu", f"the GPU runs kernels ≥ {GPU_BUSY_PCT:.0f} % of the time: GPU-bound"
     elif on_gpu and util is not None and devices > 1:
         resource = "undetermined"
-        split = (f"the server splits its layers over {devices} GPUs, which a decode step runs" if lane.runtime.backend
-                 else f"the server may split its layers over the {devices} GPUs this host has (a running server's "
-                 "devices are not known), which a decode step would run")
+        split = (f"the server splits its layers over {devices} GPUs, which a decode step runs"
+                 if lane.runtime.backend
+                 else f"the server may split its layers over the {devices} GPUs this host has (a running "
+                      "server's devices are not known), which a decode step would run")
         why = (f"{split} through one after another: the busiest under {GPU_BUSY_PCT:.0f} % cannot tell a "
                "GPU-bound lane from a CPU-bound one")
     elif on_gpu and util is not None and util <= GPU_IDLE_PCT:
         resource = "server_cpu"
-        why = (f"the GPU is idle ≥ {100 - GPU_IDLE_PCT:.0f} % of the time while throughput is flat: bound by the "
-               "server's CPU side (sampling over the vocabulary, scheduling loop, HTTP), not the GPU")
+        why = (f"the GPU is idle ≥ {100 - GPU_IDLE_PCT:.0f} % of the time while throughput is flat: bound "
+               "by the server's CPU side (sampling over the vocabulary, scheduling loop, HTTP), not the GPU")
     elif (lv.gpu is None or not on_gpu) and cpu is not None and threads and cpu >= CPU_FULL * threads:
         resource = "server_cpu"
-        why = (f"{'no GPU' if on_gpu else 'no layers on the GPU (--n-gpu-layers 0)'}, and the server keeps its "
-               "cores busy: CPU-bound (CPU backend)")
+        why = (f"{'no GPU' if on_gpu else 'no layers on the GPU (--n-gpu-layers 0)'}, and the server keeps "
+               "its cores busy: CPU-bound (CPU backend)")
     else:
         resource = "undetermined"
         why = ("no layers on the GPU (--n-gpu-layers 0), and the server's CPU use "
-               f"{'not measured' if cpu is None else 'under ' + format(CPU_FULL, '.0%') + ' of its cores'}: not "
-               "enough figures to say what saturated" if not on_gpu
-               else f"GPU utilisation between {GPU_IDLE_PCT:.0f} and {GPU_BUSY_PCT:.0f} %: neither clearly GPU- "
+               f"{'not measured' if cpu is None else 'under ' + format(CPU_FULL, '.0%') + ' of its cores'}: "
+               "not enough figures to say what saturated" if not on_gpu
+               else f"GPU utilisation between {GPU_IDLE_PCT:.0f} and {GPU_BUSY_PCT:.0f} %: neither clearly "
+                    "GPU- "
                "nor CPU-bound" if util is not None
                else "the GPU reports no utilisation (MIG or vGPU?): not enough figures to say what saturated"
                if lv.gpu is not None else "not enough figures to say what saturated")

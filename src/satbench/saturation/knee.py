@@ -13,7 +13,7 @@ Kneedle (§7.2, with ≥ 5 levels) on (log2 N, X) is reported beside it for comp
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from satbench.config.schema import Strict
 
@@ -56,7 +56,8 @@ def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_D
         k = nxt
     if k == len(pts) - 1 and len(pts) > 1:
         return Knee(knee=None, last_real_gain_to=pts[k].n,
-                    reason=f"throughput still gains ≥ {min_gain:.0%} per doubling up to the highest level N={pts[k].n}")
+                    reason=f"throughput still gains ≥ {min_gain:.0%} per doubling up to the highest level "
+                           f"N={pts[k].n}")
     if len(pts) == 1:
         return Knee(knee=None, last_real_gain_to=pts[0].n, reason="a single level: no knee can be seen")
     return Knee(knee=pts[k].n, last_real_gain_to=pts[k].n,

@@ -17,34 +17,44 @@ from typing import Literal
 
 from pydantic import Field
 
-from satbench.records.artifacts import (close, older_minor, only_keys_of, published_schema, render,  # noqa: F401 (render: re-exported)
-                                write_artifact)
+from satbench.analysis.results import RESULTS_FILE, LaneResult, ResultsFile, read_results
 from satbench.config.schema import SloConfig, Strict
 from satbench.errors import RunDirError
-from satbench.records.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.metrics.level import LevelResult
 from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
 from satbench.metrics.stats import Distribution, Estimate, Interval
-from satbench.analysis.results import RESULTS_FILE, LaneResult, ResultsFile, read_results
+from satbench.records.artifacts import (  # noqa: F401 (render: re-exported)
+    close,
+    older_minor,
+    only_keys_of,
+    published_schema,
+    render,
+    write_artifact,
+)
+from satbench.records.layout import RECOMMENDATIONS_FILE
+from satbench.records.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.saturation.bound import Resource, Saturation, busy_slots, busy_slots_variant, saturated_by
 from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.slo import slo_bound
 from satbench.saturation.usl import UslFit, fit_usl
-from satbench.records.layout import RECOMMENDATIONS_FILE  # noqa: F401
 
 RECOMMENDATIONS_SCHEMA_VERSION = "1.8"
 # 1.8: memory (the lane's cache per slot and the slots that fit after loading), memory_cap and the
 #      "memory" binding when those slots are the tightest limit.
 # 1.7: server_on_measuring_machine (capability refuses a url lane measured from another machine);
 #      server_confirmation.busy_slots and busy_slots_variant (slots_saturated falls back to the
-#      time-weighted busy slots without /metrics, as the binding's statement does); a p95 whose 95 % CI has no upper end (fewer than 72 samples) meets no SLO target (the largest
+#      time-weighted busy slots without /metrics, as the binding's statement does); a p95 whose
+#      95 % CI has no upper end (fewer than 72 samples) meets no SLO target (the largest
 #      sample stood in for it, above the p95 only with probability 1 - 0.95^n).
 # 1.6: a `definitions` block (the rules behind the knee, the caps and the recommendation).
 # 1.5: expected and measured throughput are results 3.0's, taken over whole requests (a knee
 #      found on the earlier figure could sit higher: their bias grew with N).
-# 1.4: server_confirmation.requests_deferred is null when /metrics gave no reading (was false: "no deferred").
+# 1.4: server_confirmation.requests_deferred is null when /metrics gave no reading (was false:
+#      "no deferred").
 # 1.3: error_cap and the "errors" binding; recommended_concurrency and expected are None when no
-#      measured level is safe; hardware.cpu_signature and hardware.cores_usable. 1.2: runtime.binary_sha256. 1.1: binding.resource, saturation, server_failure_cap.
+#      measured level is safe; hardware.cpu_signature and hardware.cores_usable.
+# 1.2: runtime.binary_sha256.
+# 1.1: binding.resource, saturation, server_failure_cap.
 ERROR_SHARE_MAX = 0.01  # a level where more than 1 % of measured requests failed is not a safe limit
 Reason = Literal["server_failed", "errors", "fairness", "slo", "slots", "memory", "knee", "highest_measured"]
 
@@ -73,14 +83,17 @@ class Expected(Strict):
 class ServerConfirmation(Strict):
     at_concurrency: int
     slots: int | None
-    busy_slots_per_decode: float | None = Field(description="the decode-weighted busy slots (null without /metrics)")
-    busy_slots: float | None = Field(None, description="what slots_saturated reads: the decode-weighted figure, "
+    busy_slots_per_decode: float | None = Field(description="the decode-weighted busy slots (null without "
+                                                            "/metrics)")
+    busy_slots: float | None = Field(None, description="what slots_saturated reads: the decode-weighted "
+                                                       "figure, "
                                      "else the time-weighted one (busy_slots_variant says which)")
     busy_slots_variant: Literal["per decode", "time-weighted"] | None = None
     requests_deferred_max: float | None
     itl_p50_ms_by_level: dict[int, float | None]
     slots_saturated: bool
-    requests_deferred: bool | None = Field(description="requests_deferred_max > 0; null when unknown (no /metrics)")
+    requests_deferred: bool | None = Field(description="requests_deferred_max > 0; null when unknown (no "
+                                                       "/metrics)")
     decode_time_rising: bool
     statement: str
 
@@ -114,7 +127,8 @@ class LaneRecommendation(Strict):
     fairness_failures: list[str] = Field(default_factory=list)
     server_failure_cap: int | None = Field(None, description="below the lowest level whose server failed")
     server_failures: list[str] = Field(default_factory=list)
-    error_cap: int | None = Field(None, description=f"below the lowest level where more than {ERROR_SHARE_MAX:.0%} "
+    error_cap: int | None = Field(None, description="below the lowest level where more than "
+                                                    f"{ERROR_SHARE_MAX:.0%} "
                                   "of measured requests failed")
     error_levels: list[str] = Field(default_factory=list)
     memory: LaneMemory | None = Field(None, description="cache per slot, slots that fit (results.json)")
@@ -133,24 +147,32 @@ DEFINITIONS = {
     "recommended_concurrency": "the largest measured level at or below the tightest of knee, slo_bound, "
                                "slots, memory_cap, fairness_cap, server_failure_cap and error_cap (the "
                                "binding one is named); null when no measured level is that low",
-    "knee": "from the lowest level, the candidate moves to a higher level only when that level's output tok/s is a real "
-            "gain over the candidate's: >= 10% per doubling of N on average and above the upper end of the candidate's "
-            "95% CI; the knee is the last candidate, none when that is the highest level (still rising). DESIGN 7.1 "
-            "stops at the first doubling below 10%; this rule still sees a later real gain (a dip inside the noise does "
-            "not end the climb)",
-    "slo_bound": "the largest N such that it and every lower level meet the SLO: upper 95% CI end of p95 TTFT and p95 "
-                 "TPOT (and p95 E2E when set) within the targets, and >= 90% of requests meeting all (a failed request "
-                 "misses); a p95 whose CI has no upper end (fewer than 72 samples) does not meet a target",
-    "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at least 1)",
-    "server_failure_cap": "one below the lowest concurrency at which the lane's server crashed or stopped answering",
+    "knee": "from the lowest level, the candidate moves to a higher level only when that level's output "
+            "tok/s is a real gain over the candidate's: >= 10% per doubling of N on average and above the "
+            "upper end of the "
+            "candidate's 95% CI; the knee is the last candidate, none when that is the highest level (still "
+            "rising). "
+            "DESIGN 7.1 stops at the first doubling below 10%; this rule still sees a later real gain (a "
+            "dip inside "
+            "the noise does not end the climb)",
+    "slo_bound": "the largest N such that it and every lower level meet the SLO: upper 95% CI end of p95 "
+                 "TTFT and p95 TPOT (and p95 E2E when set) within the targets, and >= 90% of requests "
+                 "meeting all (a "
+                 "failed request misses); a p95 whose CI has no upper end (fewer than 72 samples) does not "
+                 "meet a target",
+    "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at "
+                    "least 1)",
+    "server_failure_cap": "one below the lowest concurrency at which the lane's server crashed or stopped "
+                          "answering",
     "memory_cap": "memory.slots_fit: the server's slots plus the cache slots that fit in the memory left "
                   f"after loading (GPU free or RAM available, less {MARGIN_TEXT}) at the lane's per-slot "
                   "context; below the slots when the server leaves less than that free",
-    "error_cap": "one below the lowest level where more than 1% of measured requests failed (cancelled ones excepted)",
-    "expected": "the recommended level's measured output tok/s (results.json: whole requests in the steady window) and "
-                "p95 TTFT / TPOT, with their 95% CIs",
-    "usl": "X(N) = X(1) N / (1 + alpha (N-1) + beta N (N-1)), alpha, beta >= 0 by bounded least squares; peak "
-           "N* = sqrt((1 - alpha) / beta) reported only when beta's 95% CI excludes 0 and R^2 >= 0.9",
+    "error_cap": "one below the lowest level where more than 1% of measured requests failed (cancelled ones "
+                 "excepted)",
+    "expected": "the recommended level's measured output tok/s (results.json: whole requests in the steady "
+                "window) and p95 TTFT / TPOT, with their 95% CIs",
+    "usl": "X(N) = X(1) N / (1 + alpha (N-1) + beta N (N-1)), alpha, beta >= 0 by bounded least squares; "
+           "peak N* = sqrt((1 - alpha) / beta) reported only when beta's 95% CI excludes 0 and R^2 >= 0.9",
     "kneedle": "Kneedle on (log2 N, X) with >= 5 levels, beside the knee for comparison",
 }
 
@@ -209,7 +231,8 @@ def error_cap(levels: list[LevelResult]) -> tuple[int | None, list[str]]:
         return None, []
     return bad[0].concurrency - 1, [
         f"N={lv.concurrency}: {failed_count(lv)} of {lv.counts.requests_measured} "
-        f"measured requests failed ({', '.join(f'{k}×{v}' for k, v in lv.counts.errors_by_type.items()) or 'errors'})"
+        "measured requests failed "
+        f"({', '.join(f'{k}×{v}' for k, v in lv.counts.errors_by_type.items()) or 'errors'})"
         for lv in bad]
 
 
@@ -225,19 +248,23 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
     saturated = bool(slots and busy is not None and busy >= 0.9 * slots)
     rising = bool(first and last and last > 1.2 * first)
     parts = [f"at N={look.concurrency}:"]
-    parts.append(f"{busy:.1f} of {slots} slots busy {variant}" if busy is not None and slots else "busy slots n/a")
+    parts.append(f"{busy:.1f} of {slots} slots busy {variant}" if busy is not None and slots
+                 else "busy slots n/a")
     parts.append("deferred requests n/a" if deferred is None else
                  f"up to {deferred:.0f} request(s) deferred" if deferred else "no deferred requests")
     if first and last:
         parts.append(f"decode time per token {first:.1f} ms at N={min(itl)} → {last:.1f} ms")
     which = [w for w, on in (("slots full", saturated), ("requests queued", bool(deferred)),
                              ("per-token decode time rising", rising)) if on]
-    parts.append("server-side signs of saturation: " + ", ".join(which) if which else "no server-side sign of saturation")
+    parts.append("server-side signs of saturation: " + ", ".join(which) if which
+                 else "no server-side sign of saturation")
     return ServerConfirmation(at_concurrency=look.concurrency, slots=slots,
                               busy_slots_per_decode=look.occupancy.decode_weighted_busy_slots,
                               busy_slots=busy, busy_slots_variant=variant,
-                              requests_deferred_max=deferred, itl_p50_ms_by_level=itl, slots_saturated=saturated,
-                              requests_deferred=None if deferred is None else deferred > 0, decode_time_rising=rising,
+                              requests_deferred_max=deferred, itl_p50_ms_by_level=itl,
+                              slots_saturated=saturated,
+                              requests_deferred=None if deferred is None else deferred > 0,
+                              decode_time_rising=rising,
                               statement=f"{parts[0]} " + ", ".join(parts[1:]))
 
 
@@ -251,9 +278,11 @@ def _bounds(lane: LaneResult, levels: list[LevelResult], knee: int | None, knee_
     slots = lane.runtime.total_slots
     bounds: list[tuple[Reason, int, str]] = []
     if crash_cap is not None:
-        bounds.append(("server_failed", crash_cap, "; ".join(crashes) + ": nothing at or above it is recommended"))
+        bounds.append(("server_failed", crash_cap, "; ".join(crashes) + ": nothing at or above it is "
+                                                                        "recommended"))
     if err_cap is not None:
-        bounds.append(("errors", err_cap, "; ".join(errs) + f" (more than {ERROR_SHARE_MAX:.0%}): nothing at or "
+        bounds.append(("errors", err_cap, "; ".join(errs) + f" (more than {ERROR_SHARE_MAX:.0%}): nothing "
+                                                            "at or "
                        "above it is recommended"))
     if cap is not None:
         bounds.append(("fairness", cap, "; ".join(failures) + ": nothing at or above it is recommended"))
@@ -277,8 +306,10 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     if not measured_levels:
         return None
     # the curve below a server failure; all of it when the server failed at the lowest level
-    levels = [lv for lv in measured_levels if crash_cap is None or lv.concurrency <= crash_cap] or measured_levels
-    points = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value, ci_low=lv.throughput.output_tok_per_s.ci_low,
+    levels = ([lv for lv in measured_levels if crash_cap is None or lv.concurrency <= crash_cap]
+              or measured_levels)
+    points = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value,
+                    ci_low=lv.throughput.output_tok_per_s.ci_low,
                     ci_high=lv.throughput.output_tok_per_s.ci_high) for lv in levels]
     k = marginal_gain_knee(points)
     samples = [(lv.concurrency, r.output_tok_per_s) for lv in levels for r in lv.repetitions
@@ -305,16 +336,19 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     if rec is None:
         detail += (f"; no measured level is at or below {limit}: " +
                    ("no concurrency is safe to advertise" if limit < 1
-                    else f"measure N ≤ {limit} (e.g. --concurrency {','.join(str(n) for n in range(1, limit + 1))})"))
+                    else f"measure N ≤ {limit} (e.g. --concurrency "
+                         f"{','.join(str(n) for n in range(1, limit + 1))})"))
     else:
         if rec != limit:
-            detail += f"; the largest measured level at or below {limit} is {rec} (--refine measures between levels)"
+            detail += (f"; the largest measured level at or below {limit} is {rec} "
+                       "(--refine measures between levels)")
         at = next(lv for lv in levels if lv.concurrency == rec)
         ttft, ttft_ci = _p95(at.latency.ttft_ms)
         tpot, tpot_ci = _p95(at.latency.tpot_ms)
-        expected = Expected(concurrency=rec, output_tok_per_s=at.throughput.output_tok_per_s, p95_ttft_ms=ttft,
-                            p95_ttft_ci=ttft_ci, p95_tpot_ms=tpot, p95_tpot_ci=tpot_ci,
-                            peak_rss_bytes=at.memory.peak_rss_bytes, peak_gpu_mem_bytes=at.memory.peak_gpu_mem_bytes)
+        expected = Expected(concurrency=rec, output_tok_per_s=at.throughput.output_tok_per_s,
+                            p95_ttft_ms=ttft, p95_ttft_ci=ttft_ci, p95_tpot_ms=tpot, p95_tpot_ci=tpot_ci,
+                            peak_rss_bytes=at.memory.peak_rss_bytes,
+                            peak_gpu_mem_bytes=at.memory.peak_gpu_mem_bytes)
     return LaneRecommendation(
         lane=lane.lane, hardware_fingerprint=lane.hardware.fingerprint_sha256, hardware=lane.hardware,
         server_on_measuring_machine=lane.network.server_on_this_machine,
@@ -323,10 +357,11 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
         fairness_cap=cap, fairness_failures=failures, server_failure_cap=crash_cap, server_failures=crashes,
         error_cap=err_cap, error_levels=errs, memory=lane.memory,
         memory_cap=lane.memory.slots_fit if lane.memory is not None else None,
-        binding=Binding(reason=reason, resource=resource, detail=detail), saturation=saturation, expected=expected,
-        usl=fit_usl(samples), server_confirmation=confirmation(levels, rec if rec is not None else levels[0].concurrency,
-                                                               slots),
-        measured_levels=[LevelSummary(concurrency=lv.concurrency, output_tok_per_s=lv.throughput.output_tok_per_s,
+        binding=Binding(reason=reason, resource=resource, detail=detail), saturation=saturation,
+        expected=expected, usl=fit_usl(samples),
+        server_confirmation=confirmation(levels, rec if rec is not None else levels[0].concurrency, slots),
+        measured_levels=[LevelSummary(concurrency=lv.concurrency,
+                                      output_tok_per_s=lv.throughput.output_tok_per_s,
                                       p95_ttft_ms=lv.latency.ttft_ms.p95, p95_tpot_ms=lv.latency.tpot_ms.p95,
                                       slo_attainment=lv.slo_attainment) for lv in levels],
         measured_at=results.finished_at or results.started_at, command_line=results.command_line,
@@ -348,16 +383,18 @@ def recommend(run_dir: Path) -> RecommendationsFile:
         raise RunDirError(f"{run_dir}: no lane has measured levels to recommend from")
     return RecommendationsFile(
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        satbench_version=results.provenance.satbench_version, satbench_commit=results.provenance.satbench_commit,
+        satbench_version=results.provenance.satbench_version,
+        satbench_commit=results.provenance.satbench_commit,
         run_id=results.run_id, results_sha256=hashlib.sha256(text).hexdigest(), lanes=lanes,
     )
 
 
 def recommendations_differ(run_dir: Path, text: str) -> str | None:
     """Why the recommendations `text` is not what this run directory gives now (None when it is),
-    comparing everything but `created_at` and the `definitions` prose (numbers to within floating-point rounding: `close`);
-    a file of an older minor schema version is compared in the fields it has (`only_keys_of`: those a
-    later minor added are left out on both sides) and its `schema_version` is not compared."""
+    comparing everything but `created_at` and the `definitions` prose (numbers to within
+    floating-point rounding: `close`); a file of an older minor schema version is compared in the
+    fields it has (`only_keys_of`: those a later minor added are left out on both sides) and its
+    `schema_version` is not compared."""
     try:
         given = RecommendationsFile.model_validate_json(text).model_dump(mode="json")
     except ValueError:

@@ -12,7 +12,8 @@ def refine_levels(result: LaneResult | None) -> list[int]:
     Without a knee, between the top two levels if the last step scaled sub-linearly; else none."""
     if result is None:
         return []
-    pts = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value, ci_low=lv.throughput.output_tok_per_s.ci_low,
+    pts = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value,
+                 ci_low=lv.throughput.output_tok_per_s.ci_low,
                  ci_high=lv.throughput.output_tok_per_s.ci_high) for lv in result.levels
            if lv.throughput.output_tok_per_s.value]
     if len(pts) < 2:

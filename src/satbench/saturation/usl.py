@@ -10,7 +10,7 @@ has degrees of freedom for a CI on β. The predicted peak N* = √((1−α)/β) 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import optimize
@@ -81,7 +81,8 @@ def fit_usl(samples: Sequence[tuple[int, float]]) -> UslFit:
     if fit.beta_ci is None:
         fit.why_not = "no confidence interval for β (too few samples or a degenerate fit)"
     elif fit.beta_ci[0] <= 0:
-        fit.why_not = f"β's 95 % CI [{fit.beta_ci[0]:.2g}, {fit.beta_ci[1]:.2g}] includes 0: no retrograde peak is evident"
+        fit.why_not = (f"β's 95 % CI [{fit.beta_ci[0]:.2g}, {fit.beta_ci[1]:.2g}] includes 0: "
+                       "no retrograde peak is evident")
     elif r2 < MIN_R2:
         fit.why_not = f"R² {r2:.2f} < {MIN_R2}: the law does not describe these points well"
     elif fit.peak_n is None:

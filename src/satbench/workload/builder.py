@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from typing import Awaitable, Callable, Literal
+from collections.abc import Awaitable, Callable
+from typing import Literal
 
-from satbench.http.client import CompletionRequest
 from satbench.config.schema import MAX_LEVEL, MAX_REQUESTS_PER_LEVEL, LaneConfig, RunConfig, WorkloadConfig
 from satbench.errors import UserError
+from satbench.http.client import CompletionRequest
 
 Tokenizer = Callable[[str, bool], Awaitable[list[int]]]  # (text, add_special) -> ids
 Phase = Literal["warmup", "measured", "background"]

@@ -9,11 +9,11 @@ from satbench.config.schema import LaneConfig, Strict
 from satbench.records.manifest import NetworkInfo, RuntimeInfo
 
 MIN_SHARED_MS = 250.0  # F1: an interval side by side counts when it lasted this long, less its edges
-EDGE_MS = 50.0  # trimmed from each end of an interval side by side: a client reading a stream late bunches it there
+# trimmed from each end of an interval side by side: a client reading a stream late bunches it there
+EDGE_MS = 50.0
 F1_DECODE_TARGET_MS = 2 * (MIN_SHARED_MS + 2 * EDGE_MS)  # F1 sizes its requests to decode this long alone
 
 CAL_OUTPUT = 48  # tokens of the lone decode request that measures the decode iteration
-CHECKS = ("F1", "F2", "F3", "S1", "S2", "S3")
 NAMES = {
     "F1": "equal requests",
     "F2": "mixed sizes",
@@ -47,7 +47,8 @@ class FairnessPlan(Strict):
 
     def per_slot_ctx_needed(self) -> int:
         """Largest prompt + output any single request of the checks needs, plus a margin."""
-        largest = max([p + o for p, o in self.f2_sizes] + [self.s1_prompt + 4, self.s3_prompt + self.s3_output,
+        largest = max([p + o for p, o in self.f2_sizes] + [
+                       self.s1_prompt + 4, self.s3_prompt + self.s3_output,
                        self.prompt + self.f1_output,
                        self.prompt + self.s1_decoder_output, self.prompt + self.s2_decoder_output,
                        self.calibration_prompt + self.calibration_output])
@@ -68,7 +69,8 @@ def request_count(plan: FairnessPlan, lane: LaneConfig) -> int:
     return 4 + sum(n for c, n in per_check.items() if c in f.checks)
 
 
-def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None, jitter_ms: float = 0.0) -> FairnessPlan:
+def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None,
+              jitter_ms: float = 0.0) -> FairnessPlan:
     """Sizes for `slots` slots; with the server's `per_slot_ctx` known, long prompts are capped
     to fit it (S1 then says whether the cap still leaves a prompt ≫ n_batch). `jitter_ms` (the
     client↔server round trip's p95) widens the latency bounds by what the client cannot resolve."""
@@ -78,15 +80,16 @@ def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None, jit
         n_batch = min(n_batch, per_slot_ctx if lane.server.kv_unified else per_slot_ctx * slots)
     p, o = w.prompt_tokens, w.output_tokens
     room = (per_slot_ctx - 16) if per_slot_ctx else None
-    s1_prompt = int(math.ceil(f.s1_prompt_batches * n_batch))
+    s1_prompt = math.ceil(f.s1_prompt_batches * n_batch)
     if room is not None:
         s1_prompt = min(s1_prompt, room - 4)
     s1_decoders = max(1, min(f.s1_decoders or 3, slots - 1))  # each decoder holds a slot beside the prompt
-    chunks = int(math.ceil(s1_prompt / n_batch))
-    sizes = [(max(8, p // 2), max(2, o // 2)), (p, o), (2 * p, 2 * o), (4 * p, 4 * o)][: max(1, min(slots, 4))]
+    chunks = math.ceil(s1_prompt / n_batch)
+    sizes = [(max(8, p // 2), max(2, o // 2)), (p, o), (2 * p, 2 * o),
+             (4 * p, 4 * o)][: max(1, min(slots, 4))]
     if room is not None:
         sizes = [(min(sp, room - so), so) for sp, so in sizes]
-    s3_prompt = int(math.ceil(f.s3_prompt_batches * n_batch))
+    s3_prompt = math.ceil(f.s3_prompt_batches * n_batch)
     if room is not None:
         s3_prompt = min(s3_prompt, room - 16)
     cal_prompt = min(n_batch, 512)
