@@ -5,78 +5,68 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import NoReturn
 
 import satbench
-from satbench.config.schema import (BUILTIN_MODEL, FairnessConfig, LaneConfig, RunConfig, RuntimeConfig, ServerParams,
-                             WorkloadConfig, parse_levels, resolve_model_dir)
+from satbench.cli.lanekeys import (
+    FLAG_KEYS,
+    SERVER,
+    LaneKey,
+    LaneValueError,
+    build_lane,
+    help_text,
+    value_type,
+)
+from satbench.config.schema import FairnessConfig, LaneConfig, RunConfig, parse_levels
 from satbench.errors import UserError
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         raise UserError(f"{self.prog}: {message}")
-
-
-# flags that describe one lane; a lane file replaces all of them
-_LANE_FLAGS = ("model", "url", "served_model", "api_key_env", "api_key_file", "ca_cert", "server_bin", "concurrency",
-               "prompt_tokens", "output_tokens",
-               "requests_per_level", "repetitions", "request_timeout", "parallel", "ctx_size", "batch_size",
-               "ubatch_size", "threads", "n_gpu_layers", "model_dir", "port")
 
 
 def _sweep_args(p: argparse.ArgumentParser) -> None:
     lanes = p.add_argument_group("several lanes")
-    lanes.add_argument("--lanes", help="lane file (TOML): several models/runtimes, each with its knobs and SLO")
+    lanes.add_argument("--lanes",
+                       help="lane file (TOML): several models/runtimes, each with its knobs and SLO")
     lanes.add_argument("--together", action="store_true",
                        help="also run all lanes at once and report each one's degradation")
     lanes.add_argument("--with-fairness", action="store_true",
                        help="then run the fairness and starvation checks of every lane (same run directory)")
-    lanes.add_argument("--checks", help="fairness checks to run, e.g. S1,S2 (default all six: F1,F2,F3,S1,S2,S3)")
+    lanes.add_argument("--checks",
+                       help="fairness checks to run, e.g. S1,S2 (default all six: F1,F2,F3,S1,S2,S3)")
     lanes.add_argument("--refine", action="store_true",
-                       help="measure 2-3 extra levels between the points that bracket the knee, then recommend")
-    src = p.add_argument_group("one lane (without --lanes)")
-    src.add_argument("--model", help=f"GGUF file, {BUILTIN_MODEL} (default) or synthetic:ARCH-SIZE")
-    src.add_argument("--model-dir", help="where built-in models are assembled "
-                     "(default $SATBENCH_MODEL_DIR or ./.satbench/models)")
-    src.add_argument("--url", help="measure a running server (llama-server or OpenAI-compatible)")
-    src.add_argument("--served-model", metavar="ID", help="with --url: the model to measure, one of the ids "
-                     "the server's /v1/models lists (default: the first)")
-    src.add_argument("--api-key-env", help="environment variable holding the remote server's API key")
-    src.add_argument("--api-key-file", help="file holding the remote server's API key (sent only to --url)")
-    src.add_argument("--ca-cert", help="PEM CA or self-signed certificate to trust for an https --url "
-                     "(besides the system's CAs)")
-    src.add_argument("--insecure", action="store_true", help="do NOT verify the https --url's certificate "
-                     "(a warning is printed and run.json records it)")
-    src.add_argument("--server-bin", help="start this llama-server binary instead of the embedded one")
-    wl = p.add_argument_group("workload")
-    wl.add_argument("--concurrency", help="levels, e.g. 1,2,4,8,16 (default 1,2,4,8)")
-    wl.add_argument("--prompt-tokens", type=int, help=f"default {WorkloadConfig().prompt_tokens}")
-    wl.add_argument("--output-tokens", type=int, help=f"default {WorkloadConfig().output_tokens}")
-    wl.add_argument("--requests-per-level", type=int, help="measured requests per level and repetition "
-                    "(default max(8N, 32))")
-    wl.add_argument("--repetitions", type=int, help="default 3")
-    wl.add_argument("--shared-prefix", action="store_true", help="same prompt for all, prompt cache on")
-    wl.add_argument("--request-timeout", type=float, help="seconds per request (default 300)")
-    ll = p.add_argument_group("llama.cpp server (same meaning as llama-server's flags)")
-    ll.add_argument("-np", "--parallel", type=int, help="slots (default: the highest level)")
-    ll.add_argument("-c", "--ctx-size", type=int, help="total context (default: enough for every slot)")
-    ll.add_argument("-b", "--batch-size", type=int, help=f"default {ServerParams().n_batch}")
-    ll.add_argument("-ub", "--ubatch-size", type=int, help=f"default {ServerParams().n_ubatch}")
-    ll.add_argument("-t", "--threads", type=int)
-    ll.add_argument("-ngl", "--n-gpu-layers", type=int)
-    ll.add_argument("--kv-unified", action="store_true")
-    ll.add_argument("--port", type=int, help="port on 127.0.0.1 for a server satbench starts (default: a free one)")
+                       help="measure 2-3 extra levels between the points that bracket the knee, "
+                            "then recommend")
+    _lane_args(p)
     p.add_argument("-o", "--output", help="run directory (default: runs/<timestamp>)")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run from its first unfinished "
-                   "level (with no other flags: the run's own configuration)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run from its first "
+                   "unfinished level (with no other flags: the run's own configuration)")
     p.add_argument("--strict", action="store_true", help="refuse levels above the server's slot count "
                    "(default: warn and flag them queue_bound)")
 
 
+def _lane_args(p: argparse.ArgumentParser) -> None:
+    """The single-lane flags (LANE_KEYS), in their groups; each flag's type and stated default are its
+    schema field's."""
+    groups: dict[str | None, argparse._ArgumentGroup] = {}
+    for key in FLAG_KEYS:
+        if key.group not in groups:
+            groups[key.group] = p.add_argument_group(key.group)
+        group = groups[key.group]
+        kind = value_type(key.field)
+        if kind is bool:
+            group.add_argument(*key.options, action="store_true", help=help_text(key))
+        elif kind in (int, float):
+            group.add_argument(*key.options, type=kind, help=help_text(key), metavar=key.metavar)
+        else:  # text, or a list the caller parses (--concurrency)
+            group.add_argument(*key.options, help=help_text(key), metavar=key.metavar)
+
+
 def build_parser() -> _Parser:
-    parser = _Parser(prog="satbench", description="How many requests at once should this llama.cpp node take?")
+    parser = _Parser(prog="satbench",
+                     description="How many requests at once should this llama.cpp node take?")
     parser.add_argument("--version", action="version", version=f"satbench {satbench.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sw = sub.add_parser("sweep", help="closed-loop concurrency sweep against a real server")
@@ -89,17 +79,19 @@ def build_parser() -> _Parser:
     sc.add_argument("name", choices=["results", "verdicts", "recommendations", "capability"])
     rc = sub.add_parser("recommend", help="write recommendations.json from a run directory")
     rc.add_argument("run_dir")
-    ca = sub.add_parser("capability", help="the node's capability report, from recommendations checked against it")
+    ca = sub.add_parser("capability",
+                        help="the node's capability report, from recommendations checked against it")
     ca.add_argument("--recommendations", required=True, help="recommendations.json")
     ca.add_argument("--max-age-days", type=positive_days, default=30.0,
                     help="refuse older recommendations (default 30)")
     ca.add_argument("--format", choices=["json", "litellm"], default="json",
                     help="json: the capability report; litellm: a LiteLLM proxy model_list fragment")
     _sweep_args(ca)
-    rp = sub.add_parser("report", help="write the evidence bundle: EVIDENCE.md, report.html, plots, results.csv, "
-                        "SHA256SUMS")
+    rp = sub.add_parser("report", help="write the evidence bundle: EVIDENCE.md, report.html, plots, "
+                        "results.csv, SHA256SUMS")
     rp.add_argument("run_dir")
-    ve = sub.add_parser("verify", help="check a run directory against its SHA256SUMS and recompute its results")
+    ve = sub.add_parser("verify",
+                        help="check a run directory against its SHA256SUMS and recompute its results")
     ve.add_argument("run_dir")
     co = sub.add_parser("compare", help="ratios B ÷ A per lane and level, with CIs and significance")
     co.add_argument("run_a")
@@ -110,10 +102,10 @@ def build_parser() -> _Parser:
     mk.add_argument("--arch", required=True, choices=["llama", "qwen3moe", "deepseek2", "deepseek4"],
                     help="deepseek4: DeepSeek V4 (compressed attention, hyper-connections, hash routing)")
     mk.add_argument("--size", required=True, choices=["tiny", "small", "1.5b", "64e", "gpu"],
-                    help="tiny, small: every arch, vocab 1,024; 1.5b: llama, 1.5 B parameters, vocab 128,256 "
-                         "(3.0 GB); 64e: deepseek2, 64 experts top-6 + 2 shared, 7.0 B parameters, vocab 102,400 "
-                         "(13.9 GB); gpu: deepseek4, V4-Flash's attention and routing, 64 experts top-6 + 1 "
-                         "shared, 4.5 B parameters, vocab 129,280 (9.1 GB)")
+                    help="tiny, small: every arch, vocab 1,024; 1.5b: llama, 1.5 B parameters, vocab "
+                         "128,256 (3.0 GB); 64e: deepseek2, 64 experts top-6 + 2 shared, 7.0 B parameters, "
+                         "vocab 102,400 (13.9 GB); gpu: deepseek4, V4-Flash's attention and routing, 64 "
+                         "experts top-6 + 1 shared, 4.5 B parameters, vocab 129,280 (9.1 GB)")
     mk.add_argument("--vocab", type=int, help="vocabulary size instead of the size's own (512 to 262,144), "
                     "every other dimension unchanged")
     mk.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
@@ -126,51 +118,48 @@ def build_parser() -> _Parser:
     return parser
 
 
-def _given(value, default):
-    return default if value is None else value
-
-
 def lane_config(a: argparse.Namespace) -> LaneConfig:
-    """One lane from the single-lane flags; pydantic's complaints become one-line UserErrors."""
+    """One lane from the single-lane flags (each sets its LANE_KEYS field); pydantic's complaints become
+    one-line UserErrors naming the flag."""
     if a.url and (a.model or a.server_bin or a.port):
-        raise UserError("--url measures a running server; it cannot be combined with --model, --server-bin or --port")
-    started_only = [flag for flag, value in (("--parallel", a.parallel), ("--ctx-size", a.ctx_size),
-                                             ("--ubatch-size", a.ubatch_size), ("--threads", a.threads),
-                                             ("--n-gpu-layers", a.n_gpu_layers), ("--kv-unified", a.kv_unified or None))
-                    if value is not None]
-    if a.url and started_only:  # --batch-size stays: it declares the server's n_batch to the fairness checks
-        raise UserError(f"--url measures a running server, which satbench does not start: {', '.join(started_only)} "
-                        "would not be applied (and would be recorded as if it were)")
+        raise UserError("--url measures a running server; it cannot be combined with --model, --server-bin "
+                        "or --port")
+    # --batch-size stays: it declares the server's n_batch to the fairness checks; --port is refused above
+    started_only = [key.options[-1] for key in FLAG_KEYS if key.group == SERVER and _given(a, key)
+                    and key.field not in ("server.n_batch", "server.port")]
+    if a.url and started_only:
+        raise UserError("--url measures a running server, which satbench does not start: "
+                        f"{', '.join(started_only)} would not be applied (and would be recorded as if it "
+                        "were)")
     _check_remote_flags(a)
-    kind = "url" if a.url else ("native" if a.server_bin else "embedded")
+    values: dict[str, object] = {key.field: getattr(a, key.dest) for key in FLAG_KEYS}
+    values["runtime.kind"] = "url" if a.url else ("native" if a.server_bin else "embedded")
+    values["runtime.model"] = a.model or None  # an empty --model is the default one
     try:
-        return LaneConfig(
-            levels=parse_levels(_given(a.concurrency, "1,2,4,8")),
-            requests_per_level=a.requests_per_level,
-            repetitions=_given(a.repetitions, 3),
-            request_timeout_s=_given(a.request_timeout, 300.0),
-            workload=WorkloadConfig(prompt_tokens=_given(a.prompt_tokens, WorkloadConfig().prompt_tokens),
-                                    output_tokens=_given(a.output_tokens, WorkloadConfig().output_tokens),
-                                    shared_prefix=a.shared_prefix),
-            server=ServerParams(n_parallel=a.parallel, n_ctx=a.ctx_size,
-                                n_batch=_given(a.batch_size, ServerParams().n_batch),
-                                n_ubatch=_given(a.ubatch_size, ServerParams().n_ubatch), n_threads=a.threads,
-                                n_gpu_layers=a.n_gpu_layers, kv_unified=a.kv_unified, port=a.port),
-            runtime=RuntimeConfig(kind=kind, model=None if a.url else (a.model or BUILTIN_MODEL),
-                                  model_dir=resolve_model_dir(a.model_dir), server_bin=a.server_bin,
-                                  url=a.url, served_model=a.served_model, api_key_env=a.api_key_env,
-                                  api_key_file=a.api_key_file, ca_cert=a.ca_cert, insecure=a.insecure),
-        )
-    except ValueError as exc:  # ValidationError is a ValueError
-        raise UserError(first_error(exc, _FLAG_OF)) from exc
+        if a.concurrency is not None:
+            values["levels"] = parse_levels(a.concurrency)
+        return build_lane(values)
+    except LaneValueError as exc:
+        key = exc.key
+        if key and key.flag:
+            raise UserError(f"{key.flag}: {exc.message}") from exc
+        raise UserError(f"invalid {'.'.join(str(x) for x in exc.loc) or 'config'}: {exc.message}") from exc
+    except ValueError as exc:  # parse_levels
+        raise UserError(str(exc)) from exc
+
+
+def _given(a: argparse.Namespace, key: LaneKey) -> bool:
+    """Was the flag given? (a value, or a switch turned on)"""
+    value = getattr(a, key.dest)
+    return value is not None and value is not False
 
 
 def _check_remote_flags(a: argparse.Namespace) -> None:
     """The served model, keys and TLS options go with --url only; one key source; verification on,
     off or widened."""
     given = [f for f, on in (("--served-model", a.served_model), ("--api-key-env", a.api_key_env),
-                             ("--api-key-file", a.api_key_file), ("--ca-cert", a.ca_cert), ("--insecure", a.insecure))
-             if on]
+                             ("--api-key-file", a.api_key_file), ("--ca-cert", a.ca_cert),
+                             ("--insecure", a.insecure)) if on]
     if given and not a.url:
         raise UserError(f"{', '.join(given)}: only for a remote server; use with --url")
     if a.api_key_env and a.api_key_file:
@@ -194,8 +183,8 @@ def run_config(a: argparse.Namespace) -> RunConfig:
         cfg = cfg.model_copy(update={"lanes": lanes})
     if a.command == "fairness":
         if a.together or a.with_fairness or a.refine:
-            raise UserError("satbench fairness runs only the checks; --together, --with-fairness and --refine "
-                            "belong to sweep")
+            raise UserError("satbench fairness runs only the checks; --together, --with-fairness and "
+                            "--refine belong to sweep")
         return cfg.model_copy(update={"fairness_only": True, "strict": a.strict})
     if a.checks and not a.with_fairness:  # else the choice would be recorded and silently do nothing
         raise UserError("--checks chooses fairness checks: add --with-fairness (or run `satbench fairness`)")
@@ -204,10 +193,10 @@ def run_config(a: argparse.Namespace) -> RunConfig:
 
 def lanes_config(a: argparse.Namespace) -> RunConfig:
     if a.lanes:
-        given = [f"--{f.replace('_', '-')}" for f in _LANE_FLAGS if getattr(a, f) is not None]
-        given += ["--insecure"] if a.insecure else []
-        if given or a.shared_prefix or a.kv_unified:
-            raise UserError(f"--lanes describes every lane; drop {', '.join(given) or 'the single-lane flags'}")
+        given = [key.options[-1] for key in FLAG_KEYS if _given(a, key) and key.field not in _UNNAMED]
+        if given or any(_given(a, key) for key in FLAG_KEYS):
+            drop = ", ".join(given) or "the single-lane flags"
+            raise UserError(f"--lanes describes every lane; drop {drop}")
         from satbench.cli.lanefile import load_lane_file
 
         return load_lane_file(Path(a.lanes), together=True if a.together else None)
@@ -216,33 +205,16 @@ def lanes_config(a: argparse.Namespace) -> RunConfig:
     return RunConfig(lanes=[lane_config(a)])
 
 
+# switches --lanes refuses without naming them
+_UNNAMED = ("workload.shared_prefix", "server.kv_unified")
+# a switch that alone does not make --resume take the flags' configuration
+_NOT_A_RUN_FLAG = ("runtime.insecure",)
+
+
 def run_flags_given(a: argparse.Namespace) -> bool:
     """Did the user describe the run (so --resume must check it), or only name the run directory?"""
-    return (any(getattr(a, f) is not None for f in _LANE_FLAGS) or bool(a.lanes or a.checks) or a.together
-            or a.with_fairness or a.refine or a.strict or a.shared_prefix or a.kv_unified)
-
-
-# the flag a config field comes from (the field names of LaneConfig and the models it holds)
-_FLAG_OF = {"levels": "--concurrency", "requests_per_level": "--requests-per-level",
-            "repetitions": "--repetitions",
-            "request_timeout_s": "--request-timeout", "prompt_tokens": "--prompt-tokens",
-            "output_tokens": "--output-tokens", "n_parallel": "--parallel", "n_ctx": "--ctx-size",
-            "n_batch": "--batch-size", "n_ubatch": "--ubatch-size", "n_threads": "--threads",
-            "n_gpu_layers": "--n-gpu-layers", "port": "--port", "served_model": "--served-model"}
-
-
-def first_error(exc: ValueError, flags: dict[str, str] | None = None) -> str:
-    """pydantic's first complaint in one line: the flag (from `flags`, by the field's name) or the
-    field, then what is wrong (the allowed range, for a number)."""
-    if isinstance(exc, ValidationError):
-        err = exc.errors()[0]
-        msg = err["msg"].removeprefix("Value error, ")
-        head = str(err["loc"][0]) if err["loc"] else ""
-        if flags and head in flags:
-            return f"{flags[head]}: {msg}"
-        loc = ".".join(str(x) for x in err["loc"]) or "config"
-        return f"invalid {loc}: {msg}"
-    return str(exc)
+    return (any(_given(a, key) for key in FLAG_KEYS if key.field not in _NOT_A_RUN_FLAG)
+            or bool(a.lanes or a.checks) or a.together or a.with_fairness or a.refine or a.strict)
 
 
 MAX_AGE_DAYS = 36_500.0

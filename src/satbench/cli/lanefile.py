@@ -7,7 +7,8 @@ together = false                  # also run all lanes at once (same as --togeth
 name = "dense"
 model = "builtin:gemma3-270m"     # a path, builtin:NAME or synthetic:ARCH-SIZE[-seedN]
 runtime = "embedded"              # embedded | native (needs server_bin) | url (needs url)
-# served_model = "ID"             # url only: which of the server's /v1/models ids to measure (default: the first)
+# served_model = "ID"             # url only: which of the server's /v1/models ids to measure
+                                  # (default: the first)
 concurrency = [1, 2, 4, 8]
 prompt_tokens = 64
 output_tokens = 32
@@ -29,67 +30,41 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, create_model, model_validator
 
-from satbench.config.schema import (BUILTIN_MODEL, DEFAULT_BATCH_TOKENS, DEFAULT_LEVELS, DEFAULT_OUTPUT_TOKENS,
-                             DEFAULT_PROMPT_TOKENS, DEFAULT_REPETITIONS, DEFAULT_REQUEST_TIMEOUT_S,
-                             DEFAULT_UBATCH_TOKENS, MAX_LANES, MAX_LEVELS_PER_LANE, BatchTokens, CtxTokens,
-                             FairnessConfig, Flag, GpuLayers, LaneConfig, Level, OutputTokens, Port,
-                             PromptTokens,
-                             Repetitions, RequestsPerLevel, RunConfig, RuntimeConfig, Seconds, ServerParams,
-                             Slots, SloConfig, Strict, Threads, WorkloadConfig, resolve_model_dir)
+from satbench.cli.lanekeys import LANE_KEYS, LaneValueError, build_lane, file_fields
+from satbench.config.schema import MAX_LANES, Flag, LaneConfig, RunConfig, Strict
 from satbench.errors import UserError
 
-
-class FileServer(Strict):
-    """[lanes.server]: llama-server flags by their long names (same meanings)."""
-
-    parallel: Slots | None = None
-    ctx_size: CtxTokens | None = None
-    batch_size: BatchTokens = DEFAULT_BATCH_TOKENS
-    ubatch_size: BatchTokens = DEFAULT_UBATCH_TOKENS
-    threads: Threads | None = None
-    n_gpu_layers: GpuLayers | None = None
-    kv_unified: Flag = False
-    port: Port | None = None
+# The keys of a lane file and their rules: LANE_KEYS (cli/lanekeys.py) names them, the schema's fields
+# type them and give their defaults.
+FileServer = create_model("FileServer", __base__=Strict,
+                          __doc__="[lanes.server]: llama-server flags by their long names (same meanings).",
+                          **file_fields("server"))
 
 
-class FileLane(Strict):
-    model_config = ConfigDict(extra="forbid")
+class _LaneRules(Strict):
+    """What a [[lanes]] table's keys must agree on: its runtime and the keys only that runtime uses."""
 
-    name: str
-    model: str | None = BUILTIN_MODEL
-    model_dir: str | None = None
-    runtime: Literal["embedded", "native", "url"] = "embedded"
-    server_bin: str | None = None
-    url: str | None = None
-    served_model: str | None = Field(None, min_length=1)
-    api_key_env: str | None = None
-    api_key_file: str | None = None
-    ca_cert: str | None = None
-    insecure: Flag = False
-    concurrency: list[Level] = Field(default_factory=lambda: list(DEFAULT_LEVELS),
-                                     max_length=MAX_LEVELS_PER_LANE)
-    prompt_tokens: PromptTokens = DEFAULT_PROMPT_TOKENS
-    output_tokens: OutputTokens = DEFAULT_OUTPUT_TOKENS
-    shared_prefix: Flag = False
-    requests_per_level: RequestsPerLevel | None = None
-    repetitions: Repetitions = DEFAULT_REPETITIONS
-    request_timeout_s: Seconds = DEFAULT_REQUEST_TIMEOUT_S
-    server: FileServer = Field(default_factory=FileServer)
-    slo: SloConfig | None = None
-    fairness: FairnessConfig = Field(default_factory=FairnessConfig)
+    if TYPE_CHECKING:  # the keys these rules and the reader use (the fields come from LANE_KEYS)
+        name: str
+        runtime: str
+        url: str | None
+        server_bin: str | None
+        served_model: str | None
+        server: Strict
 
     @model_validator(mode="after")
-    def _runtime_needs(self) -> FileLane:
+    def _runtime_needs(self) -> _LaneRules:
         if self.runtime == "url" and not self.url:
             raise ValueError("runtime 'url' needs a url")
         # a key of another runtime would be recorded yet never used: the figures would be credited
         # to a server that was not measured
         if self.url and self.runtime != "url":
-            raise ValueError(f"url is given but runtime is {self.runtime!r}: add runtime = \"url\" (or remove url)")
+            raise ValueError(f"url is given but runtime is {self.runtime!r}: add runtime = \"url\" "
+                             "(or remove url)")
         if self.server_bin and self.runtime != "native":
             raise ValueError(f"server_bin is given but runtime is {self.runtime!r}: add runtime = \"native\" "
                              f"(or remove server_bin)")
@@ -98,8 +73,10 @@ class FileLane(Strict):
                              "(served_model = \"ID\" names one of the ids its /v1/models lists)")
         if self.served_model is not None and self.runtime != "url":
             raise ValueError(f"served_model is given but runtime is {self.runtime!r}: it chooses among a "
-                             f"running server's models (runtime = \"url\"); a lane satbench starts serves its model")
-        applied = sorted(self.server.model_fields_set - {"batch_size"})  # batch_size: declares the server's n_batch
+                             "running server's models (runtime = \"url\"); a lane satbench starts serves its "
+                             "model")
+        # batch_size: declares the server's n_batch to the fairness checks
+        applied = sorted(self.server.model_fields_set - {"batch_size"})
         if self.runtime == "url" and applied:
             raise ValueError(f"runtime 'url' measures a running server, which satbench does not start: "
                              f"server.{', server.'.join(applied)} cannot be applied to it")
@@ -108,8 +85,13 @@ class FileLane(Strict):
         return self
 
 
+FileLane = create_model("FileLane", __base__=_LaneRules,
+                        __doc__="One [[lanes]] table.",
+                        **file_fields("", {"server": FileServer}))
+
+
 class LaneFile(Strict):
-    together: Flag = False
+    together: Flag = RunConfig.model_fields["together"].default
     lanes: list[FileLane] = Field(min_length=1, max_length=MAX_LANES)
 
 
@@ -157,27 +139,24 @@ def _error(path: Path, loc: tuple, msg: str, lines: dict[tuple, int]) -> UserErr
     return UserError(f"{at}: {name or 'lane file'}: {msg}")
 
 
-def to_lane_config(f: FileLane) -> LaneConfig:
-    return LaneConfig(
-        name=f.name, levels=f.concurrency, requests_per_level=f.requests_per_level,
-        repetitions=f.repetitions, request_timeout_s=f.request_timeout_s,
-        workload=WorkloadConfig(prompt_tokens=f.prompt_tokens, output_tokens=f.output_tokens,
-                                shared_prefix=f.shared_prefix),
-        server=ServerParams(n_parallel=f.server.parallel, n_ctx=f.server.ctx_size, n_batch=f.server.batch_size,
-                            n_ubatch=f.server.ubatch_size, n_threads=f.server.threads,
-                            n_gpu_layers=f.server.n_gpu_layers, kv_unified=f.server.kv_unified,
-                            port=f.server.port),
-        runtime=RuntimeConfig(kind=f.runtime, model=None if f.runtime == "url" else f.model,
-                              model_dir=resolve_model_dir(f.model_dir), server_bin=f.server_bin,
-                              url=f.url, served_model=f.served_model, api_key_env=f.api_key_env,
-                              api_key_file=f.api_key_file, ca_cert=f.ca_cert, insecure=f.insecure),
-        slo=f.slo, fairness=f.fairness,
-    )
+def to_lane_config(f: Any) -> LaneConfig:
+    """A FileLane as a LaneConfig: each key's value set on its LANE_KEYS field (LaneValueError)."""
+    values: dict[str, object] = {}
+    for key in LANE_KEYS:
+        if key.toml is not None:
+            value = f
+            for part in key.toml.split("."):
+                value = getattr(value, part)
+            values[key.field] = value
+    return build_lane(values)
 
 
-# where a LaneConfig field comes from in the file, for errors found after translation
-_FILE_KEY = {"levels": ("concurrency",), "workload": (), "server": ("server",), "runtime": ("runtime",),
-             "name": ("name",), "slo": ("slo",)}
+def _file_key(exc: LaneValueError) -> tuple:
+    """The lane-file key (inside its [[lanes]] table) a complaint after translation is about."""
+    if not exc.loc:
+        return ()
+    key = exc.key
+    return tuple(key.toml.split(".")) if key and key.toml else (str(exc.loc[0]),)
 
 
 MAX_LANE_FILE_BYTES = 1 << 20  # a lane file of 64 lanes takes a few kB
@@ -265,11 +244,8 @@ def _load(path: Path, together: bool | None) -> RunConfig:
     for i, f in enumerate(parsed.lanes):
         try:
             lanes.append(to_lane_config(f))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            head = str(err["loc"][0]) if err["loc"] else ""
-            loc = ("lanes", i) + (_FILE_KEY.get(head, (head,)) if head else ())
-            raise _error(path, loc, err["msg"].removeprefix("Value error, "), lines) from exc
+        except LaneValueError as exc:
+            raise _error(path, ("lanes", i) + _file_key(exc), exc.message, lines) from exc
     try:
         return RunConfig(lanes=lanes, together=parsed.together if together is None else together)
     except ValidationError as exc:

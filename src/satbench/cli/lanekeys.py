@@ -1,0 +1,240 @@
+"""The one map between a lane's three spellings: its single-lane flag, its key in a lane file and its
+field in `LaneConfig`, and the one translation of given values into a `LaneConfig`.
+
+`LANE_KEYS` is the table. Each row names a field of `LaneConfig` by its dotted path
+("server.n_parallel"), the lane-file key that sets it ("server.parallel", inside a `[[lanes]]`
+table; None: no key) and the flag that sets it ("--parallel"; None: no flag). A field's type, range
+and default are the schema's (config/schema.py) only: the argparse builder (cli/args.py) takes each
+flag's argparse type and the default its help text states from the field, and the lane-file reader
+(cli/lanefile.py) builds its key models from the fields. Rows are in `--help` order, which is also
+the order a lane file's keys are validated in (the first bad key is the one reported).
+
+`build_lane` turns given values (field path → value, from flags or from a lane file) into a
+`LaneConfig`; `LaneValueError` names the field of its first complaint, which each side spells back
+as its flag or key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, Field, ValidationError
+from pydantic.fields import FieldInfo
+
+from satbench.config.schema import (
+    DEFAULT_LEVELS,
+    DEFAULT_MODEL_DIR,
+    MAX_LEVELS_PER_LANE,
+    MODEL_DIR_ENV,
+    LaneConfig,
+    Level,
+    resolve_model_dir,
+)
+
+ONE_LANE = "one lane (without --lanes)"
+WORKLOAD = "workload"
+SERVER = "llama.cpp server (same meaning as llama-server's flags)"
+
+
+@dataclass(frozen=True)
+class LaneKey:
+    """One row of LANE_KEYS: a LaneConfig field, its lane-file key and its flag.
+
+    `help` may hold "{default}": the field's schema default as a flag would be written (a list as
+    1,2,4,8, a number as %g). `file_type` is the lane file's own (annotation, default) for the key
+    where a file's rule differs from the schema's; None: the schema field's own.
+    """
+
+    field: str
+    toml: str | None = None
+    flag: str | None = None
+    short: str | None = None
+    group: str | None = None
+    help: str | None = None
+    metavar: str | None = None
+    file_type: tuple[Any, Any] | None = None
+
+    @property
+    def options(self) -> list[str]:
+        """The flag's option strings, the short one first ("-np", "--parallel")."""
+        return [o for o in (self.short, self.flag) if o]
+
+    @property
+    def dest(self) -> str:
+        """The argparse attribute of the flag ("--request-timeout" → "request_timeout")."""
+        return (self.flag or "").removeprefix("--").replace("-", "_")
+
+
+LANE_KEYS: tuple[LaneKey, ...] = (
+    LaneKey("name", "name", file_type=(str, ...)),  # every lane of a file names itself; the pattern after
+    LaneKey("runtime.model", "model", "--model", group=ONE_LANE,
+            help="GGUF file, {default} (default) or synthetic:ARCH-SIZE"),
+    LaneKey("runtime.model_dir", "model_dir", "--model-dir", group=ONE_LANE,
+            help=f"where built-in models are assembled (default ${MODEL_DIR_ENV} or "
+                 f"{os.path.join(os.curdir, DEFAULT_MODEL_DIR)})",
+            file_type=(str | None, None)),  # None: resolve_model_dir's choice
+    LaneKey("runtime.kind", "runtime"),
+    LaneKey("runtime.url", "url", "--url", group=ONE_LANE,
+            help="measure a running server (llama-server or OpenAI-compatible)"),
+    LaneKey("runtime.served_model", "served_model", "--served-model", group=ONE_LANE, metavar="ID",
+            help="with --url: the model to measure, one of the ids the server's /v1/models lists "
+                 "(default: the first)"),
+    LaneKey("runtime.api_key_env", "api_key_env", "--api-key-env", group=ONE_LANE,
+            help="environment variable holding the remote server's API key"),
+    LaneKey("runtime.api_key_file", "api_key_file", "--api-key-file", group=ONE_LANE,
+            help="file holding the remote server's API key (sent only to --url)"),
+    LaneKey("runtime.ca_cert", "ca_cert", "--ca-cert", group=ONE_LANE,
+            help="PEM CA or self-signed certificate to trust for an https --url (besides the system's CAs)"),
+    LaneKey("runtime.insecure", "insecure", "--insecure", group=ONE_LANE,
+            help="do NOT verify the https --url's certificate (a warning is printed and run.json "
+                 "records it)"),
+    LaneKey("runtime.server_bin", "server_bin", "--server-bin", group=ONE_LANE,
+            help="start this llama-server binary instead of the embedded one"),
+    LaneKey("levels", "concurrency", "--concurrency", group=WORKLOAD,
+            help="levels, e.g. 1,2,4,8,16 (default {default})",
+            file_type=(Annotated[list[Level], Field(max_length=MAX_LEVELS_PER_LANE)],
+                       Field(default_factory=lambda: list(DEFAULT_LEVELS)))),
+    LaneKey("workload.prompt_tokens", "prompt_tokens", "--prompt-tokens", group=WORKLOAD,
+            help="default {default}"),
+    LaneKey("workload.output_tokens", "output_tokens", "--output-tokens", group=WORKLOAD,
+            help="default {default}"),
+    LaneKey("requests_per_level", "requests_per_level", "--requests-per-level", group=WORKLOAD,
+            help="measured requests per level and repetition (default max(8N, 32))"),
+    LaneKey("repetitions", "repetitions", "--repetitions", group=WORKLOAD, help="default {default}"),
+    LaneKey("workload.shared_prefix", "shared_prefix", "--shared-prefix", group=WORKLOAD,
+            help="same prompt for all, prompt cache on"),
+    LaneKey("request_timeout_s", "request_timeout_s", "--request-timeout", group=WORKLOAD,
+            help="seconds per request (default {default})"),
+    LaneKey("server.n_parallel", "server.parallel", "--parallel", "-np", SERVER,
+            help="slots (default: the highest level)"),
+    LaneKey("server.n_ctx", "server.ctx_size", "--ctx-size", "-c", SERVER,
+            help="total context (default: enough for every slot)"),
+    LaneKey("server.n_batch", "server.batch_size", "--batch-size", "-b", SERVER, help="default {default}"),
+    LaneKey("server.n_ubatch", "server.ubatch_size", "--ubatch-size", "-ub", SERVER,
+            help="default {default}"),
+    LaneKey("server.n_threads", "server.threads", "--threads", "-t", SERVER),
+    LaneKey("server.n_gpu_layers", "server.n_gpu_layers", "--n-gpu-layers", "-ngl", SERVER),
+    LaneKey("server.kv_unified", "server.kv_unified", "--kv-unified", group=SERVER),
+    LaneKey("server.port", "server.port", "--port", group=SERVER,
+            help="port on 127.0.0.1 for a server satbench starts (default: a free one)"),
+    LaneKey("slo", "slo"),
+    LaneKey("fairness", "fairness"),
+)
+
+BY_FIELD = {key.field: key for key in LANE_KEYS}
+FLAG_KEYS = tuple(key for key in LANE_KEYS if key.flag)
+
+
+def schema_field(path: str) -> FieldInfo:
+    """The FieldInfo of a dotted LaneConfig path ("server.n_batch")."""
+    model: type[BaseModel] = LaneConfig
+    *heads, last = path.split(".")
+    for head in heads:
+        model = model.model_fields[head].annotation  # type: ignore[assignment]  # a section: a model
+    return model.model_fields[last]
+
+
+def schema_default(path: str) -> Any:
+    info = schema_field(path)
+    return info.default_factory() if info.default_factory else info.default  # type: ignore[call-arg]
+
+
+def value_type(path: str) -> Any:
+    """The Python type of a field's values, Optional and constraints taken off: int, float, bool, str,
+    or a list's origin (list)."""
+    annotation = schema_field(path).annotation
+    if get_origin(annotation) in (Union, type(int | None)):
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return get_origin(annotation) or annotation
+
+
+def flag_text(value: object) -> str:
+    """A default as a flag would be written: 1,2,4,8 for a list, %g for a number."""
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def help_text(key: LaneKey) -> str | None:
+    """The flag's help, its "{default}" read from the schema."""
+    if key.help is None or "{default}" not in key.help:
+        return key.help
+    return key.help.format(default=flag_text(schema_default(key.field)))
+
+
+def file_fields(section: str, tables: Mapping[str, type[BaseModel]] | None = None) -> dict[str, Any]:
+    """The lane-file keys of `section` ("" for a [[lanes]] table's own keys, "server" for
+    [lanes.server]) as pydantic field definitions: the schema field's annotation and default, or the
+    row's `file_type`. A sub-table ("server") is one field of its model in `tables`, where its first
+    key is."""
+    out: dict[str, Any] = {}
+    for key in LANE_KEYS:
+        if key.toml is None:
+            continue
+        table, _, name = key.toml.rpartition(".")
+        if table != section:
+            if not section and table not in out:
+                model = (tables or {})[table]
+                out[table] = (model, Field(default_factory=model))
+            continue
+        info = schema_field(key.field)
+        default = (Field(default_factory=info.default_factory) if info.default_factory
+                   else Field(default=info.default))
+        out[name] = key.file_type or (info.rebuild_annotation(), default)
+    return out
+
+
+class LaneValueError(ValueError):
+    """The first complaint about a lane's values. `section` is the dotted LaneConfig path of the model
+    that raised it ("" for the lane itself), `loc` pydantic's location inside that model, `message`
+    its text; `key` is the LANE_KEYS row of the field it is about, if any."""
+
+    def __init__(self, section: str, exc: ValidationError) -> None:
+        err = exc.errors()[0]
+        self.section = section
+        self.loc = tuple(err["loc"])
+        self.message = err["msg"].removeprefix("Value error, ")
+        super().__init__(self.message)
+
+    @property
+    def key(self) -> LaneKey | None:
+        if not self.loc:
+            return None
+        return BY_FIELD.get(".".join(p for p in (self.section, str(self.loc[0])) if p))
+
+
+def build_lane(values: Mapping[str, object]) -> LaneConfig:
+    """A LaneConfig from given values (dotted field path → value). None is "not given": the schema's
+    default applies, except that runtime.model_dir is resolve_model_dir's choice and a url lane
+    (runtime.kind "url") has no model (its server's is measured). Each section (workload, server,
+    runtime) is validated before the lane's own fields, in LaneConfig's field order, so the first
+    complaint is that order's. Raises LaneValueError."""
+    given: dict[str, Any] = {}
+    for path, value in values.items():
+        head, _, rest = path.partition(".")
+        if value is not None and rest:
+            given.setdefault(head, {})[rest] = value
+        elif value is not None:
+            given[path] = value
+    runtime = given.setdefault("runtime", {})
+    runtime["model_dir"] = resolve_model_dir(runtime.get("model_dir"))
+    if runtime.get("kind") == "url":
+        runtime["model"] = None
+    for section, info in LaneConfig.model_fields.items():
+        if isinstance(given.get(section), dict):
+            model: type[BaseModel] = info.annotation  # type: ignore[assignment]  # a section: a model
+            try:
+                given[section] = model.model_validate(given[section])
+            except ValidationError as exc:
+                raise LaneValueError(section, exc) from exc
+    try:
+        return LaneConfig.model_validate(given)
+    except ValidationError as exc:
+        raise LaneValueError("", exc) from exc
