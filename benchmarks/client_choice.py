@@ -127,8 +127,9 @@ async def closed_loop(client_name: str, mode: str, base_url: str, n: int, durati
     url = base_url + "/completion"
     if client_name == "satbench":
         from satbench.http.client import StreamClient
+        from satbench.http.endpoint import Endpoint
 
-        session = StreamClient(base_url)
+        session = StreamClient(Endpoint.of(base_url))
         one = lambda tr: one_satbench(session, body, tr)  # noqa: E731
     elif client_name == "aiohttp":
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),

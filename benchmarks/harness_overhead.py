@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "fakes" / "fake_llama_server.py"
 
+from satbench.http.endpoint import Endpoint
 from satbench.http.client import CompletionRequest, StreamClient  # noqa: E402
 from satbench.records.events import JsonlWriter, RequestEvent, read_events  # noqa: E402
 from satbench.load.loadgen import LevelPlan, run_level  # noqa: E402
@@ -84,7 +85,7 @@ async def drive(base_url: str, n: int, n_requests: int, n_out: int, events_path:
                      measured=[mk(i, "m") for i in range(n_requests)])
     sink = JsonlWriter(events_path)
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    async with StreamClient(base_url) as client:
+    async with StreamClient(Endpoint.of(base_url)) as client:
         await run_level(client, plan, sink)
     sink.close()
     return time.process_time() - cpu0, time.perf_counter() - wall0

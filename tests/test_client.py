@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from satbench.http.endpoint import Endpoint
 from satbench.http.client import CompletionRequest, StreamClient
 from tests.fakes.fake_llama_server import FakeLlamaServer
 from tests.fakes.fake_scheduler import FakeScript
@@ -53,7 +54,7 @@ class ScriptedServer(RawServer):
 
 
 async def test_a_connection_dropped_before_any_byte_is_retried_once_and_counted():
-    async with ScriptedServer(["drop", "ok"]) as srv, StreamClient(srv.url) as client:
+    async with ScriptedServer(["drop", "ok"]) as srv, StreamClient(Endpoint.of(srv.url)) as client:
         out = await client.run(req())
     assert out.error_type is None and out.retries == 1 and out.output_tokens == 4
     assert out.retry_reasons == ["connection closed before any byte of the answer arrived"]  # why, not only how many
@@ -61,13 +62,13 @@ async def test_a_connection_dropped_before_any_byte_is_retried_once_and_counted(
 
 
 async def test_a_second_drop_is_recorded_not_raised():
-    async with ScriptedServer(["drop", "drop"]) as srv, StreamClient(srv.url) as client:
+    async with ScriptedServer(["drop", "drop"]) as srv, StreamClient(Endpoint.of(srv.url)) as client:
         out = await client.run(req())
     assert out.error_type == "connection_dropped" and out.retries == 1
 
 
 async def test_truncated_and_malformed_streams_are_errors_with_their_chunks_kept():
-    async with ScriptedServer(["truncated", "garbage"]) as srv, StreamClient(srv.url) as client:
+    async with ScriptedServer(["truncated", "garbage"]) as srv, StreamClient(Endpoint.of(srv.url)) as client:
         truncated = await client.run(req())
         garbage = await client.run(req())
     assert truncated.error_type == "truncated_stream" and len(truncated.chunks) == 2
@@ -75,20 +76,20 @@ async def test_truncated_and_malformed_streams_are_errors_with_their_chunks_kept
 
 
 async def test_wrong_token_count_is_an_error():
-    async with ScriptedServer(["ok"]) as srv, StreamClient(srv.url) as client:
+    async with ScriptedServer(["ok"]) as srv, StreamClient(Endpoint.of(srv.url)) as client:
         out = await client.run(req(n_out=5))
     assert out.error_type == "wrong_token_count" and "asked for 5" in out.error_message
 
 
 async def test_http_400_from_llamacpp_is_recorded_with_its_message():
-    async with FakeLlamaServer(FakeScript(n_slots=1, n_ctx=64)) as srv, StreamClient(srv.base_url) as client:
+    async with FakeLlamaServer(FakeScript(n_slots=1, n_ctx=64)) as srv, StreamClient(Endpoint.of(srv.base_url)) as client:
         out = await client.run(req(n_out=8, prompt=list(range(100))))
     assert out.error_type == "http_400" and out.http_status == 400
     assert out.error_message  # llama.cpp's own message
 
 
 async def test_unreachable_server_is_data():
-    async with StreamClient("http://127.0.0.1:9") as client:
+    async with StreamClient(Endpoint.of("http://127.0.0.1:9")) as client:
         out = await client.run(req())
     assert out.error_type == "connection_dropped" and out.end_ns >= out.sent_ns
 
@@ -110,7 +111,7 @@ class HeldBackServer(ScriptedServer):
 
 
 async def test_tokens_held_back_by_llamacpp_are_counted_from_tokens_predicted():
-    async with HeldBackServer([]) as srv, StreamClient(srv.url) as client:
+    async with HeldBackServer([]) as srv, StreamClient(Endpoint.of(srv.url)) as client:
         out = await client.run(req(n_out=4))
     assert out.error_type is None and out.output_tokens == 4
     assert [n for _, n in out.chunks] == [1, 2, 1]  # the merged event carries two tokens
@@ -131,7 +132,7 @@ async def test_an_openai_server_packing_four_tokens_per_chunk_is_counted_in_full
     """The chunk list must add up to `usage`, or the steady window's throughput would be 4× low."""
     async with FakeLlamaServer(FakeScript(n_slots=1, llamacpp=False, tokens_per_chunk=4,
                                           decode_iteration_ms=1.0)) as srv:
-        client = StreamClient(srv.base_url, "openai", model_name="fake-model")
+        client = StreamClient(Endpoint.of(srv.base_url), "openai", model_name="fake-model")
         out = await client.run(req(n_out=16))
     assert out.error_type is None and out.output_tokens == 16
     assert sum(n for _, n in out.chunks) == 16
@@ -139,7 +140,7 @@ async def test_an_openai_server_packing_four_tokens_per_chunk_is_counted_in_full
 
 async def test_a_request_that_times_out_keeps_its_response_head_and_tokens():
     async with ScriptedServer(["stall"]) as srv:
-        out = await StreamClient(srv.url, read_timeout_s=0.5).run(req())
+        out = await StreamClient(Endpoint.of(srv.url), read_timeout_s=0.5).run(req())
     assert out.error_type == "timeout" and out.output_tokens == 2
     assert out.http_status == 200 and out.headers_ns is not None and out.sent_ns < out.headers_ns <= out.end_ns
 
@@ -167,7 +168,7 @@ class OpenAiServer(ScriptedServer):
 
 
 async def test_an_openai_stream_that_ends_cleanly_after_its_final_chunk_needs_no_done_marker():
-    async with OpenAiServer(["done", "no_done", "cut"]) as srv, StreamClient(srv.url, "openai") as client:
+    async with OpenAiServer(["done", "no_done", "cut"]) as srv, StreamClient(Endpoint.of(srv.url), "openai") as client:
         done = await client.run(req())
         no_done = await client.run(req())
         cut = await client.run(req())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from satbench.http.endpoint import Endpoint
 from satbench.http.client import CompletionRequest, StreamClient
 from satbench.records.events import CANCELLED, LevelMark, RequestEvent
 from satbench.load.loadgen import LevelPlan, run_level
@@ -22,7 +23,7 @@ async def test_requests_in_flight_when_a_level_is_stopped_are_recorded_as_cancel
     async with FakeLlamaServer(FakeScript(n_slots=4, decode_iteration_ms=5)) as server:
         plan = LevelPlan(lane="a", level=4, repetition=1, warmup=requests("w", 4, 4), measured=requests("m", 32, 60))
         sink = ListSink()
-        task = asyncio.create_task(run_level(StreamClient(server.base_url), plan, sink))
+        task = asyncio.create_task(run_level(StreamClient(Endpoint.of(server.base_url)), plan, sink))
         await asyncio.sleep(0.8)
         task.cancel("stopped: lane b failed in the together scenario")
         try:

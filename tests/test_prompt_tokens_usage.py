@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from satbench.http.endpoint import Endpoint
 from satbench.http.client import CompletionRequest, StreamClient
 from satbench.records.events import EVENTS_FILE, RequestEvent, read_events
 from satbench.load.loadgen import LevelPlan, run_level, to_event
@@ -48,7 +49,7 @@ async def test_openai_usage_prompt_tokens_is_recorded_next_to_the_requested_leng
     usage = {"prompt_tokens": 48, "completion_tokens": 4, "total_tokens": 52}
     async with OpenAIServer(usage) as srv:
         req = text_req(words=32, asked=32)
-        out = await StreamClient(srv.url, "openai", model_name="m").run(req)
+        out = await StreamClient(Endpoint.of(srv.url), "openai", model_name="m").run(req)
     assert out.error_type is None and out.server_prompt_tokens == 48
     ev = event_of(req, out)
     assert ev.server_prompt_tokens == 48 and ev.prompt_tokens == 32
@@ -58,7 +59,7 @@ async def test_openai_usage_prompt_tokens_is_recorded_next_to_the_requested_leng
 async def test_without_usage_the_server_prompt_count_is_none():
     async with OpenAIServer(None) as srv:
         req = text_req(words=32, asked=32)
-        out = await StreamClient(srv.url, "openai", model_name="m").run(req)
+        out = await StreamClient(Endpoint.of(srv.url), "openai", model_name="m").run(req)
     assert out.error_type is None
     ev = event_of(req, out)
     assert ev.server_prompt_tokens is None and ev.prompt_tokens == 32
@@ -71,7 +72,7 @@ async def test_native_llamacpp_tokens_evaluated_fills_it_through_the_load_genera
                     for i in range(3)]
         plan = LevelPlan(lane="a", level=2, repetition=1, warmup=[], measured=measured)
         sink = ListSink()
-        await run_level(StreamClient(srv.base_url), plan, sink)
+        await run_level(StreamClient(Endpoint.of(srv.base_url)), plan, sink)
     events = [r for r in sink.records if isinstance(r, RequestEvent)]
     assert len(events) == 3 and all(e.ok for e in events)
     assert all(e.server_prompt_tokens == 53 and e.prompt_tokens == 32 for e in events)
@@ -81,7 +82,7 @@ async def test_native_llamacpp_tokens_evaluated_fills_it_through_the_load_genera
 async def test_openai_endpoint_of_a_non_llamacpp_fake_fills_it_from_usage():
     async with FakeLlamaServer(FakeScript(n_slots=1, llamacpp=False)) as srv:
         req = text_req(words=48, asked=32)
-        out = await StreamClient(srv.base_url, "openai", model_name="fake-model").run(req)
+        out = await StreamClient(Endpoint.of(srv.base_url), "openai", model_name="fake-model").run(req)
     assert out.error_type is None and event_of(req, out).server_prompt_tokens == 48
 
 

@@ -11,9 +11,10 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import aiohttp
 import pytest
 
+from satbench.http.access import EndpointSession
+from satbench.http.endpoint import Endpoint
 from satbench.cli.main import main
 from satbench.errors import RuntimeStartError, UserError
 from satbench.records.manifest import read_manifest
@@ -67,10 +68,10 @@ def vllm_like():
 def probe(url: str, key: str | None = None, served_model: str | None = None):
     async def go():
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        async with aiohttp.ClientSession(headers=headers) as session:
+        async with EndpointSession(Endpoint.of(url, headers)) as session:
             if served_model is None:
-                return await probe_server(session, url)
-            return await probe_server(session, url, served_model)
+                return await probe_server(session)
+            return await probe_server(session, served_model)
 
     return asyncio.run(go())
 

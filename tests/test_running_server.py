@@ -11,10 +11,11 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import aiohttp
 import pytest
 
 import satbench.run.lane_session as lane_session
+from satbench.http.access import EndpointSession
+from satbench.http.endpoint import Endpoint
 from satbench.cli import main as cli
 from satbench.cli.main import main
 from satbench.errors import RuntimeStartError
@@ -76,8 +77,8 @@ def test_the_probe_says_a_loading_server_is_loading_not_that_it_is_no_inference_
     url, _ = loading_server
 
     async def go():
-        async with aiohttp.ClientSession() as session:
-            return await probe_server(session, url)
+        async with EndpointSession(Endpoint.of(url)) as session:
+            return await probe_server(session)
 
     with pytest.raises(RuntimeStartError, match=r"still loading its model \(HTTP 503 Loading model\): wait until "
                                                 r"/health answers 200") as info:

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from satbench.http.endpoint import Endpoint
 from satbench.records.events import MetricsSample, ProcessSample, SlotsSample, read_samples, JsonlWriter, SAMPLES_FILE
 from satbench.host.gpu import NvmlGpus
 from satbench.load.sampler import ServerSampler, parse_slots
@@ -17,7 +18,7 @@ from tests.test_gpu import FakeNvml
 async def sample_for(tmp_path, script: FakeScript, seconds: float, **kw):
     writer = JsonlWriter(tmp_path / SAMPLES_FILE)
     async with FakeLlamaServer(script) as srv:
-        sampler = ServerSampler(srv.base_url, "l", writer, interval_s=0.05, **kw)
+        sampler = ServerSampler(Endpoint.of(srv.base_url), "l", writer, interval_s=0.05, **kw)
         await sampler.start()
         await asyncio.sleep(seconds)
         await sampler.stop()

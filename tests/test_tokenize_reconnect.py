@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 
-import aiohttp
 import pytest
 
+from satbench.http.access import EndpointSession
+from satbench.http.endpoint import Endpoint
 from satbench.errors import RuntimeStartError
 from satbench.server.probe import llamacpp_tokenizer
 from tests.fakes.raw_server import RawServer
@@ -36,13 +37,13 @@ class DroppingServer(RawServer):
 
 
 async def test_a_dropped_connection_is_tried_once_more():
-    async with DroppingServer(drops=1) as srv, aiohttp.ClientSession() as session:
-        assert await llamacpp_tokenizer(session, srv.url)("hi", True) == [1, 2, 3]
+    async with DroppingServer(drops=1) as srv, EndpointSession(Endpoint.of(srv.url)) as session:
+        assert await llamacpp_tokenizer(session)("hi", True) == [1, 2, 3]
     assert srv.connections == 2
 
 
 async def test_a_server_that_keeps_dropping_is_a_failure():
-    async with DroppingServer(drops=5) as srv, aiohttp.ClientSession() as session:
+    async with DroppingServer(drops=5) as srv, EndpointSession(Endpoint.of(srv.url)) as session:
         with pytest.raises(RuntimeStartError, match="/tokenize failed: ServerDisconnectedError"):
-            await llamacpp_tokenizer(session, srv.url)("hi", True)
+            await llamacpp_tokenizer(session)("hi", True)
     assert srv.connections == 2

@@ -13,11 +13,11 @@ import json
 import time
 import urllib.error
 
-import aiohttp
 import pytest
 
+from satbench.http.endpoint import Endpoint
 from satbench.config import limits
-from satbench.http.access import _read_sync, get_bytes, read_capped
+from satbench.http.access import EndpointSession, _read_sync, get_bytes
 from satbench.cli.main import main
 from satbench.http.client import ANSWER_TOO_LARGE, CompletionRequest, StreamClient
 from satbench.config.schema import LaneConfig, RuntimeConfig, WorkloadConfig
@@ -40,8 +40,8 @@ def url_lane(url: str) -> LaneConfig:
 
 
 async def probe(url: str, deadline_s: float = 2.0):
-    async with aiohttp.ClientSession() as session:
-        return await probe_server(session, url, deadline_s=deadline_s)
+    async with EndpointSession(Endpoint.of(url)) as session:
+        return await probe_server(session, deadline_s=deadline_s)
 
 
 # -- the two read helpers, byte for byte ---------------------------------------------------------
@@ -68,7 +68,7 @@ def test_the_urllib_reader_stops_one_byte_past_its_limit():
 def test_an_endless_props_is_refused_by_the_urllib_reader_with_bounded_bytes():
     with FaultServer({"/props": Endless()}) as srv:
         with pytest.raises(AnswerTooLarge) as exc:
-            get_bytes(srv.base_url + "/props", {}, None, 10, limit_bytes=limits.MAX_PROPS_BYTES)
+            get_bytes(Endpoint.of(srv.base_url), "/props", 10, limit_bytes=limits.MAX_PROPS_BYTES)
         assert str(exc.value) == srv.base_url + PROPS_REFUSED
         time.sleep(0.2)
         assert limits.MAX_PROPS_BYTES < srv.sent["/props"] < limits.MAX_PROPS_BYTES + SOCKET_SLACK
@@ -77,7 +77,7 @@ def test_an_endless_props_is_refused_by_the_urllib_reader_with_bounded_bytes():
 def test_a_trickle_is_cut_at_the_whole_reads_deadline_not_only_the_socket_timeout():
     with FaultServer({"/props": Trickle(interval_s=0.05)}) as srv:
         with pytest.raises(AnswerTimeoutError) as exc:
-            get_bytes(srv.base_url + "/props", {}, None, 1.0, limit_bytes=limits.MAX_PROPS_BYTES)
+            get_bytes(Endpoint.of(srv.base_url), "/props", 1.0, limit_bytes=limits.MAX_PROPS_BYTES)
     # each byte came within the socket timeout: only the whole read's deadline can have ended it
     assert str(exc.value) == f"{srv.base_url}/props: no answer within 1 s"
 
@@ -85,7 +85,7 @@ def test_a_trickle_is_cut_at_the_whole_reads_deadline_not_only_the_socket_timeou
 def test_a_silent_props_names_the_endpoint_and_the_deadline():
     with FaultServer({"/props": Silent()}) as srv:
         with pytest.raises(AnswerTimeoutError, match=r"/props: no answer within 0.5 s$"):
-            get_bytes(srv.base_url + "/props", {}, None, 0.5, limit_bytes=limits.MAX_PROPS_BYTES)
+            get_bytes(Endpoint.of(srv.base_url), "/props", 0.5, limit_bytes=limits.MAX_PROPS_BYTES)
         assert server_shape(url_lane(srv.base_url), timeout_s=0.5) is None  # the probe says why later
 
 
@@ -108,7 +108,7 @@ def test_an_error_body_is_read_to_its_own_limit():
 
     def _error_body(url):
         try:
-            get_bytes(url + "/health", {}, None, 10, limit_bytes=limits.MAX_HEALTH_BYTES)
+            get_bytes(Endpoint.of(url), "/health", 10, limit_bytes=limits.MAX_HEALTH_BYTES)
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
         raise AssertionError("an HTTP 503 must raise HTTPError")
@@ -170,8 +170,8 @@ def test_a_sane_props_is_taken_as_it_is():
 def test_tokenize_ids_are_range_checked_and_its_answer_bounded():
     with FaultServer({"/tokenize": Json({"tokens": [1, True, 2]})}) as srv:
         async def go():
-            async with aiohttp.ClientSession() as session:
-                return await llamacpp_tokenizer(session, srv.base_url)("hello", True)
+            async with EndpointSession(Endpoint.of(srv.base_url)) as session:
+                return await llamacpp_tokenizer(session)("hello", True)
 
         with pytest.raises(RuntimeStartError, match=r"/tokenize: token id True is not an integer"):
             asyncio.run(go())
@@ -184,8 +184,8 @@ def test_tokenize_ids_are_range_checked_and_its_answer_bounded():
 def test_read_capped_is_bounded_whatever_the_status():
     with FaultServer({"/v1/models": Endless()}) as srv:
         async def go():
-            async with aiohttp.ClientSession() as session:
-                return await read_capped(session, srv.base_url + "/v1/models", limit_bytes=1000, deadline_s=5)
+            async with EndpointSession(Endpoint.of(srv.base_url)) as session:
+                return await session.read("/v1/models", limit_bytes=1000, deadline_s=5)
 
         with pytest.raises(AnswerTooLarge, match=r"/v1/models: answer larger than 1000 bytes"):
             asyncio.run(go())
@@ -197,7 +197,7 @@ async def test_an_endless_metrics_is_a_recorded_failed_scrape(tmp_path):
     with FaultServer({"/metrics": Endless(b"llamacpp:x 1\n", b"# " + b"c" * 65534 + b"\n"),
                       "/slots": Trickle(interval_s=0.05)}) as srv:
         writer = JsonlWriter(tmp_path / SAMPLES_FILE)
-        sampler = ServerSampler(srv.base_url, "l", writer, interval_s=0.05, timeout_s=0.5)
+        sampler = ServerSampler(Endpoint.of(srv.base_url), "l", writer, interval_s=0.05, timeout_s=0.5)
         await sampler.start()
         await asyncio.sleep(1.5)
         await sampler.stop()
@@ -237,7 +237,7 @@ class EndlessStream(RawServer):
 
 async def test_an_endless_streamed_answer_is_a_failed_request_of_its_own_type():
     async with EndlessStream() as srv:
-        out = await StreamClient(srv.url, request_timeout_s=60).run(
+        out = await StreamClient(Endpoint.of(srv.url), request_timeout_s=60).run(
             CompletionRequest(request_id="r1", prompt="hi", prompt_tokens=1, max_tokens=1))
     limit = limits.stream_limit(1, 1)
     assert out.error_type == ANSWER_TOO_LARGE
@@ -248,7 +248,7 @@ async def test_an_endless_streamed_answer_is_a_failed_request_of_its_own_type():
 
 async def test_an_endless_head_is_refused():
     async with EndlessStream(head_only=True) as srv:
-        out = await StreamClient(srv.url, request_timeout_s=60).run(
+        out = await StreamClient(Endpoint.of(srv.url), request_timeout_s=60).run(
             CompletionRequest(request_id="r1", prompt="hi", prompt_tokens=1, max_tokens=1))
     assert out.error_type == "malformed_stream"
     assert out.error_message == f"{srv.url}/completion: response headers larger than 64 KiB"

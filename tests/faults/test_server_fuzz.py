@@ -10,6 +10,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from satbench.http.endpoint import Endpoint
 from satbench.config import limits
 from satbench.http.client import CompletionRequest, StreamClient, StreamOutcome, _PayloadReader
 from satbench.errors import ParseError
@@ -93,7 +94,7 @@ HTTP_PARTS = st.sampled_from([
 
 
 async def _exchange(chunks: list[bytes], limit: int):
-    client = StreamClient("http://127.0.0.1:9")
+    client = StreamClient(Endpoint.of("http://127.0.0.1:9"))
     req = CompletionRequest(request_id="r", prompt="p", prompt_tokens=1, max_tokens=1)
     out = StreamOutcome()
     reader = _PayloadReader(client, out)

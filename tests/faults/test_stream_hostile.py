@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from satbench.http.endpoint import Endpoint
 from satbench.http import client as client_mod
 from satbench.config import limits
 from satbench.http import sse
@@ -66,7 +67,7 @@ class Canned(RawServer):
 
 async def fetch(srv: Canned, api: str = "native", max_tokens: int = 4) -> StreamOutcome:
     async with srv:
-        return await StreamClient(srv.url, api, request_timeout_s=60).run(req(max_tokens))
+        return await StreamClient(Endpoint.of(srv.url), api, request_timeout_s=60).run(req(max_tokens))
 
 
 def one_line(out: StreamOutcome) -> str:
@@ -79,7 +80,7 @@ def one_line(out: StreamOutcome) -> str:
 def _direct(api: str, wire: bytes, max_tokens: int) -> StreamOutcome:
     """`wire` through HttpStream and the payload reader, without a socket."""
     async def go() -> StreamOutcome:
-        client = StreamClient("http://127.0.0.1:9", api)  # type: ignore[arg-type]
+        client = StreamClient(Endpoint.of("http://127.0.0.1:9"), api)  # type: ignore[arg-type]
         out = StreamOutcome()
         reader = _PayloadReader(client, out, max_tokens=max_tokens)
         clock = iter(range(1, 10**9)).__next__

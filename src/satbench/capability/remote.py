@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import sys
 
 from satbench.config.schema import LaneConfig
@@ -10,33 +9,24 @@ from satbench.errors import ParseError
 from satbench.config.limits import MAX_PROPS_BYTES, PREFLIGHT_DEADLINE_S, json_answer
 
 
-def _why(exc: BaseException) -> str:
-    """One phrase for a failed /props request: 'HTTP 401 Unauthorized', or the socket/TLS error
-    that urllib wraps in `.reason`."""
-    if getattr(exc, "code", None):
-        return f"HTTP {exc.code} {getattr(exc, 'reason', '')}".strip()  # type: ignore[attr-defined]
-    inner = getattr(exc, "reason", None)
-    err = inner if isinstance(inner, BaseException) else exc
-    text = str(err)
-    return f"{err.__class__.__name__}: {text}" if text else err.__class__.__name__
-
-
 def remote_props(lane: LaneConfig) -> tuple[dict | None, str | None]:
     """(/props, None) of a running server, or (None, why) when it cannot be asked (unreachable,
     refused the key, failed TLS verification, past its size or time limit, not a JSON object).
     The figures capability takes from it are checked (probe.props_figures): those refused are
     dropped from the returned dict, one warning line each on stderr."""
-    from satbench.http.access import get_bytes
-    from satbench.server.probe import props_figures, remote_access
+    from satbench.http.access import get_bytes, remote_endpoint
+    from satbench.http.errors import NETWORK_ERRORS, failure_phrase
+    from satbench.server.probe import props_figures
 
-    url, headers, tls = remote_access(lane)
+    endpoint = remote_endpoint(lane)
+    url = endpoint.base_url
     try:
-        props = json_answer(get_bytes(url + "/props", headers, tls, PREFLIGHT_DEADLINE_S,
-                                      limit_bytes=MAX_PROPS_BYTES), url + "/props")
+        props = json_answer(get_bytes(endpoint, "/props", PREFLIGHT_DEADLINE_S, limit_bytes=MAX_PROPS_BYTES),
+                            url + "/props")
     except ParseError as exc:  # past a limit (the message names the endpoint), or not JSON
         return None, str(exc)[:300]
-    except (OSError, http.client.HTTPException) as exc:
-        return None, f"{url}/props: {_why(exc)}"[:300]
+    except NETWORK_ERRORS as exc:
+        return None, f"{url}/props: {failure_phrase(exc)}"[:300]
     if not isinstance(props, dict):
         return None, f"{url}/props did not answer a JSON object"
     fig = props_figures(props, url + "/props")

@@ -8,7 +8,7 @@ range is a `ParseError` naming the field, its value and the range (`checked_int`
 caller records as an unavailable figure with that reason.
 
 The read helpers that apply these limits: `access.get_bytes` (urllib, preflight and capability)
-and `access.read_capped` (aiohttp, probe and sampler); the streamed answers: transport.HttpStream.
+and `access.EndpointSession.read` (aiohttp, probe and sampler); the streamed answers: transport.HttpStream.
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
-"""How satbench reaches a remote server (--url): its API key and its one TLS policy.
+"""How satbench reaches a server: its `Endpoint` (URL, API key, TLS policy) and the bounded reads.
 
 The key comes from an environment variable (`api_key_env`), a file (`api_key_file`) or the
-URL's password. It lives only in the Authorization header of requests to that lane's server;
-config, run.json, logs and reports carry the variable's name or the file's path, never the key.
+URL's password. It lives only in the Authorization header of requests to that lane's server
+(the Endpoint's headers); config, run.json, logs and reports carry the variable's name or the
+file's path, never the key.
 
 TLS: verification is on with the system's CAs, plus `ca_cert` when given; it is off only when
 the user says `insecure` (a warning line, and run.json records it). Every connection to the
-server (probe, sampler, request client, `satbench capability`) takes its SSL context from
-`tls_context_for`.
+server (probe, sampler, request client, `satbench capability`) takes its SSL context from the
+lane's Endpoint, made by `tls_context_for`.
+
+Reads: `get_bytes` (urllib, one bounded GET from synchronous code) and `EndpointSession` (one
+pooled aiohttp session per user: bounded requests from the event loop).
 """
 
 from __future__ import annotations
@@ -24,13 +28,11 @@ import urllib.request
 
 import aiohttp
 
-from satbench.config.schema import RunConfig, RuntimeConfig
-from satbench.errors import RuntimeStartError, UserError
+from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
+from satbench.errors import UserError
 from satbench.config.limits import KIB, MAX_ERROR_BODY_BYTES, too_large, too_slow
-from satbench.server.remote import redact_url
-from satbench.http.transport import tls_context
-
-TLS_HINT = "pass --ca-cert FILE (lane file: ca_cert) to trust its CA, or --insecure (insecure = true) to skip verification"
+from satbench.http.endpoint import Endpoint, redact_url, split_credentials, tls_context
+from satbench.http.errors import NETWORK_ERRORS
 
 
 def _checked_key(key: str, where: str) -> str:
@@ -41,7 +43,8 @@ def _checked_key(key: str, where: str) -> str:
 
 
 def read_key_file(path: str) -> str:
-    """The file's content stripped of surrounding whitespace; UserError naming the file (never its content)."""
+    """The file's content stripped of surrounding whitespace; UserError naming the file (never its
+    content)."""
     try:
         with open(path, encoding="utf-8") as fh:
             key = fh.read().strip()
@@ -58,7 +61,8 @@ def api_key(rc: RuntimeConfig, lane: str, url_secret: str | None = None) -> str 
     if rc.api_key_env:
         key = os.environ.get(rc.api_key_env, "").strip()
         if not key:
-            raise UserError(f"lane {lane}: environment variable {rc.api_key_env} (the API key) is empty or unset")
+            raise UserError(f"lane {lane}: environment variable {rc.api_key_env} (the API key) is empty "
+                            "or unset")
         return _checked_key(key, f"lane {lane}: environment variable {rc.api_key_env}")
     if rc.api_key_file:
         return read_key_file(rc.api_key_file)
@@ -83,6 +87,18 @@ def tls_context_for(rc: RuntimeConfig) -> ssl.SSLContext:
     return ctx
 
 
+def lane_endpoint(rc: RuntimeConfig, lane: str, base_url: str, url_secret: str | None = None) -> Endpoint:
+    """The Endpoint of a lane's server at the credential-free `base_url`: its key (api_key: from
+    api_key_env, api_key_file, else `url_secret`) and its TLS policy (tls_context_for)."""
+    return Endpoint.of(base_url, auth_headers(rc, lane, url_secret), tls_context_for(rc))
+
+
+def remote_endpoint(lane: LaneConfig) -> Endpoint:
+    """A url lane's Endpoint: its --url without credentials (the URL's password is a key source)."""
+    url, secret = split_credentials(lane.runtime.url or "")
+    return lane_endpoint(lane.runtime, lane.name, url, secret)
+
+
 def insecure_warning(rc: RuntimeConfig, url: str) -> str | None:
     return f"satbench: warning: TLS verification is OFF for {url} (--insecure)" if rc.insecure else None
 
@@ -100,15 +116,6 @@ def check_remote_access(cfg: RunConfig) -> list[str]:
         if line:
             warnings.append(line)
     return warnings
-
-
-def tls_failure(url: str, exc: BaseException) -> RuntimeStartError:
-    """One line naming the (credential-free) URL and why its certificate was refused."""
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        why = exc.verify_message or exc.reason or "unknown reason"
-        return RuntimeStartError(f"{url}: certificate verify failed: {why}; {TLS_HINT}")
-    return RuntimeStartError(f"{url}: TLS handshake failed: {getattr(exc, 'reason', None) or exc} "
-                             "(is it an https server?)")
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -196,23 +203,24 @@ def _timed_out(exc: BaseException) -> bool:
     return isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
 
 
-def get_bytes(url: str, headers: dict[str, str], tls: ssl.SSLContext | None, timeout_s: float, *,
-              limit_bytes: int) -> bytes:
-    """One GET to the remote server: its TLS policy, no proxies, no redirects (urllib keeps the
-    Authorization header across hosts). `url` must be credential-free: errors name it.
+def get_bytes(endpoint: Endpoint, path: str, timeout_s: float, *, limit_bytes: int) -> bytes:
+    """One GET of `path` on the endpoint: its headers and TLS policy, no proxies, no redirects (urllib
+    keeps the Authorization header across hosts). Errors name endpoint.url(path).
 
     Bounded: AnswerTooLarge past `limit_bytes`; AnswerTimeoutError when the whole exchange (connect,
     head, body) takes longer than `timeout_s`. A non-2xx answer raises urllib's HTTPError, its
     body read up to MAX_ERROR_BODY_BYTES; a failed connection URLError / OSError as urllib does."""
+    url = endpoint.url(path)
     sockets = _Sockets()
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _HttpHandler(sockets),
-                                         _HttpsHandler(sockets, tls), _NoRedirect())
+                                         _HttpsHandler(sockets, endpoint.tls), _NoRedirect())
     timer = threading.Timer(timeout_s, sockets.expire)
     timer.daemon = True
     timer.start()
     try:
         try:
-            with opener.open(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
+            request = urllib.request.Request(url, headers=endpoint.headers)
+            with opener.open(request, timeout=timeout_s) as resp:
                 body = _read_sync(resp, limit_bytes, url)
         except urllib.error.HTTPError as exc:
             error_body = _read_sync(exc, MAX_ERROR_BODY_BYTES, url, truncate=True)
@@ -221,7 +229,7 @@ def get_bytes(url: str, headers: dict[str, str], tls: ssl.SSLContext | None, tim
                                          io.BytesIO(error_body)) from None
     except urllib.error.HTTPError:
         raise
-    except (OSError, http.client.HTTPException) as exc:
+    except NETWORK_ERRORS as exc:
         if sockets.expired or _timed_out(exc):
             raise too_slow(url, timeout_s) from exc
         raise
@@ -232,24 +240,52 @@ def get_bytes(url: str, headers: dict[str, str], tls: ssl.SSLContext | None, tim
     return body
 
 
-async def read_capped(session: aiohttp.ClientSession, url: str, *, limit_bytes: int, deadline_s: float,
-                      method: str = "GET", json_body: object = None) -> tuple[int, bytes]:
-    """(status, body) of one request over `session`, whatever the status: the body read in chunks up to
-    `limit_bytes` + 1 (AnswerTooLarge past it, not decompressed), the whole exchange within
-    `deadline_s` (AnswerTimeoutError). aiohttp's connection errors pass through. `url` must be
-    credential-free."""
-    try:
-        async with asyncio.timeout(deadline_s):
-            async with session.request(method, url, json=json_body, headers={"Accept-Encoding": "identity"},
-                                       auto_decompress=False,
-                                       timeout=aiohttp.ClientTimeout(total=2 * deadline_s)) as resp:
-                buf = bytearray()
-                while True:
-                    chunk = await resp.content.read(min(READ_CHUNK_BYTES, limit_bytes + 1 - len(buf)))
-                    if not chunk:
-                        return resp.status, bytes(buf)
-                    buf += chunk
-                    if len(buf) > limit_bytes:
-                        raise too_large(url, limit_bytes)
-    except TimeoutError as exc:  # asyncio's deadline, or aiohttp's own (ServerTimeoutError)
-        raise too_slow(url, deadline_s) from exc
+class EndpointSession:
+    """Requests to one Endpoint over one aiohttp session (its headers and TLS policy; connections
+    kept alive and reused). `timeout_s` bounds a request that names no deadline of its own."""
+
+    def __init__(self, endpoint: Endpoint, timeout_s: float = 30.0) -> None:
+        self.endpoint = endpoint
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s),
+                                              headers=endpoint.headers,
+                                              connector=aiohttp.TCPConnector(ssl=endpoint.tls or True))
+
+    async def __aenter__(self) -> EndpointSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def read(self, path: str, *, limit_bytes: int, deadline_s: float, method: str = "GET",
+                   json_body: object = None) -> tuple[int, bytes]:
+        """(status, body) of one request for `path`, whatever the status: the body read in chunks up to
+        `limit_bytes` + 1 (AnswerTooLarge past it, not decompressed), the whole exchange within
+        `deadline_s` (AnswerTimeoutError). aiohttp's connection errors pass through."""
+        url = self.endpoint.url(path)
+        try:
+            async with asyncio.timeout(deadline_s):
+                async with self._session.request(method, url, json=json_body, auto_decompress=False,
+                                                 headers={"Accept-Encoding": "identity"},
+                                                 timeout=aiohttp.ClientTimeout(total=2 * deadline_s)) as resp:
+                    buf = bytearray()
+                    while True:
+                        chunk = await resp.content.read(min(READ_CHUNK_BYTES, limit_bytes + 1 - len(buf)))
+                        if not chunk:
+                            return resp.status, bytes(buf)
+                        buf += chunk
+                        if len(buf) > limit_bytes:
+                            raise too_large(url, limit_bytes)
+        except TimeoutError as exc:  # asyncio's deadline, or aiohttp's own (ServerTimeoutError)
+            raise too_slow(url, deadline_s) from exc
+
+    async def answers(self, path: str, timeout_s: float) -> bool:
+        """Whether a GET of `path` gets a response head (any status) within `timeout_s`."""
+        try:
+            async with self._session.get(self.endpoint.url(path),
+                                         timeout=aiohttp.ClientTimeout(total=timeout_s)):
+                return True
+        except NETWORK_ERRORS:
+            return False

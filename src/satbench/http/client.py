@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 import time
-import urllib.parse
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from satbench.config.schema import Strict
 from satbench.errors import ParseError, UserError
 from satbench.config.limits import MAX_EXTRA_TOKENS, AnswerTooLarge, stream_limit
+from satbench.http.endpoint import Endpoint
+from satbench.http.errors import NETWORK_ERRORS
 from satbench.http.sse import StreamUpdate, interpret_native, interpret_openai
-from satbench.http.transport import HttpResult, HttpStream, request_bytes, tls_context
+from satbench.http.transport import HttpResult, HttpStream, request_bytes
 
 Api = Literal["native", "openai"]
 Clock = Callable[[], int]
@@ -101,31 +101,30 @@ class _Timeout(Exception):
 
 
 class StreamClient:
-    """Streams completions over satbench's own HTTP/1.1 transport (one connection per request)."""
+    """Streams completions to `endpoint` (its headers, its TLS policy) over satbench's own HTTP/1.1
+    transport (one connection per request)."""
 
     def __init__(
         self,
-        base_url: str,
+        endpoint: Endpoint,
         api: Api = "native",
         *,
         model_name: str | None = None,
-        headers: dict[str, str] | None = None,
         request_timeout_s: float = 300.0,
         read_timeout_s: float = 60.0,
         connect_timeout_s: float = 10.0,
-        tls: ssl.SSLContext | None = None,
         clock: Clock = time.perf_counter_ns,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.endpoint = endpoint
+        self.base_url = endpoint.base_url
         self.api = api
         self.model_name = model_name
-        self._url = urllib.parse.urlsplit(self.base_url)
+        self._url = endpoint.parts
         if self._url.scheme not in ("http", "https") or not self._url.hostname:
             raise UserError(f"not an http(s) URL: {self.base_url}")
-        self._port = self._url.port or (443 if self._url.scheme == "https" else 80)
-        # the lane's TLS policy (access.tls_context_for); without one: verify against the system's CAs
-        self._ssl = (tls or tls_context(verify=True)) if self._url.scheme == "https" else None
-        self._headers = dict(headers or {})
+        self._port = endpoint.port
+        self._ssl = endpoint.ssl_context
+        self._headers = endpoint.headers
         self._request_timeout_ns = int(request_timeout_s * 1e9)
         self._read_timeout_ns = int(read_timeout_s * 1e9)
         self._connect_timeout_s = connect_timeout_s
@@ -185,7 +184,7 @@ class StreamClient:
                     loop.create_connection(lambda: proto, self._url.hostname, self._port, ssl=self._ssl,
                                            server_hostname=self._url.hostname if self._ssl else None),
                     timeout=self._connect_timeout_s)
-            except (OSError, asyncio.TimeoutError) as exc:
+            except NETWORK_ERRORS as exc:
                 raise _Dropped(f"cannot connect to {self._url.hostname}:{self._port}: "
                                f"{exc.__class__.__name__}: {exc}") from exc
             assert proto.transport is not None
@@ -199,7 +198,8 @@ class StreamClient:
             if not proto.done.done():  # cancelled (Ctrl-C): do not leave the socket open
                 proto.transport.abort()
         if isinstance(result.failure, _Timeout):
-            out.headers_ns, out.http_status = result.headers_ns, result.status  # what the head said, if it came
+            # what the head said, if it came
+            out.headers_ns, out.http_status = result.headers_ns, result.status
             raise result.failure
         if result.status is None and result.first_byte_ns is None:
             raise _Dropped("connection closed before any byte of the answer arrived")

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-import ssl
 import urllib.parse
 from dataclasses import dataclass
 from typing import Callable
 
 from satbench.errors import ParseError
-from satbench.config.limits import (MAX_CHUNK_SIZE_LINE_BYTES, MAX_CONTENT_LENGTH_DIGITS, MAX_ERROR_BODY_BYTES,
-                             MAX_HEADER_BYTES, size_text, too_large)
+from satbench.config.limits import (MAX_CHUNK_SIZE_LINE_BYTES, MAX_CONTENT_LENGTH_DIGITS,
+                                    MAX_ERROR_BODY_BYTES, MAX_HEADER_BYTES, size_text, too_large)
 from satbench.http.sse import SseSplitter
 
 
@@ -247,11 +246,3 @@ def request_bytes(url: urllib.parse.SplitResult, path: str, body: bytes, headers
              "Accept: text/event-stream", "Connection: close"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
-def tls_context(verify: bool) -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    if not verify:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    return ctx

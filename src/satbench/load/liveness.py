@@ -27,10 +27,9 @@ import asyncio
 import time
 from typing import Awaitable, Callable, Coroutine, TypeVar
 
-import aiohttp
-
-from satbench.http.access import read_capped
+from satbench.http.access import EndpointSession
 from satbench.http.client import StreamOutcome
+from satbench.http.errors import NETWORK_ERRORS
 from satbench.errors import ParseError
 from satbench.config.limits import MAX_SLOTS_BYTES, AnswerTooLarge
 
@@ -83,29 +82,28 @@ class StreamActivity:
 class LivenessProbe:
     """The watchdog's probe of one server, called with its deadline: whether the server answered.
 
-    With a llama.cpp server's `slots_base` URL (and the `session` to ask it with), GET /slots
-    answering 200 within the deadline (read with MAX_SLOTS_BYTES; an answer past that limit is an
-    answer too). Where /slots is off (SLOTS_OFF: HTTP 501, or 404) it is not asked again and
-    `health` (GET /health, any status) is the probe, as for a server that is not llama.cpp (no
-    `slots_base`); another status of /slots falls back to `health` for that probe only. `path`
-    names the endpoint asked."""
+    With the `slots` session of a llama.cpp server, GET /slots answering 200 within the deadline
+    (read with MAX_SLOTS_BYTES; an answer past that limit is an answer too). Where /slots is off
+    (SLOTS_OFF: HTTP 501, or 404) it is not asked again and `health` (GET /health, any status) is
+    the probe, as for a server that is not llama.cpp (no `slots`); another status of /slots falls
+    back to `health` for that probe only. `path` names the endpoint asked."""
 
     def __init__(self, health: Callable[[float], Awaitable[bool]],
-                 session: aiohttp.ClientSession | None = None, slots_base: str | None = None) -> None:
-        self._health, self._session, self._base = health, session, slots_base
-        self.path = "/slots" if slots_base is not None and session is not None else "/health"
+                 slots: EndpointSession | None = None) -> None:
+        self._health, self._slots = health, slots
+        self.path = "/slots" if slots is not None else "/health"
 
     async def __call__(self, deadline_s: float) -> bool:
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline_s
         if self.path == "/slots":
-            assert self._session is not None and self._base is not None
+            assert self._slots is not None
             try:
-                status, _ = await read_capped(self._session, self._base + "/slots",
-                                              limit_bytes=MAX_SLOTS_BYTES, deadline_s=deadline_s)
+                status, _ = await self._slots.read("/slots", limit_bytes=MAX_SLOTS_BYTES,
+                                                   deadline_s=deadline_s)
             except AnswerTooLarge:
                 return True
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError):
+            except (*NETWORK_ERRORS, ParseError):
                 return False
             if status == 200:
                 return True

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import ssl
 import time
 from typing import Callable
 
-import aiohttp
 import psutil
 
-from satbench.http.access import read_capped
+from satbench.http.access import EndpointSession
+from satbench.http.endpoint import Endpoint
+from satbench.http.errors import NETWORK_ERRORS, describe
 from satbench.errors import ParseError, RunDirError
 from satbench.records.events import GPU_FAILED, STOPPED, JsonlWriter, MetricsSample, ProcessSample, SlotsSample
 from satbench.host.gpu import NvmlGpus
@@ -69,34 +69,30 @@ def parse_slots(payload: object, total_slots: int | None = None) -> tuple[int, l
 
 
 class ServerSampler:
-    """Polls until `stop()`; every sample goes straight to `server_samples.jsonl`."""
+    """Polls `endpoint` (its headers and TLS policy) until `stop()`; every sample goes straight to
+    `server_samples.jsonl`. `timeout_s` bounds each scrape."""
 
     def __init__(
-        self, base_url: str, lane: str, writer: JsonlWriter, *, interval_s: float = 0.1,
+        self, endpoint: Endpoint, lane: str, writer: JsonlWriter, *, interval_s: float = 0.1,
         llamacpp: bool = True, pid: int | None = None, gpus: NvmlGpus | None = None,
-        headers: dict[str, str] | None = None, timeout_s: float = 2.0,
-        clock: Callable[[], int] = time.perf_counter_ns, scenario: str = "solo",
-        tls: ssl.SSLContext | None = None, total_slots: int | None = None,
+        timeout_s: float = 2.0, clock: Callable[[], int] = time.perf_counter_ns, scenario: str = "solo",
+        total_slots: int | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.endpoint = endpoint
         self.lane, self.writer, self.interval_s = lane, writer, interval_s
         self.tag = {"lane": lane, "scenario": scenario}
         self.llamacpp, self.pid, self.gpus, self.clock = llamacpp, pid, gpus, clock
-        self._headers = headers or {}
-        self._tls = tls  # the lane's TLS policy (access.tls_context_for); None = verify, system CAs
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._timeout_s = timeout_s
         self.total_slots = total_slots  # /props total_slots: a /slots answer listing more is refused
         self._tasks: list[asyncio.Task] = []
-        self._session: aiohttp.ClientSession | None = None
+        self._session: EndpointSession | None = None
         self.disabled: dict[str, str] = {}
         self._last_error: dict[str, str] = {}  # per poller: its latest failure
         self._gpu_failures = 0
         self.write_error: RunDirError | None = None  # a poller could not write its sample (disk full)
 
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers,
-                                              connector=aiohttp.TCPConnector(ssl=self._tls or True))
+        self._session = EndpointSession(self.endpoint, self._timeout_s)
         if self.llamacpp:
             self._tasks.append(asyncio.create_task(self._loop("metrics", self._metrics)))
             self._tasks.append(asyncio.create_task(self._loop("slots", self._slots)))
@@ -162,8 +158,7 @@ class ServerSampler:
         """(status, body): past the endpoint's limit (_LIMIT_BYTES) or the poll's timeout, that
         limit's ParseError (one line naming the endpoint and the limit)."""
         assert self._session is not None
-        return await read_capped(self._session, self.base_url + path, limit_bytes=_LIMIT_BYTES[path],
-                                 deadline_s=self._timeout_s)
+        return await self._session.read(path, limit_bytes=_LIMIT_BYTES[path], deadline_s=self._timeout_s)
 
     async def _metrics(self) -> bool:
         sent = self.clock()
@@ -172,7 +167,7 @@ class ServerSampler:
             if status != 200:
                 raise ParseError(f"/metrics answered HTTP {status}")
             values = llamacpp_values(body.decode("utf-8", "replace"))
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError) as exc:
+        except (*NETWORK_ERRORS, ParseError) as exc:
             self._last_error["metrics"] = _describe(exc)
             self.writer.write(MetricsSample(**self.tag, sent_ns=sent, t_ns=self.clock(),
                                             error=self._last_error["metrics"]))
@@ -187,7 +182,7 @@ class ServerSampler:
             if status != 200:
                 raise ParseError(f"/slots answered HTTP {status}")
             n, busy, decoded = parse_slots(json_answer(body, "/slots"), self.total_slots)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ParseError) as exc:
+        except (*NETWORK_ERRORS, ParseError) as exc:
             self._last_error["slots"] = _describe(exc)
             self.writer.write(SlotsSample(**self.tag, sent_ns=sent, t_ns=self.clock(),
                                           error=self._last_error["slots"]))
@@ -262,5 +257,4 @@ def host_and_client_cpu() -> tuple[float, float]:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{exc.__class__.__name__}: {text}"[:300] if text else exc.__class__.__name__
+    return describe(exc)[:300]

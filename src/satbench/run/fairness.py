@@ -12,9 +12,8 @@ import math
 import statistics
 import time
 
-import aiohttp
-
 from satbench.http.client import CompletionRequest, StreamOutcome
+from satbench.http.errors import NETWORK_ERRORS
 from satbench.config.schema import WorkloadConfig
 from satbench.errors import LevelFailedError, SatbenchError
 from satbench.records.events import JsonlWriter, RequestEvent, itl_ms
@@ -245,7 +244,7 @@ class FairnessRunner:
                 await self._watched(name, width, check)
             except LevelFailedError:
                 raise  # the watchdog's verdict says it all
-            except (SatbenchError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (SatbenchError, *NETWORK_ERRORS) as exc:
                 await self.s.check_alive(name, width, cause=exc)  # the server died mid-check: say so
                 raise
             await self.s.check_alive(name, width)  # a dead server fails loudly, not as verdicts

@@ -14,10 +14,11 @@ import re
 from pathlib import Path
 from typing import Coroutine, Protocol, TypeVar
 
-import aiohttp
 import psutil
 
-from satbench.http.access import auth_headers, tls_context_for
+from satbench.http.access import EndpointSession, auth_headers, tls_context_for
+from satbench.http.endpoint import Endpoint
+from satbench.http.errors import NETWORK_ERRORS
 from satbench.http.client import StreamClient
 from satbench.config.schema import LaneConfig
 from satbench.errors import LevelFailedError, SatbenchError
@@ -169,7 +170,7 @@ class LaneSession:
         self.facts: ServerFacts | None = None
         self.rtts: list[float] = []
         self.memory: ServerMemory | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._session: EndpointSession | None = None
         self._sampler: ServerSampler | None = None
         self.client: StreamClient | None = None
         self.workload: WorkloadBuilder | None = None
@@ -183,41 +184,35 @@ class LaneSession:
         """Probe the (started) server, measure RTT, record its memory (`buffers` from a memory probe,
         with what is left now), prepare the workload, start the sampler (with `gpus` only when the
         server is on this machine: loopback)."""
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=self.headers,
-                                              connector=aiohttp.TCPConnector(ssl=self.tls))
-        base = self.runtime.base_url
-        self.facts = await probe_server(self._session, base, self.lane.runtime.served_model)
-        self.rtts = await measure_rtt_ms(self._session, base)
-        self._probe = LivenessProbe(self._answers, self._session, base if self.facts.llamacpp else None)
+        endpoint = Endpoint.of(self.runtime.base_url, self.headers, self.tls)
+        self._session = EndpointSession(endpoint, timeout_s=30)
+        self.facts = await probe_server(self._session, self.lane.runtime.served_model)
+        self.rtts = await measure_rtt_ms(self._session)
+        self._probe = LivenessProbe(self._answers, self._session if self.facts.llamacpp else None)
         here = gpus if self.network_info().on_this_machine else None
         self.memory = started_memory(buffers, here, self.model.path) if buffers is not None else None
-        tokenizer = llamacpp_tokenizer(self._session, base) if self.facts.llamacpp else None
+        tokenizer = llamacpp_tokenizer(self._session) if self.facts.llamacpp else None
         self.workload = WorkloadBuilder(self.lane.workload, tokenizer, self.nonce)
         await self.workload.prepare()
         lane = self.lane
         if self.scenario != "fairness":  # the checks lengthen a prompt too short for its prefix
             await self.workload.check_prefix_fits(self._id_name, max(lane.levels), lane.repetitions)
         # NVML sees this machine's GPUs: a server on another machine computes on its own
-        self._sampler = ServerSampler(base, lane.name, samples, interval_s=lane.sample_interval_s,
+        self._sampler = ServerSampler(endpoint, lane.name, samples, interval_s=lane.sample_interval_s,
                                       llamacpp=self.facts.llamacpp, pid=self.runtime.pid,
                                       gpus=gpus if self.network_info().on_this_machine else None,
-                                      headers=self.headers, tls=self.tls, scenario=self.scenario,
+                                      scenario=self.scenario,
                                       total_slots=self.facts.total_slots)
-        self.client = StreamClient(base, "native" if self.facts.llamacpp else "openai",
-                                   model_name=self.facts.openai_model, headers=self.headers,
+        self.client = StreamClient(endpoint, "native" if self.facts.llamacpp else "openai",
+                                   model_name=self.facts.openai_model,
                                    request_timeout_s=lane.request_timeout_s,
-                                   read_timeout_s=lane.read_timeout_s, tls=self.tls)
+                                   read_timeout_s=lane.read_timeout_s)
         await self._sampler.start()
 
     async def _answers(self, timeout_s: float = 5.0) -> bool:
         """Whether the server still answers GET /health (with any status) within `timeout_s`."""
         assert self._session is not None
-        try:
-            async with self._session.get(self.runtime.base_url + "/health",
-                                         timeout=aiohttp.ClientTimeout(total=timeout_s)):
-                return True
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-            return False
+        return await self._session.answers("/health", timeout_s)
 
     async def _watchdog(self, activity: StreamActivity) -> str:
         """Returns when the server is to be declared failed (liveness.watch): its process is gone, or
@@ -276,7 +271,7 @@ class LaneSession:
         """The level's requests (tokenized by the server); LevelFailedError if the server is gone."""
         try:
             return await self._plan(level, repetition, background)
-        except (SatbenchError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (SatbenchError, *NETWORK_ERRORS) as exc:
             await self.check_alive(f"level {level} (repetition {repetition})", level, repetition, exc)
             raise
 

@@ -94,22 +94,21 @@ def check_prefix_remote(cfg: RunConfig, lane: LaneConfig, lane_file: bool) -> No
 
 async def _remote_counts(cfg: RunConfig, lane: LaneConfig) -> list[int]:
     """Per sample nonce, the token count of the longest prefix; [] when /tokenize does not answer."""
-    import aiohttp
-
-    from satbench.http.access import read_capped
+    from satbench.http.access import EndpointSession, remote_endpoint
+    from satbench.http.errors import NETWORK_ERRORS
     from satbench.config.limits import PREFLIGHT_DEADLINE_S, json_answer, tokenize_limit
-    from satbench.server.probe import remote_access
 
-    url, headers, tls = remote_access(lane)
+    endpoint = remote_endpoint(lane)
+    url = endpoint.base_url
     out: list[int] = []
     try:
-        async with aiohttp.ClientSession(headers=headers, connector=aiohttp.TCPConnector(ssl=tls)) as session:
+        async with EndpointSession(endpoint) as session:
             for nonce in SAMPLE_NONCES:
                 longest = 0
                 for name in _names(cfg, lane):
                     for text in longest_prefixes(nonce, name, max(lane.levels), lane.repetitions):
-                        status, body = await read_capped(
-                            session, url + "/tokenize", limit_bytes=tokenize_limit(len(text.encode())),
+                        status, body = await session.read(
+                            "/tokenize", limit_bytes=tokenize_limit(len(text.encode())),
                             deadline_s=PREFLIGHT_DEADLINE_S, method="POST",
                             json_body={"content": text, "add_special": True})
                         tokens = json_answer(body, url + "/tokenize") if status == 200 else None
@@ -118,6 +117,6 @@ async def _remote_counts(cfg: RunConfig, lane: LaneConfig) -> list[int]:
                             return []
                         longest = max(longest, len(tokens))
                 out.append(longest)
-    except (SatbenchError, aiohttp.ClientError, OSError, TimeoutError, ValueError):
+    except (SatbenchError, *NETWORK_ERRORS, ValueError):
         return []
     return out

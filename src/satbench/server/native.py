@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import http.client
 import os
 import re
 import selectors
@@ -167,11 +166,13 @@ HEALTH_POLL_S = 1.0  # one /health poll while the started server loads, connect 
 def _healthy(base_url: str) -> bool:
     """/health answers 2xx, whole, within HEALTH_POLL_S and MAX_HEALTH_BYTES."""
     from satbench.http.access import get_bytes
+    from satbench.http.endpoint import Endpoint
+    from satbench.http.errors import NETWORK_ERRORS
 
     try:
-        get_bytes(base_url + "/health", {}, None, HEALTH_POLL_S, limit_bytes=MAX_HEALTH_BYTES)
+        get_bytes(Endpoint.of(base_url), "/health", HEALTH_POLL_S, limit_bytes=MAX_HEALTH_BYTES)
         return True
-    except (OSError, http.client.HTTPException, ParseError, ValueError):
+    except (*NETWORK_ERRORS, ParseError, ValueError):
         return False
 
 

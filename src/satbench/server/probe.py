@@ -7,22 +7,20 @@ queue-time estimate) and offers llama.cpp's /tokenize to the workload.
 from __future__ import annotations
 
 import http.client
-import ssl
 import statistics
 import sys
 import time
 import urllib.error
 
-import aiohttp
-
-from satbench.http.access import auth_headers, get_bytes, read_capped, tls_context_for, tls_failure
+from satbench.http.access import EndpointSession, get_bytes, remote_endpoint
+from satbench.http.errors import (NETWORK_ERRORS, STALE_CONNECTION, describe, tls_cause, tls_failure,
+                                  unreachable)
 from satbench.config.schema import LaneConfig, Strict
 from satbench.errors import ParseError, RuntimeStartError, UserError
 from satbench.config.limits import (MAX_CTX_TOKENS, MAX_HEALTH_BYTES, MAX_METRICS_BYTES, MAX_MODELS_BYTES,
                              MAX_PROPS_BYTES, MAX_SLOTS, MAX_SLOTS_BYTES, MAX_TOKEN_ID,
                              PREFLIGHT_DEADLINE_S, PROBE_DEADLINE_S, RTT_DEADLINE_S, AnswerTimeoutError,
                              AnswerTooLarge, checked_int, figure, json_answer, text_figure, tokenize_limit)
-from satbench.server.remote import split_credentials
 from satbench.workload.builder import Tokenizer
 
 
@@ -96,11 +94,12 @@ def is_loading(status: int, body: bytes) -> bool:
     return isinstance(err, dict) and err.get("message") == "Loading model"
 
 
-async def _get_json(session: aiohttp.ClientSession, base_url: str, path: str, limit_bytes: int,
+async def _get_json(session: EndpointSession, path: str, limit_bytes: int,
                     deadline_s: float) -> tuple[int, object]:
     """(status, the JSON body of a 200 answer or None); RuntimeStartError while the server loads its
-    model; AnswerTooLarge / AnswerTimeoutError past the endpoint's limits (access.read_capped)."""
-    status, body = await read_capped(session, base_url + path, limit_bytes=limit_bytes, deadline_s=deadline_s)
+    model; AnswerTooLarge / AnswerTimeoutError past the endpoint's limits (EndpointSession.read)."""
+    base_url = session.endpoint.base_url
+    status, body = await session.read(path, limit_bytes=limit_bytes, deadline_s=deadline_s)
     if is_loading(status, body):
         raise RuntimeStartError(still_loading(base_url))
     if status != 200:
@@ -144,27 +143,29 @@ def chosen_model(base_url: str, ids: list[str], served_model: str | None) -> str
     return served_model
 
 
-async def probe_server(session: aiohttp.ClientSession, base_url: str, served_model: str | None = None,
+async def probe_server(session: EndpointSession, served_model: str | None = None,
                        deadline_s: float = PROBE_DEADLINE_S) -> ServerFacts:
-    """GET /props (llama.cpp) and /v1/models; RuntimeStartError if the server cannot be reached, does
-    not answer within `deadline_s`, answers more than the endpoint's limit, refuses the key (on
-    /props, or on /v1/models: vLLM guards only /v1/*) or is still loading its model; UserError if it
-    does not list `served_model`. A /props figure of the wrong type or out of range is None in the
-    facts, its reason in `unavailable` and on stderr (one warning line each)."""
+    """GET /props (llama.cpp) and /v1/models of the session's endpoint; RuntimeStartError if the
+    server cannot be reached, does not answer within `deadline_s`, answers more than the endpoint's
+    limit, refuses the key (on /props, or on /v1/models: vLLM guards only /v1/*) or is still loading
+    its model; UserError if it does not list `served_model`. A /props figure of the wrong type or
+    out of range is None in the facts, its reason in `unavailable` and on stderr (one warning line
+    each)."""
+    base_url, key_sent = session.endpoint.base_url, session.endpoint.has_key
     try:
-        status, props = await _get_json(session, base_url, "/props", MAX_PROPS_BYTES, deadline_s)
+        status, props = await _get_json(session, "/props", MAX_PROPS_BYTES, deadline_s)
         if status in (401, 403):
-            raise RuntimeStartError(refused_access(base_url, status, "Authorization" in session.headers))
-        status, models = await _get_json(session, base_url, "/v1/models", MAX_MODELS_BYTES, deadline_s)
+            raise RuntimeStartError(refused_access(base_url, status, key_sent))
+        status, models = await _get_json(session, "/v1/models", MAX_MODELS_BYTES, deadline_s)
         if status in (401, 403):
-            raise RuntimeStartError(refused_access(base_url, status, "Authorization" in session.headers,
-                                                   "/v1/models"))
-    except aiohttp.ClientSSLError as exc:  # ClientConnectorCertificateError included
-        raise tls_failure(base_url, getattr(exc, "certificate_error", exc.os_error)) from exc
+            raise RuntimeStartError(refused_access(base_url, status, key_sent, "/v1/models"))
     except (AnswerTooLarge, AnswerTimeoutError) as exc:
         raise RuntimeStartError(str(exc)) from exc
-    except (aiohttp.ClientError, OSError) as exc:
-        raise RuntimeStartError(f"cannot reach {base_url}: {_describe(exc)}") from exc
+    except NETWORK_ERRORS as exc:
+        tls = tls_cause(exc)
+        if tls is not None:
+            raise tls_failure(base_url, tls) from exc
+        raise RuntimeStartError(f"cannot reach {base_url}: {describe(exc)}") from exc
     if not (isinstance(props, dict) and "total_slots" in props) and models is None:
         raise RuntimeStartError(f"{base_url} answers neither /props nor /v1/models: not an inference server")
     openai_model = chosen_model(base_url, model_ids(models), served_model)
@@ -179,43 +180,25 @@ async def probe_server(session: aiohttp.ClientSession, base_url: str, served_mod
         unavailable=fig.unavailable)
 
 
-def _describe(exc: BaseException) -> str:
-    """'ClassName: message', or the class name alone when the message is empty."""
-    text = str(exc)
-    return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
-
-
-def remote_access(lane: LaneConfig) -> tuple[str, dict[str, str], ssl.SSLContext]:
-    """A url lane's credential-free URL, its request headers (the key) and its TLS policy."""
-    url, secret = split_credentials(lane.runtime.url or "")
-    return url, auth_headers(lane.runtime, lane.name, secret), tls_context_for(lane.runtime)
-
-
 def check_reachable(lane: LaneConfig, timeout_s: float = PREFLIGHT_DEADLINE_S) -> None:
     """Before the run: GET /health on a url lane's server, with its TLS policy and key. Any HTTP
     answer will do (/props decides later what serves); RuntimeStartError when nothing answers
     (within `timeout_s`: 'URL/health: no answer within 10 s')."""
-    url, headers, tls = remote_access(lane)
+    endpoint = remote_endpoint(lane)
     try:
-        get_bytes(url + "/health", headers, tls, timeout_s, limit_bytes=MAX_HEALTH_BYTES)
+        get_bytes(endpoint, "/health", timeout_s, limit_bytes=MAX_HEALTH_BYTES)
     except AnswerTimeoutError as exc:
         raise RuntimeStartError(str(exc)) from exc
     except (urllib.error.HTTPError, http.client.HTTPException, AnswerTooLarge):
         return  # it answers, if not with 200
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, ssl.SSLError):
-            raise tls_failure(url, exc.reason) from exc
-        raise RuntimeStartError(f"cannot reach {url}: {_why(exc.reason)}") from exc
-    except ssl.SSLError as exc:
-        raise tls_failure(url, exc) from exc
-    except OSError as exc:  # a timeout, a reset after connecting
-        raise RuntimeStartError(f"cannot reach {url}: {_why(exc)}") from exc
+    except NETWORK_ERRORS as exc:  # refused, TLS, a timeout, a reset after connecting
+        raise unreachable(endpoint.base_url, exc) from exc
 
 
 def _http_error_body(exc: urllib.error.HTTPError) -> bytes:
     try:
         return exc.read()
-    except (OSError, http.client.HTTPException):
+    except NETWORK_ERRORS:
         return b""
 
 
@@ -226,20 +209,21 @@ def wait_while_loading(lane: LaneConfig, wait_s: float | None = None, poll_s: fl
     LOADING_WAIT_S); then
     RuntimeStartError (still loading). Otherwise whether it answers HTTP at all (no answer:
     check_reachable and the probe say why)."""
-    url, headers, tls = remote_access(lane)
+    endpoint = remote_endpoint(lane)
+    url = endpoint.base_url
     wait_s = LOADING_WAIT_S if wait_s is None else wait_s
     deadline = time.monotonic() + wait_s
     said = False
     while True:
         try:
-            get_bytes(url + "/health", headers, tls, timeout_s, limit_bytes=MAX_HEALTH_BYTES)
+            get_bytes(endpoint, "/health", timeout_s, limit_bytes=MAX_HEALTH_BYTES)
             return True
         except urllib.error.HTTPError as exc:
             if not is_loading(exc.code, _http_error_body(exc)):
                 return True
         except AnswerTooLarge:
             return True  # it answers
-        except (urllib.error.URLError, http.client.HTTPException, ssl.SSLError, OSError, ParseError):
+        except (*NETWORK_ERRORS, ParseError):
             return False
         if time.monotonic() >= deadline:
             raise RuntimeStartError(still_loading(url) + (f" (waited {wait_s:.0f} s)" if wait_s > 0 else ""))
@@ -255,11 +239,12 @@ def server_shape(lane: LaneConfig,
     """Before the run: (total_slots, per-slot context) from a url lane's llama.cpp /props (each None
     when refused: see props_figures); None when it does not answer them (not llama.cpp, an error, past
     a limit): the probe at the lane's start says why."""
-    url, headers, tls = remote_access(lane)
+    endpoint = remote_endpoint(lane)
+    url = endpoint.base_url
     try:
-        props = json_answer(get_bytes(url + "/props", headers, tls, timeout_s, limit_bytes=MAX_PROPS_BYTES),
+        props = json_answer(get_bytes(endpoint, "/props", timeout_s, limit_bytes=MAX_PROPS_BYTES),
                             url + "/props")
-    except (urllib.error.URLError, http.client.HTTPException, ssl.SSLError, OSError, ParseError):
+    except (*NETWORK_ERRORS, ParseError):
         return None
     if not (isinstance(props, dict) and "total_slots" in props):
         return None
@@ -289,16 +274,17 @@ _ENDPOINT_LIMIT = {"/metrics": MAX_METRICS_BYTES, "/slots": MAX_SLOTS_BYTES}
 def endpoint_warnings(lane: LaneConfig, timeout_s: float = PREFLIGHT_DEADLINE_S) -> list[str]:
     """Before the run: one warning line per llama.cpp endpoint a url lane's server has disabled
     (HTTP 501, llama.cpp's "not supported"), naming the flag to start it with and what is lost."""
-    url, headers, tls = remote_access(lane)
+    endpoint = remote_endpoint(lane)
+    url = endpoint.base_url
     out = []
     for path, (flag, lost) in _ENDPOINT_LOSS.items():
         try:
-            get_bytes(url + path, headers, tls, timeout_s, limit_bytes=_ENDPOINT_LIMIT[path])
+            get_bytes(endpoint, path, timeout_s, limit_bytes=_ENDPOINT_LIMIT[path])
         except urllib.error.HTTPError as exc:
             if exc.code == 501:
                 out.append(f"satbench: warning: lane {lane.name}: the server at {url} has {path} disabled (HTTP 501): "
                            f"start it with {flag} to measure {lost}; without it those figures are null")
-        except (urllib.error.URLError, http.client.HTTPException, ssl.SSLError, OSError, ParseError):
+        except (*NETWORK_ERRORS, ParseError):
             pass  # the sampler records what the endpoint answers
     return out
 
@@ -309,23 +295,18 @@ def check_served_model(lane: LaneConfig, timeout_s: float = PREFLIGHT_DEADLINE_S
     is left to the probe at the lane's start, which says why."""
     if lane.runtime.served_model is None:
         return
-    url, headers, tls = remote_access(lane)
+    endpoint = remote_endpoint(lane)
+    url = endpoint.base_url
     try:
-        body = get_bytes(url + "/v1/models", headers, tls, timeout_s, limit_bytes=MAX_MODELS_BYTES)
+        body = get_bytes(endpoint, "/v1/models", timeout_s, limit_bytes=MAX_MODELS_BYTES)
         ids = model_ids(json_answer(body, url + "/v1/models"))
-    except (urllib.error.URLError, http.client.HTTPException, ssl.SSLError, OSError, ParseError):
+    except (*NETWORK_ERRORS, ParseError):
         return
     if ids:
         chosen_model(url, ids, lane.runtime.served_model)
 
 
-def _why(reason: object) -> str:
-    if isinstance(reason, TimeoutError):
-        return "no answer (timed out)"
-    return (reason.strerror if isinstance(reason, OSError) and reason.strerror else None) or str(reason)
-
-
-async def measure_rtt_ms(session: aiohttp.ClientSession, base_url: str, n: int = 20,
+async def measure_rtt_ms(session: EndpointSession, n: int = 20,
                          deadline_s: float = RTT_DEADLINE_S) -> list[float]:
     """Round trips of GET /health (or /v1/models when /health is absent), in ms. An answer past its
     limits (`deadline_s`, the endpoint's size) ends the measurement: such a server gives no RTT."""
@@ -334,13 +315,13 @@ async def measure_rtt_ms(session: aiohttp.ClientSession, base_url: str, n: int =
     for _ in range(n):
         t0 = time.perf_counter_ns()
         try:
-            status, _ = await read_capped(session, base_url + path, limit_bytes=limit, deadline_s=deadline_s)
+            status, _ = await session.read(path, limit_bytes=limit, deadline_s=deadline_s)
             if status == 404 and path == "/health":
                 path, limit = "/v1/models", MAX_MODELS_BYTES
                 continue
         except ParseError:
             break
-        except (aiohttp.ClientError, OSError):
+        except NETWORK_ERRORS:
             continue
         out.append((time.perf_counter_ns() - t0) / 1e6)
     return out
@@ -354,30 +335,29 @@ def rtt_summary(samples: list[float]) -> tuple[float | None, float | None]:
     return statistics.median(ordered), p95
 
 
-def llamacpp_tokenizer(session: aiohttp.ClientSession, base_url: str,
-                       deadline_s: float = PROBE_DEADLINE_S) -> Tokenizer:
+def llamacpp_tokenizer(session: EndpointSession, deadline_s: float = PROBE_DEADLINE_S) -> Tokenizer:
     """POST /tokenize {content, add_special} → ids (each an integer in 0..MAX_TOKEN_ID; the answer
     within `deadline_s` and limits.tokenize_limit of the text). A pooled connection the server has
     meanwhile closed (llama-server ends keep-alive after 100 requests or 5 s idle) is tried once more
     on a new one: the request is idempotent, and that is not the server failing."""
-    url = base_url + "/tokenize"
+    url = session.endpoint.url("/tokenize")
 
     async def post(text: str, add_special: bool) -> bytes:
-        _, body = await read_capped(session, url, method="POST",
-                                    json_body={"content": text, "add_special": add_special},
-                                    limit_bytes=tokenize_limit(len(text.encode())), deadline_s=deadline_s)
+        _, body = await session.read("/tokenize", method="POST",
+                                     json_body={"content": text, "add_special": add_special},
+                                     limit_bytes=tokenize_limit(len(text.encode())), deadline_s=deadline_s)
         return body
 
     async def tokenize(text: str, add_special: bool) -> list[int]:
         try:
             try:
                 raw = await post(text, add_special)
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):  # closed, or reset when reused
+            except STALE_CONNECTION:  # closed, or reset when reused
                 raw = await post(text, add_special)
         except (AnswerTooLarge, AnswerTimeoutError) as exc:
             raise RuntimeStartError(str(exc)) from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            raise RuntimeStartError(f"/tokenize failed: {_describe(exc)}") from exc
+        except NETWORK_ERRORS as exc:
+            raise RuntimeStartError(f"/tokenize failed: {describe(exc)}") from exc
         try:
             body = json_answer(raw, url)
         except ParseError as exc:

@@ -1,4 +1,7 @@
-"""URL runtime: a server someone else runs. Nothing to start or stop; credentials never leave here."""
+"""URL runtime: a server someone else runs. Nothing to start or stop; credentials never leave here.
+
+The URL helpers (split_credentials, redact_url, is_loopback) live in http.endpoint; they are
+re-exported here for the callers that know them by this module."""
 
 from __future__ import annotations
 
@@ -6,60 +9,11 @@ import ipaddress
 import socket
 import urllib.parse
 
-from satbench.errors import UserError
+from satbench.http.endpoint import is_loopback, redact_url, split_credentials
 from satbench.server.base import Runtime
 
-
-def split_credentials(url: str) -> tuple[str, str | None]:
-    """(URL without user:password, the password or None): http(s)://host[:port][/prefix], where a
-    prefix ending in /v1 (an OpenAI base URL, not the server's root), a query or a fragment is refused;
-    text urllib cannot split (an unclosed IPv6 bracket) is refused naming the reason."""
-    try:
-        parsed = urllib.parse.urlsplit(url)
-    except ValueError as exc:
-        raise UserError(f"--url {redact_url(url)}: not a valid URL ({exc})") from exc
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise UserError(f"--url {redact_url(url)}: expected http://HOST:PORT or https://HOST:PORT")
-    try:
-        port = parsed.port
-    except ValueError as exc:
-        raise UserError(f"--url {redact_url(url)}: the port is not a number from 0 to 65535") from exc
-    host = parsed.hostname if ":" not in parsed.hostname else f"[{parsed.hostname}]"
-    netloc = host + (f":{port}" if port else "")
-    path = parsed.path.rstrip("/")  # a prefix stays: a server behind a proxy at https://gw/llm
-    clean = urllib.parse.urlunsplit((parsed.scheme, netloc, path, "", ""))
-    if path.lower().endswith("/v1") or parsed.query or parsed.fragment:  # /v1 would become /v1/v1/models
-        root = urllib.parse.urlunsplit((parsed.scheme, netloc, path[:-3] if path.lower().endswith("/v1") else path,
-                                        "", ""))
-        raise UserError(f"--url {redact_url(url)}: give the server's root URL ({root}), without /v1, a query or "
-                        "a fragment: satbench adds /v1/chat/completions, /props, /metrics itself")
-    return clean, parsed.password
-
-
-def redact_url(url: str) -> str:
-    """The URL with any user:password replaced by ***. Any text is accepted (the CLI passes every
-    argument through): text urllib cannot split keeps everything before its last '@' hidden too."""
-    try:
-        parsed = urllib.parse.urlsplit(url)
-    except ValueError:
-        if "@" not in url:
-            return url
-        head, _, tail = url.rpartition("@")
-        scheme = head[: head.index("://") + 3] if "://" in head else ""
-        return f"{scheme}***@{tail}"
-    if "@" not in parsed.netloc:
-        return url
-    return urllib.parse.urlunsplit((parsed.scheme, "***@" + parsed.netloc.rsplit("@", 1)[1],
-                                    parsed.path, parsed.query, parsed.fragment))
-
-
-def is_loopback(url: str) -> bool:
-    """The URL names this machine by a loopback name or address; False for text that is not a URL."""
-    try:
-        host = urllib.parse.urlsplit(url).hostname or ""
-    except ValueError:
-        return False
-    return host in ("localhost", "::1") or host.startswith("127.")
+__all__ = ["UrlRuntime", "interface_addresses", "is_loopback", "redact_url", "served_here",
+           "split_credentials"]
 
 
 def served_here(url: str) -> bool:
