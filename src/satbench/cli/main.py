@@ -226,6 +226,7 @@ def _finish_sweep(run_dir: Path, results) -> int:
     says which command finishes the report."""
     from satbench.analysis.results import verdicts_of
     from satbench.pipeline import derive_after_sweep
+    from satbench.records.ledger import is_start_unit
     from satbench.records.manifest import read_manifest
     from satbench.report.table import print_results
 
@@ -238,7 +239,7 @@ def _finish_sweep(run_dir: Path, results) -> int:
     verdicts = verdicts_of(results)
     manifest = read_manifest(run_dir)  # its failures include a lane whose server never started (no results)
     started = manifest.provenance.lanes if manifest.provenance else {}
-    failures = [f for f in manifest.server_failures if not (f.unit.endswith("/start") and f.lane in started
+    failures = [f for f in manifest.server_failures if not (is_start_unit(f.unit) and f.lane in started
                                                               and f.scenario == "solo")]
     if failures:
         session = len(manifest.resumes)

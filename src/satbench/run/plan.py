@@ -1,11 +1,12 @@
-"""What a sweep will run: request totals for the progress bar, the fairness
-server's shape. Pure functions of the configuration (and, for refinement, of the run so far)."""
+"""What a sweep will run: request totals for the progress bar, the fairness server's shape, the
+configuration it records. Pure functions of the configuration (and, for refinement, of the run so far)."""
 
 from __future__ import annotations
 
 from satbench.config.schema import LaneConfig, RunConfig, together_shape
+from satbench.records.ledger import fairness_unit, solo_unit, together_unit
+from satbench.server.remote import split_credentials
 from satbench.workload.fairness_plan import make_plan, request_count
-from satbench.run.resume import fairness_unit, solo_unit, together_unit
 
 
 def planned_units(cfg: RunConfig, refined: dict[str, list[int]] | None = None) -> list[tuple[str, int]]:
@@ -51,3 +52,18 @@ def fairness_lane(lane: LaneConfig) -> LaneConfig:
     slots = lane.slots_wanted()
     need = make_plan(lane, slots).per_slot_ctx_needed()
     return lane.model_copy(update={"server": lane.server.model_copy(update={"n_ctx": slots * need})})
+
+
+def without_credentials(cfg: RunConfig) -> tuple[RunConfig, dict[str, str | None]]:
+    """The configuration with every lane's URL stripped of its user:password (what the run records
+    and prints), and lane name → the credentials taken out (None for a lane without)."""
+    secrets: dict[str, str | None] = {}
+    lanes = []
+    for lane in cfg.lanes:
+        secret = None
+        if lane.runtime.url:
+            clean, secret = split_credentials(lane.runtime.url)
+            lane = lane.model_copy(update={"runtime": lane.runtime.model_copy(update={"url": clean})})
+        secrets[lane.name] = secret
+        lanes.append(lane)
+    return cfg.model_copy(update={"lanes": lanes}), secrets

@@ -1,14 +1,10 @@
 """`satbench sweep --resume RUN_DIR`: continue an interrupted run where it stopped.
 
-A run is a sequence of *units*, each recorded in run.json's ledger (`completed_units`) the
-moment it finishes:
-
-- ``solo/LANE/N/REP``: one repetition of one level of one lane alone;
-- ``refine/LANE``: the extra levels chosen by --refine (each still a solo unit of its own; the
-  choice is kept in run.json's `refine_levels`, so a resume runs the same levels);
-- ``together/K/REP``: the K-th level of every lane at once, one repetition;
-- ``fairness/LANE``: the lane's calibration and fairness checks (re-run whole: the checks
-  calibrate against each other).
+A run is a sequence of *units* (`satbench.records.ledger.UnitId`: a solo level repetition, a
+lane's --refine levels, a together step, a lane's fairness checks), each recorded in run.json's
+ledger (`completed_units`) the moment it finishes. The levels --refine chose are kept in run.json's
+`refine_levels`, so a resume runs the same levels; fairness checks are re-run whole (they
+calibrate against each other).
 
 Resuming skips every completed unit and re-runs the others in a new *session* (run.json's
 `resumes`). Raw files stay append-only: records of a unit that a crash cut short are kept,
@@ -21,22 +17,18 @@ clock went back (a reboot: old and new stamps would overlap).
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import time
 from pathlib import Path
 
+from satbench.config.limits import size_text
 from satbench.config.schema import RunConfig, shown
 from satbench.errors import RunDirError, UserError
-from satbench.records.events import EVENTS_FILE, MAX_RECORD_BYTES, SAMPLES_FILE, LevelMark, RequestEvent
-from satbench.config.limits import size_text
+from satbench.records.events import EVENTS_FILE, MAX_RECORD_BYTES, SAMPLES_FILE, RequestEvent
+from satbench.records.ledger import utc_now
 from satbench.records.manifest import ClockAnchor, HostInfo, Provenance, ResumeRecord, RunManifest
 
 RESUMABLE = ("interrupted", "failed", "running")  # "running": the process died without a word
-
-
-def solo_unit(lane: str, level: int, rep: int) -> str:
-    return f"solo/{lane}/{level}/{rep}"
 
 
 def units_not_to_run(manifest: RunManifest) -> frozenset[str]:
@@ -49,18 +41,6 @@ def units_not_to_run(manifest: RunManifest) -> frozenset[str]:
         if f.scenario != "fairness":
             out.add(f.unit)
     return frozenset(out)
-
-
-def refine_unit(lane: str) -> str:
-    return f"refine/{lane}"
-
-
-def together_unit(step: int, rep: int) -> str:
-    return f"together/{step}/{rep}"
-
-
-def fairness_unit(lane: str) -> str:
-    return f"fairness/{lane}"
 
 
 def differences(a: object, b: object, path: str = "") -> list[str]:
@@ -151,7 +131,7 @@ def not_run_again(m: RunManifest, session: int) -> list[str]:
 def repair_torn_tail(path: Path) -> int:
     """Cut a last line that a crash left without its newline (it was never a whole record), so
     appending continues on a line of its own. Returns the bytes removed."""
-    from satbench.records.rundir import open_run_file, read_tail  # never truncates through a link (the run dir rule)
+    from satbench.records.rundir import open_run_file, read_tail  # never truncate through a link
 
     if not os.path.lexists(path):
         return 0
@@ -184,15 +164,17 @@ def last_stamp_ns(run_dir: Path) -> int:
 
 def check_same_source_and_host(prov: Provenance | None, source: tuple[str | None, list[str]],
                                host: HostInfo) -> None:
-    """A resume must run the satbench (commit and local changes) and the machine that measured the run."""
+    """A resume must run the satbench (commit and local changes) and the machine that measured
+    the run."""
     commit, changed = source
-    if prov is not None and prov.satbench_commit and commit and (prov.satbench_commit, prov.satbench_modified_files) \
-            != (commit, changed):
-        raise UserError(f"cannot resume: the run was measured by satbench commit {prov.satbench_commit[:12]}, "
-                        f"this is {commit[:12]}{' (modified)' if changed else ''}; start a new run")
+    if prov is not None and prov.satbench_commit and commit and (
+            prov.satbench_commit, prov.satbench_modified_files) != (commit, changed):
+        raise UserError("cannot resume: the run was measured by satbench commit "
+                        f"{prov.satbench_commit[:12]}, this is {commit[:12]}"
+                        f"{' (modified)' if changed else ''}; start a new run")
     if prov is not None and prov.host.fingerprint_sha256 != host.fingerprint_sha256:
-        raise UserError("cannot resume: the run was recorded by an earlier satbench (another hardware fingerprint "
-                        "scheme); start a new run" if prov.host.older_scheme_of(host) else
+        raise UserError("cannot resume: the run was recorded by an earlier satbench (another hardware "
+                        "fingerprint scheme); start a new run" if prov.host.older_scheme_of(host) else
                         "cannot resume on this machine: the run was measured on hardware fingerprint "
                         f"{prov.host.fingerprint_sha256[:16]}, this is {host.fingerprint_sha256[:16]}")
 
@@ -231,7 +213,7 @@ def begin_session(run_dir: Path, m: RunManifest, command_line: list[str], satben
     torn = sum(repair_torn_tail(run_dir / name) for name in (EVENTS_FILE, SAMPLES_FILE))
     session = len(m.resumes) + 1
     m.resumes.append(ResumeRecord(
-        session=session, started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        session=session, started_at=utc_now(),
         command_line=command_line, from_status=m.status, from_reason=m.status_reason,
         clock_anchor=ClockAnchor(wall_time_ns=time.time_ns(), perf_counter_ns=now),
         units_already_complete=len(m.completed_units), torn_bytes_removed=torn))

@@ -15,38 +15,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import sys
-import time
 from pathlib import Path
 from typing import Any, Protocol
 
 import satbench
-from satbench.records.layout import clear_derived
-from satbench.config.schema import LaneConfig, RunConfig
-from satbench.workload.fairness_plan import fairness_plan
-from satbench.run.fairness import FairnessRunner
-from satbench.errors import (LevelFailedError, RunDirError, RuntimeStartError, SatbenchError, ServerGoneError,
-                             UserError)
-from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter
-from satbench.host.gpu import open_nvml
+from satbench.config.schema import LaneConfig, RunConfig, not_together, together_shape
+from satbench.errors import LevelFailedError, RunDirError, RuntimeStartError, SatbenchError, UserError
+from satbench.host.gpu import NvmlGpus, open_nvml
 from satbench.host.hardware import describe_host
-from satbench.run.interrupts import ignore_second_interrupt, sigint_handler_kept
 from satbench.load.liveness import LIVENESS_TIMEOUT_S
-from satbench.run.lane_session import (LaneSession, Progress, SilentProgress, make_runtime, memory_at_end,
-                                   probe_buffers, together_step)
-from satbench.records.manifest import (ClockAnchor, LaneProvenance, ModelInfo, Provenance, RunManifest, ServerFailure,
-                               read_manifest, satbench_source, write_manifest)
 from satbench.models.resolve import resolve_model
+from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter
+from satbench.records.layout import clear_derived
+from satbench.records.ledger import Ledger, fairness_unit, refine_unit, solo_unit, together_unit, utc_now
+from satbench.records.manifest import (HostInfo, ModelInfo, Provenance, RunManifest, ServerFailure,
+                                       read_manifest, satbench_source)
 from satbench.records.rundir import run_lock
-from satbench.run.resume import (begin_session, check_same_config, check_same_source_and_host, fairness_unit,
-                             not_run_again, refine_unit, refused_reason, refused_session, solo_unit,
-                             together_unit, units_not_to_run)
+from satbench.run.failures import Failures
+from satbench.run.fairness import FairnessRunner
+from satbench.run.interrupts import ignore_second_interrupt, sigint_handler_kept
+from satbench.run.lane_session import (LaneSession, Progress, SilentProgress, make_runtime, memory_at_end,
+                                       probe_buffers, together_step)
+from satbench.run.logs import server_log_path
+from satbench.run.plan import fairness_lane, requests_in, total_requests, without_credentials
+from satbench.run.resume import (begin_session, check_same_config, check_same_source_and_host, not_run_again,
+                                 refused_reason, refused_session, units_not_to_run)
 from satbench.server.checks import check_same_server, check_server_fits
-from satbench.run.plan import fairness_lane, requests_in, total_requests
-from satbench.config.schema import not_together, together_shape
-from satbench.server.remote import split_credentials
 from satbench.workload.builder import new_nonce
+from satbench.workload.fairness_plan import fairness_plan
 
 
 class Derivation(Protocol):
@@ -65,22 +62,14 @@ class Derivation(Protocol):
 
 class Sweep:
     """One run (one or more lanes) into one run directory; `derivation` turns what it recorded into
-    results, at the end (inside the run lock) and for --refine."""
+    results, at the end (inside the run lock) and for --refine. The sweep decides what runs when;
+    run.json is kept by `ledger` (records.ledger) and server failures by `failures` (run.failures)."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path, command_line: list[str], derivation: Derivation,
                  progress: Progress | None = None, resume: RunManifest | None = None,
                  liveness_timeout_s: float = LIVENESS_TIMEOUT_S) -> None:
         self.derivation = derivation
-        self._secrets: dict[str, str | None] = {}
-        lanes = []
-        for lane in cfg.lanes:  # keep user:password out of everything that is written down
-            secret = None
-            if lane.runtime.url:
-                clean, secret = split_credentials(lane.runtime.url)
-                lane = lane.model_copy(update={"runtime": lane.runtime.model_copy(update={"url": clean})})
-            self._secrets[lane.name] = secret
-            lanes.append(lane)
-        self.cfg = cfg.model_copy(update={"lanes": lanes})
+        self.cfg, self._secrets = without_credentials(cfg)  # user:password is never written down
         self.run_dir, self.command_line = run_dir, command_line
         self.progress = progress or SilentProgress()
         self.nonce = new_nonce()
@@ -90,27 +79,20 @@ class Sweep:
         self.resuming = resume is not None
         if resume is not None:
             check_same_config(resume.config, self.cfg)
-            self.manifest = resume
+            self.ledger = Ledger(run_dir, resume)
         else:
-            self.manifest = RunManifest(
-                run_id=run_dir.name, command_line=command_line,
-                started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                clock_anchor=ClockAnchor(wall_time_ns=time.time_ns(), perf_counter_ns=time.perf_counter_ns()),
-                config=self.cfg,
-            )
+            self.ledger = Ledger.new(run_dir, command_line, self.cfg)
+        self.failures = Failures(self.ledger, self.cfg, self.progress)
         self._models: dict[str, tuple[Path | None, ModelInfo]] = {}
-        self._host = None
+        self._host: tuple[NvmlGpus | None, HostInfo] | None = None
         self._finished_before: str | None = None
         self.refined: dict[str, list[int]] = {}
         self.liveness_timeout_s = liveness_timeout_s  # every lane session's bound (liveness.py)
 
-    def _done(self, unit: str) -> bool:
-        return unit in self.manifest.completed_units
-
-    def _complete(self, unit: str) -> None:
-        """Enter a finished unit in run.json's ledger (what --resume skips)."""
-        self.manifest.completed_units.append(unit)
-        write_manifest(self.run_dir, self.manifest)
+    @property
+    def manifest(self) -> RunManifest:
+        """run.json as this sweep keeps it (`ledger` writes it)."""
+        return self.ledger.manifest
 
     def run(self) -> Any:
         """Execute every lane, holding the run directory (`run_lock`); raises SatbenchError after
@@ -125,7 +107,8 @@ class Sweep:
     def _resume_preflight(self) -> None:
         """Everything that can refuse a resume without a server, before anything is written."""
         if read_manifest(self.run_dir) != self.manifest:
-            raise UserError(f"--resume {self.run_dir}: the run changed on disk while this resume started; try again")
+            raise UserError(f"--resume {self.run_dir}: the run changed on disk while this resume started; "
+                            "try again")
         self._host = self._this_host()
         check_same_source_and_host(self.manifest.provenance, satbench_source(), self._host[1])
         self.resolve_models()
@@ -133,7 +116,7 @@ class Sweep:
         self.session = begin_session(self.run_dir, self.manifest, self.command_line, satbench.__version__)
 
     @staticmethod
-    def _this_host():
+    def _this_host() -> tuple[NvmlGpus | None, HostInfo]:
         gpus = open_nvml()
         return gpus, describe_host(gpus)
 
@@ -147,7 +130,7 @@ class Sweep:
             self._models[lane.name] = found[key]
 
     def _run_locked(self) -> Any:
-        write_manifest(self.run_dir, self.manifest)
+        self.ledger.write()
         ok, refused = False, None
         try:
             asyncio.run(self._run_all())
@@ -156,7 +139,7 @@ class Sweep:
             raise
         except SatbenchError as exc:
             refused = refused_session(self.manifest) if self.resuming and isinstance(exc, UserError) else None
-            if refused is not None:  # nothing measured: the run stays as it was, and says why it was not resumed
+            if refused is not None:  # nothing measured: the run stays as it was, and says why not resumed
                 self._finish_quietly(refused.from_status, refused_reason(refused, exc), keep_finished=True)
             else:
                 self._finish_quietly("failed", str(exc))
@@ -176,8 +159,9 @@ class Sweep:
                 except SatbenchError:
                     if ok:
                         raise  # else the error already on its way out is the one to report
-            if refused is not None and (note := self.derivation.stale_note(self.run_dir, ["run.json", "results.json"])):
-                print(note, file=sys.stderr)  # the refusal rewrote them: a reported run's bundle is stale
+            rewritten = ["run.json", "results.json"]  # by the refusal: a reported run's bundle is stale
+            if refused is not None and (note := self.derivation.stale_note(self.run_dir, rewritten)):
+                print(note, file=sys.stderr)
         assert self.results is not None
         return self.results
 
@@ -188,27 +172,25 @@ class Sweep:
     def _finish(self, status: str, reason: str | None, keep_finished: bool = False) -> None:
         """Record how the run ended, now; with `keep_finished`, at the end time it had before this
         session (none for a run that never ended: measured_at reads it)."""
-        self.manifest.status = status  # type: ignore[assignment]
-        self.manifest.status_reason = reason
-        self.manifest.finished_at = (self._finished_before if keep_finished
-                                     else dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
-        write_manifest(self.run_dir, self.manifest)
+        self.ledger.finish(status, reason, self._finished_before if keep_finished else utc_now())
 
     async def _run_all(self) -> None:
         ignore_second_interrupt()
         gpus, host = self._host or self._this_host()
         if self.manifest.provenance is None:
             commit, changed = satbench_source()
-            self.manifest.provenance = Provenance(satbench_version=satbench.__version__, satbench_commit=commit,
-                                                  satbench_modified_files=changed, host=host)
-        write_manifest(self.run_dir, self.manifest)
+            self.manifest.provenance = Provenance(satbench_version=satbench.__version__,
+                                                  satbench_commit=commit, satbench_modified_files=changed,
+                                                  host=host)
+        self.ledger.write()
         if not self._models:
             self.resolve_models()
         events = JsonlWriter(self.run_dir / EVENTS_FILE)
         samples = JsonlWriter(self.run_dir / SAMPLES_FILE)
         for line in not_run_again(self.manifest, self.session) if self.resuming else []:
             print(f"satbench: {line}", file=sys.stderr)
-        self.progress.begin(total_requests(self.cfg, units_not_to_run(self.manifest), self.manifest.refine_levels))
+        self.progress.begin(total_requests(self.cfg, units_not_to_run(self.manifest),
+                                           self.manifest.refine_levels))
         try:
             if not self.cfg.fairness_only:
                 for lane in self.cfg.lanes:
@@ -221,9 +203,8 @@ class Sweep:
             if self.cfg.with_fairness or self.cfg.fairness_only:
                 for lane in self.cfg.lanes:
                     await self._fairness(lane, events, samples, gpus)
-            if self.manifest.server_failures and not self.manifest.completed_units:  # nothing at all was measured
-                first = self.manifest.server_failures[0]
-                raise (RuntimeStartError if first.unit.endswith("/start") else ServerGoneError)(first.reason)
+            if (error := self.failures.nothing_measured_error()) is not None:  # nothing at all was measured
+                raise error
         finally:
             try:
                 events.close()
@@ -240,18 +221,13 @@ class Sweep:
         the start failure is its answer (exit 3)."""
         if len(self.cfg.lanes) == 1:
             raise exc
-        self._add_failure(ServerFailure(
-            lane=lane.name, scenario=scenario, level=0, repetition=0, session=self.session,  # type: ignore[arg-type]
-            unit=f"{scenario}/{lane.name}/start", reason=f"lane {lane.name}: the server did not start: {exc}",
-            server_log=next((log.name for log in (self._log_path(lane, scenario, self.session),
-                                                  self._log_path(lane, "memory", self.session))
-                             if log.exists()), None)))
+        self.failures.did_not_start(lane.name, scenario, self.session, exc,  # type: ignore[arg-type]
+                                    [self._log_path(lane, scenario), self._log_path(lane, "memory")])
 
-    def _log_path(self, lane: LaneConfig, scenario: str, session: int = 0, restart: int = 0) -> Path:
-        suffix = (("" if scenario == "solo" else f"-{scenario}") + (f"-resume{session}" if session else "")
-                  + (f"-restart{restart}" if restart else ""))
-        name = "server.log" if len(self.cfg.lanes) == 1 and not suffix else f"server-{lane.name}{suffix}.log"
-        return self.run_dir / name
+    def _log_path(self, lane: LaneConfig, scenario: str, restart: int = 0) -> Path:
+        """The log file of `lane`'s server for `scenario` in this session (`server_log_path`)."""
+        return server_log_path(self.run_dir, lane.name, len(self.cfg.lanes) == 1, scenario, self.session,
+                               restart)
 
     async def _start(self, lane: LaneConfig, scenario: str, samples: JsonlWriter, gpus,
                      restart: int = 0) -> LaneSession:
@@ -260,8 +236,8 @@ class Sweep:
         assert prov is not None
         buffers = None  # the lane's memory, read once: from a start of its own at log verbosity 4
         if scenario == "solo" and not restart and lane.name not in prov.lanes:
-            buffers = await probe_buffers(lane, path, self._log_path(lane, "memory", self.session))
-        runtime = make_runtime(lane, path, self._log_path(lane, scenario, self.session, restart))
+            buffers = await probe_buffers(lane, path, self._log_path(lane, "memory"))
+        runtime = make_runtime(lane, path, self._log_path(lane, scenario, restart))
         session = LaneSession(lane, scenario, runtime, model, self._secrets[lane.name], self.nonce)
         session.session_index, session.liveness_timeout_s = self.session, self.liveness_timeout_s
         try:
@@ -278,17 +254,7 @@ class Sweep:
             raise
         if restart:
             return session  # recorded with its ServerFailure
-        if self.session:
-            self.manifest.resumes[-1].servers[f"{lane.name}/{scenario}"] = session.runtime_info()
-        if lane.name not in prov.lanes:
-            prov.lanes[lane.name] = LaneProvenance(model=session.model_info(), runtime=session.runtime_info(),
-                                                   network=session.network_info())
-        if scenario == "together":
-            prov.lanes[lane.name].together_runtime = session.runtime_info()
-        elif scenario == "fairness":
-            prov.lanes[lane.name].fairness_runtime = session.runtime_info()
-            prov.lanes[lane.name].fairness_network = session.network_info()
-        write_manifest(self.run_dir, self.manifest)
+        self.ledger.record_server(lane.name, scenario, self.session, session)
         return session
 
     async def _stop(self, session: LaneSession) -> None:
@@ -297,48 +263,34 @@ class Sweep:
         finally:
             session.runtime.stop()
 
-    def _ceiling(self, lane: str) -> int | None:
-        """The lowest level at which this lane's server failed alone (this session or an earlier one):
-        nothing at or above it is run again."""
-        failed = [f.level for f in self.manifest.server_failures if f.lane == lane and f.scenario == "solo" and f.level]
-        return min(failed) if failed else None
-
     def _wanted(self, lane: str, n: int, rep: int) -> bool:
-        ceiling = self._ceiling(lane)
-        return not self._done(solo_unit(lane, n, rep)) and (ceiling is None or n < ceiling)
+        """Whether solo unit (lane, level n, repetition rep) is still to run: not done, and below
+        the lane's ceiling (`Failures.ceiling`)."""
+        ceiling = self.failures.ceiling(lane)
+        return not self.ledger.done(solo_unit(lane, n, rep)) and (ceiling is None or n < ceiling)
 
     async def _record_failure(self, session: LaneSession, exc: LevelFailedError, unit: str,
                               skipped: list[str]) -> ServerFailure:
         """Stop the failed server and write down what failed, why, and what will not run because of it."""
         log = session.runtime.log_path
         await self._stop(session)
-        return self._add_failure(ServerFailure(
-            lane=exc.lane, scenario=exc.scenario, level=exc.level,  # type: ignore[arg-type]
-            repetition=exc.repetition, session=self.session, unit=unit, reason=str(exc),
-            server_log=log.name if log is not None else None, skipped_units=skipped))
-
-    def _add_failure(self, failure: ServerFailure) -> ServerFailure:
-        """Enter a server failure in run.json (the CLI names each one when the run ends); the
-        progress bar stops expecting the units it skips."""
-        self.manifest.server_failures.append(failure)
-        write_manifest(self.run_dir, self.manifest)
-        self.progress.skip(requests_in(self.cfg, failure.skipped_units, self.manifest.refine_levels))
-        return failure
+        return self.failures.level_failed(exc, unit, skipped, log, self.session)
 
     async def _solo(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
         base = [(rep, n) for rep in range(1, lane.repetitions + 1) for n in lane.levels]
         if not any(self._wanted(lane.name, n, rep) for rep, n in base) and (
-                not self.cfg.refine or self._done(refine_unit(lane.name))):
+                not self.cfg.refine or self.ledger.done(refine_unit(lane.name))):
             return  # --resume: this lane's solo part is finished
-        session: LaneSession | None = await self._start(lane, "solo", samples, gpus)
+        first = await self._start(lane, "solo", samples, gpus)
+        session: LaneSession | None = first
         try:
-            session = await self._solo_units(session, base, events, samples, gpus)
-            if session is not None and self.cfg.refine and not self._done(refine_unit(lane.name)):
+            session = await self._solo_units(first, base, events, samples, gpus)
+            if session is not None and self.cfg.refine and not self.ledger.done(refine_unit(lane.name)):
                 extra = self._refine_levels(lane)
                 self.refined[lane.name] = extra
                 session = await self._solo_units(session, [(rep, n) for rep in range(1, lane.repetitions + 1)
                                                             for n in extra], events, samples, gpus)
-                self._complete(refine_unit(lane.name))
+                self.ledger.complete(refine_unit(lane.name))
             if session is not None:
                 self._memory_after_levels(lane, session, gpus)
         finally:
@@ -353,23 +305,21 @@ class Sweep:
         if rt is None or rt.memory is None or rt.memory.ram_available_end_bytes is not None:
             return
         rt.memory = memory_at_end(rt.memory, gpus if session.network_info().on_this_machine else None)
-        write_manifest(self.run_dir, self.manifest)
+        self.ledger.write()
 
     def _refine_levels(self, lane: LaneConfig) -> list[int]:
         """The extra levels --refine measures for this lane, chosen once from the levels measured
         before them and kept in run.json: a resume runs the same levels (one that an interrupt cut
         short among them again) instead of choosing anew from data that holds the cut-short part.
         The progress bar expects their requests from the moment they are chosen."""
-        chosen = self.manifest.refine_levels.get(lane.name)
+        chosen = self.ledger.refine_levels(lane.name)
         if chosen is None:
             chosen = [n for n in self.derivation.refine_levels(self.run_dir, lane) if n not in lane.levels
-                      and ((c := self._ceiling(lane.name)) is None or n < c)]
-            self.manifest.refine_levels[lane.name] = chosen
-            write_manifest(self.run_dir, self.manifest)
-            added = requests_in(self.cfg, [solo_unit(lane.name, n, rep) for rep in range(1, lane.repetitions + 1)
-                                           for n in chosen], self.manifest.refine_levels)
-            self.progress.skip(-added)  # a negative skip: the bar expects these requests too
-        return [n for n in chosen if (c := self._ceiling(lane.name)) is None or n < c]
+                      and ((c := self.failures.ceiling(lane.name)) is None or n < c)]
+            self.ledger.keep_refine_levels(lane.name, chosen)
+            added = [solo_unit(lane.name, n, rep) for rep in range(1, lane.repetitions + 1) for n in chosen]
+            self.progress.skip(-requests_in(self.cfg, added, self.manifest.refine_levels))
+        return [n for n in chosen if (c := self.failures.ceiling(lane.name)) is None or n < c]
 
     async def _solo_units(self, session: LaneSession, units: list[tuple[int, int]], events: JsonlWriter,
                           samples: JsonlWriter, gpus) -> LaneSession | None:
@@ -383,7 +333,7 @@ class Sweep:
                 await session.run(await session.plan(n, rep, background=False), events, self.progress)
             except LevelFailedError as exc:
                 skipped = [solo_unit(lane.name, m, r) for r, m in units if m >= n and (r, m) != (rep, n)
-                           and not self._done(solo_unit(lane.name, m, r))]
+                           and not self.ledger.done(solo_unit(lane.name, m, r))]
                 failure = await self._record_failure(session, exc, solo_unit(lane.name, n, rep), skipped)
                 if not any(self._wanted(lane.name, m, r) for r, m in units):
                     return None
@@ -391,39 +341,36 @@ class Sweep:
                 try:
                     session = await self._start(lane, "solo", samples, gpus, restart=restarts)
                 except RuntimeStartError as start_exc:
-                    failure.reason += f"; the restart failed: {start_exc}"
-                    failure.skipped_units += [solo_unit(lane.name, m, r) for r, m in units if self._wanted(lane.name, m, r)]
-                    write_manifest(self.run_dir, self.manifest)
+                    left = [solo_unit(lane.name, m, r) for r, m in units if self._wanted(lane.name, m, r)]
+                    self.failures.restart_failed(failure, start_exc, left)
                     return None
-                failure.restarted, failure.restarted_server = True, session.runtime_info()
-                write_manifest(self.run_dir, self.manifest)
+                self.failures.restarted(failure, session.runtime_info())
                 continue
-            self._complete(solo_unit(lane.name, n, rep))
+            self.ledger.complete(solo_unit(lane.name, n, rep))
         return session
 
     async def _fairness(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
-        if self._done(fairness_unit(lane.name)):
+        if self.ledger.done(fairness_unit(lane.name)):
             return
         try:
-            session: LaneSession | None = await self._start(fairness_lane(lane), "fairness", samples, gpus)
+            started = await self._start(fairness_lane(lane), "fairness", samples, gpus)
         except RuntimeStartError as exc:
-            if not self.manifest.completed_units and len(self.cfg.lanes) == 1:
-                raise  # nothing measured and nothing else to measure: the start failure is the answer (exit 3)
+            if not self.ledger.any_completed() and len(self.cfg.lanes) == 1:
+                raise  # nothing measured, nothing else to measure: the start failure is the answer (exit 3)
             # e.g. the checks' longer context does not fit where the sweep's did: keep what was measured
-            self._add_failure(ServerFailure(
-                lane=lane.name, scenario="fairness", level=0, repetition=0, session=self.session,
-                unit=fairness_unit(lane.name), reason=f"lane {lane.name}: the fairness server did not start: {exc}",
-                server_log=self._log_path(lane, "fairness", self.session).name))
+            self.failures.fairness_did_not_start(lane.name, self.session, exc,
+                                                 self._log_path(lane, "fairness"))
             return
+        session: LaneSession | None = started
         try:
-            runner = FairnessRunner(session, fairness_plan(lane, session.runtime_info(), session.network_info()),
-                                    events, self.progress, self.nonce)
+            plan = fairness_plan(lane, started.runtime_info(), started.network_info())
+            runner = FairnessRunner(started, plan, events, self.progress, self.nonce)
             await runner.run_all()
         except LevelFailedError as exc:  # the checks after the one that lost the server are not run
-            await self._record_failure(session, exc, fairness_unit(lane.name), [])
+            await self._record_failure(started, exc, fairness_unit(lane.name), [])
             session = None
         else:
-            self._complete(fairness_unit(lane.name))
+            self.ledger.complete(fairness_unit(lane.name))
         finally:
             if session is not None:
                 await self._stop(session)
@@ -433,9 +380,8 @@ class Sweep:
         had nothing to run would measure the others alone, not together)."""
         steps, reps = together_shape(self.cfg)
         pending = [(rep, k) for rep in range(1, reps + 1) for k in range(steps)
-                   if not self._done(together_unit(k, rep))]
-        if not pending or any((f.scenario == "together" and f.level) or (f.unit.endswith("/start") and f.session == self.session)
-                              for f in self.manifest.server_failures):
+                   if not self.ledger.done(together_unit(k, rep))]
+        if not pending or self.failures.blocks_together(self.session):
             return  # a lane that would not start (this session) is not started beside the others
         for line in not_together(self.cfg):
             print(f"satbench: warning: --together: {line}", file=sys.stderr)
@@ -450,13 +396,13 @@ class Sweep:
             for i, (rep, k) in enumerate(pending):
                 try:
                     await together_step(sessions, k, rep, events, self.progress)
-                except LevelFailedError as exc:  # the together scenario ends here; the rest of the run goes on
+                except LevelFailedError as exc:  # the together scenario ends here; the rest of the run runs
                     failed = next(s for s in sessions if s.lane.name == exc.lane)
                     sessions.remove(failed)
                     await self._record_failure(failed, exc, together_unit(k, rep),
                                                [together_unit(kk, r) for r, kk in pending[i + 1:]])
                     return
-                self._complete(together_unit(k, rep))
+                self.ledger.complete(together_unit(k, rep))
         finally:
             for s in sessions:
                 await self._stop(s)

@@ -1,0 +1,218 @@
+"""run.json's ledger: the units a run is made of, and the bookkeeping that writes them down.
+
+A run is a sequence of *units*; each is entered in run.json's `completed_units` the moment it
+finishes, and a server failure names the unit it stopped (`server_failures[].unit`). On disk a
+unit is a plain string, one of:
+
+- ``solo/LANE/N/REP``: repetition REP of level N (offered concurrency) of one lane alone;
+- ``refine/LANE``: the extra levels --refine chose for the lane (each still a solo unit);
+- ``together/K/REP``: the K-th level position of every lane at once, repetition REP;
+- ``fairness/LANE``: the lane's calibration and fairness checks;
+- ``solo/LANE/start`` and ``together/LANE/start``: a server that did not start for that scenario
+  (only ever the unit of a server failure, never completed).
+
+`UnitId` is the typed form: `str(UnitId)` is exactly the string above and `UnitId.parse` reads it
+back, so run directories written before the type existed resume unchanged. Lane names never hold
+"/" (config.schema.LANE_NAME_PATTERN), which keeps every form unambiguous.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from satbench.config.schema import RunConfig
+from satbench.records.manifest import (ClockAnchor, LaneProvenance, ModelInfo, NetworkInfo, RunManifest,
+                                       RuntimeInfo, write_manifest)
+
+UnitKind = Literal["solo", "together", "fairness", "refine", "start"]
+StartScenario = Literal["solo", "together"]
+
+
+@dataclass(frozen=True)
+class UnitId:
+    """One ledger unit. Fields unused by a kind keep their defaults ("" or 0):
+
+    - solo: lane, level (offered concurrency N), repetition;
+    - together: level (the level *position* K, from 0), repetition;
+    - fairness, refine: lane;
+    - start: scenario (solo or together), lane.
+    """
+
+    kind: UnitKind
+    lane: str = ""
+    level: int = 0
+    repetition: int = 0
+    scenario: StartScenario | Literal[""] = ""
+
+    @classmethod
+    def solo(cls, lane: str, level: int, rep: int) -> UnitId:
+        return cls("solo", lane=lane, level=level, repetition=rep)
+
+    @classmethod
+    def together(cls, step: int, rep: int) -> UnitId:
+        return cls("together", level=step, repetition=rep)
+
+    @classmethod
+    def fairness(cls, lane: str) -> UnitId:
+        return cls("fairness", lane=lane)
+
+    @classmethod
+    def refine(cls, lane: str) -> UnitId:
+        return cls("refine", lane=lane)
+
+    @classmethod
+    def start(cls, scenario: StartScenario, lane: str) -> UnitId:
+        return cls("start", lane=lane, scenario=scenario)
+
+    @property
+    def is_start(self) -> bool:
+        """Whether this names a server that did not start (not a measured unit)."""
+        return self.kind == "start"
+
+    def __str__(self) -> str:
+        if self.kind == "solo":
+            return f"solo/{self.lane}/{self.level}/{self.repetition}"
+        if self.kind == "together":
+            return f"together/{self.level}/{self.repetition}"
+        if self.kind == "start":
+            return f"{self.scenario}/{self.lane}/start"
+        return f"{self.kind}/{self.lane}"
+
+    @classmethod
+    def parse(cls, text: str) -> UnitId | None:
+        """The unit whose string is `text` (`str(UnitId.parse(s)) == s` whenever it is not None);
+        None for a string satbench never writes as a unit."""
+        parts = text.split("/")
+        unit: UnitId | None = None
+        if len(parts) == 3 and parts[2] == "start" and parts[0] in ("solo", "together"):
+            unit = cls.start(parts[0], parts[1])  # type: ignore[arg-type]
+        elif len(parts) == 4 and parts[0] == "solo" and parts[2].isdigit() and parts[3].isdigit():
+            unit = cls.solo(parts[1], int(parts[2]), int(parts[3]))
+        elif len(parts) == 3 and parts[0] == "together" and parts[1].isdigit() and parts[2].isdigit():
+            unit = cls.together(int(parts[1]), int(parts[2]))
+        elif len(parts) == 2 and parts[0] in ("fairness", "refine"):
+            unit = cls(parts[0], lane=parts[1])  # type: ignore[arg-type]
+        return unit if unit is not None and str(unit) == text else None
+
+
+def solo_unit(lane: str, level: int, rep: int) -> str:
+    """``solo/LANE/N/REP``: repetition `rep` of level `level` of `lane` alone."""
+    return str(UnitId.solo(lane, level, rep))
+
+
+def together_unit(step: int, rep: int) -> str:
+    """``together/K/REP``: the `step`-th level position of every lane at once."""
+    return str(UnitId.together(step, rep))
+
+
+def fairness_unit(lane: str) -> str:
+    """``fairness/LANE``: the lane's calibration and fairness checks, run whole."""
+    return str(UnitId.fairness(lane))
+
+
+def refine_unit(lane: str) -> str:
+    """``refine/LANE``: the extra levels --refine chose for `lane` have all run."""
+    return str(UnitId.refine(lane))
+
+
+def start_unit(scenario: StartScenario, lane: str) -> str:
+    """``SCENARIO/LANE/start``: the unit of a server failure where the lane's server did not start."""
+    return str(UnitId.start(scenario, lane))
+
+
+def is_start_unit(text: str) -> bool:
+    """Whether a ledger string names a server that did not start (`UnitId.is_start`)."""
+    unit = UnitId.parse(text)
+    return unit is not None and unit.is_start
+
+
+def utc_now() -> str:
+    """The time now, as run.json writes it: ISO 8601 in UTC, to the second."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class StartedServer(Protocol):
+    """What run.json records of a lane's server once it has started (a `run.lane_session.LaneSession`);
+    each call returns a new object."""
+
+    def model_info(self) -> ModelInfo: ...
+    def runtime_info(self) -> RuntimeInfo: ...
+    def network_info(self) -> NetworkInfo: ...
+
+
+class Ledger:
+    """The run.json of one run directory while a sweep writes it. Every change is written at once
+    (atomically, `write_manifest`), so run.json on disk is always what --resume continues from.
+
+    Invariants: a unit enters `completed_units` once, in the order it finished; the extra levels
+    --refine chose for a lane are fixed once chosen (a resume runs those, never a new choice)."""
+
+    def __init__(self, run_dir: Path, manifest: RunManifest) -> None:
+        self.run_dir = run_dir
+        self.manifest = manifest
+
+    @classmethod
+    def new(cls, run_dir: Path, command_line: list[str], cfg: RunConfig) -> Ledger:
+        """The ledger of a run that starts now (not yet written): status running, nothing completed,
+        its clock anchor (wall clock and monotonic clock, in ns) read now."""
+        return cls(run_dir, RunManifest(
+            run_id=run_dir.name, command_line=command_line, started_at=utc_now(),
+            clock_anchor=ClockAnchor(wall_time_ns=time.time_ns(), perf_counter_ns=time.perf_counter_ns()),
+            config=cfg,
+        ))
+
+    def write(self) -> None:
+        """Write run.json as the manifest is now (RunDirError when it cannot be written)."""
+        write_manifest(self.run_dir, self.manifest)
+
+    def done(self, unit: str) -> bool:
+        """Whether `unit` finished, in this session or an earlier one (what --resume skips)."""
+        return unit in self.manifest.completed_units
+
+    def complete(self, unit: str) -> None:
+        """Enter a finished unit in the ledger, and write run.json."""
+        self.manifest.completed_units.append(unit)
+        self.write()
+
+    def any_completed(self) -> bool:
+        """Whether any unit has finished, in any session."""
+        return bool(self.manifest.completed_units)
+
+    def refine_levels(self, lane: str) -> list[int] | None:
+        """The extra levels --refine chose for `lane`, or None while none were chosen."""
+        return self.manifest.refine_levels.get(lane)
+
+    def keep_refine_levels(self, lane: str, levels: list[int]) -> None:
+        """Fix the extra levels --refine chose for `lane` (once), and write run.json."""
+        self.manifest.refine_levels[lane] = levels
+        self.write()
+
+    def finish(self, status: str, reason: str | None, finished_at: str | None) -> None:
+        """Record how the run ended (status, reason, ISO-8601 end time), and write run.json."""
+        self.manifest.status = status  # type: ignore[assignment]
+        self.manifest.status_reason = reason
+        self.manifest.finished_at = finished_at
+        self.write()
+
+    def record_server(self, lane: str, scenario: str, session: int, server: StartedServer) -> None:
+        """Record a lane's server that started for `scenario` in session `session`, and write run.json:
+        a resume's servers by lane/scenario; the lane's provenance from its first start in the run
+        (model, runtime, network); the runtime of its together server and the runtime and network
+        of its fairness server, from their latest start."""
+        prov = self.manifest.provenance
+        assert prov is not None
+        if session:
+            self.manifest.resumes[-1].servers[f"{lane}/{scenario}"] = server.runtime_info()
+        if lane not in prov.lanes:
+            prov.lanes[lane] = LaneProvenance(model=server.model_info(), runtime=server.runtime_info(),
+                                              network=server.network_info())
+        if scenario == "together":
+            prov.lanes[lane].together_runtime = server.runtime_info()
+        elif scenario == "fairness":
+            prov.lanes[lane].fairness_runtime = server.runtime_info()
+            prov.lanes[lane].fairness_network = server.network_info()
+        self.write()
