@@ -8,6 +8,7 @@ Each guard is a small function of raw events, so `analyze` recomputes it like an
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from satbench.metrics.latency import first_token_ns, ttft_ms
 from satbench.records.events import RequestEvent
@@ -21,6 +22,16 @@ F1_COVERAGE_MIN = 0.75
 BACKLOG_SHARE_MIN = 0.8  # F3: more clients in flight than slots for at least this share of its window
 # (a closed loop's clients re-send within ~1 ms, yet completions come in bursts: 87 % on an idle host
 # with 15 ms requests; a client that lagged 100 ms on a 300 ms window still fails it)
+
+T = TypeVar("T")
+
+
+def known(value: T | None) -> T:
+    """A timing a check's arithmetic needs (a TTFT, a first-token stamp). None, from a request that
+    carried no token, is a TypeError, as that arithmetic on it is."""
+    if value is None:
+        raise TypeError("a request the check times carried no token")
+    return value
 
 
 def stamp_lag_ms(e: RequestEvent) -> float | None:
@@ -62,7 +73,8 @@ def slow_compute_only(over: Sequence[RequestEvent], wait_allowed_ms: float, pref
     before the server began its prefill, which then took longer than the whole bound's prefill
     (`prefill_ms`, Σprompt at the calibrated rate): the server computed slower than calibrated (a
     host that stalled it), it did not make the request wait."""
-    waits = [(w, e.timings.prompt_ms) for e in over if (w := waited_ms(e)) is not None and e.timings]
+    waits = [(w, e.timings.prompt_ms) for e in over
+             if (w := waited_ms(e)) is not None and e.timings and e.timings.prompt_ms is not None]
     if not over or len(waits) < len(over) or any(w > wait_allowed_ms or p <= prefill_ms for w, p in waits):
         return None
     worst = max(p for _, p in waits)
@@ -76,11 +88,15 @@ def slow_compute_only(over: Sequence[RequestEvent], wait_allowed_ms: float, pref
             f"make them wait")
 
 
-def solo_spread(values_ms: Sequence[float]) -> str | None:
-    """Why lone reference timings cannot serve as a reference (max ÷ min > SOLO_SPREAD_MAX), or None."""
-    if len(values_ms) < 2 or min(values_ms) <= 0:
+def solo_spread(values_ms: Sequence[float | None]) -> str | None:
+    """Why lone reference timings cannot serve as a reference (max ÷ min > SOLO_SPREAD_MAX), or None.
+    Fewer than two say nothing; of two or more, every one must be known (see `known`)."""
+    if len(values_ms) < 2:
         return None
-    lo, hi = min(values_ms), max(values_ms)
+    timed = [known(v) for v in values_ms]
+    if min(timed) <= 0:
+        return None
+    lo, hi = min(timed), max(timed)
     if hi / lo <= SOLO_SPREAD_MAX:
         return None
     return (f"the same request alone took {lo:.1f}–{hi:.1f} ms in {len(values_ms)} tries (more than "

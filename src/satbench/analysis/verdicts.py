@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -22,6 +22,7 @@ from satbench.analysis.guards import (
     all_in_flight,
     backlog_window,
     backlogged_share,
+    known,
     late_stamped,
     prefilling_when_sent,
     shared_token_ratios,
@@ -29,7 +30,7 @@ from satbench.analysis.guards import (
     solo_spread,
     stamp_note,
 )
-from satbench.config.schema import FairnessConfig, Strict
+from satbench.config.schema import CHECK_NAMES, CheckName, FairnessConfig, Strict
 from satbench.metrics.latency import first_token_ns, itl_ms, ttft_ms
 from satbench.metrics.stats import percentile
 from satbench.metrics.throughput import completed_in_window
@@ -43,10 +44,13 @@ S2_OUTLIERS_ALLOWED = 1
 NO_TRUSTED = "cannot be timed, leaving no reference or no measured request"
 
 
+VerdictKind = Literal["pass", "fail", "inconclusive"]
+
+
 class Verdict(Strict):
-    check: Literal["F1", "F2", "F3", "S1", "S2", "S3"]
+    check: CheckName
     name: str
-    verdict: Literal["pass", "fail", "inconclusive"]
+    verdict: VerdictKind
     measured: dict[str, float | None] = Field(default_factory=dict)
     bounds: dict[str, float | None] = Field(default_factory=dict)
     derivation: str = ""
@@ -60,11 +64,11 @@ class Calibration(Strict):
     decode_iteration_ms: float | None
 
 
-def _v(check: str, verdict: str, **kw) -> Verdict:
+def _v(check: CheckName, verdict: VerdictKind, **kw: Any) -> Verdict:
     return Verdict(check=check, name=NAMES[check], verdict=verdict, **kw)
 
 
-def _inconclusive(check: str, reason: str, samples: int = 0) -> Verdict:
+def _inconclusive(check: CheckName, reason: str, samples: int = 0) -> Verdict:
     return _v(check, "inconclusive", reason=reason, samples=samples)
 
 
@@ -154,7 +158,7 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     ratio, jain = max(relative) / min(relative), jain_index(relative)
     iteration = _median([g for e in done for g in itl_ms(e)]) or 0.0
     max_ttft = max(t for e in done if (t := ttft_ms(e)) is not None)
-    spans = [(e.end_ns - first_token_ns(e)) / MS for e in done if first_token_ns(e) is not None]
+    spans = [(e.end_ns - first) / MS for e in done if (first := first_token_ns(e)) is not None]
     if plan.jitter_ms and statistics.median(spans) < 20 * plan.jitter_ms:
         return _inconclusive("F1", f"decodes of {statistics.median(spans):.1f} ms are too short to resolve a "
                              f"10 % rate difference with {plan.jitter_ms:.2f} ms of round-trip jitter",
@@ -209,7 +213,7 @@ def f2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
         return _inconclusive("F2", f"in none of {len(rounds)} rounds were all {n} requests in flight at once "
                              f"(each ended before the last was sent): nothing was shared", len(events))
     slow = {i: statistics.mean(together[i]) / statistics.median(alone[i]) for i in range(n)}
-    worst = max(slow, key=slow.get)
+    worst = max(slow, key=slow.__getitem__)
     bound = cfg.f2_slowdown_factor * n
     return _v("F2", "pass" if slow[worst] <= bound else "fail", samples=len(events),
               measured={"max_slowdown": slow[worst], **{f"slowdown_size{i}": slow[i] for i in range(n)}},
@@ -310,17 +314,18 @@ def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
         return _inconclusive("S1", unsteady, len(events))
     end = first_token_ns(inj_e)
     baseline = _median([ms for e in dec for a, b, ms in _gaps(e) if b <= start])
-    during = [ms for e in dec for a, b, ms in _gaps(e) if b > start and a < end]
+    during = [ms for e in dec for a, b, ms in _gaps(e) if b > start and a < known(end)]
     if baseline is None or not during:
         return _inconclusive("S1", "the decoders were not decoding across the injected prefill", len(events))
+    solos_ms = [known(t) for t in solos]
     max_itl, p99 = max(during), percentile(during, 99)
     stalls = sum(1 for g in during if g > cfg.s1_stall_factor * baseline)
-    prefill, solo_prefill = ttft_ms(inj_e), statistics.median(solos)
+    prefill, solo_prefill = known(ttft_ms(inj_e)), statistics.median(solos_ms)
     # the prefill rate of this very prompt alone (long prompts prefill slower than short ones:
     # attention grows with the context), from the server's timings when it gives them
     rate = statistics.median(t.prompt_n / t.prompt_ms * 1000.0
                              if (t := e.timings) and t.prompt_n and t.prompt_ms
-                             else e.prompt_tokens / ttft_ms(e) * 1000.0 for e in trusted)
+                             else e.prompt_tokens / known(ttft_ms(e)) * 1000.0 for e in trusted)
     itl_bound = cfg.s1_batch_factor * plan.n_batch / rate * 1000.0 + baseline + plan.jitter_ms
     ok = max_itl <= itl_bound and prefill <= cfg.s1_prefill_factor * solo_prefill
     return _v("S1", "pass" if ok else "fail", samples=len(during),
@@ -350,7 +355,7 @@ def s2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
     iteration = _median([ms for e in dec for a, b, ms in _gaps(e) if b <= first_probe])
     # a probe counts if every decoder was mid-stream when it was sent (a scheduler that then holds
     # it until the decoders end is what this check exists to catch)
-    valid = [p for p in probes if all(first_token_ns(d) <= p.sent_ns < d.end_ns for d in dec)]
+    valid = [p for p in probes if all(known(first_token_ns(d)) <= p.sent_ns < d.end_ns for d in dec)]
     if iteration is None or not valid:
         return _inconclusive("S2", "no probe was sent while all decoders were decoding", len(events))
     if cfg.s2_iterations * iteration < 2 * RESOLUTION_MS:
@@ -361,8 +366,8 @@ def s2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
     probes = [p for p in valid if not late_stamped(p)]
     if not trusted_solo or not probes:
         return _inconclusive("S2", stamp_note(solo + valid, NO_TRUSTED), len(events))
-    solo_ttft = statistics.median(ttft_ms(e) for e in trusted_solo)
-    delays = sorted(ttft_ms(p) - solo_ttft for p in probes)
+    solo_ttft = statistics.median(known(ttft_ms(e)) for e in trusted_solo)
+    delays = sorted(known(ttft_ms(p)) - solo_ttft for p in probes)
     delay = statistics.median(delays)
     bound = cfg.s2_iterations * iteration + plan.jitter_ms
     late = sum(1 for d in delays if d > bound)
@@ -407,15 +412,17 @@ def s3(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     # nothing stood between them (a fast prefill, or a client that sent the second late)
     competed = {rep: p for rep, p in stamped.items() if prefilling_when_sent(p["first"], p["second"])}
     if not competed:
+        took = known(ttft_ms(stamped[min(stamped)]["first"]))
         return _inconclusive("S3", f"in none of the {len(stamped)} pair(s) was the second prompt sent "
                                    "before the first's "
-                             f"first token (its prefill took {ttft_ms(stamped[min(stamped)]['first']):.1f} "
+                             f"first token (its prefill took {took:.1f} "
                              f"ms): the prompts never competed", len(events))
     pairs = competed
-    solo_prefill, spread = statistics.median(solos), max(solos) - min(solos)
+    solos_ms = [known(t) for t in solos]
+    solo_prefill, spread = statistics.median(solos_ms), max(solos_ms) - min(solos_ms)
     excess, worst = [], (0.0, 0.0)
     for pair in pairs.values():
-        t1, t2 = ttft_ms(pair["first"]), ttft_ms(pair["second"])
+        t1, t2 = known(ttft_ms(pair["first"])), known(ttft_ms(pair["second"]))
         bound = t1 + solo_prefill + cfg.s3_iterations * cal.decode_iteration_ms + spread + plan.jitter_ms
         excess.append(t2 - bound)
         if t2 - bound >= max(excess):
@@ -449,7 +456,7 @@ def lane_verdicts(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: Fairn
     level = {"F1": plan.f1_streams, "F2": len(plan.f2_sizes), "F3": plan.f3_clients,
              "S1": plan.s1_decoders + 1, "S2": plan.s2_decoders + 1, "S3": 2}
     out = []
-    for c in ("F1", "F2", "F3", "S1", "S2", "S3"):
+    for c in CHECK_NAMES:
         if c in cfg.checks:
             ran = any(e.check == c for e in events)
             v = verdicts[c]() if ran or lost is None else _inconclusive(c, f"not run: {lost}"[:600])

@@ -20,7 +20,7 @@ import json
 import re
 from importlib import metadata
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypedDict
 
 import jsonschema
 from pydantic import Field, ValidationError
@@ -91,6 +91,24 @@ class LaneCapability(Strict):
     slots_fit: int | None = Field(None, description="slots that fit in the memory left after loading")
     measured_at: str | None = None
     evidence: Evidence | None = None
+
+
+class _LaneIdentity(TypedDict):
+    """The LaneCapability fields every lane has, measured or not."""
+
+    lane: str
+    model_path: str | None
+    model_sha256: str | None
+    served_model: str | None
+
+
+class _LaneMemoryFigures(TypedDict, total=False):
+    """The LaneCapability fields read from the recommendation's memory figures (none without them)."""
+
+    model_bytes: int | None
+    per_slot_ctx: int | None
+    cache_bytes_per_slot: int | None
+    slots_fit: int | None
 
 
 class CapabilityReport(Strict):
@@ -375,8 +393,8 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
         # llama-server's alias is the measuring machine's file path
         served = configured.get(node.lane) or (
             rec.runtime.model_alias if rec is not None and rec.runtime.kind == "url" else None)
-        base = dict(lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256,
-                    served_model=served)
+        base = _LaneIdentity(lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256,
+                             served_model=served)
         if why is not None:
             out.append(LaneCapability(**base, status="unmeasured", reason=why,
                                       max_concurrency=CONSERVATIVE_CONCURRENCY))
@@ -384,7 +402,7 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
         assert rec is not None and recs is not None and rec.expected is not None
         assert rec.recommended_concurrency is not None
         e, mem = rec.expected, rec.memory
-        memory = {} if mem is None else dict(
+        memory = _LaneMemoryFigures() if mem is None else _LaneMemoryFigures(
             model_bytes=mem.model_bytes, per_slot_ctx=mem.per_slot_ctx,
             cache_bytes_per_slot=mem.cache_bytes_per_slot, slots_fit=mem.slots_fit)
         out.append(LaneCapability(**memory,
@@ -416,7 +434,7 @@ def render_litellm(report: CapabilityReport, cfg: RunConfig) -> str:
     urls = {lane.name: lane.runtime.url for lane in cfg.lanes}
     for lane in report.lanes:
         env = "SATBENCH_" + re.sub(r"[^A-Z0-9]", "_", lane.lane.upper()) + "_API_BASE"
-        base = f"{urls[lane.lane].rstrip('/')}/v1" if urls.get(lane.lane) else f"os.environ/{env}"
+        base = f"{url.rstrip('/')}/v1" if (url := urls.get(lane.lane)) else f"os.environ/{env}"
         if lane.synthetic_model:
             lines.append("  # SYNTHETIC random weights: measured on a stand-in model whose output is "
                          "meaningless")

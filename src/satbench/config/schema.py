@@ -10,10 +10,20 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Annotated, Any, Callable, Literal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator,
-                      model_validator)
+import annotated_types
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from satbench.config.limits import MAX_CTX_TOKENS  # a context asked for: the bound of one a server reports
 
@@ -79,29 +89,42 @@ def _float_check(lo: float, hi: float, lo_open: bool) -> Callable[[object, Valid
 
     def check(value: object, info: ValidationInfo) -> float:
         top = math.inf if recorded(info) else hi
-        number = type(value) is int or (type(value) is float and math.isfinite(value))  # type: ignore
-        low_ok = number and (value > lo if lo_open else value >= lo)  # type: ignore[operator]
-        if not low_ok or value > top:  # type: ignore[operator]
-            raise ValueError(f"must be a finite number {above} {lo:g} and at most {hi:g}, "
-                             f"got {shown(value)}")
-        return float(value)  # type: ignore[arg-type]
+        if ((type(value) is int or (type(value) is float and math.isfinite(value)))  # not a bool
+                and (value > lo if lo_open else value >= lo) and value <= top):
+            return float(value)
+        raise ValueError(f"must be a finite number {above} {lo:g} and at most {hi:g}, got {shown(value)}")
     return check
 
 
-def ranged_int(lo: int, hi: int) -> Any:
-    """An integer field from `lo` to `hi` inclusive; a bool, a float or a string is refused (TOML and
-    JSON types are strict). The one rule every integer a user gives goes through. Under RECORDED
-    the cap `hi` does not apply (nor is it published in the schema: results.json records configs as
-    they were recorded)."""
-    return Annotated[int, BeforeValidator(_int_check(lo, hi)), Field(ge=lo)]
+@dataclass(frozen=True)
+class IntRange(annotated_types.GroupedMetadata):
+    """An integer field from `lo` to `hi` inclusive: `Annotated[int, IntRange(lo, hi)]`. A bool, a
+    float or a string is refused (TOML and JSON types are strict). The one rule every integer a user
+    gives goes through. Under RECORDED the cap `hi` does not apply (nor is it published in the
+    schema: results.json records configs as they were recorded)."""
+
+    lo: int
+    hi: int
+
+    def __iter__(self) -> Iterator[object]:
+        yield BeforeValidator(_int_check(self.lo, self.hi))
+        yield Field(ge=self.lo)
 
 
-def ranged_float(lo: float, hi: float, lo_open: bool = True) -> Any:
-    """A finite number above `lo` (at least `lo` when not `lo_open`) and at most `hi`; an integer is
-    taken as a number, a bool or a string is not. inf and nan are refused: run.json could not hold them.
-    Under RECORDED the cap `hi` does not apply (see ranged_int)."""
-    low = {"gt": lo} if lo_open else {"ge": lo}
-    return Annotated[float, BeforeValidator(_float_check(lo, hi, lo_open)), Field(**low)]
+@dataclass(frozen=True)
+class FloatRange(annotated_types.GroupedMetadata):
+    """A finite number above `lo` (at least `lo` when not `lo_open`) and at most `hi`:
+    `Annotated[float, FloatRange(lo, hi)]`. An integer is taken as a number, a bool or a string is
+    not. inf and nan are refused: run.json could not hold them. Under RECORDED the cap `hi` does not
+    apply (see IntRange)."""
+
+    lo: float
+    hi: float
+    lo_open: bool = True
+
+    def __iter__(self) -> Iterator[object]:
+        yield BeforeValidator(_float_check(self.lo, self.hi, self.lo_open))
+        yield Field(gt=self.lo) if self.lo_open else Field(ge=self.lo)
 
 
 def _bool_check(value: object) -> bool:
@@ -111,23 +134,29 @@ def _bool_check(value: object) -> bool:
 
 
 Flag = Annotated[bool, BeforeValidator(_bool_check)]
-Level = ranged_int(1, MAX_LEVEL)
-Seconds = ranged_float(0.0, MAX_TIMEOUT_S)
-PromptTokens = ranged_int(8, MAX_PROMPT_TOKENS)
-OutputTokens = ranged_int(2, MAX_OUTPUT_TOKENS)
-Repetitions = ranged_int(1, MAX_REPETITIONS)
-RequestsPerLevel = ranged_int(1, MAX_REQUESTS_PER_LEVEL)
-Slots = ranged_int(1, MAX_SLOTS)
-CtxTokens = ranged_int(64, MAX_CTX_TOKENS)
-BatchTokens = ranged_int(1, MAX_BATCH_TOKENS)
-Threads = ranged_int(1, MAX_THREADS)
-GpuLayers = ranged_int(-1, MAX_GPU_LAYERS)
-Port = ranged_int(1, MAX_PORT)
-Milliseconds = ranged_float(0.0, MAX_SLO_MS)
-CheckRequests = ranged_int(3, MAX_CHECK_REQUESTS)
-WarmupPerStream = ranged_int(0, MAX_WARMUP_PER_STREAM)
-SampleInterval = ranged_float(0.0, 1.0)
-Factor = ranged_float(0.0, MAX_FACTOR)  # the fairness checks' positive factors
+Level = Annotated[int, IntRange(1, MAX_LEVEL)]
+Seconds = Annotated[float, FloatRange(0.0, MAX_TIMEOUT_S)]
+PromptTokens = Annotated[int, IntRange(8, MAX_PROMPT_TOKENS)]
+OutputTokens = Annotated[int, IntRange(2, MAX_OUTPUT_TOKENS)]
+Repetitions = Annotated[int, IntRange(1, MAX_REPETITIONS)]
+RequestsPerLevel = Annotated[int, IntRange(1, MAX_REQUESTS_PER_LEVEL)]
+Slots = Annotated[int, IntRange(1, MAX_SLOTS)]
+CtxTokens = Annotated[int, IntRange(64, MAX_CTX_TOKENS)]
+BatchTokens = Annotated[int, IntRange(1, MAX_BATCH_TOKENS)]
+Threads = Annotated[int, IntRange(1, MAX_THREADS)]
+GpuLayers = Annotated[int, IntRange(-1, MAX_GPU_LAYERS)]
+Port = Annotated[int, IntRange(1, MAX_PORT)]
+Milliseconds = Annotated[float, FloatRange(0.0, MAX_SLO_MS)]
+CheckRequests = Annotated[int, IntRange(3, MAX_CHECK_REQUESTS)]
+WarmupPerStream = Annotated[int, IntRange(0, MAX_WARMUP_PER_STREAM)]
+SampleInterval = Annotated[float, FloatRange(0.0, 1.0)]
+Factor = Annotated[float, FloatRange(0.0, MAX_FACTOR)]  # the fairness checks' positive factors
+Ratio = Annotated[float, FloatRange(1.0, MAX_FACTOR)]  # a ratio or factor above 1
+Fraction = Annotated[float, FloatRange(0.0, 1.0)]
+Iterations = Annotated[float, FloatRange(0.0, MAX_FACTOR, lo_open=False)]  # decode iterations, >= 0
+InjectedBatches = Annotated[float, FloatRange(1.5, MAX_FACTOR, lo_open=False)]  # S1: × n_batch tokens
+CheckStreams = Annotated[int, IntRange(2, MAX_SLOTS)]  # F1: concurrent streams compared
+Probes = Annotated[int, IntRange(1, MAX_CHECK_REQUESTS)]  # S2: probe requests
 
 
 class Strict(BaseModel):
@@ -170,16 +199,18 @@ class RuntimeConfig(Strict):
     """Which server satbench measures and how it gets one."""
 
     kind: RuntimeKind = "embedded"
-    model: str | None = Field(BUILTIN_MODEL, description="GGUF path, builtin:NAME or synthetic:ARCH-SIZE; None for url")
+    model: str | None = Field(BUILTIN_MODEL, description="GGUF path, builtin:NAME or synthetic:ARCH-SIZE; "
+                              "None for url")
     model_dir: str = DEFAULT_MODEL_DIR
     server_bin: str | None = None
     url: str | None = None
     served_model: str | None = Field(None, min_length=1, description="url: the model id (one of /v1/models) "
                                      "requests name; None = the server's first listed model")
     api_key_env: str | None = Field(None, description="environment variable holding the API key")
-    api_key_file: str | None = Field(None, description="file holding the API key (its path is recorded, never the key)")
-    ca_cert: str | None = Field(None, description="PEM file of a CA or self-signed certificate trusted besides the "
-                                "system's CAs")
+    api_key_file: str | None = Field(None, description="file holding the API key (its path is recorded, "
+                                     "never the key)")
+    ca_cert: str | None = Field(None, description="PEM file of a CA or self-signed certificate trusted "
+                                "besides the system's CAs")
     insecure: Flag = Field(False, description="TLS certificate verification turned OFF by the user")
     startup_timeout_s: Seconds = 180.0
 
@@ -191,8 +222,8 @@ class RuntimeConfig(Strict):
         if self.kind == "native" and not self.server_bin:
             raise ValueError("runtime kind 'native' needs server_bin")
         if self.served_model is not None and self.kind != "url":
-            raise ValueError("served_model: only for a remote server (runtime 'url'); a started server serves "
-                             "its model")
+            raise ValueError("served_model: only for a remote server (runtime 'url'); a started server "
+                             "serves its model")
         if self.kind != "url" and not self.model:
             raise ValueError(f"runtime kind {self.kind!r} needs a model")
         return self
@@ -218,6 +249,10 @@ class SloConfig(Strict):
     p95_e2e_ms: Milliseconds | None = Field(None, description="optional end-to-end latency target")
 
 
+CheckName = Literal["F1", "F2", "F3", "S1", "S2", "S3"]  # the fairness (F) and starvation (S) checks
+CHECK_NAMES: tuple[CheckName, ...] = ("F1", "F2", "F3", "S1", "S2", "S3")
+
+
 class FairnessConfig(Strict):
     """Workload sizes and thresholds of the fairness and starvation checks (DESIGN.md §6).
 
@@ -226,16 +261,14 @@ class FairnessConfig(Strict):
     file under [lanes.fairness].
     """
 
-    checks: list[Literal["F1", "F2", "F3", "S1", "S2", "S3"]] = Field(
-        default_factory=lambda: ["F1", "F2", "F3", "S1", "S2", "S3"], min_length=1,
+    checks: list[CheckName] = Field(
+        default_factory=lambda: list(CHECK_NAMES), min_length=1,
         description="which checks to run (all six by default)")
-    f1_streams: ranged_int(2, MAX_SLOTS) | None = Field(  # type: ignore[valid-type]
-        None, description="F1 concurrency (default min(slots, 4))")
+    f1_streams: CheckStreams | None = Field(None, description="F1 concurrency (default min(slots, 4))")
     f1_requests_per_stream: CheckRequests = 6
-    f1_max_min_ratio: ranged_float(1.0, MAX_FACTOR) = Field(  # type: ignore[valid-type]
-        1.10, description="max/min per-request decode rate")
-    f1_jain_min: ranged_float(0.0, 1.0) = 0.99  # type: ignore[valid-type]
-    f1_ttft_iterations: ranged_float(0.0, MAX_FACTOR, lo_open=False) = Field(  # type: ignore[valid-type]
+    f1_max_min_ratio: Ratio = Field(1.10, description="max/min per-request decode rate")
+    f1_jain_min: Fraction = 0.99
+    f1_ttft_iterations: Iterations = Field(
         2.0, description="iterations added to Σprompt ÷ prefill rate")
     f2_slowdown_factor: Factor = Field(1.1, description="bound = factor × N")
     f2_repetitions: Repetitions = 3
@@ -244,17 +277,15 @@ class FairnessConfig(Strict):
     f3_requests_per_client: CheckRequests = 6
     f3_diff_costliest: Factor = Field(2.0, description="max service gap, in costliest requests")
     f3_trend_costliest: Factor = Field(1.0, description="max fitted growth of the gap over the window")
-    s1_prompt_batches: ranged_float(1.5, MAX_FACTOR, lo_open=False) = Field(  # type: ignore[valid-type]
+    s1_prompt_batches: InjectedBatches = Field(
         3.0, description="injected prompt = this × n_batch tokens")
     s1_decoders: Slots | None = Field(None, description="decoding streams (default min(slots - 1, 3))")
     s1_batch_factor: Factor = Field(1.5, description="max ITL ≤ factor × n_batch ÷ prefill rate "
                                                      "+ baseline")
-    s1_prefill_factor: ranged_float(1.0, MAX_FACTOR) = Field(  # type: ignore[valid-type]
-        1.25, description="injected prefill ≤ factor × its solo time")
-    s1_stall_factor: ranged_float(1.0, MAX_FACTOR) = Field(  # type: ignore[valid-type]
-        3.0, description="a stall is an ITL > factor × baseline median")
+    s1_prefill_factor: Ratio = Field(1.25, description="injected prefill ≤ factor × its solo time")
+    s1_stall_factor: Ratio = Field(3.0, description="a stall is an ITL > factor × baseline median")
     s2_iterations: Factor = 2.0
-    s2_probes: ranged_int(1, MAX_CHECK_REQUESTS) = 5  # type: ignore[valid-type]
+    s2_probes: Probes = 5
     s3_iterations: Factor = 2.0
     s3_prompt_batches: Factor = Field(1.0, description="each prompt = this × n_batch tokens")
     s3_repetitions: Repetitions = 2
@@ -313,7 +344,7 @@ class LaneConfig(Strict):
         if self.server.n_ctx is not None:
             return self.server.n_ctx
         per_slot = self.workload.prompt_tokens + self.workload.output_tokens + 16
-        per_slot = int(math.ceil(per_slot / 256.0)) * 256
+        per_slot = math.ceil(per_slot / 256.0) * 256
         return per_slot * self.slots_wanted()
 
 
@@ -380,7 +411,7 @@ def not_together(cfg: RunConfig) -> list[str]:
             left.append(f"repetition{'s' if lane.repetitions - reps > 1 else ''} "
                         + ", ".join(str(r) for r in range(reps + 1, lane.repetitions + 1)))
         if left:
-            out.append(f"lane {lane.name}: {', '.join(left)} measured alone only, not together (together runs "
-                       f"the first {steps} level{'s' if steps > 1 else ''} × {reps} repetition"
+            out.append(f"lane {lane.name}: {', '.join(left)} measured alone only, not together (together "
+                       f"runs the first {steps} level{'s' if steps > 1 else ''} × {reps} repetition"
                        f"{'s' if reps > 1 else ''}, what every lane has)")
     return out

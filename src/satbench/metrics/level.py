@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from satbench.config.schema import design_minimum_requests
 from satbench.metrics import latency, memory, occupancy, throughput
@@ -76,6 +77,21 @@ def _p95(values: list[float]) -> float | None:
     return percentile(values, 95) if values else None
 
 
+@dataclass
+class _OccupancyReadings:
+    """A level's occupancy readings: one entry per repetition with a steady window (`tw`, `dw`,
+    `dw_why`, `cif`), the sources of the time-weighted figure, every `requests_deferred` reading in
+    the windows, and the coarse-sampling notes."""
+
+    tw: list[float | None] = field(default_factory=list)
+    src: set[str] = field(default_factory=set)
+    dw: list[float | None] = field(default_factory=list)
+    dw_why: list[str | None] = field(default_factory=list)
+    cif: list[float | None] = field(default_factory=list)
+    deferred: list[float] = field(default_factory=list)
+    sparse: list[str | None] = field(default_factory=list)
+
+
 def _window_mean(values: list[float | None]) -> float | None:
     good = [v for v in values if v is not None]
     return sum(good) / len(good) if good else None
@@ -98,7 +114,7 @@ def summarize_level(
     in_window: list[RequestEvent] = []
     failed_in_window: list[RequestEvent] = []
     per_rep_completed: list[tuple[float | None, list[RequestEvent]]] = []
-    occ = {"tw": [], "src": set(), "dw": [], "dw_why": [], "cif": [], "deferred": [], "sparse": []}
+    occ = _OccupancyReadings()
     for rep in reps:
         rep_events = [e for e in events if e.repetition == rep]
         end = next((m for m in marks if m.repetition == rep and m.kind == "level_end"), None)
@@ -113,22 +129,22 @@ def summarize_level(
         per_rep_completed.append((res.req_per_s, done))
         tw = occupancy.time_weighted_busy_slots(slots_s, win)
         if tw is not None:
-            occ["src"].add("slots")
-            occ["sparse"].append(occupancy.coarse_sampling(f"r{rep}", "/slots",
+            occ.src.add("slots")
+            occ.sparse.append(occupancy.coarse_sampling(f"r{rep}", "/slots",
                                                            occupancy.slots_sampling(slots_s, win), win))
         else:
             tw = occupancy.time_weighted_requests_processing(metrics_s, win)
             if tw is not None:
-                occ["src"].add("requests_processing")
-                occ["sparse"].append(occupancy.coarse_sampling(
+                occ.src.add("requests_processing")
+                occ.sparse.append(occupancy.coarse_sampling(
                     f"r{rep}", "requests_processing",
                     occupancy.requests_processing_sampling(metrics_s, win), win))
-        occ["tw"].append(tw)
+        occ.tw.append(tw)
         dw, dw_why = occupancy.decode_weighted(metrics_s, win)
-        occ["dw"].append(dw)
-        occ["dw_why"].append(dw_why)
-        occ["cif"].append(occupancy.client_in_flight(rep_events, win))
-        occ["deferred"] += [s.values["requests_deferred"] for s in metrics_s
+        occ.dw.append(dw)
+        occ.dw_why.append(dw_why)
+        occ.cif.append(occupancy.client_in_flight(rep_events, win))
+        occ.deferred += [s.values["requests_deferred"] for s in metrics_s
                             if win.contains(s.t_ns) and "requests_deferred" in s.values]
 
     method = "t over repetitions"
@@ -151,11 +167,11 @@ def summarize_level(
     )
     o = Occupancy(
         slots=ctx.slots,
-        time_weighted_busy_slots=_window_mean(occ["tw"]),
-        time_weighted_source="+".join(sorted(occ["src"])) or None,
-        decode_weighted_busy_slots=_window_mean(occ["dw"]),
-        client_in_flight=_window_mean(occ["cif"]),
-        requests_deferred_max=max(occ["deferred"]) if occ["deferred"] else None,
+        time_weighted_busy_slots=_window_mean(occ.tw),
+        time_weighted_source="+".join(sorted(occ.src)) or None,
+        decode_weighted_busy_slots=_window_mean(occ.dw),
+        client_in_flight=_window_mean(occ.cif),
+        requests_deferred_max=max(occ.deferred) if occ.deferred else None,
     )
     if ctx.slots:
         o.time_weighted_fraction = _ratio(o.time_weighted_busy_slots, ctx.slots)
@@ -184,13 +200,13 @@ def summarize_level(
         if thr.req_per_s.value is not None:
             result.goodput_req_per_s = goodput_req_per_s(thr.req_per_s.value, met, len(in_window))
     result.flags = level_flags(ctx, result, events)
-    if (sparse := [x for x in occ["sparse"] if x]):
+    if (sparse := [x for x in occ.sparse if x]):
         result.flags.append(f"few_occupancy_samples: {'; '.join(sparse)}; the time-weighted busy slots "
                             "is rough (read the decode-weighted figure)")
     intervals = _rep_intervals(events, marks)
     result.unavailable = unavailable_figures(ctx, result, endpoint_failures(metrics_s, intervals),
                                              endpoint_failures(slots_s, intervals),
-                                             next((w for w in occ["dw_why"] if w), None),
+                                             next((w for w in occ.dw_why if w), None),
                                              nvml_failure(proc_s, intervals), cpu_failures(proc_s, intervals))
     return result
 

@@ -106,8 +106,8 @@ def lane_memory(runtime: RuntimeInfo, kv_unified: bool = False) -> LaneMemory | 
         return None
     kv, state = _sum(mem, ("kv",)), _sum(mem, ("state",))
     cache, gpu_cache = kv + state, _sum(mem, CACHE_KINDS, gpu=True)
-    per_pool = {pool: part // slots for pool, part in (("gpu", gpu_cache), ("ram", cache - gpu_cache))
-                if part}
+    pools: tuple[tuple[Pool, int], ...] = (("gpu", gpu_cache), ("ram", cache - gpu_cache))
+    per_pool = {pool: part // slots for pool, part in pools if part}
     on: Literal["gpu", "host", "gpu+host"] = ("gpu+host" if len(per_pool) == 2 else
                                               "gpu" if "gpu" in per_pool else "host")
     if kv_unified and mem.n_ctx:
@@ -119,12 +119,14 @@ def lane_memory(runtime: RuntimeInfo, kv_unified: bool = False) -> LaneMemory | 
     why = _why_not(mem, kv_unified, gpu_cache)
     fits = {pool: (left, slots + left // per_slot) for pool, per_slot in per_pool.items()
             if (left := _left(mem, pool)) is not None} if why is None else {}
-    fit = left = pool_of = None
+    fit: int | None = None
+    pool_of: Pool | None = None
+    left = None
     if why is None and per_pool and len(fits) == len(per_pool):
-        pool_of = min(fits, key=lambda p: fits[p][1])
-        left, fit = fits[pool_of][0], max(fits[pool_of][1], 0)
-        name = "GPU memory" if pool_of == "gpu" else "RAM"
-        end = mem.gpu_free_end_bytes if pool_of == "gpu" else mem.ram_available_end_bytes
+        limiting = min(fits, key=lambda p: fits[p][1])
+        pool_of, left, fit = limiting, fits[limiting][0], max(fits[limiting][1], 0)
+        name = "GPU memory" if limiting == "gpu" else "RAM"
+        end = mem.gpu_free_end_bytes if limiting == "gpu" else mem.ram_available_end_bytes
         when = ("the lower of the readings before and after the levels" if end is not None
                 else "read once the server answered")
         said += (f"; {size_text(left)} of {name} left after loading ({when}, less {MARGIN_TEXT}): "

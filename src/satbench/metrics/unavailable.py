@@ -19,7 +19,8 @@ def _up_to_end(samples: Sequence[MetricsSample | SlotsSample | ProcessSample],
 
 def nvml_failure(samples: Sequence[ProcessSample], intervals: list[tuple[int, int]]) -> str | None:
     """The latest failed NVML reading up to the level's end (error GPU_FAILED…), without the prefix."""
-    failed = [s.error for s in _up_to_end(samples, intervals) if (s.error or "").startswith(GPU_FAILED)]
+    failed = [s.error for s in _up_to_end(samples, intervals)
+              if s.error is not None and s.error.startswith(GPU_FAILED)]
     return failed[-1][len(GPU_FAILED):] if failed else None
 
 

@@ -137,6 +137,7 @@ def layer_tensors(d: Dims, bid: int) -> list[TensorSpec]:
 
 def extra_tensors(d: Dims) -> list[TensorSpec]:
     """The output head's hyper-connection combiner."""
+    assert isinstance(d, V4Dims)
     fn, base, scale = OUTPUT_HC
     return [(fn, None, (d.hc_count, d.hc_count * d.n_embd)), (base, None, (d.hc_count,)), (scale, None, (1,))]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
 from math import prod
+from typing import Any
 
 import gguf
 
@@ -143,9 +144,14 @@ _LLAMA_1_5B = Dims(
 )
 _QWEN3MOE_TINY = replace(_LLAMA_TINY, n_expert=8, n_expert_used=2, n_ff_exp=128)
 _QWEN3MOE_SMALL = replace(_LLAMA_SMALL, n_expert=16, n_expert_used=2, n_ff_exp=128)
-_MLA = dict(
-    n_head_kv=1, head_dim=0, n_expert_shared=1, n_dense_lead=1, rope_dim=32, nope_dim=64, v_head=64
-)
+
+
+def _mla(moe: Dims, q_lora: int, kv_lora: int) -> Dims:
+    """`moe` with DeepSeek's multi-head latent attention of LoRA ranks `q_lora` and `kv_lora`."""
+    return replace(moe, q_lora=q_lora, kv_lora=kv_lora, n_head_kv=1, head_dim=0, n_expert_shared=1,
+                   n_dense_lead=1, rope_dim=32, nope_dim=64, v_head=64)
+
+
 # DeepSeek-V2-Lite's layer (64 routed experts top-6, 2 shared, MLA) with a V2 q-LoRA and 12
 # layers instead of 27: 6,952,659,648 parameters, about 13.9 GB in F16. Not 26 or 27 layers:
 # llama.cpp takes those for V2-Lite and then expects no q-LoRA.
@@ -211,8 +217,8 @@ ARCHS: dict[str, ArchSpec] = {
     "deepseek2": ArchSpec(
         "deepseek2", gguf.MODEL_ARCH.DEEPSEEK2,
         {
-            "tiny": replace(_QWEN3MOE_TINY, q_lora=128, kv_lora=128, **_MLA),
-            "small": replace(_QWEN3MOE_SMALL, q_lora=384, kv_lora=256, **_MLA),
+            "tiny": _mla(_QWEN3MOE_TINY, q_lora=128, kv_lora=128),
+            "small": _mla(_QWEN3MOE_SMALL, q_lora=384, kv_lora=256),
             "64e": _DEEPSEEK2_64E,
         },
         _deepseek2_layer, add_hparams, check=_mla_rules, dims=_MLA_DIMS,
@@ -246,7 +252,7 @@ def _overridden(arch: str, dims: Dims, overrides: Mapping[str, int | tuple[int, 
                               or not MIN_VOCAB <= vocab <= MAX_VOCAB):
         raise ModelError(f"synthetic vocabulary must be {MIN_VOCAB:,} to {MAX_VOCAB:,} tokens, got {vocab}")
     kinds = {f.name: f.type for f in fields(dims) if f.name in ARCHS[arch].dims}
-    typed: dict[str, int | tuple[int, ...]] = {}
+    typed: dict[str, Any] = {}  # each value checked against its field's kind below
     for name, value in overrides.items():
         if name not in kinds:
             raise ModelError(f"{arch} has no dimension {name!r}; known: {', '.join(sorted(kinds))}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any, overload
 
 import jsonschema
 from pydantic import BaseModel
@@ -89,6 +90,10 @@ def close(a: object, b: object, rel: float = FLOAT_REL_TOL) -> bool:
     return a == b
 
 
+@overload
+def only_keys_of(value: dict[str, Any], shape: object) -> dict[str, Any]: ...
+@overload
+def only_keys_of(value: object, shape: object) -> object: ...
 def only_keys_of(value: object, shape: object) -> object:
     """`value` without the object keys that `shape` (the same document as an earlier minor wrote
     it) lacks, at every depth; lists are pruned item by item."""

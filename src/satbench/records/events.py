@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
 from satbench.config.limits import MAX_CTX_TOKENS, MAX_METRIC_VALUE, MAX_SERVER_MS, MAX_SLOTS
-from satbench.config.schema import Strict, ranged_float, ranged_int
+from satbench.config.schema import FloatRange, IntRange, Strict
 from satbench.errors import RunDirError
 from satbench.records.rundir import iter_lines, open_run_file
 
@@ -40,22 +40,26 @@ MAX_COUNT = 1 << 30  # repetitions, sessions, retries, requests of a level mark
 MAX_NS = 2**63 - 1  # a perf_counter_ns stamp: int64 nanoseconds (signed: only differences carry meaning)
 MAX_PID = 2**31 - 1
 MAX_SECONDS = 1e15  # CPU seconds (cumulative, all cores): beyond any uptime
-NsStamp = ranged_int(-MAX_NS - 1, MAX_NS)
-RecordedLevel = ranged_int(1, MAX_RECORDED_LEVEL)
-Count = ranged_int(0, MAX_COUNT)
-TokenCount = ranged_int(0, MAX_CTX_TOKENS)
-ServerMs = ranged_float(0.0, MAX_SERVER_MS, lo_open=False)
-SlotId = ranged_int(0, MAX_SLOTS)
+NsStamp = Annotated[int, IntRange(-MAX_NS - 1, MAX_NS)]
+RecordedLevel = Annotated[int, IntRange(1, MAX_RECORDED_LEVEL)]
+Count = Annotated[int, IntRange(0, MAX_COUNT)]
+TokenCount = Annotated[int, IntRange(0, MAX_CTX_TOKENS)]
+ServerMs = Annotated[float, FloatRange(0.0, MAX_SERVER_MS, lo_open=False)]
+SlotId = Annotated[int, IntRange(0, MAX_SLOTS)]
 SlotKey = Annotated[int, Field(ge=0, le=MAX_SLOTS)]  # a JSON object key: the text of an integer
-Bytes = ranged_int(0, MAX_NS)
-Pid = ranged_int(0, MAX_PID)
-CpuSeconds = ranged_float(0.0, MAX_SECONDS, lo_open=False)
-MetricValue = ranged_float(-MAX_METRIC_VALUE, MAX_METRIC_VALUE, lo_open=False)
-HttpStatus = ranged_int(0, 999)
+Bytes = Annotated[int, IntRange(0, MAX_NS)]
+Pid = Annotated[int, IntRange(0, MAX_PID)]
+CpuSeconds = Annotated[float, FloatRange(0.0, MAX_SECONDS, lo_open=False)]
+MetricValue = Annotated[float, FloatRange(-MAX_METRIC_VALUE, MAX_METRIC_VALUE, lo_open=False)]
+HttpStatus = Annotated[int, IntRange(0, 999)]
+Percent = Annotated[float, FloatRange(0.0, 100.0, lo_open=False)]
+ClockMhz = Annotated[float, FloatRange(0.0, 1e6, lo_open=False)]
 
 # "solo": the lane alone on the machine; "together": every lane of the run at once;
 # "fairness": the workloads of the fairness and starvation checks (each request names its check and role)
 Scenario = Literal["solo", "together", "fairness"]
+Phase = Literal["warmup", "measured", "background"]  # a request's part of its level
+LevelStatus = Literal["running", "complete", "failed", "interrupted"]  # how a level repetition ended
 
 
 class ServerTimings(Strict):
@@ -95,7 +99,7 @@ class RequestEvent(Strict):
     repetition: Count
     stream: Count
     seq: Count
-    phase: Literal["warmup", "measured", "background"]
+    phase: Phase
     request_id: str
     prompt_tokens: TokenCount = Field(description="prompt length the workload asked for")
     server_prompt_tokens: TokenCount | None = Field(
@@ -145,7 +149,7 @@ class LevelMark(Strict):
     repetition: Count
     t_ns: NsStamp
     n_requests: Count = 0
-    status: Literal["running", "complete", "failed", "interrupted"] = "running"
+    status: LevelStatus = "running"
     reason: str | None = None
     session: Count = 0
 
@@ -187,9 +191,9 @@ class ProcessSample(Strict):
     rss_bytes: Bytes | None = None
     cpu_seconds: CpuSeconds | None = None
     gpu_mem_used_bytes: Bytes | None = None
-    gpu_util_pct: ranged_float(0.0, 100.0, lo_open=False) | None = Field(  # type: ignore[valid-type]
+    gpu_util_pct: Percent | None = Field(
         None, description="NVML utilisation of the busiest GPU, percent")
-    gpu_sm_clock_mhz: ranged_float(0.0, 1e6, lo_open=False) | None = Field(  # type: ignore[valid-type]
+    gpu_sm_clock_mhz: ClockMhz | None = Field(
         None, description="NVML SM clock of the busiest GPU, MHz")
     host_busy_cpu_seconds: CpuSeconds | None = Field(
         None, description="whole machine: CPU seconds not idle (all cores), cumulative since boot")

@@ -292,12 +292,12 @@ def _rederive(run_dir: Path,
         was: str | None = None
         try:
             old = _derived_text(rec_path)
-            why = recommendations_differ(run_dir, old)
+            differs = recommendations_differ(run_dir, old)
             was = schema_version_of(old)
         except (OSError, *_UNREADABLE) as exc:  # e.g. results.json unreadable: reported above
-            why = f"cannot be recomputed ({_why(exc)})"
-        if why:
-            out.append(f"{RECOMMENDATIONS_FILE}: {why}")
+            differs = f"cannot be recomputed ({_why(exc)})"
+        if differs:
+            out.append(f"{RECOMMENDATIONS_FILE}: {differs}")
         elif was != RecommendationsFile.model_fields["schema_version"].default:
             older.append(f"{RECOMMENDATIONS_FILE}: schema {was}")
     return out, older, rounding

@@ -4,7 +4,7 @@ log2 concurrency axis and a fresh Agg figure (no pyplot, no global figure state)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -14,6 +14,9 @@ from satbench.metrics.level import LevelResult
 from satbench.metrics.stats import Distribution, Estimate
 from satbench.records.layout import PLOTS_DIR  # noqa: F401
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 PlotKind = Literal["throughput", "latency", "occupancy", "gpu", "timeline", "starvation"]
 KINDS: tuple[PlotKind, ...] = ("throughput", "latency", "occupancy", "gpu", "timeline", "starvation")
 DPI = 110
@@ -21,9 +24,11 @@ SIZE_IN: dict[PlotKind, tuple[float, float]] = {
     "throughput": (8.0, 4.5), "latency": (10.0, 4.2), "occupancy": (8.0, 4.5), "gpu": (10.0, 4.2),
     "timeline": (8.0, 4.5), "starvation": (8.0, 4.5),
 }
-STYLE = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
-         "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.grid": True, "grid.alpha": 0.3,
-         "grid.linewidth": 0.6, "hatch.linewidth": 0.6}
+STYLE: dict[RcKeyType, Any] = {
+    "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
+    "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.grid": True, "grid.alpha": 0.3,
+    "grid.linewidth": 0.6, "hatch.linewidth": 0.6,
+}
 N_LABEL = "concurrency N (requests in flight)"
 Drawn = tuple[Figure, str, str]  # figure, title, caption
 

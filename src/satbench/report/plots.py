@@ -81,13 +81,14 @@ def _save(fig: Figure, run_dir: Path, lane: str, kind: PlotKind) -> str:
 
 
 def _throughput_series(ax: Axes, levels: Sequence[LevelResult], label: str, fmt: str) -> list[int]:
-    pts = [lv for lv in by_concurrency(levels) if lv.throughput.output_tok_per_s.value is not None]
+    pts = [(lv, rate) for lv in by_concurrency(levels)
+           if (rate := lv.throughput.output_tok_per_s.value) is not None]
     if not pts:
         return []
-    errs = [estimate_err(lv.throughput.output_tok_per_s) for lv in pts]
-    ax.errorbar([lv.concurrency for lv in pts], [lv.throughput.output_tok_per_s.value for lv in pts],
+    errs = [estimate_err(lv.throughput.output_tok_per_s) for lv, _ in pts]
+    ax.errorbar([lv.concurrency for lv, _ in pts], [rate for _, rate in pts],
                 yerr=[[e[0] for e in errs], [e[1] for e in errs]], fmt=fmt, capsize=3, label=label)
-    return [lv.concurrency for lv in pts]
+    return [lv.concurrency for lv, _ in pts]
 
 
 def _throughput(lane: LaneResult, rec: LaneRecommendation | None) -> Drawn | None:

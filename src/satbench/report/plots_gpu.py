@@ -14,23 +14,21 @@ from satbench.saturation.recommend import LaneRecommendation
 
 
 def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> Drawn | None:
-    levels = [lv for lv in by_concurrency(lane.levels)
-              if lv.gpu is not None and lv.gpu.util_mean_pct is not None]
-    if not levels:
+    used = [(lv.concurrency, gpu, mean) for lv in by_concurrency(lane.levels)
+            if (gpu := lv.gpu) is not None and (mean := gpu.util_mean_pct) is not None]
+    if not used:
         return None
     fig, (left, right) = new_figure("gpu", 2)
-    ns = [lv.concurrency for lv in levels]
-    util = [lv.gpu.util_mean_pct for lv in levels]  # type: ignore[union-attr]
-    top = [max(0.0, (lv.gpu.util_max_pct or u) - u)  # type: ignore[union-attr]
-           for lv, u in zip(levels, util)]
+    ns = [n for n, _, _ in used]
+    util = [u for _, _, u in used]
+    top = [max(0.0, (g.util_max_pct or u) - u) for _, g, u in used]
     left.errorbar(ns, util, yerr=[[0.0] * len(ns), top], fmt="o-", capsize=3,
                   label="GPU utilisation (mean; bar: max)")
     left.axhline(GPU_BUSY_PCT, color="tab:red", linestyle="--", linewidth=1,
                  label=f"GPU-bound ≥ {GPU_BUSY_PCT:.0f} %")
     left.axhline(GPU_IDLE_PCT, color="tab:green", linestyle=":", linewidth=1,
                  label=f"≤ {GPU_IDLE_PCT:.0f} % while flat: server_cpu-bound")
-    clocks = [(lv.concurrency, lv.gpu.sm_clock_mean_mhz)  # type: ignore[union-attr]
-              for lv in levels if lv.gpu.sm_clock_mean_mhz]  # type: ignore[union-attr]
+    clocks = [(n, mhz) for n, g, _ in used if (mhz := g.sm_clock_mean_mhz)]
     n_axis(left, ns)
     left.set_ylim(0, 105)
     left.set_ylabel("GPU utilisation (%)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator, Sequence
 from itertools import pairwise
+from typing import Any
 
 from satbench.analysis.results import LaneResult
 from satbench.metrics.latency import first_token_ns
@@ -60,7 +61,7 @@ def segments(e: RequestEvent) -> dict[str, tuple[int, int]]:
     return out
 
 
-SEGMENT_STYLE = {
+SEGMENT_STYLE: dict[str, dict[str, Any]] = {  # matplotlib Patch properties
     "queued": dict(facecolor="tab:orange", label="queued (estimate)"),
     "prefill": dict(facecolor="tab:purple", label="prefill (server prompt_ms)"),
     "waiting": dict(facecolor="tab:olive", label="sent → first token (no server timings)"),

@@ -270,8 +270,8 @@ def print_results(results: ResultsFile, console: Console | None = None,
                 for line in level_ci_notes(lv) + lv.flags:
                     console.print(f"  {lane.lane}{tag} N={lv.concurrency}: {line}", markup=False,
                                   highlight=False)
-    if (line := status_line(results, run_dir)) is not None:
-        console.print(line, markup=False, highlight=False)
+    if (status := status_line(results, run_dir)) is not None:
+        console.print(status, markup=False, highlight=False)
 
 
 def print_recommendations(recs, console: Console | None = None) -> None:

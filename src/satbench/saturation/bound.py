@@ -84,7 +84,10 @@ def busy_slots(lv: LevelResult) -> float | None:
             else o.time_weighted_busy_slots)
 
 
-def busy_slots_variant(lv: LevelResult) -> str:
+BusyVariant = Literal["per decode", "time-weighted"]  # which figure busy_slots is
+
+
+def busy_slots_variant(lv: LevelResult) -> BusyVariant | Literal[""]:
     """Which figure busy_slots(lv) is: "per decode", "time-weighted", or "" when neither exists."""
     o = lv.occupancy
     return ("per decode" if o.decode_weighted_busy_slots is not None

@@ -33,7 +33,14 @@ from satbench.records.artifacts import (  # noqa: F401 (render: re-exported)
 )
 from satbench.records.layout import RECOMMENDATIONS_FILE
 from satbench.records.manifest import HostInfo, ModelInfo, RuntimeInfo
-from satbench.saturation.bound import Resource, Saturation, busy_slots, busy_slots_variant, saturated_by
+from satbench.saturation.bound import (
+    BusyVariant,
+    Resource,
+    Saturation,
+    busy_slots,
+    busy_slots_variant,
+    saturated_by,
+)
 from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
 from satbench.saturation.slo import slo_bound
 from satbench.saturation.usl import UslFit, fit_usl
@@ -88,7 +95,7 @@ class ServerConfirmation(Strict):
     busy_slots: float | None = Field(None, description="what slots_saturated reads: the decode-weighted "
                                                        "figure, "
                                      "else the time-weighted one (busy_slots_variant says which)")
-    busy_slots_variant: Literal["per decode", "time-weighted"] | None = None
+    busy_slots_variant: BusyVariant | None = None
     requests_deferred_max: float | None
     itl_p50_ms_by_level: dict[int, float | None]
     slots_saturated: bool
@@ -198,7 +205,7 @@ def fairness_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
     failed = [v for v in lane.fairness if v.verdict == "fail" and v.concurrency]
     if not failed:
         return None, []
-    cap = min(v.concurrency for v in failed) - 1
+    cap = min(c for v in failed if (c := v.concurrency)) - 1
     return max(cap, 1), [f"{v.check} ({v.name}) failed at {v.concurrency} in flight" for v in failed]
 
 
@@ -308,9 +315,9 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     # the curve below a server failure; all of it when the server failed at the lowest level
     levels = ([lv for lv in measured_levels if crash_cap is None or lv.concurrency <= crash_cap]
               or measured_levels)
-    points = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value,
-                    ci_low=lv.throughput.output_tok_per_s.ci_low,
-                    ci_high=lv.throughput.output_tok_per_s.ci_high) for lv in levels]
+    points = [Point(n=lv.concurrency, x=rate, ci_low=lv.throughput.output_tok_per_s.ci_low,
+                    ci_high=lv.throughput.output_tok_per_s.ci_high)
+              for lv in levels if (rate := lv.throughput.output_tok_per_s.value)]  # each of levels has one
     k = marginal_gain_knee(points)
     samples = [(lv.concurrency, r.output_tok_per_s) for lv in levels for r in lv.repetitions
                if r.output_tok_per_s is not None]
@@ -401,7 +408,7 @@ def recommendations_differ(run_dir: Path, text: str) -> str | None:
         return "not a valid recommendations file"
     fresh = recommend(run_dir).model_dump(mode="json")
     # `definitions` is prose restating the rules: another build may word it otherwise
-    ignored = ("created_at", "definitions")
+    ignored: tuple[str, ...] = ("created_at", "definitions")
     if older_minor(given["schema_version"], fresh["schema_version"]):
         ignored += ("schema_version",)
         shape = json.loads(text)
