@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from satbench.config.limits import MAX_PROPS_BYTES, PREFLIGHT_DEADLINE_S, json_answer
 from satbench.config.schema import LaneConfig
 from satbench.errors import ParseError
-from satbench.config.limits import MAX_PROPS_BYTES, PREFLIGHT_DEADLINE_S, json_answer
 
 
 def remote_props(lane: LaneConfig) -> tuple[dict | None, str | None]:

@@ -4,21 +4,32 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shlex
 import signal
 import sys
 import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
-from satbench.cli.args import build_parser, lanes_config, run_config, run_flags_given
+from satbench.cli.args import build_parser, run_config, run_flags_given
+from satbench.cli.commands_read import (
+    cmd_analyze,
+    cmd_capability,
+    cmd_compare,
+    cmd_models,
+    cmd_recommend,
+    cmd_report,
+    cmd_schema,
+    cmd_verify,
+    remote_preflight,
+    show_recommendations,
+    show_report,
+)
 from satbench.config.schema import LaneConfig, RunConfig
 from satbench.errors import Interrupted, SatbenchError, ServerGoneError, UserError
 from satbench.records.rundir import refuse_if_in_use
 from satbench.server.remote import redact_url
-
 
 FAIRNESS_FAILED = 6
 INTERNAL_ERROR = 1  # an exception satbench did not expect: a bug
@@ -37,14 +48,6 @@ def _sigterm_as_interrupt(sweep) -> Callable[[int, object], None]:
     return handler
 
 
-def _remote_preflight(cfg: RunConfig) -> None:
-    """Unreadable keys or CA files fail before anything starts; --insecure says so on stderr."""
-    from satbench.http.access import check_remote_access
-
-    for line in check_remote_access(cfg):
-        print(line, file=sys.stderr)
-
-
 def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     """Refused before a new run's directory exists, in one line naming the lane (lane file) or the
     flag. First every check that needs no server: a server_bin that cannot run, a --ctx-size too
@@ -57,18 +60,18 @@ def _server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     workload does not fit, or whose /tokenize leaves no room after the prefix, is refused, and one
     without /metrics or /slots is warned about."""
     from satbench.run.preflight import check_prefix_bounds
-    from satbench.server.probe import check_served_model, wait_while_loading
     from satbench.server.base import check_port_free
-    from satbench.server.native import check_server_bin
     from satbench.server.checks import check_planned_fit
+    from satbench.server.native import check_server_bin
+    from satbench.server.probe import check_served_model, wait_while_loading
     from satbench.workload.builder import check_memory_fits
 
     ports: dict[int, str] = {}
     for lane in cfg.lanes:
         rc, port = lane.runtime, lane.server.port
 
-        def where(key: str) -> str:
-            return f"lane {lane.name}: {key}" if lane_file else f"--{key.replace('_', '-')}"
+        def where(key: str, name: str = lane.name) -> str:
+            return f"lane {name}: {key}" if lane_file else f"--{key.replace('_', '-')}"
 
         if rc.kind == "native" and rc.server_bin is not None:
             check_server_bin(rc.server_bin, where("server_bin"))
@@ -99,8 +102,8 @@ def _running_server_checks(cfg: RunConfig, lane: LaneConfig, lane_file: bool = F
     checked again at the lane's start, which also warns of queueing levels); a disabled /metrics or
     /slots is one warning line each."""
     from satbench.run.preflight import check_prefix_remote
-    from satbench.server.probe import endpoint_warnings, server_shape
     from satbench.server.checks import check_fits
+    from satbench.server.probe import endpoint_warnings, server_shape
 
     shape = server_shape(lane)
     if shape is not None and not cfg.fairness_only:  # the fairness checks size their own requests
@@ -130,9 +133,9 @@ def _some_url_answers(cfg: RunConfig) -> None:
 
 
 def _cmd_sweep(a: argparse.Namespace) -> int:
-    from satbench.report.progress import RichProgress
-    from satbench.records.rundir import check_new_run_dir, default_run_dir, prepare_run_dir
     from satbench.pipeline import new_sweep
+    from satbench.records.rundir import check_new_run_dir, default_run_dir, prepare_run_dir
+    from satbench.report.progress import RichProgress
 
     argv = [redact_url(x) for x in ["satbench", *a.argv]]
     resume = None
@@ -146,12 +149,12 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         if derive_only(run_dir, resume):
             return _derive_complete_run(run_dir)
         cfg = run_config(a) if run_flags_given(a) else resume.config
-        _remote_preflight(cfg)
+        remote_preflight(cfg)
         _server_preflight(cfg, bool(a.lanes) or len(cfg.lanes) > 1)
         sweep = new_sweep(cfg, run_dir, argv, RichProgress(), resume=resume)
     else:
         cfg = run_config(a)
-        _remote_preflight(cfg)
+        remote_preflight(cfg)
         run_dir = Path(a.output) if a.output else default_run_dir()
         check_new_run_dir(run_dir)
         _server_preflight(cfg, bool(a.lanes) or len(cfg.lanes) > 1)
@@ -173,7 +176,8 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
 def _interruptible(sweep: object) -> Iterator[None]:
     """SIGTERM taken as Ctrl-C, and Ctrl-C always delivered, from the first measurement to the last
     file of the report (the derivation too: an interrupt there must say so, not kill silently)."""
-    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt(sweep))  # kill / timeout / systemd stop = Ctrl-C
+    # kill / timeout / systemd stop = Ctrl-C
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt(sweep))
     # a shell starts `satbench sweep &` with SIGINT ignored, and then the SIGINT that SIGTERM raises
     # would be ignored too: Ctrl-C (and so SIGTERM) must always reach the sweep
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -188,6 +192,7 @@ def _interrupted_words(run_dir: Path) -> str:
     """What an interrupted sweep says: the status run.json holds, and how to finish the run."""
     from satbench.records.manifest import read_manifest
 
+    status: str
     try:
         status = read_manifest(run_dir).status
     except SatbenchError:
@@ -232,7 +237,7 @@ def _finish_sweep(run_dir: Path, results) -> int:
 
     try:
         print_results(results)
-        derive_after_sweep(run_dir, results, _show_recommendations, _show_report)
+        derive_after_sweep(run_dir, results, show_recommendations, show_report)
     except KeyboardInterrupt as exc:
         raise Interrupted(_derivation_interrupted(run_dir)) from exc
     print(f"run directory: {run_dir}")
@@ -255,146 +260,9 @@ def _finish_sweep(run_dir: Path, results) -> int:
     return 0
 
 
-def _cmd_analyze(a: argparse.Namespace) -> int:
-    from satbench.analysis.analyze import analyze_and_write
-    from satbench.report.table import print_results
-
-    refuse_if_in_use(Path(a.run_dir))
-    results = analyze_and_write(Path(a.run_dir))
-    print_results(results, run_dir=Path(a.run_dir))
-    _note_stale_report(Path(a.run_dir), ["results.json", "verdicts.json"])
-    return 0
-
-
-def _note_stale_report(run_dir: Path, rewritten: list[str]) -> None:
-    from satbench.report.integrity import stale_sums_note
-
-    if (note := stale_sums_note(run_dir, rewritten)) is not None:
-        print(note, file=sys.stderr)
-
-
-def _cmd_schema(a: argparse.Namespace) -> int:
-    from satbench.capability.report import capability_json_schema
-    from satbench.analysis.results import results_json_schema, verdicts_json_schema
-    from satbench.saturation.recommend import recommendations_json_schema
-
-    schema = {"results": results_json_schema, "verdicts": verdicts_json_schema,
-              "recommendations": recommendations_json_schema, "capability": capability_json_schema}[a.name]()
-    print(json.dumps(schema, indent=2, sort_keys=True))
-    return 0
-
-
-def _show_recommendations(recs, path: Path) -> None:
-    from satbench.report.table import print_recommendations
-
-    print_recommendations(recs)
-    print(f"recommendations: {path}")
-
-
-def _cmd_capability(a: argparse.Namespace) -> int:
-    import datetime as dt
-
-    from satbench.capability.report import capability_report, render_json, render_litellm
-
-    if a.together or a.with_fairness or a.checks or a.refine:
-        raise UserError("capability reads recommendations; --together, --with-fairness, --checks and --refine "
-                        "belong to sweep")
-    if a.max_age_days <= 0:
-        raise UserError("--max-age-days must be positive")
-    cfg = lanes_config(a)
-    _remote_preflight(cfg)
-    report = capability_report(cfg, Path(a.recommendations), dt.timedelta(days=a.max_age_days))
-    text = render_json(report) if a.format == "json" else render_litellm(report, cfg)
-    if a.output:
-        from satbench.records.manifest import write_text_atomic
-
-        write_text_atomic(Path(a.output), text, output_flag="-o")
-    else:
-        sys.stdout.write(text)
-    for lane in report.lanes:
-        if lane.status == "unmeasured":
-            print(f"satbench: lane {lane.lane} is unmeasured here: {lane.reason}", file=sys.stderr)
-    return 0
-
-
-def _show_report(files) -> None:
-    print(f"report: {files.evidence}, {files.html} ({len(files.plots)} plots), {files.csv}; "
-          f"bundle digest (sha256 of SHA256SUMS) {files.bundle_digest}")
-
-
-def _cmd_report(a: argparse.Namespace) -> int:
-    from satbench.pipeline import report
-
-    refuse_if_in_use(Path(a.run_dir))
-    _show_report(report(Path(a.run_dir)))
-    return 0
-
-
-VERIFY_FAILED = 7
-
-
-def _cmd_verify(a: argparse.Namespace) -> int:
-    from satbench.pipeline import verify
-
-    v = verify(Path(a.run_dir))
-    for label, items in (("MODIFIED", v.modified), ("MISSING", v.missing), ("INCONSISTENT", v.inconsistent),
-                         ("NOT COVERED by SHA256SUMS", v.uncovered),
-                         ("not listed (added after the report)", v.unlisted)):
-        for item in items:
-            print(f"{label}: {item}")
-    if v.rounding:
-        print(f"equal to a fresh derivation within floating-point rounding (derived by another Python, numpy or scipy): "
-              f"{', '.join(v.rounding)}")
-    if v.older_schema:
-        print(f"written by an earlier satbench, consistent under the current schemas: {', '.join(v.older_schema)}")
-    verdict = "OK" if v.ok else "FAILED"
-    print(f"verify {verdict}: {v.files_checked} files in SHA256SUMS, {len(v.modified)} modified, "
-          f"{len(v.missing)} missing, {len(v.inconsistent)} derived files inconsistent with the raw ones, "
-          f"{len(v.uncovered)} not covered; "
-          f"bundle digest {v.bundle_digest}")
-    return 0 if v.ok else VERIFY_FAILED
-
-
-def _cmd_compare(a: argparse.Namespace) -> int:
-    from satbench.report.compare import compare_runs, print_comparison
-
-    print_comparison(compare_runs(Path(a.run_a), Path(a.run_b)))
-    return 0
-
-
-def _cmd_recommend(a: argparse.Namespace) -> int:
-    from satbench.records.manifest import read_manifest
-
-    read_manifest(Path(a.run_dir))  # a path that is no run says so, as analyze does (not "no results.json")
-    refuse_if_in_use(Path(a.run_dir))
-    from satbench.pipeline import recommendations
-
-    _show_recommendations(*recommendations(Path(a.run_dir)))
-    _note_stale_report(Path(a.run_dir), ["recommendations.json"])
-    return 0
-
-
-def _cmd_models(a: argparse.Namespace) -> int:
-    from satbench.models.shapes import parse_overrides, spec_for
-    from satbench.models.synthetic import output_path, refuse_to_replace, write_synthetic_gguf
-
-    overrides = parse_overrides(a.dim)
-    spec_for(a.arch, a.size, a.vocab, overrides)  # a refused shape says so before the output is looked at
-    output_path(a.output)
-    if not a.force:
-        refuse_to_replace(a.output)
-    info = write_synthetic_gguf(a.output, arch=a.arch, size=a.size, seed=a.seed, n_vocab=a.vocab,
-                                overrides=overrides)
-    dims = f", dimensions {info.dims}" if info.dims else ""
-    print(f"wrote {info.path}: SYNTHETIC random weights, {info.arch} {info.size}{dims}, "
-          f"vocab {info.n_vocab:,}, seed {info.seed}, {info.n_params:,} parameters, "
-          f"{info.file_bytes:,} bytes, sha256 {info.sha256}")
-    return 0
-
-
-COMMANDS = {"sweep": _cmd_sweep, "fairness": _cmd_sweep, "analyze": _cmd_analyze, "schema": _cmd_schema,
-            "models": _cmd_models, "recommend": _cmd_recommend, "capability": _cmd_capability, "report": _cmd_report,
-            "verify": _cmd_verify, "compare": _cmd_compare}
+COMMANDS = {"sweep": _cmd_sweep, "fairness": _cmd_sweep, "analyze": cmd_analyze, "schema": cmd_schema,
+            "models": cmd_models, "recommend": cmd_recommend, "capability": cmd_capability,
+            "report": cmd_report, "verify": cmd_verify, "compare": cmd_compare}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -415,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"satbench: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return UserError.exit_code
-    except Exception as exc:  # noqa: BLE001 (a bug: still one line; the traceback on request)
+    except Exception as exc:  # a bug: still one line; the traceback on request
         if os.environ.get(TRACEBACK_ENV):
             raise
         why = " ".join(str(exc).split())[:300]

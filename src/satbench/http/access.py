@@ -17,6 +17,7 @@ pooled aiohttp session per user: bounded requests from the event loop).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import io
 import os
@@ -25,12 +26,14 @@ import ssl
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 
+from satbench.config.limits import KIB, MAX_ERROR_BODY_BYTES, too_large, too_slow
 from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
 from satbench.errors import UserError
-from satbench.config.limits import KIB, MAX_ERROR_BODY_BYTES, too_large, too_slow
 from satbench.http.endpoint import Endpoint, redact_url, split_credentials, tls_context
 from satbench.http.errors import NETWORK_ERRORS
 
@@ -150,15 +153,16 @@ class _Sockets:
 
 
 def _cut(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
-def _connection_class(base: type[http.client.HTTPConnection], sockets: _Sockets) -> type:
-    class _Connection(base):  # type: ignore[misc, valid-type]
-        def __init__(self, *args, **kwargs) -> None:
+def _connection_class(base: type[http.client.HTTPConnection],
+                      sockets: _Sockets) -> type[http.client.HTTPConnection]:
+    class _Connection(base):  # type: ignore[misc, valid-type]  # a base chosen at run time
+        _create_connection: Callable[..., socket.socket]  # set by http.client's __init__ (undocumented)
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             create = self._create_connection
             self._create_connection = lambda *a, **k: sockets.add(create(*a, **k))
@@ -178,10 +182,11 @@ class _HttpHandler(urllib.request.HTTPHandler):
 class _HttpsHandler(urllib.request.HTTPSHandler):
     def __init__(self, sockets: _Sockets, context: ssl.SSLContext | None) -> None:
         super().__init__(context=context)
+        self._tls = context
         self._connection = _connection_class(http.client.HTTPSConnection, sockets)
 
     def https_open(self, req):
-        return self.do_open(self._connection, req, context=self._context)
+        return self.do_open(self._connection, req, context=self._tls)
 
 
 def _read_sync(resp, limit_bytes: int, where: str, truncate: bool = False) -> bytes:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Literal
 
+from satbench.config.limits import MAX_EXTRA_TOKENS, AnswerTooLarge, stream_limit
 from satbench.config.schema import Strict
 from satbench.errors import ParseError, UserError
-from satbench.config.limits import MAX_EXTRA_TOKENS, AnswerTooLarge, stream_limit
 from satbench.http.endpoint import Endpoint
 from satbench.http.errors import NETWORK_ERRORS
 from satbench.http.sse import StreamUpdate, interpret_native, interpret_openai
@@ -120,8 +121,10 @@ class StreamClient:
         self.api = api
         self.model_name = model_name
         self._url = endpoint.parts
-        if self._url.scheme not in ("http", "https") or not self._url.hostname:
+        host = self._url.hostname
+        if self._url.scheme not in ("http", "https") or not host:
             raise UserError(f"not an http(s) URL: {self.base_url}")
+        self._host = host
         self._port = endpoint.port
         self._ssl = endpoint.ssl_context
         self._headers = endpoint.headers
@@ -181,11 +184,11 @@ class StreamClient:
         async with self._connect_gate:
             try:
                 await asyncio.wait_for(
-                    loop.create_connection(lambda: proto, self._url.hostname, self._port, ssl=self._ssl,
-                                           server_hostname=self._url.hostname if self._ssl else None),
+                    loop.create_connection(lambda: proto, self._host, self._port, ssl=self._ssl,
+                                           server_hostname=self._host if self._ssl else None),
                     timeout=self._connect_timeout_s)
             except NETWORK_ERRORS as exc:
-                raise _Dropped(f"cannot connect to {self._url.hostname}:{self._port}: "
+                raise _Dropped(f"cannot connect to {self._host}:{self._port}: "
                                f"{exc.__class__.__name__}: {exc}") from exc
             assert proto.transport is not None
             proto.transport.write(request_bytes(self._url, self._path, body, headers))
@@ -332,9 +335,9 @@ class _PayloadReader:
         n_chunks = len(out.chunks)
         self.finished = self.client._apply(upd, t_ns, out) or self.finished
         grew = len(out.chunks) > n_chunks  # the cap is on tokens streamed, not on a usage total
-        over = self.cap_tokens is not None and out.output_tokens > self.cap_tokens
-        if grew and over and out.error_type is None:
-            asked = self.cap_tokens - MAX_EXTRA_TOKENS
+        cap = self.cap_tokens
+        if grew and cap is not None and out.output_tokens > cap and out.error_type is None:
+            asked = cap - MAX_EXTRA_TOKENS
             self.client._fail(out, "wrong_token_count",
                               f"asked for {asked} tokens, received {out.output_tokens} (more than "
                               f"{asked} + {MAX_EXTRA_TOKENS}); stopped reading the answer there")

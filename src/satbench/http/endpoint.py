@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ssl
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping
 
 from satbench.errors import UserError
 

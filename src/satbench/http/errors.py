@@ -45,8 +45,8 @@ def os_reason(reason: object) -> str:
 def failure_phrase(exc: BaseException) -> str:
     """One phrase for a failed request: 'HTTP 401 Unauthorized', or the socket/TLS error that urllib
     wraps in `.reason` (described)."""
-    if getattr(exc, "code", None):
-        return f"HTTP {exc.code} {getattr(exc, 'reason', '')}".strip()  # type: ignore[attr-defined]
+    if code := getattr(exc, "code", None):
+        return f"HTTP {code} {getattr(exc, 'reason', '')}".strip()
     inner = getattr(exc, "reason", None)
     return describe(inner if isinstance(inner, BaseException) else exc)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from satbench.errors import ParseError
 from satbench.config.limits import MAX_METRIC_NAME_CHARS, MAX_METRIC_SERIES, MAX_METRIC_VALUE
+from satbench.errors import ParseError
 
 LLAMACPP_PREFIX = "llamacpp:"
 

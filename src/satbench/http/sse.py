@@ -11,9 +11,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from satbench.config.limits import (
+    MAX_CTX_TOKENS,
+    MAX_EVENT_BYTES,
+    MAX_SERVER_MS,
+    MAX_SLOTS,
+    MIN_SERVER_MS,
+    checked_int,
+    json_answer,
+    size_text,
+)
 from satbench.errors import ParseError
-from satbench.config.limits import (MAX_CTX_TOKENS, MAX_EVENT_BYTES, MAX_SERVER_MS, MAX_SLOTS, MIN_SERVER_MS,
-                             checked_int, json_answer, size_text)
 
 _EOL = re.compile(rb"[\r\n]")
 _BLANKS = re.compile(rb"[\r\n]*")
@@ -53,7 +61,7 @@ class SseSplitter:
         start, scan, n = 0, self._scan, len(buf)
         while True:
             if not self._data and scan == start:
-                start = scan = _BLANKS.match(buf, start).end()  # type: ignore[union-attr]
+                start = scan = _BLANKS.match(buf, start).end()  # type: ignore[union-attr]  # `[\r\n]*` always matches
             m = _EOL.search(buf, scan)
             if m is None:
                 if n - start > MAX_EVENT_BYTES:

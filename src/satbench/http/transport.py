@@ -1,19 +1,14 @@
 """Minimal HTTP/1.1 streaming transport on asyncio.Protocol: stamps every byte as it is read.
 
-Why not aiohttp for the hot path: aiohttp hands body chunks to a task, so a chunk's time is
-taken when that task next runs, after every other stream's chunk of the same burst has been
-processed. At 64 streams that put the p99 first-token stamp 5 ms late (benchmarks/
-harness_overhead.py). Here `data_received` stamps the bytes straight out of `recv`, and the
-request's task wakes once, at the end. One connection per request (`Connection: close`):
-llama.cpp closes a connection after a streamed answer anyway.
+`data_received` stamps the bytes straight out of `recv` (not when a reader task next runs), and
+the request's task wakes once, at the end. One connection per request (`Connection: close`).
 
 `HttpStream` parses the status line, headers and body (chunked, Content-Length or
 until-close), splits the body into SSE payloads and hands each one, with the stamp of the
-`recv` that completed it, to `on_payload` at once (so the work of reading a stream is spread
-over its life instead of piling up when many streams end together). Malformed framing
-raises `ParseError` inside the protocol and ends the request; so does a head larger than
-MAX_HEADER_BYTES and an answer larger than the exchange's `max_body_bytes` (`AnswerTooLarge`),
-counted in raw bytes received, so framing (chunk extensions) cannot carry an unbounded answer.
+`recv` that completed it, to `on_payload` at once. Malformed framing raises `ParseError` inside
+the protocol and ends the request; so does a head larger than MAX_HEADER_BYTES and an answer
+larger than the exchange's `max_body_bytes` (`AnswerTooLarge`), counted in raw bytes received,
+so framing (chunk extensions) cannot carry an unbounded answer.
 """
 
 from __future__ import annotations
@@ -21,12 +16,18 @@ from __future__ import annotations
 import asyncio
 import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
+from satbench.config.limits import (
+    MAX_CHUNK_SIZE_LINE_BYTES,
+    MAX_CONTENT_LENGTH_DIGITS,
+    MAX_ERROR_BODY_BYTES,
+    MAX_HEADER_BYTES,
+    size_text,
+    too_large,
+)
 from satbench.errors import ParseError
-from satbench.config.limits import (MAX_CHUNK_SIZE_LINE_BYTES, MAX_CONTENT_LENGTH_DIGITS,
-                                    MAX_ERROR_BODY_BYTES, MAX_HEADER_BYTES, size_text, too_large)
 from satbench.http.sse import SseSplitter
 
 
@@ -152,7 +153,7 @@ class HttpStream(asyncio.Protocol):
         self._sse = SseSplitter()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # a stream transport, as create_connection makes
 
     def data_received(self, data: bytes) -> None:
         t = self.clock()

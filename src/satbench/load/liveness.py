@@ -1,21 +1,16 @@
 """Liveness while requests are in flight: a server that stops answering fails within a bound.
 
-A server can stop answering with its sockets open (a hung process, SIGSTOP, a wedged driver or
-decode loop): each request then waits out its own read timeout (60 s by default) and a level of N
-streams takes several of them to notice. Beside every level (and every fairness check) a watchdog
-looks, every few seconds, for evidence that the server is alive:
+Beside every level (and every fairness check) a watchdog looks, every few seconds, for evidence
+that the server is alive:
 
 - its process runs (`Runtime.alive()`; a server satbench did not start always "runs");
 - something arrived on one of the requests in flight (a response head or a token chunk), or
-- when nothing did, the server's probe endpoint answers: for llama.cpp with /slots enabled, GET
-  /slots answers 200. llama-server answers /slots through its task queue, between two decode
-  iterations (so also during a long prefill, which sends no byte), and not at all when its decode
-  loop is wedged; /health comes from the HTTP threads alone and would answer even then. Where
-  /slots is off (HTTP 501) or the server is not llama.cpp, GET /health (any status) is the probe.
+- when nothing did, the server's probe endpoint answers: GET /slots 200 for llama.cpp with /slots
+  enabled (answered between decode iterations, so not by a wedged decode loop); else GET /health
+  (any status).
 
-One probe is asked at a time and may take up to the bound itself (a slow decode iteration delays
-its answer); each look waits for it at most PROBE_WAIT_S. When no evidence came for
-LIVENESS_TIMEOUT_S, or the process is gone, the watchdog returns a reason; `run_watched` then
+One probe is asked at a time; each look waits for it at most PROBE_WAIT_S. When no evidence came
+for LIVENESS_TIMEOUT_S, or the process is gone, the watchdog returns a reason; `run_watched` then
 stops the work, whose requests in flight are recorded with error type SERVER_UNRESPONSIVE (a
 server failure, unlike `cancelled`), and raises ServerUnresponsive. The server is declared failed
 at most DECLARED_WITHIN_S after the last evidence.
@@ -25,13 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Awaitable, Callable, Coroutine, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TypeVar
 
+from satbench.config.limits import MAX_SLOTS_BYTES, AnswerTooLarge
+from satbench.errors import ParseError
 from satbench.http.access import EndpointSession
 from satbench.http.client import StreamOutcome
 from satbench.http.errors import NETWORK_ERRORS
-from satbench.errors import ParseError
-from satbench.config.limits import MAX_SLOTS_BYTES, AnswerTooLarge
 
 LIVENESS_TIMEOUT_S = 20.0  # no evidence of life for this long: the server is declared failed
 LIVENESS_PERIOD_S = 2.0  # how often the watchdog looks (at most; a shorter bound looks more often)
@@ -174,10 +170,10 @@ async def run_watched(work: Coroutine[object, object, T], activity: StreamActivi
         watcher.cancel()
     if task.done():
         return task.result()
-    if watcher.exception() is not None:  # a broken watchdog is an error of its own: stop the work, say so
+    if (broken := watcher.exception()) is not None:  # a broken watchdog is an error of its own: say so
         task.cancel()
         await asyncio.wait({task})
-        raise watcher.exception()  # type: ignore[misc]
+        raise broken
     reason = watcher.result()
     activity.verdict = reason
     task.cancel(reason)

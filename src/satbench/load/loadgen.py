@@ -5,8 +5,8 @@ of every metric), then takes measured requests from one shared queue until it is
 Every finished request becomes a `RequestEvent` written at once, so a crash loses at most
 the requests in flight. Python's cyclic garbage collector is paused while a level runs and
 run between levels: its pauses (measured: p99 first-chunk stamp 2.6 ms late at 64 streams
-with it, 1.0 ms without) would otherwise land in the timestamps. The steady window is not decided here: it is computed later from
-the events alone (metrics/window.py).
+with it, 1.0 ms without) would otherwise land in the timestamps. The steady window is not
+decided here: it is computed later from the events alone (metrics/window.py).
 """
 
 from __future__ import annotations
@@ -16,14 +16,24 @@ import contextlib
 import gc
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
-from satbench.http.client import CompletionRequest, StreamClient, StreamOutcome
-from satbench.config.schema import Strict
-from satbench.records.events import CANCELLED, LevelMark, RequestErrorInfo, RequestEvent, ServerTimings
 from satbench.config.limits import MAX_CTX_TOKENS, MAX_SERVER_MS
+from satbench.config.schema import Strict
+from satbench.http.client import CompletionRequest, StreamClient, StreamOutcome
 from satbench.load.liveness import SERVER_UNRESPONSIVE, StreamActivity
+from satbench.records.events import (
+    CANCELLED,
+    LevelMark,
+    LevelStatus,
+    Phase,
+    RequestErrorInfo,
+    RequestEvent,
+    Scenario,
+    ServerTimings,
+)
 
 # failures that mean "the server is gone or hung"; N + 3 of them in a row stop a level
 UNREACHABLE = frozenset({"connection_dropped", "timeout"})
@@ -47,7 +57,7 @@ class LevelPlan:
     repetition: int
     warmup: list[CompletionRequest]
     measured: list[CompletionRequest]
-    scenario: str = "solo"
+    scenario: Scenario = "solo"
     background: list[CompletionRequest] = field(default_factory=list)
     check: str | None = None
     session: int = 0
@@ -74,17 +84,26 @@ class _Shared:
 def server_timings(raw: dict) -> ServerTimings:
     """The numeric timing fields we keep; anything non-numeric from the server, or outside the range
     a record holds (token counts 0..MAX_CTX_TOKENS, times 0..MAX_SERVER_MS), becomes null."""
-    kept: dict[str, float | int | None] = {}
-    for key, ftype in (("cache_n", int), ("prompt_n", int), ("prompt_ms", float),
-                       ("predicted_n", int), ("predicted_ms", float)):
+    def figure(key: str, most: float) -> int | float | None:
         v = raw.get(key)
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
-        ok = ok and 0 <= v <= (MAX_CTX_TOKENS if ftype is int else MAX_SERVER_MS)
-        kept[key] = ftype(v) if ok else None
-    return ServerTimings(**kept)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v != v or abs(v) == float("inf"):
+            return None
+        return v if 0 <= v <= most else None
+
+    def count(key: str) -> int | None:
+        v = figure(key, MAX_CTX_TOKENS)
+        return None if v is None else int(v)
+
+    def ms(key: str) -> float | None:
+        v = figure(key, MAX_SERVER_MS)
+        return None if v is None else float(v)
+
+    return ServerTimings(cache_n=count("cache_n"), prompt_n=count("prompt_n"), prompt_ms=ms("prompt_ms"),
+                         predicted_n=count("predicted_n"), predicted_ms=ms("predicted_ms"))
 
 
-async def run_recorded(client: StreamClient, req: CompletionRequest, event_of: Callable[[StreamOutcome], RequestEvent],
+async def run_recorded(client: StreamClient, req: CompletionRequest,
+                       event_of: Callable[[StreamOutcome], RequestEvent],
                        sink: Sink, clock: Callable[[], int] = time.perf_counter_ns,
                        out: StreamOutcome | None = None,
                        activity: StreamActivity | None = None) -> RequestEvent:
@@ -115,7 +134,7 @@ async def run_recorded(client: StreamClient, req: CompletionRequest, event_of: C
 
 
 def to_event(
-    plan: LevelPlan, stream: int, seq: int, phase: str, req: CompletionRequest,
+    plan: LevelPlan, stream: int, seq: int, phase: Phase, req: CompletionRequest,
     targeted_ns: int, out: StreamOutcome, role: str | None = None,
 ) -> RequestEvent:
     """Translate the client's outcome into the raw record (no derived values)."""
@@ -188,9 +207,10 @@ async def run_level(
             if measured_done is not None:
                 measured_done()
 
-    async def one(stream: int, seq: int, phase: str, req: CompletionRequest) -> None:
+    async def one(stream: int, seq: int, phase: Phase, req: CompletionRequest) -> None:
         targeted = clock()
-        event = await run_recorded(client, req, lambda o: to_event(plan, stream, seq, phase, req, targeted, o),
+        event = await run_recorded(client, req,
+                                   lambda o: to_event(plan, stream, seq, phase, req, targeted, o),
                                    sink, clock, activity=activity)
         err = event.error
         if phase == "measured":
@@ -231,11 +251,13 @@ async def run_level(
             if measuring["left"] == 0:
                 tell_measured_done()
         k = stream
-        while keep_busy is not None and plan.background and not keep_busy.is_set() and not shared.abort_reason:
+        while (keep_busy is not None and plan.background and not keep_busy.is_set()
+               and not shared.abort_reason):
             await one(stream, k, "background", plan.background[k % len(plan.background)])
             k += n
 
-    status, reason = "complete", None
+    status: LevelStatus = "complete"
+    reason: str | None = None
     streams = [asyncio.ensure_future(stream_loop(i)) for i in range(n)]
     try:
         with gc_paused():

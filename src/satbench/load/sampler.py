@@ -14,22 +14,44 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
+from typing import TypedDict
 
 import psutil
 
+from satbench.config.limits import (
+    MAX_CTX_TOKENS,
+    MAX_METRICS_BYTES,
+    MAX_SLOTS,
+    MAX_SLOTS_BYTES,
+    checked_int,
+    json_answer,
+)
+from satbench.errors import ParseError, RunDirError
+from satbench.host.gpu import NvmlGpus
 from satbench.http.access import EndpointSession
 from satbench.http.endpoint import Endpoint
 from satbench.http.errors import NETWORK_ERRORS, describe
-from satbench.errors import ParseError, RunDirError
-from satbench.records.events import GPU_FAILED, STOPPED, JsonlWriter, MetricsSample, ProcessSample, SlotsSample
-from satbench.host.gpu import NvmlGpus
-from satbench.config.limits import (MAX_CTX_TOKENS, MAX_METRICS_BYTES, MAX_SLOTS, MAX_SLOTS_BYTES, checked_int,
-                             json_answer)
 from satbench.http.promparse import llamacpp_values
+from satbench.records.events import (
+    GPU_FAILED,
+    STOPPED,
+    JsonlWriter,
+    MetricsSample,
+    ProcessSample,
+    Scenario,
+    SlotsSample,
+)
 
 MAX_CONSECUTIVE_FAILURES = 20
 _LIMIT_BYTES = {"/metrics": MAX_METRICS_BYTES, "/slots": MAX_SLOTS_BYTES}
+
+
+class _Tag(TypedDict):
+    """The fields every sample of one sampler carries."""
+
+    lane: str
+    scenario: Scenario
 
 
 def parse_slots(payload: object, total_slots: int | None = None) -> tuple[int, list[int], dict[int, int]]:
@@ -75,12 +97,13 @@ class ServerSampler:
     def __init__(
         self, endpoint: Endpoint, lane: str, writer: JsonlWriter, *, interval_s: float = 0.1,
         llamacpp: bool = True, pid: int | None = None, gpus: NvmlGpus | None = None,
-        timeout_s: float = 2.0, clock: Callable[[], int] = time.perf_counter_ns, scenario: str = "solo",
+        timeout_s: float = 2.0, clock: Callable[[], int] = time.perf_counter_ns,
+        scenario: Scenario = "solo",
         total_slots: int | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.lane, self.writer, self.interval_s = lane, writer, interval_s
-        self.tag = {"lane": lane, "scenario": scenario}
+        self.tag: _Tag = {"lane": lane, "scenario": scenario}
         self.llamacpp, self.pid, self.gpus, self.clock = llamacpp, pid, gpus, clock
         self._timeout_s = timeout_s
         self.total_slots = total_slots  # /props total_slots: a /slots answer listing more is refused
@@ -148,7 +171,8 @@ class ServerSampler:
             sample: MetricsSample | SlotsSample | ProcessSample = ProcessSample(**self._process_tag(), t_ns=t,
                                                                                 error=error)
         else:
-            sample = (MetricsSample if name == "metrics" else SlotsSample)(**self.tag, sent_ns=t, t_ns=t, error=error)
+            kind = MetricsSample if name == "metrics" else SlotsSample
+            sample = kind(**self.tag, sent_ns=t, t_ns=t, error=error)
         try:
             self.writer.write(sample)
         except RunDirError as exc:
@@ -207,7 +231,8 @@ class ServerSampler:
         gpu_error = self._read_gpu(sample)
         self.writer.write(sample)
         if gpu_error is not None:
-            self.writer.write(ProcessSample(**self._process_tag(), t_ns=sample.t_ns, error=GPU_FAILED + gpu_error))
+            self.writer.write(ProcessSample(**self._process_tag(), t_ns=sample.t_ns,
+                                            error=GPU_FAILED + gpu_error))
         return sample.error is None
 
     def _process_tag(self) -> dict:
@@ -219,7 +244,7 @@ class ServerSampler:
             return None
         try:
             gpu = self.gpus.reading()
-        except Exception as exc:  # noqa: BLE001 - NVML raises its own types; keep sampling
+        except Exception as exc:  # NVML raises its own types; keep sampling
             self._gpu_failures += 1
             if self._gpu_failures < MAX_CONSECUTIVE_FAILURES:
                 return _describe(exc)

@@ -1,8 +1,7 @@
 """run.json's ledger: the units a run is made of, and the bookkeeping that writes them down.
 
-A run is a sequence of *units*; each is entered in run.json's `completed_units` the moment it
-finishes, and a server failure names the unit it stopped (`server_failures[].unit`). On disk a
-unit is a plain string, one of:
+Each unit is entered in run.json's `completed_units` the moment it finishes, and a server failure
+names the unit it stopped (`server_failures[].unit`). On disk a unit is a plain string, one of:
 
 - ``solo/LANE/N/REP``: repetition REP of level N (offered concurrency) of one lane alone;
 - ``refine/LANE``: the extra levels --refine chose for the lane (each still a solo unit);
@@ -12,8 +11,7 @@ unit is a plain string, one of:
   (only ever the unit of a server failure, never completed).
 
 `UnitId` is the typed form: `str(UnitId)` is exactly the string above and `UnitId.parse` reads it
-back, so run directories written before the type existed resume unchanged. Lane names never hold
-"/" (config.schema.LANE_NAME_PATTERN), which keeps every form unambiguous.
+back. Lane names never hold "/" (config.schema.LANE_NAME_PATTERN), so every form is unambiguous.
 """
 
 from __future__ import annotations
@@ -25,11 +23,21 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from satbench.config.schema import RunConfig
-from satbench.records.manifest import (ClockAnchor, LaneProvenance, ModelInfo, NetworkInfo, RunManifest,
-                                       RuntimeInfo, write_manifest)
+from satbench.records.manifest import (
+    ClockAnchor,
+    LaneProvenance,
+    ModelInfo,
+    NetworkInfo,
+    RunManifest,
+    RunStatus,
+    RuntimeInfo,
+    write_manifest,
+)
 
 UnitKind = Literal["solo", "together", "fairness", "refine", "start"]
 StartScenario = Literal["solo", "together"]
+_START_SCENARIOS: dict[str, StartScenario] = {"solo": "solo", "together": "together"}
+_LANE_KINDS: dict[str, UnitKind] = {"fairness": "fairness", "refine": "refine"}  # units of a whole lane
 
 
 @dataclass(frozen=True)
@@ -88,14 +96,14 @@ class UnitId:
         None for a string satbench never writes as a unit."""
         parts = text.split("/")
         unit: UnitId | None = None
-        if len(parts) == 3 and parts[2] == "start" and parts[0] in ("solo", "together"):
-            unit = cls.start(parts[0], parts[1])  # type: ignore[arg-type]
+        if len(parts) == 3 and parts[2] == "start" and (scenario := _START_SCENARIOS.get(parts[0])):
+            unit = cls.start(scenario, parts[1])
         elif len(parts) == 4 and parts[0] == "solo" and parts[2].isdigit() and parts[3].isdigit():
             unit = cls.solo(parts[1], int(parts[2]), int(parts[3]))
         elif len(parts) == 3 and parts[0] == "together" and parts[1].isdigit() and parts[2].isdigit():
             unit = cls.together(int(parts[1]), int(parts[2]))
-        elif len(parts) == 2 and parts[0] in ("fairness", "refine"):
-            unit = cls(parts[0], lane=parts[1])  # type: ignore[arg-type]
+        elif len(parts) == 2 and (kind := _LANE_KINDS.get(parts[0])):
+            unit = cls(kind, lane=parts[1])
         return unit if unit is not None and str(unit) == text else None
 
 
@@ -191,9 +199,9 @@ class Ledger:
         self.manifest.refine_levels[lane] = levels
         self.write()
 
-    def finish(self, status: str, reason: str | None, finished_at: str | None) -> None:
+    def finish(self, status: RunStatus, reason: str | None, finished_at: str | None) -> None:
         """Record how the run ended (status, reason, ISO-8601 end time), and write run.json."""
-        self.manifest.status = status  # type: ignore[assignment]
+        self.manifest.status = status
         self.manifest.status_reason = reason
         self.manifest.finished_at = finished_at
         self.write()

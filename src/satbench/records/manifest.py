@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from satbench.config.schema import RECORDED, RunConfig, Strict
+from satbench.config.schema import RECORDED, RunConfig, RuntimeKind, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
@@ -75,7 +75,7 @@ class ServerMemory(Strict):
 
 
 class RuntimeInfo(Strict):
-    kind: Literal["embedded", "native", "url"]
+    kind: RuntimeKind
     name: str = Field(description="xllamacpp wheel, llama-server binary, or running server (--url)")
     version: str | None = None
     llamacpp: bool = Field(description="llama.cpp detected through /props")
@@ -83,9 +83,10 @@ class RuntimeInfo(Strict):
     build_number: int | None = Field(None, description="llama.cpp build number parsed from build_info")
     build_commit: str | None = Field(None, description="llama.cpp commit parsed from build_info")
     binary_sha256: str | None = Field(
-        None, description="native llama-server: sha256 over the executable and the shared libraries beside it "
-                          "(identifies a build that reports no build number)")
-    backend: str | None = Field(None, description="devices the server computes on, e.g. 'CPU' or 'CUDA0 (NVIDIA H200)'")
+        None, description="native llama-server: sha256 over the executable and the shared libraries beside "
+                          "it (identifies a build that reports no build number)")
+    backend: str | None = Field(
+        None, description="devices the server computes on, e.g. 'CPU' or 'CUDA0 (NVIDIA H200)'")
     base_url: str = Field(description="server URL without credentials")
     total_slots: int | None = None
     per_slot_ctx: int | None = None
@@ -108,12 +109,14 @@ RAM_CLASS_GIB = 4  # RAM is identified by the multiple of 4 GiB at or above it (
 
 class HostInfo(Strict):
     cpu_model: str
-    cpu_signature: str | None = Field(None, description="x86: 'family F model M stepping S' from /proc/cpuinfo "
-                                      "(tells CPU generations apart where a VM shows a bare model name)")
+    cpu_signature: str | None = Field(
+        None, description="x86: 'family F model M stepping S' from /proc/cpuinfo "
+                          "(tells CPU generations apart where a VM shows a bare model name)")
     cores_logical: int
     cores_physical: int | None = None
-    cores_usable: int | None = Field(None, description="cores this process may run on: CPU affinity, capped by "
-                                     "a cgroup CPU quota (a container's --cpus); what the server can use")
+    cores_usable: int | None = Field(
+        None, description="cores this process may run on: CPU affinity, capped by "
+                          "a cgroup CPU quota (a container's --cpus); what the server can use")
     ram_bytes: int
     os: str
     python: str
@@ -127,7 +130,8 @@ class HostInfo(Strict):
         kernel release: a kernel update is not another machine), and every GPU's name, memory
         (whole GiB), driver and CUDA version. Python is not in it."""
         return {
-            "cpu_model": self.cpu_model, "cpu_signature": self.cpu_signature, "cores_logical": self.cores_logical,
+            "cpu_model": self.cpu_model, "cpu_signature": self.cpu_signature,
+            "cores_logical": self.cores_logical,
             "cores_physical": self.cores_physical, "cores_usable": self.cores_usable,
             "ram_gib": RAM_CLASS_GIB * math.ceil(self.ram_bytes / (RAM_CLASS_GIB * 2**30)),
             "os": self.os.split(" ", 1)[0],
@@ -160,13 +164,16 @@ class NetworkInfo(Strict):
     rtt_ms_p95: float | None = None
     rtt_samples: int = 0
     server_on_this_machine: bool | None = Field(
-        None, description="the server's address is one of the measuring machine's (loopback, or an address of its "
-                          "own interfaces); null in runs recorded before it was (then: path == loopback)")
+        None, description="the server's address is one of the measuring machine's (loopback, or an address "
+                          "of its own interfaces); null in runs recorded before it was "
+                          "(then: path == loopback)")
 
     @property
     def on_this_machine(self) -> bool:
         """The server ran on the machine that measured it (so its hardware block describes the server's)."""
-        return self.server_on_this_machine if self.server_on_this_machine is not None else self.path == "loopback"
+        if self.server_on_this_machine is not None:
+            return self.server_on_this_machine
+        return self.path == "loopback"
 
 
 class LaneProvenance(Strict):
@@ -213,9 +220,11 @@ class ResumeRecord(Strict):
     from_reason: str | None = None
     clock_anchor: ClockAnchor
     units_already_complete: int
-    torn_bytes_removed: int = Field(0, description="an unterminated last JSONL line a crash left, cut before appending")
+    torn_bytes_removed: int = Field(
+        0, description="an unterminated last JSONL line a crash left, cut before appending")
     servers: dict[str, RuntimeInfo] = Field(
-        default_factory=dict, description="'LANE/SCENARIO' → the server this session started (new process, same build)")
+        default_factory=dict,
+        description="'LANE/SCENARIO' → the server this session started (new process, same build)")
 
 
 class ServerFailure(Strict):
@@ -233,7 +242,8 @@ class ServerFailure(Strict):
     server_log: str | None = Field(None, description="the failed server's log file, in the run directory")
     restarted: bool = Field(False, description="a fresh server was started for the lane's remaining units")
     restarted_server: RuntimeInfo | None = None
-    skipped_units: list[str] = Field(default_factory=list, description="units not run because of this failure")
+    skipped_units: list[str] = Field(default_factory=list,
+                                     description="units not run because of this failure")
 
 
 class RunManifest(Strict):
@@ -250,8 +260,9 @@ class RunManifest(Strict):
     completed_units: list[str] = Field(
         default_factory=list, description="ledger: units finished, in order (see satbench.run.resume)")
     refine_levels: dict[str, list[int]] = Field(
-        default_factory=dict, description="lane → the extra levels --refine chose, fixed when first chosen: "
-                                          "a resume runs these (one an interrupt cut short again), never a new choice")
+        default_factory=dict,
+        description="lane → the extra levels --refine chose, fixed when first chosen: "
+                    "a resume runs these (one an interrupt cut short again), never a new choice")
     resumes: list[ResumeRecord] = Field(default_factory=list)
     server_failures: list[ServerFailure] = Field(default_factory=list)
 

@@ -12,16 +12,16 @@ import math
 import statistics
 import time
 
-from satbench.http.client import CompletionRequest, StreamOutcome
-from satbench.http.errors import NETWORK_ERRORS
 from satbench.config.schema import WorkloadConfig
 from satbench.errors import LevelFailedError, SatbenchError
-from satbench.records.events import JsonlWriter, RequestEvent, itl_ms
-from satbench.workload.fairness_plan import F1_DECODE_TARGET_MS, FairnessPlan, request_count
-from satbench.run.lane_session import LaneSession, Progress
+from satbench.http.client import CompletionRequest, StreamOutcome
+from satbench.http.errors import NETWORK_ERRORS
 from satbench.load.liveness import ServerUnresponsive, StreamActivity
 from satbench.load.loadgen import LevelPlan, run_level, run_recorded, to_event
-from satbench.workload.builder import WorkloadBuilder  # noqa: F401 - type of self.builder
+from satbench.records.events import JsonlWriter, RequestEvent, itl_ms
+from satbench.run.lane_session import LaneSession, Progress
+from satbench.workload.builder import WorkloadBuilder
+from satbench.workload.fairness_plan import F1_DECODE_TARGET_MS, FairnessPlan, request_count
 
 WATCH_TOKENS = 8  # decoders are "steady" once each has this many tokens
 PAIR_GAP_S = 0.010  # S3: the second prompt follows the first by 10 ms
@@ -30,8 +30,8 @@ F1_OUTPUT_MAX = 1024  # F1's requests stay this short however fast the server de
 
 def in_flight(plan: FairnessPlan, check: str) -> int:
     """The most requests a check has in flight at once (what a server that fell over was asked)."""
-    return {"F1": plan.f1_streams, "F2": len(plan.f2_sizes), "F3": plan.f3_clients, "S1": plan.s1_decoders + 1,
-            "S2": plan.s2_decoders + 1, "S3": 2}.get(check, 1)
+    return {"F1": plan.f1_streams, "F2": len(plan.f2_sizes), "F3": plan.f3_clients,
+            "S1": plan.s1_decoders + 1, "S2": plan.s2_decoders + 1, "S3": 2}.get(check, 1)
 
 
 class FairnessRunner:
@@ -83,7 +83,8 @@ class FairnessRunner:
         targeted = time.perf_counter_ns()
         plan = self._level_plan(check, level, rep)
         event = await run_recorded(self.s.client, req,
-                                   lambda o: to_event(plan, stream, seq, "measured", req, targeted, o, role=role),
+                                   lambda o: to_event(plan, stream, seq, "measured", req, targeted, o,
+                                                      role=role),
                                    self.sink, out=out, activity=self.activity)
         self.progress.request_done(event)
         return event
@@ -106,7 +107,8 @@ class FairnessRunner:
                 return
             await asyncio.sleep(0.002)
 
-    async def _decoders(self, check: str, n: int, output: int) -> tuple[list[StreamOutcome], list[asyncio.Task]]:
+    async def _decoders(self, check: str, n: int,
+                        output: int) -> tuple[list[StreamOutcome], list[asyncio.Task]]:
         outs = [StreamOutcome() for _ in range(n)]
         reqs = [await self._req(check, "decoder", i, self.plan.prompt, output) for i in range(n)]
         tasks = [self._spawn(self.send(check, "decoder", i, r, level=n, stream=i, out=o))
@@ -118,8 +120,10 @@ class FairnessRunner:
         p = self.plan
         self.progress.level(self.lane, "fairness calibration", 1, 1)
         for i in range(3):
-            await self.send("CAL", "prefill", i, await self._req("CAL", "prefill", i, p.calibration_prompt, 2))
-        e = await self.send("CAL", "decode", 0, await self._req("CAL", "decode", 0, p.prompt, p.calibration_output))
+            req = await self._req("CAL", "prefill", i, p.calibration_prompt, 2)
+            await self.send("CAL", "prefill", i, req)
+        req = await self._req("CAL", "decode", 0, p.prompt, p.calibration_output)
+        e = await self.send("CAL", "decode", 0, req)
         # one lone request of the lane's size, end to end (used to stagger F3's clients)
         self.lone_e2e_s = (e.end_ns - e.sent_ns) / 1e9 * p.output / p.calibration_output
         gaps = itl_ms(e)
@@ -147,11 +151,13 @@ class FairnessRunner:
             return
         self.progress.level(self.lane, "fairness F2", len(sizes), 1)
         reps = range(1, self.s.lane.fairness.f2_repetitions + 1)
+        tags = [f"alone{r}-" for r in range(3)] + [f"together{r}-" for r in reps]
         built = {(tag, i): await self._req("F2", tag, i, *sizes[i])
-                 for tag in [f"alone{r}-" for r in range(3)] + [f"together{r}-" for r in reps] for i in range(len(sizes))}
+                 for tag in tags for i in range(len(sizes))}
         # a prompt too short for its id grows to fit, by as much as the id is long: every request of a
         # size gets its longest prompt, so that a size alone and together is the same request
-        longest = {i: max(r.prompt_tokens for (_, j), r in built.items() if j == i) for i in range(len(sizes))}
+        longest = {i: max(r.prompt_tokens for (_, j), r in built.items() if j == i)
+                   for i in range(len(sizes))}
         for (tag, i), r in built.items():
             if r.prompt_tokens < longest[i]:
                 built[tag, i] = await self._req("F2", tag, i, longest[i], sizes[i][1])

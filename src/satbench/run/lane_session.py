@@ -11,31 +11,38 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Coroutine, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import psutil
 
-from satbench.http.access import EndpointSession, auth_headers, tls_context_for
-from satbench.http.endpoint import Endpoint
-from satbench.http.errors import NETWORK_ERRORS
-from satbench.http.client import StreamClient
 from satbench.config.schema import LaneConfig
 from satbench.errors import LevelFailedError, SatbenchError
-from satbench.records.events import JsonlWriter, LevelMark, RequestEvent
 from satbench.host.gpu import NvmlGpus
 from satbench.host.hardware import ram_available
-from satbench.load.liveness import (LIVENESS_TIMEOUT_S, LivenessProbe, ServerUnresponsive, StreamActivity,
-                               run_watched, watch)
+from satbench.http.access import EndpointSession, auth_headers, tls_context_for
+from satbench.http.client import StreamClient
+from satbench.http.endpoint import Endpoint
+from satbench.http.errors import NETWORK_ERRORS
+from satbench.load.liveness import (
+    LIVENESS_TIMEOUT_S,
+    LivenessProbe,
+    ServerUnresponsive,
+    StreamActivity,
+    run_watched,
+    watch,
+)
 from satbench.load.loadgen import UNREACHABLE, LevelPlan, run_level
+from satbench.load.sampler import ServerSampler
+from satbench.records.events import JsonlWriter, LevelMark, RequestEvent, Scenario
 from satbench.records.manifest import ModelInfo, NetworkInfo, RuntimeInfo, ServerMemory
-from satbench.server.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
 from satbench.server.base import Runtime
 from satbench.server.embedded import EmbeddedRuntime
 from satbench.server.memlog import LOG_VERBOSITY, StartupBuffers, startup_buffers
 from satbench.server.native import NativeRuntime
+from satbench.server.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
 from satbench.server.remote import UrlRuntime, is_loopback, served_here
-from satbench.load.sampler import ServerSampler
 from satbench.workload.builder import BACKGROUND_POOL_PER_STREAM, TOGETHER_SUFFIX, WorkloadBuilder
 
 T = TypeVar("T")
@@ -138,7 +145,7 @@ def memory_at_end(memory: ServerMemory, gpus: NvmlGpus | None) -> ServerMemory:
 def _gpu_free(gpus: NvmlGpus | None) -> int | None:
     try:
         return gpus.memory_free_bytes() if gpus is not None else None
-    except Exception:  # noqa: BLE001 - an NVML failure leaves the figure unknown, like every GPU figure
+    except Exception:  # an NVML failure leaves the figure unknown, like every GPU figure
         return None
 
 
@@ -161,7 +168,7 @@ def page_cache_backed(path: str | None) -> bool | None:
 class LaneSession:
     """The server of one lane in one scenario, and everything that talks to it."""
 
-    def __init__(self, lane: LaneConfig, scenario: str, runtime: Runtime, model: ModelInfo,
+    def __init__(self, lane: LaneConfig, scenario: Scenario, runtime: Runtime, model: ModelInfo,
                  url_secret: str | None, nonce: str) -> None:
         self.lane, self.scenario, self.runtime, self.model = lane, scenario, runtime, model
         self.headers = api_headers(lane, url_secret)

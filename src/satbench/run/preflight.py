@@ -94,9 +94,9 @@ def check_prefix_remote(cfg: RunConfig, lane: LaneConfig, lane_file: bool) -> No
 
 async def _remote_counts(cfg: RunConfig, lane: LaneConfig) -> list[int]:
     """Per sample nonce, the token count of the longest prefix; [] when /tokenize does not answer."""
+    from satbench.config.limits import PREFLIGHT_DEADLINE_S, json_answer, tokenize_limit
     from satbench.http.access import EndpointSession, remote_endpoint
     from satbench.http.errors import NETWORK_ERRORS
-    from satbench.config.limits import PREFLIGHT_DEADLINE_S, json_answer, tokenize_limit
 
     endpoint = remote_endpoint(lane)
     url = endpoint.base_url

@@ -1,18 +1,15 @@
 """`satbench sweep --resume RUN_DIR`: continue an interrupted run where it stopped.
 
-A run is a sequence of *units* (`satbench.records.ledger.UnitId`: a solo level repetition, a
-lane's --refine levels, a together step, a lane's fairness checks), each recorded in run.json's
-ledger (`completed_units`) the moment it finishes. The levels --refine chose are kept in run.json's
-`refine_levels`, so a resume runs the same levels; fairness checks are re-run whole (they
-calibrate against each other).
+A run is a sequence of *units* (`satbench.records.ledger.UnitId`), each recorded in run.json's
+`completed_units` the moment it finishes; the levels --refine chose are kept in `refine_levels`,
+so a resume runs the same levels; fairness checks are re-run whole.
 
 Resuming skips every completed unit and re-runs the others in a new *session* (run.json's
-`resumes`). Raw files stay append-only: records of a unit that a crash cut short are kept,
-and analysis uses, per unit, only the records of the latest session that ran it
-(`current_session_records`). A resume is refused when anything that makes the numbers
-comparable changed: the configuration (named field by field), the machine, satbench's version,
-the model file or the llama.cpp build (checked when each server starts), or the monotonic
-clock went back (a reboot: old and new stamps would overlap).
+`resumes`). Raw files stay append-only; analysis uses, per unit, only the records of the latest
+session that ran it (`current_session_records`). A resume is refused when anything that makes
+the numbers comparable changed: the configuration (named field by field), the machine,
+satbench's version, the model file or the llama.cpp build (checked when each server starts), or
+the monotonic clock went back (a reboot).
 """
 
 from __future__ import annotations

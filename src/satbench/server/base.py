@@ -15,16 +15,17 @@ import subprocess
 import sys
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import ClassVar
 
-from satbench.config.schema import ServerParams
+from satbench.config.schema import RuntimeKind, ServerParams
 from satbench.errors import RuntimeStartError, UserError
 from satbench.server.logscan import failure_reason_from_file
 
 
 class Runtime(ABC):
-    kind: str = ""
+    kind: ClassVar[RuntimeKind]  # each concrete runtime names its kind
 
     def __init__(self) -> None:
         self.base_url: str = ""
@@ -148,7 +149,8 @@ class ProcessRuntime(Runtime):
             raise RuntimeStartError(f"{self.label} failed to start (exit {code}): {reason}")
         if time.monotonic() >= deadline:
             self.stop()
-            raise RuntimeStartError(f"{self.label} did not start within {self.timeout_s:.0f} s (log: {self.log_path})")
+            raise RuntimeStartError(f"{self.label} did not start within {self.timeout_s:.0f} s "
+                                    f"(log: {self.log_path})")
 
     def _mark_log_start(self) -> None:
         """Remember where this start's lines will begin in the (appended) log file."""
@@ -195,7 +197,8 @@ def free_loopback_port() -> int:
 def port_taken(port: int) -> str | None:
     """None when 127.0.0.1:port can be listened on now, else why not (e.g. "Address already in use")."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as llama-server does: TIME_WAIT is no obstacle
+        # as llama-server does: TIME_WAIT is no obstacle
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
             s.listen(1)

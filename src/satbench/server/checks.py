@@ -19,7 +19,6 @@ from satbench.config.schema import LaneConfig
 from satbench.errors import UserError
 from satbench.records.manifest import LaneProvenance, ModelInfo, RuntimeInfo
 
-
 CTX_PAD = 256  # llama.cpp pads a slot's context up to a multiple of this
 
 
@@ -49,8 +48,8 @@ def check_planned_fit(lane: LaneConfig) -> None:
         return  # a running server's context is its own; without --ctx-size satbench asks for enough
     most = slot_ctx_at_most(lane.server.n_ctx, lane.slots_wanted(), lane.server.kv_unified)
     if most < lane.workload.prompt_tokens + lane.workload.output_tokens:
-        raise _does_not_fit(lane, f"--ctx-size {lane.server.n_ctx} over {lane.slots_wanted()} slots gives each "
-                                  f"slot at most {most}")
+        raise _does_not_fit(lane, f"--ctx-size {lane.server.n_ctx} over {lane.slots_wanted()} slots gives "
+                                  f"each slot at most {most}")
 
 
 def check_server_fits(lane: LaneConfig, rt: RuntimeInfo, strict: bool) -> None:
@@ -79,7 +78,8 @@ def check_fits(lane: LaneConfig, total_slots: int | None, per_slot_ctx: int | No
           "queue_bound; --strict refuses them)", file=sys.stderr)
 
 
-def check_same_server(lane: str, stored: LaneProvenance, scenario: str, model: ModelInfo, rt: RuntimeInfo) -> None:
+def check_same_server(lane: str, stored: LaneProvenance, scenario: str, model: ModelInfo,
+                      rt: RuntimeInfo) -> None:
     """Every server a lane starts (again, on --resume; or for another scenario) must serve the
     same model file with the same build as the lane's first; and the same shape (slots,
     per-slot context) as the earlier server of the same scenario. A server that is not llama.cpp
@@ -89,14 +89,15 @@ def check_same_server(lane: str, stored: LaneProvenance, scenario: str, model: M
     (it was renamed from "remote server"): not compared; its model, build and shape are."""
     was = stored.model
     if was.sha256 and model.sha256 and was.sha256 != model.sha256:
-        raise UserError(f"cannot continue lane {lane}: its model file changed (sha256 {was.sha256[:12]} in the run, "
-                        f"{model.sha256[:12]} now)")
+        raise UserError(f"cannot continue lane {lane}: its model file changed (sha256 {was.sha256[:12]} "
+                        f"in the run, {model.sha256[:12]} now)")
     if was.path != model.path and was.sha256 is None:
         raise UserError(f"cannot continue lane {lane}: the server now serves {model.path}, not {was.path}")
     alias_was = stored.runtime.model_alias
-    if (not stored.runtime.llamacpp and not rt.llamacpp and alias_was is not None and rt.model_alias is not None
-            and alias_was != rt.model_alias):
-        raise UserError(f"cannot continue lane {lane}: the server now serves {rt.model_alias!r}, not {alias_was!r}")
+    if (not stored.runtime.llamacpp and not rt.llamacpp and alias_was is not None
+            and rt.model_alias is not None and alias_was != rt.model_alias):
+        raise UserError(f"cannot continue lane {lane}: the server now serves {rt.model_alias!r}, "
+                        f"not {alias_was!r}")
     same_scenario = {"solo": stored.runtime, "together": stored.together_runtime,
                      "fairness": stored.fairness_runtime}.get(scenario)
     label = () if stored.runtime.kind == rt.kind == "url" else ("name",)
@@ -107,4 +108,5 @@ def check_same_server(lane: str, stored: LaneProvenance, scenario: str, model: M
     for old, field in checks:
         a, b = getattr(old, field), getattr(rt, field)
         if a != b and not (field == "binary_sha256" and a is None):  # a run from before 2.3 has none
-            raise UserError(f"cannot continue lane {lane}: the server's {field} is {b!r} now, {a!r} in the run")
+            raise UserError(f"cannot continue lane {lane}: the server's {field} is {b!r} now, "
+                            f"{a!r} in the run")

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import IO
 
 from satbench.config.schema import ServerParams
 from satbench.records.rundir import open_run_file
@@ -24,11 +25,11 @@ class EmbeddedRuntime(ProcessRuntime):
         self.model_path = model_path
         self.params, self.n_parallel, self.n_ctx = params, n_parallel, n_ctx
         self.timeout_s = startup_timeout_s
-        self.log_path = log_path
+        self.log_path: Path = log_path
         self._devices: list[str] = []
         self.verbosity = verbosity
         self.server_args = llama_server_flags(params, n_parallel, n_ctx, verbosity)
-        self._log = None
+        self._log: IO[bytes] | None = None
 
     def name_and_version(self) -> tuple[str, str | None]:
         try:
@@ -78,7 +79,8 @@ class EmbeddedRuntime(ProcessRuntime):
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "satbench.server.embedded_child", str(params_path), str(ready_path)],
             stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent(),  # gone with satbench even while still loading (stdin EOF comes later)
+            # gone with satbench even while still loading (stdin EOF comes later)
+            preexec_fn=die_with_parent(),
         )
         self.pid = self._proc.pid
         return ready_path

@@ -8,6 +8,7 @@ died) or on SIGTERM. llama.cpp logs to this process's stderr, which the parent c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -55,7 +56,7 @@ def main(argv: list[str]) -> int:
 
     try:
         server = xllamacpp.Server(build_params(cfg))
-    except Exception as exc:  # noqa: BLE001 - the parent reads the reason from the log
+    except Exception as exc:  # the parent reads the reason from the log
         print(f"satbench-embedded: server failed to start: {exc}", file=sys.stderr, flush=True)
         return 3
     stop = threading.Event()
@@ -68,13 +69,11 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=watch_stdin, daemon=True).start()
     tmp = ready_path + READY_TMP_SUFFIX
     devices = []
-    try:
+    with contextlib.suppress(Exception):  # the backend is provenance, not a reason to fail
         devices = [f"{d.get('name')} ({d.get('description')})" for d in xllamacpp.get_device_info()]
-    except Exception:  # noqa: BLE001 - the backend is provenance, not a reason to fail
-        pass
     try:  # in the run directory: never written through a link (its rule)
-        with open_run_file(Path(tmp), "w") as fh:
-            json.dump({"base_url": server.listening_address, "pid": os.getpid(), "devices": devices}, fh)
+        with open_run_file(Path(tmp), "w") as out:
+            json.dump({"base_url": server.listening_address, "pid": os.getpid(), "devices": devices}, out)
     except RunDirError as exc:
         print(f"satbench-embedded: {exc}", file=sys.stderr, flush=True)
         return 3

@@ -25,7 +25,8 @@ def failure_reason(log_text: str) -> str | None:
         return _clean(specific[0])
     if errors:
         return _clean(errors[-1])
-    return f"no error in its log; last line: {_clean(lines[-1])}" if lines else None  # e.g. killed by a signal
+    # no error line: e.g. killed by a signal
+    return f"no error in its log; last line: {_clean(lines[-1])}" if lines else None
 
 
 def failure_reason_from_file(path: Path | None) -> str | None:

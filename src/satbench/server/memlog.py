@@ -1,21 +1,17 @@
 """What a llama.cpp server allocated as it started, read from its own log.
 
-llama.cpp prints one line per backend buffer while it loads (libllama's INFO lines, which its
-server passes on only at log verbosity >= 4, ``LOG_VERBOSITY``; at that level it also lists its
-whole prompt cache on every request, a log that grows with the square of the requests served, so
-satbench reads them from a start of its own, the memory probe, and measures a server at the
-default verbosity):
+llama.cpp prints one line per backend buffer while it loads, passed on by its server only at log
+verbosity >= ``LOG_VERBOSITY`` (at which it also logs its prompt cache on every request, so
+satbench reads these from a start of its own, the memory probe):
 
 - ``load_tensors:   CPU_Mapped model buffer size =    93.74 MiB`` (weights),
-- ``llama_kv_cache:        CPU KV buffer size =     3.00 MiB`` (each KV cache: a model with sliding
-  window attention or DeepSeek V4's compressed attention has several),
+- ``llama_kv_cache:        CPU KV buffer size =     3.00 MiB`` (each KV cache; there may be several),
 - ``llama_memory_recurrent:   CPU RS buffer size = …`` and
   ``llama_dsv4_comp_state:   CPU DSV4 csa state buffer size = …`` (recurrent and compressor state),
 - ``sched_reserve:   CPU compute buffer size = …`` and ``llama_context:   CPU  output buffer size = …``,
 
-and ``llama_context: n_seq_max = 4`` / ``n_ctx = 4096`` for the cache's shape. Nothing else
-reports these sizes: ``/props`` and ``/metrics`` do not. Only the part of a log written by one
-start is read (a log file that already existed is appended to).
+and ``llama_context: n_seq_max = 4`` / ``n_ctx = 4096`` for the cache's shape. Only the part of
+a log written by one start is read (a log file that already existed is appended to).
 """
 
 from __future__ import annotations
@@ -24,8 +20,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from satbench.config.limits import (
+    MAX_CTX_TOKENS,
+    MAX_LOG_LINE_CHARS,
+    MAX_SLOTS,
+    MAX_STARTUP_LOG_BYTES,
+    checked_int,
+)
 from satbench.errors import ParseError
-from satbench.config.limits import MAX_CTX_TOKENS, MAX_LOG_LINE_CHARS, MAX_SLOTS, MAX_STARTUP_LOG_BYTES, checked_int
 from satbench.records.manifest import BufferKind, BufferSize
 
 LOG_VERBOSITY = 4  # llama.cpp's "trace" level: the lowest at which libllama's buffer lines reach the log

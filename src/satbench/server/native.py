@@ -10,9 +10,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from satbench.config.limits import MAX_DEVICES, MAX_HEALTH_BYTES, MAX_SERVER_TEXT_CHARS, MAX_TOOL_OUTPUT_BYTES
 from satbench.config.schema import ServerParams
 from satbench.errors import ParseError, RuntimeStartError, UserError
-from satbench.config.limits import MAX_DEVICES, MAX_HEALTH_BYTES, MAX_SERVER_TEXT_CHARS, MAX_TOOL_OUTPUT_BYTES
 from satbench.models.files import sha256_file
 from satbench.server.base import ProcessRuntime, die_with_parent, llama_server_flags, server_port
 
@@ -27,7 +27,7 @@ class NativeRuntime(ProcessRuntime):
         super().__init__()
         self.server_bin, self.model_path, self.params = server_bin, model_path, params
         self.timeout_s = startup_timeout_s
-        self.log_path = log_path
+        self.log_path: Path = log_path
         self.server_args = llama_server_flags(params, n_parallel, n_ctx, verbosity) + ["--metrics", "--slots"]
         self._version: str | None = None
         self._binary_sha256: str | None = None
@@ -73,15 +73,17 @@ class NativeRuntime(ProcessRuntime):
 
         with open_run_file(self.log_path, "ab") as log:
             try:
-                self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                              start_new_session=True, preexec_fn=die_with_parent())
+                self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                              stderr=subprocess.STDOUT, start_new_session=True,
+                                              preexec_fn=die_with_parent())
             except OSError as exc:  # e.g. ENOEXEC: a script without #! line, a binary for another machine
                 raise RuntimeStartError(f"cannot run {self.server_bin}: {exc.strerror or exc}") from exc
         self.pid = self._proc.pid
         self.base_url = f"http://127.0.0.1:{port}"
 
 
-DEVICE_MEMORY = re.compile(r"\s*\([^()]*MiB free\)\s*$")  # " (143156 MiB, 140173 MiB free)": changes run to run
+# " (143156 MiB, 140173 MiB free)": changes run to run
+DEVICE_MEMORY = re.compile(r"\s*\([^()]*MiB free\)\s*$")
 
 
 _BACKENDS: dict[tuple[str, int | None], str | None] = {}

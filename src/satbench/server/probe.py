@@ -11,16 +11,41 @@ import statistics
 import sys
 import time
 import urllib.error
+from typing import TypeVar
 
-from satbench.http.access import EndpointSession, get_bytes, remote_endpoint
-from satbench.http.errors import (NETWORK_ERRORS, STALE_CONNECTION, describe, tls_cause, tls_failure,
-                                  unreachable)
+from pydantic import Field
+
+from satbench.config.limits import (
+    MAX_CTX_TOKENS,
+    MAX_HEALTH_BYTES,
+    MAX_METRICS_BYTES,
+    MAX_MODELS_BYTES,
+    MAX_PROPS_BYTES,
+    MAX_SLOTS,
+    MAX_SLOTS_BYTES,
+    MAX_TOKEN_ID,
+    PREFLIGHT_DEADLINE_S,
+    PROBE_DEADLINE_S,
+    RTT_DEADLINE_S,
+    AnswerTimeoutError,
+    AnswerTooLarge,
+    checked_int,
+    figure,
+    json_answer,
+    text_figure,
+    tokenize_limit,
+)
 from satbench.config.schema import LaneConfig, Strict
 from satbench.errors import ParseError, RuntimeStartError, UserError
-from satbench.config.limits import (MAX_CTX_TOKENS, MAX_HEALTH_BYTES, MAX_METRICS_BYTES, MAX_MODELS_BYTES,
-                             MAX_PROPS_BYTES, MAX_SLOTS, MAX_SLOTS_BYTES, MAX_TOKEN_ID,
-                             PREFLIGHT_DEADLINE_S, PROBE_DEADLINE_S, RTT_DEADLINE_S, AnswerTimeoutError,
-                             AnswerTooLarge, checked_int, figure, json_answer, text_figure, tokenize_limit)
+from satbench.http.access import EndpointSession, get_bytes, remote_endpoint
+from satbench.http.errors import (
+    NETWORK_ERRORS,
+    STALE_CONNECTION,
+    describe,
+    tls_cause,
+    tls_failure,
+    unreachable,
+)
 from satbench.workload.builder import Tokenizer
 
 
@@ -32,7 +57,7 @@ class ServerFacts(Strict):
     model_alias: str | None = None
     model_path: str | None = None
     openai_model: str | None = None
-    unavailable: list[str] = []  # one line per /props figure refused (type, range), each naming why
+    unavailable: list[str] = Field(default_factory=list)  # one line per /props figure refused, with why
 
 
 class PropsFigures(Strict):
@@ -44,7 +69,10 @@ class PropsFigures(Strict):
     build_info: str | None = None
     model_alias: str | None = None
     model_path: str | None = None
-    unavailable: list[str] = []
+    unavailable: list[str] = Field(default_factory=list)
+
+
+_V = TypeVar("_V")
 
 
 def props_figures(props: dict, where: str) -> PropsFigures:
@@ -53,7 +81,7 @@ def props_figures(props: dict, where: str) -> PropsFigures:
     MAX_SERVER_TEXT_CHARS. Never raises."""
     reasons: list[str] = []
 
-    def keep(pair: tuple) -> object:
+    def keep(pair: tuple[_V, str | None]) -> _V:
         value, why = pair
         if why is not None:
             reasons.append(f"{where}: {why}; recorded as unavailable")
@@ -78,8 +106,8 @@ LOADING_WAIT_S = 60.0  # how long the preflight waits for a url lane's server to
 
 
 def still_loading(base_url: str) -> str:
-    return (f"the server at {base_url} is still loading its model (HTTP 503 Loading model): wait until /health "
-            "answers 200, then run again")
+    return (f"the server at {base_url} is still loading its model (HTTP 503 Loading model): wait until "
+            "/health answers 200, then run again")
 
 
 def is_loading(status: int, body: bytes) -> bool:
@@ -88,9 +116,10 @@ def is_loading(status: int, body: bytes) -> bool:
     if status != 503:
         return False
     try:
-        err = json_answer(body, "").get("error")
-    except (ParseError, AttributeError):
+        answer = json_answer(body, "")
+    except ParseError:
         return False
+    err = answer.get("error") if isinstance(answer, dict) else None
     return isinstance(err, dict) and err.get("message") == "Loading model"
 
 
@@ -112,7 +141,8 @@ async def _get_json(session: EndpointSession, path: str, limit_bytes: int,
 
 def refused_access(base_url: str, status: int, key_sent: bool, path: str = "/props") -> str:
     if key_sent:
-        return f"{base_url} refused the API key (HTTP {status} on {path}): check --api-key-env / --api-key-file"
+        return (f"{base_url} refused the API key (HTTP {status} on {path}): "
+                "check --api-key-env / --api-key-file")
     return (f"{base_url} needs an API key (HTTP {status} on {path}): pass --api-key-env VAR or "
             "--api-key-file FILE")
 
@@ -263,8 +293,8 @@ def shape_of(props: dict) -> tuple[int | None, int | None]:
 _ENDPOINT_LOSS = {
     "/metrics": ("--metrics", "decode-weighted busy slots and requests_deferred (the queue cross-check), and "
                               "the slot-bound reading of what saturated"),
-    "/slots": ("--slots (drop --no-slots)", "busy slots sampled from /slots (time-weighted occupancy then comes "
-                                            "from /metrics requests_processing, if that is on)"),
+    "/slots": ("--slots (drop --no-slots)", "busy slots sampled from /slots (time-weighted occupancy then "
+                                            "comes from /metrics requests_processing, if that is on)"),
 }
 
 
@@ -282,8 +312,9 @@ def endpoint_warnings(lane: LaneConfig, timeout_s: float = PREFLIGHT_DEADLINE_S)
             get_bytes(endpoint, path, timeout_s, limit_bytes=_ENDPOINT_LIMIT[path])
         except urllib.error.HTTPError as exc:
             if exc.code == 501:
-                out.append(f"satbench: warning: lane {lane.name}: the server at {url} has {path} disabled (HTTP 501): "
-                           f"start it with {flag} to measure {lost}; without it those figures are null")
+                out.append(f"satbench: warning: lane {lane.name}: the server at {url} has {path} disabled "
+                           f"(HTTP 501): start it with {flag} to measure {lost}; without it those figures "
+                           "are null")
         except (*NETWORK_ERRORS, ParseError):
             pass  # the sampler records what the endpoint answers
     return out
@@ -331,7 +362,7 @@ def rtt_summary(samples: list[float]) -> tuple[float | None, float | None]:
     if not samples:
         return None, None
     ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     return statistics.median(ordered), p95
 
 

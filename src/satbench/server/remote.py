@@ -24,7 +24,7 @@ def served_here(url: str) -> bool:
         return True
     try:
         host = urllib.parse.urlsplit(url).hostname
-        resolved = {info[4][0] for info in socket.getaddrinfo(host, None)}
+        resolved = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
     except (OSError, UnicodeError, ValueError):
         return False
     return bool(resolved) and all(_local(a) for a in resolved)

@@ -1,0 +1,161 @@
+"""The commands that measure nothing: they read a run directory (analyze, recommend, report, verify,
+compare), a lane file and recommendations (capability), or write a schema or a synthetic model. Each
+takes the parsed arguments and returns the exit code; a user error is a SatbenchError (cli.main)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from satbench.cli.args import lanes_config
+from satbench.config.schema import RunConfig
+from satbench.errors import UserError
+from satbench.records.rundir import refuse_if_in_use
+
+
+def remote_preflight(cfg: RunConfig) -> None:
+    """Unreadable keys or CA files fail before anything starts; --insecure says so on stderr."""
+    from satbench.http.access import check_remote_access
+
+    for line in check_remote_access(cfg):
+        print(line, file=sys.stderr)
+
+
+def cmd_analyze(a: argparse.Namespace) -> int:
+    from satbench.analysis.analyze import analyze_and_write
+    from satbench.report.table import print_results
+
+    refuse_if_in_use(Path(a.run_dir))
+    results = analyze_and_write(Path(a.run_dir))
+    print_results(results, run_dir=Path(a.run_dir))
+    note_stale_report(Path(a.run_dir), ["results.json", "verdicts.json"])
+    return 0
+
+
+def note_stale_report(run_dir: Path, rewritten: list[str]) -> None:
+    from satbench.report.integrity import stale_sums_note
+
+    if (note := stale_sums_note(run_dir, rewritten)) is not None:
+        print(note, file=sys.stderr)
+
+
+def cmd_schema(a: argparse.Namespace) -> int:
+    from satbench.analysis.results import results_json_schema, verdicts_json_schema
+    from satbench.capability.report import capability_json_schema
+    from satbench.saturation.recommendations_file import recommendations_json_schema
+
+    schema = {"results": results_json_schema, "verdicts": verdicts_json_schema,
+              "recommendations": recommendations_json_schema, "capability": capability_json_schema}[a.name]()
+    print(json.dumps(schema, indent=2, sort_keys=True))
+    return 0
+
+
+def show_recommendations(recs, path: Path) -> None:
+    from satbench.report.table import print_recommendations
+
+    print_recommendations(recs)
+    print(f"recommendations: {path}")
+
+
+def cmd_capability(a: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from satbench.capability.report import capability_report, render_json, render_litellm
+
+    if a.together or a.with_fairness or a.checks or a.refine:
+        raise UserError("capability reads recommendations; --together, --with-fairness, --checks and "
+                        "--refine belong to sweep")
+    if a.max_age_days <= 0:
+        raise UserError("--max-age-days must be positive")
+    cfg = lanes_config(a)
+    remote_preflight(cfg)
+    report = capability_report(cfg, Path(a.recommendations), dt.timedelta(days=a.max_age_days))
+    text = render_json(report) if a.format == "json" else render_litellm(report, cfg)
+    if a.output:
+        from satbench.records.manifest import write_text_atomic
+
+        write_text_atomic(Path(a.output), text, output_flag="-o")
+    else:
+        sys.stdout.write(text)
+    for lane in report.lanes:
+        if lane.status == "unmeasured":
+            print(f"satbench: lane {lane.lane} is unmeasured here: {lane.reason}", file=sys.stderr)
+    return 0
+
+
+def show_report(files) -> None:
+    print(f"report: {files.evidence}, {files.html} ({len(files.plots)} plots), {files.csv}; "
+          f"bundle digest (sha256 of SHA256SUMS) {files.bundle_digest}")
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from satbench.pipeline import report
+
+    refuse_if_in_use(Path(a.run_dir))
+    show_report(report(Path(a.run_dir)))
+    return 0
+
+
+VERIFY_FAILED = 7
+
+
+def cmd_verify(a: argparse.Namespace) -> int:
+    from satbench.pipeline import verify
+
+    v = verify(Path(a.run_dir))
+    for label, items in (("MODIFIED", v.modified), ("MISSING", v.missing), ("INCONSISTENT", v.inconsistent),
+                         ("NOT COVERED by SHA256SUMS", v.uncovered),
+                         ("not listed (added after the report)", v.unlisted)):
+        for item in items:
+            print(f"{label}: {item}")
+    if v.rounding:
+        print("equal to a fresh derivation within floating-point rounding (derived by another Python, "
+              f"numpy or scipy): {', '.join(v.rounding)}")
+    if v.older_schema:
+        print("written by an earlier satbench, consistent under the current schemas: "
+              f"{', '.join(v.older_schema)}")
+    verdict = "OK" if v.ok else "FAILED"
+    print(f"verify {verdict}: {v.files_checked} files in SHA256SUMS, {len(v.modified)} modified, "
+          f"{len(v.missing)} missing, {len(v.inconsistent)} derived files inconsistent with the raw ones, "
+          f"{len(v.uncovered)} not covered; "
+          f"bundle digest {v.bundle_digest}")
+    return 0 if v.ok else VERIFY_FAILED
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    from satbench.report.compare import compare_runs, print_comparison
+
+    print_comparison(compare_runs(Path(a.run_a), Path(a.run_b)))
+    return 0
+
+
+def cmd_recommend(a: argparse.Namespace) -> int:
+    from satbench.records.manifest import read_manifest
+
+    read_manifest(Path(a.run_dir))  # a path that is no run says so, as analyze does (not "no results.json")
+    refuse_if_in_use(Path(a.run_dir))
+    from satbench.pipeline import recommendations
+
+    show_recommendations(*recommendations(Path(a.run_dir)))
+    note_stale_report(Path(a.run_dir), ["recommendations.json"])
+    return 0
+
+
+def cmd_models(a: argparse.Namespace) -> int:
+    from satbench.models.shapes import parse_overrides, spec_for
+    from satbench.models.synthetic import output_path, refuse_to_replace, write_synthetic_gguf
+
+    overrides = parse_overrides(a.dim)
+    spec_for(a.arch, a.size, a.vocab, overrides)  # a refused shape says so before the output is looked at
+    output_path(a.output)
+    if not a.force:
+        refuse_to_replace(a.output)
+    info = write_synthetic_gguf(a.output, arch=a.arch, size=a.size, seed=a.seed, n_vocab=a.vocab,
+                                overrides=overrides)
+    dims = f", dimensions {info.dims}" if info.dims else ""
+    print(f"wrote {info.path}: SYNTHETIC random weights, {info.arch} {info.size}{dims}, "
+          f"vocab {info.n_vocab:,}, seed {info.seed}, {info.n_params:,} parameters, "
+          f"{info.file_bytes:,} bytes, sha256 {info.sha256}")
+    return 0

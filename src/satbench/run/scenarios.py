@@ -1,0 +1,241 @@
+"""The scenarios of a sweep over its lanes' servers: every lane alone (solo, with --refine's extra
+levels), all lanes at once (together), and the fairness checks, each unit recorded in run.json as it
+completes (records.ledger).
+
+A level that loses its server is recorded as a server failure (run.failures); the lane's levels at or
+above it are not run, and a fresh server runs the rest. Together: the level positions and repetitions
+every lane has, in lockstep, until a lane fails; the fairness checks end at the check that lost the
+server.
+"""
+
+from __future__ import annotations
+
+import sys
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, Protocol
+
+from satbench.config.schema import LaneConfig, RunConfig, not_together, together_shape
+from satbench.errors import LevelFailedError, RuntimeStartError
+from satbench.host.gpu import NvmlGpus
+from satbench.records.events import JsonlWriter, Scenario
+from satbench.records.ledger import (
+    Ledger,
+    StartScenario,
+    fairness_unit,
+    refine_unit,
+    solo_unit,
+    together_unit,
+)
+from satbench.records.manifest import RunManifest, ServerFailure
+from satbench.run.failures import Failures
+from satbench.run.fairness import FairnessRunner
+from satbench.run.lane_session import LaneSession, Progress, memory_at_end, together_step
+from satbench.run.logs import server_log_path
+from satbench.run.plan import fairness_lane, requests_in
+from satbench.workload.fairness_plan import fairness_plan
+
+
+class Derivation(Protocol):
+    """What the sweep asks of the deriving side, which `satbench.pipeline` provides: the measuring
+    side never imports analysis, saturation or report."""
+
+    def refine_levels(self, run_dir: Path, lane: LaneConfig) -> list[int]:
+        """The extra levels --refine measures for `lane`, from the levels recorded so far."""
+
+    def derive(self, run_dir: Path) -> Any:
+        """The results of the raw files, written to the run directory (results.json, verdicts.json)."""
+
+    def stale_note(self, run_dir: Path, rewritten: list[str]) -> str | None:
+        """A note naming the files whose SHA256SUMS entry a rewrite made stale, else None."""
+
+
+class LaneScenarios(ABC):
+    """The solo, together and fairness flows over a run's lanes. The subclass (run.sweep.Sweep) sets
+    the attributes below and starts each server (`_start`)."""
+
+    cfg: RunConfig
+    run_dir: Path
+    derivation: Derivation
+    ledger: Ledger
+    failures: Failures
+    progress: Progress
+    nonce: str
+    session: int  # this session's index in run.json (0: the first)
+    refined: dict[str, list[int]]  # lane → the extra levels --refine ran in this session
+
+    @property
+    def manifest(self) -> RunManifest:
+        """run.json as this sweep keeps it (`ledger` writes it)."""
+        return self.ledger.manifest
+
+    @abstractmethod
+    async def _start(self, lane: LaneConfig, scenario: Scenario, samples: JsonlWriter,
+                     gpus: NvmlGpus | None, restart: int = 0) -> LaneSession:
+        """`lane`'s server for `scenario`, started and checked; `restart` counts the restarts after
+        a lost server."""
+
+    def _lane_did_not_start(self, lane: LaneConfig, scenario: StartScenario, exc: RuntimeStartError) -> None:
+        """A lane of a several-lane run whose server will not start (a URL that is down, a binary
+        that exits) is recorded as a server failure and the run goes on with the other lanes, so
+        what they measure is kept and recommended. A one-lane run has nothing else to measure:
+        the start failure is its answer (exit 3)."""
+        if len(self.cfg.lanes) == 1:
+            raise exc
+        self.failures.did_not_start(lane.name, scenario, self.session, exc,
+                                    [self._log_path(lane, scenario), self._log_path(lane, "memory")])
+
+    def _log_path(self, lane: LaneConfig, scenario: str, restart: int = 0) -> Path:
+        """The log file of `lane`'s server for `scenario` in this session (`server_log_path`)."""
+        return server_log_path(self.run_dir, lane.name, len(self.cfg.lanes) == 1, scenario, self.session,
+                               restart)
+
+    async def _stop(self, session: LaneSession) -> None:
+        try:
+            await session.close()
+        finally:
+            session.runtime.stop()
+
+    def _wanted(self, lane: str, n: int, rep: int) -> bool:
+        """Whether solo unit (lane, level n, repetition rep) is still to run: not done, and below
+        the lane's ceiling (`Failures.ceiling`)."""
+        ceiling = self.failures.ceiling(lane)
+        return not self.ledger.done(solo_unit(lane, n, rep)) and (ceiling is None or n < ceiling)
+
+    async def _record_failure(self, session: LaneSession, exc: LevelFailedError, unit: str,
+                              skipped: list[str]) -> ServerFailure:
+        """Stop the failed server and write down what failed, why, and what will not run because of it."""
+        log = session.runtime.log_path
+        await self._stop(session)
+        return self.failures.level_failed(exc, unit, skipped, log, self.session)
+
+    async def _solo(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
+        base = [(rep, n) for rep in range(1, lane.repetitions + 1) for n in lane.levels]
+        if not any(self._wanted(lane.name, n, rep) for rep, n in base) and (
+                not self.cfg.refine or self.ledger.done(refine_unit(lane.name))):
+            return  # --resume: this lane's solo part is finished
+        first = await self._start(lane, "solo", samples, gpus)
+        session: LaneSession | None = first
+        try:
+            session = await self._solo_units(first, base, events, samples, gpus)
+            if session is not None and self.cfg.refine and not self.ledger.done(refine_unit(lane.name)):
+                extra = self._refine_levels(lane)
+                self.refined[lane.name] = extra
+                session = await self._solo_units(session, [(rep, n) for rep in range(1, lane.repetitions + 1)
+                                                            for n in extra], events, samples, gpus)
+                self.ledger.complete(refine_unit(lane.name))
+            if session is not None:
+                self._memory_after_levels(lane, session, gpus)
+        finally:
+            if session is not None:
+                await self._stop(session)
+
+    def _memory_after_levels(self, lane: LaneConfig, session: LaneSession, gpus) -> None:
+        """Read the memory left again once the lane's levels have run (its prompt cache at its
+        fullest), beside the reading taken when its server started; once per run."""
+        prov = self.manifest.provenance
+        rt = prov.lanes[lane.name].runtime if prov is not None and lane.name in prov.lanes else None
+        if rt is None or rt.memory is None or rt.memory.ram_available_end_bytes is not None:
+            return
+        rt.memory = memory_at_end(rt.memory, gpus if session.network_info().on_this_machine else None)
+        self.ledger.write()
+
+    def _refine_levels(self, lane: LaneConfig) -> list[int]:
+        """The extra levels --refine measures for this lane, chosen once from the levels measured
+        before them and kept in run.json: a resume runs the same levels (one that an interrupt cut
+        short among them again) instead of choosing anew from data that holds the cut-short part.
+        The progress bar expects their requests from the moment they are chosen."""
+        chosen = self.ledger.refine_levels(lane.name)
+        if chosen is None:
+            chosen = [n for n in self.derivation.refine_levels(self.run_dir, lane) if n not in lane.levels
+                      and ((c := self.failures.ceiling(lane.name)) is None or n < c)]
+            self.ledger.keep_refine_levels(lane.name, chosen)
+            added = [solo_unit(lane.name, n, rep) for rep in range(1, lane.repetitions + 1) for n in chosen]
+            self.progress.skip(-requests_in(self.cfg, added, self.manifest.refine_levels))
+        return [n for n in chosen if (c := self.failures.ceiling(lane.name)) is None or n < c]
+
+    async def _solo_units(self, session: LaneSession, units: list[tuple[int, int]], events: JsonlWriter,
+                          samples: JsonlWriter, gpus) -> LaneSession | None:
+        """Run the units in order; a level that loses its server is recorded, the lane's levels at or
+        above it are dropped, and a fresh server runs the rest. None when no server is left."""
+        lane, restarts = session.lane, 0
+        for rep, n in units:
+            if not self._wanted(lane.name, n, rep):
+                continue
+            try:
+                await session.run(await session.plan(n, rep, background=False), events, self.progress)
+            except LevelFailedError as exc:
+                skipped = [solo_unit(lane.name, m, r) for r, m in units if m >= n and (r, m) != (rep, n)
+                           and not self.ledger.done(solo_unit(lane.name, m, r))]
+                failure = await self._record_failure(session, exc, solo_unit(lane.name, n, rep), skipped)
+                if not any(self._wanted(lane.name, m, r) for r, m in units):
+                    return None
+                restarts += 1
+                try:
+                    session = await self._start(lane, "solo", samples, gpus, restart=restarts)
+                except RuntimeStartError as start_exc:
+                    left = [solo_unit(lane.name, m, r) for r, m in units if self._wanted(lane.name, m, r)]
+                    self.failures.restart_failed(failure, start_exc, left)
+                    return None
+                self.failures.restarted(failure, session.runtime_info())
+                continue
+            self.ledger.complete(solo_unit(lane.name, n, rep))
+        return session
+
+    async def _fairness(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
+        if self.ledger.done(fairness_unit(lane.name)):
+            return
+        try:
+            started = await self._start(fairness_lane(lane), "fairness", samples, gpus)
+        except RuntimeStartError as exc:
+            if not self.ledger.any_completed() and len(self.cfg.lanes) == 1:
+                raise  # nothing measured, nothing else to measure: the start failure is the answer (exit 3)
+            # e.g. the checks' longer context does not fit where the sweep's did: keep what was measured
+            self.failures.fairness_did_not_start(lane.name, self.session, exc,
+                                                 self._log_path(lane, "fairness"))
+            return
+        session: LaneSession | None = started
+        try:
+            plan = fairness_plan(lane, started.runtime_info(), started.network_info())
+            runner = FairnessRunner(started, plan, events, self.progress, self.nonce)
+            await runner.run_all()
+        except LevelFailedError as exc:  # the checks after the one that lost the server are not run
+            await self._record_failure(started, exc, fairness_unit(lane.name), [])
+            session = None
+        else:
+            self.ledger.complete(fairness_unit(lane.name))
+        finally:
+            if session is not None:
+                await self._stop(session)
+
+    async def _together(self, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
+        """The level positions and repetitions every lane has, all lanes at once (a step where a lane
+        had nothing to run would measure the others alone, not together)."""
+        steps, reps = together_shape(self.cfg)
+        pending = [(rep, k) for rep in range(1, reps + 1) for k in range(steps)
+                   if not self.ledger.done(together_unit(k, rep))]
+        if not pending or self.failures.blocks_together(self.session):
+            return  # a lane that would not start (this session) is not started beside the others
+        for line in not_together(self.cfg):
+            print(f"satbench: warning: --together: {line}", file=sys.stderr)
+        sessions: list[LaneSession] = []
+        try:
+            for lane in self.cfg.lanes:
+                try:
+                    sessions.append(await self._start(lane, "together", samples, gpus))
+                except RuntimeStartError as exc:  # recorded; the lanes' solo figures stand
+                    self._lane_did_not_start(lane, "together", exc)
+                    return
+            for i, (rep, k) in enumerate(pending):
+                try:
+                    await together_step(sessions, k, rep, events, self.progress)
+                except LevelFailedError as exc:  # the together scenario ends here; the rest of the run runs
+                    failed = next(s for s in sessions if s.lane.name == exc.lane)
+                    sessions.remove(failed)
+                    await self._record_failure(failed, exc, together_unit(k, rep),
+                                               [together_unit(kk, r) for r, kk in pending[i + 1:]])
+                    return
+                self.ledger.complete(together_unit(k, rep))
+        finally:
+            for s in sessions:
+                await self._stop(s)
