@@ -1,6 +1,7 @@
 """The benchmark scripts still run against today's library (CI runs no benchmark otherwise: a
 changed signature left harness_overhead.py failing unnoticed). Smallest settings; the figures
-they print are not judged here, only that each prints its result row."""
+they print are not judged here, only that each prints its result row. The liveness benchmark waits
+out the default liveness bound, so it is marked `slow` (left out by default; `pytest -m slow`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def _run(*args: str) -> str:
-    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, cwd=BENCH.parent)
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
+                          cwd=BENCH.parent)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
@@ -35,8 +39,8 @@ def test_synthetic_write_writes_and_deletes_a_tiny_model(tmp_path):
 
 
 def test_synthetic_write_says_so_when_the_directory_is_missing(tmp_path):
-    done = subprocess.run([sys.executable, str(BENCH / "synthetic_write.py"), "--dir", str(tmp_path / "none")],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, str(BENCH / "synthetic_write.py"), "--dir",
+                           str(tmp_path / "none")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "is not a directory" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -48,6 +52,7 @@ def test_cache_per_slot_prints_llama_cpps_sizes(tmp_path):
     assert row[1:] == ["0.50", "2.00"]  # 4 layers x (K + V) x 128 x 2 bytes = 2 KiB per token
 
 
+@pytest.mark.slow  # the default liveness bound (20 s) runs out in it: pytest -m slow
 def test_liveness_bound_prints_a_row_with_the_recorded_failure():
     out = _run(str(BENCH / "liveness_bound.py"), "--levels", "1")
     rows = [ln.split(None, 3) for ln in out.splitlines() if ln.strip().startswith("1 ")]

@@ -6,6 +6,7 @@ else in the run (other lanes, the report) completes."""
 from __future__ import annotations
 
 import json
+import re
 
 import psutil
 
@@ -52,8 +53,12 @@ def test_a_native_server_that_crashes_at_4_in_flight_is_restarted_and_the_run_co
     assert any(f.startswith("repetition_failed: r1") for f in by_n[4]["flags"])
     assert lane["server_failures"][0]["level"] == 4
     rec = json.loads((run_dir / "recommendations.json").read_text())["lanes"][0]
-    assert rec["server_failure_cap"] == 3 and rec["recommended_concurrency"] == 2
-    assert rec["binding"]["reason"] == "server_failed" and "level 4" in rec["binding"]["detail"]
+    assert rec["server_failure_cap"] == 3
+    # the failure binds at 2, the top level below it; a host loaded enough to hide the gain from 1 to 2
+    # (CPU contention, even at 40 ms iterations) leaves the knee at 1 binding instead: still below the cap
+    binding = (rec["binding"]["reason"], rec["recommended_concurrency"])
+    assert binding in (("server_failed", 2), ("knee", 1)), rec["binding"]
+    assert binding[0] != "server_failed" or "level 4" in rec["binding"]["detail"]
     assert all(m["concurrency"] < 4 for m in rec["measured_levels"])
     evidence = (run_dir / "EVIDENCE.md").read_text()
     assert "## Server failures" in evidence and "level 4 (repetition 1) failed" in evidence
@@ -120,9 +125,13 @@ def test_a_server_that_dies_while_a_check_is_still_building_requests_is_a_server
     assert status_of(run_dir) == "failed"  # a fairness-only run that lost its server measured nothing whole
     failure, = json.loads((run_dir / "run.json").read_text())["server_failures"]
     assert (failure["scenario"], failure["level"]) == ("fairness", 8)
-    verdicts = {v["check"]: v["verdict"] for v in analyzable(run_dir)["lanes"][0]["fairness"]}
-    assert verdicts["S2"] == verdicts["F3"] == "inconclusive"
-    assert all(verdicts[c] in ("pass", "fail") for c in ("S3", "F1", "S1")), verdicts  # narrower: run first
+    judged = {v["check"]: v for v in analyzable(run_dir)["lanes"][0]["fairness"]}
+    assert judged["S2"]["verdict"] == judged["F3"]["verdict"] == "inconclusive"
+    # the narrower checks ran first, on a live server: judged on their own requests, none of them lost
+    # to the death (a loaded host may leave F1 inconclusive on its timings: that is its own evidence)
+    lost = re.compile(r"^not run|^no F1 requests|^missing|request\(s\) failed")
+    for check in ("S3", "F1", "S1"):
+        assert not lost.search(judged[check]["reason"] or ""), judged[check]
 
 
 def test_a_fairness_server_that_cannot_start_keeps_the_measured_sweep(tiny_gguf, tmp_path, capsys, monkeypatch):

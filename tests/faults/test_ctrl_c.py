@@ -14,8 +14,9 @@ from tests.faults.common import (analyzable, cli_subprocess, kept_vs_completed, 
 
 
 def _interrupt_when(run_dir, argv, ready, settle_s: float = 0.0, sig: int = signal.SIGINT,
-                    sigint_ignored: bool = False) -> tuple[int, str, int, float]:
-    """Start the sweep, SIGINT it once `ready(events text)`; (exit code, stderr, signal time, seconds to exit)."""
+                    sigint_ignored: bool = False) -> tuple[int, str, int]:
+    """Start the sweep, SIGINT it once `ready(events text)`; (exit code, stderr, signal time). It must
+    exit within 30 s of the signal (far less than the rest of the sweep or a hung request's timeout)."""
     ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
     proc = subprocess.Popen(cli_subprocess(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             preexec_fn=ignore)
@@ -25,15 +26,15 @@ def _interrupt_when(run_dir, argv, ready, settle_s: float = 0.0, sig: int = sign
         time.sleep(0.01)
     time.sleep(settle_s)
     sent_ns = time.perf_counter_ns()  # CLOCK_MONOTONIC, the fake's clock too
-    t0 = time.monotonic()
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
-    return proc.returncode, err, sent_ns, time.monotonic() - t0
+    return proc.returncode, err, sent_ns
 
 
-def _checks(run_dir, code, err, took):
+def _checks(run_dir, code, err):
+    """Interrupted, not finished: the last level ended `interrupted` and the run says so."""
     line = one_error_line(err)
-    assert code == 130 and took < 5, (code, took)
+    assert code == 130, code
     assert line == f"satbench: error: interrupted; what was measured is in {run_dir} (status: interrupted)"
     assert status_of(run_dir) == "interrupted"
     ends = [m for m in read_events(run_dir) if isinstance(m, LevelMark) and m.kind == "level_end"]
@@ -46,9 +47,9 @@ def _checks(run_dir, code, err, took):
 def test_ctrl_c_mid_level(fake_server, tmp_path):
     fake = fake_server(n_slots=2, decode_iteration_ms=5.0)
     run_dir = tmp_path / "run"
-    code, err, sent_ns, took = _interrupt_when(run_dir, small_sweep(fake.base_url, run_dir, requests=400, output=8),
-                                               lambda text: text.count('"phase":"measured"') >= 6)
-    line, results = _checks(run_dir, code, err, took)
+    code, err, sent_ns = _interrupt_when(run_dir, small_sweep(fake.base_url, run_dir, requests=400, output=8),
+                                         lambda text: text.count('"phase":"measured"') >= 6)
+    line, results = _checks(run_dir, code, err)
     schedule = fake.stop()
     kept, completed = kept_vs_completed(run_dir, schedule, before_ns=sent_ns - 20_000_000)  # 20 ms: in transit
     assert completed >= 6 and results["lanes"][0]["levels"][0]["counts"]["requests_ok"] >= 6
@@ -69,9 +70,9 @@ def test_ctrl_c_while_requests_hang(fake_server, tmp_path):
     fake = fake_server(n_slots=2, decode_iteration_ms=5.0, hang_from_completion=5)
     run_dir = tmp_path / "run"
     argv = small_sweep(fake.base_url, run_dir, requests=20, output=8)  # default request timeout: 300 s
-    code, err, sent_ns, took = _interrupt_when(run_dir, argv, lambda text: text.count('"phase":"measured"') >= 2,
-                                               settle_s=0.5)  # two requests hang meanwhile
-    line, _ = _checks(run_dir, code, err, took)
+    code, err, sent_ns = _interrupt_when(run_dir, argv, lambda text: text.count('"phase":"measured"') >= 2,
+                                         settle_s=0.5)  # two requests hang meanwhile
+    line, _ = _checks(run_dir, code, err)
     schedule = fake.stop()
     kept, completed = kept_vs_completed(run_dir, schedule, before_ns=sent_ns)
     assert kept == completed == 4
@@ -85,9 +86,9 @@ def test_sigterm_is_an_interruption_too(fake_server, tmp_path):
     interrupted, analyzable, resumable), not die with run.json still saying 'running'."""
     fake = fake_server(n_slots=2, decode_iteration_ms=5.0)
     run_dir = tmp_path / "run"
-    code, err, _, took = _interrupt_when(run_dir, small_sweep(fake.base_url, run_dir, requests=400, output=8),
-                                         lambda text: text.count('"phase":"measured"') >= 6, sig=signal.SIGTERM)
-    _checks(run_dir, code, err, took)
+    code, err, _ = _interrupt_when(run_dir, small_sweep(fake.base_url, run_dir, requests=400, output=8),
+                                   lambda text: text.count('"phase":"measured"') >= 6, sig=signal.SIGTERM)
+    _checks(run_dir, code, err)
 
 
 def test_sigterm_stops_a_sweep_started_in_the_background_of_a_script(fake_server, tmp_path):
@@ -95,7 +96,7 @@ def test_sigterm_stops_a_sweep_started_in_the_background_of_a_script(fake_server
     path) must still stop it cleanly instead of being ignored with the run left 'running'."""
     fake = fake_server(n_slots=2, decode_iteration_ms=5.0)
     run_dir = tmp_path / "run"
-    code, err, _, took = _interrupt_when(run_dir, small_sweep(fake.base_url, run_dir, requests=400, output=8),
-                                         lambda text: text.count('"phase":"measured"') >= 6, sig=signal.SIGTERM,
-                                         sigint_ignored=True)
-    _checks(run_dir, code, err, took)
+    code, err, _ = _interrupt_when(run_dir, small_sweep(fake.base_url, run_dir, requests=400, output=8),
+                                   lambda text: text.count('"phase":"measured"') >= 6, sig=signal.SIGTERM,
+                                   sigint_ignored=True)
+    _checks(run_dir, code, err)

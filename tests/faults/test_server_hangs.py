@@ -3,8 +3,6 @@ marked failed, nothing hangs, and what completed before is kept."""
 
 from __future__ import annotations
 
-import time
-
 from satbench.cli.main import main
 from satbench.records.events import LevelMark, read_events
 from tests.faults.common import (analyzable, kept_vs_completed, one_error_line, requests, small_sweep, status_of,
@@ -15,11 +13,8 @@ def test_server_stops_answering(fake_server, tmp_path, capsys):
     # completions 1-2: level 2's warmups, 3-6 measured and answered, from 7 on: read and never answered
     fake = fake_server(n_slots=2, decode_iteration_ms=5.0, hang_from_completion=7)
     run_dir = tmp_path / "run"
-    t0 = time.monotonic()
     code = main(small_sweep(fake.base_url, run_dir, requests=10, extra=("--request-timeout", "1")))
-    took = time.monotonic() - t0
     line = one_error_line(capsys.readouterr().err)
-    assert took < 15, f"the sweep took {took:.1f} s: something waited past the request timeout"
     assert code == 4
     assert "level 2 (repetition 1) failed: 5 requests in a row could not reach the server or got no answer" in line
     assert "timeout: request took longer than 1 s" in line

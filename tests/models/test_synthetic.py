@@ -7,7 +7,6 @@ import importlib.util
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +20,12 @@ from satbench.models import synthetic
 from satbench.models.synthetic import (
     ARCHS,
     N_VOCAB,
-    SyntheticModelInfo,
     build_vocab,
-    is_synthetic_gguf,
     parameter_count,
-    read_synthetic_metadata,
     suppressed_token_ids,
     write_synthetic_gguf,
 )
+from satbench.models.synthetic_meta import SyntheticModelInfo, is_synthetic_gguf, read_synthetic_metadata
 
 # the sizes small enough to write in every test; 1.5b and 64e are checked in test_shapes.py
 ALL_MODELS = [
@@ -66,10 +63,9 @@ def test_other_seed_gives_other_bytes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("arch", "size"), [m for m in ALL_MODELS if m[1] == "tiny"])
-def test_tiny_is_small_and_fast(tmp_path: Path, arch: str, size: str) -> None:
-    start = time.perf_counter()
+def test_tiny_is_small(tmp_path: Path, arch: str, size: str) -> None:
+    """A few MB (how long writing takes: benchmarks/synthetic_write.py)."""
     info = write_synthetic_gguf(tmp_path / "m.gguf", arch=arch, size=size)
-    assert time.perf_counter() - start < 2.0
     assert 1_000_000 < info.file_bytes < 20_000_000
 
 

@@ -1,31 +1,11 @@
 """What saturated: GPU-bound, server-CPU-bound and slot/queue-bound saturation are told apart,
-from a real sweep of the fake server (its throughput flattens past N=2) with a fake NVML."""
+from a real sweep of the fake server (its throughput flattens past N=2) with a fake NVML
+(`flat_run`, tests/saturation/conftest.py)."""
 
 from __future__ import annotations
 
-import pytest
-
-from satbench.host.gpu import NvmlGpus
 from satbench.saturation.bound import saturated_by
 from satbench.saturation.recommend import recommend_lane
-from tests.test_gpu import FakeNvml
-
-
-@pytest.fixture(scope="module")
-def flat_run(tmp_path_factory):
-    """Each busy slot adds 6 ms to a 2 ms iteration: 1→2 gains 14 %, 2→4 only 8 %: the knee is 2."""
-    import satbench.run.sweep
-    from tests.conftest import sweep_fake
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(satbench.run.sweep, "open_nvml", lambda: NvmlGpus(FakeNvml(util=(30, 0), clock=(1980, 300))))
-    try:
-        results, _, _ = sweep_fake(tmp_path_factory.mktemp("bound"),
-                                   dict(n_slots=8, decode_iteration_ms=2.0, decode_ms_per_busy_slot=6.0),
-                                   [1, 2, 4], requests=32, reps=2, prompt=16, output=16)
-    finally:
-        mp.undo()
-    return results
 
 
 def _copy(results):

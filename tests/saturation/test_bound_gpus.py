@@ -5,7 +5,6 @@ a layer split over several GPUs makes the busiest one's low utilisation no proof
 from __future__ import annotations
 
 from satbench.saturation.bound import busy_slots, busy_slots_variant, gpu_devices, saturated_by
-from tests.saturation.test_bound import flat_run  # noqa: F401 - the module-scoped sweep fixture
 
 ONE_GPU = "CUDA0: NVIDIA H200"
 TWO_GPUS = "CUDA0: NVIDIA H200; CUDA1: NVIDIA H200"
@@ -21,7 +20,7 @@ def _lane_and_level(results, backend=ONE_GPU, util=30.0):
     return lane, lv
 
 
-def test_a_gpu_without_utilisation_is_present_not_missing(flat_run):  # noqa: F811
+def test_a_gpu_without_utilisation_is_present_not_missing(flat_run):
     lane, lv = _lane_and_level(flat_run, util=None)
     assert lv.gpu is not None and lv.gpu.mem_used_peak_bytes
     sat = saturated_by(lane, lv)
@@ -31,11 +30,12 @@ def test_a_gpu_without_utilisation_is_present_not_missing(flat_run):  # noqa: F8
     assert "no GPU through NVML" in saturated_by(lane, lv).statement
 
 
-def test_a_layer_split_over_two_gpus_at_half_each_is_not_called_cpu_bound(flat_run):  # noqa: F811
+def test_a_layer_split_over_two_gpus_at_half_each_is_not_called_cpu_bound(flat_run):
     lane, lv = _lane_and_level(flat_run, backend=TWO_GPUS, util=50.0)
     assert gpu_devices(lane) == 2
     sat = saturated_by(lane, lv)
-    assert sat.resource == "undetermined" and "2 GPUs" in sat.statement and "busiest of 2 GPUs" in sat.statement
+    assert sat.resource == "undetermined"
+    assert "2 GPUs" in sat.statement and "busiest of 2 GPUs" in sat.statement
     lv.gpu.util_mean_pct = 95.0  # one device busy ≥ 80 %: still the bottleneck
     assert saturated_by(lane, lv).resource == "gpu"
     # a url lane (backend unknown) on a host where NVML sees two GPUs cannot say which the server uses
@@ -44,7 +44,7 @@ def test_a_layer_split_over_two_gpus_at_half_each_is_not_called_cpu_bound(flat_r
     assert len(lane.hardware.gpus) == 2 and saturated_by(lane, lv).resource == "undetermined"
 
 
-def test_a_single_gpu_lane_keeps_its_verdicts(flat_run):  # noqa: F811
+def test_a_single_gpu_lane_keeps_its_verdicts(flat_run):
     lane, lv = _lane_and_level(flat_run, backend=ONE_GPU, util=50.0)
     assert gpu_devices(lane) == 1 and saturated_by(lane, lv).resource == "server_cpu"
     lv.gpu.util_mean_pct = 95.0
@@ -58,7 +58,7 @@ def test_a_single_gpu_lane_keeps_its_verdicts(flat_run):  # noqa: F811
     assert gpu_devices(lane) == 0
 
 
-def test_busy_slots_is_public_and_names_its_variant(flat_run):  # noqa: F811
+def test_busy_slots_is_public_and_names_its_variant(flat_run):
     lane, lv = _lane_and_level(flat_run)
     lv.occupancy.decode_weighted_busy_slots, lv.occupancy.time_weighted_busy_slots = None, 0.7
     assert busy_slots(lv) == 0.7 and busy_slots_variant(lv) == "time-weighted"

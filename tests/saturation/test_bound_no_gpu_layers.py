@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from satbench.saturation.bound import gpu_devices, saturated_by
-from tests.saturation.test_bound import flat_run  # noqa: F401 - the module-scoped sweep fixture
 
 TWO_GPUS = "CUDA0: NVIDIA H200; CUDA1: NVIDIA H200"
 
@@ -25,7 +24,7 @@ def _lane_and_level(results, n_gpu_layers, backend=TWO_GPUS, util=2.0, cpu=1.95)
     return lane, lv
 
 
-def test_no_layers_offloaded_uses_no_gpu(flat_run):  # noqa: F811
+def test_no_layers_offloaded_uses_no_gpu(flat_run):
     lane, lv = _lane_and_level(flat_run, 0)
     assert gpu_devices(lane) == 0
     sat = saturated_by(lane, lv)
@@ -35,7 +34,7 @@ def test_no_layers_offloaded_uses_no_gpu(flat_run):  # noqa: F811
 
 
 @pytest.mark.parametrize("util", [95.0, 70.0, 30.0])
-def test_the_hosts_gpu_figures_do_not_classify_a_cpu_only_server(flat_run, util):  # noqa: F811
+def test_the_hosts_gpu_figures_do_not_classify_a_cpu_only_server(flat_run, util):
     """A GPU kept busy by another process is not this server's bound; idle, it proves nothing either:
     only the server's own CPU use decides."""
     lane, lv = _lane_and_level(flat_run, 0, util=util, cpu=0.4)
@@ -48,7 +47,7 @@ def test_the_hosts_gpu_figures_do_not_classify_a_cpu_only_server(flat_run, util)
 
 
 @pytest.mark.parametrize("ngl", [None, -1, 99])
-def test_an_offloading_server_keeps_its_verdicts(flat_run, ngl):  # noqa: F811
+def test_an_offloading_server_keeps_its_verdicts(flat_run, ngl):
     lane, lv = _lane_and_level(flat_run, ngl, util=50.0)
     assert gpu_devices(lane) == 2
     sat = saturated_by(lane, lv)
@@ -60,7 +59,7 @@ def test_an_offloading_server_keeps_its_verdicts(flat_run, ngl):  # noqa: F811
     assert saturated_by(lane, lv).resource == "server_cpu"
 
 
-def test_a_running_server_may_split_over_the_hosts_gpus(flat_run):  # noqa: F811
+def test_a_running_server_may_split_over_the_hosts_gpus(flat_run):
     lane, lv = _lane_and_level(flat_run, None, backend=None, util=50.0)
     assert len(lane.hardware.gpus) == 2 and gpu_devices(lane) == 2
     sat = saturated_by(lane, lv)

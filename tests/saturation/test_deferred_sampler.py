@@ -39,7 +39,8 @@ def test_without_metrics_the_confirmation_reads_the_time_weighted_busy_slots_as_
         lv.occupancy.decode_weighted_busy_slots = None
     levels[2].occupancy.time_weighted_busy_slots = 3.8
     conf = confirmation(levels, 2, 4)
-    assert conf.busy_slots == 3.8 and conf.busy_slots_variant == "time-weighted" and conf.busy_slots_per_decode is None
+    assert conf.busy_slots == 3.8 and conf.busy_slots_variant == "time-weighted"
+    assert conf.busy_slots_per_decode is None
     assert "3.8 of 4 slots busy time-weighted" in conf.statement and conf.slots_saturated
     levels[2].occupancy.decode_weighted_busy_slots = 2.0
     conf = confirmation(levels, 2, 4)

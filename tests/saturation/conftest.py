@@ -1,0 +1,28 @@
+"""The sweep the saturation tests share: built once per session (24 s of the fake's timers), each
+test deriving from its own deep copy."""
+
+from __future__ import annotations
+
+import pytest
+
+from satbench.host.gpu import NvmlGpus
+from tests.test_gpu import FakeNvml
+
+
+@pytest.fixture(scope="session")
+def flat_run(tmp_path_factory):
+    """A real sweep of the fake server at N = 1, 2, 4 with a fake NVML of two GPUs (30 % and 0 % busy).
+    Each busy slot adds 6 ms to a 2 ms iteration: 1→2 gains 14 %, 2→4 only 8 %: the knee is 2.
+    Shared: a test copies it (`model_copy(deep=True)`) before changing anything."""
+    import satbench.run.sweep
+    from tests.conftest import sweep_fake
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(satbench.run.sweep, "open_nvml", lambda: NvmlGpus(FakeNvml(util=(30, 0), clock=(1980, 300))))
+    try:
+        results, _, _ = sweep_fake(tmp_path_factory.mktemp("bound"),
+                                   dict(n_slots=8, decode_iteration_ms=2.0, decode_ms_per_busy_slot=6.0),
+                                   [1, 2, 4], requests=32, reps=2, prompt=16, output=16)
+    finally:
+        mp.undo()
+    return results
