@@ -27,7 +27,7 @@ def test_a_url_lane_measured_on_the_same_server_is_advertised(fake_server, tmp_p
 
 
 def test_a_url_lane_whose_server_now_reports_another_build_is_refused(fake_server, tmp_path, capsys, monkeypatch):
-    from satbench.capability import report as capability
+    from satbench.capability import node as capability
 
     real = capability.remote_props
 

@@ -123,9 +123,9 @@ def test_a_lane_measured_from_another_machine_is_refused_even_on_the_node_that_s
 def test_a_recommendation_with_an_slo_derived_before_1_7_is_not_advertised():
     """Before 1.7 a p95 too few samples could bound met its SLO target by its largest sample: a lane
     with an SLO from such a file may be advertised above what its SLO allows."""
-    from satbench.capability.report import slo_derived_too_early
+    from satbench.capability.checks import slo_derived_too_early
     from satbench.config.schema import SloConfig
-    from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile
+    from satbench.saturation.recommendations_file import LaneRecommendation, RecommendationsFile
 
     with_slo = LaneRecommendation.model_construct(slo=SloConfig(p95_ttft_ms=500, p95_tpot_ms=50))
     without = LaneRecommendation.model_construct(slo=None)

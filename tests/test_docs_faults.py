@@ -9,7 +9,7 @@ import pytest
 
 from satbench.cli import lanefile
 from satbench.config import limits
-from satbench.config import schema as config
+from satbench.config import ranges as config
 from satbench.load import liveness
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "faults.md"

@@ -118,7 +118,8 @@ def test_a_sweep_with_a_gpu_carries_nvml_figures_into_results_and_the_report(tmp
     lines = [json.loads(ln) for ln in (run_dir / "server_samples.jsonl").read_text().splitlines()]
     assert all(ln["gpu_util_pct"] == 35.0 for ln in lines if ln["kind"] == "process")
     from satbench.pipeline import report as write_report
-    from satbench.saturation.recommend import recommend, write_recommendations
+    from satbench.saturation.recommend import recommend
+    from satbench.saturation.recommendations_file import write_recommendations
     write_recommendations(run_dir, recommend(run_dir))
     write_report(run_dir)
     evidence = (run_dir / "EVIDENCE.md").read_text()
@@ -129,7 +130,8 @@ def test_a_sweep_with_a_gpu_carries_nvml_figures_into_results_and_the_report(tmp
 
 def test_no_gpu_means_no_gpu_plot(tmp_path):
     from satbench.pipeline import report as write_report
-    from satbench.saturation.recommend import recommend, write_recommendations
+    from satbench.saturation.recommend import recommend
+    from satbench.saturation.recommendations_file import write_recommendations
     from tests.conftest import sweep_fake
 
     _, run_dir, _ = sweep_fake(tmp_path, dict(n_slots=2, decode_iteration_ms=4.0), [1, 2], requests=8, reps=1,

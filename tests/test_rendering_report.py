@@ -22,7 +22,7 @@ from satbench.metrics.stats import Estimate, distribution
 from satbench.models.resolve import resolve_model, resolve_synthetic
 from satbench.report.compare import MetricComparison, compare_results, ratio_cell
 from satbench.report.document import render_markdown
-from satbench.report.evidence import lane_section
+from satbench.report.evidence_findings import lane_section
 from satbench.report.plots import _occupancy
 from satbench.report.table import (
     _est,
@@ -31,7 +31,7 @@ from satbench.report.table import (
     recommendation_row,
     verdict_row,
 )
-from satbench.saturation.recommend import RecommendationsFile
+from satbench.saturation.recommendations_file import RecommendationsFile
 from tests.report.test_compare import lane as make_lane
 from tests.report.test_compare import level as make_level
 from tests.report.test_compare import results as make_results

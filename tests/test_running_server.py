@@ -210,7 +210,7 @@ def test_a_url_lane_through_this_machines_own_address_is_described_as_here():
 
 
 def test_the_handoff_names_the_url_in_the_capability_command():
-    from satbench.saturation.recommend import RecommendationsFile
+    from satbench.saturation.recommendations_file import RecommendationsFile
 
     recs = RecommendationsFile.model_construct(schema_version="x", lanes=[])
     text = render_markdown(evidence_blocks(_url_results("remote"), recs, "abc", [], []))

@@ -255,7 +255,7 @@ def test_run_json_holds_the_key_files_path_never_the_key():
 
 
 def test_capability_asks_props_with_the_lanes_key_and_tls_policy(fake_server, cert, tmp_path):
-    from satbench.capability.report import remote_identity
+    from satbench.capability.node import remote_identity
 
     fake = https_fake(fake_server, cert, api_key=KEY)
     (tmp_path / "k").write_text(KEY)
@@ -270,7 +270,8 @@ def test_capability_asks_props_with_the_lanes_key_and_tls_policy(fake_server, ce
     path, build, why = remote_identity(lane(ca_cert=str(cert[0]), api_key_file=str(tmp_path / "k")))
     assert path == "/models/fake-model-Q8_0.gguf" and build == "11549" and why is None
     # the reason reaches the capability report's refusal instead of a generic "cannot confirm the build"
-    from satbench.capability.report import check_lane, node_lane
+    from satbench.capability.checks import check_lane
+    from satbench.capability.node import node_lane
 
     node = node_lane(lane())
     assert node.unreachable and check_lane(object(), node, "f", None, None).startswith(

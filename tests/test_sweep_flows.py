@@ -163,7 +163,7 @@ def test_the_evidence_names_the_levels_measured_alone_only():
     list says which of a lane's levels never ran beside the others."""
     from satbench.report.document import render_markdown
     from satbench.report.evidence import evidence_blocks
-    from satbench.saturation.recommend import RecommendationsFile
+    from satbench.saturation.recommendations_file import RecommendationsFile
     from tests.report.test_compare import lane as make_lane
     from tests.report.test_compare import results as make_results
 

@@ -15,7 +15,8 @@ from satbench.records.manifest import RunManifest
 from satbench.report import bundle, integrity
 from satbench.run.lane_session import Progress
 from satbench.run.sweep import Sweep
-from satbench.saturation.recommend import RecommendationsFile, recommend, write_recommendations
+from satbench.saturation.recommend import recommend
+from satbench.saturation.recommendations_file import RecommendationsFile, write_recommendations
 from satbench.saturation.refine import refine_levels
 
 

@@ -6,7 +6,8 @@ from satbench.config.schema import FairnessConfig, LaneConfig, RuntimeConfig, Se
 from satbench.records.events import RequestEvent
 from satbench.workload.fairness_plan import make_plan
 from satbench.run.fairness import FairnessRunner
-from satbench.analysis.verdicts import Verdict, lane_verdicts
+from satbench.analysis.checks import lane_verdicts
+from satbench.analysis.verdicts import Verdict
 from satbench.run.lane_session import LaneSession
 from satbench.records.manifest import ModelInfo
 from satbench.server.remote import UrlRuntime

@@ -4,7 +4,10 @@ is inconclusive: never a pass or a fail by accident (hand-made events with exact
 from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
 from satbench.analysis.guards import backlogged_share, shared_token_ratios
 from satbench.workload.fairness_plan import make_plan
-from satbench.analysis.verdicts import Calibration, decode_rate, f1, f2, f3, lane_verdicts, s1, s2, s3
+from satbench.analysis.checks import lane_verdicts
+from satbench.analysis.fairness_checks import f1, f2, f3
+from satbench.analysis.starvation_checks import s1, s2, s3
+from satbench.analysis.verdicts import Calibration, decode_rate
 from tests.builders import MS, ev
 
 LANE = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16), server=ServerParams(n_batch=256))

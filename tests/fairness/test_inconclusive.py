@@ -2,7 +2,8 @@
 
 from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
 from satbench.workload.fairness_plan import make_plan
-from satbench.analysis.verdicts import lane_verdicts, s1, s2
+from satbench.analysis.checks import lane_verdicts
+from satbench.analysis.starvation_checks import s1, s2
 from satbench.analysis.verdicts import Calibration
 from tests.builders import ev
 from tests.fairness.harness import run_check

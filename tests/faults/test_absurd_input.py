@@ -9,7 +9,8 @@ import pytest
 
 from satbench.host import hardware
 from satbench.cli.main import main
-from satbench.config.schema import MAX_LANES, MAX_LEVEL, MAX_TIMEOUT_S, LaneConfig, RunConfig, WorkloadConfig
+from satbench.config.ranges import MAX_LANES, MAX_LEVEL, MAX_TIMEOUT_S
+from satbench.config.schema import LaneConfig, RunConfig, WorkloadConfig
 from satbench.errors import UserError
 from satbench.models.prefix_bound import min_tokens, pattern_of, read_vocabulary
 from satbench.models.vocab import build_vocab

@@ -124,7 +124,7 @@ def test_a_lane_file_and_a_recommendations_file_that_are_pipes(tmp_path, capsys)
     assert "named pipe" in line
     recs = tmp_path / "recommendations.json"
     os.mkfifo(recs)
-    from satbench.capability.report import load_recommendations
+    from satbench.capability.checks import load_recommendations
 
     done = threading.Timer(FIFO_WAIT_S, lambda: os.close(os.open(recs, os.O_WRONLY | os.O_NONBLOCK)))
     done.start()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from satbench.capability.report import runtime_build_now
+from satbench.capability.node import runtime_build_now
 from satbench.config.schema import ServerParams
 from satbench.config.limits import MAX_DEVICES, MAX_SERVER_TEXT_CHARS, MAX_TOOL_OUTPUT_BYTES
 from satbench.server.native import NativeRuntime, list_devices_backend

@@ -19,7 +19,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from satbench.capability.report import NodeLane, capability_report, render_json
+from satbench.capability.node import NodeLane
+from satbench.capability.report import capability_report, render_json
 from satbench.cli.main import main
 from satbench.config.schema import RunConfig
 from satbench.records.manifest import HostInfo

@@ -135,7 +135,8 @@ def test_a_file_with_one_recommendation_per_machine_gives_this_machines(measured
 
 
 def test_a_remote_server_that_does_not_name_its_model_is_not_vouched_for():
-    from satbench.capability.report import NodeLane, check_lane
+    from satbench.capability.checks import check_lane
+    from satbench.capability.node import NodeLane
 
     node = NodeLane(lane="r", model_path=None, model_sha256=None, runtime_kind="url", runtime_build="8000")
     assert "does not say which model it serves" in check_lane(object(), node, "f", None, None)

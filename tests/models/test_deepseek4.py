@@ -19,7 +19,8 @@ from satbench.errors import ModelError
 from satbench.models import deepseek4
 from satbench.models.resolve import resolve_synthetic
 from satbench.models.shapes import parameter_count, parse_overrides, spec_for, tensor_list, tensor_name
-from satbench.models.synthetic import _file_type, _nbytes, read_synthetic_metadata, write_synthetic_gguf
+from satbench.models.synthetic import _file_type, _nbytes, write_synthetic_gguf
+from satbench.models.synthetic_meta import read_synthetic_metadata
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ import pytest
 
 from satbench.errors import ModelError
 from satbench.models import files
-from satbench.models.synthetic import read_synthetic_metadata, write_synthetic_gguf
+from satbench.models.synthetic import write_synthetic_gguf
+from satbench.models.synthetic_meta import read_synthetic_metadata
 
 KEYS = ("satbench.synthetic", "satbench.seed", "satbench.size", "general.architecture", "general.name")
 BIG_VOCAB = 262_144

@@ -8,7 +8,8 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.models import synthetic
-from satbench.models.synthetic import is_synthetic_gguf, write_synthetic_gguf
+from satbench.models.synthetic import write_synthetic_gguf
+from satbench.models.synthetic_meta import is_synthetic_gguf
 
 
 def real_gguf(path: Path) -> bytes:

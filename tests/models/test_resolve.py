@@ -5,7 +5,7 @@ import pytest
 from satbench.cli.main import main
 from satbench.errors import UserError
 from satbench.models.resolve import parse_synthetic, resolve_model
-from satbench.models.synthetic import is_synthetic_gguf
+from satbench.models.synthetic_meta import is_synthetic_gguf
 
 
 def test_parse_synthetic():

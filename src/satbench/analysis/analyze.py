@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from satbench.analysis.checks import lane_verdicts
 from satbench.analysis.results import LaneResult, ResultsFile, verdicts_of, write_results, write_verdicts
-from satbench.analysis.verdicts import Verdict, lane_verdicts
+from satbench.analysis.verdicts import Verdict
 from satbench.config.schema import LaneConfig, together_shape
 from satbench.errors import RunDirError
 from satbench.metrics.interference import interference

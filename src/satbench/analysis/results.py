@@ -9,7 +9,8 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 
 from satbench.analysis.verdicts import Verdict
-from satbench.config.schema import RECORDED, RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
+from satbench.config.ranges import RECORDED
+from satbench.config.schema import RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
 from satbench.errors import RunDirError, UserError
 from satbench.metrics.interference import Interference
 from satbench.metrics.level import LevelResult

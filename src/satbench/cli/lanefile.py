@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, ValidationError, create_model, model_validator
 
 from satbench.cli.lanekeys import LANE_KEYS, LaneValueError, build_lane, file_fields
-from satbench.config.schema import MAX_LANES, Flag, LaneConfig, RunConfig, Strict
+from satbench.config.ranges import MAX_LANES, Flag
+from satbench.config.schema import LaneConfig, RunConfig, Strict
 from satbench.errors import UserError
 
 # The keys of a lane file and their rules: LANE_KEYS (cli/lanekeys.py) names them, the schema's fields

@@ -24,13 +24,12 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 
+from satbench.config.ranges import MAX_LEVELS_PER_LANE, Level
 from satbench.config.schema import (
     DEFAULT_LEVELS,
     DEFAULT_MODEL_DIR,
-    MAX_LEVELS_PER_LANE,
     MODEL_DIR_ENV,
     LaneConfig,
-    Level,
     resolve_model_dir,
 )
 

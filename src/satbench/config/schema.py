@@ -2,22 +2,19 @@
 
 Everything the CLI or a lane file says ends up in one `RunConfig` (a list of `LaneConfig`),
 which is written into `run.json` so that a run directory says exactly how it was produced.
-Each field's type, range and default are written here only; the flag and the lane-file key that set
-a lane's field are named in one table, cli/lanekeys.py (LANE_KEYS).
+Each field's type, range and default are written here only (the range types of its numbers in
+config/ranges); the flag and the lane-file key that set a lane's field are named in one table,
+cli/lanekeys.py (LANE_KEYS).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Literal
 
-import annotated_types
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -25,7 +22,36 @@ from pydantic import (
     model_validator,
 )
 
-from satbench.config.limits import MAX_CTX_TOKENS  # a context asked for: the bound of one a server reports
+from satbench.config.ranges import (
+    MAX_LANES,
+    MAX_LEVELS_PER_LANE,
+    BatchTokens,
+    CheckRequests,
+    CheckStreams,
+    CtxTokens,
+    Factor,
+    Flag,
+    Fraction,
+    GpuLayers,
+    InjectedBatches,
+    Iterations,
+    Level,
+    Milliseconds,
+    OutputTokens,
+    Port,
+    Probes,
+    PromptTokens,
+    Ratio,
+    Repetitions,
+    RequestsPerLevel,
+    SampleInterval,
+    Seconds,
+    Slots,
+    Threads,
+    WarmupPerStream,
+    recorded,
+    shown,
+)
 
 DEFAULT_LEVELS = (1, 2, 4, 8)
 DEFAULT_PROMPT_TOKENS = 64
@@ -37,126 +63,6 @@ DEFAULT_UBATCH_TOKENS = 512
 BUILTIN_MODEL = "builtin:gemma3-270m"
 MODEL_DIR_ENV = "SATBENCH_MODEL_DIR"
 DEFAULT_MODEL_DIR = os.path.join(".satbench", "models")
-
-# The ranges of every number a user gives (flag or lane file); each is checked here only. A config read
-# back from run.json or results.json is validated with RECORDED: the types and lower bounds hold, the
-# upper caps (MAX_*) do not, so a run recorded before a cap existed (or under a larger one) stays readable.
-RECORDED = {"recorded": True}
-MAX_LEVEL = 4096  # concurrent streams of one level (satbench's own memory is checked besides: workload.py)
-MAX_LEVELS_PER_LANE = 64
-MAX_LANES = 64  # each lane's model is resolved and sha256-verified before the run
-MAX_TIMEOUT_S = 86_400.0  # one day: request, read and startup timeouts
-MAX_PROMPT_TOKENS = 1 << 20
-MAX_OUTPUT_TOKENS = 1 << 20
-MAX_REPETITIONS = 100
-MAX_REQUESTS_PER_LEVEL = 100_000
-MAX_WARMUP_PER_STREAM = 100
-MAX_SLOTS = MAX_LEVEL
-MAX_BATCH_TOKENS = 1 << 20
-MAX_THREADS = 4096
-MAX_GPU_LAYERS = 100_000  # "offload everything" is often written 999
-MAX_PORT = 65_535
-MAX_CHECK_REQUESTS = 1000  # requests per stream, client or probe of a fairness check
-MAX_FACTOR = 1000.0  # the fairness checks' ratios, factors and multiples
-MAX_SLO_MS = MAX_TIMEOUT_S * 1000.0
-_SHOWN_CHARS = 40
-
-
-def shown(value: object) -> str:
-    """A user's value in an error message: short, one line."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
-        return f"an integer of {value.bit_length()} bits"
-    text = repr(value)
-    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
-
-
-def recorded(info: ValidationInfo) -> bool:
-    """The value being validated was recorded by an earlier run (context RECORDED): no upper caps."""
-    return isinstance(info.context, dict) and info.context.get("recorded") is True
-
-
-def _int_check(lo: int, hi: int) -> Callable[[object, ValidationInfo], int]:
-    def check(value: object, info: ValidationInfo) -> int:
-        top = math.inf if recorded(info) else hi
-        if type(value) is not int or not lo <= value <= top:  # a bool or a float is not an integer
-            raise ValueError(f"must be an integer from {lo:,} to {hi:,}, got {shown(value)}")
-        return value
-    return check
-
-
-def _float_check(lo: float, hi: float, lo_open: bool) -> Callable[[object, ValidationInfo], float]:
-    above = "above" if lo_open else "at least"
-
-    def check(value: object, info: ValidationInfo) -> float:
-        top = math.inf if recorded(info) else hi
-        if ((type(value) is int or (type(value) is float and math.isfinite(value)))  # not a bool
-                and (value > lo if lo_open else value >= lo) and value <= top):
-            return float(value)
-        raise ValueError(f"must be a finite number {above} {lo:g} and at most {hi:g}, got {shown(value)}")
-    return check
-
-
-@dataclass(frozen=True)
-class IntRange(annotated_types.GroupedMetadata):
-    """An integer field from `lo` to `hi` inclusive: `Annotated[int, IntRange(lo, hi)]`. A bool, a
-    float or a string is refused (TOML and JSON types are strict). The one rule every integer a user
-    gives goes through. Under RECORDED the cap `hi` does not apply (nor is it published in the
-    schema: results.json records configs as they were recorded)."""
-
-    lo: int
-    hi: int
-
-    def __iter__(self) -> Iterator[object]:
-        yield BeforeValidator(_int_check(self.lo, self.hi))
-        yield Field(ge=self.lo)
-
-
-@dataclass(frozen=True)
-class FloatRange(annotated_types.GroupedMetadata):
-    """A finite number above `lo` (at least `lo` when not `lo_open`) and at most `hi`:
-    `Annotated[float, FloatRange(lo, hi)]`. An integer is taken as a number, a bool or a string is
-    not. inf and nan are refused: run.json could not hold them. Under RECORDED the cap `hi` does not
-    apply (see IntRange)."""
-
-    lo: float
-    hi: float
-    lo_open: bool = True
-
-    def __iter__(self) -> Iterator[object]:
-        yield BeforeValidator(_float_check(self.lo, self.hi, self.lo_open))
-        yield Field(gt=self.lo) if self.lo_open else Field(ge=self.lo)
-
-
-def _bool_check(value: object) -> bool:
-    if type(value) is not bool:
-        raise ValueError(f"must be true or false, got {shown(value)}")
-    return value
-
-
-Flag = Annotated[bool, BeforeValidator(_bool_check)]
-Level = Annotated[int, IntRange(1, MAX_LEVEL)]
-Seconds = Annotated[float, FloatRange(0.0, MAX_TIMEOUT_S)]
-PromptTokens = Annotated[int, IntRange(8, MAX_PROMPT_TOKENS)]
-OutputTokens = Annotated[int, IntRange(2, MAX_OUTPUT_TOKENS)]
-Repetitions = Annotated[int, IntRange(1, MAX_REPETITIONS)]
-RequestsPerLevel = Annotated[int, IntRange(1, MAX_REQUESTS_PER_LEVEL)]
-Slots = Annotated[int, IntRange(1, MAX_SLOTS)]
-CtxTokens = Annotated[int, IntRange(64, MAX_CTX_TOKENS)]
-BatchTokens = Annotated[int, IntRange(1, MAX_BATCH_TOKENS)]
-Threads = Annotated[int, IntRange(1, MAX_THREADS)]
-GpuLayers = Annotated[int, IntRange(-1, MAX_GPU_LAYERS)]
-Port = Annotated[int, IntRange(1, MAX_PORT)]
-Milliseconds = Annotated[float, FloatRange(0.0, MAX_SLO_MS)]
-CheckRequests = Annotated[int, IntRange(3, MAX_CHECK_REQUESTS)]
-WarmupPerStream = Annotated[int, IntRange(0, MAX_WARMUP_PER_STREAM)]
-SampleInterval = Annotated[float, FloatRange(0.0, 1.0)]
-Factor = Annotated[float, FloatRange(0.0, MAX_FACTOR)]  # the fairness checks' positive factors
-Ratio = Annotated[float, FloatRange(1.0, MAX_FACTOR)]  # a ratio or factor above 1
-Fraction = Annotated[float, FloatRange(0.0, 1.0)]
-Iterations = Annotated[float, FloatRange(0.0, MAX_FACTOR, lo_open=False)]  # decode iterations, >= 0
-InjectedBatches = Annotated[float, FloatRange(1.5, MAX_FACTOR, lo_open=False)]  # S1: × n_batch tokens
-CheckStreams = Annotated[int, IntRange(2, MAX_SLOTS)]  # F1: concurrent streams compared
-Probes = Annotated[int, IntRange(1, MAX_CHECK_REQUESTS)]  # S2: probe requests
 
 
 class Strict(BaseModel):

@@ -13,7 +13,8 @@ from pathlib import Path
 from satbench.errors import UserError
 from satbench.models.builtin import resolve_builtin
 from satbench.models.files import check_gguf, sha256_file
-from satbench.models.synthetic import ARCHS, read_synthetic_metadata, refuse_to_replace, write_synthetic_gguf
+from satbench.models.synthetic import ARCHS, write_synthetic_gguf
+from satbench.models.synthetic_meta import read_synthetic_metadata, refuse_to_replace
 from satbench.records.manifest import ModelInfo
 
 _SYNTHETIC = re.compile(r"^synthetic:(?P<arch>[a-z0-9]+)-(?P<size>[a-z0-9.]+)(?:-seed(?P<seed>\d+))?$")

@@ -3,7 +3,8 @@
 A synthetic model costs no download and no licence, yet makes the server do real work. The
 shapes live in :mod:`satbench.models.shapes` (one table of hyper-parameters per architecture
 and size, tensor names from the ``gguf`` package), the vocabulary in
-:mod:`satbench.models.vocab`; this module fills and writes the weights.
+:mod:`satbench.models.vocab`, the metadata keys and the checks on the target file in
+:mod:`satbench.models.synthetic_meta`; this module fills and writes the weights.
 
 Random output must stay valid UTF-8, or the server holds bytes back and merges stream chunks.
 Every non-byte piece is ASCII, and the weights keep a "bias channel": residual dimension 0 holds
@@ -27,19 +28,17 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import fields
 from math import prod
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import gguf
 import numpy as np
 import psutil
-from pydantic import BaseModel, ConfigDict
 
 from satbench.errors import ModelError
 from satbench.models import deepseek4
-from satbench.models.files import read_gguf_keys, remember_sha256, remove_stale_partials
+from satbench.models.files import remember_sha256, remove_stale_partials
 from satbench.models.shapes import (
     ARCHS,
     ArchSpec,
@@ -51,6 +50,16 @@ from satbench.models.shapes import (
     tensor_list,
     tensor_name,
 )
+from satbench.models.synthetic_meta import (
+    DIMS_KEY,
+    SEED_KEY,
+    SIZE_KEY,
+    SYNTHETIC_KEY,
+    SyntheticModelInfo,
+    dims_changed,
+    model_name,
+    output_path,
+)
 from satbench.models.vocab import (
     BYTE_BASE,
     N_VOCAB,
@@ -60,18 +69,12 @@ from satbench.models.vocab import (
 )
 
 __all__ = [
-    "ARCHS", "BYTE_BASE", "N_VOCAB", "POOL_SIZE", "SyntheticModelInfo", "build_vocab",
-    "is_synthetic_gguf", "parameter_count", "read_synthetic_metadata", "suppressed_token_ids",
+    "ARCHS", "BYTE_BASE", "N_VOCAB", "POOL_SIZE", "build_vocab", "parameter_count", "suppressed_token_ids",
     "write_synthetic_gguf",
 ]
 
 _T = gguf.MODEL_TENSOR
 _Q = gguf.GGMLQuantizationType
-SYNTHETIC_KEY = "satbench.synthetic"
-SEED_KEY = "satbench.seed"
-SIZE_KEY = "satbench.size"
-DIMS_KEY = "satbench.dims"  # the dimensions that differ from the size's table, when any do
-_METADATA_KEYS = frozenset({SYNTHETIC_KEY, SEED_KEY, SIZE_KEY, "general.architecture", "general.name"})
 POOL_SIZE = 15_485_863  # the millionth prime: 31 MB of F16 per scale
 _WEIGHT_STD = 0.02
 _OUTPUT_STD = 0.05
@@ -84,22 +87,6 @@ _I32 = frozenset({deepseek4.TID2EID})  # token id -> expert ids of a hash-routed
 MAX_SYNTHETIC_BYTES = 64 << 30  # a synthetic model file; the largest table size (deepseek4 gpu) is 9.1 GB
 # memory per value of a tensor built in the scratch buffer: F16 scratch, an F32 copy, Q8_0 output and slack
 _BUILD_BYTES_PER_VALUE = 8
-
-
-class SyntheticModelInfo(BaseModel):
-    """What :func:`write_synthetic_gguf` wrote."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    path: Path
-    arch: str
-    size: str
-    seed: int
-    n_vocab: int
-    dims: str | None = None  # the dimensions that differ from the size's table ("head_dim=64,...")
-    n_params: int
-    file_bytes: int
-    sha256: str
 
 
 class _Pool:
@@ -296,22 +283,6 @@ def file_tensors(spec: ArchSpec, d: Dims) -> list[tuple[TensorSpec, gguf.GGMLQua
     return [(t, _file_type(t[0], t[2], d)) for t in tensor_list(spec, d)]
 
 
-def dims_changed(table: Dims, d: Dims) -> str | None:
-    """The fields of `d` that differ from the size's `table`, except the vocabulary (which has a
-    name suffix of its own), as "name=value,..." (lists joined by ':'); None when none do."""
-    diff = [f"{f.name}={':'.join(map(str, v)) if isinstance(v, tuple) else v}"
-            for f in fields(d) if f.name != "n_vocab" and (v := getattr(d, f.name)) != getattr(table, f.name)]
-    return ",".join(diff) or None
-
-
-def model_name(arch: str, size: str, table: Dims, d: Dims) -> str:
-    """general.name: the (arch, size), with "-vocabN" and "-dims" when the table was overridden."""
-    name = f"satbench-synthetic-{arch}-{size}"
-    if d.n_vocab != table.n_vocab:
-        name += f"-vocab{d.n_vocab}"
-    return name + ("-dims" if dims_changed(table, d) else "")
-
-
 def _write_gguf(tmp: Path, spec: ArchSpec, size: str, d: Dims, seed: int) -> tuple[int, str]:
     """Write the whole model to ``tmp``; return its parameter count and sha256."""
     writer = gguf.GGUFWriter(tmp, spec.name)
@@ -341,35 +312,6 @@ def _write_gguf(tmp: Path, spec: ArchSpec, size: str, d: Dims, seed: int) -> tup
     finally:
         writer.close()
     return sum(prod(shape) for (_, _, shape), _ in tensors), sha256
-
-
-def output_path(path: str | os.PathLike[str]) -> Path:
-    """The file to write, checked before a byte is written: ModelError for an empty path, an
-    existing directory, or a name that does not end in .gguf."""
-    if not os.fspath(path):
-        raise ModelError("no output file given: expected FILE.gguf")
-    target = Path(path)
-    if target.is_dir():
-        raise ModelError(f"cannot write synthetic model to {target}: it is a directory (expected FILE.gguf)")
-    if target.suffix.lower() != ".gguf":
-        raise ModelError(f"cannot write synthetic model to {target}: the name must end in .gguf")
-    return target
-
-
-def refuse_to_replace(path: str | os.PathLike[str], fix: str = "use --force to replace it") -> None:
-    """ModelError when a file exists at ``path`` that is not a synthetic GGUF written by satbench
-    (a real model, or anything else): satbench replaces only its own files (`models make` unless
-    forced)."""
-    target = Path(path)
-    if not target.is_file():
-        return
-    try:
-        synthetic = is_synthetic_gguf(target)
-    except ModelError:
-        synthetic = False
-    if not synthetic:
-        raise ModelError(f"{target} exists and is not a synthetic model written by satbench; "
-                         f"not replacing it ({fix})")
 
 
 def write_synthetic_gguf(
@@ -415,15 +357,3 @@ def write_synthetic_gguf(
         file_bytes=target.stat().st_size,
         sha256=sha256,
     )
-
-
-def read_synthetic_metadata(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The ``satbench.*`` keys of a GGUF file (with its architecture and name), or None if it is not
-    synthetic. Reads the header only, up to the satbench keys (written before the vocabulary)."""
-    meta = read_gguf_keys(Path(path), _METADATA_KEYS | {DIMS_KEY}, stop_after=_METADATA_KEYS)
-    return meta if meta.get(SYNTHETIC_KEY) else None
-
-
-def is_synthetic_gguf(path: str | os.PathLike[str]) -> bool:
-    """True when the GGUF at ``path`` was written by :func:`write_synthetic_gguf`."""
-    return read_synthetic_metadata(path) is not None

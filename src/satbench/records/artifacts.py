@@ -11,7 +11,7 @@ from typing import Any, overload
 import jsonschema
 from pydantic import BaseModel
 
-from satbench.config.schema import RECORDED
+from satbench.config.ranges import RECORDED
 from satbench.errors import RunDirError
 from satbench.records.manifest import write_text_atomic
 

@@ -24,7 +24,8 @@ from typing import Annotated, Literal
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
 from satbench.config.limits import MAX_CTX_TOKENS, MAX_METRIC_VALUE, MAX_SERVER_MS, MAX_SLOTS
-from satbench.config.schema import FloatRange, IntRange, Strict
+from satbench.config.ranges import FloatRange, IntRange
+from satbench.config.schema import Strict
 from satbench.errors import RunDirError
 from satbench.records.rundir import iter_lines, open_run_file
 

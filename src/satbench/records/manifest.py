@@ -20,7 +20,8 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from satbench.config.schema import RECORDED, RunConfig, RuntimeKind, Strict
+from satbench.config.ranges import RECORDED
+from satbench.config.schema import RunConfig, RuntimeKind, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"

@@ -45,7 +45,7 @@ from satbench.report.document import render_html, render_markdown
 from satbench.report.evidence import evidence_blocks
 from satbench.report.integrity import MAX_DERIVED_BYTES, raw_hashes, write_sums
 from satbench.report.plots import PlotFile, write_plots
-from satbench.saturation.recommend import RecommendationsFile
+from satbench.saturation.recommendations_file import RecommendationsFile
 
 WRITTEN_FILES = (RESULTS_FILE, VERDICTS_FILE, RECOMMENDATIONS_FILE, CSV_FILE, EVIDENCE_FILE, HTML_FILE,
                  SUMS_FILE)  # (plots/ besides)

@@ -253,11 +253,9 @@ def _rederive(run_dir: Path,
     derived JSON of an older minor schema that is consistent under the current one; derived JSON
     equal to the fresh one only within floating-point rounding)."""
     from satbench.analysis.results import VerdictsFile, render_results, render_verdicts, verdicts_of
-    from satbench.saturation.recommend import (
-        RECOMMENDATIONS_FILE,
-        RecommendationsFile,
-        recommendations_differ,
-    )
+    from satbench.records.layout import RECOMMENDATIONS_FILE
+    from satbench.saturation.recommend import recommendations_differ
+    from satbench.saturation.recommendations_file import RecommendationsFile
 
     out: list[str] = []
     older: list[str] = []

@@ -40,7 +40,7 @@ from satbench.report.plot_style import (
 )
 from satbench.report.plots_gpu import gpu_plot
 from satbench.report.plots_requests import starvation_plot, timeline_plot
-from satbench.saturation.recommend import LaneRecommendation, RecommendationsFile
+from satbench.saturation.recommendations_file import LaneRecommendation, RecommendationsFile
 
 
 class PlotFile(Strict):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from satbench.analysis.results import LaneResult
 from satbench.report.plot_style import Drawn, by_concurrency, lane_title, n_axis, new_figure
 from satbench.saturation.bound import GPU_BUSY_PCT, GPU_IDLE_PCT
-from satbench.saturation.recommend import LaneRecommendation
+from satbench.saturation.recommendations_file import LaneRecommendation
 
 
 def gpu_plot(lane: LaneResult, rec: LaneRecommendation | None) -> Drawn | None:

@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from satbench.config.limits import size_text
-from satbench.config.schema import RunConfig, shown
+from satbench.config.ranges import shown
+from satbench.config.schema import RunConfig
 from satbench.errors import RunDirError, UserError
 from satbench.records.events import EVENTS_FILE, MAX_RECORD_BYTES, SAMPLES_FILE, RequestEvent
 from satbench.records.ledger import utc_now

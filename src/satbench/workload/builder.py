@@ -13,7 +13,8 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
-from satbench.config.schema import MAX_LEVEL, MAX_REQUESTS_PER_LEVEL, LaneConfig, RunConfig, WorkloadConfig
+from satbench.config.ranges import MAX_LEVEL, MAX_REQUESTS_PER_LEVEL
+from satbench.config.schema import LaneConfig, RunConfig, WorkloadConfig
 from satbench.errors import UserError
 from satbench.http.client import CompletionRequest
 

@@ -1,0 +1,216 @@
+"""Why a recommendation may not be advertised on this node: the checks behind the capability report.
+
+`load_recommendations` refuses a file that is not valid JSON, fails its schema or predates
+OLDEST_TRUSTED; `check_lane` refuses a lane's recommendation measured on another machine, for
+another model file or runtime build (or llama-server binary), by a url lane's server of another
+shape now or through a remote URL from another machine, one older than the allowed age, or one
+whose own numbers do not hold together; `slo_derived_too_early` one whose SLO bound predates
+SLO_TRUSTED. Each returns the reason as text, None when the recommendation stands.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+
+import jsonschema
+from pydantic import ValidationError
+
+from satbench.capability.node import NodeLane, build_from_info, build_id
+from satbench.records.artifacts import older_minor
+from satbench.records.manifest import HostInfo, RuntimeInfo
+from satbench.saturation.recommendations_file import (
+    LaneRecommendation,
+    RecommendationsFile,
+    recommendations_json_schema,
+)
+from satbench.server.remote import served_here
+
+OLDEST_TRUSTED = "1.5"  # recommendations 1.5: throughput over whole requests (earlier: up to +44 %)
+# recommendations 1.7: a p95 its samples cannot bound meets no SLO target (earlier: its max did)
+SLO_TRUSTED = "1.7"
+
+
+def recorded_build(rec: LaneRecommendation, node_kind: str) -> str | None:
+    """The measured build, derived as the node's is: a url lane's from build_info (as
+    `remote_identity` does), any other from the build number, else the version string."""
+    if node_kind == "url" and rec.runtime.build_info is not None:
+        return build_from_info(rec.runtime.build_info)
+    return build_id(rec.runtime.build_number, rec.runtime.version)
+
+
+def binary_mismatch(measured: str | None, node: NodeLane, build_known: bool = True) -> str | None:
+    """A native llama-server is the same build only if its code is the same bytes: the version
+    string alone cannot tell two builds apart that were compiled outside git ("0 (unknown)").
+    A recommendation that recorded no binary hash (satbench before 0.1's results schema 2.3) is
+    accepted on its build number, and refused when it has none (`build_known` False)."""
+    if node.runtime_kind != "native":
+        return None
+    if measured is None:
+        return None if build_known else ("the recommendation records no llama-server binary hash and its "
+                                         "build reports no build number: cannot confirm it is the binary "
+                                         "measured")
+    if node.runtime_binary_sha256 is None:
+        return "cannot read this node's llama-server binary to confirm it is the one measured"
+    if node.runtime_binary_sha256 != measured:
+        return (f"measured with another llama-server binary (sha256 {measured[:16]} ≠ "
+                f"{node.runtime_binary_sha256[:16]}), although both report {node.runtime_build!r}")
+    return None
+
+
+def shape_mismatch(measured: RuntimeInfo, node: NodeLane) -> str | None:
+    """A url lane's server must have the shape it was measured with: its slot count and per-slot
+    context (/props). Fewer slots queue what the recommendation sends at once; more slots or
+    another context change the KV cache the figures were measured with. (A server satbench
+    starts gets its shape from whoever deploys it, which capability cannot see.)"""
+    if node.runtime_kind != "url":
+        return None
+    for what, was, now in (("slots", measured.total_slots, node.total_slots),
+                           ("per-slot context", measured.per_slot_ctx, node.per_slot_ctx)):
+        if was is not None and now is None:
+            return f"the lane's server does not report its {what} (/props): cannot confirm the {was} measured"
+        if was is not None and now != was:
+            return (f"measured with {was} {what}, the server reports {now} now (restarted with another "
+                    "-np/-c?): measure it again as it runs now")
+    return None
+
+
+def measured_from_afar(rec: LaneRecommendation) -> str | None:
+    """A url lane whose server was not on the machine that measured it: the hardware fingerprint
+    recorded is the measuring machine's, not the server's, so it vouches for nothing on the node that
+    serves it. A recommendation from before this was recorded: its URL must be served by this machine."""
+    measured, here = rec.runtime, rec.server_on_measuring_machine
+    if measured.kind != "url" or here or (here is None and served_here(measured.base_url)):
+        return None
+    return (f"measured through a remote URL ({measured.base_url}) from another machine: the server's "
+            "hardware was not seen, so the figure cannot be matched to this node; run satbench on the node "
+            "itself or "
+            "against its loopback URL")
+
+
+def slo_derived_too_early(recs: RecommendationsFile | None, rec: LaneRecommendation | None) -> str | None:
+    """A lane with an SLO whose recommendation predates SLO_TRUSTED: its SLO bound may rest on a p95
+    from too few samples to bound it (the largest sample stood in for the upper CI end)."""
+    if recs is None or rec is None or rec.slo is None or not older_minor(recs.schema_version, SLO_TRUSTED):
+        return None
+    return (f"recommendations schema {recs.schema_version} with an SLO: derived before a p95 that too few "
+            f"samples cannot bound stopped meeting SLO targets ({SLO_TRUSTED}); run `satbench recommend` on "
+            "its run "
+            "directory again")
+
+
+def recommendation_problems(rec: LaneRecommendation) -> list[str]:
+    """Internal consistency: the numbers must be ones the run measured."""
+    measured = {lv.concurrency: lv for lv in rec.measured_levels}
+    out = []
+    if rec.hardware.fingerprint() != rec.hardware_fingerprint:
+        out.append("its hardware fingerprint is not the hash of its own hardware description (edited, or "
+                   "written by a satbench with another fingerprint scheme)")
+    if rec.recommended_concurrency is None:
+        return out + (["expected figures without a recommended concurrency"]
+                      if rec.expected is not None else [])
+    if rec.expected is None:
+        return out + ["a recommended concurrency without its expected figures"]
+    if rec.recommended_concurrency not in measured:
+        out.append(f"recommended concurrency {rec.recommended_concurrency} is not a measured level "
+                   f"{sorted(measured)}")
+    else:
+        lv = measured[rec.recommended_concurrency]
+        if lv.output_tok_per_s.value != rec.expected.output_tok_per_s.value:
+            out.append("expected throughput differs from the measured level's")
+        if lv.p95_ttft_ms != rec.expected.p95_ttft_ms or lv.p95_tpot_ms != rec.expected.p95_tpot_ms:
+            out.append("expected p95 TTFT or TPOT differs from the measured level's")
+    if rec.slots is not None and rec.recommended_concurrency > rec.slots:
+        out.append(f"recommended concurrency {rec.recommended_concurrency} exceeds the {rec.slots} slots")
+    if rec.fairness_cap is not None and rec.recommended_concurrency > rec.fairness_cap:
+        out.append("recommended concurrency is above its own fairness cap")
+    if rec.expected.concurrency != rec.recommended_concurrency:
+        out.append("expected figures are for another concurrency")
+    return out
+
+
+def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint: str, now: dt.datetime,
+               max_age: dt.timedelta, host: HostInfo | None = None) -> str | None:
+    """Why this recommendation may not be advertised on this node (None: it may)."""
+    if rec is None:
+        return "no recommendation for this lane"
+    if node.unreachable:
+        return f"cannot ask the lane's server what it runs: {node.unreachable}"
+    if node.runtime_kind == "url" and node.model_path is None:
+        return ("the lane's server does not say which model it serves (no model_path on /props): "
+                "cannot confirm it")
+    if (why := measured_from_afar(rec)) is not None:
+        return why
+    if (rec.hardware_fingerprint != host_fingerprint and host is not None
+            and rec.hardware.older_scheme_of(host)):
+        return ("measured on this machine, but its hardware fingerprint was computed by an earlier satbench "
+                "(another fingerprint scheme): measure again to advertise it")
+    if rec.hardware_fingerprint != host_fingerprint:
+        return (f"measured on another machine (fingerprint {rec.hardware_fingerprint[:16]} ≠ this node's "
+                f"{host_fingerprint[:16]})")
+    if node.model_sha256 is not None and rec.model.sha256 != node.model_sha256:
+        return (f"measured with another model file "
+                f"(sha256 {str(rec.model.sha256)[:16]} ≠ {node.model_sha256[:16]})")
+    if node.model_sha256 is None and node.model_path and rec.model.path != node.model_path:
+        return f"measured with another model ({rec.model.path} ≠ {node.model_path})"
+    rec_build = recorded_build(rec, node.runtime_kind)
+    if node.runtime_build is None:
+        return "cannot confirm this node's runtime build"
+    if rec_build != node.runtime_build:
+        return f"measured with another runtime build ({rec_build} ≠ {node.runtime_build})"
+    why = binary_mismatch(rec.runtime.binary_sha256, node, build_known=bool(rec.runtime.build_number))
+    if why is not None:
+        return why
+    if (why := shape_mismatch(rec.runtime, node)) is not None:
+        return why
+    try:
+        measured = dt.datetime.fromisoformat(rec.measured_at)
+    except ValueError:
+        return f"unreadable measurement time {rec.measured_at!r}"
+    if measured.tzinfo is None:
+        measured = measured.replace(tzinfo=dt.timezone.utc)
+    age = now - measured
+    if age > max_age:
+        return f"stale: measured {age.days} days ago, the limit is {max_age.days} days"
+    if age < dt.timedelta(minutes=-5):
+        return "measured in the future (clock or file tampered)"
+    problems = recommendation_problems(rec)
+    if problems:
+        return "inconsistent recommendation (tampered?): " + "; ".join(problems)
+    if rec.recommended_concurrency is None:
+        return (f"the run found no safe concurrency for this lane ({rec.binding.reason}): "
+                f"{rec.binding.detail}")[:600]
+    return None
+
+
+MAX_RECOMMENDATIONS_BYTES = 16 << 20  # one entry per lane (at most 64): a few hundred KiB at most
+
+
+def load_recommendations(path: Path) -> tuple[RecommendationsFile | None, str | None, str]:
+    """(file, why it is refused, its sha256)."""
+    from satbench.errors import RunDirError
+    from satbench.records.rundir import read_regular_file  # a regular file only: a named pipe never blocks
+
+    try:
+        raw = read_regular_file(path, MAX_RECOMMENDATIONS_BYTES, follow_links=True)
+    except RunDirError as exc:
+        return None, str(exc), ""
+    digest = hashlib.sha256(raw).hexdigest()
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None, f"{path.name} is not valid JSON", digest
+    try:
+        jsonschema.validate(data, recommendations_json_schema())
+        recs = RecommendationsFile.model_validate(data)
+    except (jsonschema.ValidationError, ValidationError) as exc:
+        msg = getattr(exc, "message", None) or str(exc).splitlines()[0]
+        return None, f"{path.name} fails schema validation: {msg[:200]}", digest
+    if older_minor(recs.schema_version, OLDEST_TRUSTED):
+        return None, (f"{path.name} is schema {recs.schema_version}, derived before throughput was taken "
+                      "over whole requests (results 3.0): its expected tok/s overstates the server; run "
+                      "`satbench "
+                      "analyze` and `satbench recommend` on its run directory again"), digest
+    return recs, None, digest

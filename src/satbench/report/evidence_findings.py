@@ -1,0 +1,166 @@
+"""EVIDENCE.md's findings: each lane's section (levels, GPU, interference, fairness verdicts, plots),
+the recommendations, the levels' flags and the run's limitations (report/evidence assembles them).
+
+Each builder takes the derived files (`ResultsFile`, `RecommendationsFile` or one `LaneResult`)
+and returns its section's blocks; a section whose data does not exist gives none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from satbench.analysis.results import LaneResult, ResultsFile
+from satbench.report.document import Block, Bullets, Heading, Image, Para, TableBlock
+from satbench.report.evidence_setup import afar, mib, server_where
+from satbench.report.plots import PlotFile
+from satbench.report.table import (
+    INTERFERENCE_HEADERS,
+    LEVEL_HEADERS,
+    LEVEL_LEGEND,
+    RECOMMENDATION_HEADERS,
+    VERDICT_HEADERS,
+    interference_row,
+    lane_title,
+    level_ci_notes,
+    level_row,
+    recommendation_row,
+    verdict_row,
+)
+from satbench.saturation.recommendations_file import RecommendationsFile
+
+
+def gpu_table(lane: LaneResult) -> list[Block]:
+    rows = [[str(lv.concurrency), str(lv.gpu.samples),
+             "n/a" if lv.gpu.util_mean_pct is None else f"{lv.gpu.util_mean_pct:.0f} / "
+                                                        f"{lv.gpu.util_max_pct:.0f}",
+             "n/a" if lv.gpu.sm_clock_mean_mhz is None else f"{lv.gpu.sm_clock_mean_mhz:.0f}",
+             f"{mib(lv.gpu.mem_used_mean_bytes)} / {mib(lv.gpu.mem_used_peak_bytes)}",
+             "n/a" if lv.memory.server_cpu_cores is None else f"{lv.memory.server_cpu_cores:.2f}"]
+            for lv in lane.levels if lv.gpu is not None]
+    if not rows:
+        return []
+    return [TableBlock(headers=["N", "NVML readings", "GPU util mean / max %", "SM clock MHz",
+                                "GPU memory mean / peak", "server CPU cores"], rows=rows,
+                       caption=f"{lane.lane}: GPU (NVML, device-wide) and server CPU, steady windows")]
+
+
+def _plots_for(plots: Sequence[PlotFile], lane: str) -> list[Block]:
+    return [Image(file=p.file, title=p.title, caption=p.caption) for p in plots if p.lane == lane]
+
+
+def lane_section(lane: LaneResult, plots: Sequence[PlotFile]) -> list[Block]:
+    blocks: list[Block] = [Heading(level=2, text=f"Lane {lane.lane}"), Para(text=lane_title(lane))]
+    if lane.slo is not None:
+        blocks.append(Para(text=f"SLO: {lane.slo.model_dump_json()}"))
+    for label, levels in (("alone on the machine", lane.levels), ("together with the run's other lanes",
+                                                                   lane.together_levels)):
+        if levels:
+            blocks.append(TableBlock(headers=list(LEVEL_HEADERS), rows=[level_row(lv) for lv in levels],
+                                     caption=f"{lane.lane}, {label}"))
+    if lane.levels or lane.together_levels:
+        notes = [n for tag, levels in (("", lane.levels), ("together ", lane.together_levels))
+                 for lv in levels for n in level_ci_notes(lv, f"{tag}N={lv.concurrency} ")]
+        blocks.append(Para(text=LEVEL_LEGEND + "."))
+        if notes:
+            blocks.append(Bullets(items=notes))
+    blocks += gpu_table(lane)
+    if lane.interference:
+        blocks.append(TableBlock(headers=list(INTERFERENCE_HEADERS),
+                                 rows=[interference_row(r) for r in lane.interference],
+                                 caption=f"{lane.lane}: together ÷ alone, with 95% CI (conservative "
+                                         "interval arithmetic)"))
+    if lane.fairness:
+        blocks.append(Heading(level=3, text=f"Fairness and starvation ({lane.lane})"))
+        blocks.append(TableBlock(headers=list(VERDICT_HEADERS), rows=[verdict_row(v) for v in lane.fairness]))
+    blocks += _plots_for(plots, lane.lane)
+    return blocks
+
+
+def recommendations(recs: RecommendationsFile | None) -> list[Block]:
+    if recs is None:
+        return []
+    blocks: list[Block] = [Heading(level=2, text="Recommendations"),
+                           TableBlock(headers=list(RECOMMENDATION_HEADERS),
+                                      rows=[recommendation_row(r) for r in recs.lanes],
+                                      caption="recommended = the largest measured level ≤ min(knee, SLO "
+                                              "bound, slots, fairness cap, below a level whose server "
+                                              "failed or "
+                                              "where more than 1% of requests failed), none safe when no "
+                                              "measured "
+                                              "level is that low; out tok/s and p95 TTFT / TPOT with their "
+                                              "95% CIs")]
+    items = []
+    for r in recs.lanes:
+        items += [f"{r.lane}: {r.binding.detail}", f"{r.lane}: knee — {r.knee_reason}",
+                  f"{r.lane}: server side {r.server_confirmation.statement}",
+                  *([f"{r.lane}: what saturated ({r.saturation.resource}) — {r.saturation.statement}"]
+                    if r.saturation is not None else []),
+                  f"{r.lane}: USL — " + (f"peak N* ≈ {r.usl.peak_n:.1f}"
+                                         if r.usl.peak_reported and r.usl.peak_n
+                                         else r.usl.why_not or "no peak reported")]
+    blocks.append(Bullets(items=items))
+    return blocks
+
+
+def flags(results: ResultsFile) -> list[Block]:
+    items = [f"{lane.lane} {scenario} N={lv.concurrency}: {f}"
+             for lane in results.lanes
+             for scenario, levels in (("alone", lane.levels), ("together", lane.together_levels))
+             for lv in levels for f in lv.flags]
+    text = Bullets(items=items) if items else Para(text="No level raised a flag.")
+    return [Heading(level=2, text="Flags raised"),
+            Para(text="Every level's validity flags (few samples, Little's-law mismatch, retries, errors, "
+                      "CPU contention, queue-bound levels, missing repetitions):"), text]
+
+
+def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[Block]:
+    items = []
+    for lane in results.lanes:
+        if lane.model.synthetic:
+            items.append(f"{lane.lane}: SYNTHETIC random weights — the timings are those of the architecture "
+                         "and shapes, the text is meaningless; do not read quality into it.")
+        if not lane.runtime.llamacpp:
+            items.append(f"{lane.lane}: not a llama.cpp server — slots, queue estimate and token timing are "
+                         "unavailable or approximate.")
+        if lane.runtime.kind == "url" and not afar(lane):
+            items.append(f"{lane.lane}: a running server {server_where(lane)}, given by --url — satbench did "
+                         "not start it, so its process memory and CPU were not sampled"
+                         + ("; GPU figures are NVML's device-wide readings of this machine."
+                            if lane.hardware.gpus else "."))
+        elif lane.runtime.kind == "url":
+            items.append(f"{lane.lane}: a server on another machine (given by --url, remote network path) — "
+                         "its memory, CPU and GPU were not sampled. Its figures hold for the server's "
+                         "hardware, "
+                         "which satbench did not see: the Machine section and the hardware fingerprint "
+                         "describe "
+                         "the measuring machine (this client), not the server, so the capability report "
+                         "refuses "
+                         "to advertise them; measure on the node itself to advertise the lane.")
+    build = "llama.cpp" if all(lane.runtime.llamacpp for lane in results.lanes) else "server"
+    remote = [lane.lane for lane in results.lanes if afar(lane)]
+    local = [lane.lane for lane in results.lanes if lane.lane not in remote]
+    networked = [lane for lane in results.lanes if lane.network.path == "remote"]
+    rtt = ("loopback RTT" if not networked else "client↔server network RTT, whose jitter enters the estimate"
+           if len(networked) == len(results.lanes) else "client↔server RTT: loopback, or the network's")
+    items += [
+        f"Queue time is an estimate on llama.cpp (TTFT − server prompt_ms − {rtt}): the server stamps no "
+        "queue time.",
+        "Percentile CIs are distribution-free order-statistic intervals; throughput CIs are Student-t over "
+        "repetitions, which assumes the repetitions are independent.",
+    ]
+    if local:
+        items.append(f"Every figure{'' if not remote else ' of ' + ', '.join(local)} holds for this hardware "
+                     f"fingerprint, this {build} build, this model file and this workload shape "
+                     "(prompt/output tokens); the capability report refuses to apply it elsewhere.")
+    if remote:
+        items.append(f"{', '.join(remote)}: the figures hold for the remote server's hardware, this {build} "
+                     "build, this model and this workload shape; as that hardware was not seen, the "
+                     "capability "
+                     "report refuses to advertise them anywhere.")
+    if any(f.startswith("cpu_contention") for lane in results.lanes for lv in lane.levels for f in lv.flags):
+        items.append("Some levels ran with the CPU saturated: the load generator shares the machine with the "
+                     "server, so those levels measure the pair, not the server alone.")
+    if results.status != "complete":
+        items.append(f"The run is {results.status}: {results.status_reason or 'no reason recorded'}; "
+                     "levels it did not reach are absent, not zero.")
+    return [Heading(level=2, text="Limitations"), Bullets(items=items)]

@@ -1,0 +1,182 @@
+"""The recommendations.json model (DESIGN.md §7, §8): per lane and machine, how many requests at once.
+
+`RecommendationsFile` holds one `LaneRecommendation` per lane with measured levels: the recommended
+concurrency, every cap on it and the binding one, what the lane delivers there (`Expected`) and
+what the server showed (`ServerConfirmation`); `DEFINITIONS` restates the rules behind each figure
+(saturation/recommend applies them). The published JSON Schema carries
+RECOMMENDATIONS_SCHEMA_VERSION.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from satbench.config.schema import SloConfig, Strict
+from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
+from satbench.metrics.stats import Estimate, Interval
+from satbench.records.artifacts import published_schema, write_artifact
+from satbench.records.layout import RECOMMENDATIONS_FILE
+from satbench.records.manifest import HostInfo, ModelInfo, RuntimeInfo
+from satbench.saturation.bound import BusyVariant, Resource, Saturation
+from satbench.saturation.usl import UslFit
+
+RECOMMENDATIONS_SCHEMA_VERSION = "1.8"
+# 1.8: memory (the lane's cache per slot and the slots that fit after loading), memory_cap and the
+#      "memory" binding when those slots are the tightest limit.
+# 1.7: server_on_measuring_machine (capability refuses a url lane measured from another machine);
+#      server_confirmation.busy_slots and busy_slots_variant (slots_saturated falls back to the
+#      time-weighted busy slots without /metrics, as the binding's statement does); a p95 whose
+#      95 % CI has no upper end (fewer than 72 samples) meets no SLO target (the largest
+#      sample stood in for it, above the p95 only with probability 1 - 0.95^n).
+# 1.6: a `definitions` block (the rules behind the knee, the caps and the recommendation).
+# 1.5: expected and measured throughput are results 3.0's, taken over whole requests (a knee
+#      found on the earlier figure could sit higher: their bias grew with N).
+# 1.4: server_confirmation.requests_deferred is null when /metrics gave no reading (was false:
+#      "no deferred").
+# 1.3: error_cap and the "errors" binding; recommended_concurrency and expected are None when no
+#      measured level is safe; hardware.cpu_signature and hardware.cores_usable.
+# 1.2: runtime.binary_sha256.
+# 1.1: binding.resource, saturation, server_failure_cap.
+ERROR_SHARE_MAX = 0.01  # a level where more than 1 % of measured requests failed is not a safe limit
+Reason = Literal["server_failed", "errors", "fairness", "slo", "slots", "memory", "knee", "highest_measured"]
+
+
+class LevelSummary(Strict):
+    concurrency: int
+    output_tok_per_s: Estimate
+    p95_ttft_ms: float | None
+    p95_tpot_ms: float | None
+    slo_attainment: float | None = None
+
+
+class Expected(Strict):
+    """What the lane delivers at the recommended concurrency (measured there, with 95 % CIs)."""
+
+    concurrency: int
+    output_tok_per_s: Estimate
+    p95_ttft_ms: float | None
+    p95_ttft_ci: Interval | None
+    p95_tpot_ms: float | None
+    p95_tpot_ci: Interval | None
+    peak_rss_bytes: int | None
+    peak_gpu_mem_bytes: int | None
+
+
+class ServerConfirmation(Strict):
+    at_concurrency: int
+    slots: int | None
+    busy_slots_per_decode: float | None = Field(description="the decode-weighted busy slots (null without "
+                                                            "/metrics)")
+    busy_slots: float | None = Field(None, description="what slots_saturated reads: the decode-weighted "
+                                                       "figure, "
+                                     "else the time-weighted one (busy_slots_variant says which)")
+    busy_slots_variant: BusyVariant | None = None
+    requests_deferred_max: float | None
+    itl_p50_ms_by_level: dict[int, float | None]
+    slots_saturated: bool
+    requests_deferred: bool | None = Field(description="requests_deferred_max > 0; null when unknown (no "
+                                                       "/metrics)")
+    decode_time_rising: bool
+    statement: str
+
+
+class Binding(Strict):
+    reason: Reason
+    resource: Resource | Literal["memory"] | None = Field(
+        None, description="what saturated, when the knee binds: gpu, server_cpu, slots or undetermined "
+                          "(saturation.statement says why); memory when the slots that fit bind")
+    detail: str
+
+
+class LaneRecommendation(Strict):
+    lane: str
+    hardware_fingerprint: str
+    hardware: HostInfo
+    model: ModelInfo
+    runtime: RuntimeInfo
+    server_on_measuring_machine: bool | None = Field(
+        None, description="the server ran on the machine that measured it, whose hardware this describes "
+                          "(false: a url lane measured from another machine; null: recorded before this was)")
+    recommended_concurrency: int | None = Field(description="None: no measured level is at or below the "
+                                                "binding limit (binding.detail says why)")
+    max_concurrency_under_slo: int | None
+    slo: SloConfig | None
+    knee: int | None
+    knee_reason: str
+    kneedle_knee: int | None
+    slots: int | None
+    fairness_cap: int | None
+    fairness_failures: list[str] = Field(default_factory=list)
+    server_failure_cap: int | None = Field(None, description="below the lowest level whose server failed")
+    server_failures: list[str] = Field(default_factory=list)
+    error_cap: int | None = Field(None, description="below the lowest level where more than "
+                                                    f"{ERROR_SHARE_MAX:.0%} "
+                                  "of measured requests failed")
+    error_levels: list[str] = Field(default_factory=list)
+    memory: LaneMemory | None = Field(None, description="cache per slot, slots that fit (results.json)")
+    memory_cap: int | None = Field(None, description="the slots that fit in the memory left after loading")
+    binding: Binding
+    saturation: Saturation | None = Field(None, description="what limits throughput past the knee")
+    expected: Expected | None = Field(description="None when recommended_concurrency is None")
+    usl: UslFit
+    server_confirmation: ServerConfirmation
+    measured_levels: list[LevelSummary]
+    measured_at: str
+    command_line: list[str]
+
+
+DEFINITIONS = {
+    "recommended_concurrency": "the largest measured level at or below the tightest of knee, slo_bound, "
+                               "slots, memory_cap, fairness_cap, server_failure_cap and error_cap (the "
+                               "binding one is named); null when no measured level is that low",
+    "knee": "from the lowest level, the candidate moves to a higher level only when that level's output "
+            "tok/s is a real gain over the candidate's: >= 10% per doubling of N on average and above the "
+            "upper end of the "
+            "candidate's 95% CI; the knee is the last candidate, none when that is the highest level (still "
+            "rising). "
+            "DESIGN 7.1 stops at the first doubling below 10%; this rule still sees a later real gain (a "
+            "dip inside "
+            "the noise does not end the climb)",
+    "slo_bound": "the largest N such that it and every lower level meet the SLO: upper 95% CI end of p95 "
+                 "TTFT and p95 TPOT (and p95 E2E when set) within the targets, and >= 90% of requests "
+                 "meeting all (a "
+                 "failed request misses); a p95 whose CI has no upper end (fewer than 72 samples) does not "
+                 "meet a target",
+    "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at "
+                    "least 1)",
+    "server_failure_cap": "one below the lowest concurrency at which the lane's server crashed or stopped "
+                          "answering",
+    "memory_cap": "memory.slots_fit: the server's slots plus the cache slots that fit in the memory left "
+                  f"after loading (GPU free or RAM available, less {MARGIN_TEXT}) at the lane's per-slot "
+                  "context; below the slots when the server leaves less than that free",
+    "error_cap": "one below the lowest level where more than 1% of measured requests failed (cancelled ones "
+                 "excepted)",
+    "expected": "the recommended level's measured output tok/s (results.json: whole requests in the steady "
+                "window) and p95 TTFT / TPOT, with their 95% CIs",
+    "usl": "X(N) = X(1) N / (1 + alpha (N-1) + beta N (N-1)), alpha, beta >= 0 by bounded least squares; "
+           "peak N* = sqrt((1 - alpha) / beta) reported only when beta's 95% CI excludes 0 and R^2 >= 0.9",
+    "kneedle": "Kneedle on (log2 N, X) with >= 5 levels, beside the knee for comparison",
+}
+
+
+class RecommendationsFile(Strict):
+    schema_version: str = RECOMMENDATIONS_SCHEMA_VERSION
+    definitions: dict[str, str] = Field(default_factory=lambda: dict(DEFINITIONS),
+                                        description="the rules behind every figure, restated")
+    created_at: str
+    satbench_version: str = Field(description="the satbench that measured the run (with satbench_commit)")
+    satbench_commit: str | None
+    run_id: str
+    results_sha256: str
+    lanes: list[LaneRecommendation]
+
+
+def recommendations_json_schema() -> dict:
+    return published_schema(RecommendationsFile, "recommendations", RECOMMENDATIONS_SCHEMA_VERSION)
+
+
+def write_recommendations(run_dir: Path, recs: RecommendationsFile) -> Path:
+    return write_artifact(run_dir / RECOMMENDATIONS_FILE, recs, recommendations_json_schema())
