@@ -11,7 +11,7 @@ analysis, saturation, report) reads them, and imports nothing of http, load or r
 of a run is in `records`, of a workload in `workload`, of a server's output in `server`.
 `capability` asks the node what it runs now, so it may use http and server. `pipeline` alone
 composes analyze → recommend → report; the sweep is handed that derivation instead of importing
-it. tests/test_layers.py checks all of this from the imports.
+it. tests/project/test_layers.py checks all of this from the imports.
 """
 
 __version__ = "0.1.0"

@@ -22,7 +22,7 @@ from satbench.records.manifest import read_manifest, write_manifest, write_text_
 from satbench.run.resume import repair_torn_tail
 from satbench.records.rundir import RUN_SUBDIRS, check_run_dir, open_run_file, refuse_if_in_use
 from tests.conftest import FakeProcess
-from tests.fairness.harness import FAIR
+from tests.fakes.fairness_harness import FAIR
 from tests.faults.common import FAKE_BIN, one_error_line
 
 # what a resume of a finished-then-reopened one-lane native run writes (its server's log included)

@@ -300,7 +300,7 @@ def test_a_probe_slower_than_one_look_still_counts():
 def test_a_fairness_check_whose_server_is_sigstopped_fails_within_the_bound(fake_server, tmp_path):
     """The checks run their own requests (decoders sent beside each other): the watchdog covers them."""
     from satbench.cli.args import build_parser, run_config
-    from tests.fairness.harness import FAIR
+    from tests.fakes.fairness_harness import FAIR
 
     fake = fake_server(**FAIR)
     run_dir = tmp_path / "run"

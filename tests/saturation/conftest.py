@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from satbench.host.gpu import NvmlGpus
-from tests.test_gpu import FakeNvml
+from tests.host.test_gpu import FakeNvml
 
 
 @pytest.fixture(scope="session")

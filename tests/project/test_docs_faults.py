@@ -12,7 +12,7 @@ from satbench.config import limits
 from satbench.config import ranges as config
 from satbench.load import liveness
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "faults.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "faults.md"
 SECTIONS = {"What a server may send": (limits, liveness), "What a user may give": (config, lanefile)}
 UNITS = {"MiB": 2**20, "KiB": 2**10}
 

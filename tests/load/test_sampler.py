@@ -12,7 +12,7 @@ from satbench.load.sampler import ServerSampler, parse_slots
 from satbench.errors import ParseError
 from tests.fakes.fake_llama_server import FakeLlamaServer
 from tests.fakes.fake_scheduler import FakeScript
-from tests.test_gpu import FakeNvml
+from tests.host.test_gpu import FakeNvml
 
 
 async def sample_for(tmp_path, script: FakeScript, seconds: float, **kw):

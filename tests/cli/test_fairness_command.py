@@ -5,7 +5,7 @@ import json
 
 from satbench.cli.main import main
 from satbench.analysis.results import VERDICTS_FILE, verdicts_json_schema
-from tests.fairness.harness import FAIR
+from tests.fakes.fairness_harness import FAIR
 
 import jsonschema
 

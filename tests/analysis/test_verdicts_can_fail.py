@@ -3,7 +3,7 @@
 
 import pytest
 
-from tests.fairness.harness import run_check
+from tests.fakes.fairness_harness import run_check
 
 CASES = [
     # check, unfair knob of the fake, why it must fail

@@ -4,7 +4,7 @@ length), and the verdict names the sizes as sent, not as planned."""
 
 from __future__ import annotations
 
-from tests.fairness.harness import run_check_events
+from tests.fakes.fairness_harness import run_check_events
 
 
 async def test_a_grown_prompt_is_the_same_alone_and_together_and_named_as_sent():

@@ -185,7 +185,7 @@ def test_capability_refuses_a_recommendation_measured_with_other_library_bytes(t
 def test_the_server_dies_with_satbench_even_when_satbench_is_killed(tmp_path):
     """SIGKILL (or the OOM killer) gives satbench no chance to stop its server: the kernel must,
     or an orphaned llama-server keeps its port and its CPU and skews the next benchmark."""
-    from tests.runtimes.orphans import outlives_its_parent
+    from tests.server.orphans import outlives_its_parent
 
     script = (f"import sys, time; from pathlib import Path\n"
               f"from satbench.config.schema import ServerParams\n"

@@ -6,7 +6,7 @@ from satbench.analysis.checks import lane_verdicts
 from satbench.analysis.starvation_checks import s1, s2
 from satbench.analysis.verdicts import Calibration
 from tests.builders import ev
-from tests.fairness.harness import run_check
+from tests.fakes.fairness_harness import run_check
 
 
 async def test_one_slot_cannot_show_fairness_between_requests():

@@ -286,7 +286,7 @@ def test_native_server_is_told_to_listen_on_loopback_only(tmp_path):
     from satbench.config.schema import ServerParams
     from satbench.server.native import NativeRuntime
 
-    binary = Path(__file__).parent / "fakes" / "fake_llama_server_bin.py"
+    binary = Path(__file__).resolve().parents[1] / "fakes" / "fake_llama_server_bin.py"
     rt = NativeRuntime(str(binary), "/m.gguf", ServerParams(), 2, 1024, tmp_path / "server.log")
     cmd = rt.command(8080)
     assert cmd.count("--host") == 1 and cmd[cmd.index("--host") + 1] == "127.0.0.1"

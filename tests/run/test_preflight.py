@@ -16,7 +16,7 @@ from satbench.errors import RuntimeStartError, UserError
 from satbench.records.manifest import read_manifest
 from satbench.models.synthetic import write_synthetic_gguf
 
-BIN = str(Path(__file__).resolve().parent / "fakes" / "fake_llama_server_bin.py")
+BIN = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_llama_server_bin.py")
 
 
 @pytest.fixture(scope="module")

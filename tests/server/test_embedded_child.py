@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from tests.runtimes.orphans import outlives_its_parent
+from tests.server.orphans import outlives_its_parent
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")

@@ -45,7 +45,7 @@ def test_good_file(tmp_path):
 
 
 def test_shipped_example_is_valid():
-    cfg = load_lane_file(Path(__file__).parents[1] / "examples" / "lanes.toml")
+    cfg = load_lane_file(Path(__file__).parents[2] / "examples" / "lanes.toml")
     assert [lane.name for lane in cfg.lanes] == ["dense", "v4"]
     assert cfg.lanes[0].runtime.model == "builtin:gemma3-270m"
     assert cfg.lanes[1].runtime.model == "synthetic:deepseek4-small"

@@ -20,7 +20,7 @@ from satbench.metrics.level import summarize_level
 from satbench.load.sampler import MAX_CONSECUTIVE_FAILURES, ServerSampler, process_tree_usage
 from tests.builders import MS, ListSink, mark
 from tests.metrics.test_level import closed_loop_n1, ctx
-from tests.test_gpu import FakeNvml
+from tests.host.test_gpu import FakeNvml
 
 
 class LostNvml(FakeNvml):
