@@ -32,6 +32,9 @@ ALL_MODELS = [
     (arch, size) for arch in ARCHS for size in ARCHS[arch].sizes
     if parameter_count(arch, size) < 200_000_000
 ]
+# the tiny sizes load in the default run; the larger ones (10-100 MB, ~10 s each) with -m slow
+LOADED = [pytest.param(arch, size, marks=[pytest.mark.slow] if size != "tiny" else [])
+          for arch, size in ALL_MODELS]
 
 
 def _sha256(path: Path) -> str:
@@ -339,7 +342,7 @@ def _generate_in_child(path: Path, prompt: object) -> list[dict]:
 
 @pytest.mark.integration
 @needs_xllamacpp
-@pytest.mark.parametrize(("arch", "size"), ALL_MODELS)
+@pytest.mark.parametrize(("arch", "size"), LOADED)
 def test_llama_cpp_loads_and_streams(tmp_path: Path, arch: str, size: str) -> None:
     info = write_synthetic_gguf(tmp_path / f"{arch}-{size}.gguf", arch=arch, size=size, seed=5)
     prompt: object = [1, 262, 300, 400, 500] if arch == "llama" else "Grüße, 世界! the model"
