@@ -77,8 +77,10 @@ def test_ttft_and_queue_time_agree_with_the_server(two_slot_run):
         true_queue = (rec["prompt_start_ns"] - rec["arrival_ns"]) / MS
         est = (first_token_ns(e) - e.sent_ns) / MS - e.timings.prompt_ms
         queue_err.append(est - true_queue)
-    assert 0 <= statistics.median(ttft_err) < 1.5
-    assert abs(statistics.median(queue_err)) < 1.5
+    # what the client adds: ~1 ms idle (benchmarks/harness_overhead.py measures it), more beside a CPU
+    # hog; a stamp taken at the wrong moment (e.g. after parsing the whole event) is off by far more
+    assert 0 <= statistics.median(ttft_err) < 5.0
+    assert abs(statistics.median(queue_err)) < 5.0
 
 
 def test_throughput_equals_what_the_server_did_from_each_streams_request_start_to_the_windows_end(two_slot_run):
