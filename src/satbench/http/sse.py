@@ -61,7 +61,8 @@ class SseSplitter:
         start, scan, n = 0, self._scan, len(buf)
         while True:
             if not self._data and scan == start:
-                start = scan = _BLANKS.match(buf, start).end()  # type: ignore[union-attr]  # `[\r\n]*` always matches
+                # `[\r\n]*` always matches
+                start = scan = _BLANKS.match(buf, start).end()  # type: ignore[union-attr]
             m = _EOL.search(buf, scan)
             if m is None:
                 if n - start > MAX_EVENT_BYTES:

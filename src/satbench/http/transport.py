@@ -153,7 +153,8 @@ class HttpStream(asyncio.Protocol):
         self._sse = SseSplitter()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # a stream transport, as create_connection makes
+        # a stream transport, as create_connection makes
+        self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         t = self.clock()

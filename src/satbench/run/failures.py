@@ -52,7 +52,8 @@ class Failures:
         """Record that `unit` lost its server (`exc` says which lane, scenario, level, repetition),
         the units not run because of it and the failed server's log file."""
         return self.add(ServerFailure(
-            lane=exc.lane, scenario=exc.scenario, level=exc.level,  # type: ignore[arg-type]  # a level's scenario
+            # a level's scenario
+            lane=exc.lane, scenario=exc.scenario, level=exc.level,  # type: ignore[arg-type]
             repetition=exc.repetition, session=session, unit=unit, reason=str(exc),
             server_log=server_log.name if server_log is not None else None, skipped_units=skipped))
 
