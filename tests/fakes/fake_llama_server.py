@@ -201,6 +201,7 @@ class _Conn(asyncio.Protocol):
         if req.headers_ns == 0:
             req.headers_ns = now
         req.chunk_ns.append(now)
+        req.chunk_deadline_ns.append(deadline_ns)
         req.late_ns_max = max(req.late_ns_max, now - deadline_ns)
         if done:
             self._finish(req, "ok")
@@ -324,8 +325,8 @@ class FakeLlamaServer:
                "endpoint": req.extra.get("endpoint"), "prompt_tokens": req.prompt_n, "n_predict": req.n_predict,
                "n_decoded": req.n_decoded, "truncated": req.truncated, "arrival_ns": req.arrival_ns,
                "admit_ns": req.admit_ns, "prompt_start_ns": req.prompt_start_ns,
-               "headers_ns": req.headers_ns, "chunk_ns": req.chunk_ns, "end_ns": req.end_ns,
-               "late_ns_max": req.late_ns_max}
+               "headers_ns": req.headers_ns, "chunk_ns": req.chunk_ns,
+               "chunk_deadline_ns": req.chunk_deadline_ns, "end_ns": req.end_ns, "late_ns_max": req.late_ns_max}
         if req.gen_start_ns:
             t = req.timings()
             rec.update(prompt_ms=t["prompt_ms"], predicted_ms=t["predicted_ms"])
