@@ -24,20 +24,20 @@ def remote_preflight(cfg: RunConfig) -> None:
 
 
 def cmd_analyze(a: argparse.Namespace) -> int:
-    from satbench.analysis.analyze import analyze_and_write
+    from satbench.pipeline import SweepDerivation
     from satbench.report.table import print_results
 
     refuse_if_in_use(Path(a.run_dir))
-    results = analyze_and_write(Path(a.run_dir))
+    results = SweepDerivation().derive(Path(a.run_dir))
     print_results(results, run_dir=Path(a.run_dir))
     note_stale_report(Path(a.run_dir), ["results.json", "verdicts.json"])
     return 0
 
 
 def note_stale_report(run_dir: Path, rewritten: list[str]) -> None:
-    from satbench.report.integrity import stale_sums_note
+    from satbench.pipeline import SweepDerivation
 
-    if (note := stale_sums_note(run_dir, rewritten)) is not None:
+    if (note := SweepDerivation().stale_note(run_dir, rewritten)) is not None:
         print(note, file=sys.stderr)
 
 
