@@ -61,7 +61,7 @@ async def test_prefill_first_freezes_decoders_for_the_whole_prompt():
     gap, base, prefill = await _decode_stall(True)
     # default (llama.cpp): decode tokens first, prompt fills the rest -> one 510-token chunk + an iteration
     assert fair_base == pytest.approx(5.0, abs=2.0) and base == pytest.approx(5.0, abs=2.0)
-    assert fair_gap <= 80.0, fair_gap  # scripted 56 ms
+    assert fair_gap <= 120.0, fair_gap  # scripted 56 ms (a busy host re-bases a late tick); unfair >= 150
     assert 180.0 <= fair_prefill <= 260.0, fair_prefill  # 4 iterations: 3 x 56 + 52 ms
     # prefill_first: the decoders emit nothing until the whole prompt (200 ms) is in
     assert gap >= 150.0 and gap >= 0.8 * prefill, (gap, prefill)  # scripted 205 ms

@@ -51,3 +51,20 @@ def test_fuzz_parse_head_raises_only_parse_error(head):
         parse_head(head)
     except ParseError:
         pass
+
+
+def test_body_bytes_before_a_bad_chunk_frame_in_the_same_read_are_kept():
+    """Tokens that arrived in the same read as a malformed frame count: the decoder hands them over
+    with its error, whatever the read boundaries were."""
+    from satbench.http.transport import BadChunk, ChunkedDecoder
+
+    body = b"5\r\nhello\r\n3\r\nabc\r\nzz\r\n"
+    whole = ChunkedDecoder()
+    with pytest.raises(BadChunk) as caught:
+        whole.feed(body)
+    assert caught.value.decoded == b"helloabc" and "bad chunk size" in str(caught.value)
+    split = ChunkedDecoder()
+    assert split.feed(body[:10]) == b"hello"
+    with pytest.raises(BadChunk) as caught:
+        split.feed(body[10:])
+    assert caught.value.decoded == b"abc"

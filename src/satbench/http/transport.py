@@ -51,12 +51,21 @@ _DIGITS = re.compile(rb"[0-9]{1,%d}" % MAX_CONTENT_LENGTH_DIGITS)
 _CRLF_WINDOW = MAX_CHUNK_SIZE_LINE_BYTES + 2  # a size line and its CRLF
 
 
+class BadChunk(ParseError):
+    """A chunk frame that is not `Transfer-Encoding: chunked`; `decoded` holds the body bytes of the
+    same feed that came before it (they were received and count, whatever the read boundaries)."""
+
+    def __init__(self, message: str, decoded: bytes) -> None:
+        super().__init__(message)
+        self.decoded = decoded
+
+
 class ChunkedDecoder:
     """Incremental `Transfer-Encoding: chunked` decoder; `feed()` returns body bytes.
 
     Linear in what it is fed: a feed walks its bytes with an offset and keeps only the undecoded
     tail (at most a partial size line) for the next one. A size line is hex digits (at most 16),
-    optionally `;extensions`, in at most MAX_CHUNK_SIZE_LINE_BYTES; else ParseError."""
+    optionally `;extensions`, in at most MAX_CHUNK_SIZE_LINE_BYTES; else BadChunk (a ParseError)."""
 
     def __init__(self) -> None:
         self._buf = b""
@@ -64,9 +73,15 @@ class ChunkedDecoder:
         self.done = False
 
     def feed(self, data: bytes) -> bytes:
+        out = bytearray()
+        try:
+            return self._feed(data, out)
+        except ParseError as exc:
+            raise BadChunk(str(exc), bytes(out)) from None
+
+    def _feed(self, data: bytes, out: bytearray) -> bytes:
         buf = self._buf + data if self._buf else data
         pos, n = 0, len(buf)
-        out = bytearray()
         while not self.done and pos < n:
             if self._remaining == -1:
                 nl = buf.find(b"\r\n", pos, pos + _CRLF_WINDOW)
@@ -190,9 +205,22 @@ class HttpStream(asyncio.Protocol):
 
     def _body(self, t: int, data: bytes) -> None:
         if self._chunked is not None:
-            data = self._chunked.feed(data)
+            try:
+                data = self._chunked.feed(data)
+            except BadChunk as exc:
+                self._take(t, exc.decoded)  # what came before the bad frame is the stream's too
+                raise
         elif self._length is not None:
             data = data[: max(0, self._length - self._body_bytes)]
+        self._take(t, data)
+        ended = (self._chunked is not None and self._chunked.done) or (
+            self._length is not None and self._body_bytes >= self._length)
+        if ended:
+            self.result.complete = True
+            self._finish(t, None)
+
+    def _take(self, t: int, data: bytes) -> None:
+        """Body bytes received at `t`: SSE payloads delivered (a 200), else kept as the error body."""
         self._body_bytes += len(data)
         r = self.result
         if data:
@@ -200,11 +228,6 @@ class HttpStream(asyncio.Protocol):
                 self._deliver(t, self._sse.feed(data))
             elif len(r.error_body) < MAX_ERROR_BODY_BYTES:
                 r.error_body += data[: MAX_ERROR_BODY_BYTES - len(r.error_body)]
-        ended = (self._chunked is not None and self._chunked.done) or (
-            self._length is not None and self._body_bytes >= self._length)
-        if ended:
-            r.complete = True
-            self._finish(t, None)
 
     def connection_lost(self, exc: Exception | None) -> None:
         t = self.clock()
