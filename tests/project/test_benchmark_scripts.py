@@ -57,3 +57,8 @@ def test_liveness_bound_prints_a_row_with_the_recorded_failure():
     out = _run(str(BENCH / "liveness_bound.py"), "--levels", "1")
     rows = [ln.split(None, 3) for ln in out.splitlines() if ln.strip().startswith("1 ")]
     assert len(rows) == 1 and rows[0][2] == "4" and "stopped answering" in rows[0][3]
+
+
+def test_http_keepalive_prints_both_connection_policies_and_their_ratio():
+    out = _run(str(BENCH / "http_keepalive.py"), "--requests", "30")
+    assert "kept-alive" in out and "new connection each" in out and "ratio new/kept" in out

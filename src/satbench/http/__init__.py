@@ -8,7 +8,9 @@ Three HTTP stacks, the two borrowed ones each behind one entry point of access.p
 - satbench's own asyncio transport (transport.py): the load generator's streams, stamped in
   data_received; one connection per request (Connection: close).
 - aiohttp (access.EndpointSession): probe, RTT, /tokenize, sampler, liveness; kept-alive
-  connections, so no connect lands in a recorded RTT or a sampler poll. Its error texts are recorded.
+  connections, so no connect lands in a recorded RTT or a sampler poll: a new connection per GET
+  /health takes 2.2-2.3x the kept-alive round trip on loopback (p50 0.37 vs 0.16-0.17 ms,
+  benchmarks/http_keepalive.py). Its error texts are recorded.
 - urllib (access.get_bytes): the synchronous callers (preflight checks, capability, native's
   /health poll); its error texts (strerror) are what those callers report.
 """
