@@ -24,7 +24,7 @@ from pathlib import Path
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from client_choice import start_fake  # noqa: E402  (the fake's start, written once)
+from client_choice import start_fake  # the fake's start, written once
 
 
 async def round_trips_ms(base: str, n: int, keep_alive: bool) -> list[float]:
@@ -58,7 +58,8 @@ def main() -> int:
     print(f"GET /health on loopback, {args.requests} requests each (fake server pinned to the last CPU)")
     for name, v in (("kept-alive", kept), ("new connection each", fresh)):
         print(f"  {name:<20} p50 {p(v, 50):6.3f} ms  p99 {p(v, 99):6.3f} ms")
-    print(f"  ratio new/kept       p50 {p(fresh, 50) / p(kept, 50):5.2f}x  p99 {p(fresh, 99) / p(kept, 99):5.2f}x")
+    print(f"  ratio new/kept       p50 {p(fresh, 50) / p(kept, 50):5.2f}x  "
+          f"p99 {p(fresh, 99) / p(kept, 99):5.2f}x")
     return 0
 
 
