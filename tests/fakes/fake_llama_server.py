@@ -326,7 +326,8 @@ class FakeLlamaServer:
                "n_decoded": req.n_decoded, "truncated": req.truncated, "arrival_ns": req.arrival_ns,
                "admit_ns": req.admit_ns, "prompt_start_ns": req.prompt_start_ns,
                "headers_ns": req.headers_ns, "chunk_ns": req.chunk_ns,
-               "chunk_deadline_ns": req.chunk_deadline_ns, "end_ns": req.end_ns, "late_ns_max": req.late_ns_max}
+               "chunk_deadline_ns": req.chunk_deadline_ns, "end_ns": req.end_ns,
+               "late_ns_max": req.late_ns_max}
         if req.gen_start_ns:
             t = req.timings()
             rec.update(prompt_ms=t["prompt_ms"], predicted_ms=t["predicted_ms"])

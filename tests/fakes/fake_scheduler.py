@@ -156,8 +156,8 @@ class FakeRequest:
 
     __slots__ = ("rid", "task_id", "prompt_n", "n_predict", "n_stop", "truncated", "params", "sink", "slot",
                  "n_processed", "n_decoded", "n_decode_iters", "generating", "cancelled", "done", "arrival_ns",
-                 "admit_ns", "prompt_start_ns", "gen_start_ns", "last_token_ns", "chunk_ns", "chunk_deadline_ns",
-                 "late_ns_max", "headers_ns", "end_ns", "extra")
+                 "admit_ns", "prompt_start_ns", "gen_start_ns", "last_token_ns", "chunk_ns",
+                 "chunk_deadline_ns", "late_ns_max", "headers_ns", "end_ns", "extra")
 
     def __init__(self, rid: str | None, prompt_n: int, n_predict: int, params: dict, sink, arrival_ns: int):
         self.rid, self.prompt_n, self.n_predict, self.params, self.sink = rid, prompt_n, n_predict, params, sink

@@ -19,8 +19,8 @@ from satbench.http.client import StreamOutcome
 from satbench.errors import ServerGoneError
 from satbench.records.events import LevelMark, RequestEvent, read_events
 from satbench.run.lane_session import LaneSession
-from satbench.load.liveness import (DECLARED_WITHIN_S, LIVENESS_TIMEOUT_S, SERVER_UNRESPONSIVE, StreamActivity,
-                               run_watched, watch)
+from satbench.load.liveness import (DECLARED_WITHIN_S, LIVENESS_TIMEOUT_S, SERVER_UNRESPONSIVE,
+                                    StreamActivity, run_watched, watch)
 from satbench.records.manifest import read_manifest
 from satbench.pipeline import new_sweep as Sweep
 from tests.conftest import url_lane_config

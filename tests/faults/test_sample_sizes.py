@@ -13,7 +13,8 @@ import pytest
 from satbench.http.endpoint import Endpoint
 from satbench.errors import ParseError
 from satbench.records.events import MetricsSample, SlotsSample
-from satbench.config.limits import KIB, MAX_METRIC_NAME_CHARS, MAX_METRIC_SERIES, MAX_METRICS_BYTES, MAX_SLOTS_BYTES
+from satbench.config.limits import (KIB, MAX_METRIC_NAME_CHARS, MAX_METRIC_SERIES, MAX_METRICS_BYTES,
+                                    MAX_SLOTS_BYTES)
 from satbench.http.promparse import llamacpp_values
 from satbench.load.sampler import ServerSampler, parse_slots
 from tests.builders import ListSink
@@ -24,7 +25,8 @@ SMALL_SAMPLE_BYTES = 4 * KIB  # an error sample: its tags and a one-line reason 
 def _sampler(answer: bytes, **kw) -> tuple[ServerSampler, ListSink]:
     tick = itertools.count(0, 1000)
     w = ListSink()
-    s = ServerSampler(Endpoint.of("http://127.0.0.1:9"), "default", w, interval_s=0.0, clock=lambda: next(tick), **kw)
+    s = ServerSampler(Endpoint.of("http://127.0.0.1:9"), "default", w, interval_s=0.0,
+                      clock=lambda: next(tick), **kw)
 
     async def get(path: str) -> tuple[int, bytes]:
         return 200, answer

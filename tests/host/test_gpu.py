@@ -106,7 +106,8 @@ def test_a_sweep_with_a_gpu_carries_nvml_figures_into_results_and_the_report(tmp
     import satbench.run.sweep
     from tests.conftest import sweep_fake
 
-    monkeypatch.setattr(satbench.run.sweep, "open_nvml", lambda: NvmlGpus(FakeNvml(util=(35, 0), clock=(1980, 300))))
+    monkeypatch.setattr(satbench.run.sweep, "open_nvml",
+                        lambda: NvmlGpus(FakeNvml(util=(35, 0), clock=(1980, 300))))
     results, run_dir, _ = sweep_fake(tmp_path, dict(n_slots=2, decode_iteration_ms=4.0), [1, 2], requests=8,
                                      reps=1, prompt=16, output=8)
     assert [g.name for g in results.provenance.host.gpus] == ["NVIDIA H200"] * 2

@@ -82,7 +82,8 @@ async def test_wrong_token_count_is_an_error():
 
 
 async def test_http_400_from_llamacpp_is_recorded_with_its_message():
-    async with FakeLlamaServer(FakeScript(n_slots=1, n_ctx=64)) as srv, StreamClient(Endpoint.of(srv.base_url)) as client:
+    async with FakeLlamaServer(FakeScript(n_slots=1, n_ctx=64)) as srv, \
+            StreamClient(Endpoint.of(srv.base_url)) as client:
         out = await client.run(req(n_out=8, prompt=list(range(100))))
     assert out.error_type == "http_400" and out.http_status == 400
     assert out.error_message  # llama.cpp's own message
@@ -168,7 +169,8 @@ class OpenAiServer(ScriptedServer):
 
 
 async def test_an_openai_stream_that_ends_cleanly_after_its_final_chunk_needs_no_done_marker():
-    async with OpenAiServer(["done", "no_done", "cut"]) as srv, StreamClient(Endpoint.of(srv.url), "openai") as client:
+    async with OpenAiServer(["done", "no_done", "cut"]) as srv, \
+            StreamClient(Endpoint.of(srv.url), "openai") as client:
         done = await client.run(req())
         no_done = await client.run(req())
         cut = await client.run(req())

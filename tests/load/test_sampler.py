@@ -6,7 +6,8 @@ import os
 import pytest
 
 from satbench.http.endpoint import Endpoint
-from satbench.records.events import MetricsSample, ProcessSample, SlotsSample, read_samples, JsonlWriter, SAMPLES_FILE
+from satbench.records.events import (MetricsSample, ProcessSample, SlotsSample, read_samples, JsonlWriter,
+                                     SAMPLES_FILE)
 from satbench.host.gpu import NvmlGpus
 from satbench.load.sampler import ServerSampler, parse_slots
 from satbench.errors import ParseError

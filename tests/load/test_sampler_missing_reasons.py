@@ -31,7 +31,8 @@ class LostNvml(FakeNvml):
 def sampler(**kw) -> tuple[ServerSampler, ListSink]:
     tick = itertools.count(-10_000 * MS, 100 * MS)  # a controllable clock: 100 ms per reading, long before t=0
     w = ListSink()
-    return ServerSampler(Endpoint.of("http://127.0.0.1:9"), "default", w, interval_s=0.0, clock=lambda: next(tick), **kw), w
+    return ServerSampler(Endpoint.of("http://127.0.0.1:9"), "default", w, interval_s=0.0,
+                         clock=lambda: next(tick), **kw), w
 
 
 # ------------------------------------------------------------------------- D4: a poller that gave up

@@ -93,7 +93,8 @@ def test_null_cpu_figures_carry_a_reason():
 def sampler(**kw) -> tuple[ServerSampler, ListSink]:
     tick = itertools.count(0, 100 * MS)
     w = ListSink()
-    return ServerSampler(Endpoint.of("http://127.0.0.1:9"), "default", w, interval_s=0.0, clock=lambda: next(tick), **kw), w
+    return ServerSampler(Endpoint.of("http://127.0.0.1:9"), "default", w, interval_s=0.0,
+                         clock=lambda: next(tick), **kw), w
 
 
 def test_process_samples_name_the_server_and_satbench_processes():

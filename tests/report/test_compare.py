@@ -17,7 +17,8 @@ from satbench.report.compare import (
     Comparison, MetricComparison, compare_results, compare_runs, is_significant, load_results,
     print_comparison, ratio_cell,
 )
-from satbench.analysis.results import RESULTS_FILE, RESULTS_SCHEMA_VERSION, LaneResult, ResultsFile, write_results
+from satbench.analysis.results import (RESULTS_FILE, RESULTS_SCHEMA_VERSION, LaneResult, ResultsFile,
+                                       write_results)
 
 SHA_A = "a" * 12 + "0" * 52
 SHA_B = "b" * 12 + "0" * 52

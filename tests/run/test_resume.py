@@ -28,8 +28,8 @@ def interrupted(fake_server, tmp_path):
     """A run stopped by Ctrl-C while its second unit (N=2, repetition 1) was running."""
     fake = fake_server(n_slots=2, decode_iteration_ms=5.0)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "satbench.cli.main", "sweep", "--url", fake.base_url, *FLAGS,
-                             "-o", str(run_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "satbench.cli.main", "sweep", "--url", fake.base_url,
+                             *FLAGS, "-o", str(run_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

@@ -9,7 +9,8 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.errors import UserError
-from satbench.records.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo, read_manifest, write_manifest
+from satbench.records.manifest import (LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo, read_manifest,
+                                       write_manifest)
 from satbench.server.checks import check_same_server
 
 OLD_NAME = "remote server (given by --url)"  # what runs recorded before the rename
@@ -69,7 +70,8 @@ def test_resume_of_a_run_recorded_under_the_old_name_goes_on(fake_server, monkey
     """A finished run rewritten to look like an interrupted one the old code made (old runtime name,
     first level done). A resume against a server of another shape is refused (exit 2) and leaves the
     run resumable; against the right one it finishes the run."""
-    monkeypatch.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))  # the checkout may change meanwhile
+    # the checkout may change meanwhile
+    monkeypatch.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))
     fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
     run = tmp_path / "run"
     assert main(["sweep", "--url", fake.base_url, *TINY, "-o", str(run)]) == 0

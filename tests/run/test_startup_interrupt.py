@@ -32,8 +32,8 @@ def test_a_signal_during_server_startup_interrupts_the_run(tmp_path, sig):
     never_ready.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 1000\n")
     never_ready.chmod(0o755)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "satbench.cli.main", "sweep", "--server-bin", str(never_ready),
-                             "--model", str(model), "-o", str(run_dir)],
+    proc = subprocess.Popen([sys.executable, "-m", "satbench.cli.main", "sweep", "--server-bin",
+                             str(never_ready), "--model", str(model), "-o", str(run_dir)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     server_pid = None
     try:

@@ -52,7 +52,8 @@ def _refine_cfg(url: str):
 
 def test_a_resume_after_an_interrupt_during_refine_reruns_the_levels_first_chosen(fake_server, tmp_path,
                                                                                   monkeypatch):
-    monkeypatch.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))  # the checkout may change meanwhile
+    # the checkout may change meanwhile
+    monkeypatch.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))
     fake = fake_server(n_slots=2, decode_iteration_ms=4.0)
     cfg, run_dir = _refine_cfg(fake.base_url), tmp_path / "run"
     run_dir.mkdir()
