@@ -212,7 +212,7 @@ def test_plots_as_a_link_to_a_directory_outside_is_refused(native_run, tmp_path,
 
 
 def test_plots_dir_name_is_the_one_the_rule_checks():
-    from satbench.report.plot_style import PLOTS_DIR
+    from satbench.records.layout import PLOTS_DIR
 
     assert PLOTS_DIR in RUN_SUBDIRS
 

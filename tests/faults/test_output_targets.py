@@ -10,7 +10,7 @@ import pytest
 from satbench.errors import RunDirError, UserError
 from satbench.records.manifest import write_text_atomic
 from satbench.models.files import sha256_file
-from satbench.server.remote import redact_url, split_credentials
+from satbench.http.endpoint import redact_url, split_credentials
 
 
 def test_the_sha256_cache_is_not_written_through_a_link_at_a_temporary_name(tmp_path):

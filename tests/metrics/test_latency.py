@@ -3,6 +3,7 @@
 import pytest
 
 from satbench.metrics import latency
+from satbench.records.events import itl_ms
 from tests.builders import ev
 
 
@@ -22,12 +23,12 @@ def test_e2e_tpot_and_itl():
     assert latency.e2e_ms(e) == pytest.approx(100.0)
     # (E2E - TTFT) / (4 - 1) = (100 - 50) / 3
     assert latency.tpot_ms(e) == pytest.approx(50.0 / 3)
-    assert latency.itl_ms(e) == pytest.approx([10.0, 15.0, 20.0])
+    assert itl_ms(e) == pytest.approx([10.0, 15.0, 20.0])
 
 
 def test_itl_divides_a_gap_by_the_tokens_of_the_later_chunk():
     e = ev(sent_ms=0, chunks_ms=[10, 40], tokens_per_chunk=3)
-    assert latency.itl_ms(e) == pytest.approx([10.0])  # 30 ms gap / 3 tokens
+    assert itl_ms(e) == pytest.approx([10.0])  # 30 ms gap / 3 tokens
 
 
 def test_tpot_undefined_for_one_token():

@@ -7,7 +7,8 @@ import random
 import pytest
 
 from satbench.metrics.interference import interference
-from satbench.metrics.level import LevelContext, LevelResult, summarize_level
+from satbench.metrics.level import summarize_level
+from satbench.metrics.level_result import LevelContext, LevelResult
 from satbench.metrics.stats import percentile, percentile_ci
 from satbench.report.compare import compare_level
 from tests.builders import ev, mark

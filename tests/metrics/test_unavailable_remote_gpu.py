@@ -3,7 +3,7 @@ not because this one has no GPU: the level says so."""
 
 from __future__ import annotations
 
-from satbench.metrics.level import LevelContext
+from satbench.metrics.level_result import LevelContext
 from satbench.metrics.unavailable import unavailable_figures
 from tests.report.test_compare import lane
 

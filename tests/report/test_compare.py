@@ -11,7 +11,7 @@ from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig, ServerP
 from satbench.errors import UserError
 from satbench.records.manifest import GpuInfo, HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo
 from satbench.metrics.interference import Ratio
-from satbench.metrics.level import Counts, Latency, LevelResult, Memory, Occupancy, RepetitionResult, Throughput
+from satbench.metrics.level_result import Counts, Latency, LevelResult, Memory, Occupancy, RepetitionResult, Throughput
 from satbench.metrics.stats import Distribution, Estimate, Interval, distribution, mean_estimate
 from satbench.report.compare import (
     Comparison, MetricComparison, compare_results, compare_runs, is_significant, load_results,

@@ -17,7 +17,7 @@ from rich.console import Console
 from satbench.cli.main import main
 from satbench.analysis.verdicts import Verdict
 from satbench.metrics.interference import Ratio
-from satbench.metrics.level import Occupancy
+from satbench.metrics.level_result import Occupancy
 from satbench.metrics.stats import Estimate, distribution
 from satbench.models.resolve import resolve_model, resolve_synthetic
 from satbench.report.compare import MetricComparison, compare_results, ratio_cell

@@ -11,7 +11,7 @@ import pytest
 
 from satbench.config.schema import SloConfig
 from satbench.records.events import RequestEvent, read_events
-from satbench.metrics.level import Occupancy
+from satbench.metrics.level_result import Occupancy
 from satbench.metrics.stats import Interval
 from satbench.report.plot_style import DPI, SIZE_IN
 from satbench.report.plots import marker_lines, write_plots

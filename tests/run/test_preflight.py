@@ -68,7 +68,7 @@ def test_an_unreachable_url_leaves_no_run_directory(tmp_path, capsys):
 def test_a_url_with_a_path_is_refused_with_its_root(tmp_path, capsys):
     code, err = _refused(["sweep", "--url", "http://127.0.0.1:8080/v1"], tmp_path / "run", capsys)
     assert code == 2 and "give the server's root URL (http://127.0.0.1:8080)" in err
-    from satbench.server.remote import split_credentials
+    from satbench.http.endpoint import split_credentials
 
     assert split_credentials("http://127.0.0.1:8080/") == ("http://127.0.0.1:8080", None)
     with pytest.raises(UserError, match=r"root URL \(https://example.com/api\)"):

@@ -3,7 +3,7 @@
 import pytest
 
 from satbench.errors import UserError
-from satbench.server.remote import is_loopback, redact_url, split_credentials
+from satbench.http.endpoint import is_loopback, redact_url, split_credentials
 
 
 def test_credentials_are_removed_from_the_base_url():

@@ -10,7 +10,8 @@ from satbench.analysis.verdicts import Verdict
 from satbench.config.schema import LaneConfig, together_shape
 from satbench.errors import RunDirError
 from satbench.metrics.interference import interference
-from satbench.metrics.level import LevelContext, LevelResult, summarize_level
+from satbench.metrics.level import summarize_level
+from satbench.metrics.level_result import LevelContext, LevelResult
 from satbench.metrics.slot_memory import lane_memory
 from satbench.records.events import (
     LevelMark,

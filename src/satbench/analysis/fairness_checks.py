@@ -34,10 +34,10 @@ from satbench.analysis.verdicts import (
 )
 from satbench.analysis.verdicts import make_verdict as _v
 from satbench.config.schema import FairnessConfig
-from satbench.metrics.latency import first_token_ns, itl_ms, ttft_ms
+from satbench.metrics.latency import first_token_ns, ttft_ms
 from satbench.metrics.throughput import completed_in_window
 from satbench.metrics.window import steady_window
-from satbench.records.events import RequestEvent
+from satbench.records.events import RequestEvent, itl_ms
 from satbench.workload.fairness_plan import EDGE_MS, MIN_SHARED_MS, FairnessPlan
 
 

@@ -13,7 +13,7 @@ from satbench.config.ranges import RECORDED
 from satbench.config.schema import RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
 from satbench.errors import RunDirError, UserError
 from satbench.metrics.interference import Interference
-from satbench.metrics.level import LevelResult
+from satbench.metrics.level_result import LevelResult
 from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
 from satbench.records.artifacts import published_schema, render, validate_text, write_artifact
 from satbench.records.layout import RESULTS_FILE, VERDICTS_FILE

@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from satbench.config.schema import CheckName, Strict
-from satbench.metrics.latency import first_token_ns, itl_ms, ttft_ms
-from satbench.records.events import RequestEvent
+from satbench.metrics.latency import first_token_ns, ttft_ms
+from satbench.records.events import RequestEvent, itl_ms
 from satbench.workload.fairness_plan import NAMES
 
 MS = 1e6

@@ -28,8 +28,8 @@ from satbench.cli.commands_read import (
 )
 from satbench.config.schema import LaneConfig, RunConfig
 from satbench.errors import Interrupted, SatbenchError, ServerGoneError, UserError
+from satbench.http.endpoint import redact_url
 from satbench.records.rundir import refuse_if_in_use
-from satbench.server.remote import redact_url
 
 FAIRNESS_FAILED = 6
 INTERNAL_ERROR = 1  # an exception satbench did not expect: a bug

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from satbench.config.schema import Strict
-from satbench.metrics.level import LevelResult
+from satbench.metrics.level_result import LevelResult
 from satbench.metrics.stats import Estimate, mean_estimate
 
 RATIO_METHOD = ("together ÷ solo; CI by interval arithmetic on the two 95 % CIs (conservative); a p95's CI "

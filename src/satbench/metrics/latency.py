@@ -6,7 +6,7 @@ All take a successful `RequestEvent` and return milliseconds (None when undefine
 from __future__ import annotations
 
 # itl_ms is a latency figure too: re-exported from here
-from satbench.records.events import NS_PER_MS, RequestEvent, itl_ms  # noqa: F401
+from satbench.records.events import NS_PER_MS, RequestEvent
 
 
 def first_token_ns(ev: RequestEvent) -> int | None:

@@ -39,6 +39,7 @@ from satbench.records.events import (
     ProcessSample,
     RequestEvent,
     SlotsSample,
+    itl_ms,
 )
 
 
@@ -67,7 +68,7 @@ def _repetition(
     done = throughput.completed_in_window(events, win)
     res.requests_completed_in_window = len(done)
     res.p95_ttft_ms = _p95([v for e in done if (v := latency.ttft_ms(e)) is not None])
-    res.p95_itl_ms = _p95([g for e in done for g in latency.itl_ms(e)])
+    res.p95_itl_ms = _p95([g for e in done for g in itl_ms(e)])
     res.p95_e2e_ms = _p95([latency.e2e_ms(e) for e in done])
     return res, win
 
@@ -158,7 +159,7 @@ def summarize_level(
     )
     lat = Latency(
         ttft_ms=distribution([v for e in in_window if (v := latency.ttft_ms(e)) is not None]),
-        itl_ms=distribution([g for e in in_window for g in latency.itl_ms(e)]),
+        itl_ms=distribution([g for e in in_window for g in itl_ms(e)]),
         tpot_ms=distribution([v for e in in_window if (v := latency.tpot_ms(e)) is not None]),
         e2e_ms=distribution([latency.e2e_ms(e) for e in in_window]),
         queue_time_ms=distribution(

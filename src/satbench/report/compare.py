@@ -25,7 +25,7 @@ from satbench.analysis.results import read_results as load_results
 from satbench.config.schema import ServerParams, Strict, WorkloadConfig
 from satbench.errors import UserError
 from satbench.metrics.interference import P95Metric, Ratio, ratio_of_estimates, ratio_of_p95
-from satbench.metrics.level import LevelResult
+from satbench.metrics.level_result import LevelResult
 from satbench.records.manifest import HostInfo
 from satbench.records.rundir import require_dir
 

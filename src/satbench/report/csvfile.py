@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from satbench.analysis.results import LaneResult, ResultsFile
-from satbench.metrics.level import LevelResult
+from satbench.metrics.level_result import LevelResult
 from satbench.metrics.stats import Distribution
 from satbench.records.layout import CSV_FILE
 from satbench.records.manifest import write_text_atomic

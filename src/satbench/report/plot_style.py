@@ -10,9 +10,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from satbench.analysis.results import LaneResult
-from satbench.metrics.level import LevelResult
+from satbench.metrics.level_result import LevelResult
 from satbench.metrics.stats import Distribution, Estimate
-from satbench.records.layout import PLOTS_DIR  # noqa: F401
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType

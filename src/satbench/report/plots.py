@@ -20,14 +20,14 @@ from matplotlib.figure import Figure
 
 from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.config.schema import Strict
-from satbench.metrics.level import LevelResult
+from satbench.metrics.level_result import LevelResult
 from satbench.records.events import RequestEvent
+from satbench.records.layout import PLOTS_DIR
 from satbench.records.manifest import write_text_atomic
 from satbench.records.rundir import make_run_subdir
 from satbench.report.plot_style import (
     DPI,
     KINDS,
-    PLOTS_DIR,
     STYLE,
     Drawn,
     PlotKind,

@@ -10,7 +10,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from satbench.analysis.results import LaneResult, ResultsFile
-from satbench.metrics.level import LevelResult
+from satbench.metrics.level_result import LevelResult
 from satbench.metrics.slot_memory import size_text
 from satbench.metrics.stats import Distribution, Estimate, Interval
 from satbench.records.manifest import RuntimeInfo

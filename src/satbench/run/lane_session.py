@@ -23,7 +23,7 @@ from satbench.host.gpu import NvmlGpus
 from satbench.host.hardware import ram_available
 from satbench.http.access import EndpointSession, auth_headers, tls_context_for
 from satbench.http.client import StreamClient
-from satbench.http.endpoint import Endpoint
+from satbench.http.endpoint import Endpoint, is_loopback
 from satbench.http.errors import NETWORK_ERRORS
 from satbench.load.liveness import (
     LIVENESS_TIMEOUT_S,
@@ -42,7 +42,7 @@ from satbench.server.embedded import EmbeddedRuntime
 from satbench.server.memlog import LOG_VERBOSITY, StartupBuffers, startup_buffers
 from satbench.server.native import NativeRuntime
 from satbench.server.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
-from satbench.server.remote import UrlRuntime, is_loopback, served_here
+from satbench.server.remote import UrlRuntime, served_here
 from satbench.workload.builder import BACKGROUND_POOL_PER_STREAM, TOGETHER_SUFFIX, WorkloadBuilder
 
 T = TypeVar("T")

@@ -4,8 +4,8 @@ configuration it records. Pure functions of the configuration (and, for refineme
 from __future__ import annotations
 
 from satbench.config.schema import LaneConfig, RunConfig, together_shape
+from satbench.http.endpoint import split_credentials
 from satbench.records.ledger import fairness_unit, solo_unit, together_unit
-from satbench.server.remote import split_credentials
 from satbench.workload.fairness_plan import make_plan, request_count
 
 

@@ -28,7 +28,7 @@ from typing import Literal
 
 from satbench.analysis.results import LaneResult
 from satbench.config.schema import Strict
-from satbench.metrics.level import LevelResult
+from satbench.metrics.level_result import LevelResult
 from satbench.server.memlog import gpu_device_count
 
 Resource = Literal["gpu", "server_cpu", "slots", "undetermined"]

@@ -17,7 +17,7 @@ from typing import Literal
 
 from satbench.analysis.results import RESULTS_FILE, LaneResult, ResultsFile, read_results
 from satbench.errors import RunDirError
-from satbench.metrics.level import LevelResult
+from satbench.metrics.level_result import LevelResult
 from satbench.metrics.stats import Distribution, Interval
 from satbench.records.artifacts import close, older_minor, only_keys_of
 from satbench.saturation.bound import (

@@ -6,7 +6,7 @@ from functools import cache
 from itertools import count
 
 from satbench.config.schema import SloConfig
-from satbench.metrics.level import LevelResult
+from satbench.metrics.level_result import LevelResult
 from satbench.metrics.stats import Distribution, percentile_ci
 
 SLO_MIN_ATTAINMENT = 0.90

@@ -1,7 +1,5 @@
 """URL runtime: a server someone else runs. Nothing to start or stop; credentials never leave here.
-
-The URL helpers (split_credentials, redact_url, is_loopback) live in http.endpoint; they are
-re-exported here for the callers that know them by this module."""
+The URL helpers (split_credentials, redact_url, is_loopback) are http.endpoint's."""
 
 from __future__ import annotations
 
@@ -9,11 +7,8 @@ import ipaddress
 import socket
 import urllib.parse
 
-from satbench.http.endpoint import is_loopback, redact_url, split_credentials
+from satbench.http.endpoint import is_loopback, split_credentials
 from satbench.server.base import Runtime
-
-__all__ = ["UrlRuntime", "interface_addresses", "is_loopback", "redact_url", "served_here",
-           "split_credentials"]
 
 
 def served_here(url: str) -> bool:
