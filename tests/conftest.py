@@ -36,7 +36,23 @@ def shared_fixture_home(item: pytest.Item) -> str | None:
     return min(homes, key=lambda h: (len(h), h)) if homes else None
 
 
+def _no_contention(*_args, **_kwargs) -> None:
+    return None
+
+
+REAL_CONTENTION = None  # the guard's own rule, for the tests of it (`contention_guard`)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # The contention guard (metrics/contention.py) is off in the tests but those of it: the suite runs
+    # several workers on few cores, so every level of every sweep would be contended, re-measured and
+    # kept out of its knee. Its tests turn it on (`contention_guard` fixture).
+    global REAL_CONTENTION
+    import satbench.metrics.contention as guard
+
+    if REAL_CONTENTION is None:
+        REAL_CONTENTION = guard.contention
+    guard.contention = _no_contention  # type: ignore[assignment]
     if not hasattr(config, "workerinput"):  # the controller, or a run without workers
         groups_dir = tempfile.mkdtemp(prefix="satbench-test-groups-")
         os.environ[GROUPS_DIR_ENV] = groups_dir  # before xdist starts its workers (at session start)
@@ -122,6 +138,15 @@ class FakeProcess:
     def kill(self) -> None:
         self.proc.kill()
         self.proc.wait(timeout=20)
+
+
+@pytest.fixture
+def contention_guard(monkeypatch):
+    """The contention guard as satbench runs it (the suite turns it off: pytest_configure)."""
+    import satbench.metrics.contention as guard
+
+    monkeypatch.setattr(guard, "contention", REAL_CONTENTION)
+    return guard
 
 
 @pytest.fixture

@@ -4,17 +4,19 @@ given (`SweepDerivation`). The CLI and every other caller go through here; no st
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 from satbench.analysis.analyze import analyze_and_write, analyze_run
 from satbench.analysis.results import ResultsFile, read_results
 from satbench.config.schema import LaneConfig, RunConfig
 from satbench.records.layout import RECOMMENDATIONS_FILE, RESULTS_FILE
-from satbench.records.manifest import RunManifest
+from satbench.records.manifest import PlanDecision, RunManifest
 from satbench.report import bundle, integrity
 from satbench.run.lane_session import Progress
+from satbench.run.scenarios import PlanTick
 from satbench.run.sweep import Sweep
+from satbench.saturation.planner import Feedback, PlanContext, plan_lane
 from satbench.saturation.recommend import recommend
 from satbench.saturation.recommendations_file import RecommendationsFile, write_recommendations
 from satbench.saturation.refine import refine_levels
@@ -26,6 +28,22 @@ class SweepDerivation:
     def refine_levels(self, run_dir: Path, lane: LaneConfig) -> list[int]:
         results = analyze_run(run_dir)
         return refine_levels(next((r for r in results.lanes if r.lane == lane.name), None))
+
+    def planner(self, run_dir: Path, lane: LaneConfig, slots: int | None, past_slots: bool,
+                recorded: list[PlanDecision]) -> Generator[PlanDecision, PlanTick, None]:
+        """saturation.planner.plan_lane, each tick turned into its Feedback: the lane's solo levels as
+        the raw files hold them now."""
+        assert lane.adaptive is not None
+        ctx = PlanContext(lane=lane.name, adaptive=lane.adaptive, ceiling=lane.ceiling(slots), slots=slots,
+                          past_slots=past_slots, slo=lane.slo)
+        inner = plan_lane(ctx, recorded)
+        tick = yield next(inner)
+        while True:
+            found = next((r for r in analyze_run(run_dir).lanes if r.lane == lane.name), None)
+            try:
+                tick = yield inner.send(Feedback(found, tick.elapsed_s, tick.last_step_s, tick.failed_at))
+            except StopIteration:
+                return
 
     def derive(self, run_dir: Path) -> ResultsFile:
         return analyze_and_write(run_dir)

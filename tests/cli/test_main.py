@@ -6,6 +6,8 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.cli.args import build_parser, lane_config
+from satbench.analysis.results import RESULTS_SCHEMA_VERSION
+from satbench.errors import UserError
 
 
 def cfg_of(*argv):
@@ -33,8 +35,22 @@ def test_llama_server_knobs_and_workload_flags():
 
 
 def test_default_request_count_follows_the_design_minimum():
-    cfg = cfg_of()
+    cfg = cfg_of("--concurrency", "1,2,4,8,16")  # fixed levels: max(8N, 32) per repetition
+    assert cfg.adaptive is None
     assert [cfg.measured_requests(n) for n in (1, 2, 4, 8, 16)] == [32, 32, 32, 64, 128]
+
+
+def test_without_levels_the_sweep_is_adaptive_with_short_repetitions():
+    cfg = cfg_of("--budget", "2m")
+    assert cfg.adaptive is not None and cfg.adaptive.budget_s == 120.0
+    assert [cfg.measured_requests(n) for n in (1, 2, 4, 8)] == [4, 8, 16, 32]
+
+
+def test_a_budget_with_fixed_levels_is_refused():
+    with pytest.raises(UserError, match="--budget: a budget applies to the adaptive sweep"):
+        cfg_of("--budget", "2m", "--concurrency", "1,2")
+    with pytest.raises(UserError, match="--budget: a duration like 90s"):
+        cfg_of("--budget", "soon")
 
 
 def test_model_dir_from_environment(monkeypatch):
@@ -110,7 +126,7 @@ def test_not_a_gguf_file(tmp_path, capsys):
 def test_schema_results_is_published(capsys):
     assert main(["schema", "results"]) == 0
     schema = json.loads(capsys.readouterr().out)
-    assert schema["$id"].endswith("/results/3.2.json")
+    assert schema["$id"].endswith(f"/results/{RESULTS_SCHEMA_VERSION}.json")
     assert "lanes" in schema["properties"]
 
 

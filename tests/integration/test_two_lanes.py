@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from satbench.analysis.results import RESULTS_SCHEMA_VERSION
+
 from satbench.analysis.analyze import analyze_run
 from satbench.cli.main import main
 from satbench.records.events import LevelMark, RequestEvent, read_events, read_samples
@@ -81,7 +83,7 @@ def test_results_have_one_section_per_lane_with_interference(run_dir):
     validate_results_text(text)
     assert render_results(analyze_run(run_dir)) == text
     res = json.loads(text)
-    assert res["schema_version"] == "3.2"
+    assert res["schema_version"] == RESULTS_SCHEMA_VERSION
     by_lane = {lane["lane"]: lane for lane in res["lanes"]}
     assert set(by_lane) == {"dense", "moe"}
     fp = res["provenance"]["host"]["fingerprint_sha256"]

@@ -30,11 +30,13 @@ def test_noisy_points_inside_each_others_ci_do_not_create_a_knee():
     assert marginal_gain_knee(noisy).knee is None
 
 
-def test_a_wiggle_above_10_percent_but_inside_the_ci_does_not_move_the_knee():
+def test_a_gain_above_10_percent_but_inside_the_ci_leaves_the_knee_undetermined():
     flat = [Point(n=1, x=100, ci_low=98, ci_high=102), Point(n=2, x=200, ci_low=196, ci_high=204),
             Point(n=4, x=400, ci_low=340, ci_high=460), Point(n=8, x=445, ci_low=400, ci_high=490),
             Point(n=16, x=430, ci_low=390, ci_high=470)]
-    assert marginal_gain_knee(flat).knee == 4  # 445 is +11 % but inside 4's CI
+    k = marginal_gain_knee(flat)  # 445 is +11 % but inside 4's CI: noise or a gain, not a knee at 4
+    assert k.knee is None and k.unresolved == [4, 8] and k.last_real_gain_to == 4
+    assert k.undetermined is not None and "inside N=4's 95 % CI" in k.undetermined
 
 
 def test_kneedle_on_a_saturating_curve():
@@ -81,3 +83,16 @@ def test_usl_fit_stops_at_the_optimum_so_other_library_versions_agree():
                                for p, h in [(np.array([fit.lambda_x1, fit.alpha, fit.beta]), step)
                                             for step in np.diag([1e-4, 1e-7, 1e-9])]])
     assert np.allclose(jac, numeric, rtol=1e-5, atol=1e-6)  # the analytic Jacobian is the Jacobian
+
+
+def test_a_contended_level_neither_makes_nor_moves_the_knee():
+    clean = [Point(n=1, x=100, ci_low=99, ci_high=101), Point(n=2, x=195, ci_low=193, ci_high=197),
+             Point(n=4, x=200, ci_low=198, ci_high=202)]
+    assert marginal_gain_knee(clean).knee == 2
+    # a contended N=2 that ran slow would make the knee 1; left out, the knee is decided by 1 → 4
+    slow = [clean[0], Point(n=2, x=101, ci_low=0, ci_high=200, contended=True), clean[2]]
+    k = marginal_gain_knee(slow)
+    assert k.knee is None and k.undetermined is None and k.last_real_gain_to == 4  # 1 → 4 is a real gain
+    every = [p.model_copy(update={"contended": True}) for p in clean]
+    k = marginal_gain_knee(every)
+    assert k.knee is None and k.undetermined is not None and "contended" in k.undetermined

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from satbench.analysis.checks import lane_verdicts
@@ -9,8 +10,8 @@ from satbench.analysis.results import LaneResult, ResultsFile, verdicts_of, writ
 from satbench.analysis.verdicts import Verdict
 from satbench.config.schema import LaneConfig, together_shape
 from satbench.errors import RunDirError
+from satbench.metrics.contention import summarize_guarded
 from satbench.metrics.interference import interference
-from satbench.metrics.level import summarize_level
 from satbench.metrics.level_result import LevelContext, LevelResult
 from satbench.metrics.slot_memory import lane_memory
 from satbench.records.events import (
@@ -20,15 +21,18 @@ from satbench.records.events import (
     read_events,
     read_samples,
 )
-from satbench.records.manifest import LaneProvenance, ServerFailure, read_manifest
+from satbench.records.manifest import LaneProvenance, PlanDecision, ServerFailure, read_manifest
 from satbench.workload.fairness_plan import fairness_plan
 
 
 def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list, samples: list,
-            host_cores: int | None = None, shape: tuple[int, int] | None = None) -> list[LevelResult]:
+            host_cores: int | None = None, shape: tuple[int, int] | None = None,
+            plan: list[PlanDecision] | None = None) -> list[LevelResult]:
     """Every level of one lane in one scenario; with `shape` (steps, repetitions), only the lane's first
-    `steps` levels and repetitions up to `repetitions` (the together scenario: what every lane had)."""
+    `steps` levels and repetitions up to `repetitions` (the together scenario: what every lane had).
+    An adaptive lane's level planned as many repetitions as its `plan` decided to measure."""
     steps, reps = shape or (len(lane.levels), lane.repetitions)
+    decided = Counter(d.level for d in plan or [] if d.level is not None)
     kept = set(lane.levels[:steps]) if shape else None
 
     def mine(r) -> bool:
@@ -40,14 +44,14 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
     out = []
     for n in sorted({e.level for e in events} | {m.level for m in marks}):
         ctx = LevelContext(
-            lane=lane.name, level=n, repetitions_planned=reps,
+            lane=lane.name, level=n, repetitions_planned=decided.get(n, reps) if plan else reps,
             measured_requests_planned=lane.measured_requests(n),
             slots=prov.runtime.total_slots, per_slot_ctx=prov.runtime.per_slot_ctx,
             prompt_tokens=lane.workload.prompt_tokens, output_tokens=lane.workload.output_tokens,
             overhead_ms=prov.network.rtt_ms_median or 0.0, llamacpp=prov.runtime.llamacpp, slo=lane.slo,
             host_cores=host_cores, server_remote=not prov.network.on_this_machine,
         )
-        out.append(summarize_level(ctx, [e for e in events if e.level == n],
+        out.append(summarize_guarded(ctx, [e for e in events if e.level == n],
                                    [m for m in marks if m.level == n], lane_samples))
     return out
 
@@ -96,7 +100,8 @@ def analyze_run(run_dir: Path) -> ResultsFile:
         if lp is None:
             continue  # the run stopped before this lane's server started
         cores = prov.host.cores_logical
-        solo = _levels(lane, lp, "solo", records, samples, cores)
+        plan = manifest.plan.get(lane.name, [])
+        solo = _levels(lane, lp, "solo", records, samples, cores, plan=plan)
         # a run from before --together kept to what every lane has ran the rest alone: not together
         together = _levels(lane, lp, "together", records, samples, cores, together_shape(manifest.config))
         lanes.append(LaneResult(
@@ -107,6 +112,7 @@ def analyze_run(run_dir: Path) -> ResultsFile:
             together_levels=together, interference=interference(solo, together),
             fairness=_fairness(lane, lp, records, manifest.server_failures),
             server_failures=[f for f in manifest.server_failures if f.lane == lane.name],
+            plan=plan,
         ))
     return ResultsFile(
         run_id=manifest.run_id, status=manifest.status, status_reason=manifest.status_reason,

@@ -21,6 +21,7 @@ from satbench.records.manifest import (
     HostInfo,
     ModelInfo,
     NetworkInfo,
+    PlanDecision,
     Provenance,
     RuntimeInfo,
     ServerFailure,
@@ -30,7 +31,9 @@ from satbench.records.rundir import read_regular_file
 from satbench.server.memlog import LOG_VERBOSITY
 
 MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far below this
-RESULTS_SCHEMA_VERSION = "3.2"
+RESULTS_SCHEMA_VERSION = "3.3"
+# 3.3: levels[].contended and excluded_repetitions (the contention guard), lanes[].plan (the adaptive
+#      sweep's decisions), and the contended / contended_repetitions_excluded flags.
 # 3.2: lanes[].memory (cache per slot, model resident, slots that fit in the memory left after loading).
 # 3.1: repetitions[].p95_ttft_ms / p95_itl_ms / p95_e2e_ms (compare's and interference's p95 CIs
 #      span repetitions); a percentile's CI always contains its estimate; memory's CPU figures come
@@ -116,6 +119,11 @@ DEFINITIONS = {
                       "competed; for a server on another machine, the load generator and neighbours) or "
                       "other processes used >= 0.25 core (not judged when the server's own CPU is not read: "
                       "a url lane)",
+    "contended": "a repetition during which other processes used >= 0.25 core, or the host was >= 90% "
+                 "busy and others used >= 0.1 core (server on this machine, its CPU read); for a server "
+                 "elsewhere, the host >= 90% busy. Contended repetitions are left out of a level's "
+                 "figures while >= 2 clean ones remain; else the level is contended and the knee rule "
+                 "does not use it",
     "few_occupancy_samples": "flagged when a window's time-weighted busy slots rests on fewer than 10 good "
                              "/slots (or requests_processing) readings, or one reading stands for more than "
                              "25% of the window",
@@ -160,6 +168,8 @@ class LaneResult(Strict):
     fairness: list[Verdict] = Field(default_factory=list, description="F1-F3, S1-S3; empty when not run")
     server_failures: list[ServerFailure] = Field(
         default_factory=list, description="levels whose server crashed or stopped answering (from run.json)")
+    plan: list[PlanDecision] = Field(default_factory=list, description="the adaptive sweep's decisions, in "
+                                     "order (from run.json); empty for fixed levels")
 
 
 class ResultsFile(Strict):

@@ -132,8 +132,10 @@ def recommendation_problems(rec: LaneRecommendation) -> list[str]:
 
 
 def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint: str, now: dt.datetime,
-               max_age: dt.timedelta, host: HostInfo | None = None) -> str | None:
-    """Why this recommendation may not be advertised on this node (None: it may)."""
+               max_age: dt.timedelta, host: HostInfo | None = None,
+               accept_contended: bool = False) -> str | None:
+    """Why this recommendation may not be advertised on this node (None: it may). A recommendation that
+    rests on levels measured while other processes took CPU is refused unless `accept_contended`."""
     if rec is None:
         return "no recommendation for this lane"
     if node.unreachable:
@@ -182,6 +184,10 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
     if rec.recommended_concurrency is None:
         return (f"the run found no safe concurrency for this lane ({rec.binding.reason}): "
                 f"{rec.binding.detail}")[:600]
+    if rec.contended and not accept_contended:
+        return (f"measured while other processes took CPU (contended levels "
+                f"{', '.join(map(str, rec.contended_levels))}): measure again on a quiet machine, or "
+                "pass --accept-contended")
     return None
 
 

@@ -108,7 +108,7 @@ def pick(recs: RecommendationsFile | None, lane: str, fingerprint: str) -> LaneR
 
 def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedelta,
                       nodes: list[NodeLane] | None = None, host: HostInfo | None = None,
-                      now: dt.datetime | None = None) -> CapabilityReport:
+                      now: dt.datetime | None = None, accept_contended: bool = False) -> CapabilityReport:
     now = now or dt.datetime.now(dt.timezone.utc)
     host = host or describe_host(open_nvml())
     nodes = nodes or [node_lane(lane) for lane in cfg.lanes]
@@ -118,8 +118,8 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
     for node in nodes:
         rec = pick(recs, node.lane, host.fingerprint_sha256)
         # the SLO-schema refusal last: re-deriving cannot mend another machine, model or build
-        why = refused or check_lane(rec, node, host.fingerprint_sha256, now, max_age, host) or \
-            slo_derived_too_early(recs, rec)
+        why = (refused or check_lane(rec, node, host.fingerprint_sha256, now, max_age, host, accept_contended)
+               or slo_derived_too_early(recs, rec))
         # a model id only means something to a running server's API; for a server satbench starts,
         # llama-server's alias is the measuring machine's file path
         served = configured.get(node.lane) or (

@@ -58,9 +58,9 @@ def _lane_args(p: argparse.ArgumentParser) -> None:
         kind = value_type(key.field)
         if kind is bool:
             group.add_argument(*key.options, action="store_true", help=help_text(key))
-        elif kind in (int, float):
+        elif not key.text and kind in (int, float):
             group.add_argument(*key.options, type=kind, help=help_text(key), metavar=key.metavar)
-        else:  # text, or a list the caller parses (--concurrency)
+        else:  # text, or what the caller parses (--concurrency, --budget)
             group.add_argument(*key.options, help=help_text(key), metavar=key.metavar)
 
 
@@ -86,6 +86,9 @@ def build_parser() -> _Parser:
                     help="refuse older recommendations (default 30)")
     ca.add_argument("--format", choices=["json", "litellm"], default="json",
                     help="json: the capability report; litellm: a LiteLLM proxy model_list fragment")
+    ca.add_argument("--accept-contended", action="store_true",
+                    help="advertise a recommendation measured while other processes took CPU (refused "
+                         "by default)")
     _sweep_args(ca)
     rp = sub.add_parser("report", help="write the evidence bundle: EVIDENCE.md, report.html, plots, "
                         "results.csv, SHA256SUMS")
@@ -132,7 +135,7 @@ def lane_config(a: argparse.Namespace) -> LaneConfig:
                         f"{', '.join(started_only)} would not be applied (and would be recorded as if it "
                         "were)")
     _check_remote_flags(a)
-    values: dict[str, object] = {key.field: getattr(a, key.dest) for key in FLAG_KEYS}
+    values: dict[str, object] = {key.field: getattr(a, key.dest) for key in FLAG_KEYS}  # text: parsed below
     values["runtime.kind"] = "url" if a.url else ("native" if a.server_bin else "embedded")
     values["runtime.model"] = a.model or None  # an empty --model is the default one
     try:

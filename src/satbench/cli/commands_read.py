@@ -71,7 +71,8 @@ def cmd_capability(a: argparse.Namespace) -> int:
         raise UserError("--max-age-days must be positive")
     cfg = lanes_config(a)
     remote_preflight(cfg)
-    report = capability_report(cfg, Path(a.recommendations), dt.timedelta(days=a.max_age_days))
+    report = capability_report(cfg, Path(a.recommendations), dt.timedelta(days=a.max_age_days),
+                               accept_contended=a.accept_contended)
     text = render_json(report) if a.format == "json" else render_litellm(report, cfg)
     if a.output:
         from satbench.records.manifest import write_text_atomic

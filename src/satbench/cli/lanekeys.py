@@ -30,6 +30,7 @@ from satbench.config.schema import (
     DEFAULT_MODEL_DIR,
     MODEL_DIR_ENV,
     LaneConfig,
+    parse_duration,
     resolve_model_dir,
 )
 
@@ -55,6 +56,7 @@ class LaneKey:
     help: str | None = None
     metavar: str | None = None
     file_type: tuple[Any, Any] | None = None
+    text: bool = False  # the flag takes text its caller parses (a list, a duration), not the field's type
 
     @property
     def options(self) -> list[str]:
@@ -93,9 +95,13 @@ LANE_KEYS: tuple[LaneKey, ...] = (
     LaneKey("runtime.server_bin", "server_bin", "--server-bin", group=ONE_LANE,
             help="start this llama-server binary instead of the embedded one"),
     LaneKey("levels", "concurrency", "--concurrency", group=WORKLOAD,
-            help="levels, e.g. 1,2,4,8,16 (default {default})",
-            file_type=(Annotated[list[Level], Field(max_length=MAX_LEVELS_PER_LANE)],
-                       Field(default_factory=lambda: list(DEFAULT_LEVELS)))),
+            help="fixed levels, e.g. 1,2,4,8,16, each run --repetitions times (default: the adaptive "
+                 "sweep, doubling from 1 up to " + str(max(DEFAULT_LEVELS)) + " or the slots)",
+            file_type=(Annotated[list[Level], Field(max_length=MAX_LEVELS_PER_LANE)] | None, None),
+            text=True),
+    LaneKey("adaptive.budget_s", "budget", "--budget", group=WORKLOAD, metavar="DURATION",
+            help="time budget of each lane's adaptive sweep, e.g. 90s, 2m (default: none)",
+            file_type=(str | float | None, None), text=True),
     LaneKey("workload.prompt_tokens", "prompt_tokens", "--prompt-tokens", group=WORKLOAD,
             help="default {default}"),
     LaneKey("workload.output_tokens", "output_tokens", "--output-tokens", group=WORKLOAD,
@@ -127,12 +133,35 @@ BY_FIELD = {key.field: key for key in LANE_KEYS}
 FLAG_KEYS = tuple(key for key in LANE_KEYS if key.flag)
 
 
+def _model_of(annotation: Any) -> type[BaseModel]:
+    """A section's model class from its annotation (`AdaptiveConfig | None` → AdaptiveConfig)."""
+    if get_origin(annotation) in (Union, type(int | None)):
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
+    return annotation
+
+
+def _adaptive(given: dict[str, Any]) -> None:
+    """The one rule of the sweep's kind: a lane given no levels runs the adaptive sweep (its budget, if
+    any, in `adaptive`); one given levels runs them, and a budget is then refused."""
+    knobs = given.pop("adaptive", {})
+    if "budget_s" in knobs and isinstance(knobs["budget_s"], str):
+        try:
+            knobs["budget_s"] = parse_duration(knobs["budget_s"])
+        except ValueError as exc:
+            raise LaneValueError("adaptive", None, ("budget_s",), str(exc)) from exc
+    if given.get("levels") is None:
+        given["adaptive"] = knobs
+    elif knobs:
+        raise LaneValueError("adaptive", None, ("budget_s",), "a budget applies to the adaptive sweep: "
+                             "drop the fixed levels (concurrency) to use it")
+
+
 def schema_field(path: str) -> FieldInfo:
     """The FieldInfo of a dotted LaneConfig path ("server.n_batch")."""
     model: type[BaseModel] = LaneConfig
     *heads, last = path.split(".")
     for head in heads:
-        model = model.model_fields[head].annotation  # type: ignore[assignment]  # a section: a model
+        model = _model_of(model.model_fields[head].annotation)
     return model.model_fields[last]
 
 
@@ -195,11 +224,11 @@ class LaneValueError(ValueError):
     that raised it ("" for the lane itself), `loc` pydantic's location inside that model, `message`
     its text; `key` is the LANE_KEYS row of the field it is about, if any."""
 
-    def __init__(self, section: str, exc: ValidationError) -> None:
-        err = exc.errors()[0]
+    def __init__(self, section: str, exc: ValidationError | None, loc: tuple = (), message: str = "") -> None:
+        err = exc.errors()[0] if exc is not None else {"loc": loc, "msg": message}
         self.section = section
         self.loc = tuple(err["loc"])
-        self.message = err["msg"].removeprefix("Value error, ")
+        self.message = str(err["msg"]).removeprefix("Value error, ")
         super().__init__(self.message)
 
     @property
@@ -222,13 +251,14 @@ def build_lane(values: Mapping[str, object]) -> LaneConfig:
             given.setdefault(head, {})[rest] = value
         elif value is not None:
             given[path] = value
+    _adaptive(given)
     runtime = given.setdefault("runtime", {})
     runtime["model_dir"] = resolve_model_dir(runtime.get("model_dir"))
     if runtime.get("kind") == "url":
         runtime["model"] = None
     for section, info in LaneConfig.model_fields.items():
         if isinstance(given.get(section), dict):
-            model: type[BaseModel] = info.annotation  # type: ignore[assignment]  # a section: a model
+            model: type[BaseModel] = _model_of(info.annotation)
             try:
                 given[section] = model.model_validate(given[section])
             except ValidationError as exc:

@@ -24,6 +24,7 @@ from pydantic import (
 
 from satbench.config.ranges import (
     MAX_LANES,
+    MAX_LEVEL,
     MAX_LEVELS_PER_LANE,
     BatchTokens,
     CheckRequests,
@@ -44,6 +45,8 @@ from satbench.config.ranges import (
     Ratio,
     Repetitions,
     RequestsPerLevel,
+    RequestsPerStream,
+    Retries,
     SampleInterval,
     Seconds,
     Slots,
@@ -57,6 +60,7 @@ DEFAULT_LEVELS = (1, 2, 4, 8)
 DEFAULT_PROMPT_TOKENS = 64
 DEFAULT_OUTPUT_TOKENS = 32
 DEFAULT_REPETITIONS = 3
+DEFAULT_CI_TARGET = 0.05
 DEFAULT_REQUEST_TIMEOUT_S = 300.0
 DEFAULT_BATCH_TOKENS = 2048
 DEFAULT_UBATCH_TOKENS = 512
@@ -200,8 +204,35 @@ class FairnessConfig(Strict):
 LANE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
+class AdaptiveConfig(Strict):
+    """The adaptive sweep (saturation/planner.py): levels doubling from 1, each level's repetitions
+    run back to back until its throughput CI is narrow enough. A lane without it runs its fixed
+    levels × repetitions, interleaved."""
+
+    ci_target: Fraction = Field(DEFAULT_CI_TARGET, description="stop a level's repetitions once the "
+                                "throughput 95 % CI half-width ÷ mean is at most this")
+    min_repetitions: Repetitions = Field(2, description="repetitions every level gets (a CI needs two)")
+    max_repetitions: Repetitions = Field(5, description="most repetitions of one level (contended ones "
+                                         "re-measured besides)")
+    requests_per_stream: RequestsPerStream = Field(4, description="measured requests per stream and "
+                                                   "repetition (a repetition is N × this)")
+    contended_retries: Retries = Field(2, description="extra repetitions of a level measured while other "
+                                       "processes took CPU")
+    budget_s: Seconds | None = Field(None, description="wall-clock budget of the lane's adaptive sweep; "
+                                     "None: no budget")
+
+    @model_validator(mode="after")
+    def _reps_ordered(self) -> AdaptiveConfig:
+        if self.min_repetitions > self.max_repetitions:
+            raise ValueError(f"min_repetitions {self.min_repetitions} > max_repetitions "
+                             f"{self.max_repetitions}")
+        return self
+
+
 class LaneConfig(Strict):
-    """One lane (one model on one runtime configuration) and its sweep."""
+    """One lane (one model on one runtime configuration) and its sweep. With `adaptive`, `levels`
+    bound the adaptive sweep (its highest is the ceiling of the doubling) instead of being run
+    as given."""
 
     name: str = Field("default", pattern=LANE_NAME_PATTERN)
     levels: list[Level] = Field(default_factory=lambda: list(DEFAULT_LEVELS),
@@ -219,6 +250,7 @@ class LaneConfig(Strict):
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     slo: SloConfig | None = None
     fairness: FairnessConfig = Field(default_factory=FairnessConfig)
+    adaptive: AdaptiveConfig | None = Field(None, description="the adaptive sweep; None: the fixed levels")
 
     @field_validator("levels")
     @classmethod
@@ -232,10 +264,27 @@ class LaneConfig(Strict):
         return sorted(levels)
 
     def measured_requests(self, level: int) -> int:
-        """Measured requests per repetition of `level`: the user's number, else max(8N, 32)."""
+        """Measured requests per repetition of `level`: the user's number, else (adaptive) N ×
+        requests_per_stream, else max(8N, 32)."""
         if self.requests_per_level is not None:
             return self.requests_per_level
+        if self.adaptive is not None:
+            return level * self.adaptive.requests_per_stream
         return design_minimum_requests(level)
+
+    def ceiling(self, slots: int | None) -> int:
+        """The highest level the lane may run: max(levels); adaptive on a running server (url) whose
+        slot count is known, at least one doubling past it (2 × slots), to see the server queue."""
+        if self.adaptive is not None and self.runtime.kind == "url" and slots:
+            return min(max(max(self.levels), 2 * slots), MAX_LEVEL)
+        return max(self.levels)
+
+    def most_repetitions(self) -> int:
+        """The most repetitions one level can get: fixed, `repetitions`; adaptive, its maximum and
+        the contended ones re-measured."""
+        if self.adaptive is None:
+            return self.repetitions
+        return self.adaptive.max_repetitions + self.adaptive.contended_retries
 
     def slots_wanted(self) -> int:
         """Slots to ask a server satbench starts for: the user's --parallel, else the top level."""
@@ -266,6 +315,18 @@ def parse_levels(text: str) -> list[int]:
         return [int(p) for p in parts]
     except ValueError as exc:
         raise ValueError(f"concurrency levels must be integers like 1,2,4,8, got {shown(text)}") from exc
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from "90", "90s", "2m", "1.5h" or "1m30s"; ValueError naming the text otherwise."""
+    import re
+
+    t = text.strip().lower()
+    parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", t)
+    if not t or parts is None or not any(parts.groups()):
+        raise ValueError(f"a duration like 90s, 2m or 1h30m, got {shown(text)}")
+    h, m, sec = (float(g) if g else 0.0 for g in parts.groups())
+    return h * 3600 + m * 60 + sec
 
 
 def resolve_model_dir(cli_value: str | None) -> str:

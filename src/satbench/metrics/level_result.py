@@ -120,3 +120,9 @@ class LevelResult(Strict):
     counts: Counts
     flags: list[str] = Field(default_factory=list)
     unavailable: dict[str, str] = Field(default_factory=dict)
+    contended: str | None = Field(None, description="why the level's repetitions ran contended (other "
+                                  "processes took CPU, metrics/contention.py); such a level is kept but "
+                                  "neither makes nor moves the knee. None: clean")
+    excluded_repetitions: dict[int, str] = Field(
+        default_factory=dict, description="repetition → why it was contended: left out of every figure "
+                                          "of the level (enough clean ones remained)")

@@ -28,6 +28,7 @@ from satbench.records.manifest import (
     LaneProvenance,
     ModelInfo,
     NetworkInfo,
+    PlanDecision,
     RunManifest,
     RunStatus,
     RuntimeInfo,
@@ -197,6 +198,15 @@ class Ledger:
     def keep_refine_levels(self, lane: str, levels: list[int]) -> None:
         """Fix the extra levels --refine chose for `lane` (once), and write run.json."""
         self.manifest.refine_levels[lane] = levels
+        self.write()
+
+    def plan(self, lane: str) -> list[PlanDecision]:
+        """The adaptive sweep's decisions for `lane` so far, in order (none for a fixed lane)."""
+        return list(self.manifest.plan.get(lane, []))
+
+    def keep_decision(self, lane: str, decision: PlanDecision) -> None:
+        """Append a decision of `lane`'s adaptive sweep, and write run.json."""
+        self.manifest.plan.setdefault(lane, []).append(decision)
         self.write()
 
     def finish(self, status: RunStatus, reason: str | None, finished_at: str | None) -> None:

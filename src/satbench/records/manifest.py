@@ -25,8 +25,9 @@ from satbench.config.schema import RunConfig, RuntimeKind, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.7"
+MANIFEST_SCHEMA_VERSION = "2.8"
 MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers: a few hundred KiB at most
+# 2.8: plan (the adaptive sweep's decisions, per lane, for a resume to replay).
 # 2.7: runtime.memory (llama.cpp's buffer sizes once started, and the memory left then).
 # 2.6: provenance lanes[].network.server_on_this_machine; refine_levels (the levels --refine chose, kept
 #      for a resume), and server_samples.jsonl process samples name server_pid and client_pid.
@@ -247,6 +248,22 @@ class ServerFailure(Strict):
                                      description="units not run because of this failure")
 
 
+PlanAction = Literal["measure", "repeat", "remeasure", "resolve", "confirm", "refine", "stop"]
+
+
+class PlanDecision(Strict):
+    """One decision of a lane's adaptive sweep (saturation/planner.py), in the order taken: measure
+    repetition `repetition` of `level`, or (action "stop", level None) end the lane's sweep. `reason`
+    says why, with the figures it rests on; `elapsed_s` is the lane's sweep time (s) when it was taken."""
+
+    action: PlanAction
+    level: int | None = None
+    repetition: int | None = None
+    reason: str
+    elapsed_s: float = Field(ge=0)
+    session: int = Field(0, ge=0)
+
+
 class RunManifest(Strict):
     schema_version: str = MANIFEST_SCHEMA_VERSION
     run_id: str
@@ -264,6 +281,9 @@ class RunManifest(Strict):
         default_factory=dict,
         description="lane → the extra levels --refine chose, fixed when first chosen: "
                     "a resume runs these (one an interrupt cut short again), never a new choice")
+    plan: dict[str, list[PlanDecision]] = Field(
+        default_factory=dict,
+        description="lane → the adaptive sweep's decisions in order: a resume replays them, then plans on")
     resumes: list[ResumeRecord] = Field(default_factory=list)
     server_failures: list[ServerFailure] = Field(default_factory=list)
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from satbench.analysis.results import VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
 from satbench.records.manifest import ResumeRecord
 from satbench.report.document import Block, Bullets, Heading, Para, TableBlock
-from satbench.report.evidence_findings import flags, lane_section, limitations, recommendations
+from satbench.report.evidence_findings import flags, lane_section, limitations, plan_section, recommendations
 from satbench.report.evidence_setup import (
     afar,
     commands,
@@ -126,7 +126,7 @@ def evidence_blocks(results: ResultsFile, recs: RecommendationsFile | None,
     blocks += memory_table(results) + server_failures(results)
     for lane in results.lanes:
         blocks += lane_section(lane, plots)
-    blocks += recommendations(recs) + flags(results) + limitations(results, recs)
+    blocks += recommendations(recs) + plan_section(results) + flags(results) + limitations(results, recs)
     blocks += raw_files(hashes, "check them with `satbench verify .` inside the run directory.")
     blocks += handoff(results, recs, recs_sha256)
     forms = "; ".join(f"{lane.lane}: {prompt_form(lane)}" for lane in results.lanes)

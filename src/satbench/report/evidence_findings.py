@@ -19,6 +19,7 @@ from satbench.report.table import (
     LEVEL_LEGEND,
     RECOMMENDATION_HEADERS,
     VERDICT_HEADERS,
+    doubts,
     interference_row,
     lane_title,
     level_ci_notes,
@@ -98,7 +99,34 @@ def recommendations(recs: RecommendationsFile | None) -> list[Block]:
                   f"{r.lane}: USL — " + (f"peak N* ≈ {r.usl.peak_n:.1f}"
                                          if r.usl.peak_reported and r.usl.peak_n
                                          else r.usl.why_not or "no peak reported")]
+        items += [f"{r.lane}: {line}" for line in doubts(r)]
     blocks.append(Bullets(items=items))
+    return blocks
+
+
+def plan_section(results: ResultsFile) -> list[Block]:
+    """How each adaptive lane chose its levels: every decision with its reason, and the shortcuts the
+    adaptive sweep takes against a fixed one."""
+    blocks: list[Block] = []
+    for lane in results.lanes:
+        if not lane.plan:
+            continue
+        a = results.config.lane(lane.lane).adaptive
+        blocks += [Heading(level=3, text=f"Lane {lane.lane}: the adaptive sweep's decisions"),
+                   TableBlock(headers=["t (s)", "action", "N", "repetition", "why"],
+                              rows=[[f"{d.elapsed_s:.1f}", d.action, str(d.level or ""),
+                                     str(d.repetition or ""), d.reason] for d in lane.plan])]
+        if a is not None:
+            blocks.append(Bullets(items=[
+                f"shortcut: a repetition is N × {a.requests_per_stream} measured requests (a fixed sweep's "
+                "is max(8N, 32)); a level's repetitions run back to back, one warmup per stream before the "
+                "first; p95s rest on fewer requests (their CIs say how few)",
+                f"shortcut: a level stops at {a.min_repetitions} to {a.max_repetitions} repetitions, once "
+                f"the throughput CI is within ±{a.ci_target:.0%}; levels are doubled from 1, not all run",
+                "levels the sweep did not measure are not evidence: their figures are absent, not inferred",
+            ]))
+    if blocks:
+        blocks.insert(0, Heading(level=2, text="How the levels were chosen"))
     return blocks
 
 

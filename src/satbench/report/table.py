@@ -285,6 +285,8 @@ def print_recommendations(recs, console: Console | None = None) -> None:
     console.print(t)
     for r in recs.lanes:
         console.print(f"  {r.lane}: {r.binding.detail}", markup=False, highlight=False)
+        for line in doubts(r):
+            console.print(f"  {r.lane}: {line}", markup=False, highlight=False)
         console.print(f"  {r.lane}: server side {r.server_confirmation.statement}", markup=False,
                       highlight=False)
 
@@ -309,11 +311,27 @@ def _knee_cell(r) -> str:
             else f"none ({r.knee_reason})")
 
 
+def doubts(r) -> list[str]:
+    """What makes a lane's recommendation doubtful or undecided: undetermined, contended, its confidence."""
+    out = []
+    if r.undetermined is not None:
+        out.append(f"UNDETERMINED — {r.undetermined}")
+    if r.contended:
+        out.append(f"CONTENDED — levels {', '.join(map(str, r.contended_levels))} ran while other processes "
+                   "took CPU; the capability report refuses it unless --accept-contended")
+    if r.confidence is not None:
+        out.append(f"confidence — {r.confidence.statement}")
+    return out
+
+
 def recommendation_row(r) -> list[str]:
     e = r.expected
     usl = f"{r.usl.peak_n:.0f}" if r.usl.peak_reported and r.usl.peak_n else "not reported"
     binding = r.binding.reason + (f" ({r.binding.resource})" if r.binding.resource else "")
-    rec = "none safe" if r.recommended_concurrency is None else str(r.recommended_concurrency)
+    rec = ("undetermined" if r.undetermined else "none safe"
+           if r.recommended_concurrency is None else str(r.recommended_concurrency))
+    if r.contended:
+        rec += " (contended)"
     figures = (["n/a", "n/a"] if e is None else
                [_est(e.output_tok_per_s),
                 f"{_p95_ci(e.p95_ttft_ms, e.p95_ttft_ci)} / {_p95_ci(e.p95_tpot_ms, e.p95_tpot_ci, 1)}"])

@@ -42,7 +42,7 @@ from satbench.server.embedded import EmbeddedRuntime
 from satbench.server.memlog import LOG_VERBOSITY, StartupBuffers, startup_buffers
 from satbench.server.native import NativeRuntime
 from satbench.server.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
-from satbench.server.remote import UrlRuntime, served_here
+from satbench.server.remote import UrlRuntime, listening_pid, served_here
 from satbench.workload.builder import BACKGROUND_POOL_PER_STREAM, TOGETHER_SUFFIX, WorkloadBuilder
 
 T = TypeVar("T")
@@ -203,10 +203,14 @@ class LaneSession:
         await self.workload.prepare()
         lane = self.lane
         if self.scenario != "fairness":  # the checks lengthen a prompt too short for its prefix
-            await self.workload.check_prefix_fits(self._id_name, max(lane.levels), lane.repetitions)
+            await self.workload.check_prefix_fits(self._id_name, lane.ceiling(self.facts.total_slots),
+                                                  lane.most_repetitions())
         # NVML sees this machine's GPUs: a server on another machine computes on its own
+        pid = self.runtime.pid
+        if pid is None and self.network_info().on_this_machine:  # a running server here: its process
+            pid = listening_pid(self.runtime.base_url)
         self._sampler = ServerSampler(endpoint, lane.name, samples, interval_s=lane.sample_interval_s,
-                                      llamacpp=self.facts.llamacpp, pid=self.runtime.pid,
+                                      llamacpp=self.facts.llamacpp, pid=pid,
                                       gpus=gpus if self.network_info().on_this_machine else None,
                                       scenario=self.scenario,
                                       total_slots=self.facts.total_slots)
@@ -274,22 +278,24 @@ class LaneSession:
         """The lane name this session's request ids carry (another for requests not run solo)."""
         return self.lane.name if self.scenario == "solo" else self.lane.name + TOGETHER_SUFFIX
 
-    async def plan(self, level: int, repetition: int, background: bool) -> LevelPlan:
-        """The level's requests (tokenized by the server); LevelFailedError if the server is gone."""
+    async def plan(self, level: int, repetition: int, background: bool, warmup: bool = True) -> LevelPlan:
+        """The level's requests (tokenized by the server), its warmup requests only with `warmup`;
+        LevelFailedError if the server is gone."""
         try:
-            return await self._plan(level, repetition, background)
+            return await self._plan(level, repetition, background, warmup)
         except (SatbenchError, *NETWORK_ERRORS) as exc:
             await self.check_alive(f"level {level} (repetition {repetition})", level, repetition, exc)
             raise
 
-    async def _plan(self, level: int, repetition: int, background: bool) -> LevelPlan:
+    async def _plan(self, level: int, repetition: int, background: bool, warmup: bool = True) -> LevelPlan:
         assert self.workload is not None
         lane, w = self.lane, self.workload
         name = self._id_name
         return LevelPlan(
             lane=lane.name, level=level, repetition=repetition, scenario=self.scenario,
             session=self.session_index,
-            warmup=await w.build(name, level, repetition, "warmup", level * lane.warmup_per_stream),
+            warmup=(await w.build(name, level, repetition, "warmup", level * lane.warmup_per_stream)
+                    if warmup else []),
             measured=await w.build(name, level, repetition, "measured", lane.measured_requests(level)),
             background=(await w.build(name, level, repetition, "background",
                                       level * BACKGROUND_POOL_PER_STREAM) if background else []),

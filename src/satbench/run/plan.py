@@ -19,8 +19,8 @@ def planned_units(cfg: RunConfig, refined: dict[str, list[int]] | None = None) -
     refined = refined or {}
     out: list[tuple[str, int]] = []
     if not cfg.fairness_only:
-        out += [(solo_unit(lane.name, n, rep), level(lane, n)) for lane in cfg.lanes
-                for rep in range(1, lane.repetitions + 1) for n in lane.levels + refined.get(lane.name, [])]
+        out += [(unit, level(lane, n)) for lane in cfg.lanes
+                for unit, n in _solo_units(lane, refined.get(lane.name, []))]
         if cfg.together:
             steps, reps = together_shape(cfg)
             out += [(together_unit(k, rep), level(lane, n)) for lane in cfg.lanes
@@ -29,6 +29,23 @@ def planned_units(cfg: RunConfig, refined: dict[str, list[int]] | None = None) -
         out += [(fairness_unit(lane.name), request_count(make_plan(lane, lane.slots_wanted()), lane))
                 for lane in cfg.lanes]
     return out
+
+
+def _solo_units(lane: LaneConfig, refined: list[int]) -> list[tuple[str, int]]:
+    """(unit, level) of the lane's solo part: fixed, every level × repetition (with `refined`);
+    adaptive, the estimate the progress bar starts from: the doubling levels up to the lane's highest,
+    `min_repetitions` each (the sweep corrects it as the planner decides)."""
+    if lane.adaptive is None:
+        return [(solo_unit(lane.name, n, rep), n) for rep in range(1, lane.repetitions + 1)
+                for n in lane.levels + refined]
+    doubling = [1 << i for i in range(max(lane.levels).bit_length()) if 1 << i <= max(lane.levels)]
+    return [(solo_unit(lane.name, n, rep), n) for n in doubling
+            for rep in range(1, lane.adaptive.min_repetitions + 1)]
+
+
+def planned_solo_units(lane: LaneConfig) -> list[str]:
+    """The solo units the progress bar expects of `lane` at the start (`_solo_units`)."""
+    return [unit for unit, _ in _solo_units(lane, [])]
 
 
 def total_requests(cfg: RunConfig, done: frozenset[str] = frozenset(),

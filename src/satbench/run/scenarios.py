@@ -11,7 +11,10 @@ server.
 from __future__ import annotations
 
 import sys
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,13 +30,23 @@ from satbench.records.ledger import (
     solo_unit,
     together_unit,
 )
-from satbench.records.manifest import RunManifest, ServerFailure
+from satbench.records.manifest import PlanDecision, RunManifest, ServerFailure
 from satbench.run.failures import Failures
 from satbench.run.fairness import FairnessRunner
 from satbench.run.lane_session import LaneSession, Progress, memory_at_end, together_step
 from satbench.run.logs import server_log_path
-from satbench.run.plan import fairness_lane, requests_in
+from satbench.run.plan import fairness_lane, planned_solo_units, requests_in
 from satbench.workload.fairness_plan import fairness_plan
+
+
+@dataclass(frozen=True)
+class PlanTick:
+    """What the sweep tells an adaptive lane's planner after each step: the lane's sweep time (s), how
+    long the step took (s; None when it did not run) and the lowest level whose server failed."""
+
+    elapsed_s: float
+    last_step_s: float | None
+    failed_at: int | None
 
 
 class Derivation(Protocol):
@@ -42,6 +55,11 @@ class Derivation(Protocol):
 
     def refine_levels(self, run_dir: Path, lane: LaneConfig) -> list[int]:
         """The extra levels --refine measures for `lane`, from the levels recorded so far."""
+
+    def planner(self, run_dir: Path, lane: LaneConfig, slots: int | None, past_slots: bool,
+                recorded: list[PlanDecision]) -> Generator[PlanDecision, PlanTick, None]:
+        """`lane`'s adaptive sweep (saturation/planner.py): yields each step, is sent a PlanTick after
+        it (and reads what the step recorded in `run_dir`); the `recorded` decisions come first."""
 
     def derive(self, run_dir: Path) -> Any:
         """The results of the raw files, written to the run directory (results.json, verdicts.json)."""
@@ -110,6 +128,8 @@ class LaneScenarios(ABC):
         return self.failures.level_failed(exc, unit, skipped, log, self.session)
 
     async def _solo(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
+        if lane.adaptive is not None:
+            return await self._solo_adaptive(lane, events, samples, gpus)
         base = [(rep, n) for rep in range(1, lane.repetitions + 1) for n in lane.levels]
         if not any(self._wanted(lane.name, n, rep) for rep, n in base) and (
                 not self.cfg.refine or self.ledger.done(refine_unit(lane.name))):
@@ -127,6 +147,48 @@ class LaneScenarios(ABC):
             if session is not None:
                 self._memory_after_levels(lane, session, gpus)
         finally:
+            if session is not None:
+                await self._stop(session)
+
+    async def _solo_adaptive(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter,
+                             gpus) -> None:
+        """The lane's adaptive sweep: each step its planner yields is recorded in run.json, then run;
+        a resume replays the recorded steps (running those not done) and plans on from there."""
+        recorded = self.ledger.plan(lane.name)
+        if recorded and recorded[-1].action == "stop":
+            return  # --resume: this lane's adaptive sweep is finished
+        first = await self._start(lane, "solo", samples, gpus)
+        session: LaneSession | None = first
+        slots = first.runtime_info().total_slots
+        planner = self.derivation.planner(self.run_dir, lane, slots, lane.runtime.kind == "url", recorded)
+        begun = time.monotonic() - (recorded[-1].elapsed_s if recorded else 0.0)
+        planned = set(planned_solo_units(lane))
+        try:
+            step, taken, previous = next(planner), 0, None
+            while True:
+                if taken >= len(recorded):
+                    self.ledger.keep_decision(lane.name, step.model_copy(update={"session": self.session}))
+                taken += 1
+                if step.action == "stop" or step.level is None or step.repetition is None:
+                    break
+                unit = solo_unit(lane.name, step.level, step.repetition)
+                ran_s = None
+                if session is not None and self._wanted(lane.name, step.level, step.repetition):
+                    if unit not in planned:  # the progress bar expected the planned estimate only
+                        self.progress.skip(-lane.measured_requests(step.level))
+                    t0 = time.monotonic()
+                    session = await self._solo_units(session, [(step.repetition, step.level)], events,
+                                                     samples, gpus, warmup=previous != step.level)
+                    ran_s = time.monotonic() - t0
+                planned.discard(unit)
+                previous = step.level
+                tick = PlanTick(time.monotonic() - begun, ran_s, self.failures.ceiling(lane.name))
+                step = planner.send(tick)
+            self.progress.skip(requests_in(self.cfg, [u for u in planned if not self.ledger.done(u)]))
+            if session is not None:
+                self._memory_after_levels(lane, session, gpus)
+        finally:
+            planner.close()
             if session is not None:
                 await self._stop(session)
 
@@ -155,15 +217,17 @@ class LaneScenarios(ABC):
         return [n for n in chosen if (c := self.failures.ceiling(lane.name)) is None or n < c]
 
     async def _solo_units(self, session: LaneSession, units: list[tuple[int, int]], events: JsonlWriter,
-                          samples: JsonlWriter, gpus) -> LaneSession | None:
+                          samples: JsonlWriter, gpus, warmup: bool = True) -> LaneSession | None:
         """Run the units in order; a level that loses its server is recorded, the lane's levels at or
-        above it are dropped, and a fresh server runs the rest. None when no server is left."""
+        above it are dropped, and a fresh server runs the rest. None when no server is left. Without
+        `warmup` the units send no warmup requests (the server runs the same level already)."""
         lane, restarts = session.lane, 0
         for rep, n in units:
             if not self._wanted(lane.name, n, rep):
                 continue
             try:
-                await session.run(await session.plan(n, rep, background=False), events, self.progress)
+                await session.run(await session.plan(n, rep, background=False, warmup=warmup), events,
+                                  self.progress)
             except LevelFailedError as exc:
                 skipped = [solo_unit(lane.name, m, r) for r, m in units if m >= n and (r, m) != (rep, n)
                            and not self.ledger.done(solo_unit(lane.name, m, r))]

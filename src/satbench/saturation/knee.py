@@ -5,7 +5,10 @@ higher level N_j only when X(N_j) is a real gain over X(N_k): at least 10 % per 
 average, AND above the upper end of X(N_k)'s confidence interval. The knee is the last
 candidate; when that is the highest level measured there is no knee (still rising).
 Requiring both, against every later level, means a noisy point inside the previous point's
-CI neither ends the climb early nor extends it.
+CI neither ends the climb early nor extends it. A level whose gain is large enough but lies inside
+the candidate's CI cannot be told from noise: the knee is then undetermined (never the lower level
+by default), and names the pair to measure more. A contended level (metrics/contention.py) is left
+out: it neither makes nor moves the knee.
 
 Kneedle (§7.2, with ≥ 5 levels) on (log2 N, X) is reported beside it for comparison.
 """
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+from pydantic import Field
 
 from satbench.config.schema import Strict
 
@@ -27,33 +32,59 @@ class Point(Strict):
     x: float
     ci_low: float | None = None
     ci_high: float | None = None
+    contended: bool = False
 
 
 class Knee(Strict):
     knee: int | None
-    """The knee level, or None when throughput still rises at the highest level."""
+    """The knee level, or None when throughput still rises at the highest level or it is undetermined."""
     last_real_gain_to: int
     reason: str
+    undetermined: str | None = None
+    """Why no knee can be named from these points (CIs too wide, every level contended); None: decided."""
+    unresolved: list[int] = Field(default_factory=list)
+    """The levels whose CIs overlap where the decision lies: more repetitions of these decide it."""
+
+
+def needed_gain(a: Point, b: Point, min_gain: float = MIN_GAIN_PER_DOUBLING) -> float:
+    """The factor X(b) / X(a) that counts as a gain: (1 + min_gain) per doubling from a.n to b.n."""
+    return (1.0 + min_gain) ** math.log2(b.n / a.n)
 
 
 def real_gain(a: Point, b: Point, min_gain: float = MIN_GAIN_PER_DOUBLING) -> bool:
     """b is a real gain over a: ≥ min_gain per doubling on average, and above a's CI."""
-    doublings = math.log2(b.n / a.n)
-    needed = (1.0 + min_gain) ** doublings
     above_ci = b.x > (a.ci_high if a.ci_high is not None else a.x)
-    return b.x >= needed * a.x and above_ci
+    return b.x >= needed_gain(a, b, min_gain) * a.x and above_ci
+
+
+def ambiguous_gain(a: Point, b: Point, min_gain: float = MIN_GAIN_PER_DOUBLING) -> bool:
+    """b gains enough over a by its mean, but not above a's CI: noise cannot be ruled out."""
+    return b.x >= needed_gain(a, b, min_gain) * a.x and not real_gain(a, b, min_gain)
 
 
 def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_DOUBLING) -> Knee:
-    pts = sorted(points, key=lambda p: p.n)
-    if not pts:
+    every = sorted(points, key=lambda p: p.n)
+    if not every:
         raise ValueError("no points")
+    pts = [p for p in every if not p.contended]
+    if not pts:
+        return Knee(knee=None, last_real_gain_to=every[0].n, reason="every level ran contended",
+                    undetermined="every level ran while other processes took CPU (contended): none can "
+                                 "make the knee")
     k = 0
     while True:
         nxt = next((j for j in range(k + 1, len(pts)) if real_gain(pts[k], pts[j], min_gain)), None)
         if nxt is None:
             break
         k = nxt
+    unsure = next((j for j in range(k + 1, len(pts)) if ambiguous_gain(pts[k], pts[j], min_gain)), None)
+    if unsure is not None:
+        a, b = pts[k], pts[unsure]
+        top = a.ci_high if a.ci_high is not None else a.x
+        why = (f"N={b.n} gains {b.x / a.x - 1:.0%} over N={a.n} (≥ {needed_gain(a, b, min_gain) - 1:.0%} "
+               f"needed) but lies inside N={a.n}'s 95 % CI (up to {top:.1f}): more repetitions decide "
+               "whether it is a gain")
+        return Knee(knee=None, last_real_gain_to=a.n, reason=why, undetermined=why, unresolved=[a.n, b.n])
     if k == len(pts) - 1 and len(pts) > 1:
         return Knee(knee=None, last_real_gain_to=pts[k].n,
                     reason=f"throughput still gains ≥ {min_gain:.0%} per doubling up to the highest level "

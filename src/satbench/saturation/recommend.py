@@ -26,7 +26,8 @@ from satbench.saturation.bound import (
     busy_slots_variant,
     saturated_by,
 )
-from satbench.saturation.knee import Point, kneedle, marginal_gain_knee
+from satbench.saturation.confidence import confidence
+from satbench.saturation.knee import Knee, Point, kneedle, marginal_gain_knee
 from satbench.saturation.recommendations_file import (
     ERROR_SHARE_MAX,
     Binding,
@@ -120,9 +121,12 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
                               statement=f"{parts[0]} " + ", ".join(parts[1:]))
 
 
-def _bounds(lane: LaneResult, levels: list[LevelResult], knee: int | None, knee_reason: str,
+def _bounds(lane: LaneResult, levels: list[LevelResult], k: Knee,
             slo: tuple[int | None, str]) -> list[tuple[Reason, int, str]]:
-    """Every limit on the recommendation: (reason, the largest N it allows, why)."""
+    """Every limit on the recommendation: (reason, the largest N it allows, why). An undetermined knee
+    is a limit only when nothing else binds at or below the level it is known to reach: reason
+    "undetermined", at that level + 1 (never a level of its own: the recommendation is then null)."""
+    knee, knee_reason = k.knee, k.reason
     crash_cap, crashes = server_failure_cap(lane)
     err_cap, errs = error_cap(lane.levels)
     cap, failures = fairness_cap(lane)
@@ -144,7 +148,10 @@ def _bounds(lane: LaneResult, levels: list[LevelResult], knee: int | None, knee_
         bounds.append(("slots", slots, f"the server has {slots} slots"))
     if lane.memory is not None and lane.memory.slots_fit is not None:
         bounds.append(("memory", lane.memory.slots_fit, lane.memory.statement))
-    if knee is not None:
+    if k.undetermined is not None:
+        if not bounds or min(b[1] for b in bounds) > k.last_real_gain_to:
+            bounds.append(("undetermined", k.last_real_gain_to + 1, k.undetermined))
+    elif knee is not None:
         bounds.append(("knee", knee, knee_reason))
     elif crash_cap is None:  # else the top measured level is the last below the failure: that binds
         bounds.append(("highest_measured", levels[-1].concurrency, knee_reason))
@@ -161,7 +168,7 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     levels = ([lv for lv in measured_levels if crash_cap is None or lv.concurrency <= crash_cap]
               or measured_levels)
     points = [Point(n=lv.concurrency, x=rate, ci_low=lv.throughput.output_tok_per_s.ci_low,
-                    ci_high=lv.throughput.output_tok_per_s.ci_high)
+                    ci_high=lv.throughput.output_tok_per_s.ci_high, contended=lv.contended is not None)
               for lv in levels if (rate := lv.throughput.output_tok_per_s.value)]  # each of levels has one
     k = marginal_gain_knee(points)
     samples = [(lv.concurrency, r.output_tok_per_s) for lv in levels for r in lv.repetitions
@@ -170,7 +177,7 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     slots = lane.runtime.total_slots
     cap, failures = fairness_cap(lane)
     err_cap, errs = error_cap(lane.levels)
-    bounds = _bounds(lane, levels, k.knee, k.reason, (slo_n, slo_why))
+    bounds = _bounds(lane, levels, k, (slo_n, slo_why))
     limit = min(b[1] for b in bounds)
     tied = [b for b in bounds if b[1] == limit]
     reason = tied[0][0]
@@ -183,14 +190,20 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
         detail += f"; {saturation.statement}"
     elif reason == "memory":
         resource = "memory"
+    undetermined = None
+    if reason == "undetermined":
+        undetermined = detail = k.undetermined or ""
+        if lane.plan and lane.plan[-1].action == "stop":
+            undetermined = detail = f"{detail}; the adaptive sweep stopped: {lane.plan[-1].reason}"
+        limit = 0  # no level is recommended: the knee may lie anywhere above what is known
     rec = max((lv.concurrency for lv in levels if lv.concurrency <= limit), default=None)
     expected = None
-    if rec is None:
+    if rec is None and undetermined is None:
         detail += (f"; no measured level is at or below {limit}: " +
                    ("no concurrency is safe to advertise" if limit < 1
                     else f"measure N ≤ {limit} (e.g. --concurrency "
                          f"{','.join(str(n) for n in range(1, limit + 1))})"))
-    else:
+    elif rec is not None:
         if rec != limit:
             detail += (f"; the largest measured level at or below {limit} is {rec} "
                        "(--refine measures between levels)")
@@ -217,6 +230,12 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
                                       p95_ttft_ms=lv.latency.ttft_ms.p95, p95_tpot_ms=lv.latency.tpot_ms.p95,
                                       slo_attainment=lv.slo_attainment) for lv in levels],
         measured_at=results.finished_at or results.started_at, command_line=results.command_line,
+        undetermined=undetermined, contended=any(lv.contended for lv in levels),
+        contended_levels=[lv.concurrency for lv in levels if lv.contended],
+        confidence=confidence(rec, {lv.concurrency: [r.output_tok_per_s for r in lv.repetitions
+                                                     if r.output_tok_per_s is not None]
+                                    for lv in levels if lv.contended is None}) if rec is not None else None,
+        plan_stop=lane.plan[-1].reason if lane.plan and lane.plan[-1].action == "stop" else None,
     )
 
 

@@ -21,9 +21,13 @@ from satbench.records.artifacts import published_schema, write_artifact
 from satbench.records.layout import RECOMMENDATIONS_FILE
 from satbench.records.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.saturation.bound import BusyVariant, Resource, Saturation
+from satbench.saturation.confidence import Confidence
 from satbench.saturation.usl import UslFit
 
-RECOMMENDATIONS_SCHEMA_VERSION = "1.8"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.9"
+# 1.9: undetermined (no knee can be named from the CIs, and no other cap binds below it: recommended
+#      is null), contended and contended_levels (capability refuses a contended recommendation unless
+#      --accept-contended), confidence (P that the next level still gains), plan_stop.
 # 1.8: memory (the lane's cache per slot and the slots that fit after loading), memory_cap and the
 #      "memory" binding when those slots are the tightest limit.
 # 1.7: server_on_measuring_machine (capability refuses a url lane measured from another machine);
@@ -41,7 +45,8 @@ RECOMMENDATIONS_SCHEMA_VERSION = "1.8"
 # 1.2: runtime.binary_sha256.
 # 1.1: binding.resource, saturation, server_failure_cap.
 ERROR_SHARE_MAX = 0.01  # a level where more than 1 % of measured requests failed is not a safe limit
-Reason = Literal["server_failed", "errors", "fairness", "slo", "slots", "memory", "knee", "highest_measured"]
+Reason = Literal["server_failed", "errors", "fairness", "slo", "slots", "memory", "knee", "highest_measured",
+                 "undetermined"]
 
 
 class LevelSummary(Strict):
@@ -126,6 +131,13 @@ class LaneRecommendation(Strict):
     measured_levels: list[LevelSummary]
     measured_at: str
     command_line: list[str]
+    undetermined: str | None = Field(None, description="why no recommendation can be named: the knee lies "
+                                     "where the CIs overlap and no other cap binds below it (null: decided)")
+    contended: bool = Field(False, description="a level it rests on ran while other processes took CPU")
+    contended_levels: list[int] = Field(default_factory=list)
+    confidence: Confidence | None = Field(None, description="P that the next measured level above the "
+                                          "recommendation still gains (null: none, or < 2 repetitions)")
+    plan_stop: str | None = Field(None, description="why the adaptive sweep stopped (null: fixed levels)")
 
 
 DEFINITIONS = {
@@ -159,6 +171,15 @@ DEFINITIONS = {
     "usl": "X(N) = X(1) N / (1 + alpha (N-1) + beta N (N-1)), alpha, beta >= 0 by bounded least squares; "
            "peak N* = sqrt((1 - alpha) / beta) reported only when beta's 95% CI excludes 0 and R^2 >= 0.9",
     "kneedle": "Kneedle on (log2 N, X) with >= 5 levels, beside the knee for comparison",
+    "undetermined": "a level's mean gains >= 10% per doubling over the candidate's but lies inside the "
+                    "candidate's 95% CI (or every level ran contended): the knee is at least the candidate, "
+                    "not known above; unless another cap binds at or below the candidate, "
+                    "recommended_concurrency is null (never the lower level by default)",
+    "contended": "a level measured while other processes took CPU (results.json definitions: contended) "
+                 "is kept but neither makes nor moves the knee; contended is true when any level of the "
+                 "lane still ran contended",
+    "confidence": "P(X(h) >= 1.1^log2(h/r) X(r)) for the recommendation r and the next clean measured level "
+                  "h, Welch's t over their repetitions' output tok/s",
 }
 
 

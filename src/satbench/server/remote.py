@@ -25,6 +25,26 @@ def served_here(url: str) -> bool:
     return bool(resolved) and all(_local(a) for a in resolved)
 
 
+def listening_pid(url: str) -> int | None:
+    """The process listening on the URL's TCP port on this machine (call it only for a URL that
+    `served_here`): what the sampler reads a running server's CPU and RSS from, so that its CPU is the
+    server's and not another process's. None when no single other process listens there, or the
+    system does not say (psutil needs the right to read other users' sockets)."""
+    import os
+
+    import psutil
+
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        pids = {c.pid for c in psutil.net_connections(kind="tcp")
+                if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid}
+    except (psutil.Error, OSError, ValueError):
+        return None
+    pids.discard(os.getpid())  # a server inside satbench's own process (a test's) is not another one
+    return pids.pop() if len(pids) == 1 else None
+
+
 def _local(address: str) -> bool:
     """An address that reaches this machine: loopback, unspecified (0.0.0.0 and :: connect here, and
     llama-server prints them as where it listens), or one its interfaces hold (IPv4-mapped IPv6

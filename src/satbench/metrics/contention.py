@@ -1,0 +1,93 @@
+"""The contention guard: which repetitions of a level ran while other processes took CPU, and the
+level summarized from the others.
+
+Per repetition, from the process samples over its interval (level_start to level_end):
+others = host busy cores − server cores − satbench's cores. A repetition is contended when
+
+- the server is on this machine and its own CPU is known: others ≥ NEIGHBOUR_CORES (0.25 core),
+  or the host is ≥ CONTENDED_FRACTION (90 %) busy and others ≥ SATURATED_OTHERS_CORES (0.1 core);
+- the server is on another machine: the host is ≥ 90 % busy (the load generator itself may lag).
+
+A server and load generator that fill the machine by themselves are not contention: that is the
+node as it serves. Without the server's CPU (a process satbench could not find) others cannot be
+told apart, and nothing is called contended.
+
+`summarize_guarded` leaves the contended repetitions out of the level's figures while at least
+two clean ones remain (they are listed in `excluded_repetitions`); with fewer, every repetition
+counts and the level is `contended`: it is kept, but the knee rule does not use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from satbench.metrics import memory
+from satbench.metrics.level import CONTENDED_FRACTION, NEIGHBOUR_CORES, summarize_level
+from satbench.metrics.level_result import LevelContext, LevelResult
+from satbench.records.events import LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample
+
+SATURATED_OTHERS_CORES = 0.1  # on a ≥ 90 % busy host, other processes' share that counts
+MIN_CLEAN_REPETITIONS = 2     # clean repetitions a level needs for the contended ones to be left out
+
+
+def contention(proc_s: Sequence[ProcessSample], start_ns: int, end_ns: int, host_cores: int | None,
+               server_here: bool) -> str | None:
+    """Why the interval [start_ns, end_ns] was contended (see the module), or None when it was not
+    (or cannot be told)."""
+    host = memory.host_busy_cores(proc_s, start_ns, end_ns)
+    if host is None or not host_cores:
+        return None
+    saturated = host >= CONTENDED_FRACTION * host_cores
+    if not server_here:
+        return (f"host {host:.2f} of {host_cores} cores busy while the server runs elsewhere: the load "
+                "generator may lag") if saturated else None
+    server = memory.server_cpu_utilisation(proc_s, start_ns, end_ns)
+    if server is None:
+        return None
+    client = memory.client_cpu_cores(proc_s, start_ns, end_ns) or 0.0
+    others = host - server - client
+    if others >= NEIGHBOUR_CORES or (saturated and others >= SATURATED_OTHERS_CORES):
+        return (f"other processes used {others:.2f} cores (host {host:.2f} of {host_cores} busy, server "
+                f"{server:.2f}, satbench {client:.2f})")
+    return None
+
+
+def repetition_intervals(events: Sequence[RequestEvent],
+                         marks: Sequence[LevelMark]) -> dict[int, tuple[int, int]]:
+    """repetition → [start, end] (ns) from its level marks, else from its first send and last end."""
+    out: dict[int, tuple[int, int]] = {}
+    for rep in sorted({e.repetition for e in events} | {m.repetition for m in marks}):
+        start = next((m.t_ns for m in marks if m.repetition == rep and m.kind == "level_start"), None)
+        end = next((m.t_ns for m in marks if m.repetition == rep and m.kind == "level_end"), None)
+        rep_ev = [e for e in events if e.repetition == rep]
+        lo = start if start is not None else min((e.sent_ns for e in rep_ev), default=None)
+        hi = end if end is not None else max((e.end_ns for e in rep_ev), default=None)
+        if lo is not None and hi is not None:
+            out[rep] = (lo, hi)
+    return out
+
+
+def summarize_guarded(ctx: LevelContext, events: Sequence[RequestEvent], marks: Sequence[LevelMark],
+                      samples: Sequence[MetricsSample | SlotsSample | ProcessSample]) -> LevelResult:
+    """`summarize_level` of the level's clean repetitions when at least MIN_CLEAN_REPETITIONS are
+    clean and some are contended (those are left out and named); else of all of them, the level
+    marked `contended` when any repetition was."""
+    proc_s = [s for s in samples if isinstance(s, ProcessSample)]
+    why = {rep: w for rep, (lo, hi) in repetition_intervals(events, marks).items()
+           if (w := contention(proc_s, lo, hi, ctx.host_cores, not ctx.server_remote)) is not None}
+    reps = {e.repetition for e in events} | {m.repetition for m in marks}
+    clean = reps - set(why)
+    if not why or len(clean) < MIN_CLEAN_REPETITIONS:
+        result = summarize_level(ctx, events, marks, samples)
+        if why:
+            result.contended = "; ".join(f"r{rep}: {w}" for rep, w in sorted(why.items()))
+            result.flags.append(f"contended: {result.contended}; this level neither makes nor moves the knee")
+        return result
+    planned = max(ctx.repetitions_planned - len(why), 0)
+    result = summarize_level(ctx.model_copy(update={"repetitions_planned": planned}),
+                             [e for e in events if e.repetition in clean],
+                             [m for m in marks if m.repetition in clean], samples)
+    result.excluded_repetitions = dict(sorted(why.items()))
+    result.flags.append("contended_repetitions_excluded: " + "; ".join(
+        f"r{rep} ({w})" for rep, w in sorted(why.items())))
+    return result

@@ -1,0 +1,204 @@
+"""The adaptive sweep's planner: a generator that is sent what each finished step measured and yields
+the next step (GuideLLM's profile, here per repetition).
+
+Rules, in the order `decide` applies them after each step:
+1. The level just measured gets at least `min_repetitions`; a contended one (metrics/contention.py) is
+   measured again up to `contended_retries` times; with an SLO, more repetitions run until the p95s
+   it judges can be bounded (saturation/slo.py: 72 samples in the window; at most SLO_MAX_REPETITIONS);
+   more run while the throughput 95 % CI half-width ÷ mean exceeds `ci_target`, up to
+   `max_repetitions`.
+2. Where the knee rule cannot tell two levels apart (saturation/knee.py: undetermined), the one of
+   the pair with fewer repetitions is measured more, up to `max_repetitions`.
+3. A level that misses the lane's SLO ends the climb (higher levels only wait longer).
+4. A knee that a higher level confirms ends the climb; the levels between its bracketing points
+   (saturation/refine.py, at most the slot count: above it requests only queue) are measured next.
+5. Otherwise the level doubles, up to the slot count (one level past it for a server satbench did
+   not size, to see its queue) and the lane's ceiling, and below a level whose server failed.
+Before any step the time budget is checked: a step whose estimated length (the last repetition's,
+scaled by (N'/N)^0.75 to a higher level, ^1 past the slots) would end past it is not taken.
+Every decision carries its reason and figures; the sweep writes them to run.json, and a resume
+replays them before planning on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+
+from satbench.analysis.results import LaneResult
+from satbench.config.schema import AdaptiveConfig, SloConfig
+from satbench.metrics.level_result import LevelResult
+from satbench.records.manifest import PlanAction, PlanDecision
+from satbench.saturation.knee import Point, marginal_gain_knee
+from satbench.saturation.refine import refine_levels
+from satbench.saturation.slo import fewest_to_bound_p95, slo_bound
+
+MAX_DECISIONS = 500  # a lane's sweep never takes more steps than this (a guard, never reached by the rules)
+SLO_MAX_REPETITIONS = 30  # repetitions a level may get to bound the p95 its SLO judges
+GROWTH_EXPONENT = 0.75  # a repetition's length grows ~(N'/N)^this up to the slots (E2E rises sub-linearly)
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What the planner knows of a lane besides its measurements."""
+
+    lane: str
+    adaptive: AdaptiveConfig
+    ceiling: int  # the highest level the lane may run
+    slots: int | None  # the server's slot count (/props), None when it does not say
+    past_slots: bool  # one level past the slot count may be measured (a server satbench did not size)
+    slo: SloConfig | None = None
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What the step just taken left: the lane's solo levels so far, its sweep time, how long the step
+    took (s; None when it did not run), and the lowest level whose server failed (None: none)."""
+
+    result: LaneResult | None
+    elapsed_s: float
+    last_step_s: float | None
+    failed_at: int | None = None
+
+
+def _ci_fraction(lv: LevelResult) -> float | None:
+    """Throughput 95 % CI half-width ÷ mean; None without a CI."""
+    est = lv.throughput.output_tok_per_s
+    if est.value is None or not est.value or est.ci_high is None:
+        return None
+    return (est.ci_high - est.value) / est.value
+
+
+def _slo_samples_short(lv: LevelResult, slo: SloConfig | None) -> int | None:
+    """The fewest samples among the latencies the SLO judges by p95, when fewer than its upper CI end
+    needs (saturation/slo.py); None when enough, or no SLO."""
+    if slo is None:
+        return None
+    lat = lv.latency
+    judged = [lat.ttft_ms.n, lat.tpot_ms.n] + ([lat.e2e_ms.n] if slo.p95_e2e_ms is not None else [])
+    return min(judged) if min(judged) < fewest_to_bound_p95() else None
+
+
+def _points(levels: Sequence[LevelResult]) -> list[Point]:
+    return [Point(n=lv.concurrency, x=est.value, ci_low=est.ci_low, ci_high=est.ci_high,
+                  contended=lv.contended is not None)
+            for lv in sorted(levels, key=lambda x: x.concurrency)
+            if (est := lv.throughput.output_tok_per_s).value]
+
+
+def _step(action: PlanAction, level: int | None, rep: int | None, reason: str, fb: Feedback) -> PlanDecision:
+    return PlanDecision(action=action, level=level, repetition=rep, reason=reason,
+                        elapsed_s=round(fb.elapsed_s, 3))
+
+
+def _estimate_s(fb: Feedback, last: int | None, level: int, slots: int | None) -> float | None:
+    """How long one repetition of `level` will take, from the last step at `last` (module docstring)."""
+    if fb.last_step_s is None or last is None:
+        return None
+    if level <= last:
+        return fb.last_step_s
+    below = min(level, slots) if slots else level
+    grow = (max(below, last) / last) ** GROWTH_EXPONENT * (level / below if below < level else 1.0)
+    return fb.last_step_s * grow
+
+
+def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> PlanDecision:
+    """The next decision after `done` (rules in the module docstring)."""
+    a = ctx.adaptive
+    if not done:
+        return _step("measure", 1, 1, "the adaptive sweep starts at N=1", fb)
+    if len(done) >= MAX_DECISIONS:
+        return _step("stop", None, None, f"{MAX_DECISIONS} steps taken", fb)
+    levels = {lv.concurrency: lv for lv in fb.result.levels} if fb.result is not None else {}
+    runs: dict[int, int] = {}
+    retries: dict[int, int] = {}
+    for d in done:
+        if d.level is not None and d.repetition is not None:
+            runs[d.level] = max(runs.get(d.level, 0), d.repetition)
+            retries[d.level] = retries.get(d.level, 0) + (d.action == "remeasure")
+    top = ctx.ceiling if fb.failed_at is None else min(ctx.ceiling, fb.failed_at - 1)
+    last = done[-1].level
+    measured = sorted(n for n in runs if n <= top)
+
+    def go(action: PlanAction, level: int, why: str) -> PlanDecision:
+        rep = runs.get(level, 0) + 1
+        est = _estimate_s(fb, last, level, ctx.slots)
+        if a.budget_s is not None and est is not None and fb.elapsed_s + est > a.budget_s:
+            return _step("stop", None, None, f"time budget {a.budget_s:g} s: {fb.elapsed_s:.0f} s spent, "
+                         f"the next step ({action} N={level}, repetition {rep}: {why}) would take "
+                         f"~{est:.0f} s", fb)
+        return _step(action, level, rep, why, fb)
+
+    if last is not None and last <= top and (lv := levels.get(last)) is not None:
+        n = last
+        reps = runs[n] - retries.get(n, 0)  # the repetitions the CI rule ran (not the re-measured ones)
+        if lv.contended is not None and retries.get(n, 0) < a.contended_retries:
+            return go("remeasure", n, f"N={n} ran contended ({lv.contended}); measured again "
+                                      f"({retries.get(n, 0) + 1} of {a.contended_retries})")
+        short = _slo_samples_short(lv, ctx.slo)
+        if short is not None and runs[n] < SLO_MAX_REPETITIONS:
+            return go("repeat", n, f"N={n}: the SLO's p95 needs {fewest_to_bound_p95()} requests in the "
+                                   f"window to bound it, {short} so far")
+        if reps < a.max_repetitions:
+            if len(lv.repetitions) < a.min_repetitions:
+                return go("repeat", n, f"N={n}: {len(lv.repetitions)} clean repetition(s), at least "
+                                       f"{a.min_repetitions}")
+            frac = _ci_fraction(lv)
+            if frac is None or frac > a.ci_target:
+                shown = "no CI" if frac is None else f"throughput CI ±{frac:.1%}"
+                return go("repeat", n, f"N={n}: {shown} > ±{a.ci_target:.0%} after {reps} repetitions")
+    known = [levels[n] for n in measured if n in levels]
+    if not known:
+        return _step("stop", None, None, "no level below the failed one left to measure" if fb.failed_at
+                     else "nothing measured", fb)
+    knee = marginal_gain_knee(_points(known))
+    if knee.undetermined is not None and knee.unresolved:
+        more = sorted((n for n in knee.unresolved if runs.get(n, 0) < a.max_repetitions),
+                      key=lambda n: (len(levels[n].repetitions), n))
+        if more:
+            return go("resolve", more[0], f"{knee.undetermined}: N={more[0]} measured again")
+    if ctx.slo is not None:
+        bound, why = slo_bound(known, ctx.slo)
+        if bound is None or bound < measured[-1]:
+            return _step("stop", None, None, f"SLO: {why}; higher levels only wait longer", fb)
+    if knee.undetermined is not None:
+        return _step("stop", None, None, f"{knee.undetermined}, and every level of it has "
+                     f"{a.max_repetitions} repetitions", fb)
+    if knee.knee is not None:
+        climb = [levels[d.level] for d in done if d.action in ("measure", "confirm") and d.level in levels]
+        assert fb.result is not None  # a knee came from its levels
+        result = fb.result.model_copy(update={"levels": list({lv.concurrency: lv for lv in climb}.values())})
+        wanted = [m for m in refine_levels(result) if m <= top and (not ctx.slots or m <= ctx.slots)]
+        todo = [m for m in wanted if m not in runs]
+        if todo:
+            return go("refine", todo[0], f"knee at N={knee.knee}, confirmed above it: refine "
+                                         f"{', '.join(map(str, wanted))} between its bracketing levels")
+        return _step("stop", None, None, f"knee at N={knee.knee}: {knee.reason}" +
+                     (f"; refined at {', '.join(map(str, wanted))}" if wanted else ""), fb)
+    high = measured[-1]
+    if ctx.slots and high >= ctx.slots:
+        if ctx.past_slots and high == ctx.slots and 2 * high <= top:
+            return go("confirm", 2 * high, f"N={high} is the server's slot count and still gains: "
+                                           f"N={2 * high} shows whether the server queues beyond it")
+        return _step("stop", None, None, f"N={high} reaches the server's {ctx.slots} slots" +
+                     ("" if ctx.past_slots else " (the slots satbench started it with; raise --parallel "
+                                                "to look higher)"), fb)
+    if 2 * high > top:
+        why = (f"the server failed at N={fb.failed_at}" if fb.failed_at is not None and top < ctx.ceiling
+               else f"N={high} is the highest level allowed (ceiling {ctx.ceiling})")
+        return _step("stop", None, None, f"{why}; {knee.reason}", fb)
+    return go("measure", 2 * high, f"doubling: {knee.reason}")
+
+
+def plan_lane(ctx: PlanContext,
+              recorded: Sequence[PlanDecision] = ()) -> Generator[PlanDecision, Feedback, None]:
+    """Yields the lane's steps, each sent the Feedback of the one before; ends after a "stop". The
+    `recorded` decisions of an earlier session come first, as they were (a resume replays them)."""
+    done: list[PlanDecision] = []
+    fb = Feedback(result=None, elapsed_s=0.0, last_step_s=None)
+    while True:
+        d = recorded[len(done)] if len(done) < len(recorded) else decide(ctx, fb, done)
+        done.append(d)
+        fb = yield d
+        if d.action == "stop":
+            return

@@ -1,0 +1,105 @@
+"""The adaptive sweep's planner (saturation/planner.py), driven by hand-made lane results."""
+
+from __future__ import annotations
+
+import pytest
+
+from satbench.config.schema import AdaptiveConfig, SloConfig
+from satbench.saturation.planner import Feedback, PlanContext, decide, plan_lane
+from tests.saturation.planner_fixtures import lane_result
+
+
+def ctx(**kw) -> PlanContext:
+    base = dict(lane="default", adaptive=AdaptiveConfig(), ceiling=8, slots=4, past_slots=True)
+    return PlanContext(**{**base, **kw})
+
+
+def run(planner_ctx: PlanContext, curve: dict[int, list[float]], step_s: float = 1.0,
+        contended: dict[int, int] | None = None, limit: int = 60) -> list:
+    """Drive plan_lane: each measured repetition of level n yields curve[n][rep - 1] tok/s (the last
+    value repeating); `contended[n]` repetitions of n are contended first."""
+    got: dict[int, list[float]] = {}
+    contended = dict(contended or {})
+    gen = plan_lane(planner_ctx)
+    d = next(gen)
+    out = [d]
+    elapsed = 0.0
+    while d.action != "stop" and len(out) < limit:
+        n = d.level
+        if contended.get(n):
+            contended[n] -= 1
+            bad = True
+        else:
+            vals = curve[n]
+            got.setdefault(n, []).append(vals[min(len(got.get(n, [])), len(vals) - 1)])
+            bad = False
+        elapsed += step_s
+        d = gen.send(Feedback(lane_result(got, contended_levels={n} if bad and not got.get(n) else set()),
+                              elapsed, step_s))
+        out.append(d)
+    return out
+
+
+def test_doubles_from_1_confirms_past_the_slots_and_answers_the_knee():
+    steps = run(ctx(), {1: [100, 100.2], 2: [200, 200.4], 4: [390, 390.6], 8: [392, 392.5]})
+    assert [(d.action, d.level) for d in steps] == [
+        ("measure", 1), ("repeat", 1), ("measure", 2), ("repeat", 2), ("measure", 4), ("repeat", 4),
+        ("confirm", 8), ("repeat", 8), ("stop", None)]
+    assert "knee at N=4" in steps[-1].reason
+
+
+def test_a_server_satbench_sized_stops_at_its_slots():
+    steps = run(ctx(past_slots=False, slots=8), {1: [100], 2: [200], 4: [400], 8: [790]})
+    assert steps[-1].action == "stop" and "8 slots" in steps[-1].reason and "--parallel" in steps[-1].reason
+    assert max(d.level or 0 for d in steps) == 8
+
+
+def test_a_wide_ci_gets_more_repetitions_up_to_the_maximum():
+    steps = run(ctx(adaptive=AdaptiveConfig(max_repetitions=4)), {1: [100, 140, 90, 120], 2: [200],
+                                                                   4: [400], 8: [400]})
+    at1 = [d for d in steps if d.level == 1]
+    assert len(at1) == 4 and "CI" in at1[-1].reason
+
+
+def test_overlapping_cis_are_measured_more_never_defaulted_to_the_lowest_level():
+    # N=2's mean gains but N=1's CI is wide: the planner measures the pair more instead of a knee at 1
+    steps = run(ctx(adaptive=AdaptiveConfig(max_repetitions=3, ci_target=1.0)),
+                {1: [60, 140, 100], 2: [120, 125, 130], 4: [130], 8: [130]})
+    assert any(d.action == "resolve" for d in steps)
+    assert "knee at N=1" not in steps[-1].reason
+
+
+def test_a_contended_level_is_measured_again():
+    steps = run(ctx(), {1: [100], 2: [200], 4: [400], 8: [400]}, contended={1: 1})
+    assert steps[1].action == "remeasure" and steps[1].level == 1 and "contended" in steps[1].reason
+
+
+def test_the_budget_stops_before_a_step_that_would_not_fit():
+    steps = run(ctx(adaptive=AdaptiveConfig(budget_s=5.0)), {1: [100], 2: [200], 4: [400], 8: [400]},
+                step_s=2.0)
+    assert steps[-1].action == "stop" and "budget" in steps[-1].reason
+    assert steps[-1].elapsed_s <= 5.0
+
+
+def test_a_missed_slo_ends_the_climb():
+    slo = SloConfig(p95_ttft_ms=50, p95_tpot_ms=1000)
+    steps = run(ctx(slo=slo), {1: [100], 2: [200], 4: [400], 8: [400]}, limit=200)
+    assert steps[-1].action == "stop" and "SLO" in steps[-1].reason
+
+
+def test_recorded_decisions_are_replayed_before_planning_on():
+    first = run(ctx(), {1: [100, 100.2], 2: [200, 200.4], 4: [390, 390.6], 8: [392, 392.5]})
+    gen = plan_lane(ctx(), first[:3])
+    replayed = [next(gen)] + [gen.send(Feedback(None, 0.0, None)) for _ in range(2)]
+    assert replayed == first[:3]
+
+
+def test_decide_starts_at_1():
+    d = decide(ctx(), Feedback(None, 0.0, None), [])
+    assert (d.action, d.level, d.repetition) == ("measure", 1, 1)
+
+
+@pytest.mark.parametrize("text,seconds", [("90", 90.0), ("90s", 90.0), ("2m", 120.0), ("1h30m", 5400.0)])
+def test_budget_durations(text, seconds):
+    from satbench.config.schema import parse_duration
+    assert parse_duration(text) == seconds
