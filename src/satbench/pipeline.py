@@ -65,29 +65,31 @@ def results(run_dir: Path) -> ResultsFile:
     return read_results(run_dir)
 
 
-def recommendations(run_dir: Path) -> tuple[RecommendationsFile, Path]:
-    """recommendations.json from results.json, written: (recommendations, its path)."""
-    recs = recommend(run_dir)
+def recommendations(run_dir: Path, found: ResultsFile | None = None) -> tuple[RecommendationsFile, Path]:
+    """recommendations.json from results.json (`found`: its content, in memory), written:
+    (recommendations, its path)."""
+    recs = recommend(run_dir, found)
     return recs, write_recommendations(run_dir, recs)
 
 
 def derive_after_sweep(run_dir: Path, found: ResultsFile,
                        on_recommendations: Callable[[RecommendationsFile, Path], None],
                        on_report: Callable[[bundle.ReportFiles], None]) -> None:
-    """After a sweep's results: its recommendations (when a lane has levels), then the report; each
-    handed to its callback as soon as it is written."""
+    """After a sweep's results (`found`, derived once and handed on in memory): its recommendations
+    (when a lane has levels), then the report; each handed to its callback as soon as it is written."""
     if any(lane.levels for lane in found.lanes):
-        on_recommendations(*recommendations(run_dir))
-    on_report(report(run_dir))
+        on_recommendations(*recommendations(run_dir, found))
+    on_report(report(run_dir, found))
 
 
-def report(run_dir: Path) -> bundle.ReportFiles:
+def report(run_dir: Path, found: ResultsFile | None = None) -> bundle.ReportFiles:
     """The evidence bundle; results.json and recommendations.json (when a lane has levels) are
-    computed first when missing. Nothing is written when the bundle's targets are refused."""
+    computed first when missing (`found`: results.json's content, in memory). Nothing is written
+    when the bundle's targets are refused."""
     bundle.check_targets(run_dir)
-    found = results(run_dir)
+    found = found if found is not None else results(run_dir)
     if not (run_dir / RECOMMENDATIONS_FILE).exists() and any(lane.levels for lane in found.lanes):
-        write_recommendations(run_dir, recommend(run_dir))
+        write_recommendations(run_dir, recommend(run_dir, found))
     return bundle.write_bundle(run_dir, found)
 
 

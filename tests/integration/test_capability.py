@@ -163,3 +163,13 @@ def test_refused_when_older_than_the_allowed_age(measured, capsys):
     model, recs = measured
     lane = capability(capsys, recs, model, "--max-age-days", "0.000001")
     assert lane["status"] == "unmeasured" and "stale" in lane["reason"]
+
+
+def test_a_contended_recommendation_is_refused_unless_accepted(measured, capsys, tmp_path):
+    model, recs = measured
+    contended = edited(tmp_path, recs, lambda r: r.update(contended=True, contended_levels=[1]))
+    lane = capability(capsys, contended, model)
+    assert lane["status"] == "unmeasured" and "--accept-contended" in lane["reason"]
+    assert "contended levels 1" in lane["reason"]
+    lane = capability(capsys, contended, model, "--accept-contended")
+    assert lane["status"] == "measured"

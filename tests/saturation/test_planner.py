@@ -103,3 +103,17 @@ def test_decide_starts_at_1():
 def test_budget_durations(text, seconds):
     from satbench.config.schema import parse_duration
     assert parse_duration(text) == seconds
+
+
+def test_an_slo_lane_gets_one_longer_repetition_for_the_samples_its_p95_needs():
+    from satbench.saturation.planner import SLO_RAMP_REQUESTS
+    from tests.saturation.planner_fixtures import level
+
+    lv = level(2, [200.0, 200.2])
+    lv.latency.ttft_ms.n = lv.latency.tpot_ms.n = 30  # 42 short of the 72 a p95's CI needs
+    result = lane_result({}).model_copy(update={"levels": [lv]})
+    done = [decide(ctx(), Feedback(None, 0.0, None), [])]
+    done.append(done[0].model_copy(update={"level": 2, "repetition": 2, "action": "repeat"}))
+    d = decide(ctx(slo=SloConfig(p95_ttft_ms=500, p95_tpot_ms=500)), Feedback(result, 2.0, 1.0), done)
+    assert (d.action, d.level, d.repetition) == ("repeat", 2, 3)
+    assert d.requests == 2 * (21 + SLO_RAMP_REQUESTS) and "72" in d.reason

@@ -262,6 +262,8 @@ class PlanDecision(Strict):
     reason: str
     elapsed_s: float = Field(ge=0)
     session: int = Field(0, ge=0)
+    requests: int | None = Field(None, ge=1, description="measured requests of this repetition; None: the "
+                                 "lane's own (N × requests_per_stream)")
 
 
 class RunManifest(Strict):

@@ -278,16 +278,18 @@ class LaneSession:
         """The lane name this session's request ids carry (another for requests not run solo)."""
         return self.lane.name if self.scenario == "solo" else self.lane.name + TOGETHER_SUFFIX
 
-    async def plan(self, level: int, repetition: int, background: bool, warmup: bool = True) -> LevelPlan:
-        """The level's requests (tokenized by the server), its warmup requests only with `warmup`;
-        LevelFailedError if the server is gone."""
+    async def plan(self, level: int, repetition: int, background: bool, warmup: bool = True,
+                   measured: int | None = None) -> LevelPlan:
+        """The level's requests (tokenized by the server): `measured` of them (None: the lane's own
+        count), its warmup requests only with `warmup`; LevelFailedError if the server is gone."""
         try:
-            return await self._plan(level, repetition, background, warmup)
+            return await self._plan(level, repetition, background, warmup, measured)
         except (SatbenchError, *NETWORK_ERRORS) as exc:
             await self.check_alive(f"level {level} (repetition {repetition})", level, repetition, exc)
             raise
 
-    async def _plan(self, level: int, repetition: int, background: bool, warmup: bool = True) -> LevelPlan:
+    async def _plan(self, level: int, repetition: int, background: bool, warmup: bool = True,
+                    measured: int | None = None) -> LevelPlan:
         assert self.workload is not None
         lane, w = self.lane, self.workload
         name = self._id_name
@@ -296,7 +298,8 @@ class LaneSession:
             session=self.session_index,
             warmup=(await w.build(name, level, repetition, "warmup", level * lane.warmup_per_stream)
                     if warmup else []),
-            measured=await w.build(name, level, repetition, "measured", lane.measured_requests(level)),
+            measured=await w.build(name, level, repetition, "measured",
+                                   measured or lane.measured_requests(level)),
             background=(await w.build(name, level, repetition, "background",
                                       level * BACKGROUND_POOL_PER_STREAM) if background else []),
         )

@@ -178,7 +178,8 @@ class LaneScenarios(ABC):
                         self.progress.skip(-lane.measured_requests(step.level))
                     t0 = time.monotonic()
                     session = await self._solo_units(session, [(step.repetition, step.level)], events,
-                                                     samples, gpus, warmup=previous != step.level)
+                                                     samples, gpus, warmup=previous != step.level,
+                                                     requests=step.requests)
                     ran_s = time.monotonic() - t0
                 planned.discard(unit)
                 previous = step.level
@@ -217,17 +218,19 @@ class LaneScenarios(ABC):
         return [n for n in chosen if (c := self.failures.ceiling(lane.name)) is None or n < c]
 
     async def _solo_units(self, session: LaneSession, units: list[tuple[int, int]], events: JsonlWriter,
-                          samples: JsonlWriter, gpus, warmup: bool = True) -> LaneSession | None:
+                          samples: JsonlWriter, gpus, warmup: bool = True,
+                          requests: int | None = None) -> LaneSession | None:
         """Run the units in order; a level that loses its server is recorded, the lane's levels at or
         above it are dropped, and a fresh server runs the rest. None when no server is left. Without
-        `warmup` the units send no warmup requests (the server runs the same level already)."""
+        `warmup` the units send no warmup requests (the server runs the same level already);
+        `requests`: measured requests per unit instead of the lane's own."""
         lane, restarts = session.lane, 0
         for rep, n in units:
             if not self._wanted(lane.name, n, rep):
                 continue
             try:
-                await session.run(await session.plan(n, rep, background=False, warmup=warmup), events,
-                                  self.progress)
+                plan = await session.plan(n, rep, background=False, warmup=warmup, measured=requests)
+                await session.run(plan, events, self.progress)
             except LevelFailedError as exc:
                 skipped = [solo_unit(lane.name, m, r) for r, m in units if m >= n and (r, m) != (rep, n)
                            and not self.ledger.done(solo_unit(lane.name, m, r))]

@@ -3,8 +3,10 @@ the next step (GuideLLM's profile, here per repetition).
 
 Rules, in the order `decide` applies them after each step:
 1. The level just measured gets at least `min_repetitions`; a contended one (metrics/contention.py) is
-   measured again up to `contended_retries` times; with an SLO, more repetitions run until the p95s
-   it judges can be bounded (saturation/slo.py: 72 samples in the window; at most SLO_MAX_REPETITIONS);
+   measured again up to `contended_retries` times; with an SLO, once it has `min_repetitions`, one
+   longer repetition (the samples missing ÷ N + SLO_RAMP_REQUESTS per stream) runs when the p95s it
+   judges cannot be bounded yet (saturation/slo.py: 72 samples in the window; at most
+   SLO_MAX_REPETITIONS in all);
    more run while the throughput 95 % CI half-width ÷ mean exceeds `ci_target`, up to
    `max_repetitions`.
 2. Where the knee rule cannot tell two levels apart (saturation/knee.py: undetermined), the one of
@@ -35,6 +37,7 @@ from satbench.saturation.slo import fewest_to_bound_p95, slo_bound
 
 MAX_DECISIONS = 500  # a lane's sweep never takes more steps than this (a guard, never reached by the rules)
 SLO_MAX_REPETITIONS = 30  # repetitions a level may get to bound the p95 its SLO judges
+SLO_RAMP_REQUESTS = 2  # per stream beyond the samples missing: its first and last fall outside the window
 GROWTH_EXPONENT = 0.75  # a repetition's length grows ~(N'/N)^this up to the slots (E2E rises sub-linearly)
 
 
@@ -86,9 +89,10 @@ def _points(levels: Sequence[LevelResult]) -> list[Point]:
             if (est := lv.throughput.output_tok_per_s).value]
 
 
-def _step(action: PlanAction, level: int | None, rep: int | None, reason: str, fb: Feedback) -> PlanDecision:
+def _step(action: PlanAction, level: int | None, rep: int | None, reason: str, fb: Feedback,
+          requests: int | None = None) -> PlanDecision:
     return PlanDecision(action=action, level=level, repetition=rep, reason=reason,
-                        elapsed_s=round(fb.elapsed_s, 3))
+                        elapsed_s=round(fb.elapsed_s, 3), requests=requests)
 
 
 def _estimate_s(fb: Feedback, last: int | None, level: int, slots: int | None) -> float | None:
@@ -120,14 +124,16 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
     last = done[-1].level
     measured = sorted(n for n in runs if n <= top)
 
-    def go(action: PlanAction, level: int, why: str) -> PlanDecision:
+    def go(action: PlanAction, level: int, why: str, requests: int | None = None) -> PlanDecision:
         rep = runs.get(level, 0) + 1
         est = _estimate_s(fb, last, level, ctx.slots)
+        if est is not None and requests is not None:
+            est *= requests / (level * a.requests_per_stream)
         if a.budget_s is not None and est is not None and fb.elapsed_s + est > a.budget_s:
             return _step("stop", None, None, f"time budget {a.budget_s:g} s: {fb.elapsed_s:.0f} s spent, "
                          f"the next step ({action} N={level}, repetition {rep}: {why}) would take "
                          f"~{est:.0f} s", fb)
-        return _step(action, level, rep, why, fb)
+        return _step(action, level, rep, why, fb, requests)
 
     if last is not None and last <= top and (lv := levels.get(last)) is not None:
         n = last
@@ -136,9 +142,11 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
             return go("remeasure", n, f"N={n} ran contended ({lv.contended}); measured again "
                                       f"({retries.get(n, 0) + 1} of {a.contended_retries})")
         short = _slo_samples_short(lv, ctx.slo)
-        if short is not None and runs[n] < SLO_MAX_REPETITIONS:
+        if short is not None and runs[n] < SLO_MAX_REPETITIONS and reps >= a.min_repetitions:
+            per_stream = -(-(fewest_to_bound_p95() - short) // n) + SLO_RAMP_REQUESTS
             return go("repeat", n, f"N={n}: the SLO's p95 needs {fewest_to_bound_p95()} requests in the "
-                                   f"window to bound it, {short} so far")
+                                   f"window to bound it, {short} so far: one repetition of {n} × "
+                                   f"{per_stream}", requests=n * per_stream)
         if reps < a.max_repetitions:
             if len(lv.repetitions) < a.min_repetitions:
                 return go("repeat", n, f"N={n}: {len(lv.repetitions)} clean repetition(s), at least "

@@ -239,8 +239,9 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     )
 
 
-def recommend(run_dir: Path) -> RecommendationsFile:
-    """Recommendations from a run directory's results.json."""
+def recommend(run_dir: Path, results: ResultsFile | None = None) -> RecommendationsFile:
+    """Recommendations from a run directory's results.json; `results`: that file's content, already in
+    memory (a sweep that just derived it), so it is hashed but not parsed again."""
     path = run_dir / RESULTS_FILE
     if not path.exists():
         raise RunDirError(f"{run_dir} has no results.json; run 'satbench analyze {run_dir}' first")
@@ -248,7 +249,7 @@ def recommend(run_dir: Path) -> RecommendationsFile:
     from satbench.records.rundir import read_regular_file  # a regular file only: a named pipe never blocks
 
     text = read_regular_file(path, MAX_RESULTS_BYTES)
-    results = read_results(run_dir)
+    results = results if results is not None else read_results(run_dir)
     lanes = [r for lane in results.lanes if (r := recommend_lane(lane, results)) is not None]
     if not lanes:
         raise RunDirError(f"{run_dir}: no lane has measured levels to recommend from")
