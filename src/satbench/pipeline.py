@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from pathlib import Path
 
-from satbench.analysis.analyze import analyze_and_write, analyze_run
+from satbench.analysis.analyze import analyze_and_write, analyze_run, solo_levels
 from satbench.analysis.results import ResultsFile, read_results
 from satbench.config.schema import LaneConfig, RunConfig
+from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, JsonlTail
 from satbench.records.layout import RECOMMENDATIONS_FILE, RESULTS_FILE
-from satbench.records.manifest import PlanDecision, RunManifest
+from satbench.records.manifest import PlanDecision, RunManifest, read_manifest
 from satbench.report import bundle, integrity
 from satbench.run.lane_session import Progress
 from satbench.run.scenarios import PlanTick
@@ -37,11 +38,16 @@ class SweepDerivation:
         ctx = PlanContext(lane=lane.name, adaptive=lane.adaptive, ceiling=lane.ceiling(slots), slots=slots,
                           past_slots=past_slots, slo=lane.slo)
         inner = plan_lane(ctx, recorded)
+        events, samples = JsonlTail(run_dir / EVENTS_FILE), JsonlTail(run_dir / SAMPLES_FILE, samples=True)
+        records: list = []
+        readings: list = []
         tick = yield next(inner)
         while True:
-            found = next((r for r in analyze_run(run_dir).lanes if r.lane == lane.name), None)
+            records += [r for r in events.read() if r.lane == lane.name and r.scenario == "solo"]
+            readings += [s for s in samples.read() if s.lane == lane.name and s.scenario == "solo"]
+            levels = solo_levels(read_manifest(run_dir), lane.name, records, readings)
             try:
-                tick = yield inner.send(Feedback(found, tick.elapsed_s, tick.last_step_s, tick.failed_at))
+                tick = yield inner.send(Feedback(levels, tick.elapsed_s, tick.last_step_s, tick.failed_at))
             except StopIteration:
                 return
 

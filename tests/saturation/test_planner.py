@@ -34,7 +34,7 @@ def run(planner_ctx: PlanContext, curve: dict[int, list[float]], step_s: float =
             got.setdefault(n, []).append(vals[min(len(got.get(n, [])), len(vals) - 1)])
             bad = False
         elapsed += step_s
-        d = gen.send(Feedback(lane_result(got, contended_levels={n} if bad and not got.get(n) else set()),
+        d = gen.send(Feedback(lane_result(got, contended_levels={n} if bad and not got.get(n) else set()).levels,
                               elapsed, step_s))
         out.append(d)
     return out
@@ -111,7 +111,7 @@ def test_an_slo_lane_gets_one_longer_repetition_for_the_samples_its_p95_needs():
 
     lv = level(2, [200.0, 200.2])
     lv.latency.ttft_ms.n = lv.latency.tpot_ms.n = 30  # 42 short of the 72 a p95's CI needs
-    result = lane_result({}).model_copy(update={"levels": [lv]})
+    result = [lv]
     done = [decide(ctx(), Feedback(None, 0.0, None), [])]
     done.append(done[0].model_copy(update={"level": 2, "repetition": 2, "action": "repeat"}))
     d = decide(ctx(slo=SloConfig(p95_ttft_ms=500, p95_tpot_ms=500)), Feedback(result, 2.0, 1.0), done)

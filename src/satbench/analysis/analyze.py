@@ -21,7 +21,7 @@ from satbench.records.events import (
     read_events,
     read_samples,
 )
-from satbench.records.manifest import LaneProvenance, PlanDecision, ServerFailure, read_manifest
+from satbench.records.manifest import LaneProvenance, PlanDecision, RunManifest, ServerFailure, read_manifest
 from satbench.workload.fairness_plan import fairness_plan
 
 
@@ -88,12 +88,30 @@ def _fairness(lane: LaneConfig, prov: LaneProvenance, records: list,
 def analyze_run(run_dir: Path) -> ResultsFile:
     """Recompute every figure of a run from run.json, events.jsonl and server_samples.jsonl."""
     manifest = read_manifest(run_dir)
-    prov = manifest.provenance
-    if prov is None or not prov.lanes:
+    if manifest.provenance is None or not manifest.provenance.lanes:
         raise RunDirError(f"{run_dir}: the run stopped before any server was described; nothing to analyze")
-    records = current_session_records(read_events(run_dir))  # a resumed unit counts its last session only
+    return analyze_records(manifest, read_events(run_dir), read_samples(run_dir))
+
+
+def solo_levels(manifest: RunManifest, lane_name: str, records: list, samples: list) -> list[LevelResult]:
+    """One lane's solo levels from run.json and the raw records so far (what the adaptive sweep's
+    planner reads after each step); [] before the lane's server was described."""
+    prov = manifest.provenance
+    lp = prov.lanes.get(lane_name) if prov is not None else None
+    if prov is None or lp is None:
+        return []
+    records = _mark_failed(current_session_records(records), manifest.server_failures)
+    lane = manifest.config.lane(lane_name)
+    return _levels(lane, lp, "solo", records, samples, prov.host.cores_logical,
+                   plan=manifest.plan.get(lane_name, []))
+
+
+def analyze_records(manifest: RunManifest, records: list, samples: list) -> ResultsFile:
+    """Every figure of a run from its run.json (`manifest`, with provenance) and raw records."""
+    prov = manifest.provenance
+    assert prov is not None
+    records = current_session_records(records)  # a resumed unit counts its last session only
     records = _mark_failed(records, manifest.server_failures)
-    samples = read_samples(run_dir)
     lanes = []
     for lane in manifest.config.lanes:
         lp = prov.lanes.get(lane.name)

@@ -311,3 +311,37 @@ def itl_ms(ev: RequestEvent) -> list[float]:
             gaps.append((t_ns - prev) / NS_PER_MS / n)
         prev = t_ns
     return gaps
+
+
+class JsonlTail:
+    """The records appended to a JSONL file of a run directory since the last `read` (a sweep that
+    derives while it writes reads each line once). The file is opened by the run directory's rule
+    (open_run_file: never through a link); a line still being written is left for the next read;
+    a line over MAX_RECORD_BYTES or not a valid record is a RunDirError naming it."""
+
+    def __init__(self, path: Path, samples: bool = False) -> None:
+        self.path = path
+        self._adapter = _SAMPLE_ADAPTER if samples else _EVENT_ADAPTER
+        self._offset = 0
+        self._lineno = 0
+
+    def read(self) -> list:
+        if not _present(self.path):
+            return []
+        with open_run_file(self.path, "r+b") as fh:
+            fh.seek(self._offset)
+            data = fh.read()
+        end = data.rfind(b"\n") + 1
+        out = []
+        for line in data[:end].splitlines():
+            self._lineno += 1
+            if len(line) > MAX_RECORD_BYTES:
+                raise RunDirError(f"{self.path}:{self._lineno}: a line over {MAX_RECORD_BYTES} bytes")
+            if not line.strip():
+                continue
+            try:
+                out.append(self._adapter.validate_python(json.loads(line.decode("utf-8"))))
+            except (ValueError, ValidationError, RecursionError) as exc:
+                raise RunDirError(f"{self.path}:{self._lineno}: not a valid record ({_why(exc)})") from exc
+        self._offset += end
+        return out

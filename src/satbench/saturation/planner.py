@@ -27,12 +27,11 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from satbench.analysis.results import LaneResult
 from satbench.config.schema import AdaptiveConfig, SloConfig
 from satbench.metrics.level_result import LevelResult
 from satbench.records.manifest import PlanAction, PlanDecision
 from satbench.saturation.knee import Point, marginal_gain_knee
-from satbench.saturation.refine import refine_levels
+from satbench.saturation.refine import refine_between
 from satbench.saturation.slo import fewest_to_bound_p95, slo_bound
 
 MAX_DECISIONS = 500  # a lane's sweep never takes more steps than this (a guard, never reached by the rules)
@@ -58,7 +57,7 @@ class Feedback:
     """What the step just taken left: the lane's solo levels so far, its sweep time, how long the step
     took (s; None when it did not run), and the lowest level whose server failed (None: none)."""
 
-    result: LaneResult | None
+    levels: list[LevelResult]
     elapsed_s: float
     last_step_s: float | None
     failed_at: int | None = None
@@ -113,7 +112,7 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         return _step("measure", 1, 1, "the adaptive sweep starts at N=1", fb)
     if len(done) >= MAX_DECISIONS:
         return _step("stop", None, None, f"{MAX_DECISIONS} steps taken", fb)
-    levels = {lv.concurrency: lv for lv in fb.result.levels} if fb.result is not None else {}
+    levels = {lv.concurrency: lv for lv in fb.levels}
     runs: dict[int, int] = {}
     retries: dict[int, int] = {}
     for d in done:
@@ -174,9 +173,7 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
                      f"{a.max_repetitions} repetitions", fb)
     if knee.knee is not None:
         climb = [levels[d.level] for d in done if d.action in ("measure", "confirm") and d.level in levels]
-        assert fb.result is not None  # a knee came from its levels
-        result = fb.result.model_copy(update={"levels": list({lv.concurrency: lv for lv in climb}.values())})
-        wanted = [m for m in refine_levels(result) if m <= top and (not ctx.slots or m <= ctx.slots)]
+        wanted = [m for m in refine_between(climb) if m <= top and (not ctx.slots or m <= ctx.slots)]
         todo = [m for m in wanted if m not in runs]
         if todo:
             return go("refine", todo[0], f"knee at N={knee.knee}, confirmed above it: refine "
@@ -203,7 +200,7 @@ def plan_lane(ctx: PlanContext,
     """Yields the lane's steps, each sent the Feedback of the one before; ends after a "stop". The
     `recorded` decisions of an earlier session come first, as they were (a resume replays them)."""
     done: list[PlanDecision] = []
-    fb = Feedback(result=None, elapsed_s=0.0, last_step_s=None)
+    fb = Feedback(levels=[], elapsed_s=0.0, last_step_s=None)
     while True:
         d = recorded[len(done)] if len(done) < len(recorded) else decide(ctx, fb, done)
         done.append(d)

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from satbench.analysis.results import LaneResult
+from satbench.metrics.level_result import LevelResult
 from satbench.saturation.knee import Point, marginal_gain_knee
 
 
 def refine_levels(result: LaneResult | None) -> list[int]:
+    """--refine's levels for a lane's result (`refine_between` its levels); none without one."""
+    return refine_between(result.levels) if result is not None else []
+
+
+def refine_between(levels: Sequence[LevelResult]) -> list[int]:
     """2-3 levels inside the bracket where saturation sets in: below the knee when the step into it
     already scaled sub-linearly (< 90 % efficient: the real knee lies below), else above it.
     Without a knee, between the top two levels if the last step scaled sub-linearly; else none."""
-    if result is None:
-        return []
     pts = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value,
                  ci_low=lv.throughput.output_tok_per_s.ci_low,
-                 ci_high=lv.throughput.output_tok_per_s.ci_high) for lv in result.levels
-           if lv.throughput.output_tok_per_s.value]
+                 ci_high=lv.throughput.output_tok_per_s.ci_high, contended=lv.contended is not None)
+           for lv in levels if lv.throughput.output_tok_per_s.value and lv.contended is None]
     if len(pts) < 2:
         return []
     pts.sort(key=lambda p: p.n)
