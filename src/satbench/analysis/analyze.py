@@ -33,6 +33,10 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
     An adaptive lane's level planned as many repetitions as its `plan` decided to measure."""
     steps, reps = shape or (len(lane.levels), lane.repetitions)
     decided = Counter(d.level for d in plan or [] if d.level is not None)
+    totals: Counter[int] = Counter()
+    for d in plan or []:
+        if d.level is not None:
+            totals[d.level] += d.requests or lane.measured_requests(d.level)
     kept = set(lane.levels[:steps]) if shape else None
 
     def mine(r) -> bool:
@@ -50,6 +54,7 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
             prompt_tokens=lane.workload.prompt_tokens, output_tokens=lane.workload.output_tokens,
             overhead_ms=prov.network.rtt_ms_median or 0.0, llamacpp=prov.runtime.llamacpp, slo=lane.slo,
             host_cores=host_cores, server_remote=not prov.network.on_this_machine,
+            level_total_planned=totals.get(n) if plan else None,
         )
         out.append(summarize_guarded(ctx, [e for e in events if e.level == n],
                                    [m for m in marks if m.level == n], lane_samples))

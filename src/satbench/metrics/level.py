@@ -286,7 +286,11 @@ def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent
     if ctx.per_slot_ctx is not None and ctx.per_slot_ctx < ctx.prompt_tokens + ctx.output_tokens:
         flags.append(f"queue_bound: per-slot context {ctx.per_slot_ctx} < prompt+output "
                      f"{ctx.prompt_tokens + ctx.output_tokens}")
-    if ctx.measured_requests_planned < design_minimum_requests(ctx.level):
+    if ctx.level_total_planned is not None:
+        if ctx.level_total_planned < design_minimum_requests(ctx.level):
+            flags.append(f"few_requests: {ctx.level_total_planned} measured over the level's repetitions "
+                         f"(adaptive), design minimum {design_minimum_requests(ctx.level)}")
+    elif ctx.measured_requests_planned < design_minimum_requests(ctx.level):
         flags.append(f"few_requests: {ctx.measured_requests_planned} measured per repetition, "
                      f"design minimum {design_minimum_requests(ctx.level)}")
     if len(r.repetitions) < ctx.repetitions_planned:

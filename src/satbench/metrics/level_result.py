@@ -27,6 +27,9 @@ class LevelContext(Strict):
     llamacpp: bool
     slo: SloConfig | None = None
     host_cores: int | None = None
+    level_total_planned: int | None = Field(None, description="adaptive: the measured requests planned "
+                                            "over all the level's repetitions (the design minimum applies "
+                                            "to them); None: fixed levels (it applies per repetition)")
     server_remote: bool = Field(False, description="a url lane over a remote network path: the server's "
                                 "process and GPU are on another machine")
 

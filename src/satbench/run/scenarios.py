@@ -160,7 +160,8 @@ class LaneScenarios(ABC):
         first = await self._start(lane, "solo", samples, gpus)
         session: LaneSession | None = first
         slots = first.runtime_info().total_slots
-        planner = self.derivation.planner(self.run_dir, lane, slots, lane.runtime.kind == "url", recorded)
+        past_slots = lane.runtime.kind == "url" and not self.cfg.strict  # --strict: never above the slots
+        planner = self.derivation.planner(self.run_dir, lane, slots, past_slots, recorded)
         begun = time.monotonic() - (recorded[-1].elapsed_s if recorded else 0.0)
         planned = set(planned_solo_units(lane))
         try:

@@ -61,11 +61,12 @@ def check_fits(lane: LaneConfig, total_slots: int | None, per_slot_ctx: int | No
     """UserError when a request does not fit the per-slot context, or (with `strict`) a level
     exceeds the slots; else, with `warn`, a warning on stderr for the levels that will queue. A url
     lane is checked before its run directory exists (warn=False: the lane's start warns) and again
-    at its start."""
+    at its start. An adaptive lane's levels are not run as given: its planner keeps to the slots
+    (one level past them for a running server, none with `strict`)."""
     need = lane.workload.prompt_tokens + lane.workload.output_tokens
     if per_slot_ctx is not None and per_slot_ctx < need:
         raise _does_not_fit(lane, f"the server's per-slot context is {per_slot_ctx}")
-    over = [n for n in lane.levels if total_slots is not None and n > total_slots]
+    over = [n for n in lane.levels if total_slots is not None and n > total_slots and lane.adaptive is None]
     if not over:
         return
     what = (f"lane {lane.name}: level{'s' if len(over) > 1 else ''} {', '.join(map(str, over))} exceed"
