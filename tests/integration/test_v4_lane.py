@@ -11,7 +11,7 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.config.schema import ServerParams
-from satbench.run.lane_session import started_memory
+from satbench.run.memory import started_memory
 from satbench.records.manifest import ServerMemory, read_manifest
 from satbench.models.synthetic import write_synthetic_gguf
 from satbench.server.embedded import EmbeddedRuntime

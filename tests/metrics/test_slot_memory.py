@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-import satbench.run.lane_session as ls
+import satbench.run.memory as ls
 from satbench.records.manifest import BufferSize, RuntimeInfo, ServerMemory
 from satbench.metrics.slot_memory import MEMORY_MARGIN_BYTES, lane_memory
 

@@ -33,8 +33,9 @@ from satbench.records.ledger import (
 from satbench.records.manifest import PlanDecision, RunManifest, ServerFailure
 from satbench.run.failures import Failures
 from satbench.run.fairness import FairnessRunner
-from satbench.run.lane_session import LaneSession, Progress, memory_at_end, together_step
+from satbench.run.lane_session import LaneSession, Progress, together_step
 from satbench.run.logs import server_log_path
+from satbench.run.memory import memory_at_end
 from satbench.run.plan import fairness_lane, planned_solo_units, requests_in
 from satbench.workload.fairness_plan import fairness_plan
 
