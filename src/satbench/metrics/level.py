@@ -43,9 +43,19 @@ from satbench.records.events import (
 )
 
 
+@dataclass
+class _Window:
+    """A repetition's steady window, its successful requests that ended in it (`done`), and the
+    inter-token gaps of those, in the same order (ms)."""
+
+    window: SteadyWindow
+    done: list[RequestEvent]
+    itl_ms: list[float]
+
+
 def _repetition(
     rep: int, events: list[RequestEvent], end_mark: LevelMark | None, n: int
-) -> tuple[RepetitionResult, SteadyWindow | None]:
+) -> tuple[RepetitionResult, _Window | None]:
     measured = [e for e in events if e.phase == "measured"]
     res = RepetitionResult(
         repetition=rep,
@@ -66,11 +76,12 @@ def _repetition(
     res.total_tok_per_s = throughput.total_tok_per_s(events, win, n)
     res.req_per_s = throughput.req_per_s(events, win, n)
     done = throughput.completed_in_window(events, win)
+    gaps = [g for e in done for g in itl_ms(e)]
     res.requests_completed_in_window = len(done)
     res.p95_ttft_ms = _p95([v for e in done if (v := latency.ttft_ms(e)) is not None])
-    res.p95_itl_ms = _p95([g for e in done for g in itl_ms(e)])
+    res.p95_itl_ms = _p95(gaps)
     res.p95_e2e_ms = _p95([latency.e2e_ms(e) for e in done])
-    return res, win
+    return res, _Window(win, done, gaps)
 
 
 def _p95(values: list[float]) -> float | None:
@@ -113,19 +124,21 @@ def summarize_level(
     rep_results: list[RepetitionResult] = []
     windows: list[SteadyWindow] = []
     in_window: list[RequestEvent] = []
+    in_window_itl_ms: list[float] = []
     failed_in_window: list[RequestEvent] = []
     per_rep_completed: list[tuple[float | None, list[RequestEvent]]] = []
     occ = _OccupancyReadings()
     for rep in reps:
         rep_events = [e for e in events if e.repetition == rep]
         end = next((m for m in marks if m.repetition == rep and m.kind == "level_end"), None)
-        res, win = _repetition(rep, rep_events, end, n)
+        res, steady = _repetition(rep, rep_events, end, n)
         rep_results.append(res)
-        if win is None:
+        if steady is None:
             continue
+        win, done = steady.window, steady.done
         windows.append(win)
-        done = throughput.completed_in_window(rep_events, win)
         in_window += done
+        in_window_itl_ms += steady.itl_ms
         failed_in_window += throughput.failed_in_window(rep_events, win)
         per_rep_completed.append((res.req_per_s, done))
         tw = occupancy.time_weighted_busy_slots(slots_s, win)
@@ -159,7 +172,7 @@ def summarize_level(
     )
     lat = Latency(
         ttft_ms=distribution([v for e in in_window if (v := latency.ttft_ms(e)) is not None]),
-        itl_ms=distribution([g for e in in_window for g in itl_ms(e)]),
+        itl_ms=distribution(in_window_itl_ms),
         tpot_ms=distribution([v for e in in_window if (v := latency.tpot_ms(e)) is not None]),
         e2e_ms=distribution([latency.e2e_ms(e) for e in in_window]),
         queue_time_ms=distribution(

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 import numpy as np
 from pydantic import Field
-from scipy import stats as sps
 
 from satbench.config.schema import Strict
+from satbench.metrics.quantiles import binomial_quantile, t_quantile_975
 
 PERCENTILES = (50, 90, 95, 99)
 FEW_SAMPLES = 100
@@ -65,14 +65,18 @@ def percentile(values: Sequence[float], pct: float) -> float:
 def percentile_ci(sorted_values: Sequence[float], pct: float) -> Interval:
     """Order-statistic 95 % CI of the `pct` percentile (see module docstring), widened where needed
     to contain `percentile(sorted_values, pct)`; `sorted_values` must be non-empty."""
+    return _ci(sorted_values, pct, percentile(sorted_values, pct))
+
+
+def _ci(sorted_values: Sequence[float], pct: float, point: float) -> Interval:
+    """`percentile_ci` with the percentile itself (`point`) given."""
     n = len(sorted_values)
     p = pct / 100.0
     alpha = 1.0 - CONFIDENCE
-    lo_rank = int(sps.binom.ppf(alpha / 2, n, p))
-    hi_rank = int(sps.binom.ppf(1 - alpha / 2, n, p)) + 1
+    lo_rank = binomial_quantile(alpha / 2, n, p)
+    hi_rank = binomial_quantile(1 - alpha / 2, n, p) + 1
     low = sorted_values[lo_rank - 1] if lo_rank >= 1 else None
     high = sorted_values[hi_rank - 1] if hi_rank <= n else None
-    point = percentile(sorted_values, pct)
     return Interval(low=None if low is None else min(float(low), point),
                     high=None if high is None else max(float(high), point))
 
@@ -83,8 +87,9 @@ def distribution(values: Sequence[float]) -> Distribution:
     if n == 0:
         return Distribution(n=0, few_samples=True)
     ordered = sorted(float(v) for v in values)
-    pcts = {f"p{p}": percentile(ordered, p) for p in PERCENTILES}
-    cis = {f"p{p}": percentile_ci(ordered, p) for p in PERCENTILES}
+    array = np.asarray(ordered, dtype=float)  # once, for every percentile
+    pcts = {f"p{p}": float(np.percentile(array, p)) for p in PERCENTILES}
+    cis = {f"p{p}": _ci(ordered, p, pcts[f"p{p}"]) for p in PERCENTILES}
     return Distribution(
         n=n, mean=float(sum(ordered) / n), max=ordered[-1], ci=cis,
         few_samples=n < FEW_SAMPLES, **pcts,
@@ -102,6 +107,6 @@ def mean_estimate(values: Sequence[float], method: str = "t over repetitions",
     if n == 1:
         return Estimate(value=mean, n=1, ci_method="none (one value)")
     sd = float(np.std(np.asarray(values, dtype=float), ddof=1))
-    half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * sd / math.sqrt(n)
+    half = t_quantile_975(n - 1) * sd / math.sqrt(n)
     low = mean - half if floor is None else max(floor, mean - half)
     return Estimate(value=mean, ci_low=low, ci_high=mean + half, n=n, ci_method=method)

@@ -34,9 +34,8 @@ from satbench.records.events import CANCELLED, RequestEvent
 
 def output_tokens_in_window(events: list[RequestEvent], w: SteadyWindow) -> int:
     """Σ tokens of measured chunks with w.start ≤ t ≤ w.end (failed requests' delivered tokens count)."""
-    return sum(
-        n for ev in events if ev.phase == "measured" for t, n in ev.chunks if w.contains(t)
-    )
+    lo, hi = w.start_ns, w.end_ns  # w.contains(t), without a call per chunk
+    return sum(n for ev in events if ev.phase == "measured" for t, n in ev.chunks if lo <= t <= hi)
 
 
 def stream_spans(events: list[RequestEvent], w: SteadyWindow) -> dict[int, tuple[int, list[RequestEvent]]]:

@@ -44,7 +44,7 @@ from satbench.report.csvfile import write_csv
 from satbench.report.document import render_html, render_markdown
 from satbench.report.evidence import evidence_blocks
 from satbench.report.integrity import MAX_DERIVED_BYTES, raw_hashes, write_sums
-from satbench.report.plots import PlotFile, write_plots
+from satbench.report.plot_file import PlotFile
 from satbench.saturation.recommendations_file import RecommendationsFile
 
 WRITTEN_FILES = (RESULTS_FILE, VERDICTS_FILE, RECOMMENDATIONS_FILE, CSV_FILE, EVIDENCE_FILE, HTML_FILE,
@@ -97,6 +97,8 @@ def check_targets(run_dir: Path) -> None:
 def write_bundle(run_dir: Path, results: ResultsFile) -> ReportFiles:
     """Plots, results.csv, EVIDENCE.md and report.html from `results` and the run's
     recommendations.json (if any), then SHA256SUMS over everything; `check_targets` first."""
+    from satbench.report.plots import write_plots  # matplotlib: only where plots are drawn
+
     recs, recs_sha = read_recommendations(run_dir)
     events = [e for e in read_events(run_dir) if isinstance(e, RequestEvent)]
     _fresh_plots_dir(run_dir)

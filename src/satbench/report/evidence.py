@@ -27,7 +27,7 @@ from satbench.report.evidence_setup import (
     shell_line,
 )
 from satbench.report.integrity import SUMS_FILE, FileHash
-from satbench.report.plots import PlotFile
+from satbench.report.plot_file import PlotFile
 from satbench.saturation.recommendations_file import RecommendationsFile
 
 

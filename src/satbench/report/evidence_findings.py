@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.report.document import Block, Bullets, Heading, Image, Para, TableBlock
 from satbench.report.evidence_setup import afar, mib, server_where
-from satbench.report.plots import PlotFile
+from satbench.report.plot_file import PlotFile
 from satbench.report.table import (
     INTERFERENCE_HEADERS,
     LEVEL_HEADERS,

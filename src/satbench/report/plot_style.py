@@ -4,7 +4,7 @@ log2 concurrency axis and a fresh Agg figure (no pyplot, no global figure state)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -12,12 +12,11 @@ from matplotlib.figure import Figure
 from satbench.analysis.results import LaneResult
 from satbench.metrics.level_result import LevelResult
 from satbench.metrics.stats import Distribution, Estimate
+from satbench.report.plot_file import PlotKind
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
 
-PlotKind = Literal["throughput", "latency", "occupancy", "gpu", "timeline", "starvation"]
-KINDS: tuple[PlotKind, ...] = ("throughput", "latency", "occupancy", "gpu", "timeline", "starvation")
 DPI = 110
 SIZE_IN: dict[PlotKind, tuple[float, float]] = {
     "throughput": (8.0, 4.5), "latency": (10.0, 4.2), "occupancy": (8.0, 4.5), "gpu": (10.0, 4.2),

@@ -19,18 +19,16 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from satbench.analysis.results import LaneResult, ResultsFile
-from satbench.config.schema import Strict
 from satbench.metrics.level_result import LevelResult
 from satbench.records.events import RequestEvent
 from satbench.records.layout import PLOTS_DIR
 from satbench.records.manifest import write_text_atomic
 from satbench.records.rundir import make_run_subdir
+from satbench.report.plot_file import KINDS, PlotFile, PlotKind
 from satbench.report.plot_style import (
     DPI,
-    KINDS,
     STYLE,
     Drawn,
-    PlotKind,
     by_concurrency,
     estimate_err,
     lane_title,
@@ -41,15 +39,6 @@ from satbench.report.plot_style import (
 from satbench.report.plots_gpu import gpu_plot
 from satbench.report.plots_requests import starvation_plot, timeline_plot
 from satbench.saturation.recommendations_file import LaneRecommendation, RecommendationsFile
-
-
-class PlotFile(Strict):
-    file: str
-    lane: str | None
-    kind: PlotKind
-    title: str
-    caption: str
-
 
 # ---------------------------------------------------------------- helpers
 

@@ -8,6 +8,9 @@ from collections.abc import Iterator, Sequence
 from itertools import pairwise
 from typing import Any
 
+import numpy as np
+from matplotlib.collections import PolyCollection
+
 from satbench.analysis.results import LaneResult
 from satbench.metrics.latency import first_token_ns
 from satbench.records.events import RequestEvent
@@ -71,6 +74,19 @@ SEGMENT_STYLE: dict[str, dict[str, Any]] = {  # matplotlib Patch properties
 }
 
 
+def bar_vertices(rows: Sequence[tuple[int, Sequence[tuple[float, float]]]]) -> np.ndarray:
+    """The rectangles of `rows` ((row, [(start s, width s), ...]) each), as `Axes.broken_barh` draws one
+    row: y from row − 0.4 to row + 0.4, x from start to start + width; shape (rectangles, 4, 2). One
+    collection per segment kind draws the same pixels as a broken_barh per row, at a fraction of the
+    cost (each collection is one artist to lay out and draw)."""
+    verts = []
+    for row, spans in rows:
+        y0 = row - 0.4
+        y1 = y0 + 0.8
+        verts += [[(x0, y0), (x0, y1), (x0 + dx, y1), (x0 + dx, y0)] for x0, dx in spans]
+    return np.array(verts, dtype=float)
+
+
 def timeline_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn | None:
     n, rep, reqs = timeline_events(lane, events)
     if not reqs:
@@ -90,10 +106,10 @@ def timeline_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn | N
                 bars["stall"].append((row, stalls))
     fig, (ax,) = new_figure("timeline")
     for name, rows in bars.items():
-        style = dict(SEGMENT_STYLE[name])
-        label = style.pop("label")
-        for i, (row, spans) in enumerate(rows):
-            ax.broken_barh(spans, (row - 0.4, 0.8), label=label if i == 0 else None, linewidth=0, **style)
+        if rows:
+            style = dict(SEGMENT_STYLE[name])
+            verts: Any = bar_vertices(rows)  # an array, as broken_barh passes it (the stubs: a sequence)
+            ax.add_collection(PolyCollection(verts, label=style.pop("label"), linewidth=0, **style))
     ax.set_ylim(len(reqs) - 0.5, -0.5)
     ax.set_xlim(left=0)
     ax.set_xlabel("time since the first request was sent (s)")
