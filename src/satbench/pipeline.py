@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from satbench.analysis.analyze import analyze_and_write, analyze_run, solo_levels
 from satbench.analysis.results import ResultsFile, read_results
@@ -14,13 +15,15 @@ from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, JsonlTail
 from satbench.records.layout import RECOMMENDATIONS_FILE, RESULTS_FILE
 from satbench.records.manifest import PlanDecision, RunManifest, read_manifest
 from satbench.report import bundle, integrity
-from satbench.run.lane_session import Progress
-from satbench.run.scenarios import PlanTick
-from satbench.run.sweep import Sweep
 from satbench.saturation.planner import Feedback, PlanContext, plan_lane
 from satbench.saturation.recommend import recommend
 from satbench.saturation.recommendations_file import RecommendationsFile, write_recommendations
 from satbench.saturation.refine import refine_levels
+
+if TYPE_CHECKING:  # the measuring side is imported by a sweep alone: analyze, recommend, report need none
+    from satbench.run.lane_session import Progress
+    from satbench.run.scenarios import PlanTick
+    from satbench.run.sweep import Sweep
 
 
 class SweepDerivation:
@@ -61,6 +64,8 @@ class SweepDerivation:
 def new_sweep(cfg: RunConfig, run_dir: Path, command_line: list[str], progress: Progress | None = None,
               resume: RunManifest | None = None, **kwargs) -> Sweep:
     """A sweep whose recorded run is derived by this pipeline."""
+    from satbench.run.sweep import Sweep
+
     return Sweep(cfg, run_dir, command_line, SweepDerivation(), progress, resume, **kwargs)
 
 

@@ -13,10 +13,9 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import optimize
-from scipy import stats as sps
 
 from satbench.config.schema import Strict
+from satbench.metrics.quantiles import t_quantile_975
 
 MIN_R2 = 0.9
 
@@ -57,6 +56,8 @@ def fit_usl(samples: Sequence[tuple[int, float]]) -> UslFit:
     # analytic Jacobian and tolerances near machine precision: the optimum, not wherever a looser
     # stopping rule left it, so another scipy or numpy (the machine that measured) gives the same
     # figures to many digits and `satbench verify` can recompute them there and here
+    from scipy import optimize  # imported where it fits: every derivation imports this module
+
     res = optimize.least_squares(lambda p: usl(n, *p) - x, x0=[max(x1, 1e-9), 0.01, 0.001],
                                  jac=lambda p: usl_jacobian(n, *p), x_scale="jac",
                                  bounds=([1e-12, 0.0, 0.0], [np.inf, np.inf, np.inf]),
@@ -74,7 +75,7 @@ def fit_usl(samples: Sequence[tuple[int, float]]) -> UslFit:
     except np.linalg.LinAlgError:
         cov = None
     if cov is not None and np.isfinite(cov[2, 2]) and cov[2, 2] >= 0:
-        half = float(sps.t.ppf(0.975, dof)) * math.sqrt(cov[2, 2])
+        half = t_quantile_975(dof) * math.sqrt(cov[2, 2])
         fit.beta_ci = (beta - half, beta + half)
     if beta > 0 and alpha < 1:
         fit.peak_n = math.sqrt((1.0 - alpha) / beta)
