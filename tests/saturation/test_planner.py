@@ -117,3 +117,14 @@ def test_an_slo_lane_gets_one_longer_repetition_for_the_samples_its_p95_needs():
     d = decide(ctx(slo=SloConfig(p95_ttft_ms=500, p95_tpot_ms=500)), Feedback(result, 2.0, 1.0), done)
     assert (d.action, d.level, d.repetition) == ("repeat", 2, 3)
     assert d.requests == 2 * (21 + SLO_RAMP_REQUESTS) and "72" in d.reason
+
+
+def test_a_p95_estimate_over_the_slo_ends_the_climb_without_more_samples():
+    from tests.saturation.planner_fixtures import level
+
+    lv = level(4, [400.0, 400.4])
+    lv.latency.ttft_ms.n = 30  # too few to bound, but its estimate (80 ms) is over the target already
+    done = [decide(ctx(), Feedback([], 0.0, None), [])]
+    done.append(done[0].model_copy(update={"level": 4, "repetition": 2, "action": "repeat"}))
+    d = decide(ctx(slo=SloConfig(p95_ttft_ms=50, p95_tpot_ms=500)), Feedback([lv], 2.0, 1.0), done)
+    assert d.action == "stop" and "p95 TTFT 80.0 ms > 50" in d.reason

@@ -11,7 +11,8 @@ Rules, in the order `decide` applies them after each step:
    `max_repetitions`.
 2. Where the knee rule cannot tell two levels apart (saturation/knee.py: undetermined), the one of
    the pair with fewer repetitions is measured more, up to `max_repetitions`.
-3. A level that misses the lane's SLO ends the climb (higher levels only wait longer).
+3. A level that misses the lane's SLO ends the climb (higher levels only wait longer); one whose p95
+   estimate itself is over a target ends it at once, without more samples.
 4. A knee that a higher level confirms ends the climb; the levels between its bracketing points
    (saturation/refine.py, at most the slot count: above it requests only queue) are measured next.
 5. Otherwise the level doubles, up to the slot count (one level past it for a server satbench did
@@ -81,6 +82,19 @@ def _slo_samples_short(lv: LevelResult, slo: SloConfig | None) -> int | None:
     return min(judged) if min(judged) < fewest_to_bound_p95() else None
 
 
+def _slo_missed(lv: LevelResult, slo: SloConfig | None) -> str | None:
+    """Which SLO target the level's p95 estimate itself exceeds (its upper CI end can only be higher),
+    or None."""
+    if slo is None:
+        return None
+    lat = lv.latency
+    for name, d, target in (("TTFT", lat.ttft_ms, slo.p95_ttft_ms), ("TPOT", lat.tpot_ms, slo.p95_tpot_ms),
+                            ("E2E", lat.e2e_ms, slo.p95_e2e_ms)):
+        if target is not None and d.p95 is not None and d.p95 > target:
+            return f"p95 {name} {d.p95:.1f} ms > {target:g}"
+    return None
+
+
 def _points(levels: Sequence[LevelResult]) -> list[Point]:
     return [Point(n=lv.concurrency, x=est.value, ci_low=est.ci_low, ci_high=est.ci_high,
                   contended=lv.contended is not None)
@@ -140,6 +154,9 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         if lv.contended is not None and retries.get(n, 0) < a.contended_retries:
             return go("remeasure", n, f"N={n} ran contended ({lv.contended}); measured again "
                                       f"({retries.get(n, 0) + 1} of {a.contended_retries})")
+        if (missed := _slo_missed(lv, ctx.slo)) is not None and reps >= a.min_repetitions:
+            return _step("stop", None, None, f"SLO: N={n} misses it ({missed}) already by its p95 estimate: "
+                         "neither more samples nor higher levels can meet it", fb)
         short = _slo_samples_short(lv, ctx.slo)
         if short is not None and runs[n] < SLO_MAX_REPETITIONS and reps >= a.min_repetitions:
             per_stream = -(-(fewest_to_bound_p95() - short) // n) + SLO_RAMP_REQUESTS
