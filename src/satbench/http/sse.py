@@ -52,13 +52,21 @@ class SseSplitter:
         self._data_bytes = 0  # of the event being gathered: at most MAX_EVENT_BYTES
         self._after_cr = False  # the last chunk ended with CR: an LF next completes that CRLF
 
+    def one_event(self, chunk: bytes) -> bytes | None:
+        """The payload of `chunk` when it is exactly one event of one `data: ` line ending in
+        `\\n\\n` and the splitter is between events, as `feed` would return it (the splitter's
+        state is the same after either); else None, and nothing changed."""
+        n = len(chunk)
+        if (self._buf or self._data or self._after_cr or n > MAX_EVENT_BYTES
+                or not chunk.startswith(b"data: ") or chunk.find(b"\n", 6) != n - 2
+                or not chunk.endswith(b"\n\n") or b"\r" in chunk):
+            return None
+        return chunk[6:-2]
+
     def feed(self, chunk: bytes) -> list[bytes]:
-        if not self._buf and not self._data and not self._after_cr:
-            # the common read: exactly one event of one `data: ` line, `\n\n`-terminated
-            n = len(chunk)
-            if (n <= MAX_EVENT_BYTES and chunk.startswith(b"data: ") and chunk.find(b"\n", 6) == n - 2
-                    and chunk.endswith(b"\n\n") and b"\r" not in chunk):
-                return [chunk[6:-2]]
+        one = self.one_event(chunk)  # the common read
+        if one is not None:
+            return [one]
         skip = 0
         if self._after_cr and chunk:
             self._after_cr = False

@@ -89,15 +89,24 @@ class ChunkedDecoder:
         self._remaining = -1  # -1: expecting a size line; -2: expecting CRLF after data
         self.done = False
 
+    def whole_chunk(self, data: bytes) -> bytes | None:
+        """The data of `data` when it is exactly one whole non-empty chunk (`<hex size>\\r\\n<data>\\r\\n`,
+        no extensions) and the decoder is between chunks, as `feed` would return it (the decoder's
+        state is the same after either); else None, and nothing changed."""
+        if self._remaining != -1 or self._buf or self.done:
+            return None
+        nl = data.find(b"\r\n", 0, _CRLF_WINDOW)
+        if nl <= 0 or not _HEX_SIZE.fullmatch(data, 0, nl):
+            return None
+        end = nl + 2 + int(data[:nl], 16)
+        if end == nl + 2 or len(data) != end + 2 or not data.endswith(b"\r\n"):
+            return None
+        return data[nl + 2 : end]
+
     def feed(self, data: bytes) -> bytes:
-        if self._remaining == -1 and not self._buf and not self.done:
-            # the common read: exactly one whole chunk `<hex size>\r\n<data>\r\n`
-            nl = data.find(b"\r\n", 0, _CRLF_WINDOW)
-            if nl > 0 and _HEX_SIZE.fullmatch(data, 0, nl):
-                size = int(data[:nl], 16)
-                end = nl + 2 + size
-                if size and len(data) == end + 2 and data.endswith(b"\r\n"):
-                    return data[nl + 2 : end]
+        whole = self.whole_chunk(data)  # the common read
+        if whole is not None:
+            return whole
         out = bytearray()
         try:
             return self._feed(data, out)
@@ -194,6 +203,7 @@ class HttpStream(asyncio.BufferedProtocol):
         self._received = 0  # raw bytes: head, framing and body
         self._body_bytes = 0  # decoded body bytes
         self._sse = SseSplitter()
+        self._streaming: ChunkedDecoder | None = None  # a 200 chunked body under way: its decoder
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport, as create_connection makes
@@ -212,6 +222,23 @@ class HttpStream(asyncio.BufferedProtocol):
     def _bytes_at(self, t: int, data: bytes) -> None:
         """`data`, read from the socket at `t`."""
         self.last_data_ns = t
+        streaming = self._streaming
+        if streaming is not None:
+            # The common read of a streamed answer: one whole chunk holding one whole event; what
+            # the general path below would do with it, without its steps (nothing else can apply).
+            body = streaming.whole_chunk(data)
+            if body is not None:
+                payload = self._sse.one_event(body)
+                limit = self.max_body_bytes
+                if payload is not None and (limit is None or self._received + len(data) <= limit):
+                    self._received += len(data)
+                    self._body_bytes += len(body)
+                    self.result.n_payloads += 1
+                    try:
+                        self.on_payload(t, payload)
+                    except ParseError as exc:
+                        self._finish(t, exc)
+                    return
         r = self.result
         if r.first_byte_ns is None:
             r.first_byte_ns = t
@@ -235,6 +262,7 @@ class HttpStream(asyncio.BufferedProtocol):
                 data, self._head = bytes(self._head[end + 4 :]), bytearray()
                 if "chunked" in headers.get("transfer-encoding", "").lower():
                     self._chunked = ChunkedDecoder()
+                    self._streaming = self._chunked if r.status == 200 else None
                 elif "content-length" in headers:
                     self._length = content_length(headers["content-length"])
             self._body(t, data)
@@ -277,6 +305,7 @@ class HttpStream(asyncio.BufferedProtocol):
     def _finish(self, t: int, failure: BaseException | None) -> None:
         if self.done.done():
             return
+        self._streaming = None
         r = self.result
         if r.status == 200 and failure is None:
             try:
