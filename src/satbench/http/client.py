@@ -24,7 +24,7 @@ from satbench.errors import ParseError, UserError
 from satbench.http.endpoint import Endpoint
 from satbench.http.errors import NETWORK_ERRORS
 from satbench.http.sse import StreamUpdate, interpret_native, interpret_openai
-from satbench.http.transport import HttpResult, HttpStream, request_bytes
+from satbench.http.transport import HttpResult, HttpStream, ReadBuffer, request_bytes
 
 Api = Literal["native", "openai"]
 Clock = Callable[[], int]
@@ -135,6 +135,7 @@ class StreamClient:
         self._path = "/completion" if api == "native" else "/v1/completions"
         self._interpret = interpret_native if api == "native" else interpret_openai
         self._connect_gate: asyncio.Lock | None = None
+        self._read_buffer = ReadBuffer()  # one for all streams: a client runs on one event loop
 
     async def __aenter__(self) -> StreamClient:
         return self
@@ -172,7 +173,8 @@ class StreamClient:
         loop = asyncio.get_running_loop()
         reader = _PayloadReader(self, out, max_tokens=req.max_tokens)
         proto = HttpStream(self._clock, reader.feed, where=self.base_url + self._path,
-                           max_body_bytes=stream_limit(req.prompt_tokens, req.max_tokens))
+                           max_body_bytes=stream_limit(req.prompt_tokens, req.max_tokens),
+                           read_buffer=self._read_buffer)
         reader.stop = proto.abort
         headers = {"X-Request-Id": req.request_id, **self._headers}
         out.sent_ns = self._clock()
@@ -183,10 +185,9 @@ class StreamClient:
         # and stamped between them instead of after the whole storm.
         async with self._connect_gate:
             try:
-                await asyncio.wait_for(
-                    loop.create_connection(lambda: proto, self._host, self._port, ssl=self._ssl,
-                                           server_hostname=self._host if self._ssl else None),
-                    timeout=self._connect_timeout_s)
+                async with asyncio.timeout(self._connect_timeout_s):  # no task per connect, as wait_for makes
+                    await loop.create_connection(lambda: proto, self._host, self._port, ssl=self._ssl,
+                                                 server_hostname=self._host if self._ssl else None)
             except NETWORK_ERRORS as exc:
                 raise _Dropped(f"cannot connect to {self._host}:{self._port}: "
                                f"{exc.__class__.__name__}: {exc}") from exc

@@ -8,6 +8,8 @@ Anything malformed raises `ParseError` (satbench's own), never a third-party err
 
 from __future__ import annotations
 
+import json
+import json.scanner
 import re
 from dataclasses import dataclass
 
@@ -50,7 +52,21 @@ class SseSplitter:
         self._data_bytes = 0  # of the event being gathered: at most MAX_EVENT_BYTES
         self._after_cr = False  # the last chunk ended with CR: an LF next completes that CRLF
 
+    def one_event(self, chunk: bytes) -> bytes | None:
+        """The payload of `chunk` when it is exactly one event of one `data: ` line ending in
+        `\\n\\n` and the splitter is between events, as `feed` would return it (the splitter's
+        state is the same after either); else None, and nothing changed."""
+        n = len(chunk)
+        if (self._buf or self._data or self._after_cr or n > MAX_EVENT_BYTES
+                or not chunk.startswith(b"data: ") or chunk.find(b"\n", 6) != n - 2
+                or not chunk.endswith(b"\n\n") or b"\r" in chunk):
+            return None
+        return chunk[6:-2]
+
     def feed(self, chunk: bytes) -> list[bytes]:
+        one = self.one_event(chunk)  # the common read
+        if one is not None:
+            return [one]
         skip = 0
         if self._after_cr and chunk:
             self._after_cr = False
@@ -127,10 +143,28 @@ class StreamUpdate:
     error: str | None = None
 
 
+# the C scanner json.loads ends in, without its wrappers (typeshed types its argument as a scanner)
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+_JSON_BLANKS = re.compile(r"[ \t\n\r]*")
+
+
 def _load(payload: bytes) -> dict:
+    """The JSON object `payload` holds, as json.loads reads it; else ParseError. A payload that
+    opens with `{` is UTF-8 to json.loads (its encoding sniffing looks at the second byte only),
+    so it is decoded and scanned directly; anything else goes through json.loads."""
+    obj: object = None
     try:
-        obj = json_answer(payload, "stream event")
-    except ParseError as exc:
+        if payload[:1] == b"{" and payload[1:2] != b"\0":
+            text = payload.decode("utf-8", "surrogatepass")
+            try:
+                obj, end = _SCAN(text, 0)
+            except StopIteration:
+                raise ValueError("not JSON") from None
+            if end != len(text) and _JSON_BLANKS.match(text, end).end() != len(text):  # type: ignore[union-attr]
+                raise ValueError("extra data after the JSON value")
+        else:
+            obj = json_answer(payload, "stream event")
+    except (ValueError, RecursionError, ParseError) as exc:  # UnicodeDecodeError is a ValueError
         raise ParseError(f"stream event is not JSON: {payload[:80]!r}") from exc
     if not isinstance(obj, dict):
         raise ParseError(f"stream event is not a JSON object: {payload[:80]!r}")
@@ -162,12 +196,13 @@ def interpret_native(payload: bytes) -> StreamUpdate:
     only) misses it, while the next event's `tokens_predicted` includes it.
     """
     obj = _load(payload)
-    err = _error_text(obj)
-    if err is not None:
+    if "error" in obj and (err := _error_text(obj)) is not None:
         return StreamUpdate(error=err)
     tokens = obj.get("tokens")
-    so_far = _int_or_none(obj.get("tokens_predicted"), "tokens_predicted")
-    if isinstance(tokens, list):
+    so_far = obj.get("tokens_predicted")
+    if type(so_far) is not int or not 0 <= so_far <= MAX_CTX_TOKENS:  # else as _int_or_none checks it
+        so_far = _int_or_none(so_far, "tokens_predicted")
+    if type(tokens) is list:
         n, exact = len(tokens), True
     else:
         n, exact = (1 if obj.get("content") else 0), so_far is not None
