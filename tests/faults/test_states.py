@@ -68,9 +68,9 @@ def test_sigterm_while_the_report_is_written_then_resume_writes_it(fake_server, 
     run_dir = tmp_path / "run"
     real = pipeline.report
 
-    def terminated(path):
+    def terminated(path, found=None):
         signal.raise_signal(signal.SIGTERM)
-        return real(path)
+        return real(path, found)
     monkeypatch.setattr(pipeline, "report", terminated)
     code = main(small_sweep(fake.base_url, run_dir, requests=4))
     line = one_error_line(capsys.readouterr().err)

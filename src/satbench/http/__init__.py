@@ -6,7 +6,7 @@ bounded reads), `transport` + `sse` + `client` (streamed completions), `prompars
 
 Three HTTP stacks, the two borrowed ones each behind one entry point of access.py:
 - satbench's own asyncio transport (transport.py): the load generator's streams, stamped in
-  data_received; one connection per request (Connection: close).
+  buffer_updated (read into one lent buffer); one connection per request (Connection: close).
 - aiohttp (access.EndpointSession): probe, RTT, /tokenize, sampler, liveness; kept-alive
   connections, so no connect lands in a recorded RTT or a sampler poll: a new connection per GET
   /health takes 2.2-2.3x the kept-alive round trip on loopback (p50 0.37 vs 0.16-0.17 ms,
