@@ -5,10 +5,8 @@ count, and a resume with another configuration is refused, naming the difference
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -18,6 +16,7 @@ from satbench.records.manifest import read_manifest, write_manifest
 from satbench.pipeline import verify
 from satbench.records.events import current_session_records
 from satbench.run.resume import differences, repair_torn_tail
+from tests.run.interrupt import sweep_interrupted
 
 FLAGS = ["--concurrency", "1,2", "--requests-per-level", "40", "--repetitions", "2", "--prompt-tokens", "16",
          "--output-tokens", "16"]
@@ -28,20 +27,7 @@ def interrupted(fake_server, tmp_path):
     """A run stopped by Ctrl-C while its second unit (N=2, repetition 1) was running."""
     fake = fake_server(n_slots=2, decode_iteration_ms=5.0)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "satbench.cli.main", "sweep", "--url", fake.base_url,
-                             *FLAGS, "-o", str(run_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if read_manifest(run_dir).completed_units:
-                break
-        except Exception:  # noqa: BLE001 - not written yet
-            pass
-        time.sleep(0.02)
-    time.sleep(0.4)  # into the next unit
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err.decode()[-2000:]
+    sweep_interrupted(fake.base_url, FLAGS, run_dir)  # 0.4 s into the next unit
     return fake, run_dir
 
 

@@ -3,13 +3,9 @@ short) and plans on from there, never deciding a recorded step anew."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import time
-
 from satbench.cli.main import main
 from satbench.records.manifest import read_manifest
+from tests.run.interrupt import sweep_interrupted
 
 FLAGS = ["--requests-per-level", "24", "--prompt-tokens", "16", "--output-tokens", "16"]
 
@@ -17,20 +13,7 @@ FLAGS = ["--requests-per-level", "24", "--prompt-tokens", "16", "--output-tokens
 def test_an_interrupted_adaptive_sweep_resumes_its_recorded_plan(fake_server, tmp_path):
     fake = fake_server(n_slots=2, decode_iteration_ms=5.0)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "satbench.cli.main", "sweep", "--url", fake.base_url,
-                             *FLAGS, "-o", str(run_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if len(read_manifest(run_dir).completed_units) >= 2:
-                break
-        except Exception:  # noqa: BLE001 - not written yet
-            pass
-        time.sleep(0.02)
-    time.sleep(0.3)  # into the next step
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err.decode()[-2000:]
+    sweep_interrupted(fake.base_url, FLAGS, run_dir, after_units=2, into_next_s=0.3)
     before = read_manifest(run_dir)
     recorded = before.plan["default"]
     assert before.status == "interrupted" and recorded[-1].action != "stop"
