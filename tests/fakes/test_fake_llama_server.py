@@ -86,7 +86,8 @@ async def test_ttft_is_prefill_and_itl_is_iteration_at_low_load():
     # 20 x 2 ms + 5 ms: never sooner; the upper margin leaves room for a busy 2-core box (a CPU hog
     # on the other core adds ~12 ms), while a fake that skipped its prefill, or ran it twice, fails
     assert 45.0 - 0.5 <= ttft_ms <= 45.0 + 30, ttft_ms
-    assert out["events"][-1]["timings"]["prompt_ms"] == pytest.approx(45.0, abs=5.0)
+    prompt_ms = out["events"][-1]["timings"]["prompt_ms"]
+    assert 45.0 - 0.5 <= prompt_ms <= 45.0 + 30, prompt_ms  # the same margin: a busy box runs it late
     gaps = [(b - a) / 1e6 for a, b in zip(rec["chunk_ns"], rec["chunk_ns"][1:])]
     assert len(gaps) == 9 and statistics.median(gaps) == pytest.approx(10.0, abs=1.0)
     assert (rec["chunk_ns"][-1] - rec["chunk_ns"][0]) / 1e6 == pytest.approx(90.0, abs=5.0)  # no drift
