@@ -191,6 +191,8 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     elif reason == "memory":
         resource = "memory"
     undetermined = None
+    if reason == "highest_measured" and lane.plan and lane.plan[-1].action == "stop":
+        detail += f"; the adaptive sweep stopped: {lane.plan[-1].reason}"
     if reason == "undetermined":
         undetermined = detail = k.undetermined or ""
         if lane.plan and lane.plan[-1].action == "stop":
