@@ -185,6 +185,11 @@ class LaneScenarios(ABC):
                     ran_s = time.monotonic() - t0
                 planned.discard(unit)
                 previous = step.level
+                if session is None:  # lost, and no fresh one started (recorded by Failures): nothing can run
+                    self.ledger.keep_decision(lane.name, PlanDecision(
+                        action="stop", reason="the lane's server failed and did not start again",
+                        elapsed_s=round(time.monotonic() - begun, 3), session=self.session))
+                    break
                 tick = PlanTick(time.monotonic() - begun, ran_s, self.failures.ceiling(lane.name))
                 step = planner.send(tick)
             self.progress.skip(requests_in(self.cfg, [u for u in planned if not self.ledger.done(u)]))
