@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the measuring side is imported by a sweep alone: analyze, r
 
 
 class SweepDerivation:
-    """What a sweep asks of the deriving side (`satbench.run.sweep.Derivation`)."""
+    """What a sweep asks of the deriving side (`satbench.run.scenarios.Derivation`)."""
 
     def refine_levels(self, run_dir: Path, lane: LaneConfig) -> list[int]:
         results = analyze_run(run_dir)
