@@ -20,5 +20,6 @@ def test_every_bold_figure_is_the_codes():
                 a.ci_target * 100, a.max_repetitions, planner.GROWTH_EXPONENT, a.requests_per_stream,
                 level.NEIGHBOUR_CORES, level.CONTENDED_FRACTION * 100, contention.SATURATED_OTHERS_CORES,
                 contention.MIN_CLEAN_REPETITIONS]
-    shown = [float(m.group(1)) for m in re.finditer(r"\*\*([\d.]+)(?: %)?\*\*", DOC.read_text(encoding="utf-8"))]
+    text = DOC.read_text(encoding="utf-8")
+    shown = [float(m.group(1)) for m in re.finditer(r"\*\*([\d.]+)(?: %)?\*\*", text)]
     assert shown == [float(v) for v in expected]

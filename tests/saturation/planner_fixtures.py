@@ -18,7 +18,8 @@ from tests.report.test_compare import lane
 
 def level(n: int, rates: list[float], contended: bool = False) -> LevelResult:
     """Level n: one repetition per rate; 100 latency samples with TTFT 20·n ms, TPOT 5 ms."""
-    reps = [RepetitionResult(repetition=i, status="complete", output_tok_per_s=r) for i, r in enumerate(rates, 1)]
+    reps = [RepetitionResult(repetition=i, status="complete", output_tok_per_s=r)
+            for i, r in enumerate(rates, 1)]
     lat = Latency(ttft_ms=distribution([20.0 * n] * 100), itl_ms=distribution([5.0] * 100),
                   tpot_ms=distribution([5.0] * 100), e2e_ms=distribution([20.0 * n + 155] * 100),
                   queue_time_ms=distribution([0.0] * 100))

@@ -160,7 +160,8 @@ def _load(payload: bytes) -> dict:
                 obj, end = _SCAN(text, 0)
             except StopIteration:
                 raise ValueError("not JSON") from None
-            if end != len(text) and _JSON_BLANKS.match(text, end).end() != len(text):  # type: ignore[union-attr]
+            if end != len(text) and (
+                    _JSON_BLANKS.match(text, end).end() != len(text)):  # type: ignore[union-attr]
                 raise ValueError("extra data after the JSON value")
         else:
             obj = json_answer(payload, "stream event")

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from satbench.metrics import memory
-from satbench.metrics.level import CONTENDED_FRACTION, NEIGHBOUR_CORES, summarize_level
+from satbench.metrics.level import CONTENDED_FRACTION, NEIGHBOUR_CORES, repetition_intervals, summarize_level
 from satbench.metrics.level_result import LevelContext, LevelResult
 from satbench.records.events import LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample
 
@@ -50,21 +50,6 @@ def contention(proc_s: Sequence[ProcessSample], start_ns: int, end_ns: int, host
         return (f"other processes used {others:.2f} cores (host {host:.2f} of {host_cores} busy, server "
                 f"{server:.2f}, satbench {client:.2f})")
     return None
-
-
-def repetition_intervals(events: Sequence[RequestEvent],
-                         marks: Sequence[LevelMark]) -> dict[int, tuple[int, int]]:
-    """repetition → [start, end] (ns) from its level marks, else from its first send and last end."""
-    out: dict[int, tuple[int, int]] = {}
-    for rep in sorted({e.repetition for e in events} | {m.repetition for m in marks}):
-        start = next((m.t_ns for m in marks if m.repetition == rep and m.kind == "level_start"), None)
-        end = next((m.t_ns for m in marks if m.repetition == rep and m.kind == "level_end"), None)
-        rep_ev = [e for e in events if e.repetition == rep]
-        lo = start if start is not None else min((e.sent_ns for e in rep_ev), default=None)
-        hi = end if end is not None else max((e.end_ns for e in rep_ev), default=None)
-        if lo is not None and hi is not None:
-            out[rep] = (lo, hi)
-    return out
 
 
 def summarize_guarded(ctx: LevelContext, events: Sequence[RequestEvent], marks: Sequence[LevelMark],

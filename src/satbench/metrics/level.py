@@ -225,9 +225,10 @@ def summarize_level(
     return result
 
 
-def _rep_intervals(events: Sequence[RequestEvent], marks: Sequence[LevelMark]) -> list[tuple[int, int]]:
-    """[start, end] of each repetition from its marks, else from its first send and last end."""
-    out = []
+def repetition_intervals(events: Sequence[RequestEvent],
+                         marks: Sequence[LevelMark]) -> dict[int, tuple[int, int]]:
+    """repetition → [start, end] (ns) from its marks, else from its first send and last end."""
+    out = {}
     for rep in sorted({e.repetition for e in events} | {m.repetition for m in marks}):
         starts = [m.t_ns for m in marks if m.repetition == rep and m.kind == "level_start"]
         ends = [m.t_ns for m in marks if m.repetition == rep and m.kind == "level_end"]
@@ -235,8 +236,13 @@ def _rep_intervals(events: Sequence[RequestEvent], marks: Sequence[LevelMark]) -
         lo = starts[0] if starts else min((e.sent_ns for e in rep_ev), default=None)
         hi = ends[0] if ends else max((e.end_ns for e in rep_ev), default=None)
         if lo is not None and hi is not None:
-            out.append((lo, hi))
+            out[rep] = (lo, hi)
     return out
+
+
+def _rep_intervals(events: Sequence[RequestEvent], marks: Sequence[LevelMark]) -> list[tuple[int, int]]:
+    """[start, end] of each repetition, in repetition order (`repetition_intervals`)."""
+    return list(repetition_intervals(events, marks).values())
 
 
 def _memory(intervals: list[tuple[int, int]], proc_s: Sequence[ProcessSample]) -> Memory:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from satbench.config.schema import Strict
+from satbench.metrics.level_result import LevelResult
 
 MIN_GAIN_PER_DOUBLING = 0.10
 
@@ -44,6 +45,15 @@ class Knee(Strict):
     """Why no knee can be named from these points (CIs too wide, every level contended); None: decided."""
     unresolved: list[int] = Field(default_factory=list)
     """The levels whose CIs overlap where the decision lies: more repetitions of these decide it."""
+
+
+def points_of(levels: Sequence[LevelResult]) -> list[Point]:
+    """The knee's points of measured levels: output tok/s with its CI, in level order; a level without
+    a throughput is left out, a contended one is marked."""
+    return [Point(n=lv.concurrency, x=est.value, ci_low=est.ci_low, ci_high=est.ci_high,
+                  contended=lv.contended is not None)
+            for lv in sorted(levels, key=lambda x: x.concurrency)
+            if (est := lv.throughput.output_tok_per_s).value]
 
 
 def needed_gain(a: Point, b: Point, min_gain: float = MIN_GAIN_PER_DOUBLING) -> float:

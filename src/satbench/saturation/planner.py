@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from satbench.config.schema import AdaptiveConfig, SloConfig
 from satbench.metrics.level_result import LevelResult
 from satbench.records.manifest import PlanAction, PlanDecision
-from satbench.saturation.knee import Point, marginal_gain_knee
+from satbench.saturation.knee import marginal_gain_knee, points_of
 from satbench.saturation.refine import refine_between
 from satbench.saturation.slo import fewest_to_bound_p95, slo_bound
 
@@ -93,13 +93,6 @@ def _slo_missed(lv: LevelResult, slo: SloConfig | None) -> str | None:
         if target is not None and d.p95 is not None and d.p95 > target:
             return f"p95 {name} {d.p95:.1f} ms > {target:g}"
     return None
-
-
-def _points(levels: Sequence[LevelResult]) -> list[Point]:
-    return [Point(n=lv.concurrency, x=est.value, ci_low=est.ci_low, ci_high=est.ci_high,
-                  contended=lv.contended is not None)
-            for lv in sorted(levels, key=lambda x: x.concurrency)
-            if (est := lv.throughput.output_tok_per_s).value]
 
 
 def _step(action: PlanAction, level: int | None, rep: int | None, reason: str, fb: Feedback,
@@ -175,7 +168,7 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
     if not known:
         return _step("stop", None, None, "no level below the failed one left to measure" if fb.failed_at
                      else "nothing measured", fb)
-    knee = marginal_gain_knee(_points(known))
+    knee = marginal_gain_knee(points_of(known))
     if knee.undetermined is not None and knee.unresolved:
         more = sorted((n for n in knee.unresolved if runs.get(n, 0) < a.max_repetitions),
                       key=lambda n: (len(levels[n].repetitions), n))

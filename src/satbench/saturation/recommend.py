@@ -27,7 +27,7 @@ from satbench.saturation.bound import (
     saturated_by,
 )
 from satbench.saturation.confidence import confidence
-from satbench.saturation.knee import Knee, Point, kneedle, marginal_gain_knee
+from satbench.saturation.knee import Knee, kneedle, marginal_gain_knee, points_of
 from satbench.saturation.recommendations_file import (
     ERROR_SHARE_MAX,
     Binding,
@@ -167,9 +167,7 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     # the curve below a server failure; all of it when the server failed at the lowest level
     levels = ([lv for lv in measured_levels if crash_cap is None or lv.concurrency <= crash_cap]
               or measured_levels)
-    points = [Point(n=lv.concurrency, x=rate, ci_low=lv.throughput.output_tok_per_s.ci_low,
-                    ci_high=lv.throughput.output_tok_per_s.ci_high, contended=lv.contended is not None)
-              for lv in levels if (rate := lv.throughput.output_tok_per_s.value)]  # each of levels has one
+    points = points_of(levels)  # each of levels has a throughput
     k = marginal_gain_knee(points)
     samples = [(lv.concurrency, r.output_tok_per_s) for lv in levels for r in lv.repetitions
                if r.output_tok_per_s is not None]

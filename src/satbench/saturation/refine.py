@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from satbench.analysis.results import LaneResult
 from satbench.metrics.level_result import LevelResult
-from satbench.saturation.knee import Point, marginal_gain_knee
+from satbench.saturation.knee import marginal_gain_knee, points_of
 
 
 def refine_levels(result: LaneResult | None) -> list[int]:
@@ -18,13 +18,9 @@ def refine_between(levels: Sequence[LevelResult]) -> list[int]:
     """2-3 levels inside the bracket where saturation sets in: below the knee when the step into it
     already scaled sub-linearly (< 90 % efficient: the real knee lies below), else above it.
     Without a knee, between the top two levels if the last step scaled sub-linearly; else none."""
-    pts = [Point(n=lv.concurrency, x=lv.throughput.output_tok_per_s.value,
-                 ci_low=lv.throughput.output_tok_per_s.ci_low,
-                 ci_high=lv.throughput.output_tok_per_s.ci_high, contended=lv.contended is not None)
-           for lv in levels if lv.throughput.output_tok_per_s.value and lv.contended is None]
+    pts = [p for p in points_of(levels) if not p.contended]
     if len(pts) < 2:
         return []
-    pts.sort(key=lambda p: p.n)
     knee = marginal_gain_knee(pts).knee
     at = next(i for i, p in enumerate(pts) if p.n == knee) if knee is not None else len(pts) - 1
 
