@@ -16,8 +16,9 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "adaptive.md"
 
 def test_every_bold_figure_is_the_codes():
     a = AdaptiveConfig()
-    expected = [a.min_repetitions, a.contended_retries, fewest_to_bound_p95(), planner.SLO_MAX_REPETITIONS,
-                a.ci_target * 100, a.max_repetitions, planner.GROWTH_EXPONENT, a.requests_per_stream,
+    expected = [a.min_repetitions, a.contended_retries, a.ci_target * 100, a.max_repetitions,
+                fewest_to_bound_p95(), planner.SLO_MAX_REPETITIONS, planner.GROWTH_EXPONENT,
+                a.requests_per_stream,
                 level.NEIGHBOUR_CORES, level.CONTENDED_FRACTION * 100, contention.SATURATED_OTHERS_CORES,
                 contention.MIN_CLEAN_REPETITIONS]
     text = DOC.read_text(encoding="utf-8")

@@ -107,18 +107,57 @@ def test_budget_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-def test_an_slo_lane_gets_one_longer_repetition_for_the_samples_its_p95_needs():
+def _met(lv):
+    """`lv` with every window request meeting the SLO."""
+    lv.slo_attainment = 1.0
+    return lv
+
+
+def _few(lv, n_samples: int = 30):
+    """`lv` with only `n_samples` latency samples (too few for its p95's CI to have an upper end), all
+    meeting the SLO."""
+    from satbench.metrics.stats import distribution
+    _met(lv)
+    lat = lv.latency
+    for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        d = getattr(lat, name)
+        setattr(lat, name, distribution([d.p50] * n_samples))
+    return lv
+
+
+def _done(*levels: int) -> list:
+    """The decisions of a climb that measured each of `levels` twice."""
+    first = decide(ctx(), Feedback(None, 0.0, None), [])
+    out = []
+    for n in levels:
+        out += [first.model_copy(update={"level": n, "repetition": r, "action": a})
+                for r, a in ((1, "measure"), (2, "repeat"))]
+    return out
+
+
+def test_only_the_level_the_answer_rests_on_gets_the_samples_its_p95_needs():
     from satbench.saturation.planner import SLO_RAMP_REQUESTS
     from tests.saturation.planner_fixtures import level
 
-    lv = level(2, [200.0, 200.2])
-    lv.latency.ttft_ms.n = lv.latency.tpot_ms.n = 30  # 42 short of the 72 a p95's CI needs
-    result = [lv]
-    done = [decide(ctx(), Feedback(None, 0.0, None), [])]
-    done.append(done[0].model_copy(update={"level": 2, "repetition": 2, "action": "repeat"}))
-    d = decide(ctx(slo=SloConfig(p95_ttft_ms=500, p95_tpot_ms=500)), Feedback(result, 2.0, 1.0), done)
-    assert (d.action, d.level, d.repetition) == ("repeat", 2, 3)
-    assert d.requests == 2 * (21 + SLO_RAMP_REQUESTS) and "72" in d.reason
+    levels = [_few(level(n, [100.0 * n, 100.0 * n + 0.2])) for n in (1, 2, 4)]  # 42 short of 72 each
+    slo = SloConfig(p95_ttft_ms=500, p95_tpot_ms=500)
+    d = decide(ctx(slo=slo, past_slots=False), Feedback(levels, 6.0, 1.0), _done(1, 2, 4))
+    assert (d.action, d.level, d.repetition) == ("repeat", 4, 3)
+    assert d.requests == 4 * (11 + SLO_RAMP_REQUESTS) and "the level the answer rests on" in d.reason
+    levels[-1] = _met(level(4, [400.0, 400.2, 400.1]))  # now bounded, and within the SLO
+    done = _done(1, 2, 4) + [d]
+    d = decide(ctx(slo=slo, past_slots=False), Feedback(levels, 8.0, 1.0), done)
+    assert d.action == "stop" and "4 slots" in d.reason  # N=1 and N=2 were never topped up
+
+
+def test_when_the_level_the_answer_rests_on_misses_the_one_below_is_bounded():
+    from tests.saturation.planner_fixtures import level
+
+    levels = [_few(level(n, [100.0 * n, 100.0 * n + 0.2])) for n in (1, 2)] + [
+        _met(level(4, [400.0, 400.2]))]  # N=4: TTFT 80 ms over 100 samples, bounded
+    d = decide(ctx(slo=SloConfig(p95_ttft_ms=70, p95_tpot_ms=500), past_slots=False),
+               Feedback(levels, 6.0, 1.0), _done(1, 2, 4))
+    assert (d.action, d.level) == ("repeat", 2) and "N=4 misses the SLO" in d.reason
 
 
 def test_a_p95_estimate_over_the_slo_ends_the_climb_without_more_samples():
@@ -129,4 +168,4 @@ def test_a_p95_estimate_over_the_slo_ends_the_climb_without_more_samples():
     done = [decide(ctx(), Feedback([], 0.0, None), [])]
     done.append(done[0].model_copy(update={"level": 4, "repetition": 2, "action": "repeat"}))
     d = decide(ctx(slo=SloConfig(p95_ttft_ms=50, p95_tpot_ms=500)), Feedback([lv], 2.0, 1.0), done)
-    assert d.action == "stop" and "p95 TTFT 80.0 ms > 50" in d.reason
+    assert d.action == "stop" and "p95 TTFT 80 ms > 50" in d.reason

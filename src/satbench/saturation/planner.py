@@ -3,20 +3,23 @@ the next step (GuideLLM's profile, here per repetition).
 
 Rules, in the order `decide` applies them after each step:
 1. The level just measured gets at least `min_repetitions`; a contended one (metrics/contention.py) is
-   measured again up to `contended_retries` times; with an SLO, once it has `min_repetitions`, one
-   longer repetition (the samples missing ÷ N + SLO_RAMP_REQUESTS per stream) runs when the p95s it
-   judges cannot be bounded yet (saturation/slo.py: 72 samples in the window; at most
-   SLO_MAX_REPETITIONS in all);
-   more run while the throughput 95 % CI half-width ÷ mean exceeds `ci_target`, up to
-   `max_repetitions`.
+   measured again up to `contended_retries` times; more run while the throughput 95 % CI half-width ÷
+   mean exceeds `ci_target`, up to `max_repetitions`. One whose p95 estimate is over an SLO target
+   needs no more.
 2. Where the knee rule cannot tell two levels apart (saturation/knee.py: undetermined), the one of
    the pair with fewer repetitions is measured more, up to `max_repetitions`.
-3. A level that misses the lane's SLO ends the climb (higher levels only wait longer); one whose p95
-   estimate itself is over a target ends it at once, without more samples.
+3. A level seen to miss the lane's SLO (saturation/slo.py) ends the climb: higher levels only wait
+   longer.
 4. A knee that a higher level confirms ends the climb; the levels between its bracketing points
    (saturation/refine.py, at most the slot count: above it requests only queue) are measured next.
 5. Otherwise the level doubles, up to the slot count (one level past it for a server satbench did
    not size, to see its queue) and the lane's ceiling, and below a level whose server failed.
+6. When the climb ends, with an SLO: the level the answer rests on (the highest measured at or below
+   the knee, the slots, the ceiling and the first level seen to miss) gets one longer repetition
+   (the samples missing ÷ N + SLO_RAMP_REQUESTS per stream) when its p95s cannot be bounded yet
+   (72 samples in the window; at most SLO_MAX_REPETITIONS in all). If it then misses, the level
+   below it is the one the answer rests on. Lower levels are not bounded: they cannot move the SLO
+   bound unless they are seen to miss it.
 Before any step the time budget is checked: a step whose estimated length (the last repetition's,
 scaled by (N'/N)^0.75 to a higher level, ^1 past the slots) would end past it is not taken.
 Every decision carries its reason and figures; the sweep writes them to run.json, and a resume
@@ -33,7 +36,7 @@ from satbench.metrics.level_result import LevelResult
 from satbench.records.manifest import PlanAction, PlanDecision
 from satbench.saturation.knee import marginal_gain_knee, points_of
 from satbench.saturation.refine import refine_between
-from satbench.saturation.slo import fewest_to_bound_p95, slo_bound
+from satbench.saturation.slo import fewest_to_bound_p95, slo_standing
 
 MAX_DECISIONS = 500  # a lane's sweep never takes more steps than this (a guard, never reached by the rules)
 SLO_MAX_REPETITIONS = 30  # repetitions a level may get to bound the p95 its SLO judges
@@ -147,16 +150,8 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         if lv.contended is not None and retries.get(n, 0) < a.contended_retries:
             return go("remeasure", n, f"N={n} ran contended ({lv.contended}); measured again "
                                       f"({retries.get(n, 0) + 1} of {a.contended_retries})")
-        if (missed := _slo_missed(lv, ctx.slo)) is not None and reps >= a.min_repetitions:
-            return _step("stop", None, None, f"SLO: N={n} misses it ({missed}) already by its p95 estimate: "
-                         "neither more samples nor higher levels can meet it", fb)
-        short = _slo_samples_short(lv, ctx.slo)
-        if short is not None and runs[n] < SLO_MAX_REPETITIONS and reps >= a.min_repetitions:
-            per_stream = -(-(fewest_to_bound_p95() - short) // n) + SLO_RAMP_REQUESTS
-            return go("repeat", n, f"N={n}: the SLO's p95 needs {fewest_to_bound_p95()} requests in the "
-                                   f"window to bound it, {short} so far: one repetition of {n} × "
-                                   f"{per_stream}", requests=n * per_stream)
-        if reps < a.max_repetitions:
+        missed = _slo_missed(lv, ctx.slo) is not None and reps >= a.min_repetitions
+        if reps < a.max_repetitions and not missed:
             if len(lv.repetitions) < a.min_repetitions:
                 return go("repeat", n, f"N={n}: {len(lv.repetitions)} clean repetition(s), at least "
                                        f"{a.min_repetitions}")
@@ -174,10 +169,28 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
                       key=lambda n: (len(levels[n].repetitions), n))
         if more:
             return go("resolve", more[0], f"{knee.undetermined}: N={more[0]} measured again")
-    if ctx.slo is not None:
-        bound, why = slo_bound(known, ctx.slo)
-        if bound is None or bound < measured[-1]:
-            return _step("stop", None, None, f"SLO: {why}; higher levels only wait longer", fb)
+    standing = slo_standing(known, ctx.slo)
+
+    def settle(why: str) -> PlanDecision:
+        """Rule 6: the climb is over for `why`; bound the level the answer rests on, then stop."""
+        below_miss = None if standing.missed_at is None else standing.missed_at - 1
+        caps = [c for c in (knee.knee, ctx.slots, top, below_miss) if c is not None]
+        rests = max((n for n in measured if n in levels and n <= min(caps)), default=None)
+        unbounded = dict(standing.unbounded)
+        if rests is None or rests not in unbounded:
+            return _step("stop", None, None, why, fb)
+        short = _slo_samples_short(levels[rests], ctx.slo) or 0
+        if runs[rests] >= SLO_MAX_REPETITIONS:
+            return _step("stop", None, None, f"{why}; N={rests}'s p95 is still not bounded after "
+                         f"{runs[rests]} repetitions", fb)
+        per_stream = -(-(fewest_to_bound_p95() - short) // rests) + SLO_RAMP_REQUESTS
+        return go("repeat", rests, f"N={rests}, the level the answer rests on ({why}): the SLO's p95 needs "
+                                   f"{fewest_to_bound_p95()} requests in the window to bound it, {short} so "
+                                   f"far: one repetition of {rests} × {per_stream}",
+                  requests=rests * per_stream)
+
+    if standing.missed_at is not None:
+        return settle(f"SLO: {standing.why}; higher levels only wait longer")
     if knee.undetermined is not None:
         return _step("stop", None, None, f"{knee.undetermined}, and every level of it has "
                      f"{a.max_repetitions} repetitions", fb)
@@ -188,20 +201,20 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         if todo:
             return go("refine", todo[0], f"knee at N={knee.knee}, confirmed above it: refine "
                                          f"{', '.join(map(str, wanted))} between its bracketing levels")
-        return _step("stop", None, None, f"knee at N={knee.knee}: {knee.reason}" +
-                     (f"; refined at {', '.join(map(str, wanted))}" if wanted else ""), fb)
+        return settle(f"knee at N={knee.knee}: {knee.reason}" +
+                      (f"; refined at {', '.join(map(str, wanted))}" if wanted else ""))
     high = measured[-1]
     if ctx.slots and high >= ctx.slots:
         if ctx.past_slots and high == ctx.slots and 2 * high <= top:
             return go("confirm", 2 * high, f"N={high} is the server's slot count and still gains: "
                                            f"N={2 * high} shows whether the server queues beyond it")
-        return _step("stop", None, None, f"N={high} reaches the server's {ctx.slots} slots" +
-                     ("" if ctx.past_slots else " (the slots satbench started it with; raise --parallel "
-                                                "to look higher)"), fb)
+        return settle(f"N={high} reaches the server's {ctx.slots} slots" +
+                      ("" if ctx.past_slots else " (the slots satbench started it with; raise --parallel "
+                                                 "to look higher)"))
     if 2 * high > top:
         why = (f"the server failed at N={fb.failed_at}" if fb.failed_at is not None and top < ctx.ceiling
                else f"N={high} is the highest level allowed (ceiling {ctx.ceiling})")
-        return _step("stop", None, None, f"{why}; {knee.reason}", fb)
+        return settle(f"{why}; {knee.reason}")
     return go("measure", 2 * high, f"doubling: {knee.reason}")
 
 

@@ -38,7 +38,7 @@ from satbench.saturation.recommendations_file import (
     RecommendationsFile,
     ServerConfirmation,
 )
-from satbench.saturation.slo import slo_bound
+from satbench.saturation.slo import SloStanding, slo_standing
 from satbench.saturation.usl import fit_usl
 
 
@@ -122,15 +122,16 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
 
 
 def _bounds(lane: LaneResult, levels: list[LevelResult], k: Knee,
-            slo: tuple[int | None, str]) -> list[tuple[Reason, int, str]]:
+            slo: SloStanding) -> list[tuple[Reason, int, str]]:
     """Every limit on the recommendation: (reason, the largest N it allows, why). An undetermined knee
     is a limit only when nothing else binds at or below the level it is known to reach: reason
-    "undetermined", at that level + 1 (never a level of its own: the recommendation is then null)."""
+    "undetermined", at that level + 1 (never a level of its own: the recommendation is then null).
+    The SLO binds where a level misses it or none is shown to meet it; where only levels above its
+    bound are unbounded, it comes last, so that a tie names what the curve shows."""
     knee, knee_reason = k.knee, k.reason
     crash_cap, crashes = server_failure_cap(lane)
     err_cap, errs = error_cap(lane.levels)
     cap, failures = fairness_cap(lane)
-    slo_n, slo_why = slo
     slots = lane.runtime.total_slots
     bounds: list[tuple[Reason, int, str]] = []
     if crash_cap is not None:
@@ -142,8 +143,9 @@ def _bounds(lane: LaneResult, levels: list[LevelResult], k: Knee,
                        "above it is recommended"))
     if cap is not None:
         bounds.append(("fairness", cap, "; ".join(failures) + ": nothing at or above it is recommended"))
-    if lane.slo is not None and slo_n != levels[-1].concurrency:  # binding only where a level missed it
-        bounds.append(("slo", slo_n or 0, slo_why))
+    slo_missed = lane.slo is not None and (slo.missed_at is not None or slo.bound is None)
+    if slo_missed:
+        bounds.append(("slo", slo.bound or 0, slo.why))
     if slots:
         bounds.append(("slots", slots, f"the server has {slots} slots"))
     if lane.memory is not None and lane.memory.slots_fit is not None:
@@ -155,6 +157,8 @@ def _bounds(lane: LaneResult, levels: list[LevelResult], k: Knee,
         bounds.append(("knee", knee, knee_reason))
     elif crash_cap is None:  # else the top measured level is the last below the failure: that binds
         bounds.append(("highest_measured", levels[-1].concurrency, knee_reason))
+    if not slo_missed and slo.bound is not None and slo.bound < levels[-1].concurrency:
+        bounds.append(("slo", slo.bound, slo.why))
     return bounds
 
 
@@ -171,11 +175,11 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     k = marginal_gain_knee(points)
     samples = [(lv.concurrency, r.output_tok_per_s) for lv in levels for r in lv.repetitions
                if r.output_tok_per_s is not None]
-    slo_n, slo_why = slo_bound(levels, lane.slo)
+    slo = slo_standing(levels, lane.slo)
     slots = lane.runtime.total_slots
     cap, failures = fairness_cap(lane)
     err_cap, errs = error_cap(lane.levels)
-    bounds = _bounds(lane, levels, k, (slo_n, slo_why))
+    bounds = _bounds(lane, levels, k, slo)
     limit = min(b[1] for b in bounds)
     tied = [b for b in bounds if b[1] == limit]
     reason = tied[0][0]
@@ -217,7 +221,8 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     return LaneRecommendation(
         lane=lane.lane, hardware_fingerprint=lane.hardware.fingerprint_sha256, hardware=lane.hardware,
         server_on_measuring_machine=lane.network.server_on_this_machine,
-        model=lane.model, runtime=lane.runtime, recommended_concurrency=rec, max_concurrency_under_slo=slo_n,
+        model=lane.model, runtime=lane.runtime, recommended_concurrency=rec,
+        max_concurrency_under_slo=slo.bound,
         slo=lane.slo, knee=k.knee, knee_reason=k.reason, kneedle_knee=kneedle(points), slots=slots,
         fairness_cap=cap, fairness_failures=failures, server_failure_cap=crash_cap, server_failures=crashes,
         error_cap=err_cap, error_levels=errs, memory=lane.memory,

@@ -24,7 +24,9 @@ from satbench.saturation.bound import BusyVariant, Resource, Saturation
 from satbench.saturation.confidence import Confidence
 from satbench.saturation.usl import UslFit
 
-RECOMMENDATIONS_SCHEMA_VERSION = "1.9"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.10"
+# 1.10: slo_bound: a lower level whose p95 has too few samples to be bounded, and is not seen to miss,
+#       neither sets nor breaks it (was: breaks it); the "slo" binding names such levels.
 # 1.9: undetermined (no knee can be named from the CIs, and no other cap binds below it: recommended
 #      is null), contended and contended_levels (capability refuses a contended recommendation unless
 #      --accept-contended), confidence (P that the next level still gains), plan_stop.
@@ -152,11 +154,12 @@ DEFINITIONS = {
             "DESIGN 7.1 stops at the first doubling below 10%; this rule still sees a later real gain (a "
             "dip inside "
             "the noise does not end the climb)",
-    "slo_bound": "the largest N such that it and every lower level meet the SLO: upper 95% CI end of p95 "
-                 "TTFT and p95 TPOT (and p95 E2E when set) within the targets, and >= 90% of requests "
-                 "meeting all (a "
-                 "failed request misses); a p95 whose CI has no upper end (fewer than 72 samples) does not "
-                 "meet a target",
+    "slo_bound": "the largest N whose upper 95% CI ends of p95 TTFT and p95 TPOT (and p95 E2E when set) "
+                 "are within the targets with >= 90% of requests meeting all (a failed request misses), "
+                 "with no lower level seen to miss (a p95 estimate or bounded CI end over a target, or "
+                 "attainment below 90%); a level whose p95 has too few samples for a CI upper end (72) "
+                 "neither sets nor breaks it, as a lower level's p95 latencies are taken not to exceed a "
+                 "higher one's",
     "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at "
                     "least 1)",
     "server_failure_cap": "one below the lowest concurrency at which the lane's server crashed or stopped "

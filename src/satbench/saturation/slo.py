@@ -1,7 +1,18 @@
-"""The SLO bound (DESIGN.md §7.4): the largest N such that it and every lower level meet the lane's SLO."""
+"""The SLO bound (DESIGN.md §7.4): the largest N whose own p95s are shown within the lane's SLO, with no
+lower level seen to miss it.
+
+A level is *shown to meet* the SLO when the upper 95 % CI ends of its p95 TTFT and p95 TPOT (and p95
+E2E when the SLO sets it) are within the targets and ≥ 90 % of its requests meet all of them. It is
+*seen to miss* when a p95 estimate or a bounded upper CI end is over its target, or fewer than 90 %
+meet. A level with too few samples to bound its p95s (72, `fewest_to_bound_p95`) and no miss is
+*unbounded*: it neither sets the bound nor breaks it, as the p95 latencies of lower levels are taken
+not to exceed those of a higher one (each request waits for no more neighbours). The adaptive sweep
+therefore bounds only the level its answer rests on (saturation/planner.py).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from itertools import count
 
@@ -18,36 +29,78 @@ def fewest_to_bound_p95() -> int:
     return next(n for n in count(1) if percentile_ci(range(n), 95).high is not None)
 
 
-def _p95_miss(name: str, d: Distribution, target_ms: float | None, digits: int = 0) -> str | None:
-    """Why the upper 95 % CI end of `d`'s p95 does not show it within `target_ms`; None when it does.
-    An open upper end (too few samples) shows nothing: the largest sample is above the p95 only
-    with probability 1 − 0.95ⁿ (0.34 at n = 8), so it is not taken in its place."""
-    if target_ms is None:
-        return None
-    ci = d.ci.get("p95")
-    if ci is None or ci.high is None:
-        return (f"p95 {name} cannot be bounded from {d.n} samples (its 95% CI has no upper end below "
-                f"{fewest_to_bound_p95()}: measure more requests)")
-    if ci.high > target_ms:
-        return f"p95 {name} upper CI {round(ci.high, digits or None)} ms > {target_ms:g}"
-    return None
+@dataclass(frozen=True)
+class SloStanding:
+    """Where a lane's levels stand against its SLO (module docstring).
+
+    `bound`: the largest level shown to meet it below the first level seen to miss (`missed_at`),
+    None when none is; `unbounded`: the levels below `missed_at` whose p95s cannot be bounded yet."""
+
+    bound: int | None
+    why: str
+    missed_at: int | None = None
+    unbounded: tuple[tuple[int, int], ...] = ()  # (level, its fewest samples of a judged p95)
+
+
+def _judged(lv: LevelResult, slo: SloConfig) -> list[tuple[str, Distribution, float, int]]:
+    lat = lv.latency
+    return [(name, d, target, digits) for name, d, target, digits in (
+        ("TTFT", lat.ttft_ms, slo.p95_ttft_ms, 0), ("TPOT", lat.tpot_ms, slo.p95_tpot_ms, 1),
+        ("E2E", lat.e2e_ms, slo.p95_e2e_ms, 0)) if target is not None]
+
+
+def _misses(lv: LevelResult, slo: SloConfig) -> list[str]:
+    """What shows the level over the SLO: a p95 estimate or bounded upper CI end over its target, or
+    attainment below SLO_MIN_ATTAINMENT."""
+    out = []
+    for name, d, target, digits in _judged(lv, slo):
+        ci = d.ci.get("p95")
+        if d.p95 is not None and d.p95 > target:
+            out.append(f"p95 {name} {round(d.p95, digits or None)} ms > {target:g}")
+        elif ci is not None and ci.high is not None and ci.high > target:
+            out.append(f"p95 {name} upper CI {round(ci.high, digits or None)} ms > {target:g}")
+    att = lv.slo_attainment
+    if att is None or att < SLO_MIN_ATTAINMENT:
+        out.append(f"attainment {att if att is None else f'{att:.0%}'} < {SLO_MIN_ATTAINMENT:.0%}")
+    return out
+
+
+def _unbounded(lv: LevelResult, slo: SloConfig) -> int | None:
+    """The fewest samples of the level's judged p95s when some cannot be shown within the SLO yet
+    (no upper CI end); None when all can. An open upper end shows nothing: the largest sample is above
+    the p95 only with probability 1 − 0.95ⁿ (0.34 at n = 8), so it is not taken in its place."""
+    short = [d.n for _, d, _, _ in _judged(lv, slo) if (ci := d.ci.get("p95")) is None or ci.high is None]
+    return min(short) if short else None
+
+
+def slo_standing(levels: list[LevelResult], slo: SloConfig | None) -> SloStanding:
+    """The lane's levels against `slo` (module docstring); levels in any order."""
+    if slo is None:
+        return SloStanding(None, "no SLO declared for this lane")
+    best: int | None = None
+    unbounded: list[tuple[int, int]] = []
+    for lv in sorted(levels, key=lambda x: x.concurrency):
+        if fails := _misses(lv, slo):
+            return SloStanding(best, f"N={lv.concurrency} misses the SLO: {'; '.join(fails)}"
+                               + _note(unbounded), lv.concurrency, tuple(unbounded))
+        if (n := _unbounded(lv, slo)) is not None:
+            unbounded.append((lv.concurrency, n))
+        else:
+            best = lv.concurrency
+    if best is None:
+        return SloStanding(None, "no level is shown to meet the SLO: " + ", ".join(
+            f"N={c} ({n} samples)" for c, n in unbounded) + f": a p95's 95% CI has no upper end below "
+            f"{fewest_to_bound_p95()} samples", None, tuple(unbounded))
+    return SloStanding(best, f"N={best} meets the SLO and no level is seen to miss it"
+                       + _note(unbounded), None, tuple(unbounded))
+
+
+def _note(unbounded: list[tuple[int, int]]) -> str:
+    return (f" (N={', '.join(str(n) for n, _ in unbounded)}: p95 not bounded, fewer than "
+            f"{fewest_to_bound_p95()} samples, and not seen to miss)") if unbounded else ""
 
 
 def slo_bound(levels: list[LevelResult], slo: SloConfig | None) -> tuple[int | None, str]:
-    """Largest N such that it and every lower level meet the SLO: upper-CI p95 TTFT and p95 TPOT
-    (and p95 E2E when the SLO sets it) within the targets and ≥ 90 % of requests meeting all."""
-    if slo is None:
-        return None, "no SLO declared for this lane"
-    best, why = None, ""
-    for lv in sorted(levels, key=lambda x: x.concurrency):
-        att = lv.slo_attainment
-        fails = [m for m in (_p95_miss("TTFT", lv.latency.ttft_ms, slo.p95_ttft_ms),
-                             _p95_miss("TPOT", lv.latency.tpot_ms, slo.p95_tpot_ms, digits=1),
-                             _p95_miss("E2E", lv.latency.e2e_ms, slo.p95_e2e_ms)) if m]
-        if att is None or att < SLO_MIN_ATTAINMENT:
-            fails.append(f"attainment {att if att is None else f'{att:.0%}'} < {SLO_MIN_ATTAINMENT:.0%}")
-        if fails:
-            why = f"N={lv.concurrency} misses the SLO: {'; '.join(fails)}"
-            break
-        best = lv.concurrency
-    return best, why or "every measured level meets the SLO"
+    """(the SLO bound, why): `slo_standing`'s bound and reason."""
+    s = slo_standing(levels, slo)
+    return s.bound, s.why
