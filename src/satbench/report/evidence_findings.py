@@ -28,6 +28,7 @@ from satbench.report.table import (
     verdict_row,
 )
 from satbench.saturation.recommendations_file import RecommendationsFile
+from satbench.saturation.slo import fewest_to_bound_p95
 
 
 def gpu_table(lane: LaneResult) -> list[Block]:
@@ -124,7 +125,10 @@ def plan_section(results: ResultsFile) -> list[Block]:
                 f"shortcut: a level stops at {a.min_repetitions} to {a.max_repetitions} repetitions, once "
                 f"the throughput CI is within ±{a.ci_target:.0%}; levels are doubled from 1, not all run",
                 "levels the sweep did not measure are not evidence: their figures are absent, not inferred",
-            ]))
+            ] + ([f"shortcut: with the SLO, only the level the answer rests on is measured until its p95s "
+                  f"can be bounded ({fewest_to_bound_p95()} requests in the window); a lower level is not, "
+                  "and counts against the SLO only when seen to miss it (its p95s are taken not to exceed "
+                  "a higher level's)"] if lane.slo is not None else [])))
     if blocks:
         blocks.insert(0, Heading(level=2, text="How the levels were chosen"))
     return blocks
