@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from satbench.cli.args import build_parser, run_config, run_flags_given
+from satbench.cli.commands_fleet import cmd_fleet
 from satbench.cli.commands_read import (
     cmd_analyze,
     cmd_capability,
@@ -262,7 +263,7 @@ def _finish_sweep(run_dir: Path, results) -> int:
 
 COMMANDS = {"sweep": _cmd_sweep, "fairness": _cmd_sweep, "analyze": cmd_analyze, "schema": cmd_schema,
             "models": cmd_models, "recommend": cmd_recommend, "capability": cmd_capability,
-            "report": cmd_report, "verify": cmd_verify, "compare": cmd_compare}
+            "report": cmd_report, "verify": cmd_verify, "compare": cmd_compare, "fleet": cmd_fleet}
 
 
 def main(argv: list[str] | None = None) -> int:
