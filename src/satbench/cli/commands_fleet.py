@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from satbench.errors import UserError
+from satbench.fleet.node_task import SweepFn
 
 MERGE_REFUSED = 8
 
@@ -47,7 +48,44 @@ def cmd_fleet_merge(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_fleet(a: argparse.Namespace) -> int:
+FLEET_INCOMPLETE = 9  # some node is not in the merged outputs
+
+
+def cmd_fleet_run(a: argparse.Namespace, node_sweep: SweepFn) -> int:
+    """The fleet run (fleet.run.run_fleet): each node's sweep is `node_sweep`, the one `satbench sweep`
+    runs. Exit 0 when every node was measured, verified and merged; else FLEET_INCOMPLETE, each node
+    that was not named with its reason."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as exc:
+        raise UserError("satbench fleet run needs Ray: pip install 'satbench[fleet]'") from exc
+    import os
+
+    from satbench.cli.lanefile import load_lane_file
+    from satbench.fleet.inventory import lane_file_of, load_inventory
+    from satbench.fleet.run import run_fleet
+    from satbench.records.rundir import check_new_run_dir, default_run_dir
+
+    path = Path(a.inventory)
+    inv = load_inventory(path)
+    lane_file = lane_file_of(inv, path)
+    cfg = load_lane_file(lane_file)
+    out = Path(a.output) if a.output else default_run_dir(Path("fleet"))
+    check_new_run_dir(out)
+    record = run_fleet(inv, path, cfg, lane_file, out, node_sweep, address=a.address or os.environ.get(
+        "RAY_ADDRESS"), per_class=a.per_class, show_progress=not a.no_progress)
+    for node in record.nodes:
+        mode = f" ({node.mode})" if node.mode else ""
+        why = f": {node.reason}" if node.reason else ""
+        print(f"{node.node_id}: {node.state}{mode}{why}")
+        for flag in node.flags:
+            print(f"{node.node_id}: FLAGGED: {flag}")
+    print(f"fleet directory: {out} ({len(record.merged)} of {len(record.nodes)} nodes merged: "
+          f"capability.json, litellm.yaml, capability.prom; fleet.json)")
+    return 0 if len(record.merged) == len(record.nodes) else FLEET_INCOMPLETE
+
+
+def cmd_fleet(a: argparse.Namespace, node_sweep: SweepFn) -> int:
     if a.fleet_command == "merge":
         return cmd_fleet_merge(a)
-    raise UserError(f"fleet {a.fleet_command}: not available")
+    return cmd_fleet_run(a, node_sweep)
