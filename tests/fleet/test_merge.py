@@ -167,3 +167,15 @@ def test_capability_writes_the_node_block(tmp_path, capsys):
     assert "no lane 'nolane'" in capsys.readouterr().err
     assert main(["capability", "--recommendations", "x", "--api-base", "http://u:key@h:1"]) == 2
     assert "user:password" in capsys.readouterr().err
+
+
+def test_in_a_fleet_run_the_report_must_come_from_the_node_ray_ran_it_on():
+    """fleet run knows each node's hostname and Ray node id from Ray: a report written elsewhere is refused."""
+    from satbench.fleet.merge import Expected, identity_problems
+
+    rep = report("node-a", [lane("dense")])
+    rep = rep.model_copy(update={"node": rep.node.model_copy(update={"ray_node_id": "a" * 56})})
+    assert identity_problems(rep, Expected(hostname="node-a", ray_node_id="a" * 56)) == []
+    assert identity_problems(rep, Expected(hostname="node-b", ray_node_id="b" * 56)) == [
+        "written on node-a, but node node-a is node-b",
+        f"written on Ray node {'a' * 56}, but node node-a is Ray node {'b' * 56}"]
