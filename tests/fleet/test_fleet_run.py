@@ -157,7 +157,8 @@ def test_the_central_verify_refuses_a_run_altered_on_its_way(fleet):
     from satbench.fleet.run import run_fleet
 
     inv_path = fleet.inventory("verify", [fleet.entry("node-0", 'labels = { "satbench/node" = "n0" }'),
-                                          fleet.entry("node-1", 'labels = { "satbench/node" = "n1" }')])
+                                          fleet.entry("node-1", 'labels = { "satbench/node" = "n1" }')],
+                              max_parallel=1)  # one node at a time: the second waits in the queue
     port = fleet.fakes["node-1"].base_url.rsplit(":", 1)[1]
 
     def tampering_sweep(cfg, run_dir, progress):  # a closure: Ray ships it by value

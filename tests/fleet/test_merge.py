@@ -179,3 +179,9 @@ def test_in_a_fleet_run_the_report_must_come_from_the_node_ray_ran_it_on():
     assert identity_problems(rep, Expected(hostname="node-b", ray_node_id="b" * 56)) == [
         "written on node-a, but node node-a is node-b",
         f"written on Ray node {'a' * 56}, but node node-a is Ray node {'b' * 56}"]
+
+
+def test_litellm_weights_each_node_by_its_measured_throughput(fleet, capsys):
+    code, out, _ = merge(capsys, *fleet, "--format", "litellm")
+    weights = {d["model_info"]["id"]: d["litellm_params"]["weight"] for d in yaml.safe_load(out)["model_list"]}
+    assert weights["node-a/dense"] == 120 and weights["node-c/moe"] == 700 and weights["node-c/dense"] == 1

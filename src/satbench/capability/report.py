@@ -170,8 +170,9 @@ def api_base_env(node_id: str, lane: str) -> str:
 def litellm_deployment(report: CapabilityReport, lane: LaneCapability) -> dict:
     """One LiteLLM `model_list` entry: the lane on this node. `model_name` is the lane (shared by every
     node that serves it, so LiteLLM balances across them), `model_info.id` is `<node>/<lane>`,
-    `max_parallel_requests` the measured recommendation (and the deployment's `weight`, so a
-    weighted shuffle sends each node its share of the measured capacity). `model` names the lane's
+    `max_parallel_requests` the measured recommendation, and `weight` the expected output tok/s there
+    (rounded, at least 1; 1 for an unmeasured lane), so LiteLLM's weighted shuffle sends each node its
+    share of the measured capacity. `model` names the lane's
     served model (a strict server such as vLLM answers 404 to an id it does not serve; llama.cpp
     ignores the field), else the lane's name."""
     node = report.node
@@ -188,7 +189,7 @@ def litellm_deployment(report: CapabilityReport, lane: LaneCapability) -> dict:
         info["satbench_reason"] = lane.reason
     return {"model_name": lane.lane,
             "litellm_params": {"model": "openai/" + (lane.served_model or lane.lane), "api_base": base,
-                               "max_parallel_requests": lane.max_concurrency, "weight": lane.max_concurrency},
+                               "max_parallel_requests": lane.max_concurrency, "weight": _weight(lane)},
             "model_info": info}
 
 
@@ -212,6 +213,11 @@ def render_litellm(report: CapabilityReport) -> str:
     header += [f"lane {lane.lane}: SYNTHETIC random weights, measured on a stand-in model whose output is "
                "meaningless" for lane in report.lanes if lane.synthetic_model]
     return litellm_yaml([litellm_deployment(report, lane) for lane in report.lanes], header)
+
+
+def _weight(lane: LaneCapability) -> int:
+    tok = lane.expected_output_tok_per_s if lane.status == "measured" else None
+    return max(1, round(tok)) if tok is not None and tok == tok else 1
 
 
 def _rounded(value: float | None, digits: int) -> float | int | None:

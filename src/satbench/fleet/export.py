@@ -107,12 +107,12 @@ def render_fleet_json(merged: list[MergedReport], now: dt.datetime) -> str:
 
 def render_fleet_litellm(merged: list[MergedReport], now: dt.datetime) -> str:
     """One LiteLLM deployment per node × lane (capability.report.litellm_deployment): `model_name` the
-    lane, shared across nodes; `model_info.id` `<node>/<lane>`; each its own api_base and
-    max_parallel_requests (also its `weight`)."""
+    lane, shared across nodes; `model_info.id` `<node>/<lane>`; each its own api_base,
+    max_parallel_requests and weight (its expected output tok/s)."""
     header = [f"satbench fleet merge {now.isoformat(timespec='seconds')}: {len(merged)} nodes",
-              "LiteLLM proxy config: one deployment per node x lane; max_parallel_requests (and weight) = "
-              "satbench's",
-              "measured recommendation on that node; lanes not confirmed on a node get 1 there."]
+              "LiteLLM proxy config: one deployment per node x lane; max_parallel_requests = satbench's",
+              "measured recommendation on that node, weight = its expected output tok/s there",
+              "(routing_strategy simple-shuffle); lanes not confirmed on a node get 1 for both."]
     synthetic = sorted({lane.lane for m in merged for lane in m.report.lanes if lane.synthetic_model})
     header += [f"lane {name}: SYNTHETIC random weights on some node (stand-in model, meaningless output)"
                for name in synthetic]

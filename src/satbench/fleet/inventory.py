@@ -4,6 +4,7 @@ the key.
 
     lanes = "lanes.toml"                   # relative to this file; every node runs its lanes
     timeout_s = 3600                        # per node run, from its start
+    max_parallel = 4                        # nodes measured at once (default: all)
     accept_contended = false                # as capability --accept-contended, on every node
     api_base = "http://{hostname}:8080/v1"  # optional; {node}, {hostname}, {ip} filled per node
 
@@ -73,6 +74,8 @@ class SpotCheck(Strict):
 class Inventory(Strict):
     lanes: str = Field(description="the lane file, relative to the inventory")
     timeout_s: float = Field(3600.0, gt=0, le=7 * 86400)
+    max_parallel: int | None = Field(None, ge=1, description="nodes measured at once (None: all); 1 for "
+                                     "simulated nodes that share one machine")
     max_age_days: float = Field(30.0, gt=0)
     accept_contended: bool = Field(False, description="advertise a recommendation measured while other "
                                    "processes took CPU (capability --accept-contended)")

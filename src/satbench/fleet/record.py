@@ -58,6 +58,7 @@ class FleetRecord(Strict):
     ray_connect_s: float | None = None
     probe_s: float | None = None
     wall_s: float | None = None
+    driver_cpu_s: float | None = Field(None, description="CPU seconds the driver process used for the run")
     nodes: list[NodeRecord] = Field(default_factory=list)
     merged: list[str] = Field(default_factory=list, description="the node ids in the merged outputs")
     refused: list[Refusal] = Field(default_factory=list)

@@ -79,6 +79,7 @@ class FleetRun:
         self.placed: dict[str, Placed] = {}
         self.flight: dict[Any, tuple[str, str, float]] = {}  # ref → (node, mode, deadline)
         self.waiting: dict[str, list[str]] = {}  # class reference → nodes waiting for its run
+        self.queued: list[tuple[str, str, str | None, bytes | None]] = []  # past max_parallel
         self.task = ray.remote(run_node)
         self.board: Any = None
 
@@ -119,6 +120,11 @@ class FleetRun:
         return out
 
     def launch(self, name: str, mode: str, reference: str | None = None, recs: bytes | None = None) -> None:
+        """The node's task started now, or queued while max_parallel tasks are in flight."""
+        if self.inv.max_parallel is not None and len(self.flight) >= self.inv.max_parallel:
+            self.queued.append((name, mode, reference, recs))
+            self.say(name, state="queued")
+            return
         p, rec = self.placed[name], self.records[name]
         cfg = p.config if mode == "full" else spot_config(p.config, recs or b"{}", self.inv.spot_check)
         spec = NodeSpec(node_id=name, mode="spot" if mode == "spot" else "full", config=cfg,
@@ -213,6 +219,11 @@ class FleetRun:
             else:
                 self.launch(name, "spot", reference, recs)
 
+    def drain(self) -> None:
+        """Queued tasks started as far as max_parallel allows."""
+        while self.queued and (self.inv.max_parallel is None or len(self.flight) < self.inv.max_parallel):
+            self.launch(*self.queued.pop(0))
+
     def expire(self) -> None:
         now = time.monotonic()
         for ref, (name, _mode, deadline) in list(self.flight.items()):
@@ -231,7 +242,7 @@ def run_fleet(inv: Inventory, inventory_path: Path, cfg: RunConfig, lane_file: P
     """The fleet run, its directory written; the record (fleet.json) returned."""
     from satbench.fleet.board import progress_table, start_board
 
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     record = FleetRecord(started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                          address=address, inventory=f"{inventory_path} sha256 {_sha(inventory_path)}",
                          lane_file=f"{lane_file} sha256 {_sha(lane_file)}", per_class=per_class)
@@ -255,11 +266,12 @@ def run_fleet(inv: Inventory, inventory_path: Path, cfg: RunConfig, lane_file: P
     live = _live(show_progress)
     names = list(fr.records)
     try:
-        while fr.flight:
+        while fr.flight or fr.queued:
             ready, _ = ray.wait(list(fr.flight), num_returns=1, timeout=POLL_S)
             for ref in ready:
                 fr.finished(ref)
             fr.expire()
+            fr.drain()
             if live is not None or on_progress is not None:
                 snapshot = ray.get(fr.board.snapshot.remote())
                 if live is not None:
@@ -275,6 +287,7 @@ def run_fleet(inv: Inventory, inventory_path: Path, cfg: RunConfig, lane_file: P
     _merge(record, out_dir, inv.max_age_days)
     record.finished_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     record.wall_s = round(time.monotonic() - started, 3)
+    record.driver_cpu_s = round(time.process_time() - cpu, 3)
     write_text_atomic(out_dir / "fleet.json", record.model_dump_json(indent=2) + "\n")
     return record
 
