@@ -87,6 +87,8 @@ def test_a_duplicate_node_id_refuses_both_reports_and_writes_nothing(tmp_path, c
     assert f"refused {a}: duplicate: node id node-a is also {again}'s" in err
     assert f"refused {again}: duplicate: node id node-a is also {a}'s" in err
     assert "2 of 2 reports refused; nothing written" in err
+    code, _, err = merge(capsys, a, a)  # one file named twice
+    assert code == 8 and err.count(f"refused {a}: duplicate: node id node-a is also {a}'s") == 2
 
 
 def test_two_nodes_claiming_one_api_base_are_refused(tmp_path, capsys):

@@ -149,19 +149,21 @@ def merge_reports(paths: list[Path], now: dt.datetime, max_age: dt.timedelta,
             refused.append(Refusal(path=str(path), reason="; ".join(problems)))
         else:
             accepted.append(MergedReport(path=str(path), sha256=digest, report=report))
-    duplicated: dict[str, list[str]] = {}
-    seen_id: dict[str, str] = {}
-    seen_base: dict[tuple[str, str], str] = {}
-    for m in accepted:
+    duplicated: dict[int, list[str]] = {}  # index in `accepted` → why (the same file given twice too)
+    seen_id: dict[str, int] = {}
+    seen_base: dict[tuple[str, str], int] = {}
+
+    def twice(i: int, first: int, what: str) -> None:
+        duplicated.setdefault(i, []).append(f"{what} is also {accepted[first].path}'s")
+        duplicated.setdefault(first, []).append(f"{what} is also {accepted[i].path}'s")
+
+    for i, m in enumerate(accepted):
         node = m.report.node
-        first = seen_id.setdefault(node.node_id, m.path)
-        if first != m.path:
-            duplicated.setdefault(m.path, []).append(f"node id {node.node_id} is also {first}'s")
-            duplicated.setdefault(first, []).append(f"node id {node.node_id} is also {m.path}'s")
+        if (first := seen_id.setdefault(node.node_id, i)) != i:
+            twice(i, first, f"node id {node.node_id}")
         for lane, url in node.api_base.items():
-            other = seen_base.setdefault((lane, url), m.path)
-            if other != m.path:
-                duplicated.setdefault(m.path, []).append(f"lane {lane}'s api_base {url} is also {other}'s")
-                duplicated.setdefault(other, []).append(f"lane {lane}'s api_base {url} is also {m.path}'s")
-    refused += [Refusal(path=p, reason="duplicate: " + "; ".join(why)) for p, why in duplicated.items()]
-    return [m for m in accepted if m.path not in duplicated], refused
+            if (first := seen_base.setdefault((lane, url), i)) != i:
+                twice(i, first, f"lane {lane}'s api_base {url}")
+    refused += [Refusal(path=accepted[i].path, reason="duplicate: " + "; ".join(why))
+                for i, why in sorted(duplicated.items())]
+    return [m for i, m in enumerate(accepted) if i not in duplicated], refused
