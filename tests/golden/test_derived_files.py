@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from satbench.capability.identity import NodeBlock
 from satbench.capability.node import NodeLane
 from satbench.capability.report import capability_report, render_json
 from satbench.cli.main import main
@@ -32,7 +33,8 @@ EXPECTED = Path(__file__).parent / "expected"
 WRITE = os.environ.get("SATBENCH_GOLDEN_WRITE") == "1"
 DERIVED = ["results.json", "recommendations.json", "results.csv", "EVIDENCE.md", "report.html"]
 COMMANDS = [[], ["sweep"], ["fairness"], ["analyze"], ["schema"], ["recommend"], ["capability"], ["report"],
-            ["verify"], ["compare"], ["models"], ["models", "make"]]
+            ["verify"], ["compare"], ["models"], ["models", "make"], ["fleet"], ["fleet", "run"],
+            ["fleet", "merge"]]
 
 
 class _FrozenClock:
@@ -99,8 +101,10 @@ def test_the_capability_report_is_byte_identical(rederived):
                       runtime_kind=r["runtime"]["kind"], runtime_build=str(r["runtime"]["build_number"]))
              for r in recs["lanes"]]
     now = dt.datetime(2026, 12, 2, tzinfo=dt.timezone.utc)
+    block = NodeBlock(node_id="node-a", hostname="node-a", addresses=["192.0.2.10"],
+                      api_base={"dense": "http://node-a:8080/v1"})
     report = capability_report(cfg, rederived / "recommendations.json", dt.timedelta(days=30),
-                               nodes=nodes, host=host, now=now)
+                               nodes=nodes, host=host, now=now, block=block)
     assert [lane.status for lane in report.lanes] == ["measured", "measured"]
     text = render_json(report).replace(str(rederived), "RUN")
     _golden("capability.json", text)

@@ -12,6 +12,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import yaml
 
 from satbench.http.access import EndpointSession
 from satbench.http.endpoint import Endpoint
@@ -254,6 +255,7 @@ def test_resume_against_a_server_now_serving_another_model_is_refused(monkeypatc
 
 
 def test_the_litellm_fragment_names_the_served_model_else_the_lane():
+    from satbench.capability.identity import this_node
     from satbench.capability.report import CapabilityReport, LaneCapability, render_litellm
     from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
     from satbench.records.manifest import HostInfo
@@ -263,13 +265,12 @@ def test_the_litellm_fragment_names_the_served_model_else_the_lane():
                             served_model="meta-llama/Llama-3.1-8B-Instruct", max_concurrency=1),
              LaneCapability(lane="other", status="unmeasured", reason="r", model_path=None, model_sha256=None,
                             max_concurrency=1)]
-    report = CapabilityReport(generated_at="2026-01-01T00:00:00+00:00", hardware_fingerprint="f" * 64,
-                              hardware=host, lanes=lanes)
     cfg = RunConfig(lanes=[LaneConfig(name=n, runtime=RuntimeConfig(kind="url", model=None, url="http://h:1"))
                            for n in ("chat", "other")])
-    text = render_litellm(report, cfg)
-    assert 'model: "openai/meta-llama/Llama-3.1-8B-Instruct"' in text
-    assert 'model: "openai/other"' in text
+    report = CapabilityReport(generated_at="2026-01-01T00:00:00+00:00", hardware_fingerprint="f" * 64,
+                              hardware=host, node=this_node(cfg.lanes, "n1"), lanes=lanes)
+    models = [d["litellm_params"]["model"] for d in yaml.safe_load(render_litellm(report))["model_list"]]
+    assert models == ["openai/meta-llama/Llama-3.1-8B-Instruct", "openai/other"]
 
 
 def test_capability_takes_the_served_model_from_the_recommendation(monkeypatch, tmp_path, capsys):
@@ -286,5 +287,5 @@ def test_capability_takes_the_served_model_from_the_recommendation(monkeypatch, 
         (lane,) = json.loads(capsys.readouterr().out)["lanes"]
     finally:
         fake.stop()
-    assert 'model: "openai/model-B"' in litellm
+    assert yaml.safe_load(litellm)["model_list"][0]["litellm_params"]["model"] == "openai/model-B"
     assert lane["served_model"] == "model-B"

@@ -12,7 +12,8 @@ import satbench
 
 SRC = Path(satbench.__file__).parent
 STAGES = ["errors", "config", "records", "host", "models", "http", "workload", "server", "load", "run",
-          "metrics", "analysis", "saturation", "capability", "report", "pipeline", "cli"]
+          "metrics", "analysis", "saturation", "capability", "report", "pipeline", "fleet",
+          "cli"]
 DERIVING = {"metrics", "analysis", "saturation", "report"}
 MEASURING = {"http", "load", "run"}
 TOP_LEVEL_MODULES = {"__init__.py", "errors.py", "pipeline.py"}

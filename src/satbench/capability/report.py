@@ -15,7 +15,6 @@ fingerprint recorded is then the measuring machine's, not the server's).
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from pathlib import Path
 from typing import Literal, TypedDict
@@ -23,6 +22,7 @@ from typing import Literal, TypedDict
 from pydantic import Field
 
 from satbench.capability.checks import check_lane, load_recommendations, slo_derived_too_early
+from satbench.capability.identity import NodeBlock, this_node
 from satbench.capability.node import NodeLane, node_lane
 from satbench.config.schema import RunConfig, Strict
 from satbench.host.gpu import open_nvml
@@ -31,7 +31,8 @@ from satbench.records.artifacts import published_schema, render
 from satbench.records.manifest import HostInfo
 from satbench.saturation.recommendations_file import LaneRecommendation, RecommendationsFile
 
-CAPABILITY_SCHEMA_VERSION = "1.3"  # 1.3: lanes[] model_bytes, cache_bytes_per_slot, per_slot_ctx, slots_fit
+CAPABILITY_SCHEMA_VERSION = "1.4"  # 1.4: node (node_id, hostname, addresses, api_base, ray_node_id)
+# 1.3: lanes[] model_bytes, cache_bytes_per_slot, per_slot_ctx, slots_fit
 # 1.2: lanes[].served_model; 1.1: hardware.cpu_signature, hardware.cores_usable
 CONSERVATIVE_CONCURRENCY = 1
 
@@ -92,6 +93,7 @@ class CapabilityReport(Strict):
     generated_at: str
     hardware_fingerprint: str
     hardware: HostInfo
+    node: NodeBlock
     lanes: list[LaneCapability]
 
 
@@ -108,7 +110,10 @@ def pick(recs: RecommendationsFile | None, lane: str, fingerprint: str) -> LaneR
 
 def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedelta,
                       nodes: list[NodeLane] | None = None, host: HostInfo | None = None,
-                      now: dt.datetime | None = None, accept_contended: bool = False) -> CapabilityReport:
+                      now: dt.datetime | None = None, accept_contended: bool = False,
+                      block: NodeBlock | None = None) -> CapabilityReport:
+    """Each lane's recommendation checked against this node (`nodes`: what it runs now, else asked;
+    `host`: its machine, else described; `block`: its node block, else this machine's)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     host = host or describe_host(open_nvml())
     nodes = nodes or [node_lane(lane) for lane in cfg.lanes]
@@ -147,47 +152,73 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
                               run_id=recs.run_id, results_sha256=recs.results_sha256),
         ))
     return CapabilityReport(generated_at=now.isoformat(timespec="seconds"),
-                            hardware_fingerprint=host.fingerprint_sha256, hardware=host, lanes=out)
+                            hardware_fingerprint=host.fingerprint_sha256, hardware=host,
+                            node=block or this_node(cfg.lanes), lanes=out)
 
 
 def render_json(report: CapabilityReport) -> str:
     return render(report)
 
 
-def render_litellm(report: CapabilityReport, cfg: RunConfig) -> str:
-    """A LiteLLM proxy `model_list` fragment: one deployment per lane with its concurrency cap. Its
-    `model` names the lane's served model (a strict server such as vLLM answers 404 to an id it
-    does not serve; llama.cpp ignores the field), else the lane's name."""
-    lines = [f"# satbench capability report {report.generated_at}, node {report.hardware_fingerprint[:16]}",
-             "# LiteLLM proxy config fragment: max_parallel_requests = satbench's measured recommendation;",
-             f"# lanes that could not be confirmed on this node get {CONSERVATIVE_CONCURRENCY}.",
-             "model_list:"]
-    urls = {lane.name: lane.runtime.url for lane in cfg.lanes}
-    for lane in report.lanes:
-        env = "SATBENCH_" + re.sub(r"[^A-Z0-9]", "_", lane.lane.upper()) + "_API_BASE"
-        base = f"{url.rstrip('/')}/v1" if (url := urls.get(lane.lane)) else f"os.environ/{env}"
+def api_base_env(node_id: str, lane: str) -> str:
+    """The environment variable a LiteLLM config reads a deployment's api_base from when satbench does
+    not know it: SATBENCH_<NODE>_<LANE>_API_BASE (one per node and lane, so merged fragments never
+    collide)."""
+    return "SATBENCH_" + re.sub(r"[^A-Z0-9]", "_", f"{node_id}_{lane}".upper()) + "_API_BASE"
+
+
+def litellm_deployment(report: CapabilityReport, lane: LaneCapability) -> dict:
+    """One LiteLLM `model_list` entry: the lane on this node. `model_name` is the lane (shared by every
+    node that serves it, so LiteLLM balances across them), `model_info.id` is `<node>/<lane>`,
+    `max_parallel_requests` the measured recommendation, and `weight` the expected output tok/s there
+    (rounded, at least 1; 1 for an unmeasured lane), so LiteLLM's weighted shuffle sends each node its
+    share of the measured capacity. `model` names the lane's
+    served model (a strict server such as vLLM answers 404 to an id it does not serve; llama.cpp
+    ignores the field), else the lane's name."""
+    node = report.node
+    base = node.api_base.get(lane.lane) or f"os.environ/{api_base_env(node.node_id, lane.lane)}"
+    info: dict = {"id": f"{node.node_id}/{lane.lane}", "satbench_node": node.node_id,
+                  "satbench_status": lane.status}
+    if lane.status == "measured":
+        info |= {"satbench_expected_output_tok_per_s": _rounded(lane.expected_output_tok_per_s, 1),
+                 "satbench_expected_p95_ttft_ms": _rounded(lane.expected_p95_ttft_ms, 0),
+                 "satbench_measured_at": lane.measured_at}
         if lane.synthetic_model:
-            lines.append("  # SYNTHETIC random weights: measured on a stand-in model whose output is "
-                         "meaningless")
-        lines += [f"  - model_name: {lane.lane}",
-                  "    litellm_params:",
-                  f"      model: {json.dumps('openai/' + (lane.served_model or lane.lane))}",
-                  f"      api_base: {base}",
-                  f"      max_parallel_requests: {lane.max_concurrency}",
-                  "    model_info:",
-                  f"      satbench_status: {lane.status}"]
-        if lane.status == "measured":
-            lines += ["      satbench_expected_output_tok_per_s: "
-                      f"{_yaml_num(lane.expected_output_tok_per_s, '{:.1f}')}",
-                      "      satbench_expected_p95_ttft_ms: "
-                      f"{_yaml_num(lane.expected_p95_ttft_ms, '{:.0f}')}",
-                      f"      satbench_measured_at: \"{lane.measured_at}\""]
-            if lane.synthetic_model:
-                lines.append("      satbench_synthetic_weights: true")
-        else:
-            lines.append(f"      satbench_reason: {json.dumps(lane.reason)}")
-    return "\n".join(lines) + "\n"
+            info["satbench_synthetic_weights"] = True
+    else:
+        info["satbench_reason"] = lane.reason
+    return {"model_name": lane.lane,
+            "litellm_params": {"model": "openai/" + (lane.served_model or lane.lane), "api_base": base,
+                               "max_parallel_requests": lane.max_concurrency, "weight": _weight(lane)},
+            "model_info": info}
 
 
-def _yaml_num(value: float | None, fmt: str) -> str:
-    return "null" if value is None else fmt.format(value)
+def litellm_yaml(deployments: list[dict], header: list[str]) -> str:
+    """`model_list` written by a YAML library (a lane named yes, null or 1.5 stays a string), after
+    the header's comment lines."""
+    import yaml
+
+    body = yaml.safe_dump({"model_list": deployments}, sort_keys=False, allow_unicode=True, width=100)
+    return "".join(f"# {line}\n" for line in header) + body
+
+
+def render_litellm(report: CapabilityReport) -> str:
+    """A LiteLLM proxy `model_list` fragment: one deployment per lane of this node with its concurrency
+    cap (litellm_deployment). A lane whose api_base is not known reads it from
+    SATBENCH_<NODE>_<LANE>_API_BASE."""
+    header = [f"satbench capability report {report.generated_at}, node {report.node.node_id} "
+              f"(hardware {report.hardware_fingerprint[:16]})",
+              "LiteLLM proxy config fragment: max_parallel_requests = satbench's measured recommendation;",
+              f"lanes that could not be confirmed on this node get {CONSERVATIVE_CONCURRENCY}."]
+    header += [f"lane {lane.lane}: SYNTHETIC random weights, measured on a stand-in model whose output is "
+               "meaningless" for lane in report.lanes if lane.synthetic_model]
+    return litellm_yaml([litellm_deployment(report, lane) for lane in report.lanes], header)
+
+
+def _weight(lane: LaneCapability) -> int:
+    tok = lane.expected_output_tok_per_s if lane.status == "measured" else None
+    return max(1, round(tok)) if tok is not None and tok == tok else 1
+
+
+def _rounded(value: float | None, digits: int) -> float | int | None:
+    return None if value is None else (round(value) if digits == 0 else round(value, digits))

@@ -76,7 +76,7 @@ def build_parser() -> _Parser:
     an = sub.add_parser("analyze", help="recompute results.json from a run directory's raw files")
     an.add_argument("run_dir")
     sc = sub.add_parser("schema", help="print a published JSON Schema")
-    sc.add_argument("name", choices=["results", "verdicts", "recommendations", "capability"])
+    sc.add_argument("name", choices=["results", "verdicts", "recommendations", "capability", "fleet"])
     rc = sub.add_parser("recommend", help="write recommendations.json from a run directory")
     rc.add_argument("run_dir")
     ca = sub.add_parser("capability",
@@ -89,6 +89,11 @@ def build_parser() -> _Parser:
     ca.add_argument("--accept-contended", action="store_true",
                     help="advertise a recommendation measured while other processes took CPU (refused "
                          "by default)")
+    ca.add_argument("--node-id", help="the node's name for the router and a fleet merge (default: the "
+                    "hostname)")
+    ca.add_argument("--api-base", action="append", default=[], metavar="[LANE=]URL",
+                    help="the base URL a router sends a lane's requests to (repeatable; a bare URL is "
+                         "every lane's; default for a url lane: its URL + /v1)")
     _sweep_args(ca)
     rp = sub.add_parser("report", help="write the evidence bundle: EVIDENCE.md, report.html, plots, "
                         "results.csv, SHA256SUMS")
@@ -99,6 +104,7 @@ def build_parser() -> _Parser:
     co = sub.add_parser("compare", help="ratios B ÷ A per lane and level, with CIs and significance")
     co.add_argument("run_a")
     co.add_argument("run_b")
+    _fleet_args(sub)
     mo = sub.add_parser("models", help="model files")
     mo_sub = mo.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mk = mo_sub.add_parser("make", help="write a SYNTHETIC random-weight GGUF that llama.cpp loads")
@@ -119,6 +125,30 @@ def build_parser() -> _Parser:
     mk.add_argument("--force", action="store_true",
                     help="replace an existing file at -o that is not a synthetic GGUF written by satbench")
     return parser
+
+
+def _fleet_args(sub) -> None:
+    fl = sub.add_parser("fleet", help="the same lanes on every node of a Ray cluster; per-node reports "
+                        "merged")
+    fl_sub = fl.add_subparsers(dest="fleet_command", required=True, parser_class=_Parser)
+    fr = fl_sub.add_parser("run", help="sweep every node of the inventory on a Ray cluster, verify each "
+                           "run centrally, merge")
+    fr.add_argument("--inventory", required=True, help="fleet.toml: the lane file and the nodes")
+    fr.add_argument("--address", help="the Ray cluster: ray://HEAD:10001, HOST:6379 or auto (default: "
+                    "$RAY_ADDRESS, else auto)")
+    fr.add_argument("--per-class", action="store_true",
+                    help="measure one node per hardware fingerprint in full; spot-check the others "
+                         "against it")
+    fr.add_argument("-o", "--output", help="fleet directory (default: fleet/<timestamp>)")
+    fr.add_argument("--no-progress", action="store_true", help="no live progress view")
+    fm = fl_sub.add_parser("merge", help="merge per-node capability reports into one router configuration")
+    fm.add_argument("reports", nargs="+", metavar="CAP.json")
+    fm.add_argument("--format", choices=["json", "litellm", "prometheus"], default="json",
+                    help="json: the fleet capability; litellm: a LiteLLM proxy model_list, one deployment "
+                         "per node x lane; prometheus: a node_exporter textfile")
+    fm.add_argument("--max-age-days", type=positive_days, default=30.0,
+                    help="refuse reports generated or measured longer ago (default 30)")
+    fm.add_argument("-o", "--output", help="write here instead of stdout")
 
 
 def lane_config(a: argparse.Namespace) -> LaneConfig:

@@ -44,10 +44,12 @@ def note_stale_report(run_dir: Path, rewritten: list[str]) -> None:
 def cmd_schema(a: argparse.Namespace) -> int:
     from satbench.analysis.results import results_json_schema, verdicts_json_schema
     from satbench.capability.report import capability_json_schema
+    from satbench.fleet.export import fleet_json_schema
     from satbench.saturation.recommendations_file import recommendations_json_schema
 
     schema = {"results": results_json_schema, "verdicts": verdicts_json_schema,
-              "recommendations": recommendations_json_schema, "capability": capability_json_schema}[a.name]()
+              "recommendations": recommendations_json_schema, "capability": capability_json_schema,
+              "fleet": fleet_json_schema}[a.name]()
     print(json.dumps(schema, indent=2, sort_keys=True))
     return 0
 
@@ -71,9 +73,12 @@ def cmd_capability(a: argparse.Namespace) -> int:
         raise UserError("--max-age-days must be positive")
     cfg = lanes_config(a)
     remote_preflight(cfg)
+    from satbench.capability.identity import this_node
+
+    node = this_node(cfg.lanes, a.node_id, a.api_base)
     report = capability_report(cfg, Path(a.recommendations), dt.timedelta(days=a.max_age_days),
-                               accept_contended=a.accept_contended)
-    text = render_json(report) if a.format == "json" else render_litellm(report, cfg)
+                               accept_contended=a.accept_contended, block=node)
+    text = render_json(report) if a.format == "json" else render_litellm(report)
     if a.output:
         from satbench.records.manifest import write_text_atomic
 

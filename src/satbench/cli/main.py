@@ -11,8 +11,10 @@ import sys
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from satbench.cli.args import build_parser, run_config, run_flags_given
+from satbench.cli.commands_fleet import cmd_fleet
 from satbench.cli.commands_read import (
     cmd_analyze,
     cmd_capability,
@@ -30,6 +32,9 @@ from satbench.config.schema import LaneConfig, RunConfig
 from satbench.errors import Interrupted, SatbenchError, ServerGoneError, UserError
 from satbench.http.endpoint import redact_url
 from satbench.records.rundir import refuse_if_in_use
+
+if TYPE_CHECKING:
+    from satbench.run.lane_session import Progress
 
 FAIRNESS_FAILED = 6
 INTERNAL_ERROR = 1  # an exception satbench did not expect: a bug
@@ -134,7 +139,7 @@ def _some_url_answers(cfg: RunConfig) -> None:
 
 def _cmd_sweep(a: argparse.Namespace) -> int:
     from satbench.pipeline import new_sweep
-    from satbench.records.rundir import check_new_run_dir, default_run_dir, prepare_run_dir
+    from satbench.records.rundir import default_run_dir
     from satbench.report.progress import RichProgress
 
     argv = [redact_url(x) for x in ["satbench", *a.argv]]
@@ -154,13 +159,27 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         sweep = new_sweep(cfg, run_dir, argv, RichProgress(), resume=resume)
     else:
         cfg = run_config(a)
-        remote_preflight(cfg)
         run_dir = Path(a.output) if a.output else default_run_dir()
-        check_new_run_dir(run_dir)
-        _server_preflight(cfg, bool(a.lanes) or len(cfg.lanes) > 1)
-        sweep = new_sweep(cfg, run_dir, argv, RichProgress())
-        sweep.resolve_models()  # a bad model (or URL, above) is refused before the run directory exists
-        prepare_run_dir(run_dir)
+        return sweep_new_run(cfg, run_dir, argv, RichProgress(), bool(a.lanes) or len(cfg.lanes) > 1)
+    return _run_sweep(sweep, run_dir)
+
+
+def sweep_new_run(cfg: RunConfig, run_dir: Path, argv: list[str], progress: Progress, lane_file: bool) -> int:
+    """A new run of `cfg` into `run_dir` (which must not hold a run), as `satbench sweep` does it:
+    preflight, measure, derive, report; the exit code. Also what a fleet node runs (cli.commands_fleet)."""
+    from satbench.pipeline import new_sweep
+    from satbench.records.rundir import check_new_run_dir, prepare_run_dir
+
+    remote_preflight(cfg)
+    check_new_run_dir(run_dir)
+    _server_preflight(cfg, lane_file)
+    sweep = new_sweep(cfg, run_dir, argv, progress)
+    sweep.resolve_models()  # a bad model (or URL, above) is refused before the run directory exists
+    prepare_run_dir(run_dir)
+    return _run_sweep(sweep, run_dir)
+
+
+def _run_sweep(sweep, run_dir: Path) -> int:
     with _interruptible(sweep):
         try:
             results = sweep.run()
@@ -260,9 +279,22 @@ def _finish_sweep(run_dir: Path, results) -> int:
     return 0
 
 
+def fleet_node_sweep(cfg: RunConfig, run_dir: Path, progress: Progress) -> tuple[int, str | None]:
+    """What a fleet node runs (inside its Ray task): a new sweep of `cfg` as `satbench sweep --lanes`
+    runs it; (exit code, the error line or None)."""
+    try:
+        return sweep_new_run(cfg, run_dir, ["satbench", "fleet", "run"], progress, True), None
+    except SatbenchError as exc:
+        return exc.exit_code, str(exc)
+
+
+def _cmd_fleet(a: argparse.Namespace) -> int:
+    return cmd_fleet(a, fleet_node_sweep)
+
+
 COMMANDS = {"sweep": _cmd_sweep, "fairness": _cmd_sweep, "analyze": cmd_analyze, "schema": cmd_schema,
             "models": cmd_models, "recommend": cmd_recommend, "capability": cmd_capability,
-            "report": cmd_report, "verify": cmd_verify, "compare": cmd_compare}
+            "report": cmd_report, "verify": cmd_verify, "compare": cmd_compare, "fleet": _cmd_fleet}
 
 
 def main(argv: list[str] | None = None) -> int:
