@@ -39,8 +39,19 @@ def start_board() -> Any:
     except Exception:  # a ray:// client has no node of its own
         here = None
     if here:
-        actor = actor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True))
+        actor = actor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))
     return actor.remote()
+
+
+def board_snapshot(board: Any, last: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The Board's state now; `last` when it cannot answer (the view is progress, never the run's
+    outcome: a lost actor must not end the fleet run)."""
+    import ray
+
+    try:
+        return ray.get(board.snapshot.remote(), timeout=5.0)
+    except (ray.exceptions.RayError, TimeoutError):
+        return last
 
 
 class BoardProgress:

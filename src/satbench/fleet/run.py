@@ -240,7 +240,7 @@ def run_fleet(inv: Inventory, inventory_path: Path, cfg: RunConfig, lane_file: P
               sweep: SweepFn, address: str | None = None, per_class: bool = False, show_progress: bool = True,
               on_progress: Callable[[dict], None] | None = None) -> FleetRecord:
     """The fleet run, its directory written; the record (fleet.json) returned."""
-    from satbench.fleet.board import progress_table, start_board
+    from satbench.fleet.board import board_snapshot, progress_table, start_board
 
     started, cpu = time.monotonic(), time.process_time()
     record = FleetRecord(started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -265,6 +265,7 @@ def run_fleet(inv: Inventory, inventory_path: Path, cfg: RunConfig, lane_file: P
     fr.start(probes)
     live = _live(show_progress)
     names = list(fr.records)
+    snapshot: dict[str, dict] = {}
     try:
         while fr.flight or fr.queued:
             ready, _ = ray.wait(list(fr.flight), num_returns=1, timeout=POLL_S)
@@ -273,7 +274,7 @@ def run_fleet(inv: Inventory, inventory_path: Path, cfg: RunConfig, lane_file: P
             fr.expire()
             fr.drain()
             if live is not None or on_progress is not None:
-                snapshot = ray.get(fr.board.snapshot.remote())
+                snapshot = board_snapshot(fr.board, snapshot)
                 if live is not None:
                     live.update(progress_table(names, snapshot, started))
                 if on_progress is not None:
