@@ -23,7 +23,8 @@ def lane(name: str, concurrency: int = 4, tok: float = 120.0, measured: bool = T
         return LaneCapability(lane=name, status="unmeasured", reason="no recommendation for this lane",
                               model_path=None, model_sha256=None, max_concurrency=1)
     return LaneCapability(lane=name, status="measured", model_path="/m/x.gguf", model_sha256="a" * 64,
-                          max_concurrency=concurrency, expected_output_tok_per_s=tok, expected_p95_ttft_ms=210.4,
+                          max_concurrency=concurrency, expected_output_tok_per_s=tok,
+                          expected_p95_ttft_ms=210.4,
                           expected_p95_tpot_ms=12.5, measured_at=(NOW - dt.timedelta(hours=1)).isoformat())
 
 
@@ -34,8 +35,8 @@ def report(node_id: str, lanes: list[LaneCapability], at: dt.datetime = NOW, hw:
     hostname = hostname or node_id
     bases = api_base if api_base is not None else {x.lane: f"http://{hostname}:8080/v1" for x in lanes}
     node = NodeBlock(node_id=node_id, hostname=hostname, addresses=addresses or ["10.0.0.1"], api_base=bases)
-    return CapabilityReport(generated_at=at.isoformat(timespec="seconds"), hardware_fingerprint=hw.fingerprint_sha256,
-                            hardware=hw, node=node, lanes=lanes)
+    return CapabilityReport(generated_at=at.isoformat(timespec="seconds"),
+                            hardware_fingerprint=hw.fingerprint_sha256, hardware=hw, node=node, lanes=lanes)
 
 
 def write(tmp: Path, name: str, rep: CapabilityReport) -> Path:

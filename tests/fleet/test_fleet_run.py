@@ -5,7 +5,9 @@ adds its own first. Skipped when Ray is not installed (pip install -e '.[fleet]'
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import threading
 from pathlib import Path
 
@@ -30,6 +32,30 @@ prompt_tokens = 16
 output_tokens = 8
 """
 FAST_MS, SLOW_MS = 4.0, 20.0
+WALL_LIMIT_S = 150  # a test that runs longer is a hang
+START_LIMIT_S = 90  # the cluster's start (~6 s here)
+
+
+@contextlib.contextmanager
+def _limit(seconds: int, what: str):
+    """Fails what runs past `seconds` instead of holding CI until its own timeout: a Ray cluster that
+    never comes up, a task that never returns."""
+    def expired(signum, frame):
+        raise TimeoutError(f"{what} ran past {seconds} s")
+
+    before = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+
+
+@pytest.fixture(autouse=True)
+def wall_limit():
+    with _limit(WALL_LIMIT_S, "the test"):
+        yield
 
 
 class Fleet:
@@ -71,7 +97,8 @@ class Fleet:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    f = Fleet(tmp_path_factory.mktemp("fleet"))
+    with _limit(START_LIMIT_S, "the Ray cluster's start"):
+        f = Fleet(tmp_path_factory.mktemp("fleet"))
     yield f
     f.close()
 
@@ -100,7 +127,8 @@ def test_each_nodes_task_runs_where_it_was_pinned_against_its_own_server(fleet, 
         '[[nodes]]\nname = "ghost"\nlabels = { "satbench/node" = "nowhere" }\n'])
     code, nodes, out = run(fleet, inv, "placed")
     assert code == 9  # not every node was merged: the ghost
-    assert nodes["ghost"]["state"] == "unreachable" and "no alive Ray node has labels" in nodes["ghost"]["reason"]
+    ghost = nodes["ghost"]
+    assert ghost["state"] == "unreachable" and "no alive Ray node has labels" in ghost["reason"]
     for i in range(3):
         rec = nodes[f"node-{i}"]
         assert rec["state"] == "ok", rec

@@ -105,7 +105,8 @@ def test_stale_and_future_reports_are_refused(tmp_path, capsys):
     assert merge(capsys, old, "--max-age-days", "40")[0] == 0
     ahead = write(tmp_path, "ahead", report("node-b", [lane("dense")], at=NOW + dt.timedelta(hours=1)))
     assert "generated in the future" in merge(capsys, ahead)[2]
-    measured_long_ago = lane("dense").model_copy(update={"measured_at": (NOW - dt.timedelta(days=45)).isoformat()})
+    long_ago = (NOW - dt.timedelta(days=45)).isoformat()
+    measured_long_ago = lane("dense").model_copy(update={"measured_at": long_ago})
     c = write(tmp_path, "c", report("node-c", [measured_long_ago]))
     assert "stale: lane dense was measured 45 days ago" in merge(capsys, c)[2]
 
@@ -147,8 +148,8 @@ def test_a_report_whose_node_is_not_the_machine_it_claims_is_refused(tmp_path, c
     code, _, err = merge(capsys, *paths)
     assert code == 8 and "3 of 5 reports refused" in err
     assert "is not the hash of its own hardware description" in err
-    assert ("lane dense: api_base http://node-c:8080/v1 names node-c, which is not this node (node-b, hostname "
-            "node-b, addresses 10.0.0.1)") in err
+    assert ("lane dense: api_base http://node-c:8080/v1 names node-c, which is not this node (node-b, "
+            "hostname node-b, addresses 10.0.0.1)") in err
     assert "lane dense: api_base http://127.0.0.1:8080/v1 is loopback" in err
     assert "node-e" not in err and "node-f" not in err
 
@@ -172,7 +173,8 @@ def test_capability_writes_the_node_block(tmp_path, capsys):
 
 
 def test_in_a_fleet_run_the_report_must_come_from_the_node_ray_ran_it_on():
-    """fleet run knows each node's hostname and Ray node id from Ray: a report written elsewhere is refused."""
+    """fleet run knows each node's hostname and Ray node id from Ray: a report written elsewhere is
+    refused."""
     from satbench.fleet.merge import Expected, identity_problems
 
     rep = report("node-a", [lane("dense")])
@@ -185,5 +187,7 @@ def test_in_a_fleet_run_the_report_must_come_from_the_node_ray_ran_it_on():
 
 def test_litellm_weights_each_node_by_its_measured_throughput(fleet, capsys):
     code, out, _ = merge(capsys, *fleet, "--format", "litellm")
-    weights = {d["model_info"]["id"]: d["litellm_params"]["weight"] for d in yaml.safe_load(out)["model_list"]}
+    assert code == 0
+    deployments = yaml.safe_load(out)["model_list"]
+    weights = {d["model_info"]["id"]: d["litellm_params"]["weight"] for d in deployments}
     assert weights["node-a/dense"] == 120 and weights["node-c/moe"] == 700 and weights["node-c/dense"] == 1
