@@ -65,16 +65,25 @@ def test_an_unreachable_url_leaves_no_run_directory(tmp_path, capsys):
     assert code == 3 and "cannot reach http://127.0.0.1:1" in err
 
 
-def test_a_url_with_a_path_is_refused_with_its_root(tmp_path, capsys):
-    code, err = _refused(["sweep", "--url", "http://127.0.0.1:8080/v1"], tmp_path / "run", capsys)
-    assert code == 2 and "give the server's root URL (http://127.0.0.1:8080)" in err
-    from satbench.http.endpoint import split_credentials
+def test_an_openai_base_url_names_the_same_server(tmp_path, capsys):
+    from satbench.http.endpoint import openai_base, split_credentials
 
+    # the OpenAI and LiteLLM convention: the base URL ends in /v1; satbench adds its paths to the root
+    assert split_credentials("http://127.0.0.1:8080/v1") == ("http://127.0.0.1:8080", None)
+    assert split_credentials("https://u:p@example.com/api/v1/") == ("https://example.com/api", "p")
     assert split_credentials("http://127.0.0.1:8080/") == ("http://127.0.0.1:8080", None)
-    with pytest.raises(UserError, match=r"root URL \(https://example.com/api\)"):
-        split_credentials("https://u:p@example.com/api/v1")
     # a server behind a reverse proxy at a path prefix is measured at that prefix
     assert split_credentials("https://gw.example/llm/") == ("https://gw.example/llm", None)
+    assert openai_base("https://u:p@gw.example/llm/v1") == "https://gw.example/llm/v1"
+    assert openai_base("http://h:8080") == "http://h:8080/v1"
+    code, err = _refused(["sweep", "--url", "http://127.0.0.1:1/v1"], tmp_path / "run", capsys)
+    assert code == 3 and "cannot reach http://127.0.0.1:1" in err  # the root, reached as any other
+
+
+def test_a_url_with_a_query_is_refused_naming_the_paths_used(tmp_path, capsys):
+    code, err = _refused(["sweep", "--url", "http://127.0.0.1:8080/v1?x=1"], tmp_path / "run", capsys)
+    assert code == 2 and "(http://127.0.0.1:8080 or http://127.0.0.1:8080/v1) without a query" in err
+    assert "/completion or /v1/completions" in err and "chat/completions" not in err
 
 
 def test_a_lane_files_bad_server_bin_or_shared_port_is_named_before_the_run(tmp_path, model, busy_port, capsys):

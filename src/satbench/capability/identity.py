@@ -18,7 +18,7 @@ from pydantic import Field
 
 from satbench.config.schema import LaneConfig, Strict
 from satbench.errors import UserError
-from satbench.http.endpoint import is_loopback, redact_url
+from satbench.http.endpoint import is_loopback, openai_base, redact_url
 
 NODE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$"
 
@@ -51,7 +51,7 @@ def this_node(lanes: list[LaneConfig], node_id: str | None = None, api_base: lis
     bases = parse_api_bases(api_base or [], names)
     for lane in lanes:
         if lane.name not in bases and lane.runtime.kind == "url" and lane.runtime.url:
-            bases[lane.name] = redact_url(lane.runtime.url).rstrip("/") + "/v1"
+            bases[lane.name] = openai_base(lane.runtime.url)
     nid = node_id or hostname
     if not re.match(NODE_ID_PATTERN, nid):
         raise UserError(f"--node-id {nid!r}: expected letters, digits and . _ : - (at most 253, starting "

@@ -10,7 +10,7 @@ from pydantic import Field
 from satbench.config.schema import RunConfig, Strict
 from satbench.errors import UserError
 from satbench.fleet.inventory import Inventory, NodeEntry, expand
-from satbench.http.endpoint import is_loopback
+from satbench.http.endpoint import is_loopback, openai_base
 
 
 class RayNode(Strict):
@@ -100,11 +100,12 @@ def api_bases(inv: Inventory, entry: NodeEntry, name: str, node: RayNode, cfg: R
             out |= given
     for lane in cfg.lanes:
         if lane.name not in out and lane.runtime.kind == "url" and lane.runtime.url:
-            parts = urllib.parse.urlsplit(lane.runtime.url)
-            netloc = parts.netloc.rpartition("@")[2]
-            if is_loopback(lane.runtime.url):
+            base = openai_base(lane.runtime.url)
+            if is_loopback(base):
+                parts = urllib.parse.urlsplit(base)
                 netloc = node.address + (f":{parts.port}" if parts.port else "")
-            out[lane.name] = f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}/v1"
+                base = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+            out[lane.name] = base
     return [f"{lane}={expand(url, name, node.hostname, node.address)}" for lane, url in sorted(out.items())]
 
 

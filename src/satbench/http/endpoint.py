@@ -88,10 +88,16 @@ class Endpoint:
         return self.redacted
 
 
+OPENAI_SUFFIX = "/v1"
+PATHS_USED = "/completion or /v1/completions, /props, /slots, /metrics, /health, /tokenize, /v1/models"
+
+
 def split_credentials(url: str) -> tuple[str, str | None]:
-    """(URL without user:password, the password or None): http(s)://host[:port][/prefix], where a
-    prefix ending in /v1 (an OpenAI base URL, not the server's root), a query or a fragment is refused;
-    text urllib cannot split (an unclosed IPv6 bracket) is refused naming the reason."""
+    """(the server's root URL without user:password, the password or None): http(s)://host[:port][/prefix].
+    An OpenAI base URL (a prefix ending in /v1, as LiteLLM and OpenAI clients write it) names the same
+    server: the /v1 is dropped, as satbench adds its paths (PATHS_USED) to the root itself. A query
+    or a fragment is refused; text urllib cannot split (an unclosed IPv6 bracket) is refused naming
+    the reason."""
     try:
         parsed = urllib.parse.urlsplit(url)
     except ValueError as exc:
@@ -105,13 +111,19 @@ def split_credentials(url: str) -> tuple[str, str | None]:
     host = parsed.hostname if ":" not in parsed.hostname else f"[{parsed.hostname}]"
     netloc = host + (f":{port}" if port else "")
     path = parsed.path.rstrip("/")  # a prefix stays: a server behind a proxy at https://gw/llm
+    if path.lower().endswith(OPENAI_SUFFIX):
+        path = path[: -len(OPENAI_SUFFIX)].rstrip("/")
     clean = urllib.parse.urlunsplit((parsed.scheme, netloc, path, "", ""))
-    if path.lower().endswith("/v1") or parsed.query or parsed.fragment:  # /v1 would become /v1/v1/models
-        root_path = path[:-3] if path.lower().endswith("/v1") else path
-        root = urllib.parse.urlunsplit((parsed.scheme, netloc, root_path, "", ""))
-        raise UserError(f"--url {redact_url(url)}: give the server's root URL ({root}), without /v1, a query "
-                        "or a fragment: satbench adds /v1/chat/completions, /props, /metrics itself")
+    if parsed.query or parsed.fragment:
+        raise UserError(f"--url {redact_url(url)}: give the server's URL ({clean} or {clean}{OPENAI_SUFFIX}) "
+                        f"without a query or a fragment: satbench adds the paths it uses ({PATHS_USED})")
     return clean, parsed.password
+
+
+def openai_base(url: str) -> str:
+    """The OpenAI base URL of the server `url` names (its root + /v1), without credentials: what a
+    router is given."""
+    return split_credentials(url)[0] + OPENAI_SUFFIX
 
 
 def redact_url(url: str) -> str:
