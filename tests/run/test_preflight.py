@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from satbench.cli.main import main
-from satbench.errors import RuntimeStartError, UserError
-from satbench.records.manifest import read_manifest
+from satbench.errors import RuntimeStartError
 from satbench.models.synthetic import write_synthetic_gguf
+from satbench.records.manifest import read_manifest
 
 BIN = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_llama_server_bin.py")
 
