@@ -62,6 +62,7 @@ def test_shipped_example_is_valid():
      "lanes[1]: runtime 'url' measures a running server, which satbench does not start: server.threads cannot"),
     (('name = "remote"', 'name = "dense"'), 14, "lanes[1].name: lane names repeat: dense"),
     (('name = "dense"', 'name = "no spaces allowed"'), 4, "lanes[0].name"),
+    (('name = "remote"', 'name = "remote"\nserver . "threads" = "two"'), 15, "lanes[1].server.threads"),
 ])
 def test_errors_name_the_key_and_its_line(tmp_path, edit, line, needle):
     path = write(tmp_path, GOOD.replace(*edit, 1))
@@ -90,6 +91,9 @@ def test_key_lines():
     assert lines[("together",)] == 1
     assert lines[("lanes", 0)] == 3 and lines[("lanes", 1)] == 13
     assert lines[("lanes", 0, "server", "ctx_size")] == 11
+    dotted = key_lines('[[lanes]]\nname = "a"\nslo.p95_ttft_ms = 900\n"server"."ctx.size" = 1\n')
+    assert dotted[("lanes", 0, "slo", "p95_ttft_ms")] == 3 and dotted[("lanes", 0, "slo")] == 3
+    assert dotted[("lanes", 0, "server", "ctx.size")] == 4
 
 
 @pytest.mark.parametrize("lane, needle", [

@@ -119,10 +119,17 @@ def key_lines(text: str) -> dict[tuple, int]:
             table = ("lanes", lane_index) + parts[1:] if parts[0] == "lanes" and lane_index >= 0 else parts
             out.setdefault(table, lineno)
             continue
-        m = re.match(r"^([A-Za-z0-9_\-\"']+)\s*=", line)
+        m = _KEY.match(line)
         if m:
-            out.setdefault(table + (m[1].strip("\"'"),), lineno)
+            parts = tuple(p.strip().strip("\"'") for p in _PART.findall(m[1]))
+            for cut in range(1, len(parts) + 1):  # a dotted key defines its tables where it is written
+                out.setdefault(table + parts[:cut], lineno)
     return out
+
+
+_BARE_OR_QUOTED = r"""(?:[A-Za-z0-9_\-]+|"[^"]*"|'[^']*')"""
+_KEY = re.compile(rf"^(\s*{_BARE_OR_QUOTED}(?:\s*\.\s*{_BARE_OR_QUOTED})*)\s*=")
+_PART = re.compile(_BARE_OR_QUOTED)
 
 
 def _where(loc: tuple, lines: dict[tuple, int]) -> tuple[int | None, str]:
