@@ -24,6 +24,8 @@ def test_each_published_schema_holds_to_its_metaschema(name):
     schema = _schemas()[name]
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     jsonschema.Draft202012Validator.check_schema(schema)
+    # a name, not an address: no web server publishes the schemas (`satbench schema NAME` does)
+    assert schema["$id"].startswith(f"urn:satbench:schema:{name}:")
 
 
 def test_a_text_that_breaks_the_schema_is_refused_naming_the_file():

@@ -17,10 +17,11 @@ from satbench.records.manifest import write_text_atomic
 
 
 def published_schema(model: type[BaseModel], name: str, version: str, title: str | None = None) -> dict:
-    """The JSON Schema of `model`, with its $id https://satbench.dev/schema/NAME/VERSION.json."""
+    """The JSON Schema of `model`, with its $id `urn:satbench:schema:NAME:VERSION`: a name, not an
+    address (satbench publishes its schemas through `satbench schema NAME`, not on a web server)."""
     schema = model.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = f"https://satbench.dev/schema/{name}/{version}.json"
+    schema["$id"] = f"urn:satbench:schema:{name}:{version}"
     schema["title"] = f"satbench {title or name} {version}"
     return schema
 
