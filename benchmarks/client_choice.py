@@ -24,6 +24,14 @@ Both clients read raw body bytes and share one SSE splitter + json.loads per eve
 (--mode raw), or use their line iterators (--mode lines: aiohttp StreamReader line
 iteration, httpx aiter_lines), so the comparison is about the HTTP stack itself.
 
+Every client opens one connection per request, as satbench's transport does: a pooled aiohttp
+session reuses a connection that llama.cpp's server closed after its stream, and every other request
+then fails (ServerDisconnectedError), which a fake that keeps connections open would not show. So
+aiohttp runs with `force_close=True` and httpx without keep-alive.
+
+The printed table is also written, dated, to benchmarks/results/client_choice-YYYY-MM-DD.txt
+(--out to choose the file, --out - for none).
+
     python benchmarks/client_choice.py --duration 10 --levels 64,128
 """
 
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import builtins
 import json
 import os
 import signal
@@ -132,12 +141,12 @@ async def closed_loop(client_name: str, mode: str, base_url: str, n: int, durati
         session = StreamClient(Endpoint.of(base_url))
         one = lambda tr: one_satbench(session, body, tr)  # noqa: E731
     elif client_name == "aiohttp":
-        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True),
                                         timeout=aiohttp.ClientTimeout(total=None))
         one = lambda tr: one_aiohttp(session, url, body, tr, mode)  # noqa: E731
     else:
         session = httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=n + 8,
-                                                                      max_keepalive_connections=n + 8))
+                                                                      max_keepalive_connections=0))
         one = lambda tr: one_httpx(session, url, body, tr, mode)  # noqa: E731
 
     async def worker(w: int) -> None:
@@ -240,7 +249,17 @@ def main() -> int:
     ap.add_argument("--n-predict", type=int, default=64)
     ap.add_argument("--prompt-tokens", type=int, default=16)
     ap.add_argument("--script-extra", default="{}", help="more FakeScript fields as JSON (e.g. llamacpp: false)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" /
+                                         f"client_choice-{time.strftime('%Y-%m-%d')}.txt"),
+                    help="also write the output here ('-': nowhere)")
     args = ap.parse_args()
+    lines: list[str] = []
+
+    def print(*parts, **kw) -> None:  # noqa: A001  (the table goes to stdout and to --out)
+        text = " ".join(str(p) for p in parts)
+        lines.append(text)
+        builtins.print(text, flush=True)
+
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {0})
     print(f"fake: {args.iteration_ms} ms decode iteration, slots = N, prompt {args.prompt_tokens} tok, "
@@ -265,6 +284,12 @@ def main() -> int:
                     print(f"   first error: {r['first_error']}")
     print(f"load avg after: {os.getloadavg()[0]:.2f}. lag = client chunk arrival - fake write; TTFTerr = client "
           "TTFT - (fake first write - fake arrival); send = fake arrival - client send stamp (part of TTFTerr)")
+    if args.out != "-":
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(f"$ python benchmarks/client_choice.py {' '.join(sys.argv[1:])}\n"
+                       f"# {time.strftime('%Y-%m-%d %H:%M %Z')}\n" + "\n".join(lines) + "\n")
+        builtins.print(f"written to {out}", file=sys.stderr)
     return 0
 
 

@@ -27,10 +27,15 @@ def test_harness_overhead_prints_a_row_per_concurrency():
     assert len(rows) == 1 and float(rows[0][2]) > 0  # N, sched tok/s, satbench's tok/s
 
 
-def test_client_choice_prints_a_row_for_the_satbench_client():
+def test_client_choice_prints_a_row_for_each_client_and_keeps_it(tmp_path):
+    kept = tmp_path / "client_choice.txt"
     out = _run(str(BENCH / "client_choice.py"), "--duration", "1", "--warmup", "0.2", "--levels", "2",
-               "--clients", "satbench", "--modes", "stream")
-    assert any(ln.split()[:3] == ["satbench", "stream", "2"] for ln in out.splitlines() if ln.strip())
+               "--clients", "satbench,aiohttp", "--modes", "raw", "--out", str(kept))
+    for text in (out, kept.read_text()):
+        rows = [ln.split() for ln in text.splitlines() if ln.strip()]
+        assert any(r[:3] == ["satbench", "raw", "2"] for r in rows)
+        aio = next(r for r in rows if r[:3] == ["aiohttp", "raw", "2"])
+        assert aio[-1] == "0"  # errors: one connection per request, as against llama.cpp
 
 
 def test_synthetic_write_writes_and_deletes_a_tiny_model(tmp_path):
