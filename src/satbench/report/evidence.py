@@ -3,8 +3,9 @@
 Built from the derived files alone (results.json, recommendations.json) plus the raw files'
 hashes, so `analyze` then `report` on the raw files gives the same text. Each section appears
 when its data exists (no fairness section without verdicts, …). Prompts and generated text
-are never recorded by satbench, so no payload can reach a report. The sections on what was run
-are report/evidence_setup's, the findings report/evidence_findings'; this module adds the raw
+are never recorded by satbench, so no payload can reach a report. The answer comes first, after
+the title (report/evidence_answer), then the provenance: the sections on what was run are
+report/evidence_setup's, the findings report/evidence_findings'; this module adds the raw
 files, the handoff and the closing note, and orders them all (`evidence_blocks`).
 """
 
@@ -15,16 +16,17 @@ from collections.abc import Sequence
 from satbench.analysis.results import VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
 from satbench.records.manifest import ResumeRecord
 from satbench.report.document import Block, Bullets, Heading, Para, TableBlock
+from satbench.report.evidence_answer import answer
 from satbench.report.evidence_findings import flags, lane_section, limitations, plan_section, recommendations
 from satbench.report.evidence_setup import (
     afar,
     commands,
-    header,
     lanes_table,
     machine,
     memory_table,
     server_failures,
     shell_line,
+    title,
 )
 from satbench.report.integrity import SUMS_FILE, FileHash
 from satbench.report.plot_file import PlotFile
@@ -122,7 +124,8 @@ def evidence_blocks(results: ResultsFile, recs: RecommendationsFile | None,
                     resumes: Sequence[ResumeRecord] = ()) -> list[Block]:
     """Every block of the report. The run directory's path is not an input: the text (and so the bundle
     digest) must not depend on how the directory was spelled, and its commands run inside it."""
-    blocks = header(results) + commands(results, resumes) + machine(results) + lanes_table(results)
+    blocks = title(results) + answer(results, recs)
+    blocks += commands(results, resumes) + machine(results) + lanes_table(results)
     blocks += memory_table(results) + server_failures(results)
     for lane in results.lanes:
         blocks += lane_section(lane, plots)

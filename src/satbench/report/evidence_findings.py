@@ -145,29 +145,34 @@ def flags(results: ResultsFile) -> list[Block]:
                       "CPU contention, queue-bound levels, missing repetitions):"), text]
 
 
+def lane_caveats(lane: LaneResult) -> list[str]:
+    """What about the lane itself makes every figure of it doubtful: SYNTHETIC weights, a server that
+    is not llama.cpp, a server on another machine (the Limitations and the Answer both list them)."""
+    items = []
+    if lane.model.synthetic:
+        items.append("SYNTHETIC random weights — the timings are those of the architecture "
+                     "and shapes, the text is meaningless; do not read quality into it.")
+    if not lane.runtime.llamacpp:
+        items.append("not a llama.cpp server — slots, queue estimate and token timing are "
+                     "unavailable or approximate.")
+    if afar(lane):
+        items.append("a server on another machine (given by --url, remote network path) — "
+                     "its memory, CPU and GPU were not sampled. Its figures hold for the server's hardware, "
+                     "which satbench did not see: the Machine section and the hardware fingerprint describe "
+                     "the measuring machine (this client), not the server, so the capability report refuses "
+                     "to advertise them; measure on the node itself to advertise the lane.")
+    return items
+
+
 def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[Block]:
     items = []
     for lane in results.lanes:
-        if lane.model.synthetic:
-            items.append(f"{lane.lane}: SYNTHETIC random weights — the timings are those of the architecture "
-                         "and shapes, the text is meaningless; do not read quality into it.")
-        if not lane.runtime.llamacpp:
-            items.append(f"{lane.lane}: not a llama.cpp server — slots, queue estimate and token timing are "
-                         "unavailable or approximate.")
-        if lane.runtime.kind == "url" and not afar(lane):
+        items += [f"{lane.lane}: {caveat}" for caveat in lane_caveats(lane)]
+        if lane.runtime.kind == "url" and not afar(lane):  # on another machine: lane_caveats says it
             items.append(f"{lane.lane}: a running server {server_where(lane)}, given by --url — satbench did "
                          "not start it, so its process memory and CPU were not sampled"
                          + ("; GPU figures are NVML's device-wide readings of this machine."
                             if lane.hardware.gpus else "."))
-        elif lane.runtime.kind == "url":
-            items.append(f"{lane.lane}: a server on another machine (given by --url, remote network path) — "
-                         "its memory, CPU and GPU were not sampled. Its figures hold for the server's "
-                         "hardware, "
-                         "which satbench did not see: the Machine section and the hardware fingerprint "
-                         "describe "
-                         "the measuring machine (this client), not the server, so the capability report "
-                         "refuses "
-                         "to advertise them; measure on the node itself to advertise the lane.")
     build = "llama.cpp" if all(lane.runtime.llamacpp for lane in results.lanes) else "server"
     remote = [lane.lane for lane in results.lanes if afar(lane)]
     local = [lane.lane for lane in results.lanes if lane.lane not in remote]

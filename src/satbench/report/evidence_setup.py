@@ -1,5 +1,5 @@
-"""EVIDENCE.md's account of what was run and on what: the run's header, its commands, the machine,
-the lanes' models and runtimes, their memory per slot and the server failures (report/evidence
+"""EVIDENCE.md's account of what was run and on what: the title, the run's status and commands, the
+machine, the lanes' models and runtimes, their memory per slot and the server failures (report/evidence
 assembles the sections).
 
 Each builder takes the derived results.json (`ResultsFile`) and returns its section's blocks, or
@@ -30,11 +30,15 @@ def shell_line(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
-def header(results: ResultsFile) -> list[Block]:
+def title(results: ResultsFile) -> list[Block]:
+    return [Heading(level=1, text=f"satbench evidence: run {results.run_id}")]
+
+
+def run_status(results: ResultsFile) -> list[Block]:
+    """How the run ended, when, and which satbench ran it (with a modified checkout's changed files)."""
     p = results.provenance
     commit = p.satbench_commit or "not a git checkout"
     blocks: list[Block] = [
-        Heading(level=1, text=f"satbench evidence: run {results.run_id}"),
         Para(text=f"Status: {results.status}"
                   f"{' — ' + results.status_reason if results.status_reason else ''}. "
                   f"Started {results.started_at}, finished {results.finished_at or 'n/a'}. "
@@ -67,7 +71,7 @@ def _server_command(rt: RuntimeInfo, model: str | None, where: str) -> str:
 
 
 def commands(results: ResultsFile, resumes: Sequence[ResumeRecord] = ()) -> list[Block]:
-    blocks: list[Block] = [Heading(level=2, text="What was run"),
+    blocks: list[Block] = [Heading(level=2, text="What was run"), *run_status(results),
                            Para(text="The command, as recorded in `run.json` (credentials redacted):"),
                            Code(text=shell_line(results.command_line))]
     if resumes:

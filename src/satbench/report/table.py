@@ -324,18 +324,26 @@ def doubts(r) -> list[str]:
     return out
 
 
+def recommended_cell(r) -> str:
+    """The recommended concurrency as a cell: the number, "undetermined" (no knee can be named) or
+    "none safe" (no measured level is at or below the binding limit); " (contended)" after it."""
+    rec = ("undetermined" if r.undetermined else "none safe"
+           if r.recommended_concurrency is None else str(r.recommended_concurrency))
+    return rec + (" (contended)" if r.contended else "")
+
+
+def binding_cell(r) -> str:
+    """The binding reason, with the saturated resource when one is named: "knee (gpu)"."""
+    return r.binding.reason + (f" ({r.binding.resource})" if r.binding.resource else "")
+
+
 def recommendation_row(r) -> list[str]:
     e = r.expected
     usl = f"{r.usl.peak_n:.0f}" if r.usl.peak_reported and r.usl.peak_n else "not reported"
-    binding = r.binding.reason + (f" ({r.binding.resource})" if r.binding.resource else "")
-    rec = ("undetermined" if r.undetermined else "none safe"
-           if r.recommended_concurrency is None else str(r.recommended_concurrency))
-    if r.contended:
-        rec += " (contended)"
     figures = (["n/a", "n/a"] if e is None else
                [_est(e.output_tok_per_s),
                 f"{_p95_ci(e.p95_ttft_ms, e.p95_ttft_ci)} / {_p95_ci(e.p95_tpot_ms, e.p95_tpot_ci, 1)}"])
-    return [r.lane, rec, binding,
+    return [r.lane, recommended_cell(r), binding_cell(r),
             _knee_cell(r),
             "n/a" if r.max_concurrency_under_slo is None else str(r.max_concurrency_under_slo),
             "n/a" if r.slots is None else str(r.slots), *figures, usl]
