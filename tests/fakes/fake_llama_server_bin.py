@@ -37,6 +37,9 @@ def main() -> int:
     ap.add_argument("--version", action="store_true")
     ap.add_argument("--list-devices", action="store_true")
     ap.add_argument("--verbosity", type=int, default=3)
+    for short, long in (("-fa", "--flash-attn"), ("-ctk", "--cache-type-k"), ("-ctv", "--cache-type-v"),
+                        ("-md", "--model-draft"), ("-sm", "--split-mode")):  # accepted, listed in --help
+        ap.add_argument(short, long)
     args, _ = ap.parse_known_args()
     unknown = os.environ.get("FAKE_BIN_UNKNOWN_BUILD")  # as llama.cpp compiled outside git reports itself
     if args.version:

@@ -123,6 +123,7 @@ LANE_KEYS: tuple[LaneKey, ...] = (
     LaneKey("server.n_threads", "server.threads", "--threads", "-t", SERVER),
     LaneKey("server.n_gpu_layers", "server.n_gpu_layers", "--n-gpu-layers", "-ngl", SERVER),
     LaneKey("server.kv_unified", "server.kv_unified", "--kv-unified", group=SERVER),
+    LaneKey("server.extra_args", "server.args"),
     LaneKey("server.port", "server.port", "--port", group=SERVER,
             help="port on 127.0.0.1 for a server satbench starts (default: a free one)"),
     LaneKey("slo", "slo"),

@@ -22,6 +22,8 @@ KIB = 1024
 MIB = 1024 * KIB
 
 # -- sizes (bytes) -----------------------------------------------------------------------------
+MAX_SERVER_ARGS = 64  # words of [lanes.server] args: llama-server flags and their values
+MAX_SERVER_ARG_CHARS = 4096  # one such word (a path, a tensor split)
 MAX_HEADER_BYTES = 64 * KIB
 """A response head (status line + headers): llama-server sends ~300 bytes; proxies add a few KiB."""
 MAX_EVENT_BYTES = 8 * MIB

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from satbench.config.limits import MAX_SERVER_ARG_CHARS, MAX_SERVER_ARGS
 from satbench.config.ranges import (
     MAX_LANES,
     MAX_LEVEL,
@@ -75,6 +77,9 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+ServerArg = Annotated[str, StringConstraints(min_length=1, max_length=MAX_SERVER_ARG_CHARS)]
+
+
 class ServerParams(Strict):
     """llama.cpp server knobs, named after and meaning the same as llama-server's flags.
 
@@ -90,6 +95,10 @@ class ServerParams(Strict):
     n_gpu_layers: GpuLayers | None = Field(None, description="--n-gpu-layers (-1 = all)")
     kv_unified: Flag = Field(False, description="--kv-unified: one KV buffer shared by all slots")
     port: Port | None = Field(None, description="--port on 127.0.0.1 (None: a free one)")
+    extra_args: list[ServerArg] = Field(
+        default_factory=list, max_length=MAX_SERVER_ARGS,
+        description="more llama-server flags and values, as on its command line (['-fa', 'on', '-ctk', "
+                    "'q8_0']), checked against the server (server/server_args.py) and recorded")
 
 
 class WorkloadConfig(Strict):

@@ -55,6 +55,7 @@ from satbench.run.resume import (
 from satbench.run.scenarios import Derivation, LaneScenarios
 from satbench.server.checks import check_same_server, check_server_fits
 from satbench.server.embedded import require_wheel
+from satbench.server.server_args import check_lane_args
 from satbench.workload.builder import new_nonce
 
 
@@ -119,6 +120,10 @@ class Sweep(LaneScenarios):
         for lane in self.cfg.lanes:  # fail on a bad model before any server starts; each file hashed once
             if lane.runtime.kind == "embedded":
                 require_wheel(lane.name)
+            try:
+                check_lane_args(lane.runtime.kind, lane.server.extra_args, lane.runtime.server_bin)
+            except UserError as exc:
+                raise UserError(f"lane {lane.name}: {exc}") from None
             key = (lane.runtime.model, lane.runtime.model_dir)
             if key not in found:
                 found[key] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))

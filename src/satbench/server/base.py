@@ -228,8 +228,9 @@ def server_port(wanted: int | None) -> int:
 
 def llama_server_flags(params: ServerParams, n_parallel: int, n_ctx: int,
                        verbosity: int | None = None) -> list[str]:
-    """llama-server command-line flags for the lane's knobs (same meaning as the CLI's), and a log
-    verbosity when one is asked for (memlog.py's probe start; None: llama.cpp's default)."""
+    """llama-server command-line flags for the lane's knobs (same meaning as the CLI's), a log
+    verbosity when one is asked for (memlog.py's probe start; None: llama.cpp's default), then the
+    lane's own extra args."""
     args = ["--parallel", str(n_parallel), "--ctx-size", str(n_ctx),
             "--batch-size", str(params.n_batch), "--ubatch-size", str(params.n_ubatch)]
     if verbosity is not None:
@@ -240,4 +241,4 @@ def llama_server_flags(params: ServerParams, n_parallel: int, n_ctx: int,
         args += ["--n-gpu-layers", str(params.n_gpu_layers)]
     if params.kv_unified:
         args += ["--kv-unified"]
-    return args
+    return args + list(params.extra_args)  # checked before the run (server_args.py)

@@ -91,6 +91,7 @@ class EmbeddedRuntime(ProcessRuntime):
                 "n_batch": self.params.n_batch, "n_ubatch": self.params.n_ubatch,
                 "n_threads": self.params.n_threads, "n_gpu_layers": self.params.n_gpu_layers,
                 "kv_unified": self.params.kv_unified, "port": port, "verbosity": self.verbosity,
+                "extra_args": list(self.params.extra_args),
             }))
         self._mark_log_start()
         self._log = open_run_file(self.log_path, "ab")

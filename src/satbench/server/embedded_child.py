@@ -18,6 +18,7 @@ from pathlib import Path
 
 from satbench.errors import RunDirError
 from satbench.records.rundir import open_run_file
+from satbench.server.server_args import apply_embedded
 
 READY_TMP_SUFFIX = ".tmp"  # the ready file is written beside it under this suffix, then renamed
 
@@ -45,6 +46,7 @@ def build_params(cfg: dict):  # -> xllamacpp.CommonParams
     p.endpoint_props = True
     verbosity = cfg.get("verbosity")
     p.verbosity = 3 if verbosity is None else int(verbosity)  # 4: the buffer sizes reach the log (memlog.py)
+    apply_embedded(p, list(cfg.get("extra_args") or []))  # checked in the parent before the run
     return p
 
 

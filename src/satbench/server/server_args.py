@@ -1,0 +1,174 @@
+"""More llama-server flags for a server satbench starts (`[lanes.server] args = [...]`).
+
+The flags satbench sets itself (OWN_FLAGS: the slots, context, batches, threads, GPU layers, host,
+port, model, endpoints, log verbosity) are refused here, named with satbench's own flag: their
+values are what the figures are recorded with. The rest is checked before the run starts:
+- a native `llama-server`: every flag must be one its own `--help` lists;
+- the embedded runtime: every flag must be one of EMBEDDED, the llama-server flags that map onto
+  xllamacpp's CommonParams, with a value it accepts (`apply_embedded` sets them in the child).
+The flags go at the end of the server's command line (`llama_server_flags`), so run.json and
+EVIDENCE.md record them with the rest, and a resume compares them like any other setting.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from satbench.errors import UserError
+
+# llama-server flag → satbench's own (a lane file key, in brackets when there is no flag)
+OWN_FLAGS: dict[str, str] = {
+    **dict.fromkeys(("-m", "--model"), "--model"),
+    **dict.fromkeys(("-np", "--parallel"), "--parallel"),
+    **dict.fromkeys(("-c", "--ctx-size"), "--ctx-size"),
+    **dict.fromkeys(("-b", "--batch-size"), "--batch-size"),
+    **dict.fromkeys(("-ub", "--ubatch-size"), "--ubatch-size"),
+    **dict.fromkeys(("-t", "--threads", "-tb", "--threads-batch"), "--threads"),
+    **dict.fromkeys(("-ngl", "--gpu-layers", "--n-gpu-layers"), "--n-gpu-layers"),
+    **dict.fromkeys(("-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified"), "--kv-unified"),
+    **dict.fromkeys(("--host", "--port"), "--port (satbench binds 127.0.0.1)"),
+    **dict.fromkeys(("--metrics", "--slots", "--no-slots", "--props"),
+                    "(satbench turns these endpoints on)"),
+    **dict.fromkeys(("-lv", "--verbosity", "--log-verbosity", "-v", "--verbose"),
+                    "(satbench sets the log level)"),
+    **dict.fromkeys(("-cb", "--cont-batching", "-nocb", "--no-cont-batching"),
+                    "(continuous batching stays on)"),
+}
+TENSOR_SPLIT_DEVICES = 128  # llama.cpp's LLAMA_MAX_DEVICES: the length of CommonParams.tensor_split
+
+_FLAG = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*$")
+_HELP_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][A-Za-z0-9-]*)")
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+
+
+def split_flags(args: list[str]) -> list[tuple[str, list[str]]]:
+    """[(flag, its values)]: a flag is a word that starts with - (not a number); what follows it up to
+    the next flag is its values. A value before any flag is a UserError."""
+    out: list[tuple[str, list[str]]] = []
+    for word in args:
+        if _FLAG.match(word.split("=", 1)[0]):
+            flag, eq, value = word.partition("=")
+            out.append((flag, [value] if eq else []))
+        elif not out:
+            raise UserError(f"server args {args!r}: {word!r} comes before any flag")
+        else:
+            out[-1][1].append(word)
+    return out
+
+
+def _own(flag: str) -> None:
+    if flag in OWN_FLAGS:
+        raise UserError(f"server args: {flag} is set by satbench: use {OWN_FLAGS[flag]}")
+
+
+def help_flags(help_text: str) -> set[str]:
+    """The flags a `llama-server --help` lists (every -x / --xyz word in it)."""
+    return set(_HELP_FLAG.findall(help_text))
+
+
+def check_lane_args(kind: str, args: list[str], server_bin: str | None) -> None:
+    """The lane's extra args checked for its runtime (module docstring); nothing to check without."""
+    if not args:
+        return
+    if kind == "embedded":
+        parse_embedded(args)
+    elif kind == "native" and server_bin:
+        from satbench.server.native import capped_output
+
+        check_native(args, capped_output([server_bin, "--help"], timeout_s=20), server_bin)
+    else:
+        raise UserError("server args: a url lane measures a running server, which satbench does not start")
+
+
+def check_native(args: list[str], help_text: str | None, server_bin: str) -> None:
+    """UserError for a flag satbench sets, or one `server_bin --help` does not list."""
+    if help_text is None:
+        raise UserError(f"server args: cannot read {server_bin} --help to check them against")
+    known = help_flags(help_text)
+    for flag, _ in split_flags(args):
+        _own(flag)
+        if flag not in known:
+            raise UserError(f"server args: {flag} is not a flag of {server_bin} (its --help does not "
+                            "list it)")
+
+
+def _choice(values: dict[str, str]) -> Callable[[list[str]], str]:
+    def parse(v: list[str]) -> str:
+        if len(v) != 1 or v[0].lower() not in values:
+            raise ValueError(f"expected one of {', '.join(values)}")
+        return values[v[0].lower()]
+    return parse
+
+
+def _int(v: list[str]) -> int:
+    if len(v) != 1 or not re.fullmatch(r"\d{1,4}", v[0]):
+        raise ValueError("expected an integer")
+    return int(v[0])
+
+
+def _floats(v: list[str]) -> list[float]:
+    parts = v[0].replace("/", ",").split(",") if len(v) == 1 else []
+    try:
+        out = [float(p) for p in parts]
+    except ValueError:
+        out = []
+    if not out or len(out) > TENSOR_SPLIT_DEVICES or any(x < 0 for x in out):
+        raise ValueError("expected proportions like 3,1")
+    return out
+
+
+def _none(v: list[str]) -> bool:
+    if v:
+        raise ValueError("takes no value")
+    return True
+
+
+# llama-server flag → (CommonParams attribute path, value parser, how the value is set)
+_FA = {"on": "LLAMA_FLASH_ATTN_TYPE_ENABLED", "off": "LLAMA_FLASH_ATTN_TYPE_DISABLED",
+       "auto": "LLAMA_FLASH_ATTN_TYPE_AUTO"}
+_SM = {"none": "LLAMA_SPLIT_MODE_NONE", "layer": "LLAMA_SPLIT_MODE_LAYER", "row": "LLAMA_SPLIT_MODE_ROW"}
+_CT = {t: f"GGML_TYPE_{t.upper()}" for t in CACHE_TYPES}
+EMBEDDED: dict[str, tuple[str, Callable[[list[str]], Any], str]] = {
+    **dict.fromkeys(("-fa", "--flash-attn"), ("flash_attn_type", _choice(_FA), "llama_flash_attn_type")),
+    **dict.fromkeys(("-ctk", "--cache-type-k"), ("cache_type_k", _choice(_CT), "ggml_type")),
+    **dict.fromkeys(("-ctv", "--cache-type-v"), ("cache_type_v", _choice(_CT), "ggml_type")),
+    **dict.fromkeys(("-sm", "--split-mode"), ("split_mode", _choice(_SM), "llama_split_mode")),
+    **dict.fromkeys(("-ts", "--tensor-split"), ("tensor_split", _floats, "list")),
+    **dict.fromkeys(("-mg", "--main-gpu"), ("main_gpu", _int, "value")),
+    **dict.fromkeys(("-nkvo", "--no-kv-offload"), ("no_kv_offload", _none, "value")),
+    **dict.fromkeys(("--no-warmup",), ("warmup", lambda v: not _none(v), "value")),
+    **dict.fromkeys(("--swa-full",), ("swa_full", _none, "value")),
+}
+
+
+def parse_embedded(args: list[str]) -> list[tuple[str, Any, str]]:
+    """[(attribute, value, how)] for `apply_embedded`; UserError for a flag satbench sets, one xllamacpp
+    has no parameter for, or a value it does not accept."""
+    out = []
+    for flag, values in split_flags(args):
+        _own(flag)
+        if flag not in EMBEDDED:
+            shown = ", ".join(sorted({f for f in EMBEDDED if f.startswith("--")}))
+            raise UserError(f"server args: {flag} has no xllamacpp parameter the embedded runtime can set "
+                            f"(it takes {shown}); give --server-bin for a llama-server that does")
+        attr, parse, how = EMBEDDED[flag]
+        try:
+            out.append((attr, parse(values), how))
+        except ValueError as exc:
+            raise UserError(f"server args: {flag} {' '.join(values)}: {exc}") from None
+    return out
+
+
+def apply_embedded(params: Any, args: list[str]) -> None:
+    """Set `args` on xllamacpp's CommonParams `params` (in the embedded server's child process)."""
+    import xllamacpp
+
+    for attr, value, how in parse_embedded(args):
+        if how == "list":  # llama.cpp's fixed array, one proportion per device
+            setattr(params, attr, value + [0.0] * (TENSOR_SPLIT_DEVICES - len(value)))
+        elif how == "value":
+            setattr(params, attr, value)
+        else:
+            setattr(params, attr, getattr(getattr(xllamacpp, how), value))

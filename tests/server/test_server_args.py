@@ -1,0 +1,92 @@
+"""More llama-server flags for a server satbench starts ([lanes.server] args): checked before the run
+against the server (a native binary's --help; xllamacpp's parameters for the embedded runtime), put
+on its command line, recorded in run.json and compared by --resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from satbench.cli.main import main
+from satbench.errors import UserError
+from satbench.models.synthetic import write_synthetic_gguf
+from satbench.records.manifest import read_manifest
+from satbench.server.server_args import apply_embedded, check_native, parse_embedded, split_flags
+
+BIN = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_llama_server_bin.py")
+HELP = ("usage: llama-server\n  -fa, --flash-attn [on|off|auto]  set Flash Attention\n"
+        "  -ctk, --cache-type-k TYPE\n")
+
+
+def test_flags_and_their_values_are_grouped():
+    assert split_flags(["-fa", "on", "--cache-type-k=q8_0", "-nkvo", "-ts", "3,1"]) == [
+        ("-fa", ["on"]), ("--cache-type-k", ["q8_0"]), ("-nkvo", []), ("-ts", ["3,1"])]
+    with pytest.raises(UserError, match="comes before any flag"):
+        split_flags(["on", "-fa"])
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["-np", "4"], "-np is set by satbench: use --parallel"),
+    (["--ctx-size", "4096"], "use --ctx-size"),
+    (["--port", "9"], "use --port"),
+    (["--rope-scaling", "yarn"], "--rope-scaling has no xllamacpp parameter"),
+    (["-fa", "maybe"], "-fa maybe: expected one of on, off, auto"),
+    (["-ctk", "q3_k"], "expected one of f32, f16"),
+    (["-nkvo", "1"], "takes no value"),
+])
+def test_the_embedded_runtime_refuses_what_it_cannot_set(args, needle):
+    with pytest.raises(UserError, match=needle):
+        parse_embedded(args)
+
+
+def test_the_embedded_runtime_sets_xllamacpps_parameters():
+    xllamacpp = pytest.importorskip("xllamacpp")
+    p = xllamacpp.CommonParams()
+    apply_embedded(p, ["-fa", "on", "-ctk", "q8_0", "--cache-type-v=q4_0", "-sm", "row", "-ts", "3,1",
+                       "-nkvo", "--no-warmup"])
+    assert p.flash_attn_type == xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_ENABLED
+    assert p.cache_type_k == xllamacpp.ggml_type.GGML_TYPE_Q8_0
+    assert p.cache_type_v == xllamacpp.ggml_type.GGML_TYPE_Q4_0
+    assert p.split_mode == xllamacpp.llama_split_mode.LLAMA_SPLIT_MODE_ROW
+    assert list(p.tensor_split[:3]) == [3.0, 1.0, 0.0] and p.no_kv_offload and not p.warmup
+
+
+def test_a_native_flag_must_be_in_the_binarys_help():
+    check_native(["-fa", "on", "--cache-type-k", "q8_0"], HELP, "llama-server")
+    with pytest.raises(UserError, match="--rope-scaling is not a flag of llama-server"):
+        check_native(["--rope-scaling", "yarn"], HELP, "llama-server")
+    with pytest.raises(UserError, match="cannot read llama-server --help"):
+        check_native(["-fa", "on"], None, "llama-server")
+
+
+def _lane_file(tmp_path: Path, model: Path, args: list[str]) -> Path:
+    path = tmp_path / "lanes.toml"
+    path.write_text(f'[[lanes]]\nname = "n"\nruntime = "native"\nserver_bin = "{BIN}"\nmodel = "{model}"\n'
+                    f'concurrency = [1]\nrepetitions = 1\nrequests_per_level = 4\nprompt_tokens = 48\n'
+                    f'output_tokens = 8\n[lanes.server]\nargs = {json.dumps(args)}\n')
+    return path
+
+
+def test_a_native_lanes_args_reach_its_command_line_and_run_json(tmp_path):
+    model = tmp_path / "m.gguf"
+    write_synthetic_gguf(model, "llama", "tiny", 1)
+    out = tmp_path / "run"
+    assert main(["sweep", "--lanes", str(_lane_file(tmp_path, model, ["-fa", "on", "-ctk", "q8_0"])),
+                 "-o", str(out)]) == 0
+    m = read_manifest(out)
+    assert m.config.lanes[0].server.extra_args == ["-fa", "on", "-ctk", "q8_0"]
+    # the command line the server ran with, as run.json records it
+    assert "--ubatch-size 512 -fa on -ctk q8_0" in " ".join(m.provenance.lanes["n"].runtime.server_args)
+    assert "-fa on -ctk q8_0" in (out / "EVIDENCE.md").read_text()
+
+
+def test_an_unknown_native_flag_is_refused_before_the_run(tmp_path, capsys):
+    model = tmp_path / "m.gguf"
+    write_synthetic_gguf(model, "llama", "tiny", 1)
+    out = tmp_path / "run"
+    assert main(["sweep", "--lanes", str(_lane_file(tmp_path, model, ["--rope-scaling", "yarn"])),
+                 "-o", str(out)]) == 2
+    assert "lane n: server args: --rope-scaling is not a flag of" in capsys.readouterr().err
+    assert not out.exists()
