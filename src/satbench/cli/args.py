@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import NoReturn
 
 import satbench
+from satbench.cli.exits import help_epilog
 from satbench.cli.lanekeys import (
     FLAG_KEYS,
+    ONE_LANE,
     SERVER,
     LaneKey,
     LaneValueError,
@@ -22,23 +24,38 @@ from satbench.errors import UserError
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2
-        raise UserError(f"{self.prog}: {message}")
+    """Every satbench parser: the exit codes as its help's epilog, and one-line errors (exit 2) that
+    cli.main prefixes once with `satbench: error:`, naming the subcommand (`schema: argument ...`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("epilog", help_epilog())
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix("satbench").strip()
+        raise UserError(f"{where}: {message}" if where else message)
 
 
-def _sweep_args(p: argparse.ArgumentParser) -> None:
+def _sweep_args(p: argparse.ArgumentParser, fairness: bool = False) -> None:
+    """The flags of `sweep`, or (fairness) of `fairness`: the same lanes and run directory, without
+    the sweep's own scenarios (--together, --with-fairness, --refine)."""
     lanes = p.add_argument_group("several lanes")
     lanes.add_argument("--lanes",
                        help="lane file (TOML): several models/runtimes, each with its knobs and SLO")
-    lanes.add_argument("--together", action="store_true",
-                       help="also run all lanes at once and report each one's degradation")
-    lanes.add_argument("--with-fairness", action="store_true",
-                       help="then run the fairness and starvation checks of every lane (same run directory)")
+    if not fairness:
+        lanes.add_argument("--together", action="store_true",
+                           help="also run all lanes at once and report each one's degradation")
+        lanes.add_argument("--with-fairness", action="store_true", help="then run the fairness and "
+                           "starvation checks of every lane (same run directory)")
     lanes.add_argument("--checks",
                        help="fairness checks to run, e.g. S1,S2 (default all six: F1,F2,F3,S1,S2,S3)")
-    lanes.add_argument("--refine", action="store_true",
-                       help="measure 2-3 extra levels between the points that bracket the knee, "
-                            "then recommend")
+    if not fairness:
+        lanes.add_argument("--refine", action="store_true",
+                           help="measure 2-3 extra levels between the points that bracket the knee, "
+                                "then recommend")
+    else:
+        p.set_defaults(together=False, with_fairness=False, refine=False)
     _lane_args(p)
     p.add_argument("-o", "--output", help="run directory (default: runs/<timestamp>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run from its first "
@@ -47,14 +64,26 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
                    "(default: warn and flag them queue_bound)")
 
 
-def _lane_args(p: argparse.ArgumentParser) -> None:
-    """The single-lane flags (LANE_KEYS), in their groups; each flag's type and stated default are its
-    schema field's."""
-    groups: dict[str | None, argparse._ArgumentGroup] = {}
+def _capability_lane_args(p: argparse.ArgumentParser) -> None:
+    """What capability reads of the lanes: the lane file, or one lane's model and runtime (the
+    workload and server knobs describe a measurement, which capability does not make)."""
+    p.add_argument_group("several lanes").add_argument(
+        "--lanes", help="lane file (TOML): several models/runtimes, each with its knobs and SLO")
+    _lane_args(p, groups=(ONE_LANE,))
+    p.set_defaults(together=False, **{key.dest: None for key in FLAG_KEYS if key.group != ONE_LANE})
+    p.add_argument("-o", "--output", help="write the report here instead of stdout")
+
+
+def _lane_args(p: argparse.ArgumentParser, groups: tuple[str, ...] | None = None) -> None:
+    """The single-lane flags (LANE_KEYS), in their groups (all, or those named); each flag's type and
+    stated default are its schema field's."""
+    made: dict[str | None, argparse._ArgumentGroup] = {}
     for key in FLAG_KEYS:
-        if key.group not in groups:
-            groups[key.group] = p.add_argument_group(key.group)
-        group = groups[key.group]
+        if groups is not None and key.group not in groups:
+            continue
+        if key.group not in made:
+            made[key.group] = p.add_argument_group(key.group)
+        group = made[key.group]
         kind = value_type(key.field)
         if kind is bool:
             group.add_argument(*key.options, action="store_true", help=help_text(key))
@@ -72,7 +101,7 @@ def build_parser() -> _Parser:
     sw = sub.add_parser("sweep", help="closed-loop concurrency sweep against a real server")
     _sweep_args(sw)
     fa = sub.add_parser("fairness", help="fairness and starvation checks (F1-F3, S1-S3) per lane")
-    _sweep_args(fa)
+    _sweep_args(fa, fairness=True)
     an = sub.add_parser("analyze", help="recompute results.json from a run directory's raw files")
     an.add_argument("run_dir")
     sc = sub.add_parser("schema", help="print a published JSON Schema")
@@ -94,7 +123,7 @@ def build_parser() -> _Parser:
     ca.add_argument("--api-base", action="append", default=[], metavar="[LANE=]URL",
                     help="the base URL a router sends a lane's requests to (repeatable; a bare URL is "
                          "every lane's; default for a url lane: its URL + /v1)")
-    _sweep_args(ca)
+    _capability_lane_args(ca)
     rp = sub.add_parser("report", help="write the evidence bundle: EVIDENCE.md, report.html, plots, "
                         "results.csv, SHA256SUMS")
     rp.add_argument("run_dir")
@@ -215,9 +244,6 @@ def run_config(a: argparse.Namespace) -> RunConfig:
             raise UserError(f"--checks {a.checks}: expected a list of F1, F2, F3, S1, S2, S3") from exc
         cfg = cfg.model_copy(update={"lanes": lanes})
     if a.command == "fairness":
-        if a.together or a.with_fairness or a.refine:
-            raise UserError("satbench fairness runs only the checks; --together, --with-fairness and "
-                            "--refine belong to sweep")
         return cfg.model_copy(update={"fairness_only": True, "strict": a.strict})
     if a.checks and not a.with_fairness:  # else the choice would be recorded and silently do nothing
         raise UserError("--checks chooses fairness checks: add --with-fairness (or run `satbench fairness`)")

@@ -8,10 +8,9 @@ import datetime as dt
 import sys
 from pathlib import Path
 
+from satbench.cli.exits import FLEET_INCOMPLETE, MERGE_REFUSED
 from satbench.errors import UserError
 from satbench.fleet.node_task import SweepFn
-
-MERGE_REFUSED = 8
 
 
 def write_out(text: str, output: str | None) -> None:
@@ -46,9 +45,6 @@ def cmd_fleet_merge(a: argparse.Namespace) -> int:
         return MERGE_REFUSED
     write_out(render_merged(merged, a.format, now), a.output)
     return 0
-
-
-FLEET_INCOMPLETE = 9  # some node is not in the merged outputs
 
 
 def cmd_fleet_run(a: argparse.Namespace, node_sweep: SweepFn) -> int:

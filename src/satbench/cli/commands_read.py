@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from satbench.cli.args import lanes_config
+from satbench.cli.exits import VERIFY_FAILED
 from satbench.config.schema import RunConfig
 from satbench.errors import UserError
 from satbench.records.rundir import refuse_if_in_use
@@ -66,9 +67,6 @@ def cmd_capability(a: argparse.Namespace) -> int:
 
     from satbench.capability.report import capability_report, render_json, render_litellm
 
-    if a.together or a.with_fairness or a.checks or a.refine:
-        raise UserError("capability reads recommendations; --together, --with-fairness, --checks and "
-                        "--refine belong to sweep")
     if a.max_age_days <= 0:
         raise UserError("--max-age-days must be positive")
     cfg = lanes_config(a)
@@ -102,9 +100,6 @@ def cmd_report(a: argparse.Namespace) -> int:
     refuse_if_in_use(Path(a.run_dir))
     show_report(report(Path(a.run_dir)))
     return 0
-
-
-VERIFY_FAILED = 7
 
 
 def cmd_verify(a: argparse.Namespace) -> int:

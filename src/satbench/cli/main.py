@@ -28,6 +28,7 @@ from satbench.cli.commands_read import (
     show_recommendations,
     show_report,
 )
+from satbench.cli.exits import FAIRNESS_FAILED, INTERNAL_ERROR, INTERRUPTED, OK
 from satbench.config.schema import LaneConfig, RunConfig
 from satbench.errors import Interrupted, SatbenchError, ServerGoneError, UserError
 from satbench.http.endpoint import redact_url
@@ -36,8 +37,6 @@ from satbench.records.rundir import refuse_if_in_use
 if TYPE_CHECKING:
     from satbench.run.lane_session import Progress
 
-FAIRNESS_FAILED = 6
-INTERNAL_ERROR = 1  # an exception satbench did not expect: a bug
 TRACEBACK_ENV = "SATBENCH_TRACEBACK"  # set (to anything) to see an internal error's traceback
 
 
@@ -276,7 +275,7 @@ def _finish_sweep(run_dir: Path, results) -> int:
     if verdicts is not None and verdicts.any_failed:
         print("satbench: a fairness or starvation check failed (see the verdict table)", file=sys.stderr)
         return FAIRNESS_FAILED
-    return 0
+    return OK
 
 
 def fleet_node_sweep(cfg: RunConfig, run_dir: Path, progress: Progress) -> tuple[int, str | None]:
@@ -308,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("satbench: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except OSError as exc:  # a path the system refuses where no reader said why (too long, no access)
         if os.environ.get(TRACEBACK_ENV):
             raise
