@@ -22,6 +22,12 @@ from satbench.cli.lanekeys import (
 from satbench.config.schema import FairnessConfig, LaneConfig, RunConfig, parse_levels
 from satbench.errors import UserError
 
+FILE_SCHEMA_NAMES = ("results", "verdicts", "recommendations", "capability", "fleet")
+# what each command's --json prints (cli.output.OUTPUT_SCHEMAS)
+OUTPUT_SCHEMA_NAMES = tuple(f"output-{c}" for c in (
+    "sweep", "fairness", "analyze", "recommend", "capability", "report", "verify", "compare", "schema",
+    "models-make", "fleet-run", "fleet-merge"))
+
 
 class _Parser(argparse.ArgumentParser):
     """Every satbench parser: the exit codes as its help's epilog, and one-line errors (exit 2) that
@@ -100,14 +106,20 @@ def build_parser() -> _Parser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sw = sub.add_parser("sweep", help="closed-loop concurrency sweep against a real server")
     _sweep_args(sw)
+    _output_args(sw, "sweep", "the run directory, status, exit code, results and recommendations")
     fa = sub.add_parser("fairness", help="fairness and starvation checks (F1-F3, S1-S3) per lane")
     _sweep_args(fa, fairness=True)
+    _output_args(fa, "fairness", "the run directory, status, exit code and results (verdicts included)")
     an = sub.add_parser("analyze", help="recompute results.json from a run directory's raw files")
     an.add_argument("run_dir")
+    _output_args(an, "analyze", "the run directory and its results.json")
     sc = sub.add_parser("schema", help="print a published JSON Schema")
-    sc.add_argument("name", choices=["results", "verdicts", "recommendations", "capability", "fleet"])
+    sc.add_argument("name", choices=[*FILE_SCHEMA_NAMES, *OUTPUT_SCHEMA_NAMES],
+                    help="a file's schema, or output-COMMAND: what COMMAND --json prints")
+    _output_args(sc, "schema", "the schema (as without --json)", product=True)
     rc = sub.add_parser("recommend", help="write recommendations.json from a run directory")
     rc.add_argument("run_dir")
+    _output_args(rc, "recommend", "the recommendations.json written")
     ca = sub.add_parser("capability",
                         help="the node's capability report, from recommendations checked against it")
     ca.add_argument("--recommendations", required=True, help="recommendations.json")
@@ -124,15 +136,20 @@ def build_parser() -> _Parser:
                     help="the base URL a router sends a lane's requests to (repeatable; a bare URL is "
                          "every lane's; default for a url lane: its URL + /v1)")
     _capability_lane_args(ca)
+    _output_args(ca, "capability", "the capability report as JSON, whatever --format (-o still writes "
+                 "--format's file)", product=True)
     rp = sub.add_parser("report", help="write the evidence bundle: EVIDENCE.md, report.html, plots, "
                         "results.csv, SHA256SUMS")
     rp.add_argument("run_dir")
+    _output_args(rp, "report", "the files written and the bundle digest")
     ve = sub.add_parser("verify",
                         help="check a run directory against its SHA256SUMS and recompute its results")
     ve.add_argument("run_dir")
+    _output_args(ve, "verify", "the verification, file by file, and the exit code")
     co = sub.add_parser("compare", help="ratios B ÷ A per lane and level, with CIs and significance")
     co.add_argument("run_a")
     co.add_argument("run_b")
+    _output_args(co, "compare", "the ratios B ÷ A per lane and level")
     _fleet_args(sub)
     mo = sub.add_parser("models", help="model files")
     mo_sub = mo.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
@@ -153,7 +170,23 @@ def build_parser() -> _Parser:
     mk.add_argument("-o", "--output", required=True, help="FILE.gguf")
     mk.add_argument("--force", action="store_true",
                     help="replace an existing file at -o that is not a synthetic GGUF written by satbench")
+    _output_args(mk, "models-make", "what was written: path, shape, parameters, bytes, sha256")
     return parser
+
+
+QUIET_HELP = "no progress bar and no tables; warnings and errors still on stderr"
+
+
+def _output_args(p: argparse.ArgumentParser, name: str, what: str, product: bool = False) -> None:
+    """--json and --quiet, on every command. `product`: the command's stdout is what it makes (a
+    report, a schema), which --quiet leaves alone."""
+    out = p.add_argument_group("output")
+    out.add_argument("--json", action="store_true",
+                     help=f"print one JSON document on stdout: {what} (its schema: satbench schema "
+                          f"output-{name}); progress, warnings and errors go to stderr")
+    out.add_argument("-q", "--quiet", action="store_true",
+                     help="nothing changes: stdout is the document itself" if product else QUIET_HELP)
+    p.set_defaults(stdout_product=product)
 
 
 def _fleet_args(sub) -> None:
@@ -170,6 +203,7 @@ def _fleet_args(sub) -> None:
                          "against it")
     fr.add_argument("-o", "--output", help="fleet directory (default: fleet/<timestamp>)")
     fr.add_argument("--no-progress", action="store_true", help="no live progress view")
+    _output_args(fr, "fleet-run", "the fleet directory, exit code and fleet.json's record")
     fm = fl_sub.add_parser("merge", help="merge per-node capability reports into one router configuration")
     fm.add_argument("reports", nargs="+", metavar="CAP.json")
     fm.add_argument("--format", choices=["json", "litellm", "prometheus"], default="json",
@@ -178,6 +212,8 @@ def _fleet_args(sub) -> None:
     fm.add_argument("--max-age-days", type=positive_days, default=30.0,
                     help="refuse reports generated or measured longer ago (default 30)")
     fm.add_argument("-o", "--output", help="write here instead of stdout")
+    _output_args(fm, "fleet-merge", "the fleet capability as JSON, whatever --format (-o still writes "
+                 "--format's file)", product=True)
 
 
 def lane_config(a: argparse.Namespace) -> LaneConfig:
