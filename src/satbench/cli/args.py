@@ -151,6 +151,10 @@ def build_parser() -> _Parser:
     co.add_argument("run_b")
     _output_args(co, "compare", "the ratios B ÷ A per lane and level")
     _fleet_args(sub)
+    cp = sub.add_parser("completion", help="print a shell completion script (bash: eval \"$(satbench "
+                        "completion bash)\"; fish: satbench completion fish | source)")
+    cp.add_argument("shell", choices=["bash", "zsh", "fish"])
+    cp.set_defaults(json=False, quiet=False, stdout_product=True)
     mo = sub.add_parser("models", help="model files")
     mo_sub = mo.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mk = mo_sub.add_parser("make", help="write a SYNTHETIC random-weight GGUF that llama.cpp loads")

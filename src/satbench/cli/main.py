@@ -28,6 +28,7 @@ from satbench.cli.commands_read import (
     show_recommendations,
     show_report,
 )
+from satbench.cli.completion import cmd_completion
 from satbench.cli.exits import FAIRNESS_FAILED, INTERNAL_ERROR, INTERRUPTED, OK
 from satbench.config.schema import LaneConfig, RunConfig
 from satbench.errors import Interrupted, SatbenchError, ServerGoneError, UserError
@@ -318,7 +319,8 @@ def _cmd_fleet(a: argparse.Namespace) -> int:
 
 COMMANDS = {"sweep": _cmd_sweep, "fairness": _cmd_sweep, "analyze": cmd_analyze, "schema": cmd_schema,
             "models": cmd_models, "recommend": cmd_recommend, "capability": cmd_capability,
-            "report": cmd_report, "verify": cmd_verify, "compare": cmd_compare, "fleet": _cmd_fleet}
+            "report": cmd_report, "verify": cmd_verify, "compare": cmd_compare, "fleet": _cmd_fleet,
+            "completion": cmd_completion}
 
 
 def main(argv: list[str] | None = None) -> int:
