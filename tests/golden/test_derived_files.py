@@ -34,7 +34,7 @@ WRITE = os.environ.get("SATBENCH_GOLDEN_WRITE") == "1"
 DERIVED = ["results.json", "recommendations.json", "results.csv", "EVIDENCE.md", "report.html"]
 COMMANDS = [[], ["sweep"], ["fairness"], ["analyze"], ["schema"], ["recommend"], ["capability"], ["report"],
             ["verify"], ["compare"], ["models"], ["models", "make"], ["fleet"], ["fleet", "run"],
-            ["fleet", "merge"]]
+            ["fleet", "merge"], ["completion"]]
 
 
 class _FrozenClock:

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import NoReturn
 
 import satbench
+from satbench.cli.exits import help_epilog
 from satbench.cli.lanekeys import (
     FLAG_KEYS,
+    ONE_LANE,
     SERVER,
     LaneKey,
     LaneValueError,
@@ -20,25 +22,46 @@ from satbench.cli.lanekeys import (
 from satbench.config.schema import FairnessConfig, LaneConfig, RunConfig, parse_levels
 from satbench.errors import UserError
 
+FILE_SCHEMA_NAMES = ("results", "verdicts", "recommendations", "capability", "fleet")
+# what each command's --json prints (cli.output.OUTPUT_SCHEMAS)
+OUTPUT_SCHEMA_NAMES = tuple(f"output-{c}" for c in (
+    "sweep", "fairness", "analyze", "recommend", "capability", "report", "verify", "compare", "schema",
+    "models-make", "fleet-run", "fleet-merge"))
+
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2
-        raise UserError(f"{self.prog}: {message}")
+    """Every satbench parser: the exit codes as its help's epilog, and one-line errors (exit 2) that
+    cli.main prefixes once with `satbench: error:`, naming the subcommand (`schema: argument ...`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("epilog", help_epilog())
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix("satbench").strip()
+        raise UserError(f"{where}: {message}" if where else message)
 
 
-def _sweep_args(p: argparse.ArgumentParser) -> None:
+def _sweep_args(p: argparse.ArgumentParser, fairness: bool = False) -> None:
+    """The flags of `sweep`, or (fairness) of `fairness`: the same lanes and run directory, without
+    the sweep's own scenarios (--together, --with-fairness, --refine)."""
     lanes = p.add_argument_group("several lanes")
     lanes.add_argument("--lanes",
                        help="lane file (TOML): several models/runtimes, each with its knobs and SLO")
-    lanes.add_argument("--together", action="store_true",
-                       help="also run all lanes at once and report each one's degradation")
-    lanes.add_argument("--with-fairness", action="store_true",
-                       help="then run the fairness and starvation checks of every lane (same run directory)")
+    if not fairness:
+        lanes.add_argument("--together", action="store_true",
+                           help="also run all lanes at once and report each one's degradation")
+        lanes.add_argument("--with-fairness", action="store_true", help="then run the fairness and "
+                           "starvation checks of every lane (same run directory)")
     lanes.add_argument("--checks",
                        help="fairness checks to run, e.g. S1,S2 (default all six: F1,F2,F3,S1,S2,S3)")
-    lanes.add_argument("--refine", action="store_true",
-                       help="measure 2-3 extra levels between the points that bracket the knee, "
-                            "then recommend")
+    if not fairness:
+        lanes.add_argument("--refine", action="store_true",
+                           help="measure 2-3 extra levels between the points that bracket the knee, "
+                                "then recommend")
+    else:
+        p.set_defaults(together=False, with_fairness=False, refine=False)
     _lane_args(p)
     p.add_argument("-o", "--output", help="run directory (default: runs/<timestamp>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run from its first "
@@ -47,14 +70,26 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
                    "(default: warn and flag them queue_bound)")
 
 
-def _lane_args(p: argparse.ArgumentParser) -> None:
-    """The single-lane flags (LANE_KEYS), in their groups; each flag's type and stated default are its
-    schema field's."""
-    groups: dict[str | None, argparse._ArgumentGroup] = {}
+def _capability_lane_args(p: argparse.ArgumentParser) -> None:
+    """What capability reads of the lanes: the lane file, or one lane's model and runtime (the
+    workload and server knobs describe a measurement, which capability does not make)."""
+    p.add_argument_group("several lanes").add_argument(
+        "--lanes", help="lane file (TOML): several models/runtimes, each with its knobs and SLO")
+    _lane_args(p, groups=(ONE_LANE,))
+    p.set_defaults(together=False, **{key.dest: None for key in FLAG_KEYS if key.group != ONE_LANE})
+    p.add_argument("-o", "--output", help="write the report here instead of stdout")
+
+
+def _lane_args(p: argparse.ArgumentParser, groups: tuple[str, ...] | None = None) -> None:
+    """The single-lane flags (LANE_KEYS), in their groups (all, or those named); each flag's type and
+    stated default are its schema field's."""
+    made: dict[str | None, argparse._ArgumentGroup] = {}
     for key in FLAG_KEYS:
-        if key.group not in groups:
-            groups[key.group] = p.add_argument_group(key.group)
-        group = groups[key.group]
+        if groups is not None and key.group not in groups:
+            continue
+        if key.group not in made:
+            made[key.group] = p.add_argument_group(key.group)
+        group = made[key.group]
         kind = value_type(key.field)
         if kind is bool:
             group.add_argument(*key.options, action="store_true", help=help_text(key))
@@ -71,14 +106,20 @@ def build_parser() -> _Parser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sw = sub.add_parser("sweep", help="closed-loop concurrency sweep against a real server")
     _sweep_args(sw)
+    _output_args(sw, "sweep", "the run directory, status, exit code, results and recommendations")
     fa = sub.add_parser("fairness", help="fairness and starvation checks (F1-F3, S1-S3) per lane")
-    _sweep_args(fa)
+    _sweep_args(fa, fairness=True)
+    _output_args(fa, "fairness", "the run directory, status, exit code and results (verdicts included)")
     an = sub.add_parser("analyze", help="recompute results.json from a run directory's raw files")
     an.add_argument("run_dir")
+    _output_args(an, "analyze", "the run directory and its results.json")
     sc = sub.add_parser("schema", help="print a published JSON Schema")
-    sc.add_argument("name", choices=["results", "verdicts", "recommendations", "capability", "fleet"])
+    sc.add_argument("name", choices=[*FILE_SCHEMA_NAMES, *OUTPUT_SCHEMA_NAMES],
+                    help="a file's schema, or output-COMMAND: what COMMAND --json prints")
+    _output_args(sc, "schema", "the schema (as without --json)", product=True)
     rc = sub.add_parser("recommend", help="write recommendations.json from a run directory")
     rc.add_argument("run_dir")
+    _output_args(rc, "recommend", "the recommendations.json written")
     ca = sub.add_parser("capability",
                         help="the node's capability report, from recommendations checked against it")
     ca.add_argument("--recommendations", required=True, help="recommendations.json")
@@ -94,17 +135,26 @@ def build_parser() -> _Parser:
     ca.add_argument("--api-base", action="append", default=[], metavar="[LANE=]URL",
                     help="the base URL a router sends a lane's requests to (repeatable; a bare URL is "
                          "every lane's; default for a url lane: its URL + /v1)")
-    _sweep_args(ca)
+    _capability_lane_args(ca)
+    _output_args(ca, "capability", "the capability report as JSON, whatever --format (-o still writes "
+                 "--format's file)", product=True)
     rp = sub.add_parser("report", help="write the evidence bundle: EVIDENCE.md, report.html, plots, "
                         "results.csv, SHA256SUMS")
     rp.add_argument("run_dir")
+    _output_args(rp, "report", "the files written and the bundle digest")
     ve = sub.add_parser("verify",
                         help="check a run directory against its SHA256SUMS and recompute its results")
     ve.add_argument("run_dir")
+    _output_args(ve, "verify", "the verification, file by file, and the exit code")
     co = sub.add_parser("compare", help="ratios B ÷ A per lane and level, with CIs and significance")
     co.add_argument("run_a")
     co.add_argument("run_b")
+    _output_args(co, "compare", "the ratios B ÷ A per lane and level")
     _fleet_args(sub)
+    cp = sub.add_parser("completion", help="print a shell completion script (bash: eval \"$(satbench "
+                        "completion bash)\"; fish: satbench completion fish | source)")
+    cp.add_argument("shell", choices=["bash", "zsh", "fish"])
+    cp.set_defaults(json=False, quiet=False, stdout_product=True)
     mo = sub.add_parser("models", help="model files")
     mo_sub = mo.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mk = mo_sub.add_parser("make", help="write a SYNTHETIC random-weight GGUF that llama.cpp loads")
@@ -124,7 +174,23 @@ def build_parser() -> _Parser:
     mk.add_argument("-o", "--output", required=True, help="FILE.gguf")
     mk.add_argument("--force", action="store_true",
                     help="replace an existing file at -o that is not a synthetic GGUF written by satbench")
+    _output_args(mk, "models-make", "what was written: path, shape, parameters, bytes, sha256")
     return parser
+
+
+QUIET_HELP = "no progress bar and no tables; warnings and errors still on stderr"
+
+
+def _output_args(p: argparse.ArgumentParser, name: str, what: str, product: bool = False) -> None:
+    """--json and --quiet, on every command. `product`: the command's stdout is what it makes (a
+    report, a schema), which --quiet leaves alone."""
+    out = p.add_argument_group("output")
+    out.add_argument("--json", action="store_true",
+                     help=f"print one JSON document on stdout: {what} (its schema: satbench schema "
+                          f"output-{name}); progress, warnings and errors go to stderr")
+    out.add_argument("-q", "--quiet", action="store_true",
+                     help="nothing changes: stdout is the document itself" if product else QUIET_HELP)
+    p.set_defaults(stdout_product=product)
 
 
 def _fleet_args(sub) -> None:
@@ -141,6 +207,7 @@ def _fleet_args(sub) -> None:
                          "against it")
     fr.add_argument("-o", "--output", help="fleet directory (default: fleet/<timestamp>)")
     fr.add_argument("--no-progress", action="store_true", help="no live progress view")
+    _output_args(fr, "fleet-run", "the fleet directory, exit code and fleet.json's record")
     fm = fl_sub.add_parser("merge", help="merge per-node capability reports into one router configuration")
     fm.add_argument("reports", nargs="+", metavar="CAP.json")
     fm.add_argument("--format", choices=["json", "litellm", "prometheus"], default="json",
@@ -149,6 +216,8 @@ def _fleet_args(sub) -> None:
     fm.add_argument("--max-age-days", type=positive_days, default=30.0,
                     help="refuse reports generated or measured longer ago (default 30)")
     fm.add_argument("-o", "--output", help="write here instead of stdout")
+    _output_args(fm, "fleet-merge", "the fleet capability as JSON, whatever --format (-o still writes "
+                 "--format's file)", product=True)
 
 
 def lane_config(a: argparse.Namespace) -> LaneConfig:
@@ -215,9 +284,6 @@ def run_config(a: argparse.Namespace) -> RunConfig:
             raise UserError(f"--checks {a.checks}: expected a list of F1, F2, F3, S1, S2, S3") from exc
         cfg = cfg.model_copy(update={"lanes": lanes})
     if a.command == "fairness":
-        if a.together or a.with_fairness or a.refine:
-            raise UserError("satbench fairness runs only the checks; --together, --with-fairness and "
-                            "--refine belong to sweep")
         return cfg.model_copy(update={"fairness_only": True, "strict": a.strict})
     if a.checks and not a.with_fairness:  # else the choice would be recorded and silently do nothing
         raise UserError("--checks chooses fairness checks: add --with-fairness (or run `satbench fairness`)")

@@ -8,10 +8,9 @@ import datetime as dt
 import sys
 from pathlib import Path
 
+from satbench.cli.exits import FLEET_INCOMPLETE, MERGE_REFUSED, OK
 from satbench.errors import UserError
 from satbench.fleet.node_task import SweepFn
-
-MERGE_REFUSED = 8
 
 
 def write_out(text: str, output: str | None) -> None:
@@ -45,10 +44,10 @@ def cmd_fleet_merge(a: argparse.Namespace) -> int:
               "written", file=sys.stderr)
         return MERGE_REFUSED
     write_out(render_merged(merged, a.format, now), a.output)
-    return 0
+    from satbench.cli.output import emit
 
-
-FLEET_INCOMPLETE = 9  # some node is not in the merged outputs
+    emit(a, render_merged(merged, "json", now))
+    return OK
 
 
 def cmd_fleet_run(a: argparse.Namespace, node_sweep: SweepFn) -> int:
@@ -73,7 +72,7 @@ def cmd_fleet_run(a: argparse.Namespace, node_sweep: SweepFn) -> int:
     out = Path(a.output) if a.output else default_run_dir(Path("fleet"))
     check_new_run_dir(out)
     record = run_fleet(inv, path, cfg, lane_file, out, node_sweep, address=a.address or os.environ.get(
-        "RAY_ADDRESS"), per_class=a.per_class, show_progress=not a.no_progress)
+        "RAY_ADDRESS"), per_class=a.per_class, show_progress=not (a.no_progress or a.quiet))
     for node in record.nodes:
         mode = f" ({node.mode})" if node.mode else ""
         why = f": {node.reason}" if node.reason else ""
@@ -82,7 +81,11 @@ def cmd_fleet_run(a: argparse.Namespace, node_sweep: SweepFn) -> int:
             print(f"{node.node_id}: FLAGGED: {flag}")
     print(f"fleet directory: {out} ({len(record.merged)} of {len(record.nodes)} nodes merged: "
           f"capability.json, litellm.yaml, capability.prom; fleet.json)")
-    return 0 if len(record.merged) == len(record.nodes) else FLEET_INCOMPLETE
+    code = OK if len(record.merged) == len(record.nodes) else FLEET_INCOMPLETE
+    from satbench.cli.output import FleetRunOutput, emit
+
+    emit(a, FleetRunOutput(fleet_dir=str(out), exit_code=code, record=record))
+    return code
 
 
 def cmd_fleet(a: argparse.Namespace, node_sweep: SweepFn) -> int:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from satbench.cli.args import lanes_config
+from satbench.cli.exits import OK, VERIFY_FAILED
 from satbench.config.schema import RunConfig
 from satbench.errors import UserError
 from satbench.records.rundir import refuse_if_in_use
@@ -31,7 +32,10 @@ def cmd_analyze(a: argparse.Namespace) -> int:
     results = SweepDerivation().derive(Path(a.run_dir))
     print_results(results, run_dir=Path(a.run_dir))
     note_stale_report(Path(a.run_dir), ["results.json", "verdicts.json"])
-    return 0
+    from satbench.cli.output import AnalyzeOutput, emit
+
+    emit(a, AnalyzeOutput(run_dir=a.run_dir, results=results))
+    return OK
 
 
 def note_stale_report(run_dir: Path, rewritten: list[str]) -> None:
@@ -42,19 +46,19 @@ def note_stale_report(run_dir: Path, rewritten: list[str]) -> None:
 
 
 def cmd_schema(a: argparse.Namespace) -> int:
-    from satbench.analysis.results import results_json_schema, verdicts_json_schema
-    from satbench.capability.report import capability_json_schema
-    from satbench.fleet.export import fleet_json_schema
-    from satbench.saturation.recommendations_file import recommendations_json_schema
+    """A file's schema (FILE_SCHEMAS), or output-COMMAND: the schema of COMMAND --json's document."""
+    from satbench.cli.output import FILE_SCHEMAS, OUTPUT_SCHEMAS, emit
 
-    schema = {"results": results_json_schema, "verdicts": verdicts_json_schema,
-              "recommendations": recommendations_json_schema, "capability": capability_json_schema,
-              "fleet": fleet_json_schema}[a.name]()
+    schema = (FILE_SCHEMAS | OUTPUT_SCHEMAS)[a.name]()
     print(json.dumps(schema, indent=2, sort_keys=True))
-    return 0
+
+    emit(a, schema)
+    return OK
 
 
 def show_recommendations(recs, path: Path) -> None:
+    """The recommendations' table and the file's path, on stdout (cli.main silences it under --quiet
+    and --json)."""
     from satbench.report.table import print_recommendations
 
     print_recommendations(recs)
@@ -66,9 +70,6 @@ def cmd_capability(a: argparse.Namespace) -> int:
 
     from satbench.capability.report import capability_report, render_json, render_litellm
 
-    if a.together or a.with_fairness or a.checks or a.refine:
-        raise UserError("capability reads recommendations; --together, --with-fairness, --checks and "
-                        "--refine belong to sweep")
     if a.max_age_days <= 0:
         raise UserError("--max-age-days must be positive")
     cfg = lanes_config(a)
@@ -88,7 +89,10 @@ def cmd_capability(a: argparse.Namespace) -> int:
     for lane in report.lanes:
         if lane.status == "unmeasured":
             print(f"satbench: lane {lane.lane} is unmeasured here: {lane.reason}", file=sys.stderr)
-    return 0
+    from satbench.cli.output import emit
+
+    emit(a, render_json(report))
+    return OK
 
 
 def show_report(files) -> None:
@@ -100,11 +104,12 @@ def cmd_report(a: argparse.Namespace) -> int:
     from satbench.pipeline import report
 
     refuse_if_in_use(Path(a.run_dir))
-    show_report(report(Path(a.run_dir)))
-    return 0
+    files = report(Path(a.run_dir))
+    show_report(files)
+    from satbench.cli.output import ReportOutput, emit
 
-
-VERIFY_FAILED = 7
+    emit(a, ReportOutput(run_dir=a.run_dir, report=files))
+    return OK
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
@@ -127,14 +132,22 @@ def cmd_verify(a: argparse.Namespace) -> int:
           f"{len(v.missing)} missing, {len(v.inconsistent)} derived files inconsistent with the raw ones, "
           f"{len(v.uncovered)} not covered; "
           f"bundle digest {v.bundle_digest}")
-    return 0 if v.ok else VERIFY_FAILED
+    code = OK if v.ok else VERIFY_FAILED
+    from satbench.cli.output import VerifyOutput, emit
+
+    emit(a, VerifyOutput(exit_code=code, verification=v))
+    return code
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
     from satbench.report.compare import compare_runs, print_comparison
 
-    print_comparison(compare_runs(Path(a.run_a), Path(a.run_b)))
-    return 0
+    comparison = compare_runs(Path(a.run_a), Path(a.run_b))
+    print_comparison(comparison)
+    from satbench.cli.output import CompareOutput, emit
+
+    emit(a, CompareOutput(run_a=a.run_a, run_b=a.run_b, comparison=comparison))
+    return OK
 
 
 def cmd_recommend(a: argparse.Namespace) -> int:
@@ -144,9 +157,13 @@ def cmd_recommend(a: argparse.Namespace) -> int:
     refuse_if_in_use(Path(a.run_dir))
     from satbench.pipeline import recommendations
 
-    show_recommendations(*recommendations(Path(a.run_dir)))
+    recs, path = recommendations(Path(a.run_dir))
+    show_recommendations(recs, path)
     note_stale_report(Path(a.run_dir), ["recommendations.json"])
-    return 0
+    from satbench.cli.output import emit
+
+    emit(a, path.read_text())  # the file as written: its schema is `satbench schema recommendations`
+    return OK
 
 
 def cmd_models(a: argparse.Namespace) -> int:
@@ -165,4 +182,7 @@ def cmd_models(a: argparse.Namespace) -> int:
     print(f"wrote {info.path}: SYNTHETIC random weights, {info.arch} {info.size}{dims}, "
           f"vocab {info.n_vocab:,}, seed {info.seed}, {info.n_params:,} parameters, "
           f"{info.file_bytes:,} bytes, sha256 {info.sha256}")
-    return 0
+    from satbench.cli.output import ModelsMakeOutput, emit
+
+    emit(a, ModelsMakeOutput(model=info))
+    return OK

@@ -11,7 +11,7 @@ import sys
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from satbench.cli.args import build_parser, run_config, run_flags_given
 from satbench.cli.commands_fleet import cmd_fleet
@@ -28,16 +28,17 @@ from satbench.cli.commands_read import (
     show_recommendations,
     show_report,
 )
+from satbench.cli.completion import cmd_completion
+from satbench.cli.exits import FAIRNESS_FAILED, INTERNAL_ERROR, INTERRUPTED, OK
 from satbench.config.schema import LaneConfig, RunConfig
 from satbench.errors import Interrupted, SatbenchError, ServerGoneError, UserError
 from satbench.http.endpoint import redact_url
 from satbench.records.rundir import refuse_if_in_use
 
 if TYPE_CHECKING:
+    from satbench.cli.output import SweepOutput
     from satbench.run.lane_session import Progress
 
-FAIRNESS_FAILED = 6
-INTERNAL_ERROR = 1  # an exception satbench did not expect: a bug
 TRACEBACK_ENV = "SATBENCH_TRACEBACK"  # set (to anything) to see an internal error's traceback
 
 
@@ -138,12 +139,14 @@ def _some_url_answers(cfg: RunConfig) -> None:
 
 
 def _cmd_sweep(a: argparse.Namespace) -> int:
+    """sweep and fairness: a new run, or --resume RUN_DIR; with --json, the run's document after it."""
     from satbench.pipeline import new_sweep
     from satbench.records.rundir import default_run_dir
     from satbench.report.progress import RichProgress
+    from satbench.run.lane_session import SilentProgress
 
     argv = [redact_url(x) for x in ["satbench", *a.argv]]
-    resume = None
+    progress = SilentProgress() if a.quiet else RichProgress()
     if a.resume:
         from satbench.run.resume import derive_only, resumable_manifest
 
@@ -152,16 +155,38 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         run_dir = Path(a.resume)
         resume = resumable_manifest(run_dir)
         if derive_only(run_dir, resume):
-            return _derive_complete_run(run_dir)
-        cfg = run_config(a) if run_flags_given(a) else resume.config
-        remote_preflight(cfg)
-        _server_preflight(cfg, bool(a.lanes) or len(cfg.lanes) > 1)
-        sweep = new_sweep(cfg, run_dir, argv, RichProgress(), resume=resume)
+            code = _derive_complete_run(run_dir)
+        else:
+            cfg = run_config(a) if run_flags_given(a) else resume.config
+            remote_preflight(cfg)
+            _server_preflight(cfg, bool(a.lanes) or len(cfg.lanes) > 1)
+            code = _run_sweep(new_sweep(cfg, run_dir, argv, progress, resume=resume), run_dir)
     else:
         cfg = run_config(a)
         run_dir = Path(a.output) if a.output else default_run_dir()
-        return sweep_new_run(cfg, run_dir, argv, RichProgress(), bool(a.lanes) or len(cfg.lanes) > 1)
-    return _run_sweep(sweep, run_dir)
+        code = sweep_new_run(cfg, run_dir, argv, progress, bool(a.lanes) or len(cfg.lanes) > 1)
+    if a.json:
+        from satbench.cli.output import emit
+
+        emit(a, _sweep_output(a.command, run_dir, code))
+    return code
+
+
+def _sweep_output(command: Literal["sweep", "fairness"], run_dir: Path, code: int) -> SweepOutput:
+    """What sweep --json prints: the run as its directory holds it now."""
+    from satbench.analysis.results import read_results
+    from satbench.cli.output import SweepOutput
+    from satbench.records.layout import RECOMMENDATIONS_FILE, RESULTS_FILE
+    from satbench.records.manifest import read_manifest
+    from satbench.saturation.recommendations_file import RecommendationsFile
+
+    manifest = read_manifest(run_dir)
+    recs = run_dir / RECOMMENDATIONS_FILE
+    return SweepOutput(
+        command=command, run_dir=str(run_dir), status=manifest.status, exit_code=code,
+        server_failures=[f.reason for f in manifest.server_failures],
+        results=read_results(run_dir) if (run_dir / RESULTS_FILE).exists() else None,
+        recommendations=RecommendationsFile.model_validate_json(recs.read_text()) if recs.exists() else None)
 
 
 def sweep_new_run(cfg: RunConfig, run_dir: Path, argv: list[str], progress: Progress, lane_file: bool) -> int:
@@ -276,7 +301,7 @@ def _finish_sweep(run_dir: Path, results) -> int:
     if verdicts is not None and verdicts.any_failed:
         print("satbench: a fairness or starvation check failed (see the verdict table)", file=sys.stderr)
         return FAIRNESS_FAILED
-    return 0
+    return OK
 
 
 def fleet_node_sweep(cfg: RunConfig, run_dir: Path, progress: Progress) -> tuple[int, str | None]:
@@ -294,7 +319,8 @@ def _cmd_fleet(a: argparse.Namespace) -> int:
 
 COMMANDS = {"sweep": _cmd_sweep, "fairness": _cmd_sweep, "analyze": cmd_analyze, "schema": cmd_schema,
             "models": cmd_models, "recommend": cmd_recommend, "capability": cmd_capability,
-            "report": cmd_report, "verify": cmd_verify, "compare": cmd_compare, "fleet": _cmd_fleet}
+            "report": cmd_report, "verify": cmd_verify, "compare": cmd_compare, "fleet": _cmd_fleet,
+            "completion": cmd_completion}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,13 +328,17 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:] if argv is None else argv
         args = build_parser().parse_args(argv)
         args.argv = list(argv)  # what the user typed, recorded in run.json (credentials redacted)
+        args.stdout = sys.stdout  # where --json's document goes (cli.output.emit)
+        if args.json or (args.quiet and not args.stdout_product):
+            with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):  # the tables, silenced
+                return COMMANDS[args.command](args)
         return COMMANDS[args.command](args)
     except SatbenchError as exc:
         print(f"satbench: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("satbench: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except OSError as exc:  # a path the system refuses where no reader said why (too long, no access)
         if os.environ.get(TRACEBACK_ENV):
             raise
