@@ -90,3 +90,18 @@ def test_an_unknown_native_flag_is_refused_before_the_run(tmp_path, capsys):
                  "-o", str(out)]) == 2
     assert "lane n: server args: --rope-scaling is not a flag of" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_server_arg_flags_add_up_and_are_checked(tmp_path, capsys):
+    model = tmp_path / "m.gguf"
+    write_synthetic_gguf(model, "llama", "tiny", 1)
+    out = tmp_path / "run"
+    common = ["sweep", "--server-bin", BIN, "--model", str(model), "--concurrency", "1", "--repetitions", "1",
+              "--requests-per-level", "4", "--prompt-tokens", "48", "--output-tokens", "8"]
+    assert main(common + ["--server-arg", "-fa on", "--server-arg=-ctk", "--server-arg=q8_0",
+                          "-o", str(out)]) == 0
+    assert read_manifest(out).config.lanes[0].server.extra_args == ["-fa", "on", "-ctk", "q8_0"]
+    assert main(common + ["--server-arg", "-np 4", "-o", str(tmp_path / "refused")]) == 2
+    assert "server args: -np is set by satbench: use --parallel" in capsys.readouterr().err
+    assert main(["sweep", "--url", "http://127.0.0.1:1", "--server-arg", "-fa on"]) == 2
+    assert "would not be applied" in capsys.readouterr().err

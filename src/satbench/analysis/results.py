@@ -31,7 +31,8 @@ from satbench.records.rundir import read_regular_file
 from satbench.server.memlog import LOG_VERBOSITY
 
 MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far below this
-RESULTS_SCHEMA_VERSION = "3.3"
+RESULTS_SCHEMA_VERSION = "3.4"
+# 3.4: lanes[].server_params.extra_args (more llama-server flags the lane's server ran with).
 # 3.3: levels[].contended and excluded_repetitions (the contention guard), lanes[].plan (the adaptive
 #      sweep's decisions), and the contended / contended_repetitions_excluded flags.
 # 3.2: lanes[].memory (cache per slot, model resident, slots that fit in the memory left after loading).

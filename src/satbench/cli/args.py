@@ -4,6 +4,7 @@ single-lane flags, and the RunConfig they or a lane file describe."""
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 from typing import NoReturn
 
@@ -95,6 +96,9 @@ def _lane_args(p: argparse.ArgumentParser, groups: tuple[str, ...] | None = None
             group.add_argument(*key.options, action="store_true", help=help_text(key))
         elif not key.text and kind in (int, float):
             group.add_argument(*key.options, type=kind, help=help_text(key), metavar=key.metavar)
+        elif not key.text and kind is list:  # repeatable; each value split as a shell would
+            group.add_argument(*key.options, action="extend", type=shlex.split, help=help_text(key),
+                               metavar=key.metavar)
         else:  # text, or what the caller parses (--concurrency, --budget)
             group.add_argument(*key.options, help=help_text(key), metavar=key.metavar)
 

@@ -123,7 +123,9 @@ LANE_KEYS: tuple[LaneKey, ...] = (
     LaneKey("server.n_threads", "server.threads", "--threads", "-t", SERVER),
     LaneKey("server.n_gpu_layers", "server.n_gpu_layers", "--n-gpu-layers", "-ngl", SERVER),
     LaneKey("server.kv_unified", "server.kv_unified", "--kv-unified", group=SERVER),
-    LaneKey("server.extra_args", "server.args"),
+    LaneKey("server.extra_args", "server.args", "--server-arg", group=SERVER, metavar="ARGS",
+            help="more llama-server flags, repeatable: --server-arg '-fa on' --server-arg=-ctk "
+                 "--server-arg=q8_0 (checked against the server, recorded)"),
     LaneKey("server.port", "server.port", "--port", group=SERVER,
             help="port on 127.0.0.1 for a server satbench starts (default: a free one)"),
     LaneKey("slo", "slo"),
