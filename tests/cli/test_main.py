@@ -126,7 +126,7 @@ def test_not_a_gguf_file(tmp_path, capsys):
 def test_schema_results_is_published(capsys):
     assert main(["schema", "results"]) == 0
     schema = json.loads(capsys.readouterr().out)
-    assert schema["$id"].endswith(f"/results/{RESULTS_SCHEMA_VERSION}.json")
+    assert schema["$id"] == f"urn:satbench:schema:results:{RESULTS_SCHEMA_VERSION}"
     assert "lanes" in schema["properties"]
 
 
