@@ -12,7 +12,7 @@ import satbench
 
 SRC = Path(satbench.__file__).parent
 STAGES = ["errors", "config", "records", "host", "models", "http", "workload", "server", "load", "run",
-          "metrics", "analysis", "saturation", "capability", "report", "pipeline", "fleet",
+          "metrics", "analysis", "saturation", "capability", "report", "pipeline", "api", "fleet",
           "cli"]
 DERIVING = {"metrics", "analysis", "saturation", "report"}
 MEASURING = {"http", "load", "run"}

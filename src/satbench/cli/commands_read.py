@@ -11,25 +11,14 @@ from pathlib import Path
 
 from satbench.cli.args import lanes_config
 from satbench.cli.exits import OK, VERIFY_FAILED
-from satbench.config.schema import RunConfig
-from satbench.errors import UserError
 from satbench.records.rundir import refuse_if_in_use
 
 
-def remote_preflight(cfg: RunConfig) -> None:
-    """Unreadable keys or CA files fail before anything starts; --insecure says so on stderr."""
-    from satbench.http.access import check_remote_access
-
-    for line in check_remote_access(cfg):
-        print(line, file=sys.stderr)
-
-
 def cmd_analyze(a: argparse.Namespace) -> int:
-    from satbench.pipeline import SweepDerivation
+    from satbench import api
     from satbench.report.table import print_results
 
-    refuse_if_in_use(Path(a.run_dir))
-    results = SweepDerivation().derive(Path(a.run_dir))
+    results = api.analyze(a.run_dir)
     print_results(results, run_dir=Path(a.run_dir))
     note_stale_report(Path(a.run_dir), ["results.json", "verdicts.json"])
     from satbench.cli.output import AnalyzeOutput, emit
@@ -66,19 +55,11 @@ def show_recommendations(recs, path: Path) -> None:
 
 
 def cmd_capability(a: argparse.Namespace) -> int:
-    import datetime as dt
+    from satbench import api
+    from satbench.capability.report import render_json, render_litellm
 
-    from satbench.capability.report import capability_report, render_json, render_litellm
-
-    if a.max_age_days <= 0:
-        raise UserError("--max-age-days must be positive")
-    cfg = lanes_config(a)
-    remote_preflight(cfg)
-    from satbench.capability.identity import this_node
-
-    node = this_node(cfg.lanes, a.node_id, a.api_base)
-    report = capability_report(cfg, Path(a.recommendations), dt.timedelta(days=a.max_age_days),
-                               accept_contended=a.accept_contended, block=node)
+    report = api.capability(lanes_config(a), a.recommendations, max_age_days=a.max_age_days,
+                            accept_contended=a.accept_contended, node_id=a.node_id, api_base=a.api_base or [])
     text = render_json(report) if a.format == "json" else render_litellm(report)
     if a.output:
         from satbench.records.manifest import write_text_atomic
@@ -151,13 +132,11 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
 
 def cmd_recommend(a: argparse.Namespace) -> int:
-    from satbench.records.manifest import read_manifest
+    from satbench import api
+    from satbench.records.layout import RECOMMENDATIONS_FILE
 
-    read_manifest(Path(a.run_dir))  # a path that is no run says so, as analyze does (not "no results.json")
-    refuse_if_in_use(Path(a.run_dir))
-    from satbench.pipeline import recommendations
-
-    recs, path = recommendations(Path(a.run_dir))
+    recs = api.recommend(a.run_dir)
+    path = Path(a.run_dir) / RECOMMENDATIONS_FILE
     show_recommendations(recs, path)
     note_stale_report(Path(a.run_dir), ["recommendations.json"])
     from satbench.cli.output import emit

@@ -1,0 +1,128 @@
+"""satbench's Python API: what the command line does, as functions that return the typed models.
+
+    from satbench import api
+    from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
+
+    cfg = RunConfig(lanes=[LaneConfig(name="gw", runtime=RuntimeConfig(kind="url", url="http://h:8080"))])
+    outcome = api.sweep(cfg, "runs/gw")              # measure; results, recommendations, report
+    results = api.load_results("runs/gw")            # results.json, as written
+    results = api.analyze("runs/gw")                 # derived again from the raw files
+    recs = api.recommend("runs/gw")                  # recommendations.json, written
+    report = api.capability(cfg, "runs/gw/recommendations.json")  # what this node may advertise
+
+`satbench sweep`, `analyze`, `recommend` and `capability` are these functions with a table printed
+(satbench.cli). Every function raises satbench.errors.SatbenchError subclasses for what the CLI
+prints as one line (UserError: a bad config or path; RuntimeStartError: a server that would not
+start or answer; …), each with its `exit_code`. Files are written exactly as the CLI writes them.
+`examples/api_sweep.py` is a whole script.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from satbench.analysis.results import ResultsFile, read_results
+from satbench.capability.report import CapabilityReport
+from satbench.config.schema import RunConfig
+from satbench.saturation.recommendations_file import RecommendationsFile
+
+if TYPE_CHECKING:
+    from satbench.report.bundle import ReportFiles
+    from satbench.run.lane_session import Progress
+    from satbench.run.sweep import Sweep
+
+__all__ = ["SweepOutcome", "analyze", "capability", "load_results", "prepare_sweep", "recommend", "sweep"]
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """A finished sweep: its directory, results, recommendations (None when no lane has a level) and
+    evidence bundle's files."""
+
+    run_dir: Path
+    results: ResultsFile
+    recommendations: RecommendationsFile | None
+    report: ReportFiles
+
+
+def prepare_sweep(config: RunConfig, run_dir: str | Path, *, progress: Progress | None = None,
+                  command_line: Sequence[str] = ("satbench", "api"), lane_file: bool | None = None) -> Sweep:
+    """A new sweep of `config` into `run_dir` (which must not hold a run), every preflight passed and
+    the directory made; `.run()` measures. Refusals name lanes (`lane_file`, default: more than one
+    lane) or flags."""
+    from satbench.pipeline import new_sweep
+    from satbench.records.rundir import check_new_run_dir, prepare_run_dir
+    from satbench.run.server_preflight import remote_preflight, server_preflight
+
+    run_dir = Path(run_dir)
+    remote_preflight(config)
+    check_new_run_dir(run_dir)
+    server_preflight(config, len(config.lanes) > 1 if lane_file is None else lane_file)
+    sweep = new_sweep(config, run_dir, list(command_line), progress)
+    sweep.resolve_models()  # a bad model (or URL, above) is refused before the run directory exists
+    prepare_run_dir(run_dir)
+    return sweep
+
+
+def sweep(config: RunConfig, run_dir: str | Path, *, progress: Progress | None = None,
+          command_line: Sequence[str] = ("satbench", "api")) -> SweepOutcome:
+    """Measure `config` into `run_dir`, then derive its results, recommendations and report, as
+    `satbench sweep` does (progress: none unless given)."""
+    from satbench.pipeline import derive_after_sweep
+
+    run_dir = Path(run_dir)
+    found = prepare_sweep(config, run_dir, progress=progress, command_line=command_line).run()
+    seen: dict[str, object] = {}
+    derive_after_sweep(run_dir, found, lambda recs, _path: seen.update(recs=recs),
+                       lambda files: seen.update(report=files))
+    recs = seen.get("recs")
+    return SweepOutcome(run_dir=run_dir, results=found,
+                        recommendations=recs if isinstance(recs, RecommendationsFile) else None,
+                        report=seen["report"])  # type: ignore[arg-type]
+
+
+def load_results(run_dir: str | Path) -> ResultsFile:
+    """results.json as the run directory holds it (validated against its schema)."""
+    return read_results(Path(run_dir))
+
+
+def analyze(run_dir: str | Path) -> ResultsFile:
+    """results.json and verdicts.json derived again from the raw files, and written."""
+    from satbench.pipeline import SweepDerivation
+    from satbench.records.rundir import refuse_if_in_use
+
+    refuse_if_in_use(Path(run_dir))
+    return SweepDerivation().derive(Path(run_dir))
+
+
+def recommend(run_dir: str | Path) -> RecommendationsFile:
+    """recommendations.json from the run's results (derived first when missing), and written."""
+    from satbench.pipeline import recommendations
+    from satbench.records.manifest import read_manifest
+    from satbench.records.rundir import refuse_if_in_use
+
+    read_manifest(Path(run_dir))  # a path that is no run says so
+    refuse_if_in_use(Path(run_dir))
+    return recommendations(Path(run_dir))[0]
+
+
+def capability(config: RunConfig, recommendations: str | Path, *, max_age_days: float = 30.0,
+               accept_contended: bool = False, node_id: str | None = None,
+               api_base: Sequence[str] = ()) -> CapabilityReport:
+    """What this node may advertise per lane of `config`: its recommendations checked against the
+    node now (model, build, machine, age); `api_base` as `--api-base` takes it (URL or LANE=URL)."""
+    from satbench.capability.identity import this_node
+    from satbench.capability.report import capability_report
+    from satbench.errors import UserError
+    from satbench.run.server_preflight import remote_preflight
+
+    if max_age_days <= 0:
+        raise UserError("--max-age-days must be positive")
+    remote_preflight(config)
+    node = this_node(config.lanes, node_id, list(api_base))
+    return capability_report(config, Path(recommendations), dt.timedelta(days=max_age_days),
+                             accept_contended=accept_contended, block=node)

@@ -1,0 +1,102 @@
+"""Before a new run's directory exists: every check that refuses a run in one line, naming the lane
+(lane file) or the flag (remote_preflight, server_preflight). `satbench sweep`, the Python API and
+a fleet node run them the same way (api.prepare_sweep)."""
+
+from __future__ import annotations
+
+import sys
+
+from satbench.config.schema import LaneConfig, RunConfig
+from satbench.errors import UserError
+
+
+def remote_preflight(cfg: RunConfig) -> None:
+    """Unreadable keys or CA files fail before anything starts; --insecure says so on stderr."""
+    from satbench.http.access import check_remote_access
+
+    for line in check_remote_access(cfg):
+        print(line, file=sys.stderr)
+
+
+def server_preflight(cfg: RunConfig, lane_file: bool) -> None:
+    """Refused before a new run's directory exists, in one line naming the lane (lane file) or the
+    flag. First every check that needs no server: a server_bin that cannot run, a --ctx-size too
+    small for one request per slot, a port in use (or asked by two lanes that run together), levels
+    whose requests and streams satbench's memory cannot hold (workload.check_memory_fits), a prompt
+    too short for its unique prefix by the model file's own vocabulary (prefix_preflight). Then the
+    running servers: a served_model its server does not list, and a run of running servers none of
+    which answers (where one answers, the others become recorded lane failures). A running server
+    still loading its model is waited for (a bounded time), one whose slots or per-slot context the
+    workload does not fit, or whose /tokenize leaves no room after the prefix, is refused, and one
+    without /metrics or /slots is warned about."""
+    from satbench.run.preflight import check_prefix_bounds
+    from satbench.server.base import check_port_free
+    from satbench.server.checks import check_planned_fit
+    from satbench.server.native import check_server_bin
+    from satbench.server.probe import check_served_model, wait_while_loading
+    from satbench.workload.builder import check_memory_fits
+
+    ports: dict[int, str] = {}
+    for lane in cfg.lanes:
+        rc, port = lane.runtime, lane.server.port
+
+        def where(key: str, name: str = lane.name) -> str:
+            return f"lane {name}: {key}" if lane_file else f"--{key.replace('_', '-')}"
+
+        if rc.kind == "native" and rc.server_bin is not None:
+            check_server_bin(rc.server_bin, where("server_bin"))
+        check_planned_fit(lane)
+        if rc.kind == "url" or port is None:
+            continue
+        if cfg.together and port in ports:
+            raise UserError(f"lanes {ports[port]} and {lane.name} both ask for port {port} and the together "
+                            "scenario runs them at once: give each lane its own port, or drop port")
+        ports[port] = lane.name
+        check_port_free(port, f"{where('port')} {port}")
+    check_memory_fits(cfg, lane_file)
+    check_prefix_bounds(cfg, lane_file)
+    for lane in cfg.lanes:
+        if lane.runtime.kind != "url":
+            continue
+        answers = wait_while_loading(lane)
+        check_served_model(lane)
+        if answers:
+            running_server_checks(cfg, lane, lane_file)
+    if all(lane.runtime.kind == "url" for lane in cfg.lanes):
+        some_url_answers(cfg)
+
+
+def running_server_checks(cfg: RunConfig, lane: LaneConfig, lane_file: bool = False) -> None:
+    """A url lane whose server answers: the workload must fit its per-slot context, its prompts the
+    longest unique prefix as its /tokenize counts it, and with --strict its levels its slots (all
+    checked again at the lane's start, which also warns of queueing levels); a disabled /metrics or
+    /slots is one warning line each."""
+    from satbench.run.preflight import check_prefix_remote
+    from satbench.server.checks import check_fits
+    from satbench.server.probe import endpoint_warnings, server_shape
+
+    shape = server_shape(lane)
+    if shape is not None and not cfg.fairness_only:  # the fairness checks size their own requests
+        check_fits(lane, *shape, cfg.strict, warn=False)
+    if shape is not None:  # a llama.cpp server: it tokenizes
+        check_prefix_remote(cfg, lane, lane_file)
+    for line in endpoint_warnings(lane):
+        print(line, file=sys.stderr)
+
+
+def some_url_answers(cfg: RunConfig) -> None:
+    """A run whose lanes are all running servers: RuntimeStartError when none of them answers (there
+    would be nothing to measure). One that answers is enough: the others become recorded lane failures."""
+    from satbench.errors import RuntimeStartError
+    from satbench.server.probe import check_reachable
+
+    down: list[str] = []
+    for lane in cfg.lanes:
+        try:
+            check_reachable(lane)
+            return
+        except RuntimeStartError as exc:
+            if len(cfg.lanes) == 1:
+                raise
+            down.append(f"lane {lane.name}: {exc}")
+    raise RuntimeStartError(f"no lane's server answers ({'; '.join(down)})")
