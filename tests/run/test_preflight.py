@@ -106,9 +106,9 @@ def test_a_lane_whose_binary_or_port_fails_at_start_is_that_lanes_failure(tmp_pa
                                                                           monkeypatch, fault):
     """Past the checks (the binary removed, the port taken meanwhile): lane b's failure is recorded,
     lane a stays measured and recommended, exit 4 (it used to abort the whole run, exit 2)."""
-    import satbench.cli.main
+    import satbench.run.server_preflight
 
-    monkeypatch.setattr(satbench.cli.main, "_server_preflight", lambda cfg, lane_file: None, raising=False)
+    monkeypatch.setattr(satbench.run.server_preflight, "server_preflight", lambda cfg, lane_file: None)
     noexec = tmp_path / "noexec.sh"
     noexec.write_text("#!/bin/sh\n")
     lanes = tmp_path / "lanes.toml"

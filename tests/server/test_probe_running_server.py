@@ -16,7 +16,7 @@ import pytest
 import satbench.run.lane_session as lane_session
 from satbench.http.access import EndpointSession
 from satbench.http.endpoint import Endpoint
-from satbench.cli import main as cli
+from satbench.run.server_preflight import server_preflight
 from satbench.cli.main import main
 from satbench.errors import RuntimeStartError
 from satbench.records.manifest import ModelInfo, NetworkInfo, RuntimeInfo
@@ -232,7 +232,7 @@ def test_the_handoff_names_a_started_servers_model_file():
 
 def test_a_server_without_metrics_or_slots_is_warned_about_naming_the_flag(fake_server, capsys):
     fake = fake_server(n_slots=2, endpoint_metrics=False, endpoint_slots=False)
-    cli._server_preflight(url_lane_config(fake.base_url, [1]), False)
+    server_preflight(url_lane_config(fake.base_url, [1]), False)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2
     assert err[0].startswith(f"satbench: warning: lane default: the server at {fake.base_url} has /metrics disabled "
@@ -243,5 +243,5 @@ def test_a_server_without_metrics_or_slots_is_warned_about_naming_the_flag(fake_
 
 def test_a_server_with_both_endpoints_gets_no_warning(fake_server, capsys):
     fake = fake_server(n_slots=2)
-    cli._server_preflight(url_lane_config(fake.base_url, [1]), False)
+    server_preflight(url_lane_config(fake.base_url, [1]), False)
     assert capsys.readouterr().err == ""
