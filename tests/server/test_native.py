@@ -1,7 +1,7 @@
 """The native runtime starts and stops a llama-server executable with the lane's flags.
 
 The executable here is tests/fakes/fake_llama_server_bin.py (no C++ build in the test suite);
-the real binary was exercised by hand (see the README).
+the real binary was exercised by hand (docs/metrics.md, "Limits worth knowing"; docs/gpu.md).
 """
 
 import json
