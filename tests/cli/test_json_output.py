@@ -3,9 +3,7 @@ output-COMMAND` publishes; the tables are not on stdout; --quiet leaves stdout e
 
 from __future__ import annotations
 
-import gzip
 import json
-import shutil
 from pathlib import Path
 
 import jsonschema
@@ -13,6 +11,7 @@ import pytest
 
 from satbench.cli.args import OUTPUT_SCHEMA_NAMES
 from satbench.cli.main import main
+from tests.bundles import unpacked_copy
 from tests.fakes.fairness_harness import FAIR
 
 BUNDLE = Path(__file__).resolve().parents[2] / "evidence" / "cpu-2core-2026-12-01" / "run"
@@ -38,12 +37,7 @@ def _json_of(argv: list[str], capsys, code: int = 0) -> dict:
 @pytest.fixture
 def run(tmp_path) -> Path:
     """A copy of the committed bundle, its raw files unpacked (the committed one is never touched)."""
-    run = tmp_path / "run"
-    shutil.copytree(BUNDLE, run)
-    for packed in run.glob("*.gz"):
-        packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
-        packed.unlink()
-    return run
+    return unpacked_copy(BUNDLE, tmp_path / "run")
 
 
 def test_every_output_schema_is_published(capsys):

@@ -81,7 +81,8 @@ def test_yaml_keeps_lane_names_strings(tmp_path, capsys, name):
 
 def test_a_duplicate_node_id_refuses_both_reports_and_writes_nothing(tmp_path, capsys):
     a = write(tmp_path, "a", report("node-a", [lane("dense")]))
-    again = write(tmp_path, "a2", report("node-a", [lane("dense")], api_base={"dense": "http://10.0.0.1:9/v1"}))
+    again = write(tmp_path, "a2", report("node-a", [lane("dense")],
+                                         api_base={"dense": "http://10.0.0.1:9/v1"}))
     code, out, err = merge(capsys, a, again, "--format", "litellm")
     assert code == 8 and out == ""
     assert f"refused {a}: duplicate: node id node-a is also {again}'s" in err

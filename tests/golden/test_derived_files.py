@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import gzip
 import io
 import json
 import os
@@ -18,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from tests.bundles import unpacked_copy
 
 from satbench.capability.identity import NodeBlock
 from satbench.capability.node import NodeLane
@@ -55,11 +55,7 @@ def rederived(tmp_path_factory) -> Path:
     patch = pytest.MonkeyPatch()
     clock = _FrozenClock(dt.datetime.fromisoformat(created))
     patch.setattr(recommend_module, "dt", SimpleNamespace(datetime=clock, timezone=dt.timezone))
-    run = tmp_path_factory.mktemp("golden") / "run"
-    shutil.copytree(BUNDLE, run)
-    for packed in run.glob("*.gz"):
-        packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
-        packed.unlink()
+    run = unpacked_copy(BUNDLE, tmp_path_factory.mktemp("golden") / "run")
     for name in DERIVED + ["SHA256SUMS"]:
         (run / name).unlink()
     shutil.rmtree(run / "plots")

@@ -4,13 +4,12 @@ added fields with values, which an older file cannot hold)."""
 
 from __future__ import annotations
 
-import gzip
-import shutil
 from pathlib import Path
 
 import pytest
 
 from satbench.pipeline import verify
+from tests.bundles import unpacked_copy
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"
 BUNDLE = EVIDENCE / "cpu-2core-2026-11-30" / "run"
@@ -19,12 +18,7 @@ BUNDLES_2026_12_01 = ["run", "v4-vs-deepseek2/run", "v4-gpu/run"]
 
 def _unpacked(bundle: Path, tmp_path: Path) -> Path:
     """A copy with every gzipped raw file restored (SHA256SUMS holds their uncompressed hashes)."""
-    copy = tmp_path / "run"
-    shutil.copytree(bundle, copy)
-    for packed in copy.glob("*.gz"):
-        packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
-        packed.unlink()
-    return copy
+    return unpacked_copy(bundle, tmp_path / "run")
 
 
 def test_the_committed_cpu_bundle_verifies(tmp_path):

@@ -76,13 +76,11 @@ def sweep(config: RunConfig, run_dir: str | Path, *, progress: Progress | None =
 
     run_dir = Path(run_dir)
     found = prepare_sweep(config, run_dir, progress=progress, command_line=command_line).run()
-    seen: dict[str, object] = {}
-    derive_after_sweep(run_dir, found, lambda recs, _path: seen.update(recs=recs),
-                       lambda files: seen.update(report=files))
-    recs = seen.get("recs")
-    return SweepOutcome(run_dir=run_dir, results=found,
-                        recommendations=recs if isinstance(recs, RecommendationsFile) else None,
-                        report=seen["report"])  # type: ignore[arg-type]
+    recs: list[RecommendationsFile] = []
+    files: list[ReportFiles] = []
+    derive_after_sweep(run_dir, found, lambda written, _path: recs.append(written), files.append)
+    return SweepOutcome(run_dir=run_dir, results=found, recommendations=recs[0] if recs else None,
+                        report=files[0])
 
 
 def load_results(run_dir: str | Path) -> ResultsFile:

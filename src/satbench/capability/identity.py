@@ -33,9 +33,10 @@ class NodeBlock(Strict):
     addresses: list[str] = Field(default_factory=list,
                                  description="the non-loopback IPv4 and IPv6 addresses its interfaces hold, "
                                              "sorted")
-    api_base: dict[str, str] = Field(default_factory=dict,
-                                     description="lane → the base URL a router sends the lane's requests to "
-                                                 "(an OpenAI base URL, usually ending in /v1)")
+    api_base: dict[str, str] = Field(
+        default_factory=dict,
+        description="lane → the base URL a router sends the lane's requests to (an OpenAI base URL, usually "
+                    "ending in /v1)")
     ray_node_id: str | None = Field(None, description="the Ray node the report was written on (fleet run)")
 
 

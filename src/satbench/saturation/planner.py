@@ -36,7 +36,7 @@ from satbench.metrics.level_result import LevelResult
 from satbench.records.manifest import PlanAction, PlanDecision
 from satbench.saturation.knee import marginal_gain_knee, points_of
 from satbench.saturation.refine import refine_between
-from satbench.saturation.slo import fewest_to_bound_p95, slo_standing
+from satbench.saturation.slo import estimate_misses, fewest_to_bound_p95, slo_standing
 
 MAX_DECISIONS = 500  # a lane's sweep never takes more steps than this (a guard, never reached by the rules)
 SLO_MAX_REPETITIONS = 30  # repetitions a level may get to bound the p95 its SLO judges
@@ -73,29 +73,6 @@ def _ci_fraction(lv: LevelResult) -> float | None:
     if est.value is None or not est.value or est.ci_high is None:
         return None
     return (est.ci_high - est.value) / est.value
-
-
-def _slo_samples_short(lv: LevelResult, slo: SloConfig | None) -> int | None:
-    """The fewest samples among the latencies the SLO judges by p95, when fewer than its upper CI end
-    needs (saturation/slo.py); None when enough, or no SLO."""
-    if slo is None:
-        return None
-    lat = lv.latency
-    judged = [lat.ttft_ms.n, lat.tpot_ms.n] + ([lat.e2e_ms.n] if slo.p95_e2e_ms is not None else [])
-    return min(judged) if min(judged) < fewest_to_bound_p95() else None
-
-
-def _slo_missed(lv: LevelResult, slo: SloConfig | None) -> str | None:
-    """Which SLO target the level's p95 estimate itself exceeds (its upper CI end can only be higher),
-    or None."""
-    if slo is None:
-        return None
-    lat = lv.latency
-    for name, d, target in (("TTFT", lat.ttft_ms, slo.p95_ttft_ms), ("TPOT", lat.tpot_ms, slo.p95_tpot_ms),
-                            ("E2E", lat.e2e_ms, slo.p95_e2e_ms)):
-        if target is not None and d.p95 is not None and d.p95 > target:
-            return f"p95 {name} {d.p95:.1f} ms > {target:g}"
-    return None
 
 
 def _step(action: PlanAction, level: int | None, rep: int | None, reason: str, fb: Feedback,
@@ -150,7 +127,7 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         if lv.contended is not None and retries.get(n, 0) < a.contended_retries:
             return go("remeasure", n, f"N={n} ran contended ({lv.contended}); measured again "
                                       f"({retries.get(n, 0) + 1} of {a.contended_retries})")
-        missed = _slo_missed(lv, ctx.slo) is not None and reps >= a.min_repetitions
+        missed = ctx.slo is not None and bool(estimate_misses(lv, ctx.slo)) and reps >= a.min_repetitions
         if reps < a.max_repetitions and not missed:
             if len(lv.repetitions) < a.min_repetitions:
                 return go("repeat", n, f"N={n}: {len(lv.repetitions)} clean repetition(s), at least "
@@ -179,7 +156,7 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         unbounded = dict(standing.unbounded)
         if rests is None or rests not in unbounded:
             return _step("stop", None, None, why, fb)
-        short = _slo_samples_short(levels[rests], ctx.slo) or 0
+        short = unbounded[rests]  # the fewest samples of its judged p95s
         if runs[rests] >= SLO_MAX_REPETITIONS:
             return _step("stop", None, None, f"{why}; N={rests}'s p95 is still not bounded after "
                          f"{runs[rests]} repetitions", fb)
