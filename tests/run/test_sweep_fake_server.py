@@ -61,10 +61,11 @@ def test_client_stamps_match_the_servers_schedule_to_the_millisecond(two_slot_ru
         lags_ms += [(t - w) / MS for (t, _), w in zip(e.chunks, writes)]
     # one clock (CLOCK_MONOTONIC) in both processes; the fake stamps just *after* its write
     # returns (and can be preempted in between), so a lag may be slightly negative.
-    # The tight bounds live in benchmarks/harness_overhead.py; here, robust ones on a busy box.
+    # The tight bounds live in benchmarks/harness_overhead.py; here, robust ones on a busy box (the
+    # suite's workers share 2 cores: a preempted client stamps late, whatever its code).
     abs_lags = sorted(abs(x) for x in lags_ms)
     assert statistics.median(abs_lags) < 1.0
-    assert abs_lags[int(0.9 * len(abs_lags))] < 3.0
+    assert abs_lags[int(0.9 * len(abs_lags))] < 5.0
 
 
 def test_ttft_and_queue_time_agree_with_the_server(two_slot_run):

@@ -110,8 +110,11 @@ def test_refine_finds_a_saturation_point_between_powers_of_two(fake_server, tmp_
     assert measured == [1, 2, 4, 5, 6, 7, 8]  # 4 → 8 scaled at 75 %: the knee lies between them
     rec = json.loads((out / "recommendations.json").read_text())["lanes"][0]
     # the knee is 6 or 7: one waiting request (N = slots + 1) hides the client's turnaround between
-    # requests, a real ~5 % gain; the 6 slots bind either way
-    assert rec["knee"] in (6, 7) and rec["recommended_concurrency"] == 6 and rec["slots"] == 6
+    # requests, a real ~5 % gain; on a busy host the one-slot steps can fall inside each other's CIs,
+    # and the knee is then undetermined (never a lower level); the 6 slots bind either way
+    undetermined = rec["knee"] is None and "inside N=" in rec["knee_reason"]
+    assert rec["knee"] in (6, 7) or undetermined, rec["knee_reason"]
+    assert rec["recommended_concurrency"] == 6 and rec["slots"] == 6
 
 
 def _fail_requests(lv, failed: int, kind: str = "timeout") -> None:
