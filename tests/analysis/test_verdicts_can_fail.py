@@ -16,20 +16,37 @@ CASES = [
     ("S3", {"admit_when_idle": True}, "the second prompt waits for the first request to end"),
 ]
 
-# The same thresholds for the fair and the unfair scheduler. S3's slack is s3_iterations decode
+# The same thresholds for the fair and the unfair scheduler. S2's and S3's slack is a number of decode
 # iterations (~6 ms each on this fake, which shares the test's event loop): the default 2 leave ~11 ms
-# that a busy host can spend; 4 leave ~25 ms, while the unfair scheduler overshoots by ~260 ms.
-CONFIG = {"S3": FairnessConfig(s3_iterations=4.0)}
+# that a busy host can spend (S2's fair admission alone takes ~14 ms of its ~18 ms bound); 4 leave
+# ~25 ms more, while the unfair schedulers overshoot by ~260 ms (S3) and ~550 ms (S2).
+CONFIG = {"S2": FairnessConfig(s2_iterations=4.0), "S3": FairnessConfig(s3_iterations=4.0)}
+
+
+ATTEMPTS = 3
+
+
+async def decided(check: str, **knob):
+    """The check's verdict, run again (up to ATTEMPTS times) while it is inconclusive: a check that
+    cannot resolve its figures on a busy host says so instead of guessing, and that is not what these
+    tests judge. A pass or a fail is final."""
+    reasons = []
+    for _ in range(ATTEMPTS):
+        v = await run_check(check, CONFIG.get(check), **knob)
+        if v.verdict != "inconclusive":
+            return v
+        reasons.append(v.reason)
+    pytest.fail(f"{check} was inconclusive {ATTEMPTS} times: {reasons}")
 
 
 @pytest.mark.parametrize("check", [c for c, _, _ in CASES])
 async def test_fair_scheduler_passes(check):
-    v = await run_check(check, CONFIG.get(check))
+    v = await decided(check)
     assert v.verdict == "pass", (v.measured, v.bounds, v.reason)
 
 
 @pytest.mark.parametrize("check, knob, why", CASES, ids=[c for c, _, _ in CASES])
 async def test_unfair_scheduler_fails(check, knob, why):
-    v = await run_check(check, CONFIG.get(check), **knob)
+    v = await decided(check, **knob)
     assert v.verdict == "fail", (why, v.measured, v.bounds, v.reason)
     assert v.derivation and v.bounds and v.measured

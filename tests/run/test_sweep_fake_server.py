@@ -62,10 +62,13 @@ def test_client_stamps_match_the_servers_schedule_to_the_millisecond(two_slot_ru
     # one clock (CLOCK_MONOTONIC) in both processes; the fake stamps just *after* its write
     # returns (and can be preempted in between), so a lag may be slightly negative.
     # The tight bounds live in benchmarks/harness_overhead.py; here, robust ones on a busy box (the
-    # suite's workers share 2 cores: a preempted client stamps late, whatever its code).
+    # suite's workers share 2 cores: a preempted client stamps late, whatever its code). A stamp per
+    # read rather than per event, with two events per read, would put half of the lags at or
+    # above one 6 ms decode iteration: the p75 bound (4 ms) catches that, and a p90 does not hold on
+    # a host running the suite at half speed.
     abs_lags = sorted(abs(x) for x in lags_ms)
     assert statistics.median(abs_lags) < 1.0
-    assert abs_lags[int(0.9 * len(abs_lags))] < 5.0
+    assert abs_lags[int(0.75 * len(abs_lags))] < 4.0
 
 
 def test_ttft_and_queue_time_agree_with_the_server(two_slot_run):
