@@ -32,6 +32,12 @@ prompt_tokens = 16
 output_tokens = 8
 """
 FAST_MS, SLOW_MS = 4.0, 20.0
+# The per-class test compares runs, so its repetitions must outlast this host's stalls (one 100 ms
+# stall in a 130 ms repetition opened the reference's CI): longer decodes, more requests and
+# repetitions, for both the lane and the spot check.
+CLASS_FAST_MS, CLASS_SLOW_MS, CLASS_REPS = 8.0, 24.0, 5
+CLASS_LANES = (LANES.replace("repetitions = 3", f"repetitions = {CLASS_REPS}")
+               .replace("requests_per_level = 8", "requests_per_level = 12"))
 WALL_LIMIT_S = 300  # a test that runs longer is a hang (21 s alone here, 137 s beside 3 busy loops)
 START_LIMIT_S = 90  # the cluster's start (~6 s here)
 
@@ -77,8 +83,9 @@ class Fleet:
             self.fakes[name] = FakeProcess(d, {"n_slots": 2, "decode_iteration_ms": decode_ms})
         return self.fakes[name]
 
-    def inventory(self, name: str, entries: list[str], **top) -> Path:
-        head = ['lanes = "lanes.toml"', "timeout_s = 90", "accept_contended = true"]
+    def inventory(self, name: str, entries: list[str], lanes: str = LANES, timeout_s: int = 90, **top) -> Path:
+        (self.tmp / f"{name}-lanes.toml").write_text(lanes)
+        head = [f'lanes = "{name}-lanes.toml"', f"timeout_s = {timeout_s}", "accept_contended = true"]
         head += [f"{k} = {v}" for k, v in top.items()]
         path = self.tmp / f"{name}.toml"
         path.write_text("\n".join(head + entries) + "\n")
@@ -210,14 +217,15 @@ def test_the_central_verify_refuses_a_run_altered_on_its_way(fleet):
 
 def test_per_class_spot_checks_a_class_and_measures_a_slow_node_in_full(fleet):
     """All three nodes have this machine's fingerprint: node-0 is measured in full, node-1 (as fast) is
-    spot-checked and advertised on node-0's evidence, node-2 (its server's decode 5× slower) is significantly
+    spot-checked and advertised on node-0's evidence, node-2 (its server's decode 3× slower) is significantly
     slower by `compare`, so it is measured in full and flagged. One task at a time: these "nodes" share
     this host's cores, and two spot checks at once would each run slower than the reference did alone."""
     inv = fleet.inventory("classes", max_parallel=1, entries=[
-        fleet.entry("ref-0", 'labels = { "satbench/node" = "n0" }'),
-        fleet.entry("same-1", 'labels = { "satbench/node" = "n1" }'),
-        fleet.entry("slow-2", 'labels = { "satbench/node" = "n2" }', decode_ms=SLOW_MS),
-        "[spot_check]\nrepetitions = 3\nmin_effect = 0.3\n"])
+        fleet.entry("ref-0", 'labels = { "satbench/node" = "n0" }', decode_ms=CLASS_FAST_MS),
+        fleet.entry("same-1", 'labels = { "satbench/node" = "n1" }', decode_ms=CLASS_FAST_MS),
+        fleet.entry("slow-2", 'labels = { "satbench/node" = "n2" }', decode_ms=CLASS_SLOW_MS),
+        f"[spot_check]\nrepetitions = {CLASS_REPS}\nmin_effect = 0.3\n"], lanes=CLASS_LANES,
+        timeout_s=180)  # the reference's run: 11 s alone here, 90+ s beside 3 busy loops
     code, nodes, out = run(fleet, inv, "classes", "--per-class")
     assert code == 0, nodes
     ref, same, slow = nodes["ref-0"], nodes["same-1"], nodes["slow-2"]
