@@ -13,6 +13,7 @@ from satbench.errors import RunDirError
 from satbench.metrics.contention import summarize_guarded
 from satbench.metrics.interference import interference
 from satbench.metrics.level_result import LevelContext, LevelResult
+from satbench.metrics.open_loop import RateResult, rate_result
 from satbench.metrics.slot_memory import lane_memory
 from satbench.records.events import (
     LevelMark,
@@ -58,6 +59,21 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
         )
         out.append(summarize_guarded(ctx, [e for e in events if e.level == n],
                                    [m for m in marks if m.level == n], lane_samples))
+    return out
+
+
+def _rates(lane: LaneConfig, prov: LaneProvenance, records: list) -> list[RateResult]:
+    """Every open-loop rate of the lane that left a record (scenario "open", level = its position)."""
+    if not lane.rates:
+        return []
+    cap = lane.open_cap(prov.runtime.total_slots or 1)
+    mine = [r for r in records if r.lane == lane.name and r.scenario == "open"]
+    out = []
+    for k, rate in enumerate(lane.rates, start=1):
+        events = [r for r in mine if isinstance(r, RequestEvent) and r.level == k and r.phase == "measured"]
+        marks = [r for r in mine if isinstance(r, LevelMark) and r.level == k]
+        if events or marks:
+            out.append(rate_result(rate, k, cap, events, marks, lane.slo))
     return out
 
 
@@ -135,7 +151,7 @@ def analyze_records(manifest: RunManifest, records: list, samples: list) -> Resu
             together_levels=together, interference=interference(solo, together),
             fairness=_fairness(lane, lp, records, manifest.server_failures),
             server_failures=[f for f in manifest.server_failures if f.lane == lane.name],
-            plan=plan,
+            plan=plan, rates=_rates(lane, lp, records),
         ))
     return ResultsFile(
         run_id=manifest.run_id, status=manifest.status, status_reason=manifest.status_reason,

@@ -14,6 +14,7 @@ from satbench.config.schema import RunConfig, ServerParams, SloConfig, Strict, W
 from satbench.errors import RunDirError, UserError
 from satbench.metrics.interference import Interference
 from satbench.metrics.level_result import LevelResult
+from satbench.metrics.open_loop import RateResult
 from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
 from satbench.records.artifacts import published_schema, render, validate_text, write_artifact
 from satbench.records.layout import RESULTS_FILE, VERDICTS_FILE
@@ -31,7 +32,9 @@ from satbench.records.rundir import read_regular_file
 from satbench.server.memlog import LOG_VERBOSITY
 
 MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far below this
-RESULTS_SCHEMA_VERSION = "3.4"
+RESULTS_SCHEMA_VERSION = "3.5"
+# 3.5: lanes[].rates (the open-loop rates: goodput, latency from arrival) and config lanes[].rates,
+#      max_concurrency.
 # 3.4: lanes[].server_params.extra_args (more llama-server flags the lane's server ran with).
 # 3.3: levels[].contended and excluded_repetitions (the contention guard), lanes[].plan (the adaptive
 #      sweep's decisions), and the contended / contended_repetitions_excluded flags.
@@ -171,6 +174,8 @@ class LaneResult(Strict):
         default_factory=list, description="levels whose server crashed or stopped answering (from run.json)")
     plan: list[PlanDecision] = Field(default_factory=list, description="the adaptive sweep's decisions, in "
                                      "order (from run.json); empty for fixed levels")
+    rates: list[RateResult] = Field(default_factory=list, description="the open-loop rates (--rate), lowest "
+                                    "first; empty when none ran")
 
 
 class ResultsFile(Strict):

@@ -20,7 +20,7 @@ from satbench.cli.lanekeys import (
     help_text,
     value_type,
 )
-from satbench.config.schema import FairnessConfig, LaneConfig, RunConfig, parse_levels
+from satbench.config.schema import FairnessConfig, LaneConfig, RunConfig, parse_levels, parse_rates
 from satbench.errors import UserError
 
 FILE_SCHEMA_NAMES = ("results", "verdicts", "recommendations", "capability", "fleet")
@@ -244,13 +244,15 @@ def lane_config(a: argparse.Namespace) -> LaneConfig:
     try:
         if a.concurrency is not None:
             values["levels"] = parse_levels(a.concurrency)
+        if a.rate is not None:
+            values["rates"] = parse_rates(a.rate)
         return build_lane(values)
     except LaneValueError as exc:
         key = exc.key
         if key and key.flag:
             raise UserError(f"{key.flag}: {exc.message}") from exc
         raise UserError(f"invalid {'.'.join(str(x) for x in exc.loc) or 'config'}: {exc.message}") from exc
-    except ValueError as exc:  # parse_levels
+    except ValueError as exc:  # parse_levels, parse_rates
         raise UserError(str(exc)) from exc
 
 

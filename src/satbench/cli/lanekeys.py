@@ -102,6 +102,11 @@ LANE_KEYS: tuple[LaneKey, ...] = (
     LaneKey("adaptive.budget_s", "budget", "--budget", group=WORKLOAD, metavar="DURATION",
             help="time budget of each lane's adaptive sweep, e.g. 90s, 2m (default: none)",
             file_type=(str | float | None, None), text=True),
+    LaneKey("rates", "rate", "--rate", group=WORKLOAD, metavar="RATES",
+            help="open-loop Poisson arrival rates in requests/s, e.g. 0.5,1,2, run after the levels "
+                 "(goodput per rate; the highest meeting the SLO is recommended)", text=True),
+    LaneKey("max_concurrency", "max_concurrency", "--max-concurrency", group=WORKLOAD, metavar="N",
+            help="with --rate: requests in flight at most; later arrivals wait (default: slots × 2)"),
     LaneKey("workload.prompt_tokens", "prompt_tokens", "--prompt-tokens", group=WORKLOAD,
             help="default {default}"),
     LaneKey("workload.output_tokens", "output_tokens", "--output-tokens", group=WORKLOAD,

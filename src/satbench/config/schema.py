@@ -28,6 +28,7 @@ from satbench.config.ranges import (
     MAX_LANES,
     MAX_LEVEL,
     MAX_LEVELS_PER_LANE,
+    MAX_REQUESTS_PER_LEVEL,
     BatchTokens,
     CheckRequests,
     CheckStreams,
@@ -44,6 +45,7 @@ from satbench.config.ranges import (
     Port,
     Probes,
     PromptTokens,
+    RateRps,
     Ratio,
     Repetitions,
     RequestsPerLevel,
@@ -260,6 +262,42 @@ class LaneConfig(Strict):
     slo: SloConfig | None = None
     fairness: FairnessConfig = Field(default_factory=FairnessConfig)
     adaptive: AdaptiveConfig | None = Field(None, description="the adaptive sweep; None: the fixed levels")
+    rates: list[RateRps] | None = Field(
+        None, description="open-loop arrival rates (requests/s, Poisson) run after the lane's levels; None: "
+        f"none (at most {MAX_LEVELS_PER_LANE})")
+    max_concurrency: Level | None = Field(
+        None, description="open loop: requests in flight at most; an arrival beyond it waits in the client "
+        "(None: the server's slots × 2)")
+
+    @field_validator("rates")
+    @classmethod
+    def _rates_distinct(cls, rates: list[float] | None) -> list[float] | None:
+        if rates is None:
+            return None
+        if not rates:
+            raise ValueError("at least one rate is needed")
+        if len(rates) > MAX_LEVELS_PER_LANE:
+            raise ValueError(f"at most {MAX_LEVELS_PER_LANE} rates, got {len(rates)}")
+        if len(set(rates)) != len(rates):
+            raise ValueError(f"rates repeat: {rates}")
+        return sorted(rates)
+
+    def rate_requests(self, rate_rps: float) -> int:
+        """Measured arrivals of one open-loop rate: the user's requests_per_level, else
+        max(32, ⌈RATE_WINDOW_S × rate⌉) (about RATE_WINDOW_S seconds of arrivals), at most
+        MAX_REQUESTS_PER_LEVEL."""
+        if self.requests_per_level is not None:
+            return self.requests_per_level
+        return min(max(32, math.ceil(RATE_WINDOW_S * rate_rps)), MAX_REQUESTS_PER_LEVEL)
+
+    @property
+    def workload_seed(self) -> int:
+        """The seed of the lane's random draws (open-loop arrivals)."""
+        return 0
+
+    def open_cap(self, slots: int) -> int:
+        """Requests in flight at most in the open loop: max_concurrency, else 2 × the server's slots."""
+        return self.max_concurrency or min(2 * max(slots, 1), MAX_LEVEL)
 
     @field_validator("levels")
     @classmethod
@@ -315,6 +353,19 @@ class LaneConfig(Strict):
 def design_minimum_requests(level: int) -> int:
     """DESIGN.md §5: at least max(8·N, 32) measured requests per level."""
     return max(8 * level, 32)
+
+
+RATE_WINDOW_S = 20.0  # an open-loop rate's default arrivals span about this long
+
+
+def parse_rates(text: str) -> list[float]:
+    """Parse a comma-separated list of rates such as "0.5,1,2" (requests/s) into numbers."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        return [float(p) for p in parts]
+    except ValueError as exc:
+        raise ValueError(f"rates must be numbers of requests per second like 0.5,1,2, got "
+                         f"{shown(text)}") from exc
 
 
 def parse_levels(text: str) -> list[int]:

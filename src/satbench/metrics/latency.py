@@ -46,3 +46,20 @@ def queue_time_ms(ev: RequestEvent, overhead_ms: float) -> float | None:
     if ttft is None or ev.timings is None or ev.timings.prompt_ms is None:
         return None
     return max(0.0, ttft - ev.timings.prompt_ms - overhead_ms)
+
+
+def ttft_from_arrival_ms(ev: RequestEvent) -> float | None:
+    """TTFT from arrival = t(first chunk with ≥1 generated token) − targeted_ns: the open loop's
+    TTFT with the client-side wait for a free in-flight slot included (load/open_loop.py)."""
+    first = first_token_ns(ev)
+    return None if first is None else (first - ev.targeted_ns) / NS_PER_MS
+
+
+def e2e_from_arrival_ms(ev: RequestEvent) -> float:
+    """E2E from arrival = end_ns − targeted_ns."""
+    return (ev.end_ns - ev.targeted_ns) / NS_PER_MS
+
+
+def wait_ms(ev: RequestEvent) -> float:
+    """Client-side wait = sent_ns − targeted_ns (≥ 0 when the request was sent on time or later)."""
+    return (ev.sent_ns - ev.targeted_ns) / NS_PER_MS

@@ -57,8 +57,9 @@ Percent = Annotated[float, FloatRange(0.0, 100.0, lo_open=False)]
 ClockMhz = Annotated[float, FloatRange(0.0, 1e6, lo_open=False)]
 
 # "solo": the lane alone on the machine; "together": every lane of the run at once;
-# "fairness": the workloads of the fairness and starvation checks (each request names its check and role)
-Scenario = Literal["solo", "together", "fairness"]
+# "fairness": the workloads of the fairness and starvation checks (each request names its check and role);
+# "open": the lane's open-loop rates (load/open_loop.py), its level the rate's 1-based position in `rates`
+Scenario = Literal["solo", "together", "fairness", "open"]
 Phase = Literal["warmup", "measured", "background"]  # a request's part of its level
 LevelStatus = Literal["running", "complete", "failed", "interrupted"]  # how a level repetition ended
 

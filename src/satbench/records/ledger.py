@@ -35,10 +35,11 @@ from satbench.records.manifest import (
     write_manifest,
 )
 
-UnitKind = Literal["solo", "together", "fairness", "refine", "start"]
+UnitKind = Literal["solo", "together", "fairness", "refine", "open", "start"]
 StartScenario = Literal["solo", "together"]
 _START_SCENARIOS: dict[str, StartScenario] = {"solo": "solo", "together": "together"}
-_LANE_KINDS: dict[str, UnitKind] = {"fairness": "fairness", "refine": "refine"}  # units of a whole lane
+# units of a whole lane
+_LANE_KINDS: dict[str, UnitKind] = {"fairness": "fairness", "refine": "refine", "open": "open"}
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class UnitId:
 
     - solo: lane, level (offered concurrency N), repetition;
     - together: level (the level *position* K, from 0), repetition;
-    - fairness, refine: lane;
+    - fairness, refine, open (its open-loop rates, run whole): lane;
     - start: scenario (solo or together), lane.
     """
 
@@ -121,6 +122,11 @@ def together_unit(step: int, rep: int) -> str:
 def fairness_unit(lane: str) -> str:
     """``fairness/LANE``: the lane's calibration and fairness checks, run whole."""
     return str(UnitId.fairness(lane))
+
+
+def open_unit(lane: str) -> str:
+    """``open/LANE``: the lane's open-loop rates, run whole (a resume runs them all again)."""
+    return str(UnitId("open", lane=lane))
 
 
 def refine_unit(lane: str) -> str:

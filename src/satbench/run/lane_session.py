@@ -30,6 +30,7 @@ from satbench.load.liveness import (
     watch,
 )
 from satbench.load.loadgen import UNREACHABLE, LevelPlan, run_level
+from satbench.load.open_loop import OpenPlan, open_seed, run_open
 from satbench.load.sampler import ServerSampler
 from satbench.records.events import JsonlWriter, LevelMark, RequestEvent, Scenario
 from satbench.records.manifest import ModelInfo, NetworkInfo, RuntimeInfo, ServerMemory
@@ -298,10 +299,39 @@ class LaneSession:
             raise self._level_failed(plan, why)
         return end
 
+    async def run_open(self, rate_index: int, repetition: int, seed: int, sink: JsonlWriter,
+                       progress: Progress) -> LevelMark:
+        """The lane's `rate_index`-th open-loop rate (1-based), once (load/open_loop.py), under the
+        liveness watchdog; LevelFailedError if it lost the server (what finished is on disk)."""
+        assert self.client is not None and self._sampler is not None and self.workload is not None
+        assert self.facts is not None and self.lane.rates is not None
+        lane, rate = self.lane, self.lane.rates[rate_index - 1]
+        reqs = await self.workload.build_open(self._id_name, rate_index, repetition, lane.rate_requests(rate))
+        plan = OpenPlan(LevelPlan(lane=lane.name, level=rate_index, repetition=repetition, warmup=[],
+                                  measured=reqs, scenario="open", session=self.session_index),
+                        rate, lane.open_cap(self.facts.total_slots or 1),
+                        open_seed(seed, rate_index, repetition))
+        progress.level(lane.name, "open", rate_index, repetition)
+        await self._sampler.snapshot()
+        activity = StreamActivity()
+        try:
+            end = await self.watched(run_open(self.client, plan, sink, on_done=progress.request_done,
+                                              activity=activity), activity)
+        except ServerUnresponsive as exc:
+            raise self._level_failed(plan.level, self.why_unresponsive(exc)) from None
+        await self._sampler.snapshot()
+        self._sampler.check_written()
+        if end.status == "failed" or not self.runtime.alive():
+            raise self._level_failed(plan.level, self._exit_words() if not self.runtime.alive()
+                                     else str(end.reason))
+        return end
+
     def _level_failed(self, plan: LevelPlan, why: str) -> LevelFailedError:
-        return LevelFailedError(f"lane {self.lane.name}: level {plan.level} (repetition "
+        what = (f"rate {self.lane.rates[plan.level - 1]:g}/s" if plan.scenario == "open" and self.lane.rates
+                else f"level {plan.level}")
+        return LevelFailedError(f"lane {self.lane.name}: {what} (repetition "
                                 f"{plan.repetition}{', together' if self.scenario == 'together' else ''}) "
-                                f"failed: {why}", lane=self.lane.name, scenario=self.scenario,
+                                f"failed: {why}", lane=self.lane.name, scenario=plan.scenario,
                                 level=plan.level, repetition=plan.repetition)
 
     def why_unresponsive(self, exc: ServerUnresponsive) -> str:

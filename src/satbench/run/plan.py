@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from satbench.config.schema import LaneConfig, RunConfig, together_shape
 from satbench.http.endpoint import split_credentials
-from satbench.records.ledger import fairness_unit, solo_unit, together_unit
+from satbench.records.ledger import fairness_unit, open_unit, solo_unit, together_unit
 from satbench.workload.fairness_plan import make_plan, request_count
 
 
@@ -21,6 +21,8 @@ def planned_units(cfg: RunConfig, refined: dict[str, list[int]] | None = None) -
     if not cfg.fairness_only:
         out += [(unit, level(lane, n)) for lane in cfg.lanes
                 for unit, n in _solo_units(lane, refined.get(lane.name, []))]
+        out += [(open_unit(lane.name), sum(lane.rate_requests(r) for r in lane.rates)) for lane in cfg.lanes
+                if lane.rates]
         if cfg.together:
             steps, reps = together_shape(cfg)
             out += [(together_unit(k, rep), level(lane, n)) for lane in cfg.lanes

@@ -26,6 +26,7 @@ from satbench.records.ledger import (
     Ledger,
     StartScenario,
     fairness_unit,
+    open_unit,
     refine_unit,
     solo_unit,
     together_unit,
@@ -132,8 +133,9 @@ class LaneScenarios(ABC):
         if lane.adaptive is not None:
             return await self._solo_adaptive(lane, events, samples, gpus)
         base = [(rep, n) for rep in range(1, lane.repetitions + 1) for n in lane.levels]
-        if not any(self._wanted(lane.name, n, rep) for rep, n in base) and (
-                not self.cfg.refine or self.ledger.done(refine_unit(lane.name))):
+        refined = not self.cfg.refine or self.ledger.done(refine_unit(lane.name))
+        if not any(self._wanted(lane.name, n, rep) for rep, n in base) and refined \
+                and not self._open_wanted(lane):
             return  # --resume: this lane's solo part is finished
         first = await self._start(lane, "solo", samples, gpus)
         session: LaneSession | None = first
@@ -147,6 +149,7 @@ class LaneScenarios(ABC):
                 self.ledger.complete(refine_unit(lane.name))
             if session is not None:
                 self._memory_after_levels(lane, session, gpus)
+                session = await self._open_rates(session, events)
         finally:
             if session is not None:
                 await self._stop(session)
@@ -156,7 +159,7 @@ class LaneScenarios(ABC):
         """The lane's adaptive sweep: each step its planner yields is recorded in run.json, then run;
         a resume replays the recorded steps (running those not done) and plans on from there."""
         recorded = self.ledger.plan(lane.name)
-        if recorded and recorded[-1].action == "stop":
+        if recorded and recorded[-1].action == "stop" and not self._open_wanted(lane):
             return  # --resume: this lane's adaptive sweep is finished
         first = await self._start(lane, "solo", samples, gpus)
         session: LaneSession | None = first
@@ -195,10 +198,32 @@ class LaneScenarios(ABC):
             self.progress.skip(requests_in(self.cfg, [u for u in planned if not self.ledger.done(u)]))
             if session is not None:
                 self._memory_after_levels(lane, session, gpus)
+                session = await self._open_rates(session, events)
         finally:
             planner.close()
             if session is not None:
                 await self._stop(session)
+
+    def _open_wanted(self, lane: LaneConfig) -> bool:
+        """Whether the lane has open-loop rates still to run (`open/LANE` not done)."""
+        return bool(lane.rates) and not self.ledger.done(open_unit(lane.name))
+
+    async def _open_rates(self, session: LaneSession, events: JsonlWriter) -> LaneSession | None:
+        """The lane's open-loop rates, lowest first, on the server its levels ran on, as one unit
+        (`open/LANE`; a resume runs them all again). A rate that loses the server is recorded and
+        ends the unit: the higher rates would load it more. None when the server was lost."""
+        lane = session.lane
+        if not self._open_wanted(lane):
+            return session
+        assert lane.rates is not None
+        for k in range(1, len(lane.rates) + 1):
+            try:
+                await session.run_open(k, 1, lane.workload_seed, events, self.progress)
+            except LevelFailedError as exc:
+                await self._record_failure(session, exc, open_unit(lane.name), [])
+                return None
+        self.ledger.complete(open_unit(lane.name))
+        return session
 
     def _memory_after_levels(self, lane: LaneConfig, session: LaneSession, gpus) -> None:
         """Read the memory left again once the lane's levels have run (its prompt cache at its

@@ -28,6 +28,7 @@ from satbench.saturation.bound import (
 )
 from satbench.saturation.confidence import confidence
 from satbench.saturation.knee import Knee, kneedle, marginal_gain_knee, points_of
+from satbench.saturation.open_rate import max_rate
 from satbench.saturation.recommendations_file import (
     ERROR_SHARE_MAX,
     Binding,
@@ -241,6 +242,7 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
                                                      if r.output_tok_per_s is not None]
                                     for lv in levels if lv.contended is None}) if rec is not None else None,
         plan_stop=lane.plan[-1].reason if lane.plan and lane.plan[-1].action == "stop" else None,
+        rate=max_rate(lane.rates, lane.slo),
     )
 
 

@@ -22,9 +22,11 @@ from satbench.records.layout import RECOMMENDATIONS_FILE
 from satbench.records.manifest import HostInfo, ModelInfo, RuntimeInfo
 from satbench.saturation.bound import BusyVariant, Resource, Saturation
 from satbench.saturation.confidence import Confidence
+from satbench.saturation.open_rate import RateRecommendation
 from satbench.saturation.usl import UslFit
 
-RECOMMENDATIONS_SCHEMA_VERSION = "1.10"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.11"
+# 1.11: rate (open-loop runs: the highest rate meeting the SLO from arrival, and each rate's goodput).
 # 1.10: slo_bound: a lower level whose p95 has too few samples to be bounded, and is not seen to miss,
 #       neither sets nor breaks it (was: breaks it); the "slo" binding names such levels.
 # 1.9: undetermined (no knee can be named from the CIs, and no other cap binds below it: recommended
@@ -140,6 +142,8 @@ class LaneRecommendation(Strict):
     confidence: Confidence | None = Field(None, description="P that the next measured level above the "
                                           "recommendation still gains (null: none, or < 2 repetitions)")
     plan_stop: str | None = Field(None, description="why the adaptive sweep stopped (null: fixed levels)")
+    rate: RateRecommendation | None = Field(None, description="the open-loop rates (--rate): the highest "
+                                            "meeting the SLO from arrival; null when none ran")
 
 
 DEFINITIONS = {
@@ -181,6 +185,11 @@ DEFINITIONS = {
     "contended": "a level measured while other processes took CPU (results.json definitions: contended) "
                  "is kept but neither makes nor moves the knee; contended is true when any level of the "
                  "lane still ran contended",
+    "rate.max_rate_rps": "the largest measured open-loop rate R (Poisson arrivals, at most max_concurrency "
+                         "in flight) such that R and every lower rate completed, lost no request and kept "
+                         "p95 TTFT from arrival, p95 TPOT and (when set) p95 E2E from arrival within the "
+                         "SLO; null without an SLO or when the lowest rate misses",
+    "rate.goodput_rps": "requests that met every SLO target from their arrival, per second of the rate's run",
     "confidence": "P(X(h) >= 1.1^log2(h/r) X(r)) for the recommendation r and the next clean measured level "
                   "h, Welch's t over their repetitions' output tok/s",
 }

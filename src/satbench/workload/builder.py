@@ -81,6 +81,12 @@ class WorkloadBuilder:
             out.append(await self._one(rid))
         return out
 
+    async def build_open(self, lane: str, rate_index: int, repetition: int,
+                         count: int) -> list[CompletionRequest]:
+        """`count` requests of one open-loop rate (its 1-based position `rate_index`), in arrival order."""
+        return [await self._one(open_request_id(self._nonce, lane, rate_index, repetition, seq))
+                for seq in range(count)]
+
     async def _one(self, request_id: str) -> CompletionRequest:
         return await self.one(request_id, self.cfg.prompt_tokens, self.cfg.output_tokens)
 
@@ -125,6 +131,13 @@ def new_nonce() -> str:
 def request_id(nonce: str, lane: str, level: int, repetition: int, phase: Phase, seq: int) -> str:
     """The id of one request of a run (and its unique prompt prefix, see `prefix_of`)."""
     return f"{nonce}-{lane}-n{level}-r{repetition}-{phase[0]}{seq}"
+
+
+def open_request_id(nonce: str, lane: str, rate_index: int, repetition: int, seq: int) -> str:
+    """The id of one open-loop request: "q" and the rate's position where a level has "n", and "o" for its
+    phase letter, so no closed-loop id equals it; never longer than the longest closed-loop id of the
+    lane while rate_index and seq stay below the prefix check's bounds (MAX_LEVELS_PER_LANE, 999,999)."""
+    return f"{nonce}-{lane}-q{rate_index}-r{repetition}-o{seq}"
 
 
 def prefix_of(rid: str) -> str:
