@@ -284,11 +284,11 @@ class LaneConfig(Strict):
 
     def rate_requests(self, rate_rps: float) -> int:
         """Measured arrivals of one open-loop rate: the user's requests_per_level, else
-        max(32, ⌈RATE_WINDOW_S × rate⌉) (about RATE_WINDOW_S seconds of arrivals), at most
-        MAX_REQUESTS_PER_LEVEL."""
+        max(RATE_MIN_REQUESTS, ⌈RATE_WINDOW_S × rate⌉) (about RATE_WINDOW_S seconds of arrivals, and
+        enough for a p95 with a bounded CI), at most MAX_REQUESTS_PER_LEVEL."""
         if self.requests_per_level is not None:
             return self.requests_per_level
-        return min(max(32, math.ceil(RATE_WINDOW_S * rate_rps)), MAX_REQUESTS_PER_LEVEL)
+        return min(max(RATE_MIN_REQUESTS, math.ceil(RATE_WINDOW_S * rate_rps)), MAX_REQUESTS_PER_LEVEL)
 
     @property
     def workload_seed(self) -> int:
@@ -356,6 +356,7 @@ def design_minimum_requests(level: int) -> int:
 
 
 RATE_WINDOW_S = 20.0  # an open-loop rate's default arrivals span about this long
+RATE_MIN_REQUESTS = 100  # an open-loop rate's fewest default arrivals: a p95 needs 72 for a bounded CI
 
 
 def parse_rates(text: str) -> list[float]:

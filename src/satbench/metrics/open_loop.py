@@ -45,8 +45,6 @@ class RateResult(Strict):
                                       "null without an SLO")
     slo_attainment: float | None = Field(description="requests meeting the SLO ÷ requests (a failed one "
                                          "never meets it); null without an SLO")
-    meets_slo: bool | None = Field(description="no request failed and the p95 TTFT (from arrival), p95 TPOT "
-                                   "and (if set) p95 E2E (from arrival) are within the SLO; null without one")
     max_in_flight: int = Field(description="most requests between sent_ns and end_ns at once")
     ttft_ms: Distribution = Field(description="from the send, as in the closed loop")
     ttft_from_arrival_ms: Distribution
@@ -104,19 +102,8 @@ def rate_result(rate_rps: float, position: int, cap: int, events: Sequence[Reque
         output_tok_per_s=sum(e.output_tokens for e in done) / duration if duration else None,
         goodput_rps=(met / duration if duration else None) if met is not None else None,
         slo_attainment=met / len(events) if met is not None and events else None,
-        meets_slo=_meets(slo, events, done, ttft_a, tpot, e2e_a) if slo is not None else None,
         max_in_flight=max_in_flight(events),
         ttft_ms=distribution([v for e in done if (v := latency.ttft_ms(e)) is not None]),
         ttft_from_arrival_ms=ttft_a, tpot_ms=tpot, e2e_from_arrival_ms=e2e_a,
         wait_ms=distribution([latency.wait_ms(e) for e in events]), warnings=warnings,
     )
-
-
-def _meets(slo: SloConfig, events: Sequence[RequestEvent], done: Sequence[RequestEvent],
-           ttft: Distribution, tpot: Distribution, e2e: Distribution) -> bool:
-    """Every request succeeded, and each p95 the SLO names is within its target (an undefined p95,
-    e.g. TPOT of one-token answers, does not count against it)."""
-    if not events or len(done) < len(events) or ttft.p95 is None:
-        return False
-    return (ttft.p95 <= slo.p95_ttft_ms and (tpot.p95 is None or tpot.p95 <= slo.p95_tpot_ms)
-            and (slo.p95_e2e_ms is None or (e2e.p95 is not None and e2e.p95 <= slo.p95_e2e_ms)))

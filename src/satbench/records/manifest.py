@@ -25,8 +25,9 @@ from satbench.config.schema import RunConfig, RuntimeKind, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.8"
+MANIFEST_SCHEMA_VERSION = "2.9"
 MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers: a few hundred KiB at most
+# 2.9: config lanes[].rates and max_concurrency; the "open/LANE" unit and server failures of scenario "open".
 # 2.8: plan (the adaptive sweep's decisions, per lane, for a resume to replay).
 # 2.7: runtime.memory (llama.cpp's buffer sizes once started, and the memory left then).
 # 2.6: provenance lanes[].network.server_on_this_machine; refine_levels (the levels --refine chose, kept
@@ -235,7 +236,7 @@ class ServerFailure(Strict):
     more than N again); a started server is restarted for what remains below N."""
 
     lane: str
-    scenario: Literal["solo", "together", "fairness"]
+    scenario: Literal["solo", "together", "fairness", "open"]
     level: int = Field(description="offered concurrency when it failed (0 = not a level: a fairness check)")
     repetition: int
     session: int = 0

@@ -13,6 +13,7 @@ from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.report.document import Block, Bullets, Heading, Image, Para, TableBlock
 from satbench.report.evidence_setup import afar, mib, server_where
 from satbench.report.plot_file import PlotFile
+from satbench.report.rates import rate_blocks, rate_line
 from satbench.report.table import (
     INTERFERENCE_HEADERS,
     LEVEL_HEADERS,
@@ -66,6 +67,7 @@ def lane_section(lane: LaneResult, plots: Sequence[PlotFile]) -> list[Block]:
         if notes:
             blocks.append(Bullets(items=notes))
     blocks += gpu_table(lane)
+    blocks += rate_blocks(lane)
     if lane.interference:
         blocks.append(TableBlock(headers=list(INTERFERENCE_HEADERS),
                                  rows=[interference_row(r) for r in lane.interference],
@@ -101,6 +103,8 @@ def recommendations(recs: RecommendationsFile | None) -> list[Block]:
                                          if r.usl.peak_reported and r.usl.peak_n
                                          else r.usl.why_not or "no peak reported")]
         items += [f"{r.lane}: {line}" for line in doubts(r)]
+        if (rate := rate_line(r)) is not None:
+            items.append(f"{r.lane}: {rate}")
     blocks.append(Bullets(items=items))
     return blocks
 

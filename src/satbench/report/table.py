@@ -14,6 +14,7 @@ from satbench.metrics.level_result import LevelResult
 from satbench.metrics.slot_memory import size_text
 from satbench.metrics.stats import Distribution, Estimate, Interval
 from satbench.records.manifest import RuntimeInfo
+from satbench.report.rates import print_rates, rate_line
 
 
 def _est(e: Estimate, digits: int = 1) -> str:
@@ -263,6 +264,7 @@ def print_results(results: ResultsFile, console: Console | None = None,
             console.print(LEVEL_LEGEND, markup=False, highlight=False)
         if lane.memory is not None:
             console.print(f"  {lane.lane}: memory: {lane.memory.statement}", markup=False, highlight=False)
+        print_rates(console, lane)
         if lane.fairness:
             console.print(verdict_table(lane))
         for tag, levels in (("", lane.levels), (" together", lane.together_levels)):
@@ -289,6 +291,8 @@ def print_recommendations(recs, console: Console | None = None) -> None:
             console.print(f"  {r.lane}: {line}", markup=False, highlight=False)
         console.print(f"  {r.lane}: server side {r.server_confirmation.statement}", markup=False,
                       highlight=False)
+        if (rate := rate_line(r)) is not None:
+            console.print(f"  {r.lane}: {rate}", markup=False, highlight=False)
 
 
 def _p95_ci(v: float | None, ci: Interval | None, digits: int = 0) -> str:
