@@ -198,6 +198,18 @@ def workload_bytes(lane: LaneConfig, level: int, background: bool) -> int:
     return planned + streams
 
 
+def open_bytes(lane: LaneConfig) -> int:
+    """satbench's own memory for the lane's largest open-loop rate, by `workload_bytes`'s rule: its
+    requests are built before the first arrives, and at most `open_cap` of them are in flight (the cap
+    of a server with the slots the lane asks for)."""
+    assert lane.rates is not None
+    w = lane.workload
+    planned = lane.rate_requests(max(lane.rates)) * (REQUEST_BYTES + w.prompt_tokens * BYTES_PER_PROMPT_ID)
+    streams = lane.open_cap(lane.slots_wanted()) * (STREAM_BYTES + w.prompt_tokens * BYTES_PER_SENT_ID
+                                                    + w.output_tokens * BYTES_PER_OUTPUT_TOKEN)
+    return planned + streams
+
+
 MAX_CHECK_STREAMS = MAX_LEVEL  # requests in flight at once in one fairness check, as in one level
 MAX_CHECK_PLANNED = MAX_REQUESTS_PER_LEVEL  # requests one fairness check builds, as one level may
 
@@ -219,6 +231,9 @@ def check_memory_fits(cfg: RunConfig, lane_file: bool, available_bytes: int | No
     if not cfg.fairness_only:
         need += [(f"{f'lane {lane.name}: concurrency' if lane_file else '--concurrency'} {max(lane.levels)}",
                   workload_bytes(lane, max(lane.levels), False)) for lane in cfg.lanes]
+    if not cfg.fairness_only:
+        need += [(f"{_lane(lane, lane_file)}--rate {max(lane.rates):g}", open_bytes(lane))
+                 for lane in cfg.lanes if lane.rates]
     if cfg.together and not cfg.fairness_only:
         need.append(("the together scenario (every lane's top level at once)",
                      sum(workload_bytes(lane, max(lane.levels), True) for lane in cfg.lanes)))
