@@ -37,8 +37,7 @@ def open_run(tmp_path_factory):
     fake = FakeProcess(tmp, dict(n_slots=2, prefill_ms_per_token=0.1, decode_iteration_ms=4.0))
     cfg = url_lane_config(fake.base_url, [1], requests=8, reps=1,
                           slo=SloConfig(p95_ttft_ms=150.0, p95_tpot_ms=50.0))
-    lane = cfg.lanes[0].model_copy(update={"rates": [10.0, 200.0], "max_concurrency": 2,
-                                           "requests_per_level": 24})
+    lane = cfg.lanes[0].model_copy(update={"rates": [10.0, 200.0], "max_concurrency": 2, "rate_requests": 24})
     cfg = cfg.model_copy(update={"lanes": [lane]})
     run_dir = tmp / "run"
     run_dir.mkdir()
@@ -99,3 +98,18 @@ def test_rates_are_analysed_and_the_highest_within_the_slo_recommended(open_run)
     assert rec.reason.startswith("no rate is shown to meet the SLO from arrival; 200/s misses the SLO: ")
     assert "p95 TTFT from arrival" in rec.reason and "not yet bounded: 10/s" in rec.reason
     assert json.loads((run_dir / "results.json").read_text())["lanes"][0]["rates"][1]["rate_rps"] == 200.0
+
+
+def test_the_report_shows_the_rates_and_draws_goodput_against_rate(open_run):
+    from satbench.pipeline import recommendations, report
+
+    _, run_dir, _ = open_run
+    recommendations(run_dir)
+    files = report(run_dir)
+    evidence = (run_dir / "EVIDENCE.md").read_text()
+    assert "default: open-loop rates (goodput against the offered rate)" in evidence
+    assert "| 200 |" in evidence and "fell_behind" in evidence
+    assert "default: highest rate within the SLO: none (max_concurrency 2)" in evidence
+    assert (run_dir / "plots" / "default-goodput.png").stat().st_size > 10_000
+    assert "default-goodput.png" in (run_dir / "report.html").read_text()
+    assert files is not None

@@ -105,6 +105,8 @@ LANE_KEYS: tuple[LaneKey, ...] = (
     LaneKey("rates", "rate", "--rate", group=WORKLOAD, metavar="RATES",
             help="open-loop Poisson arrival rates in requests/s, e.g. 0.5,1,2, run after the levels "
                  "(goodput per rate; the highest meeting the SLO is recommended)", text=True),
+    LaneKey("rate_requests", "rate_requests", "--rate-requests", group=WORKLOAD, metavar="N",
+            help="with --rate: arrivals per rate (default max(100, 20 s × rate))"),
     LaneKey("max_concurrency", "max_concurrency", "--max-concurrency", group=WORKLOAD, metavar="N",
             help="with --rate: requests in flight at most; later arrivals wait (default: slots × 2)"),
     LaneKey("workload.prompt_tokens", "prompt_tokens", "--prompt-tokens", group=WORKLOAD,

@@ -265,6 +265,8 @@ class LaneConfig(Strict):
     rates: list[RateRps] | None = Field(
         None, description="open-loop arrival rates (requests/s, Poisson) run after the lane's levels; None: "
         f"none (at most {MAX_LEVELS_PER_LANE})")
+    rate_requests: RequestsPerLevel | None = Field(
+        None, description="arrivals per open-loop rate; None = max(RATE_MIN_REQUESTS, ⌈RATE_WINDOW_S × rate⌉)")
     max_concurrency: Level | None = Field(
         None, description="open loop: requests in flight at most; an arrival beyond it waits in the client "
         "(None: the server's slots × 2)")
@@ -283,11 +285,11 @@ class LaneConfig(Strict):
         return sorted(rates)
 
     def rate_requests(self, rate_rps: float) -> int:
-        """Measured arrivals of one open-loop rate: the user's requests_per_level, else
+        """Measured arrivals of one open-loop rate: the user's rate_requests, else
         max(RATE_MIN_REQUESTS, ⌈RATE_WINDOW_S × rate⌉) (about RATE_WINDOW_S seconds of arrivals, and
         enough for a p95 with a bounded CI), at most MAX_REQUESTS_PER_LEVEL."""
-        if self.requests_per_level is not None:
-            return self.requests_per_level
+        if self.rate_requests is not None:
+            return self.rate_requests
         return min(max(RATE_MIN_REQUESTS, math.ceil(RATE_WINDOW_S * rate_rps)), MAX_REQUESTS_PER_LEVEL)
 
     @property

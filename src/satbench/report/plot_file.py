@@ -7,8 +7,9 @@ from typing import Literal
 
 from satbench.config.schema import Strict
 
-PlotKind = Literal["throughput", "latency", "occupancy", "gpu", "timeline", "starvation"]
-KINDS: tuple[PlotKind, ...] = ("throughput", "latency", "occupancy", "gpu", "timeline", "starvation")
+PlotKind = Literal["throughput", "latency", "occupancy", "gpu", "timeline", "starvation", "goodput"]
+KINDS: tuple[PlotKind, ...] = ("throughput", "latency", "occupancy", "gpu", "timeline", "starvation",
+                               "goodput")
 
 
 class PlotFile(Strict):

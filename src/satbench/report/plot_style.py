@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 DPI = 110
 SIZE_IN: dict[PlotKind, tuple[float, float]] = {
     "throughput": (8.0, 4.5), "latency": (10.0, 4.2), "occupancy": (8.0, 4.5), "gpu": (10.0, 4.2),
-    "timeline": (8.0, 4.5), "starvation": (8.0, 4.5),
+    "timeline": (8.0, 4.5), "starvation": (8.0, 4.5), "goodput": (10.0, 4.2),
 }
 STYLE: dict[RcKeyType, Any] = {
     "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,

@@ -37,6 +37,7 @@ from satbench.report.plot_style import (
     p95_err,
 )
 from satbench.report.plots_gpu import gpu_plot
+from satbench.report.plots_rates import goodput_plot
 from satbench.report.plots_requests import starvation_plot, timeline_plot
 from satbench.saturation.recommendations_file import LaneRecommendation, RecommendationsFile
 
@@ -208,7 +209,7 @@ def _lane_plots(lane: LaneResult, rec: LaneRecommendation | None,
     makers = {"throughput": lambda: _throughput(lane, rec), "latency": lambda: _latency(lane),
               "occupancy": lambda: _occupancy(lane), "gpu": lambda: gpu_plot(lane, rec),
               "timeline": lambda: timeline_plot(lane, events),
-              "starvation": lambda: starvation_plot(lane, events)}
+              "starvation": lambda: starvation_plot(lane, events), "goodput": lambda: goodput_plot(lane, rec)}
     for kind in KINDS:
         if (drawn := makers[kind]()) is not None:
             yield kind, drawn
