@@ -266,7 +266,8 @@ class LaneConfig(Strict):
         None, description="open-loop arrival rates (requests/s, Poisson) run after the lane's levels; None: "
         f"none (at most {MAX_LEVELS_PER_LANE})")
     rate_requests: RequestsPerLevel | None = Field(
-        None, description="arrivals per open-loop rate; None = max(RATE_MIN_REQUESTS, ⌈RATE_WINDOW_S × rate⌉)")
+        None, description="arrivals per open-loop rate; None = max(RATE_MIN_REQUESTS, ⌈RATE_WINDOW_S × "
+        "rate⌉)")
     max_concurrency: Level | None = Field(
         None, description="open loop: requests in flight at most; an arrival beyond it waits in the client "
         "(None: the server's slots × 2)")
@@ -284,7 +285,7 @@ class LaneConfig(Strict):
             raise ValueError(f"rates repeat: {rates}")
         return sorted(rates)
 
-    def rate_requests(self, rate_rps: float) -> int:
+    def arrivals_per_rate(self, rate_rps: float) -> int:
         """Measured arrivals of one open-loop rate: the user's rate_requests, else
         max(RATE_MIN_REQUESTS, ⌈RATE_WINDOW_S × rate⌉) (about RATE_WINDOW_S seconds of arrivals, and
         enough for a p95 with a bounded CI), at most MAX_REQUESTS_PER_LEVEL."""

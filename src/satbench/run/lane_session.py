@@ -306,7 +306,8 @@ class LaneSession:
         assert self.client is not None and self._sampler is not None and self.workload is not None
         assert self.facts is not None and self.lane.rates is not None
         lane, rate = self.lane, self.lane.rates[rate_index - 1]
-        reqs = await self.workload.build_open(self._id_name, rate_index, repetition, lane.rate_requests(rate))
+        reqs = await self.workload.build_open(self._id_name, rate_index, repetition,
+                                              lane.arrivals_per_rate(rate))
         plan = OpenPlan(LevelPlan(lane=lane.name, level=rate_index, repetition=repetition, warmup=[],
                                   measured=reqs, scenario="open", session=self.session_index),
                         rate, lane.open_cap(self.facts.total_slots or 1),

@@ -21,8 +21,8 @@ def planned_units(cfg: RunConfig, refined: dict[str, list[int]] | None = None) -
     if not cfg.fairness_only:
         out += [(unit, level(lane, n)) for lane in cfg.lanes
                 for unit, n in _solo_units(lane, refined.get(lane.name, []))]
-        out += [(open_unit(lane.name), sum(lane.rate_requests(r) for r in lane.rates)) for lane in cfg.lanes
-                if lane.rates]
+        out += [(open_unit(lane.name), sum(lane.arrivals_per_rate(r) for r in lane.rates))
+                for lane in cfg.lanes if lane.rates]
         if cfg.together:
             steps, reps = together_shape(cfg)
             out += [(together_unit(k, rep), level(lane, n)) for lane in cfg.lanes

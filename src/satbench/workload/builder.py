@@ -204,7 +204,8 @@ def open_bytes(lane: LaneConfig) -> int:
     of a server with the slots the lane asks for)."""
     assert lane.rates is not None
     w = lane.workload
-    planned = lane.rate_requests(max(lane.rates)) * (REQUEST_BYTES + w.prompt_tokens * BYTES_PER_PROMPT_ID)
+    planned = (lane.arrivals_per_rate(max(lane.rates))
+               * (REQUEST_BYTES + w.prompt_tokens * BYTES_PER_PROMPT_ID))
     streams = lane.open_cap(lane.slots_wanted()) * (STREAM_BYTES + w.prompt_tokens * BYTES_PER_SENT_ID
                                                     + w.output_tokens * BYTES_PER_OUTPUT_TOKEN)
     return planned + streams
