@@ -77,6 +77,17 @@ def shape_mismatch(measured: RuntimeInfo, node: NodeLane) -> str | None:
     return None
 
 
+def flags_mismatch(measured: RuntimeInfo, node: NodeLane) -> str | None:
+    """A server satbench starts must get the extra llama-server flags it was measured with (--server-arg,
+    [lanes.server] args: flash attention, KV cache types, split mode, speculative decoding change what it
+    holds and how fast); the node's lane states them as the sweep's did. Not compared for a url lane."""
+    if node.extra_server_args is None or node.extra_server_args == measured.extra_server_args:
+        return None
+    was, now = " ".join(measured.extra_server_args) or "none", " ".join(node.extra_server_args) or "none"
+    return (f"measured with extra llama-server flags {was!r}, this node's lane gives {now!r}: give the "
+            "measured ones (--server-arg, [lanes.server] args) or measure these")
+
+
 def measured_from_afar(rec: LaneRecommendation) -> str | None:
     """A url lane whose server was not on the machine that measured it: the hardware fingerprint
     recorded is the measuring machine's, not the server's, so it vouches for nothing on the node that
@@ -166,6 +177,8 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
     if why is not None:
         return why
     if (why := shape_mismatch(rec.runtime, node)) is not None:
+        return why
+    if (why := flags_mismatch(rec.runtime, node)) is not None:
         return why
     try:
         measured = dt.datetime.fromisoformat(rec.measured_at)

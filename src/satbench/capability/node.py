@@ -35,6 +35,8 @@ class NodeLane(Strict):
                                                       "(/props)")
     total_slots: int | None = Field(None, description="url lanes: the slots the server reports now (/props)")
     per_slot_ctx: int | None = Field(None, description="url lanes: its per-slot context now (/props)")
+    extra_server_args: list[str] | None = Field(None, description="a server satbench starts: the extra "
+                                                "llama-server flags this node's lane gives it (None: url)")
 
 
 def build_id(number: int | None, version: str | None) -> str | None:
@@ -96,4 +98,4 @@ def node_lane(lane: LaneConfig) -> NodeLane:
               if lane.runtime.kind == "native" and lane.runtime.server_bin else None)
     return NodeLane(lane=lane.name, model_path=info.path, model_sha256=info.sha256,
                     runtime_kind=lane.runtime.kind, runtime_build=runtime_build_now(lane),
-                    runtime_binary_sha256=binary)
+                    runtime_binary_sha256=binary, extra_server_args=list(lane.server.extra_args))

@@ -27,7 +27,8 @@ from satbench.errors import RunDirError
 MANIFEST_FILE = "run.json"
 MANIFEST_SCHEMA_VERSION = "2.9"
 MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers: a few hundred KiB at most
-# 2.9: config lanes[].rates and max_concurrency; the "open/LANE" unit and server failures of scenario "open".
+# 2.9: runtime.extra_server_args; config lanes[].rates and max_concurrency; the "open/LANE" unit and
+#      server failures of scenario "open".
 # 2.8: plan (the adaptive sweep's decisions, per lane, for a resume to replay).
 # 2.7: runtime.memory (llama.cpp's buffer sizes once started, and the memory left then).
 # 2.6: provenance lanes[].network.server_on_this_machine; refine_levels (the levels --refine chose, kept
@@ -95,6 +96,8 @@ class RuntimeInfo(Strict):
     per_slot_ctx: int | None = None
     model_alias: str | None = None
     server_args: list[str] = Field(default_factory=list)
+    extra_server_args: list[str] = Field(default_factory=list, description="the lane's extra llama-server "
+                                         "flags (--server-arg), the tail of server_args; [] for a url lane")
     pid: int | None = None
     memory: ServerMemory | None = Field(None, description="the server's buffers once started (null: a "
                                         "running server, whose log satbench does not read, or before 2.7)")

@@ -216,6 +216,7 @@ class LaneSession:
             total_slots=self.facts.total_slots, per_slot_ctx=self.facts.per_slot_ctx,
             model_alias=self.facts.model_alias or self.facts.openai_model,
             server_args=self.runtime.server_args, pid=self.runtime.pid, memory=self.memory,
+            extra_server_args=list(self.lane.server.extra_args) if self.runtime.kind != "url" else [],
         )
 
     def network_info(self) -> NetworkInfo:

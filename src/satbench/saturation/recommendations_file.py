@@ -26,7 +26,8 @@ from satbench.saturation.open_rate import RateRecommendation
 from satbench.saturation.usl import UslFit
 
 RECOMMENDATIONS_SCHEMA_VERSION = "1.11"
-# 1.11: rate (open-loop runs: the highest rate meeting the SLO from arrival, and each rate's goodput).
+# 1.11: rate (open-loop runs: the highest rate meeting the SLO from arrival, and each rate's goodput);
+#       runtime.extra_server_args (capability refuses a node whose lane gives other extra flags).
 # 1.10: slo_bound: a lower level whose p95 has too few samples to be bounded, and is not seen to miss,
 #       neither sets nor breaks it (was: breaks it); the "slo" binding names such levels.
 # 1.9: undetermined (no knee can be named from the CIs, and no other cap binds below it: recommended
