@@ -174,6 +174,12 @@ class WorkloadConfig(Strict):
         d = self.output_lengths
         return (self.output_tokens, self.output_tokens) if d is None else (d.min_tokens, d.max_tokens)
 
+    def length_texts(self) -> tuple[str, str]:
+        """The prompt and output lengths as a report writes them: the integer, or the distribution's
+        canonical text."""
+        return (str(self.prompt_tokens) if self.prompt_lengths is None else self.prompt_lengths.spec,
+                str(self.output_tokens) if self.output_lengths is None else self.output_lengths.spec)
+
     def longest_request(self) -> int:
         """The most context one request can need: longest prompt + most output tokens."""
         return self.prompt_bounds()[1] + self.output_bounds()[1]
