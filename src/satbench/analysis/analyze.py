@@ -52,7 +52,7 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
             lane=lane.name, level=n, repetitions_planned=decided.get(n, reps) if plan else reps,
             measured_requests_planned=lane.measured_requests(n),
             slots=prov.runtime.total_slots, per_slot_ctx=prov.runtime.per_slot_ctx,
-            prompt_tokens=lane.workload.prompt_tokens, output_tokens=lane.workload.output_tokens,
+            prompt_tokens=lane.workload.prompt_bounds()[1], output_tokens=lane.workload.output_bounds()[1],
             overhead_ms=prov.network.rtt_ms_median or 0.0, llamacpp=prov.runtime.llamacpp, slo=lane.slo,
             host_cores=host_cores, server_remote=not prov.network.on_this_machine,
             level_total_planned=totals.get(n) if plan else None,

@@ -28,11 +28,14 @@ from satbench.config.ranges import MAX_LEVELS_PER_LANE, Level
 from satbench.config.schema import (
     DEFAULT_LEVELS,
     DEFAULT_MODEL_DIR,
+    DEFAULT_OUTPUT_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
     MODEL_DIR_ENV,
     LaneConfig,
     parse_duration,
     resolve_model_dir,
 )
+from satbench.workload.lengths import parse_lengths
 
 ONE_LANE = "one lane (without --lanes)"
 WORKLOAD = "workload"
@@ -110,9 +113,13 @@ LANE_KEYS: tuple[LaneKey, ...] = (
     LaneKey("max_concurrency", "max_concurrency", "--max-concurrency", group=WORKLOAD, metavar="N",
             help="with --rate: requests in flight at most; later arrivals wait (default: slots × 2)"),
     LaneKey("workload.prompt_tokens", "prompt_tokens", "--prompt-tokens", group=WORKLOAD,
-            help="default {default}"),
+            help="an integer (default {default}), or lengths drawn per request: normal:MEAN,SD, "
+                 "uniform:LO-HI or jsonl:PATH", file_type=(Any, DEFAULT_PROMPT_TOKENS), text=True),
     LaneKey("workload.output_tokens", "output_tokens", "--output-tokens", group=WORKLOAD,
-            help="default {default}"),
+            help="an integer (default {default}), or lengths drawn per request: normal:MEAN,SD, "
+                 "uniform:LO-HI or jsonl:PATH", file_type=(Any, DEFAULT_OUTPUT_TOKENS), text=True),
+    LaneKey("workload.seed", "seed", "--seed", group=WORKLOAD,
+            help="seed of the drawn lengths (default {default}): the same seed, the same lengths"),
     LaneKey("requests_per_level", "requests_per_level", "--requests-per-level", group=WORKLOAD,
             help="measured requests per level and repetition (default max(8N, 32))"),
     LaneKey("repetitions", "repetitions", "--repetitions", group=WORKLOAD, help="default {default}"),
@@ -164,6 +171,28 @@ def _adaptive(given: dict[str, Any]) -> None:
     elif knobs:
         raise LaneValueError("adaptive", None, ("budget_s",), "a budget applies to the adaptive sweep: "
                              "drop the fixed levels (concurrency) to use it")
+
+
+def _lengths(given: dict[str, Any]) -> None:
+    """prompt_tokens and output_tokens as given (an integer, or the text of a distribution:
+    workload/lengths.py): a distribution sets its int field to its mean and `*_lengths` to itself."""
+    workload = given.get("workload", {})
+    for what in ("prompt", "output"):
+        name = f"{what}_tokens"
+        if name not in workload:
+            continue
+        try:
+            workload[name], dist = parse_lengths(workload[name], what)
+        except ValueError as exc:
+            raise LaneValueError("workload", None, (name,), str(exc)) from exc
+        if dist is not None:
+            workload[f"{what}_lengths"] = dist
+    drawn = any(f"{what}_lengths" in workload for what in ("prompt", "output"))
+    if workload.get("seed") and not drawn and not given.get("rates"):
+        raise LaneValueError("workload", None, ("seed",),
+                             "it draws request lengths and open-loop arrivals, but both lengths are fixed "
+                             "and no --rate is given: give a length as a distribution (normal:MEAN,SD, "
+                             "uniform:LO-HI, jsonl:PATH) or rates")
 
 
 def schema_field(path: str) -> FieldInfo:
@@ -262,6 +291,7 @@ def build_lane(values: Mapping[str, object]) -> LaneConfig:
         elif value is not None:
             given[path] = value
     _adaptive(given)
+    _lengths(given)
     runtime = given.setdefault("runtime", {})
     runtime["model_dir"] = resolve_model_dir(runtime.get("model_dir"))
     if runtime.get("kind") == "url":

@@ -24,6 +24,8 @@ MIB = 1024 * KIB
 # -- sizes (bytes) -----------------------------------------------------------------------------
 MAX_SERVER_ARGS = 64  # words of [lanes.server] args: llama-server flags and their values
 MAX_SERVER_ARG_CHARS = 4096  # one such word (a path, a tensor split)
+MAX_LENGTHS_FILE_BYTES = 64 * MIB  # a JSONL of request lengths (--prompt-tokens jsonl:PATH)
+MAX_LENGTHS_LINES = 1_000_000  # lengths in one such file
 MAX_HEADER_BYTES = 64 * KIB
 """A response head (status line + headers): llama-server sends ~300 bytes; proxies add a few KiB."""
 MAX_EVENT_BYTES = 8 * MIB

@@ -65,8 +65,9 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
         missing.append(f"{lane.lane}: concurrency above {top}" if top else f"{lane.lane}: no level measured")
         missing += [f"{lane.lane}: {f.level} or more in flight — the server failed there ({f.scenario})"
                     for f in lane.server_failures if f.level]
-        missing.append(f"{lane.lane}: other prompt/output lengths than {lane.workload.prompt_tokens}/"
-                       f"{lane.workload.output_tokens} tokens" + ("" if lane.workload.shared_prefix else
+        lengths = "/".join(lane.workload.length_texts())
+        missing.append(f"{lane.lane}: other prompt/output lengths than {lengths}"
+                       " tokens" + ("" if lane.workload.shared_prefix else
                                                                   ", and prompt-cache reuse (no "
                                                                   "--shared-prefix)"))
         if not lane.fairness:
@@ -146,7 +147,7 @@ def prompt_form(lane: LaneResult) -> str:
     if lane.runtime.llamacpp:
         start = ("the same filler tokens for every request" if shared
                  else "a unique text prefix, then filler tokens")
-        return f"token ids: {start}, {w.prompt_tokens} per sweep request"
+        return f"token ids: {start}, {w.length_texts()[0]} per sweep request"
     start = "the same filler words for every request" if shared else "a unique prefix, then filler words"
-    return (f"text: {start}, about {w.prompt_tokens} words per sweep request; the server's own token count, "
-            "where it reports usage, is each event's server_prompt_tokens")
+    return (f"text: {start}, about {w.length_texts()[0]} words per sweep request; the server's own token "
+            "count, where it reports usage, is each event's server_prompt_tokens")

@@ -137,7 +137,8 @@ def lanes_table(results: ResultsFile) -> list[Block]:
                          str(rt.per_slot_ctx) if rt.per_slot_ctx is not None else "n/a",
                          f"{net.path}, RTT p50 {net.rtt_ms_median:.2f} ms" if net.rtt_ms_median is not None
                          else net.path,
-                         f"{lane.workload.prompt_tokens} / {lane.workload.output_tokens}"
+                         " / ".join(lane.workload.length_texts())
+                         + (f" seed {lane.workload.seed}" if lane.workload.seed else "")
                          + (" shared prefix" if lane.workload.shared_prefix else "")])
     return [Heading(level=2, text="Lanes: models and runtimes"),
             TableBlock(headers=["lane", "model file", "size", "weights", "sha256"], rows=models),

@@ -58,7 +58,7 @@ def lane_title(lane: LaneResult) -> str:
     return (f"lane {lane.lane}: {lane.model.path or rt.model_alias or 'remote model'}"
             f"{' (SYNTHETIC weights)' if lane.model.synthetic else ''} · {server_phrase(rt)}"
             f" · slots {rt.total_slots if rt.total_slots is not None else 'n/a'}"
-            f" · prompt {lane.workload.prompt_tokens} / output {lane.workload.output_tokens} tokens")
+            " · prompt {} / output {} tokens".format(*lane.workload.length_texts()))
 
 
 LEVEL_HEADERS = ("N", "out tok/s", "req/s", "TTFT p50/p95", "ITL p50/p95", "TPOT p50",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from satbench.config.schema import LaneConfig, RunConfig
 from satbench.errors import ModelError, SatbenchError
-from satbench.workload.builder import NONCE_BYTES, TOGETHER_SUFFIX, check_prefix_length, longest_prefixes
+from satbench.workload.builder import NONCE_BYTES, TOGETHER_SUFFIX, check_prompt_room, longest_prefixes
 
 _NONCE = "\x00" * (2 * NONCE_BYTES)  # a placeholder no lane name or number contains
 _HEX = frozenset("0123456789abcdef")
@@ -76,7 +76,7 @@ def check_prefix_bounds(cfg: RunConfig, lane_file: bool) -> None:
                   for text in longest_prefixes(_NONCE, name, max(lane.levels), lane.repetitions)]
         known = [b for b in bounds if b is not None]
         if known:
-            check_prefix_length(lane.workload.prompt_tokens, max(known), _where(lane, lane_file), bound=True)
+            check_prompt_room(lane.workload, max(known), _where(lane, lane_file), bound=True)
 
 
 def check_prefix_remote(cfg: RunConfig, lane: LaneConfig, lane_file: bool) -> None:
@@ -89,7 +89,7 @@ def check_prefix_remote(cfg: RunConfig, lane: LaneConfig, lane_file: bool) -> No
 
     counts = asyncio.run(_remote_counts(cfg, lane))
     if counts:
-        check_prefix_length(lane.workload.prompt_tokens, min(counts), _where(lane, lane_file))
+        check_prompt_room(lane.workload, min(counts), _where(lane, lane_file))
 
 
 async def _remote_counts(cfg: RunConfig, lane: LaneConfig) -> list[int]:

@@ -218,7 +218,7 @@ class LaneScenarios(ABC):
         assert lane.rates is not None
         for k in range(1, len(lane.rates) + 1):
             try:
-                await session.run_open(k, 1, lane.workload_seed, events, self.progress)
+                await session.run_open(k, 1, lane.workload.seed, events, self.progress)
             except LevelFailedError as exc:
                 await self._record_failure(session, exc, open_unit(lane.name), [])
                 return None

@@ -1,9 +1,10 @@
 """Checks made once a lane's server answers, before anything is measured.
 
-- Does the workload fit? A request whose prompt + output exceed the per-slot context is not
-  refused by llama.cpp: it answers 200 with fewer tokens, so every request would fail as
-  `wrong_token_count`. That is refused up front, naming the fix (for a server satbench starts
-  with --ctx-size, already before the server and the run directory exist).
+- Does the workload fit? A request whose prompt + output (the longest a lane can draw) exceed
+  the per-slot context is not refused by llama.cpp: it answers 200 with fewer tokens, so every
+  such request would fail as `wrong_token_count`. That is refused up front, naming the fix (for
+  a server satbench starts with --ctx-size, already before the server and the run directory
+  exist).
 - Levels above the slot count queue at the server: a warning (the levels are flagged
   `queue_bound`), or an error with `--strict` (for a running server given by --url, already before
   the run directory exists).
@@ -23,10 +24,12 @@ CTX_PAD = 256  # llama.cpp pads a slot's context up to a multiple of this
 
 
 def _does_not_fit(lane: LaneConfig, have: str) -> UserError:
-    need = lane.workload.prompt_tokens + lane.workload.output_tokens
+    w = lane.workload
+    prompt, output = w.prompt_bounds()[1], w.output_bounds()[1]
+    which = "a request" if w.prompt_lengths is None and w.output_lengths is None else "the longest request"
     return UserError(
-        f"lane {lane.name}: a request needs prompt {lane.workload.prompt_tokens} + output "
-        f"{lane.workload.output_tokens} = {need} tokens but {have} "
+        f"lane {lane.name}: {which} needs prompt {prompt} + output {output} = {prompt + output} tokens "
+        f"but {have} "
         "(llama.cpp would cut every answer short); lower --prompt-tokens/--output-tokens, or give the server "
         "more context (-c) or fewer slots (-np)")
 
@@ -47,7 +50,7 @@ def check_planned_fit(lane: LaneConfig) -> None:
     if lane.runtime.kind == "url" or lane.server.n_ctx is None:
         return  # a running server's context is its own; without --ctx-size satbench asks for enough
     most = slot_ctx_at_most(lane.server.n_ctx, lane.slots_wanted(), lane.server.kv_unified)
-    if most < lane.workload.prompt_tokens + lane.workload.output_tokens:
+    if most < lane.workload.longest_request():
         raise _does_not_fit(lane, f"--ctx-size {lane.server.n_ctx} over {lane.slots_wanted()} slots gives "
                                   f"each slot at most {most}")
 
@@ -63,7 +66,7 @@ def check_fits(lane: LaneConfig, total_slots: int | None, per_slot_ctx: int | No
     lane is checked before its run directory exists (warn=False: the lane's start warns) and again
     at its start. An adaptive lane's levels are not run as given: its planner keeps to the slots
     (one level past them for a running server, none with `strict`)."""
-    need = lane.workload.prompt_tokens + lane.workload.output_tokens
+    need = lane.workload.longest_request()
     if per_slot_ctx is not None and per_slot_ctx < need:
         raise _does_not_fit(lane, f"the server's per-slot context is {per_slot_ctx}")
     over = [n for n in lane.levels if total_slots is not None and n > total_slots and lane.adaptive is None]

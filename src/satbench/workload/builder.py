@@ -1,4 +1,5 @@
-"""Requests of a sweep: fixed prompt and output lengths, a unique prefix per request.
+"""Requests of a sweep: prompt and output lengths fixed or drawn per request (workload/lengths.py), a
+unique prefix per request.
 
 When the server can tokenize (llama.cpp's `/tokenize`), prompts are token-id lists of
 exactly `prompt_tokens` ids: a unique text prefix (tokenized with BOS) followed by filler
@@ -17,6 +18,7 @@ from satbench.config.ranges import MAX_LEVEL, MAX_REQUESTS_PER_LEVEL
 from satbench.config.schema import LaneConfig, RunConfig, WorkloadConfig
 from satbench.errors import UserError
 from satbench.http.client import CompletionRequest
+from satbench.workload.lengths import Lengths
 
 Tokenizer = Callable[[str, bool], Awaitable[list[int]]]  # (text, add_special) -> ids
 Phase = Literal["warmup", "measured", "background"]
@@ -37,6 +39,7 @@ class WorkloadBuilder:
         self._tokenize = tokenizer
         self._nonce = run_nonce
         self._filler: list[int] = []
+        self._lengths = Lengths(cfg)
 
     def derive(self, cfg: WorkloadConfig, run_nonce: str) -> WorkloadBuilder:
         """A builder with other sizes that shares this one's tokenizer (the same server)."""
@@ -66,7 +69,7 @@ class WorkloadBuilder:
         longest = 0
         for text in longest_prefixes(self._nonce, lane, max_level, max_repetition):
             longest = max(longest, len(await self._tokenize(text, True)))
-        check_prefix_length(self.cfg.prompt_tokens, longest)
+        check_prompt_room(self.cfg, longest)
 
     def request_id(self, lane: str, level: int, repetition: int, phase: Phase, seq: int) -> str:
         return request_id(self._nonce, lane, level, repetition, phase, seq)
@@ -74,21 +77,24 @@ class WorkloadBuilder:
     async def build(
         self, lane: str, level: int, repetition: int, phase: Phase, count: int
     ) -> list[CompletionRequest]:
-        """`count` requests for one level repetition and phase, each with its own id."""
+        """`count` requests for one level repetition and phase, each with its own id and its lengths
+        (`Lengths.of(phase, repetition, seq)`: the fixed ones, or its draw under the lane's seed)."""
         out = []
         for seq in range(count):
             rid = self.request_id(lane, level, repetition, phase, seq)
-            out.append(await self._one(rid))
+            out.append(await self._one(rid, *self._lengths.of(phase, repetition, seq)))
         return out
 
     async def build_open(self, lane: str, rate_index: int, repetition: int,
                          count: int) -> list[CompletionRequest]:
-        """`count` requests of one open-loop rate (its 1-based position `rate_index`), in arrival order."""
-        return [await self._one(open_request_id(self._nonce, lane, rate_index, repetition, seq))
+        """`count` requests of one open-loop rate (its 1-based position `rate_index`), in arrival order;
+        drawn lengths are phase "open"'s, the same at every rate (the rates compare one workload)."""
+        return [await self._one(open_request_id(self._nonce, lane, rate_index, repetition, seq),
+                                *self._lengths.of("open", repetition, seq))
                 for seq in range(count)]
 
-    async def _one(self, request_id: str) -> CompletionRequest:
-        return await self.one(request_id, self.cfg.prompt_tokens, self.cfg.output_tokens)
+    async def _one(self, request_id: str, n_prompt: int, n_out: int) -> CompletionRequest:
+        return await self.one(request_id, n_prompt, n_out)
 
     async def one(self, request_id: str, n_prompt: int, n_out: int, grow: bool = False) -> CompletionRequest:
         """One request of exactly `n_prompt` prompt tokens (when the server tokenizes) and
@@ -166,6 +172,21 @@ def check_prefix_length(prompt_tokens: int, longest: int, where: str = "--prompt
                         f"({at_least}{longest} tokens in this run); use at least {longest + 8}")
 
 
+def check_prompt_room(w: WorkloadConfig, longest: int, where: str = "--prompt-tokens",
+                      bound: bool = False) -> None:
+    """`check_prefix_length` for the shortest prompt `w` can draw (its fixed length, or the lowest of
+    its distribution, which the UserError names)."""
+    if w.prompt_lengths is None:
+        check_prefix_length(w.prompt_tokens, longest, where, bound)
+        return
+    shortest = w.prompt_bounds()[0]
+    if shortest <= longest:
+        at_least = "at least " if bound else "up to "
+        raise UserError(f"{where} {w.prompt_lengths.spec}: its shortest prompt, {shortest} tokens, is too "
+                        f"small for the unique request prefix ({at_least}{longest} tokens in this run); "
+                        f"make every prompt at least {longest + 8} tokens")
+
+
 # satbench's own memory per request and per stream (see `workload_bytes`)
 REQUEST_BYTES = 4096  # the request, its id, its prefix's ids, its event record
 BYTES_PER_PROMPT_ID = 8  # one list slot per prompt token id (the filler's ints are shared)
@@ -188,11 +209,11 @@ def workload_bytes(lane: LaneConfig, level: int, background: bool) -> int:
 
     where requests(N) = N × warmup_per_stream + measured requests + (together) N × background pool per
     stream: every request of the level is built, each with its prompt's token ids, before the first is
-    sent, and each of the N streams holds one connection with a request in flight."""
-    w = lane.workload
-    per_request = REQUEST_BYTES + w.prompt_tokens * BYTES_PER_PROMPT_ID
-    per_stream = (STREAM_BYTES + w.prompt_tokens * BYTES_PER_SENT_ID
-                  + w.output_tokens * BYTES_PER_OUTPUT_TOKEN)
+    sent, and each of the N streams holds one connection with a request in flight. prompt_tokens and
+    output_tokens are the most a request can draw (`WorkloadConfig.prompt_bounds`, `output_bounds`)."""
+    prompt, output = lane.workload.prompt_bounds()[1], lane.workload.output_bounds()[1]
+    per_request = REQUEST_BYTES + prompt * BYTES_PER_PROMPT_ID
+    per_stream = STREAM_BYTES + prompt * BYTES_PER_SENT_ID + output * BYTES_PER_OUTPUT_TOKEN
     planned = level_requests(lane, level, background) * per_request
     streams = level * per_stream
     return planned + streams

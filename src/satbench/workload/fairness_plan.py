@@ -1,5 +1,9 @@
 """The sizes of every fairness workload, derived from the lane (one place, used by the runner,
-by the server's context sizing and by the verdicts)."""
+by the server's context sizing and by the verdicts).
+
+The checks size their own requests and never draw them: a lane whose lengths are a distribution
+(workload/lengths.py) gives them its rounded means (`WorkloadConfig.prompt_tokens`, `output_tokens`),
+fixed for every request, since each verdict compares requests of known, equal or chosen sizes."""
 
 from __future__ import annotations
 
