@@ -101,6 +101,10 @@ class ServerParams(Strict):
                     "'q8_0']), checked against the server (server/server_args.py) and recorded")
 
 
+EndpointKind = Literal["completions", "chat"]
+CHAT_TEMPLATE_TOKENS = 64  # context allowed per slot for a chat template's own tokens (endpoint chat)
+
+
 class WorkloadConfig(Strict):
     """What every request of a sweep looks like."""
 
@@ -109,6 +113,9 @@ class WorkloadConfig(Strict):
     shared_prefix: Flag = Field(
         False, description="all requests share one prompt and may hit the prompt cache"
     )
+    endpoint: EndpointKind = Field(
+        "completions", description="completions: raw prompts (/completion, /v1/completions); chat: "
+        "/v1/chat/completions, a text prompt in one user message through the server's chat template")
 
 
 RuntimeKind = Literal["embedded", "native", "url"]
@@ -303,11 +310,14 @@ class LaneConfig(Strict):
         """Total context to ask for: the user's --ctx-size, else enough for every slot.
 
         Per-slot context is n_ctx / n_parallel unless the KV cache is unified, so each
-        slot gets prompt + output + 16 tokens of margin, rounded up to 256.
+        slot gets prompt + output + 16 tokens of margin (+ CHAT_TEMPLATE_TOKENS with endpoint
+        chat, for the template's own tokens), rounded up to 256.
         """
         if self.server.n_ctx is not None:
             return self.server.n_ctx
         per_slot = self.workload.prompt_tokens + self.workload.output_tokens + 16
+        if self.workload.endpoint == "chat":
+            per_slot += CHAT_TEMPLATE_TOKENS
         per_slot = math.ceil(per_slot / 256.0) * 256
         return per_slot * self.slots_wanted()
 

@@ -62,7 +62,8 @@ class FairnessRunner:
     async def prepare(self) -> None:
         assert self.s.workload is not None
         # the lane's tokenizer, but always unique prefixes and no prompt cache
-        cfg = WorkloadConfig(prompt_tokens=self.plan.prompt, output_tokens=self.plan.output)
+        cfg = WorkloadConfig(prompt_tokens=self.plan.prompt, output_tokens=self.plan.output,
+                             endpoint=self.s.lane.workload.endpoint)
         self.builder = self.s.workload.derive(cfg, self.nonce)
         await self.builder.prepare()
 
