@@ -31,7 +31,11 @@ except ImportError:  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from fake_scheduler import VOCAB, Engine, FakeRequest, FakeScript, models_json, props_json, tokenize, usage_json
 
-__all__ = ["FakeLlamaServer", "FakeScript", "main"]
+__all__ = ["CHAT_TEMPLATE_TOKENS", "FakeLlamaServer", "FakeScript", "main"]
+
+# /v1/chat/completions: the fake's "chat template" wraps the user message in this many tokens
+# (prompt_tokens = the message's tokens + CHAT_TEMPLATE_TOKENS), as a real template adds its markers
+CHAT_TEMPLATE_TOKENS = 5
 
 _perf_ns = time.perf_counter_ns
 _REASON = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 500: "Internal Server Error",
@@ -181,6 +185,8 @@ class _Conn(asyncio.Protocol):
             return
         if x["oai"]:
             ev = f'data: {x["pre"]}{text}{x["post"]}\n\n'
+            if x.get("chat") and req.n_decoded == len(ids):  # llama.cpp opens with the role, no content
+                ev = f'data: {x["role"]}\n\n{ev}'
         else:
             ev = (f'data: {{"index":0,"content":"{text}","tokens":[{",".join(map(str, ids))}],'
                   f'"stop":false,"id_slot":-1,"tokens_predicted":{req.n_decoded},'
@@ -258,6 +264,7 @@ class FakeLlamaServer:
         self._n_completions = 0  # completion requests so far (the fault knobs count them)
         self._auth: dict[str, dict[str, int]] = {"authorized": {}, "refused": {}}  # path → requests (api_key)
         self._records: list[dict] = []
+        self._words: dict[int, str] = {}  # token id → the word /tokenize made it from (for /detokenize)
         self._log = None
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task | None = None
@@ -359,6 +366,8 @@ class FakeLlamaServer:
             return conn.respond(200, _dumps(models_json(s)))
         if route in (("POST", "/v1/completions"), ("POST", "/completions")):
             return self._completion(conn, headers, body, arrival, oai=True)
+        if route in (("POST", "/v1/chat/completions"), ("POST", "/chat/completions")):
+            return self._completion(conn, headers, body, arrival, oai=True, chat=True)
         if not s.llamacpp:
             raise _HttpError(404, "File Not Found")
         if route == ("POST", "/completion"):
@@ -366,8 +375,15 @@ class FakeLlamaServer:
         if route == ("GET", "/props"):
             return conn.respond(200, _dumps(props_json(s)))
         if route == ("POST", "/tokenize"):
-            return conn.respond(200, _dumps({"tokens": tokenize(str(self._json(body).get("content", "")),
-                                                                 s.tokenize_chars_per_token)}))
+            text = str(self._json(body).get("content", ""))
+            for word in text.split():  # remembered for /detokenize
+                self._words.update((i, word) for i in tokenize(word, s.tokenize_chars_per_token))
+            return conn.respond(200, _dumps({"tokens": tokenize(text, s.tokenize_chars_per_token)}))
+        if route == ("POST", "/detokenize"):
+            ids = self._json(body).get("tokens", [])
+            words = [VOCAB[i].strip() if i in VOCAB else self._words.get(i, "?") for i in ids
+                     if isinstance(i, int)]
+            return conn.respond(200, _dumps({"content": " ".join(words)}))
         if route == ("GET", "/slots"):
             if not s.endpoint_slots:
                 raise _HttpError(501, "This server does not support slots endpoint. Start it with `--slots`")
@@ -403,10 +419,13 @@ class FakeLlamaServer:
             raise _HttpError(400, "request body must be a JSON object")
         return data
 
-    def _completion(self, conn: _Conn, headers: dict, body: bytes, arrival: int, oai: bool):
+    def _completion(self, conn: _Conn, headers: dict, body: bytes, arrival: int, oai: bool,
+                    chat: bool = False):
         s, data = self.script, self._json(body)
-        prompt = data.get("prompt", "")
-        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        prompt = self._chat_prompt(data) if chat else data.get("prompt", "")
+        if chat:
+            prompt_n = len(tokenize(prompt)) + CHAT_TEMPLATE_TOKENS
+        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
             prompt_n = len(prompt)
         elif isinstance(prompt, str):
             prompt_n = len(tokenize(prompt))
@@ -425,10 +444,16 @@ class FakeLlamaServer:
                   "cache_prompt": bool(data.get("cache_prompt", True))}
         req = FakeRequest(headers.get("x-request-id"), prompt_n, n_predict, params, conn, arrival)
         x = req.extra
-        x.update(stream=stream, oai=oai, text=[], endpoint="/v1/completions" if oai else "/completion",
+        endpoint = "/v1/chat/completions" if chat else "/v1/completions" if oai else "/completion"
+        x.update(stream=stream, oai=oai, chat=chat, text=[], endpoint=endpoint,
                  prompt=prompt if isinstance(prompt, str) else "",
                  usage=bool((data.get("stream_options") or {}).get("include_usage")))
-        if oai:
+        if chat:  # llama.cpp's chunk, key for key (to_json_oaicompat_chat_stream)
+            x["id"] = f"chatcmpl-fake{arrival}"
+            x["created"] = int(time.time())
+            x["pre"], x["post"] = _dumps(self._chat_chunk(x, {"content": "\x00"})).decode().split("\\u0000")
+            x["role"] = _dumps(self._chat_chunk(x, {"role": "assistant", "content": None})).decode()
+        elif oai:
             x["id"] = f"cmpl-fake{arrival}"
             x["created"] = int(time.time())
             head = {"choices": [{"text": "\x00", "index": 0, "logprobs": None, "finish_reason": None}],
@@ -446,6 +471,32 @@ class FakeLlamaServer:
         self.engine.submit(req)
         if fault == "wrong_token_count":
             req.n_stop = max(1, req.n_stop - 1)
+
+    @staticmethod
+    def _chat_prompt(data: dict) -> str:
+        """The text of a chat request's messages (the fake's template adds CHAT_TEMPLATE_TOKENS)."""
+        messages = data.get("messages")
+        if not isinstance(messages, list) or not messages or not all(
+                isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages):
+            raise _HttpError(400, "\"messages\" must be a non-empty list of {role, content} objects")
+        return "\n".join(m["content"] for m in messages)
+
+    def _chat_chunk(self, x: dict, delta: dict, finish_reason: str | None = None) -> dict:
+        choice = {"finish_reason": finish_reason, "index": 0, "delta": delta}
+        return {"choices": [choice], "created": x["created"], "id": x["id"], "model": self.script.model_alias,
+                "system_fingerprint": self.script.build_info, "object": "chat.completion.chunk"}
+
+    def _chat_final_events(self, req: FakeRequest) -> list:
+        """llama.cpp's end of a chat stream: finish_reason with an empty delta, then (include_usage)
+        a chunk with empty choices and usage; timings on the last of them (llama.cpp only); [DONE]."""
+        x = req.extra
+        events = [self._chat_chunk(x, {}, "length")]
+        if x["usage"]:
+            events.append({**{k: v for k, v in events[0].items() if k != "choices"}, "choices": [],
+                           "usage": usage_json(req)})
+        if self.script.llamacpp:
+            events[-1]["timings"] = req.timings()
+        return [*events, "[DONE]"]
 
     def _fault_for_next_completion(self, prompt_n: int) -> str | None:
         """Count this completion; die, or raise its HTTP error, or name its fault (see FakeScript)."""
@@ -472,6 +523,14 @@ class FakeLlamaServer:
 
     def _final(self, req: FakeRequest, text: str, oai: bool, stream: bool) -> dict:
         s, x = self.script, req.extra
+        if x.get("chat"):  # not streamed: one chat.completion
+            res = {"choices": [{"finish_reason": "length", "index": 0,
+                                "message": {"role": "assistant", "content": text}}],
+                   "created": x["created"], "model": s.model_alias, "system_fingerprint": s.build_info,
+                   "object": "chat.completion", "usage": usage_json(req), "id": x["id"]}
+            if s.llamacpp:
+                res["timings"] = req.timings()
+            return res
         if oai:
             res = {"choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": "length"}],
                    "created": x["created"], "model": s.model_alias, "system_fingerprint": s.build_info,
@@ -489,6 +548,8 @@ class FakeLlamaServer:
 
     def _final_events(self, req: FakeRequest) -> list:
         x = req.extra
+        if x.get("chat"):
+            return self._chat_final_events(req)
         events: list = [self._final(req, "", x["oai"], True)]
         if x["oai"]:
             if x["usage"] and not self.script.llamacpp:  # OpenAI: trailing chunk with empty choices

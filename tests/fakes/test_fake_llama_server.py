@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fakes.fake_llama_server import FakeLlamaServer, FakeScript
+from tests.fakes.fake_llama_server import CHAT_TEMPLATE_TOKENS, FakeLlamaServer, FakeScript
 
 FAKE_PATH = Path(__file__).with_name("fake_llama_server.py")
 
@@ -74,6 +74,42 @@ async def test_oai_stream_usage_timings_done_and_multi_token_chunks():
     body = r.json()
     assert r.status_code == 200 and body["usage"]["completion_tokens"] == 4
     assert len(body["choices"][0]["text"].split()) == 4
+
+
+async def test_chat_stream_is_llamacpps_role_content_finish_usage_done():
+    script = FakeScript(decode_iteration_ms=1, tokens_per_chunk=3)
+    msg = {"messages": [{"role": "user", "content": "one two three four"}], "max_tokens": 5}
+    async with FakeLlamaServer(script) as srv, httpx.AsyncClient(base_url=srv.base_url) as c:
+        out = await stream(c, "/v1/chat/completions", {**msg, "stream_options": {"include_usage": True}},
+                           rid="c")
+        bare = await stream(c, "/v1/chat/completions", msg)
+        r = await c.post("/v1/chat/completions", json=msg)
+        bad = await c.post("/v1/chat/completions", json={"messages": "hi", "max_tokens": 2})
+        rec = srv.schedule()[0]
+    role, *chunks, finish, usage, done = out["events"]
+    assert role["choices"][0]["delta"] == {"role": "assistant", "content": None} and done == "[DONE]"
+    assert [len(e["choices"][0]["delta"]["content"].split()) for e in chunks] == [1, 3, 1]
+    assert all(e["object"] == "chat.completion.chunk" and e["id"].startswith("chatcmpl-") for e in chunks)
+    assert finish["choices"][0] == {"finish_reason": "length", "index": 0, "delta": {}}
+    assert "usage" not in finish and "timings" not in finish
+    n_prompt = 4 + CHAT_TEMPLATE_TOKENS
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 5
+    assert usage["usage"]["prompt_tokens"] == n_prompt and usage["timings"]["prompt_n"] == n_prompt
+    assert rec["endpoint"] == "/v1/chat/completions" and rec["prompt_tokens"] == n_prompt
+    *_, last, bare_done = bare["events"]  # without include_usage: no usage chunk, timings on the finish
+    assert bare_done == "[DONE]" and "usage" not in last and last["timings"]["predicted_n"] == 5
+    body = r.json()
+    assert body["object"] == "chat.completion" and body["usage"]["completion_tokens"] == 5
+    assert len(body["choices"][0]["message"]["content"].split()) == 5
+    assert bad.status_code == 400
+
+
+async def test_detokenize_gives_back_the_words_tokenize_counted():
+    async with FakeLlamaServer(FakeScript(decode_iteration_ms=1)) as srv, \
+            httpx.AsyncClient(base_url=srv.base_url) as c:
+        toks = (await c.post("/tokenize", json={"content": "the river ran past"})).json()["tokens"]
+        text = (await c.post("/detokenize", json={"tokens": toks[1:3]})).json()["content"]
+    assert text == "river ran"
 
 
 async def test_ttft_is_prefill_and_itl_is_iteration_at_low_load():

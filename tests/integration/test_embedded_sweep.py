@@ -134,3 +134,21 @@ def test_startup_failure_surfaces_llamacpp_reason_in_one_line(tmp_path, capsys, 
         assert "failed to start" in err
         assert "not found" in err or "missing" in err, err
     assert read_manifest(tmp_path / "run").status == "failed"
+
+
+def test_a_chat_sweep_on_the_real_server_counts_from_usage(tiny_model, tmp_path):
+    """`--endpoint chat` on the real server: its template wraps each message (usage.prompt_tokens
+    exceeds the message's tokens, and agrees with timings.prompt_n), every answer has exactly the
+    tokens asked for, counted over its content deltas."""
+    out = tmp_path / "run"
+    assert main(["sweep", "--model", str(tiny_model), "--endpoint", "chat", "--concurrency", "1,2",
+                 "--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "48",
+                 "--output-tokens", "8", "-o", str(out)]) == 0
+    events = [e for e in read_events(out) if isinstance(e, RequestEvent)]
+    assert events and all(e.ok and e.output_tokens == 8 and e.token_count_exact for e in events)
+    assert all(e.prompt_tokens == 48 and e.server_prompt_tokens > 48 for e in events)
+    assert all(e.timings is not None and e.timings.prompt_n == e.server_prompt_tokens for e in events)
+    # a token ending inside a UTF-8 character sends no delta: usage's count is spread over the rest
+    assert all(1 <= len(e.chunks) <= 8 and sum(n for _, n in e.chunks) == 8 for e in events)
+    assert all(e.sent_ns < e.chunks[0][0] for e in events)
+    assert read_manifest(out).config.lanes[0].workload.endpoint == "chat"

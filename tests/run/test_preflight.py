@@ -83,7 +83,7 @@ def test_an_openai_base_url_names_the_same_server(tmp_path, capsys):
 def test_a_url_with_a_query_is_refused_naming_the_paths_used(tmp_path, capsys):
     code, err = _refused(["sweep", "--url", "http://127.0.0.1:8080/v1?x=1"], tmp_path / "run", capsys)
     assert code == 2 and "(http://127.0.0.1:8080 or http://127.0.0.1:8080/v1) without a query" in err
-    assert "/completion or /v1/completions" in err and "chat/completions" not in err
+    assert "/completion, /v1/completions or /v1/chat/completions" in err
 
 
 def test_a_lane_files_bad_server_bin_or_shared_port_is_named_before_the_run(tmp_path, model, busy_port, capsys):

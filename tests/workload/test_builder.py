@@ -59,3 +59,44 @@ async def test_text_prompts_without_a_tokenizer():
     await b.prepare()
     (r,) = await b.build("default", 1, 1, "warmup", 1)
     assert isinstance(r.prompt, str) and len(r.prompt.split()) == 50 and not b.exact_prompt_length
+
+
+async def fake_detokenize(ids: list[int]) -> str:
+    return "".join(chr(i - 10) for i in ids)
+
+
+async def test_chat_prompts_are_text_of_about_the_requested_tokens_with_the_unique_prefix():
+    calls: list[int] = []
+
+    async def detokenize(ids: list[int]) -> str:
+        calls.append(len(ids))
+        return await fake_detokenize(ids)
+
+    cfg = WorkloadConfig(prompt_tokens=64, output_tokens=16, endpoint="chat")
+    b = WorkloadBuilder(cfg, fake_tokenize, "abc", detokenize)
+    await b.prepare()
+    reqs = await b.build("default", 4, 1, "measured", 12)
+    assert all(isinstance(r.prompt, str) and r.prompt_tokens == 64 and r.max_tokens == 16 for r in reqs)
+    assert all(r.prompt.startswith(f"[{r.request_id}] ") for r in reqs)  # unique, as with token ids
+    assert [len(await fake_tokenize(r.prompt, False)) for r in reqs] == [64] * 12  # no BOS: the template's
+    assert len(set(calls)) == len(calls) < 12  # one /detokenize per filler length
+    assert not any(r.cache_prompt for r in reqs)
+    derived = b.derive(WorkloadConfig(prompt_tokens=40, output_tokens=4, endpoint="chat"), "abc")
+    await derived.prepare()
+    assert isinstance((await derived.one("x", 40, 4)).prompt, str)
+
+
+async def test_chat_prompts_without_a_tokenizer_are_words_as_for_completions():
+    chat = WorkloadBuilder(WorkloadConfig(prompt_tokens=50, output_tokens=8, endpoint="chat"), None, "n")
+    plain = WorkloadBuilder(WorkloadConfig(prompt_tokens=50, output_tokens=8), None, "n")
+    assert (await chat.one("r", 50, 8)).prompt == (await plain.one("r", 50, 8)).prompt
+
+
+async def test_a_chat_prompt_too_short_for_its_prefix_is_refused_or_grown():
+    cfg = WorkloadConfig(prompt_tokens=8, output_tokens=4, endpoint="chat")
+    b = WorkloadBuilder(cfg, fake_tokenize, "abc", fake_detokenize)
+    await b.prepare()
+    with pytest.raises(UserError, match="too small for the unique request prefix"):
+        await b.one("a-long-request-id", 8, 4)
+    grown = await b.one("a-long-request-id", 8, 4, grow=True)
+    assert grown.prompt_tokens == len("[a-long-request-id] ") + 8

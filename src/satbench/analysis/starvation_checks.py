@@ -34,6 +34,7 @@ from satbench.analysis.verdicts import make_verdict as _v
 from satbench.config.schema import FairnessConfig
 from satbench.metrics.latency import first_token_ns, ttft_ms
 from satbench.metrics.stats import percentile
+from satbench.metrics.throughput import counted_prompt_tokens
 from satbench.records.events import RequestEvent
 from satbench.workload.fairness_plan import FairnessPlan
 
@@ -79,7 +80,7 @@ def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     # attention grows with the context), from the server's timings when it gives them
     rate = statistics.median(t.prompt_n / t.prompt_ms * 1000.0
                              if (t := e.timings) and t.prompt_n and t.prompt_ms
-                             else e.prompt_tokens / known(ttft_ms(e)) * 1000.0 for e in trusted)
+                             else counted_prompt_tokens(e) / known(ttft_ms(e)) * 1000.0 for e in trusted)
     itl_bound = cfg.s1_batch_factor * plan.n_batch / rate * 1000.0 + baseline + plan.jitter_ms
     ok = max_itl <= itl_bound and prefill <= cfg.s1_prefill_factor * solo_prefill
     return _v("S1", "pass" if ok else "fail", samples=len(during),

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from satbench.config.schema import CheckName, Strict
 from satbench.metrics.latency import first_token_ns, ttft_ms
+from satbench.metrics.throughput import counted_prompt_tokens
 from satbench.records.events import RequestEvent, itl_ms
 from satbench.workload.fairness_plan import NAMES
 
@@ -69,8 +70,8 @@ def of_role(events: Sequence[RequestEvent], role: str) -> list[RequestEvent]:
 
 
 def calibrate(cal: Sequence[RequestEvent]) -> Calibration:
-    """Prefill tok/s = median prompt_n ÷ prompt_ms of the lone prefill requests (TTFT when the
-    server gives no timings); decode iteration = median ITL of the lone decode request."""
+    """Prefill tok/s = median prompt_n ÷ prompt_ms of the lone prefill requests (the counted prompt
+    ÷ TTFT when the server gives no timings); decode iteration = median ITL of the lone decode request."""
     rates = []
     for e in of_role(cal, "prefill"):
         if not e.ok:
@@ -78,7 +79,7 @@ def calibrate(cal: Sequence[RequestEvent]) -> Calibration:
         if e.timings and e.timings.prompt_n and e.timings.prompt_ms:
             rates.append(e.timings.prompt_n / e.timings.prompt_ms * 1000.0)
         elif (t := ttft_ms(e)) is not None:
-            rates.append(e.prompt_tokens / t * 1000.0)
+            rates.append(counted_prompt_tokens(e) / t * 1000.0)
     itls = [g for e in of_role(cal, "decode") if e.ok for g in itl_ms(e)]
     return Calibration(prefill_tok_per_s=median_or_none(rates), decode_iteration_ms=median_or_none(itls))
 

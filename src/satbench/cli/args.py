@@ -17,6 +17,7 @@ from satbench.cli.lanekeys import (
     LaneKey,
     LaneValueError,
     build_lane,
+    choices,
     help_text,
     value_type,
 )
@@ -96,6 +97,8 @@ def _lane_args(p: argparse.ArgumentParser, groups: tuple[str, ...] | None = None
             group.add_argument(*key.options, action="store_true", help=help_text(key))
         elif not key.text and kind in (int, float):
             group.add_argument(*key.options, type=kind, help=help_text(key), metavar=key.metavar)
+        elif (allowed := choices(key.field)) is not None:
+            group.add_argument(*key.options, choices=allowed, help=help_text(key), metavar=key.metavar)
         elif not key.text and kind is list:  # repeatable; each value split as a shell would
             group.add_argument(*key.options, action="extend", type=shlex.split, help=help_text(key),
                                metavar=key.metavar)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
@@ -125,6 +125,9 @@ LANE_KEYS: tuple[LaneKey, ...] = (
     LaneKey("repetitions", "repetitions", "--repetitions", group=WORKLOAD, help="default {default}"),
     LaneKey("workload.shared_prefix", "shared_prefix", "--shared-prefix", group=WORKLOAD,
             help="same prompt for all, prompt cache on"),
+    LaneKey("workload.endpoint", "endpoint", "--endpoint", group=WORKLOAD,
+            help="completions (default: raw prompts of exact length) or chat (/v1/chat/completions "
+                 "through the server's chat template; prompt and output counts from its usage)"),
     LaneKey("request_timeout_s", "request_timeout_s", "--request-timeout", group=WORKLOAD,
             help="seconds per request (default {default})"),
     LaneKey("server.n_parallel", "server.parallel", "--parallel", "-np", SERVER,
@@ -218,6 +221,13 @@ def value_type(path: str) -> Any:
     if get_origin(annotation) is Annotated:
         annotation = get_args(annotation)[0]
     return get_origin(annotation) or annotation
+
+
+def choices(path: str) -> tuple[Any, ...] | None:
+    """The values a Literal field allows ("workload.endpoint" → ("completions", "chat")); None for
+    any other field."""
+    annotation = schema_field(path).annotation
+    return get_args(annotation) if get_origin(annotation) is Literal else None
 
 
 def flag_text(value: object) -> str:

@@ -140,6 +140,10 @@ def _unset(value: object) -> bool:
     return value is None or value == 0
 
 
+EndpointKind = Literal["completions", "chat"]
+CHAT_TEMPLATE_TOKENS = 64  # context allowed per slot for a chat template's own tokens (endpoint chat)
+
+
 class WorkloadConfig(Strict):
     """What every request of a sweep looks like. Each length is fixed (`prompt_tokens`,
     `output_tokens`) or drawn per request from `prompt_lengths` / `output_lengths` under `seed`;
@@ -152,6 +156,10 @@ class WorkloadConfig(Strict):
     shared_prefix: Flag = Field(
         False, description="all requests share one prompt and may hit the prompt cache"
     )
+    endpoint: EndpointKind = Field(
+        "completions", exclude_if=lambda v: v == "completions",
+        description="completions: raw prompts (/completion, /v1/completions); chat: "
+        "/v1/chat/completions, a text prompt in one user message through the server's chat template")
     prompt_lengths: LengthDistribution | None = Field(
         None, exclude_if=_unset, description="each prompt's length drawn from this; None: prompt_tokens")
     output_lengths: LengthDistribution | None = Field(
@@ -406,12 +414,14 @@ class LaneConfig(Strict):
         """Total context to ask for: the user's --ctx-size, else enough for every slot.
 
         Per-slot context is n_ctx / n_parallel unless the KV cache is unified, so each
-        slot gets the longest request (`WorkloadConfig.longest_request`) + 16 tokens of margin,
-        rounded up to 256.
+        slot gets the longest request (`WorkloadConfig.longest_request`) + 16 tokens of margin (+
+        CHAT_TEMPLATE_TOKENS with endpoint chat, for the template's own tokens), rounded up to 256.
         """
         if self.server.n_ctx is not None:
             return self.server.n_ctx
         per_slot = self.workload.longest_request() + 16
+        if self.workload.endpoint == "chat":
+            per_slot += CHAT_TEMPLATE_TOKENS
         per_slot = math.ceil(per_slot / 256.0) * 256
         return per_slot * self.slots_wanted()
 

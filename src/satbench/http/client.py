@@ -23,16 +23,17 @@ from satbench.config.schema import Strict
 from satbench.errors import ParseError, UserError
 from satbench.http.endpoint import Endpoint
 from satbench.http.errors import NETWORK_ERRORS
-from satbench.http.sse import StreamUpdate, interpret_native, interpret_openai
+from satbench.http.sse import StreamUpdate, interpret_native, interpret_openai, interpret_openai_chat
 from satbench.http.transport import HttpResult, HttpStream, ReadBuffer, request_bytes
 
-Api = Literal["native", "openai"]
+Api = Literal["native", "openai", "chat"]  # /completion, /v1/completions, /v1/chat/completions
 Clock = Callable[[], int]
 ANSWER_TOO_LARGE = "answer_too_large"  # error type of an answer cut at limits.stream_limit
 
 
 class CompletionRequest(Strict):
-    """One request as the workload built it; `prompt` is token ids when the server can tokenize."""
+    """One request as the workload built it; `prompt` is token ids when the server can tokenize
+    (text for the chat endpoint, which sends it as one user message)."""
 
     request_id: str
     prompt: str | list[int]
@@ -71,7 +72,11 @@ class StreamOutcome:
 
 
 def build_body(req: CompletionRequest, api: Api, model_name: str | None) -> dict:
-    """Request body asking for exactly `max_tokens` tokens (`ignore_eos`) and no cache reuse."""
+    """Request body asking for exactly `max_tokens` tokens (`ignore_eos`) and no cache reuse; for
+    "chat", the (text) prompt is the content of one user message, which the server's chat template
+    wraps."""
+    if api == "chat" and not isinstance(req.prompt, str):
+        raise UserError(f"request {req.request_id}: the chat endpoint takes a text prompt, not token ids")
     if api == "native":
         return {
             "prompt": req.prompt,
@@ -80,14 +85,15 @@ def build_body(req: CompletionRequest, api: Api, model_name: str | None) -> dict
             "stream": True,
             "cache_prompt": req.cache_prompt,
         }
-    body = {
-        "prompt": req.prompt,
+    body: dict = {"messages": [{"role": "user", "content": req.prompt}]} if api == "chat" else {
+        "prompt": req.prompt}
+    body.update({
         "max_tokens": req.max_tokens,
         "ignore_eos": True,
         "stream": True,
         "stream_options": {"include_usage": True},
         "cache_prompt": req.cache_prompt,
-    }
+    })
     if model_name:
         body["model"] = model_name
     return body
@@ -132,8 +138,10 @@ class StreamClient:
         self._read_timeout_ns = int(read_timeout_s * 1e9)
         self._connect_timeout_s = connect_timeout_s
         self._clock = clock
-        self._path = "/completion" if api == "native" else "/v1/completions"
-        self._interpret = interpret_native if api == "native" else interpret_openai
+        self._path = {"native": "/completion", "openai": "/v1/completions",
+                      "chat": "/v1/chat/completions"}[api]
+        self._interpret = {"native": interpret_native, "openai": interpret_openai,
+                           "chat": interpret_openai_chat}[api]
         self._connect_gate: asyncio.Lock | None = None
         self._read_buffer = ReadBuffer()  # one for all streams: a client runs on one event loop
 
@@ -230,11 +238,11 @@ class StreamClient:
         if not r.complete:
             why = f"{r.failure.__class__.__name__}: {r.failure}" if r.failure else "closed early"
             self._fail(out, "stream_broken", f"connection lost mid-stream ({why})")
-        elif not out.finished and not (self.api == "openai" and out.saw_final):
+        elif not out.finished and not (self.api != "native" and out.saw_final):
             # an OpenAI-style body that ended cleanly after its final chunk lost nothing: a
             # server that omits `data: [DONE]` is not cut short
             self._fail(out, "truncated_stream", "stream ended without its final event"
-                       + (" (no finish_reason, usage or data: [DONE])" if self.api == "openai" else ""))
+                       + (" (no finish_reason, usage or data: [DONE])" if self.api != "native" else ""))
         else:
             self._check_count(req, out)
 

@@ -89,7 +89,8 @@ class Endpoint:
 
 
 OPENAI_SUFFIX = "/v1"
-PATHS_USED = "/completion or /v1/completions, /props, /slots, /metrics, /health, /tokenize, /v1/models"
+PATHS_USED = ("/completion, /v1/completions or /v1/chat/completions, /props, /slots, /metrics, /health, "
+              "/tokenize, /detokenize, /v1/models")
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:

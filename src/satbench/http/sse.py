@@ -2,7 +2,8 @@
 
 Two layers, both pure functions of their input so they can be fuzzed:
 - `SseSplitter.feed(bytes)` returns the complete `data` payloads seen so far;
-- `interpret_native` / `interpret_openai` turn one payload into a `StreamUpdate`.
+- `interpret_native` / `interpret_openai` / `interpret_openai_chat` turn one payload into a
+  `StreamUpdate`.
 Anything malformed raises `ParseError` (satbench's own), never a third-party error.
 """
 
@@ -267,6 +268,38 @@ def interpret_openai(payload: bytes) -> StreamUpdate:
         upd.n_tokens = 1 if text else 0
         if choices[0].get("finish_reason"):
             upd.final = True
+    return _with_summary(obj, upd)
+
+
+def interpret_openai_chat(payload: bytes) -> StreamUpdate:
+    """OpenAI `/v1/chat/completions` chunk: `choices[0].delta.content` (or `reasoning_content`, a
+    thinking model's tokens, which usage.completion_tokens counts too); `finish_reason`; `usage` (+
+    llama.cpp `timings`), in llama.cpp on a last chunk whose `choices` is empty; [DONE].
+
+    A chunk carries a token when its delta holds non-empty text: the opening `{"role": "assistant",
+    "content": null}` delta, an empty delta and the finish_reason chunk carry none (they neither
+    count nor start TTFT). Counts are inexact until `usage` settles them (client.settle_usage)."""
+    if payload.strip() == b"[DONE]":
+        return StreamUpdate(done_marker=True)
+    obj = _load(payload)
+    err = _error_text(obj)
+    if err is not None:
+        return StreamUpdate(error=err)
+    upd = StreamUpdate(exact=False)
+    choices = obj.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        delta = choices[0].get("delta")
+        if isinstance(delta, dict):
+            texts = (delta.get("content"), delta.get("reasoning_content"))
+            upd.n_tokens = 1 if any(isinstance(t, str) and t for t in texts) else 0
+        if choices[0].get("finish_reason"):
+            upd.final = True
+    return _with_summary(obj, upd)
+
+
+def _with_summary(obj: dict, upd: StreamUpdate) -> StreamUpdate:
+    """`upd` with what an OpenAI-style chunk's `usage` (the answer is over) and llama.cpp's
+    `timings` say."""
     usage = obj.get("usage")
     if isinstance(usage, dict):
         upd.final = True

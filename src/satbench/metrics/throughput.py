@@ -92,6 +92,13 @@ def prompt_tokens_of(ev: RequestEvent) -> int:
         return 0
     if ev.timings is not None and ev.timings.prompt_n is not None:
         return ev.timings.prompt_n + (ev.timings.cache_n or 0)
+    return counted_prompt_tokens(ev)
+
+
+def counted_prompt_tokens(ev: RequestEvent) -> int:
+    """The request's prompt as the server counted it when it said (usage.prompt_tokens, llama.cpp's
+    tokens_evaluated: with the chat endpoint, its template's tokens included), else the length the
+    workload asked for."""
     return ev.server_prompt_tokens if ev.server_prompt_tokens is not None else ev.prompt_tokens
 
 

@@ -61,9 +61,10 @@ class FairnessRunner:
 
     async def prepare(self) -> None:
         assert self.s.workload is not None
-        # the lane's tokenizer, but always unique prefixes, no prompt cache and the plan's fixed sizes (a lane
-        # whose lengths are drawn gives the plan its means: fairness_plan.py)
-        cfg = WorkloadConfig(prompt_tokens=self.plan.prompt, output_tokens=self.plan.output)
+        # the lane's tokenizer and endpoint, but always unique prefixes, no prompt cache and the plan's
+        # fixed sizes (a lane whose lengths are drawn gives the plan its means: fairness_plan.py)
+        cfg = WorkloadConfig(prompt_tokens=self.plan.prompt, output_tokens=self.plan.output,
+                             endpoint=self.s.lane.workload.endpoint)
         self.builder = self.s.workload.derive(cfg, self.nonce)
         await self.builder.prepare()
 

@@ -18,7 +18,7 @@ from satbench.config.schema import LaneConfig
 from satbench.errors import LevelFailedError, SatbenchError
 from satbench.host.gpu import NvmlGpus
 from satbench.http.access import EndpointSession, auth_headers, tls_context_for
-from satbench.http.client import StreamClient
+from satbench.http.client import Api, StreamClient
 from satbench.http.endpoint import Endpoint, is_loopback
 from satbench.http.errors import NETWORK_ERRORS
 from satbench.load.liveness import (
@@ -39,7 +39,14 @@ from satbench.server.base import Runtime
 from satbench.server.embedded import EmbeddedRuntime
 from satbench.server.memlog import LOG_VERBOSITY, StartupBuffers, startup_buffers
 from satbench.server.native import NativeRuntime
-from satbench.server.probe import ServerFacts, llamacpp_tokenizer, measure_rtt_ms, probe_server, rtt_summary
+from satbench.server.probe import (
+    ServerFacts,
+    llamacpp_detokenizer,
+    llamacpp_tokenizer,
+    measure_rtt_ms,
+    probe_server,
+    rtt_summary,
+)
 from satbench.server.remote import UrlRuntime, listening_pid, served_here
 from satbench.workload.builder import BACKGROUND_POOL_PER_STREAM, TOGETHER_SUFFIX, WorkloadBuilder
 
@@ -123,6 +130,14 @@ def parse_build(build_info: str | None, runtime: Runtime) -> tuple[int | None, s
     return number, commit
 
 
+def client_api(lane: LaneConfig, facts: ServerFacts) -> Api:
+    """The API a lane's requests use: chat completions with endpoint chat; else llama.cpp's own
+    /completion, or /v1/completions on another server."""
+    if lane.workload.endpoint == "chat":
+        return "chat"
+    return "native" if facts.llamacpp else "openai"
+
+
 class LaneSession:
     """The server of one lane in one scenario, and everything that talks to it."""
 
@@ -157,7 +172,8 @@ class LaneSession:
         here = gpus if self.network_info().on_this_machine else None
         self.memory = started_memory(buffers, here, self.model.path) if buffers is not None else None
         tokenizer = llamacpp_tokenizer(self._session) if self.facts.llamacpp else None
-        self.workload = WorkloadBuilder(self.lane.workload, tokenizer, self.nonce)
+        detokenizer = llamacpp_detokenizer(self._session) if self.facts.llamacpp else None
+        self.workload = WorkloadBuilder(self.lane.workload, tokenizer, self.nonce, detokenizer)
         await self.workload.prepare()
         lane = self.lane
         if self.scenario != "fairness":  # the checks lengthen a prompt too short for its prefix
@@ -172,7 +188,7 @@ class LaneSession:
                                       gpus=gpus if self.network_info().on_this_machine else None,
                                       scenario=self.scenario,
                                       total_slots=self.facts.total_slots)
-        self.client = StreamClient(endpoint, "native" if self.facts.llamacpp else "openai",
+        self.client = StreamClient(endpoint, client_api(lane, self.facts),
                                    model_name=self.facts.openai_model,
                                    request_timeout_s=lane.request_timeout_s,
                                    read_timeout_s=lane.read_timeout_s)

@@ -46,7 +46,7 @@ from satbench.http.errors import (
     tls_failure,
     unreachable,
 )
-from satbench.workload.builder import Tokenizer
+from satbench.workload.builder import Detokenizer, Tokenizer
 
 
 class ServerFacts(Strict):
@@ -366,33 +366,41 @@ def rtt_summary(samples: list[float]) -> tuple[float | None, float | None]:
     return statistics.median(ordered), p95
 
 
+async def _post_answer(session: EndpointSession, path: str, body: dict, limit_bytes: int,
+                       deadline_s: float) -> object:
+    """POST `body` to `path` and the JSON its answer holds; RuntimeStartError when that fails. A pooled
+    connection the server has meanwhile closed (llama-server ends keep-alive after 100 requests or 5 s
+    idle) is tried once more on a new one: the request is idempotent, and that is not the server
+    failing."""
+    async def post() -> bytes:
+        _, raw = await session.read(path, method="POST", json_body=body, limit_bytes=limit_bytes,
+                                    deadline_s=deadline_s)
+        return raw
+
+    try:
+        try:
+            raw = await post()
+        except STALE_CONNECTION:  # closed, or reset when reused
+            raw = await post()
+    except (AnswerTooLarge, AnswerTimeoutError) as exc:
+        raise RuntimeStartError(str(exc)) from exc
+    except NETWORK_ERRORS as exc:
+        raise RuntimeStartError(f"{path} failed: {describe(exc)}") from exc
+    try:
+        return json_answer(raw, session.endpoint.url(path))
+    except ParseError as exc:
+        raise RuntimeStartError(f"{path} failed: {exc}") from exc
+
+
 def llamacpp_tokenizer(session: EndpointSession, deadline_s: float = PROBE_DEADLINE_S) -> Tokenizer:
     """POST /tokenize {content, add_special} → ids (each an integer in 0..MAX_TOKEN_ID; the answer
-    within `deadline_s` and limits.tokenize_limit of the text). A pooled connection the server has
-    meanwhile closed (llama-server ends keep-alive after 100 requests or 5 s idle) is tried once more
-    on a new one: the request is idempotent, and that is not the server failing."""
+    within `deadline_s` and limits.tokenize_limit of the text), tried once more on a stale
+    connection (`_post_answer`)."""
     url = session.endpoint.url("/tokenize")
 
-    async def post(text: str, add_special: bool) -> bytes:
-        _, body = await session.read("/tokenize", method="POST",
-                                     json_body={"content": text, "add_special": add_special},
-                                     limit_bytes=tokenize_limit(len(text.encode())), deadline_s=deadline_s)
-        return body
-
     async def tokenize(text: str, add_special: bool) -> list[int]:
-        try:
-            try:
-                raw = await post(text, add_special)
-            except STALE_CONNECTION:  # closed, or reset when reused
-                raw = await post(text, add_special)
-        except (AnswerTooLarge, AnswerTimeoutError) as exc:
-            raise RuntimeStartError(str(exc)) from exc
-        except NETWORK_ERRORS as exc:
-            raise RuntimeStartError(f"/tokenize failed: {describe(exc)}") from exc
-        try:
-            body = json_answer(raw, url)
-        except ParseError as exc:
-            raise RuntimeStartError(f"/tokenize failed: {exc}") from exc
+        body = await _post_answer(session, "/tokenize", {"content": text, "add_special": add_special},
+                                  tokenize_limit(len(text.encode())), deadline_s)
         tokens = body.get("tokens") if isinstance(body, dict) else None
         if not isinstance(tokens, list):
             raise RuntimeStartError("/tokenize returned no token list")
@@ -402,3 +410,21 @@ def llamacpp_tokenizer(session: EndpointSession, deadline_s: float = PROBE_DEADL
             raise RuntimeStartError(str(exc)) from exc
 
     return tokenize
+
+
+DETOKENIZE_BYTES_PER_TOKEN = 64  # a token's text, as the answer's JSON may escape it: bounds its limit
+
+
+def llamacpp_detokenizer(session: EndpointSession, deadline_s: float = PROBE_DEADLINE_S) -> Detokenizer:
+    """POST /detokenize {tokens} → their text (the answer within `deadline_s` and limits.tokenize_limit
+    of DETOKENIZE_BYTES_PER_TOKEN bytes a token), tried once more on a stale connection."""
+
+    async def detokenize(ids: list[int]) -> str:
+        body = await _post_answer(session, "/detokenize", {"tokens": ids},
+                                  tokenize_limit(DETOKENIZE_BYTES_PER_TOKEN * len(ids)), deadline_s)
+        content = body.get("content") if isinstance(body, dict) else None
+        if not isinstance(content, str):
+            raise RuntimeStartError("/detokenize returned no text")
+        return content
+
+    return detokenize

@@ -5,6 +5,12 @@ When the server can tokenize (llama.cpp's `/tokenize`), prompts are token-id lis
 exactly `prompt_tokens` ids: a unique text prefix (tokenized with BOS) followed by filler
 tokens. Elsewhere the prompt is text of about `prompt_tokens` words and the real count
 comes back in the server's `usage`.
+
+For the chat endpoint (workload.endpoint "chat") the prompt is always text, the content of one
+user message: where the server tokenizes, the unique prefix followed by the text of
+`prompt_tokens` − (prefix tokens) filler tokens (llama.cpp's /detokenize), so the message is
+about `prompt_tokens` tokens; the server's template adds its own, and `usage.prompt_tokens`
+says how many it processed.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from satbench.http.client import CompletionRequest
 from satbench.workload.lengths import Lengths
 
 Tokenizer = Callable[[str, bool], Awaitable[list[int]]]  # (text, add_special) -> ids
+Detokenizer = Callable[[list[int]], Awaitable[str]]  # ids -> text
 Phase = Literal["warmup", "measured", "background"]
 
 FILLER_TEXT = (
@@ -34,16 +41,19 @@ FILLER_TEXT = (
 class WorkloadBuilder:
     """Builds the `CompletionRequest`s of every level; one instance per lane and run."""
 
-    def __init__(self, cfg: WorkloadConfig, tokenizer: Tokenizer | None, run_nonce: str) -> None:
+    def __init__(self, cfg: WorkloadConfig, tokenizer: Tokenizer | None, run_nonce: str,
+                 detokenizer: Detokenizer | None = None) -> None:
         self.cfg = cfg
         self._tokenize = tokenizer
+        self._detokenize = detokenizer
         self._nonce = run_nonce
         self._filler: list[int] = []
         self._lengths = Lengths(cfg)
+        self._filler_text: dict[int, str] = {}  # chat: the text of the first n filler tokens, by n
 
     def derive(self, cfg: WorkloadConfig, run_nonce: str) -> WorkloadBuilder:
         """A builder with other sizes that shares this one's tokenizer (the same server)."""
-        return WorkloadBuilder(cfg, self._tokenize, run_nonce)
+        return WorkloadBuilder(cfg, self._tokenize, run_nonce, self._detokenize)
 
     @property
     def exact_prompt_length(self) -> bool:
@@ -99,21 +109,19 @@ class WorkloadBuilder:
     async def one(self, request_id: str, n_prompt: int, n_out: int, grow: bool = False) -> CompletionRequest:
         """One request of exactly `n_prompt` prompt tokens (when the server tokenizes) and
         `n_out` output tokens, with the unique prefix `request_id`. With `grow`, a prompt too
-        short for the prefix is lengthened to prefix + 8 tokens instead of refused."""
+        short for the prefix is lengthened to prefix + 8 tokens instead of refused. For the chat
+        endpoint the prompt is text (`_chat_text`, or words where the server does not tokenize)."""
         if self._tokenize is not None and len(self._filler) < 1:
             raise UserError("WorkloadBuilder.prepare() must run before requests are built")
         prefix_text = "" if self.cfg.shared_prefix else prefix_of(request_id)
-        if self._tokenize is None:
-            prompt: str | list[int] = prefix_text + _words(n_prompt - len(prefix_text.split()))
+        prompt: str | list[int]
+        if self.cfg.endpoint == "chat" and self._tokenize is not None and self._detokenize is not None:
+            prompt, n_prompt = await self._chat_text(prefix_text, n_prompt, grow)
+        elif self._tokenize is None or self.cfg.endpoint == "chat":
+            prompt = prefix_text + _words(n_prompt - len(prefix_text.split()))
         else:
             prefix = await self._tokenize(prefix_text, True)
-            if grow and len(prefix) + 8 > n_prompt:
-                n_prompt = len(prefix) + 8
-            if len(prefix) >= n_prompt:
-                raise UserError(
-                    f"--prompt-tokens {n_prompt} is too small for the unique request prefix "
-                    f"({len(prefix)} tokens); use at least {len(prefix) + 8}"
-                )
+            n_prompt = _fitted(len(prefix), n_prompt, grow)
             prompt = prefix + _cycle(self._filler, n_prompt - len(prefix))
         return CompletionRequest(
             request_id=request_id,
@@ -122,6 +130,29 @@ class WorkloadBuilder:
             max_tokens=n_out,
             cache_prompt=self.cfg.shared_prefix,
         )
+
+    async def _chat_text(self, prefix_text: str, n_prompt: int, grow: bool) -> tuple[str, int]:
+        """(text, its length asked for): `prefix_text` and the text of the first n_prompt − (prefix
+        tokens, no BOS: the chat template adds its own) filler tokens, each length detokenized once.
+        With `grow`, as `one`."""
+        assert self._tokenize is not None and self._detokenize is not None
+        prefix = await self._tokenize(prefix_text, False) if prefix_text else []
+        n_prompt = _fitted(len(prefix), n_prompt, grow)
+        n = n_prompt - len(prefix)
+        if n not in self._filler_text:
+            self._filler_text[n] = await self._detokenize(_cycle(self._filler, n))
+        return prefix_text + self._filler_text[n].lstrip(" "), n_prompt
+
+
+def _fitted(n_prefix: int, n_prompt: int, grow: bool) -> int:
+    """`n_prompt`, or (with `grow`) n_prefix + 8 when that is more; UserError when the prefix leaves
+    no room for filler."""
+    if grow and n_prefix + 8 > n_prompt:
+        n_prompt = n_prefix + 8
+    if n_prefix >= n_prompt:
+        raise UserError(f"--prompt-tokens {n_prompt} is too small for the unique request prefix "
+                        f"({n_prefix} tokens); use at least {n_prefix + 8}")
+    return n_prompt
 
 
 NONCE_BYTES = 3  # a run's nonce: this many random bytes, as hex (2 digits a byte), starts every request id
