@@ -39,6 +39,7 @@ from satbench.workload.lengths import parse_lengths
 
 ONE_LANE = "one lane (without --lanes)"
 WORKLOAD = "workload"
+OPEN_LOOP = "open loop (after the levels; not with `satbench fairness`)"
 SERVER = "llama.cpp server (same meaning as llama-server's flags)"
 
 
@@ -105,12 +106,12 @@ LANE_KEYS: tuple[LaneKey, ...] = (
     LaneKey("adaptive.budget_s", "budget", "--budget", group=WORKLOAD, metavar="DURATION",
             help="time budget of each lane's adaptive sweep, e.g. 90s, 2m (default: none)",
             file_type=(str | float | None, None), text=True),
-    LaneKey("rates", "rate", "--rate", group=WORKLOAD, metavar="RATES",
+    LaneKey("rates", "rate", "--rate", group=OPEN_LOOP, metavar="RATES",
             help="open-loop Poisson arrival rates in requests/s, e.g. 0.5,1,2, run after the levels "
                  "(goodput per rate; the highest meeting the SLO is recommended)", text=True),
-    LaneKey("rate_requests", "rate_requests", "--rate-requests", group=WORKLOAD, metavar="N",
+    LaneKey("rate_requests", "rate_requests", "--rate-requests", group=OPEN_LOOP, metavar="N",
             help="with --rate: arrivals per rate (default max(100, 20 s × rate))"),
-    LaneKey("max_concurrency", "max_concurrency", "--max-concurrency", group=WORKLOAD, metavar="N",
+    LaneKey("max_concurrency", "max_concurrency", "--max-concurrency", group=OPEN_LOOP, metavar="N",
             help="with --rate: requests in flight at most; later arrivals wait (default: slots × 2)"),
     LaneKey("workload.prompt_tokens", "prompt_tokens", "--prompt-tokens", group=WORKLOAD,
             help="an integer (default {default}), or lengths drawn per request: normal:MEAN,SD, "
@@ -119,7 +120,8 @@ LANE_KEYS: tuple[LaneKey, ...] = (
             help="an integer (default {default}), or lengths drawn per request: normal:MEAN,SD, "
                  "uniform:LO-HI or jsonl:PATH", file_type=(Any, DEFAULT_OUTPUT_TOKENS), text=True),
     LaneKey("workload.seed", "seed", "--seed", group=WORKLOAD,
-            help="seed of the drawn lengths (default {default}): the same seed, the same lengths"),
+            help="seed of the drawn lengths and the --rate arrivals (default {default}): the same seed, the "
+                 "same requests"),
     LaneKey("requests_per_level", "requests_per_level", "--requests-per-level", group=WORKLOAD,
             help="measured requests per level and repetition (default max(8N, 32))"),
     LaneKey("repetitions", "repetitions", "--repetitions", group=WORKLOAD, help="default {default}"),
