@@ -51,3 +51,9 @@ def test_lane_file_keys(tmp_path):
 def test_the_open_unit_round_trips():
     assert open_unit("dense") == "open/dense"
     assert str(UnitId.parse("open/dense")) == "open/dense"
+
+
+def test_a_seed_goes_with_rates_alone():
+    assert lane("--seed", "5", "--rate", "1").workload.seed == 5
+    with pytest.raises(UserError, match="--seed: it draws request lengths and open-loop arrivals"):
+        lane("--seed", "5")

@@ -45,7 +45,8 @@ def _lane_file(tmp_path: Path, body: str | bytes) -> str:
     (["--request-timeout", "-5"], "--request-timeout: must be a finite number above 0"),
     (["--request-timeout", "0"], "--request-timeout: must be a finite number above 0"),
     (["--request-timeout", str(MAX_TIMEOUT_S * 2)], "at most 86400"),
-    (["--prompt-tokens", "True"], "argument --prompt-tokens: invalid int value: 'True'"),
+    (["--prompt-tokens", "True"], "--prompt-tokens: expected an integer, normal:MEAN,SD, uniform:LO-HI or "
+                                  "jsonl:PATH, got 'True'"),
     (["--prompt-tokens", str(1 << 30)], "--prompt-tokens: must be an integer from 8 to 1,048,576"),
     (["--output-tokens", "1"], "--output-tokens: must be an integer from 2 to"),
     (["--repetitions", "0"], "--repetitions: must be an integer from 1 to 100"),
