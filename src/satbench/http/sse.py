@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import json.scanner
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from satbench.config.limits import (
@@ -251,8 +252,27 @@ def _interpret_native_json(payload: bytes) -> StreamUpdate:
     return upd
 
 
-def interpret_openai(payload: bytes) -> StreamUpdate:
-    """OpenAI `/v1/completions` chunk: `choices[0].text`; `usage` (+ llama.cpp `timings`); [DONE]."""
+def _completion_tokens(choice: dict) -> int:
+    """A `/v1/completions` choice's tokens: 1 when its `text` (or a `delta.content`) is non-empty."""
+    text = choice.get("text")
+    if text is None and isinstance(choice.get("delta"), dict):
+        text = choice["delta"].get("content")
+    return 1 if text else 0
+
+
+def _chat_tokens(choice: dict) -> int:
+    """A `/v1/chat/completions` choice's tokens: 1 when its delta holds non-empty `content` or
+    `reasoning_content`."""
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
+        return 0
+    texts = (delta.get("content"), delta.get("reasoning_content"))
+    return 1 if any(isinstance(t, str) and t for t in texts) else 0
+
+
+def _openai_chunk(payload: bytes, tokens: Callable[[dict], int]) -> StreamUpdate:
+    """One OpenAI-style chunk: [DONE], an error, or `choices[0]` (its tokens by `tokens`, its
+    `finish_reason`) with what `usage` and llama.cpp's `timings` say."""
     if payload.strip() == b"[DONE]":
         return StreamUpdate(done_marker=True)
     obj = _load(payload)
@@ -262,13 +282,15 @@ def interpret_openai(payload: bytes) -> StreamUpdate:
     upd = StreamUpdate(exact=False)
     choices = obj.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        text = choices[0].get("text")
-        if text is None and isinstance(choices[0].get("delta"), dict):
-            text = choices[0]["delta"].get("content")
-        upd.n_tokens = 1 if text else 0
+        upd.n_tokens = tokens(choices[0])
         if choices[0].get("finish_reason"):
             upd.final = True
     return _with_summary(obj, upd)
+
+
+def interpret_openai(payload: bytes) -> StreamUpdate:
+    """OpenAI `/v1/completions` chunk: `choices[0].text`; `usage` (+ llama.cpp `timings`); [DONE]."""
+    return _openai_chunk(payload, _completion_tokens)
 
 
 def interpret_openai_chat(payload: bytes) -> StreamUpdate:
@@ -279,22 +301,7 @@ def interpret_openai_chat(payload: bytes) -> StreamUpdate:
     A chunk carries a token when its delta holds non-empty text: the opening `{"role": "assistant",
     "content": null}` delta, an empty delta and the finish_reason chunk carry none (they neither
     count nor start TTFT). Counts are inexact until `usage` settles them (client.settle_usage)."""
-    if payload.strip() == b"[DONE]":
-        return StreamUpdate(done_marker=True)
-    obj = _load(payload)
-    err = _error_text(obj)
-    if err is not None:
-        return StreamUpdate(error=err)
-    upd = StreamUpdate(exact=False)
-    choices = obj.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        delta = choices[0].get("delta")
-        if isinstance(delta, dict):
-            texts = (delta.get("content"), delta.get("reasoning_content"))
-            upd.n_tokens = 1 if any(isinstance(t, str) and t for t in texts) else 0
-        if choices[0].get("finish_reason"):
-            upd.final = True
-    return _with_summary(obj, upd)
+    return _openai_chunk(payload, _chat_tokens)
 
 
 def _with_summary(obj: dict, upd: StreamUpdate) -> StreamUpdate:

@@ -218,6 +218,21 @@ def gc_paused():
         gc.collect()
 
 
+def stopped(exc: asyncio.CancelledError, activity: StreamActivity | None) -> tuple[LevelStatus, str]:
+    """How a cancelled level ends: failed with the liveness watchdog's verdict when it declared the
+    server failed, else interrupted (Ctrl-C, another lane's failure) with the cancellation's message."""
+    if activity is not None and activity.verdict is not None:
+        return "failed", activity.verdict
+    return "interrupted", str(exc) or "interrupted by the user"
+
+
+async def cancel_all(tasks) -> None:
+    """Cancel `tasks` and wait until each has ended (their requests in flight are recorded then)."""
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def run_level(
     client: StreamClient,
     plan: LevelPlan,
@@ -310,15 +325,10 @@ async def run_level(
         with gc_paused():
             await asyncio.gather(*streams)
     except asyncio.CancelledError as exc:  # Ctrl-C, the together scenario stopping its lanes, the watchdog
-        if activity is not None and activity.verdict is not None:
-            status, reason = "failed", activity.verdict
-        else:
-            status, reason = "interrupted", (str(exc) or "interrupted by the user")
+        status, reason = stopped(exc, activity)
         raise
     except Exception as exc:  # one stream failed (e.g. its record could not be written): stop the others
-        for s in streams:
-            s.cancel()
-        await asyncio.gather(*streams, return_exceptions=True)
+        await cancel_all(streams)
         status, reason = "failed", f"{exc.__class__.__name__}: {exc}"
         raise
     finally:

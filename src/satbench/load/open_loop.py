@@ -23,7 +23,16 @@ from dataclasses import dataclass
 
 from satbench.http.client import CompletionRequest, StreamClient
 from satbench.load.liveness import StreamActivity
-from satbench.load.loadgen import LevelPlan, Sink, TurnGate, gc_paused, run_recorded, to_event
+from satbench.load.loadgen import (
+    LevelPlan,
+    Sink,
+    TurnGate,
+    cancel_all,
+    gc_paused,
+    run_recorded,
+    stopped,
+    to_event,
+)
 from satbench.records.events import LevelMark, LevelStatus, RequestEvent
 
 NS_PER_S = 1_000_000_000
@@ -108,18 +117,11 @@ async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
             if tasks:
                 await asyncio.gather(*tasks)
     except asyncio.CancelledError as exc:
-        if activity is not None and activity.verdict is not None:
-            status, reason = "failed", activity.verdict
-        else:
-            status, reason = "interrupted", (str(exc) or "interrupted by the user")
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        status, reason = stopped(exc, activity)
+        await cancel_all(list(tasks))
         raise
     except Exception as exc:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(list(tasks))
         status, reason = "failed", f"{exc.__class__.__name__}: {exc}"
         raise
     finally:
