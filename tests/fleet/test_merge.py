@@ -192,3 +192,17 @@ def test_litellm_weights_each_node_by_its_measured_throughput(fleet, capsys):
     deployments = yaml.safe_load(out)["model_list"]
     weights = {d["model_info"]["id"]: d["litellm_params"]["weight"] for d in deployments}
     assert weights["node-a/dense"] == 120 and weights["node-c/moe"] == 700 and weights["node-c/dense"] == 1
+
+
+def test_json_is_one_document_valid_against_its_published_schema(fleet, capsys):
+    import jsonschema
+
+    assert main(["schema", "output-fleet-merge"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    code, out, err = merge(capsys, *fleet, "--format", "litellm", "-o", fleet[0].parent / "router.yaml",
+                           "--json")
+    assert code == 0, err
+    doc = json.loads(out)  # the router config went to the file; stdout holds the JSON document alone
+    jsonschema.validate(doc, schema)
+    assert (fleet[0].parent / "router.yaml").is_file()
+    assert sorted(n["node_id"] for n in doc["nodes"]) == ["node-a", "node-b", "node-c"]
