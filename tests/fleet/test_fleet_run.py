@@ -11,6 +11,7 @@ import signal
 import threading
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
@@ -215,7 +216,7 @@ def test_the_central_verify_refuses_a_run_altered_on_its_way(fleet):
     assert nodes["node-0"].state == "ok" and record.merged == ["node-0"]
 
 
-def test_per_class_spot_checks_a_class_and_measures_a_slow_node_in_full(fleet):
+def test_per_class_spot_checks_a_class_and_measures_a_slow_node_in_full(fleet, capsys):
     """All three nodes have this machine's fingerprint: node-0 is measured in full, node-1 (as fast) is
     spot-checked and advertised on node-0's evidence, node-2 (its server's decode 3× slower) is significantly
     slower by `compare`, so it is measured in full and flagged. One task at a time: these "nodes" share
@@ -226,8 +227,13 @@ def test_per_class_spot_checks_a_class_and_measures_a_slow_node_in_full(fleet):
         fleet.entry("slow-2", 'labels = { "satbench/node" = "n2" }', decode_ms=CLASS_SLOW_MS),
         f"[spot_check]\nrepetitions = {CLASS_REPS}\nmin_effect = 0.3\n"], lanes=CLASS_LANES,
         timeout_s=180)  # the reference's run: 11 s alone here, 90+ s beside 3 busy loops
-    code, nodes, out = run(fleet, inv, "classes", "--per-class")
+    capsys.readouterr()
+    code, nodes, out = run(fleet, inv, "classes", "--per-class", "--json")
     assert code == 0, nodes
+    doc = json.loads(capsys.readouterr().out)  # --json: one document on stdout, the progress on stderr
+    assert main(["schema", "output-fleet-run"]) == 0
+    jsonschema.validate(doc, json.loads(capsys.readouterr().out))
+    assert doc["exit_code"] == 0 and doc["record"] == json.loads((out / "fleet.json").read_text())
     ref, same, slow = nodes["ref-0"], nodes["same-1"], nodes["slow-2"]
     assert ref["mode"] == "full" and ref["class_reference"] == "ref-0"
     assert same["mode"] == "spot" and same["spot"]["slower"] is False, same["spot"]
