@@ -13,7 +13,6 @@ from satbench.cli.exits import help_epilog
 from satbench.cli.lanekeys import (
     FLAG_KEYS,
     ONE_LANE,
-    OPEN_LOOP,
     SERVER,
     LaneKey,
     LaneValueError,
@@ -65,8 +64,8 @@ def _sweep_args(p: argparse.ArgumentParser, fairness: bool = False) -> None:
                                 "then recommend")
     else:
         p.set_defaults(together=False, with_fairness=False, refine=False,
-                       **{key.dest: None for key in FLAG_KEYS if key.group == OPEN_LOOP})
-    _lane_args(p, skip=(OPEN_LOOP,) if fairness else ())
+                       **{key.dest: None for key in FLAG_KEYS if key.sweep_only})
+    _lane_args(p, sweep=not fairness)
     p.add_argument("-o", "--output", help="run directory (default: runs/<timestamp>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run from its first "
                    "unfinished level (with no other flags: the run's own configuration)")
@@ -84,13 +83,12 @@ def _capability_lane_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", help="write the report here instead of stdout")
 
 
-def _lane_args(p: argparse.ArgumentParser, groups: tuple[str, ...] | None = None,
-               skip: tuple[str, ...] = ()) -> None:
-    """The single-lane flags (LANE_KEYS), in their groups (all, or those named, less those in `skip`);
-    each flag's type and stated default are its schema field's."""
+def _lane_args(p: argparse.ArgumentParser, groups: tuple[str, ...] | None = None, sweep: bool = True) -> None:
+    """The single-lane flags (LANE_KEYS), in their groups (all, or those named; without `sweep`, not the
+    sweep's own: `LaneKey.sweep_only`); each flag's type and stated default are its schema field's."""
     made: dict[str | None, argparse._ArgumentGroup] = {}
     for key in FLAG_KEYS:
-        if (groups is not None and key.group not in groups) or key.group in skip:
+        if (groups is not None and key.group not in groups) or (key.sweep_only and not sweep):
             continue
         if key.group not in made:
             made[key.group] = p.add_argument_group(key.group)

@@ -39,7 +39,7 @@ from satbench.workload.lengths import parse_lengths
 
 ONE_LANE = "one lane (without --lanes)"
 WORKLOAD = "workload"
-OPEN_LOOP = "open loop (after the levels; not with `satbench fairness`)"
+OPEN_LOOP = "open loop (after the levels)"
 SERVER = "llama.cpp server (same meaning as llama-server's flags)"
 
 
@@ -61,6 +61,7 @@ class LaneKey:
     metavar: str | None = None
     file_type: tuple[Any, Any] | None = None
     text: bool = False  # the flag takes text its caller parses (a list, a duration), not the field's type
+    sweep_only: bool = False  # the sweep's levels and rates only: not a flag of `satbench fairness`
 
     @property
     def options(self) -> list[str]:
@@ -103,15 +104,17 @@ LANE_KEYS: tuple[LaneKey, ...] = (
                  "sweep, doubling from 1 up to " + str(max(DEFAULT_LEVELS)) + " or the slots)",
             file_type=(Annotated[list[Level], Field(max_length=MAX_LEVELS_PER_LANE)] | None, None),
             text=True),
-    LaneKey("adaptive.budget_s", "budget", "--budget", group=WORKLOAD, metavar="DURATION",
+    LaneKey("adaptive.budget_s", "budget", "--budget", group=WORKLOAD, sweep_only=True, metavar="DURATION",
             help="time budget of each lane's adaptive sweep, e.g. 90s, 2m (default: none)",
             file_type=(str | float | None, None), text=True),
-    LaneKey("rates", "rate", "--rate", group=OPEN_LOOP, metavar="RATES",
+    LaneKey("rates", "rate", "--rate", group=OPEN_LOOP, sweep_only=True, metavar="RATES",
             help="open-loop Poisson arrival rates in requests/s, e.g. 0.5,1,2, run after the levels "
                  "(goodput per rate; the highest meeting the SLO is recommended)", text=True),
-    LaneKey("rate_requests", "rate_requests", "--rate-requests", group=OPEN_LOOP, metavar="N",
+    LaneKey("rate_requests", "rate_requests", "--rate-requests", group=OPEN_LOOP, sweep_only=True,
+            metavar="N",
             help="with --rate: arrivals per rate (default max(100, 20 s × rate))"),
-    LaneKey("max_concurrency", "max_concurrency", "--max-concurrency", group=OPEN_LOOP, metavar="N",
+    LaneKey("max_concurrency", "max_concurrency", "--max-concurrency", group=OPEN_LOOP, sweep_only=True,
+            metavar="N",
             help="with --rate: requests in flight at most; later arrivals wait (default: slots × 2)"),
     LaneKey("workload.prompt_tokens", "prompt_tokens", "--prompt-tokens", group=WORKLOAD,
             help="an integer (default {default}), or lengths drawn per request: normal:MEAN,SD, "
@@ -119,12 +122,13 @@ LANE_KEYS: tuple[LaneKey, ...] = (
     LaneKey("workload.output_tokens", "output_tokens", "--output-tokens", group=WORKLOAD,
             help="an integer (default {default}), or lengths drawn per request: normal:MEAN,SD, "
                  "uniform:LO-HI or jsonl:PATH", file_type=(Any, DEFAULT_OUTPUT_TOKENS), text=True),
-    LaneKey("workload.seed", "seed", "--seed", group=WORKLOAD,
+    LaneKey("workload.seed", "seed", "--seed", group=WORKLOAD, sweep_only=True,
             help="seed of the drawn lengths and the --rate arrivals (default {default}): the same seed, the "
                  "same requests"),
     LaneKey("requests_per_level", "requests_per_level", "--requests-per-level", group=WORKLOAD,
-            help="measured requests per level and repetition (default max(8N, 32))"),
-    LaneKey("repetitions", "repetitions", "--repetitions", group=WORKLOAD, help="default {default}"),
+            sweep_only=True, help="measured requests per level and repetition (default max(8N, 32))"),
+    LaneKey("repetitions", "repetitions", "--repetitions", group=WORKLOAD, sweep_only=True,
+            help="default {default}"),
     LaneKey("workload.shared_prefix", "shared_prefix", "--shared-prefix", group=WORKLOAD,
             help="same prompt for all, prompt cache on"),
     LaneKey("workload.endpoint", "endpoint", "--endpoint", group=WORKLOAD,
