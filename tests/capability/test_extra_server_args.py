@@ -11,7 +11,8 @@ from satbench.records.manifest import RuntimeInfo
 
 def runtime(extra: list[str]) -> RuntimeInfo:
     return RuntimeInfo(kind="native", name="llama-server", llamacpp=True, base_url="http://127.0.0.1:1",
-                       server_args=["--parallel", "4", *extra, "--metrics", "--slots"], extra_server_args=extra)
+                       server_args=["--parallel", "4", *extra, "--metrics", "--slots"],
+                       extra_server_args=extra)
 
 
 def node(extra: list[str] | None, kind: str = "native") -> NodeLane:

@@ -14,7 +14,8 @@ from satbench.errors import UserError
 def test_completions_stays_the_default():
     assert WorkloadConfig().endpoint == "completions"
     assert lane_config(build_parser().parse_args(["sweep"])).workload.endpoint == "completions"
-    # left out of the recorded config at its default (a run reads as before there was a choice), kept otherwise
+    # left out of the recorded config at its default (a run reads as before there was a choice),
+    # kept otherwise
     assert "endpoint" not in WorkloadConfig().model_dump()
     assert WorkloadConfig(endpoint="chat").model_dump()["endpoint"] == "chat"
 

@@ -59,7 +59,8 @@ def write(tmp_path: Path, body: str) -> Path:
 
 def test_lane_file_keys_take_the_same_forms(tmp_path):
     lengths = tmp_path / "trace.jsonl"
-    lengths.write_text('{"prompt_tokens": 100, "output_tokens": 7}\n{"prompt_tokens": 300, "output_tokens": 9}\n')
+    lengths.write_text('{"prompt_tokens": 100, "output_tokens": 7}\n'
+                       '{"prompt_tokens": 300, "output_tokens": 9}\n')
     cfg = load_lane_file(write(tmp_path, f'prompt_tokens = "jsonl:{lengths}"\noutput_tokens = '
                                          f'"jsonl:{lengths}"\nseed = 4\n[[lanes]]\nname = "b"\n'
                                          'prompt_tokens = 128\noutput_tokens = "uniform:2-8"\n'))

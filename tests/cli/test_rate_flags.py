@@ -21,7 +21,8 @@ def test_flags_become_the_lanes_rates():
     assert got.arrivals_per_rate(4.0) == 80
     plain = lane()
     assert plain.rates is None and plain.open_cap(3) == 6  # default cap: twice the slots
-    assert plain.arrivals_per_rate(0.5) == 100 and plain.arrivals_per_rate(10) == 200  # max(100, 20 s × rate)
+    # max(100, 20 s × rate)
+    assert plain.arrivals_per_rate(0.5) == 100 and plain.arrivals_per_rate(10) == 200
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -44,7 +45,8 @@ def test_lane_file_keys(tmp_path):
     (got,) = load_lane_file(p).lanes
     assert got.rates == [1.0, 3.0] and got.max_concurrency == 2 and got.rate_requests == 72
     p.write_text('[[lanes]]\nname = "a"\nruntime = "url"\nurl = "http://127.0.0.1:9"\n\nrate = [1, -3]\n')
-    with pytest.raises(UserError, match=r"lanes.toml:6: lanes\[0\].rate\[1\]: must be a finite number above 0"):
+    bad = r"lanes.toml:6: lanes\[0\].rate\[1\]: must be a finite number above 0"
+    with pytest.raises(UserError, match=bad):
         load_lane_file(p)
 
 

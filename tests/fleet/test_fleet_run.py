@@ -84,7 +84,8 @@ class Fleet:
             self.fakes[name] = FakeProcess(d, {"n_slots": 2, "decode_iteration_ms": decode_ms})
         return self.fakes[name]
 
-    def inventory(self, name: str, entries: list[str], lanes: str = LANES, timeout_s: int = 90, **top) -> Path:
+    def inventory(self, name: str, entries: list[str], lanes: str = LANES, timeout_s: int = 90,
+                  **top) -> Path:
         (self.tmp / f"{name}-lanes.toml").write_text(lanes)
         head = [f'lanes = "{name}-lanes.toml"', f"timeout_s = {timeout_s}", "accept_contended = true"]
         head += [f"{k} = {v}" for k, v in top.items()]

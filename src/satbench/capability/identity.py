@@ -35,8 +35,8 @@ class NodeBlock(Strict):
                                              "sorted")
     api_base: dict[str, str] = Field(
         default_factory=dict,
-        description="lane → the base URL a router sends the lane's requests to (an OpenAI base URL, usually "
-                    "ending in /v1)")
+        description="lane → the base URL a router sends the lane's requests to (an OpenAI base URL, "
+                    "usually ending in /v1)")
     ray_node_id: str | None = Field(None, description="the Ray node the report was written on (fleet run)")
 
 

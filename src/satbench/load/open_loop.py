@@ -16,6 +16,7 @@ failed ones too (loadgen.run_recorded); the level marks bracket the rate like a 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import random
 import time
 from collections.abc import Callable
@@ -75,7 +76,7 @@ async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
     lp = plan.level
     reqs = lp.measured
     offsets = arrival_offsets_ns(plan.rate_rps, len(reqs), plan.seed)
-    free = list(range(plan.max_concurrency - 1, -1, -1))  # in-flight slots; pop() takes the lowest
+    free = list(range(plan.max_concurrency))  # the free in-flight slots, a heap: the lowest is taken first
     slot_free = asyncio.Condition()
     turns = TurnGate()
     sink.write(LevelMark(kind="level_start", lane=lp.lane, scenario=lp.scenario, level=lp.level,
@@ -94,8 +95,7 @@ async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
                 on_done(event)
         finally:
             async with slot_free:
-                free.append(stream)
-                free.sort(reverse=True)
+                heapq.heappush(free, stream)
                 slot_free.notify()
 
     status: LevelStatus = "complete"
@@ -110,7 +110,7 @@ async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
                     await asyncio.sleep(delay)
                 async with slot_free:
                     await slot_free.wait_for(lambda: bool(free))
-                    stream = free.pop()
+                    stream = heapq.heappop(free)
                 task = asyncio.ensure_future(one(stream, seq, req, arrival))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)

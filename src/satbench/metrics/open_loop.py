@@ -37,8 +37,8 @@ class RateResult(Strict):
     ok: int
     errors: dict[str, int] = Field(default_factory=dict, description="failed requests by error type")
     duration_s: float | None = Field(description="first arrival → last end")
-    arrival_rps: float | None = Field(description="realised arrival rate: (requests − 1) ÷ (last − first "
-                                      "arrival)")
+    arrival_rps: float | None = Field(description="realised arrival rate: (requests − 1) ÷ (last − "
+                                      "first arrival)")
     completed_rps: float | None = Field(description="successful requests ÷ duration_s")
     output_tok_per_s: float | None = Field(description="output tokens of successful requests ÷ duration_s")
     goodput_rps: float | None = Field(description="requests meeting the SLO (from arrival) ÷ duration_s; "
@@ -50,8 +50,8 @@ class RateResult(Strict):
     ttft_from_arrival_ms: Distribution
     tpot_ms: Distribution
     e2e_from_arrival_ms: Distribution
-    wait_ms: Distribution = Field(description="sent_ns − targeted_ns: waiting for a free in-flight slot (and "
-                                  "the client's own lateness)")
+    wait_ms: Distribution = Field(description="sent_ns − targeted_ns: waiting for a free in-flight slot "
+                                  "(and the client's own lateness)")
     warnings: list[str] = Field(default_factory=list, description=f"{FEW}, {FELL_BEHIND}, {INCOMPLETE}")
 
 

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from satbench.analysis.results import LaneResult
 from satbench.metrics.open_loop import RateResult
-from satbench.metrics.stats import Distribution
+from satbench.report.cells import num_cell, pct_cell
 from satbench.report.document import Block, Para, TableBlock
 from satbench.saturation.recommendations_file import LaneRecommendation
 
@@ -21,20 +21,12 @@ RATE_LEGEND = ("open loop: Poisson arrivals at the offered rate, at most max_con
                "cap; times in ms")
 
 
-def _ms(d: Distribution, key: str) -> str:
-    v = getattr(d, key)
-    return "n/a" if v is None else f"{v:.0f}"
-
-
-def _num(v: float | None, fmt: str = "{:.2f}") -> str:
-    return "n/a" if v is None else fmt.format(v)
-
-
 def rate_row(r: RateResult) -> list[str]:
-    return [f"{r.rate_rps:g}", _num(r.completed_rps), _num(r.goodput_rps), _num(r.slo_attainment, "{:.0%}"),
-            f"{_ms(r.ttft_from_arrival_ms, 'p50')} / {_ms(r.ttft_from_arrival_ms, 'p95')}",
-            _num(r.tpot_ms.p95, "{:.1f}"), _ms(r.e2e_from_arrival_ms, "p95"), _ms(r.wait_ms, "p95"),
-            f"{r.max_in_flight} / {r.max_concurrency}",
+    ttft = r.ttft_from_arrival_ms
+    return [f"{r.rate_rps:g}", num_cell(r.completed_rps), num_cell(r.goodput_rps),
+            num_cell(r.slo_attainment, "{:.0%}"), f"{pct_cell(ttft, 'p50')} / {pct_cell(ttft, 'p95')}",
+            num_cell(r.tpot_ms.p95, "{:.1f}"), pct_cell(r.e2e_from_arrival_ms, "p95"),
+            pct_cell(r.wait_ms, "p95"), f"{r.max_in_flight} / {r.max_concurrency}",
             ", ".join(f"{k} ×{v}" for k, v in r.errors.items()) or "0", ", ".join(r.warnings) or "-"]
 
 
@@ -43,7 +35,8 @@ def rate_line(r: LaneRecommendation) -> str | None:
     if r.rate is None:
         return None
     best = "none" if r.rate.max_rate_rps is None else f"{r.rate.max_rate_rps:g} requests/s"
-    return f"highest rate within the SLO: {best} (max_concurrency {r.rate.max_concurrency}) — {r.rate.reason}"
+    return (f"highest rate within the SLO: {best} (max_concurrency {r.rate.max_concurrency}) — "
+            f"{r.rate.reason}")
 
 
 def rate_table(lane: LaneResult) -> Table:

@@ -14,6 +14,7 @@ from satbench.metrics.level_result import LevelResult
 from satbench.metrics.slot_memory import size_text
 from satbench.metrics.stats import Distribution, Estimate, Interval
 from satbench.records.manifest import RuntimeInfo
+from satbench.report.cells import num_cell, pct_cell
 from satbench.report.rates import print_rates, rate_line
 
 
@@ -30,18 +31,9 @@ def _est(e: Estimate, digits: int = 1) -> str:
     return f"{e.value:.{digits}f} [{e.ci_low:.{digits}f}–{e.ci_high:.{digits}f}]"
 
 
-def _pct(d: Distribution, key: str, digits: int = 0) -> str:
-    v = getattr(d, key)
-    return "n/a" if v is None else f"{v:.{digits}f}"
-
-
 def _p50_p95(d: Distribution, digits: int = 0) -> str:
     """"p50/p95", with * when p95 comes from < 100 samples (its CI is listed under the table)."""
-    return f"{_pct(d, 'p50', digits)}/{_pct(d, 'p95', digits)}{'*' if d.few_samples and d.n else ''}"
-
-
-def _num(v: float | None, fmt: str = "{:.2f}") -> str:
-    return "n/a" if v is None else fmt.format(v)
+    return f"{pct_cell(d, 'p50', digits)}/{pct_cell(d, 'p95', digits)}{'*' if d.few_samples and d.n else ''}"
 
 
 def server_phrase(rt: RuntimeInfo) -> str:
@@ -161,9 +153,9 @@ def level_row(lv: LevelResult) -> list[str]:
         str(lv.concurrency),
         approx + _est(lv.throughput.output_tok_per_s),
         _est(lv.throughput.req_per_s, 2),
-        _p50_p95(lat.ttft_ms), approx + _p50_p95(lat.itl_ms, 1), approx + _pct(lat.tpot_ms, "p50", 1),
-        _p50_p95(lat.e2e_ms), _pct(lat.queue_time_ms, "p50"),
-        "/".join(_num(v, "{:.1f}") for v in (occ.time_weighted_busy_slots,
+        _p50_p95(lat.ttft_ms), approx + _p50_p95(lat.itl_ms, 1), approx + pct_cell(lat.tpot_ms, "p50", 1),
+        _p50_p95(lat.e2e_ms), pct_cell(lat.queue_time_ms, "p50"),
+        "/".join(num_cell(v, "{:.1f}") for v in (occ.time_weighted_busy_slots,
                                                occ.decode_weighted_busy_slots, occ.client_in_flight)),
         "n/a" if rss is None else f"{rss / 2**20:.0f}",
         str(len(lv.flags)) if lv.flags else "-",

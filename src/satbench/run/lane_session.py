@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -285,8 +285,36 @@ class LaneSession:
         """One level repetition; raises LevelFailedError if it failed (what finished is on disk),
         also when the liveness watchdog declared the server failed (liveness.py: silent for
         `liveness_timeout_s` while requests are in flight, or its process gone)."""
-        assert self.client is not None and self._sampler is not None
-        progress.level(self.lane.name, self.scenario, plan.level, plan.repetition)
+        assert self.client is not None
+        client = self.client
+        told = measured_done.set if measured_done is not None else None
+        return await self._drive(plan, progress, lambda done, activity: run_level(
+            client, plan, sink, on_done=done, keep_busy=keep_busy, measured_done=told, activity=activity))
+
+    async def run_open(self, rate_index: int, repetition: int, seed: int, sink: JsonlWriter,
+                       progress: Progress) -> LevelMark:
+        """The lane's `rate_index`-th open-loop rate (1-based), once (load/open_loop.py), under the
+        liveness watchdog; LevelFailedError if it lost the server (what finished is on disk)."""
+        assert self.client is not None and self.workload is not None
+        assert self.facts is not None and self.lane.rates is not None
+        lane, rate, client = self.lane, self.lane.rates[rate_index - 1], self.client
+        reqs = await self.workload.build_open(self._id_name, rate_index, repetition,
+                                              lane.arrivals_per_rate(rate))
+        plan = OpenPlan(LevelPlan(lane=lane.name, level=rate_index, repetition=repetition, warmup=[],
+                                  measured=reqs, scenario="open", session=self.session_index),
+                        rate, lane.open_cap(self.facts.total_slots or 1),
+                        open_seed(seed, rate_index, repetition))
+        return await self._drive(plan.level, progress, lambda done, activity: run_open(
+            client, plan, sink, on_done=done, activity=activity))
+
+    async def _drive(self, plan: LevelPlan, progress: Progress,
+                     load: Callable[[Callable[[RequestEvent], None], StreamActivity],
+                                    Coroutine[object, object, LevelMark]]) -> LevelMark:
+        """Run `load(on_done, activity)` (a closed- or open-loop level) between two sampler snapshots,
+        under the liveness watchdog; LevelFailedError when it failed, its server is gone, or the server
+        no longer answers after a last request that could not reach it."""
+        assert self._sampler is not None
+        progress.level(self.lane.name, plan.scenario, plan.level, plan.repetition)
         await self._sampler.snapshot()
         last: list[RequestEvent] = []
 
@@ -295,10 +323,8 @@ class LaneSession:
             progress.request_done(event)
 
         activity = StreamActivity()
-        told = measured_done.set if measured_done is not None else None
         try:
-            end = await self.watched(run_level(self.client, plan, sink, on_done=done, keep_busy=keep_busy,
-                                               measured_done=told, activity=activity), activity)
+            end = await self.watched(load(done, activity), activity)
         except ServerUnresponsive as exc:  # the level is on disk, failed, its requests in flight recorded
             raise self._level_failed(plan, self.why_unresponsive(exc)) from None
         await self._sampler.snapshot()
@@ -314,34 +340,6 @@ class LaneSession:
             else:
                 why = str(end.reason)
             raise self._level_failed(plan, why)
-        return end
-
-    async def run_open(self, rate_index: int, repetition: int, seed: int, sink: JsonlWriter,
-                       progress: Progress) -> LevelMark:
-        """The lane's `rate_index`-th open-loop rate (1-based), once (load/open_loop.py), under the
-        liveness watchdog; LevelFailedError if it lost the server (what finished is on disk)."""
-        assert self.client is not None and self._sampler is not None and self.workload is not None
-        assert self.facts is not None and self.lane.rates is not None
-        lane, rate = self.lane, self.lane.rates[rate_index - 1]
-        reqs = await self.workload.build_open(self._id_name, rate_index, repetition,
-                                              lane.arrivals_per_rate(rate))
-        plan = OpenPlan(LevelPlan(lane=lane.name, level=rate_index, repetition=repetition, warmup=[],
-                                  measured=reqs, scenario="open", session=self.session_index),
-                        rate, lane.open_cap(self.facts.total_slots or 1),
-                        open_seed(seed, rate_index, repetition))
-        progress.level(lane.name, "open", rate_index, repetition)
-        await self._sampler.snapshot()
-        activity = StreamActivity()
-        try:
-            end = await self.watched(run_open(self.client, plan, sink, on_done=progress.request_done,
-                                              activity=activity), activity)
-        except ServerUnresponsive as exc:
-            raise self._level_failed(plan.level, self.why_unresponsive(exc)) from None
-        await self._sampler.snapshot()
-        self._sampler.check_written()
-        if end.status == "failed" or not self.runtime.alive():
-            raise self._level_failed(plan.level, self._exit_words() if not self.runtime.alive()
-                                     else str(end.reason))
         return end
 
     def _level_failed(self, plan: LevelPlan, why: str) -> LevelFailedError:

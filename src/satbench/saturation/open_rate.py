@@ -20,7 +20,7 @@ from pydantic import Field
 from satbench.config.schema import SloConfig, Strict
 from satbench.metrics.open_loop import RateResult
 from satbench.metrics.stats import Distribution
-from satbench.saturation.slo import SLO_MIN_ATTAINMENT, fewest_to_bound_p95
+from satbench.saturation.slo import SLO_MIN_ATTAINMENT, fewest_to_bound_p95, p95_over, p95_unbounded
 
 Standing = Literal["meets", "misses", "unbounded"]
 
@@ -63,12 +63,10 @@ def standing(r: RateResult, slo: SloConfig) -> tuple[Standing, list[str]]:
         misses.append(f"attainment {'n/a' if att is None else f'{att:.0%}'} < {SLO_MIN_ATTAINMENT:.0%}")
     open_ends = []
     for name, d, target in _judged(r, slo):
-        high = (ci.high if (ci := d.ci.get("p95")) is not None else None)
-        if d.p95 is not None and d.p95 > target:
-            misses.append(f"p95 {name} {d.p95:.0f} ms > {target:g} ms")
-        elif high is not None and high > target:
-            misses.append(f"p95 {name} upper CI {high:.0f} ms > {target:g} ms")
-        elif d.p95 is None or high is None:
+        if (over := p95_over(d, target)) is not None:
+            shown = f"p95 {name}" if over[0] == "estimate" else f"p95 {name} upper CI"
+            misses.append(f"{shown} {over[1]:.0f} ms > {target:g} ms")
+        elif d.p95 is None or p95_unbounded(d):
             open_ends.append(f"p95 {name} from {d.n} samples has no upper CI end (needs "
                              f"{fewest_to_bound_p95()}: more requests per rate)")
     if misses:

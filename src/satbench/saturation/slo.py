@@ -49,6 +49,22 @@ def _judged(lv: LevelResult, slo: SloConfig) -> list[tuple[str, Distribution, fl
         ("E2E", lat.e2e_ms, slo.p95_e2e_ms, 0)) if target is not None]
 
 
+def p95_over(d: Distribution, target: float) -> tuple[str, float] | None:
+    """What shows a p95 over `target`: ("estimate", the p95) when its estimate is, else ("upper CI",
+    its upper 95 % CI end) when that end is bounded and over; None when neither is."""
+    if d.p95 is not None and d.p95 > target:
+        return "estimate", d.p95
+    ci = d.ci.get("p95")
+    if ci is not None and ci.high is not None and ci.high > target:
+        return "upper CI", ci.high
+    return None
+
+
+def p95_unbounded(d: Distribution) -> bool:
+    """The p95 has no upper 95 % CI end yet (too few samples): it cannot be shown within a target."""
+    return (ci := d.ci.get("p95")) is None or ci.high is None
+
+
 def estimate_misses(lv: LevelResult, slo: SloConfig) -> list[str]:
     """The targets the level's p95 estimates exceed (their upper CI ends can only be higher)."""
     return [f"p95 {name} {round(d.p95, digits or None)} ms > {target:g}"
@@ -60,10 +76,8 @@ def _misses(lv: LevelResult, slo: SloConfig) -> list[str]:
     attainment below SLO_MIN_ATTAINMENT."""
     out = estimate_misses(lv, slo)
     for name, d, target, digits in _judged(lv, slo):
-        ci = d.ci.get("p95")
-        over = d.p95 is not None and d.p95 > target
-        if not over and ci is not None and ci.high is not None and ci.high > target:
-            out.append(f"p95 {name} upper CI {round(ci.high, digits or None)} ms > {target:g}")
+        if (over := p95_over(d, target)) is not None and over[0] == "upper CI":
+            out.append(f"p95 {name} upper CI {round(over[1], digits or None)} ms > {target:g}")
     att = lv.slo_attainment
     if att is None or att < SLO_MIN_ATTAINMENT:
         out.append(f"attainment {att if att is None else f'{att:.0%}'} < {SLO_MIN_ATTAINMENT:.0%}")
@@ -74,7 +88,7 @@ def _unbounded(lv: LevelResult, slo: SloConfig) -> int | None:
     """The fewest samples of the level's judged p95s when some cannot be shown within the SLO yet
     (no upper CI end); None when all can. An open upper end shows nothing: the largest sample is above
     the p95 only with probability 1 − 0.95ⁿ (0.34 at n = 8), so it is not taken in its place."""
-    short = [d.n for _, d, _, _ in _judged(lv, slo) if (ci := d.ci.get("p95")) is None or ci.high is None]
+    short = [d.n for _, d, _, _ in _judged(lv, slo) if p95_unbounded(d)]
     return min(short) if short else None
 
 
