@@ -35,8 +35,10 @@ def test_a_gain_above_10_percent_but_inside_the_ci_leaves_the_knee_undetermined(
             Point(n=4, x=400, ci_low=340, ci_high=460), Point(n=8, x=445, ci_low=400, ci_high=490),
             Point(n=16, x=430, ci_low=390, ci_high=470)]
     k = marginal_gain_knee(flat)  # 445 is +11 % but inside 4's CI: noise or a gain, not a knee at 4
-    assert k.knee is None and k.unresolved == [4, 8] and k.last_real_gain_to == 4
-    assert k.undetermined is not None and "inside N=4's 95 % CI" in k.undetermined
+    assert k.knee is None and k.last_real_gain_to == 4 and k.range_high == 16
+    # 16's 430 is +7.5 % over 400 against the 21 % two doublings need, but N=4's CI is wide: P = 0.10
+    assert k.unresolved == [4, 8, 16] and k.p_gain[8] > 0.5 and 0.05 < k.p_gain[16] < 0.2
+    assert k.undetermined is not None and "N=8 may still gain" in k.undetermined
 
 
 def test_kneedle_on_a_saturating_curve():

@@ -1,15 +1,19 @@
-"""Where more concurrency stops paying: the knee of throughput X(N).
+"""Where more concurrency stops paying: the knee of throughput X(N), and whether it stands.
 
-Marginal-gain knee (DESIGN.md §7.1): starting from the lowest level, move the candidate to a
-higher level N_j only when X(N_j) is a real gain over X(N_k): at least 10 % per doubling on
-average, AND above the upper end of X(N_k)'s confidence interval. The knee is the last
-candidate; when that is the highest level measured there is no knee (still rising).
-Requiring both, against every later level, means a noisy point inside the previous point's
-CI neither ends the climb early nor extends it. A level whose gain is large enough but lies inside
-the candidate's CI cannot be told from noise: the knee is then undetermined (never the lower level
-by default), and names the pair to measure more. A contended level (metrics/contention.py) is left
-out: it neither makes nor moves the knee.
+Marginal-gain knee (DESIGN.md §7.1): starting from the lowest clean level, the candidate moves to a
+higher level N_j only when N_j shows a gain over it (saturation/gain.py: ≥ 10 % per doubling on
+average and above the candidate's 95 % CI), against every later level, so a noisy dip neither ends
+the climb early nor extends it. The candidate k is then judged:
 
+- a knee at k stands only with evidence of no gain above it: every measured level above k shows no
+  gain (P(gain) < 5 %, gain.py), AND the ceiling is measured: the throughput at the slot count (or the
+  highest level the server can hold). A flat step below the ceiling may be a plateau that rises again.
+- still rising: k is the highest level measured, and that is the ceiling (or no ceiling is set).
+- undetermined otherwise, as a range: the answer lies between k and the highest level that may still
+  gain (a level whose P(gain) is 5 % or more, or the unmeasured ceiling). `unresolved` names the levels
+  whose repetitions decide it; an unmeasured ceiling is decided by measuring it, not by repetitions.
+
+A contended level (metrics/contention.py) is left out: it neither makes nor moves the knee.
 Kneedle (§7.2, with ≥ 5 levels) on (log2 N, X) is reported beside it for comparison.
 """
 
@@ -22,88 +26,113 @@ from pydantic import Field
 
 from satbench.config.schema import Strict
 from satbench.metrics.level_result import LevelResult
+from satbench.saturation.gain import (
+    MIN_GAIN_PER_DOUBLING,
+    P_GAIN_MAX,
+    Point,
+    needed_gain,
+    p_gain,
+    real_gain,
+    shape,
+)
 
-MIN_GAIN_PER_DOUBLING = 0.10
-
-
-class Point(Strict):
-    """Throughput at one level: mean and 95 % CI (CI ends may be missing)."""
-
-    n: int
-    x: float
-    ci_low: float | None = None
-    ci_high: float | None = None
-    contended: bool = False
+__all__ = ["Knee", "Point", "kneedle", "marginal_gain_knee", "points_of"]
 
 
 class Knee(Strict):
     knee: int | None
-    """The knee level, or None when throughput still rises at the highest level or it is undetermined."""
+    """The knee level when it stands (module docstring); None when still rising or undetermined."""
     last_real_gain_to: int
+    """The candidate: the highest level reached by gains shown from the lowest clean level."""
     reason: str
     undetermined: str | None = None
-    """Why no knee can be named from these points (CIs too wide, every level contended); None: decided."""
+    """Why no knee can be named (a level above may still gain, the ceiling is not measured, every
+    level contended); None: decided."""
     unresolved: list[int] = Field(default_factory=list)
-    """The levels whose CIs overlap where the decision lies: more repetitions of these decide it."""
+    """The measured levels whose repetitions decide it: the candidate and those that may still gain."""
+    range_high: int | None = None
+    """Undetermined: the answer lies between last_real_gain_to and this level."""
+    ceiling: int | None = None
+    """The level the knee is judged against (the slot count, or the highest the server can hold)."""
+    ceiling_measured: bool = True
+    p_gain: dict[int, float | None] = Field(default_factory=dict)
+    """P(X(h) ≥ 1.1^log2(h/k) X(k)) for each clean measured level h above the candidate k."""
+    shape: str = ""
+    """The curve in words (gain.shape), e.g. "flat from 1 to 2, rising from 2 to 8 (not concave…)"."""
 
 
 def points_of(levels: Sequence[LevelResult]) -> list[Point]:
-    """The knee's points of measured levels: output tok/s with its CI, in level order; a level without
-    a throughput is left out, a contended one is marked."""
+    """The knee's points of measured levels: output tok/s with its CI and the repetitions' values, in
+    level order; a level without a throughput is left out, a contended one is marked."""
     return [Point(n=lv.concurrency, x=est.value, ci_low=est.ci_low, ci_high=est.ci_high,
-                  contended=lv.contended is not None)
+                  contended=lv.contended is not None,
+                  reps=[r.output_tok_per_s for r in lv.repetitions if r.output_tok_per_s is not None])
             for lv in sorted(levels, key=lambda x: x.concurrency)
             if (est := lv.throughput.output_tok_per_s).value]
 
 
-def needed_gain(a: Point, b: Point, min_gain: float = MIN_GAIN_PER_DOUBLING) -> float:
-    """The factor X(b) / X(a) that counts as a gain: (1 + min_gain) per doubling from a.n to b.n."""
-    return (1.0 + min_gain) ** math.log2(b.n / a.n)
+def _p_text(p: float | None) -> str:
+    return "unknown (fewer than 2 repetitions and no CI)" if p is None else f"{p:.2f}"
 
 
-def real_gain(a: Point, b: Point, min_gain: float = MIN_GAIN_PER_DOUBLING) -> bool:
-    """b is a real gain over a: ≥ min_gain per doubling on average, and above a's CI."""
-    above_ci = b.x > (a.ci_high if a.ci_high is not None else a.x)
-    return b.x >= needed_gain(a, b, min_gain) * a.x and above_ci
-
-
-def ambiguous_gain(a: Point, b: Point, min_gain: float = MIN_GAIN_PER_DOUBLING) -> bool:
-    """b gains enough over a by its mean, but not above a's CI: noise cannot be ruled out."""
-    return b.x >= needed_gain(a, b, min_gain) * a.x and not real_gain(a, b, min_gain)
-
-
-def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_DOUBLING) -> Knee:
+def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_DOUBLING,
+                       ceiling: int | None = None) -> Knee:
+    """The knee of `points` judged against `ceiling` (module docstring); None: no ceiling to reach."""
     every = sorted(points, key=lambda p: p.n)
     if not every:
         raise ValueError("no points")
     pts = [p for p in every if not p.contended]
+    top_n = every[-1].n
+    reached = ceiling is None or top_n >= ceiling
     if not pts:
+        why = "every level ran while other processes took CPU (contended): none can make the knee"
         return Knee(knee=None, last_real_gain_to=every[0].n, reason="every level ran contended",
-                    undetermined="every level ran while other processes took CPU (contended): none can "
-                                 "make the knee")
+                    undetermined=why, range_high=max(top_n, ceiling or top_n), ceiling=ceiling,
+                    ceiling_measured=reached, shape=shape(pts))
     k = 0
     while True:
         nxt = next((j for j in range(k + 1, len(pts)) if real_gain(pts[k], pts[j], min_gain)), None)
         if nxt is None:
             break
         k = nxt
-    unsure = next((j for j in range(k + 1, len(pts)) if ambiguous_gain(pts[k], pts[j], min_gain)), None)
-    if unsure is not None:
-        a, b = pts[k], pts[unsure]
-        top = a.ci_high if a.ci_high is not None else a.x
-        why = (f"N={b.n} gains {b.x / a.x - 1:.0%} over N={a.n} (≥ {needed_gain(a, b, min_gain) - 1:.0%} "
-               f"needed) but lies inside N={a.n}'s 95 % CI (up to {top:.1f}): more repetitions decide "
-               "whether it is a gain")
-        return Knee(knee=None, last_real_gain_to=a.n, reason=why, undetermined=why, unresolved=[a.n, b.n])
-    if k == len(pts) - 1 and len(pts) > 1:
-        return Knee(knee=None, last_real_gain_to=pts[k].n,
-                    reason=f"throughput still gains ≥ {min_gain:.0%} per doubling up to the highest level "
-                           f"N={pts[k].n}")
-    if len(pts) == 1:
-        return Knee(knee=None, last_real_gain_to=pts[0].n, reason="a single level: no knee can be seen")
-    return Knee(knee=pts[k].n, last_real_gain_to=pts[k].n,
-                reason=(f"no higher level gains ≥ {min_gain:.0%} per doubling beyond N={pts[k].n} "
-                        f"(X={pts[k].x:.1f}) outside its 95 % CI"))
+    cand, higher = pts[k], pts[k + 1:]
+    probs = {h.n: p_gain(cand, h, min_gain) for h in higher}
+    unclear = [n for n, p in probs.items() if p is None or p >= P_GAIN_MAX]
+    base = dict(last_real_gain_to=cand.n, ceiling=ceiling, ceiling_measured=reached,
+                p_gain={n: None if p is None else round(p, 4) for n, p in probs.items()}, shape=shape(pts))
+    gain_words = f"≥ {min_gain:.0%} per doubling"
+    if unclear:
+        hi = max(unclear)
+        parts = [f"N={n} may still gain {gain_words} over N={cand.n} "
+                 f"(needs ×{needed_gain(cand, pts[[p.n for p in pts].index(n)], min_gain):.2f}; "
+                 f"P = {_p_text(probs[n])}, no gain is shown below {P_GAIN_MAX:.0%})" for n in unclear]
+        high = hi if reached else max(hi, ceiling or hi)
+        why = "; ".join(parts) + f": between {cand.n} and {high}"
+        if not reached:
+            why += f" (the ceiling N={ceiling} is not measured)"
+        return Knee(knee=None, reason=why, undetermined=why, unresolved=[cand.n, *unclear], range_high=high,
+                    **base)
+    if not higher:
+        if len(pts) == 1 and reached:
+            return Knee(knee=None, reason="a single level: no knee can be seen", **base)
+        if len(pts) == 1:
+            why = f"one level measured (N={cand.n}), not the ceiling N={ceiling}: between {cand.n} and {ceiling}"
+            return Knee(knee=None, reason=why, undetermined=why, range_high=ceiling, **base)
+        if reached:
+            return Knee(knee=None, reason=f"throughput still gains {gain_words} up to the highest level "
+                                          f"N={cand.n}" + (f" (the ceiling N={ceiling})" if ceiling else ""),
+                        **base)
+        why = (f"throughput still gains {gain_words} up to N={cand.n}, but the ceiling N={ceiling} is not "
+               f"measured: between {cand.n} and {ceiling}")
+        return Knee(knee=None, reason=why, undetermined=why, range_high=ceiling, **base)
+    worst = max(p for p in probs.values() if p is not None)
+    no_gain = (f"no level above N={cand.n} (X={cand.x:.1f}) gains {gain_words} (P(gain) ≤ {worst:.2f} "
+               f"for each of {', '.join(str(h.n) for h in higher)}, < {P_GAIN_MAX:.0%})")
+    if not reached:
+        why = (f"{no_gain}, but the ceiling N={ceiling} is not measured: a flat step below it may be a "
+               f"plateau that rises again; between {cand.n} and {ceiling}")
+        return Knee(knee=None, reason=why, undetermined=why, range_high=ceiling, **base)
+    return Knee(knee=cand.n, reason=no_gain + (f", up to the ceiling N={ceiling}" if ceiling else ""), **base)
 
 
 def kneedle(points: Sequence[Point]) -> int | None:

@@ -6,16 +6,20 @@ Rules, in the order `decide` applies them after each step:
    measured again up to `contended_retries` times; more run while the throughput 95 % CI half-width ÷
    mean exceeds `ci_target`, up to `max_repetitions`. One whose p95 estimate is over an SLO target
    needs no more.
-2. Where the knee rule cannot tell two levels apart (saturation/knee.py: undetermined), the one of
-   the pair with fewer repetitions is measured more, up to `max_repetitions`.
-3. A level seen to miss the lane's SLO (saturation/slo.py) ends the climb: higher levels only wait
+2. A level seen to miss the lane's SLO (saturation/slo.py) ends the climb: higher levels only wait
    longer.
-4. A knee that a higher level confirms ends the climb; the levels between its bracketing points
-   (saturation/refine.py, at most the slot count: above it requests only queue) are measured next.
-5. Otherwise the level doubles, up to the slot count (one level past it for a server satbench did
-   not size, to see its queue) and the lane's ceiling, and below a level whose server failed.
+3. Otherwise the climb goes on to the ceiling, whatever the curve did below it (a flat step may be a
+   plateau that rises again): the level doubles up to the slot count, at most the lane's ceiling (a
+   ceiling that is not a power of two is measured itself), with one level past the slots for a server
+   satbench did not size when it still gains there, to see its queue; after a server failure no level
+   between is tried. Only then is the knee judged (saturation/knee.py), against that ceiling.
+4. Where a measured level above the knee's candidate may still gain (P(gain) ≥ 5 %: knee.py,
+   undetermined), the candidate and each such level are measured more, the one with fewer repetitions
+   first, up to `max_repetitions`; past that the answer is a range.
+5. A knee that stands gets the levels between its bracketing points (saturation/refine.py, at most the
+   slot count: above it requests only queue) measured next.
 6. When the climb ends, with an SLO: the level the answer rests on (the highest measured at or below
-   the knee, the slots, the ceiling and the first level seen to miss) gets one longer repetition
+   the knee (or the lower end of a range), the slots, the ceiling and the first level seen to miss) gets one longer repetition
    (the samples missing ÷ N + SLO_RAMP_REQUESTS per stream) when its p95s cannot be bounded yet
    (72 samples in the window; at most SLO_MAX_REPETITIONS in all). If it then misses, the level
    below it is the one the answer rests on. Lower levels are not bounded: they cannot move the SLO
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 from satbench.config.schema import AdaptiveConfig, SloConfig
 from satbench.metrics.level_result import LevelResult
 from satbench.records.manifest import PlanAction, PlanDecision
-from satbench.saturation.knee import marginal_gain_knee, points_of
+from satbench.saturation.knee import Knee, marginal_gain_knee, points_of
 from satbench.saturation.refine import refine_between
 from satbench.saturation.slo import estimate_misses, fewest_to_bound_p95, slo_standing
 
@@ -140,18 +144,15 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
     if not known:
         return _step("stop", None, None, "no level below the failed one left to measure" if fb.failed_at
                      else "nothing measured", fb)
-    knee = marginal_gain_knee(points_of(known))
-    if knee.undetermined is not None and knee.unresolved:
-        more = sorted((n for n in knee.unresolved if runs.get(n, 0) < a.max_repetitions),
-                      key=lambda n: (len(levels[n].repetitions), n))
-        if more:
-            return go("resolve", more[0], f"{knee.undetermined}: N={more[0]} measured again")
+    ceiling = min(top, ctx.slots) if ctx.slots else top
+    knee = marginal_gain_knee(points_of(known), ceiling=ceiling)
     standing = slo_standing(known, ctx.slo)
 
     def settle(why: str) -> PlanDecision:
         """Rule 6: the climb is over for `why`; bound the level the answer rests on, then stop."""
         below_miss = None if standing.missed_at is None else standing.missed_at - 1
-        caps = [c for c in (knee.knee, ctx.slots, top, below_miss) if c is not None]
+        answer = knee.knee if knee.knee is not None else knee.last_real_gain_to if knee.undetermined else None
+        caps = [c for c in (answer, ctx.slots, top, below_miss) if c is not None]
         rests = max((n for n in measured if n in levels and n <= min(caps)), default=None)
         unbounded = dict(standing.unbounded)
         if rests is None or rests not in unbounded:
@@ -166,33 +167,58 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
                                    f"far: one repetition of {rests} × {per_stream}",
                   requests=rests * per_stream)
 
+    # rule 3: a level seen to miss the SLO ends the climb; else rule 4: climb to the ceiling
+    nxt = None if standing.missed_at is not None else _next_level(ctx, measured[-1], top, ceiling, knee)
+    if nxt is not None:
+        return go(*nxt)
+    # rule 5: the profile is measured; where a level above the candidate may still gain, repetitions
+    # decide (those at or below the level the SLO allows)
+    allowed = top if standing.missed_at is None else standing.missed_at - 1
+    unsure = [n for n in knee.unresolved if n <= allowed]
+    if knee.undetermined is not None and len(unsure) >= 2:
+        more = sorted((n for n in unsure if runs.get(n, 0) < a.max_repetitions),
+                      key=lambda n: (len(levels[n].repetitions), n))
+        if more:
+            return go("resolve", more[0], f"{knee.undetermined}: N={more[0]} measured again")
+        return settle(f"{knee.undetermined}; every level of it has {a.max_repetitions} repetitions")
     if standing.missed_at is not None:
         return settle(f"SLO: {standing.why}; higher levels only wait longer")
-    if knee.undetermined is not None:
-        return _step("stop", None, None, f"{knee.undetermined}, and every level of it has "
-                     f"{a.max_repetitions} repetitions", fb)
     if knee.knee is not None:
         climb = [levels[d.level] for d in done if d.action in ("measure", "confirm") and d.level in levels]
         wanted = [m for m in refine_between(climb) if m <= top and (not ctx.slots or m <= ctx.slots)]
         todo = [m for m in wanted if m not in runs]
         if todo:
-            return go("refine", todo[0], f"knee at N={knee.knee}, confirmed above it: refine "
-                                         f"{', '.join(map(str, wanted))} between its bracketing levels")
+            return go("refine", todo[0], f"knee at N={knee.knee}, judged against the ceiling N={ceiling}: "
+                                         f"refine {', '.join(map(str, wanted))} between its bracketing levels")
         return settle(f"knee at N={knee.knee}: {knee.reason}" +
                       (f"; refined at {', '.join(map(str, wanted))}" if wanted else ""))
     high = measured[-1]
+    if fb.failed_at is not None and top < ctx.ceiling:
+        return settle(f"the server failed at N={fb.failed_at}; {knee.reason}")
     if ctx.slots and high >= ctx.slots:
-        if ctx.past_slots and high == ctx.slots and 2 * high <= top:
-            return go("confirm", 2 * high, f"N={high} is the server's slot count and still gains: "
-                                           f"N={2 * high} shows whether the server queues beyond it")
-        return settle(f"N={high} reaches the server's {ctx.slots} slots" +
+        return settle(f"N={high} reaches the server's {ctx.slots} slots; {knee.reason}" +
                       ("" if ctx.past_slots else " (the slots satbench started it with; raise --parallel "
                                                  "to look higher)"))
-    if 2 * high > top:
-        why = (f"the server failed at N={fb.failed_at}" if fb.failed_at is not None and top < ctx.ceiling
-               else f"N={high} is the highest level allowed (ceiling {ctx.ceiling})")
-        return settle(f"{why}; {knee.reason}")
-    return go("measure", 2 * high, f"doubling: {knee.reason}")
+    return settle(f"N={high} is the highest level allowed (ceiling {ctx.ceiling}); {knee.reason}")
+
+
+def _next_level(ctx: PlanContext, high: int, top: int, ceiling: int,
+                knee: Knee) -> tuple[PlanAction, int, str] | None:
+    """Rule 4: the next level of the climb, or None when it is over. The level doubles up to the
+    ceiling (the slot count, at most the lane's ceiling; a level that is not a power of two is measured
+    itself), whatever the curve did below it: a flat step may be a plateau that rises again. At the
+    slot count of a server satbench did not size, a curve still gaining there gets one level past it,
+    to see whether the server queues. After a server failure no level between is tried."""
+    if ctx.slots and high >= ctx.slots:
+        if ctx.past_slots and high == ctx.slots and 2 * high <= top and knee.last_real_gain_to == high:
+            return ("confirm", 2 * high, f"N={high} is the server's slot count and still gains: "
+                                         f"N={2 * high} shows whether the server queues beyond it")
+        return None
+    if high >= ceiling or (top < ctx.ceiling and 2 * high > top):
+        return None
+    n = min(2 * high, ceiling)
+    return ("measure", n, f"climbing to the ceiling N={ceiling} ({knee.shape or 'one level so far'}): "
+                          f"{knee.reason}")
 
 
 def plan_lane(ctx: PlanContext,

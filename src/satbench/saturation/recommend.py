@@ -122,14 +122,19 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
                               statement=f"{parts[0]} " + ", ".join(parts[1:]))
 
 
-def _bounds(lane: LaneResult, levels: list[LevelResult], k: Knee,
-            slo: SloStanding) -> list[tuple[Reason, int, str]]:
-    """Every limit on the recommendation: (reason, the largest N it allows, why). An undetermined knee
-    is a limit only when nothing else binds at or below the level it is known to reach: reason
-    "undetermined", at that level + 1 (never a level of its own: the recommendation is then null).
-    The SLO binds where a level misses it or none is shown to meet it; where only levels above its
-    bound are unbounded, it comes last, so that a tie names what the curve shows."""
-    knee, knee_reason = k.knee, k.reason
+def knee_ceiling(lane: LaneResult, results: ResultsFile, crash_cap: int | None) -> int | None:
+    """The level the knee is judged against: the server's slot count, at most the lane's own ceiling
+    (its highest level; config.LaneConfig.ceiling) and below a level whose server failed (the highest it
+    can hold); None when none of these is known."""
+    slots = lane.runtime.total_slots
+    cfg = next((c for c in results.config.lanes if c.name == lane.lane), None)
+    caps = [c for c in (slots, cfg.ceiling(slots) if cfg is not None else None, crash_cap) if c]
+    return min(caps) if caps else None
+
+
+def _caps(lane: LaneResult, slo: SloStanding) -> list[tuple[Reason, int, str]]:
+    """Every limit on the recommendation but the curve's own: (reason, the largest N it allows, why).
+    The SLO is one where a level misses it or none is shown to meet it (`slo_late` adds the other)."""
     crash_cap, crashes = server_failure_cap(lane)
     err_cap, errs = error_cap(lane.levels)
     cap, failures = fairness_cap(lane)
@@ -140,25 +145,35 @@ def _bounds(lane: LaneResult, levels: list[LevelResult], k: Knee,
                                                                         "recommended"))
     if err_cap is not None:
         bounds.append(("errors", err_cap, "; ".join(errs) + f" (more than {ERROR_SHARE_MAX:.0%}): nothing "
-                                                            "at or "
-                       "above it is recommended"))
+                                                            "at or above it is recommended"))
     if cap is not None:
         bounds.append(("fairness", cap, "; ".join(failures) + ": nothing at or above it is recommended"))
-    slo_missed = lane.slo is not None and (slo.missed_at is not None or slo.bound is None)
-    if slo_missed:
+    if lane.slo is not None and (slo.missed_at is not None or slo.bound is None):
         bounds.append(("slo", slo.bound or 0, slo.why))
     if slots:
         bounds.append(("slots", slots, f"the server has {slots} slots"))
     if lane.memory is not None and lane.memory.slots_fit is not None:
         bounds.append(("memory", lane.memory.slots_fit, lane.memory.statement))
+    return bounds
+
+
+def _bounds(lane: LaneResult, levels: list[LevelResult], k: Knee, slo: SloStanding,
+            caps: list[tuple[Reason, int, str]]) -> list[tuple[Reason, int, str]]:
+    """`caps` and the curve's own limit: the knee where it stands; "undetermined" at the level the
+    curve is known to reach when it is undetermined and nothing else binds at or below that level;
+    else the highest level measured (unless a failed server binds). The SLO binds where a level misses
+    it or none is shown to meet it; where only levels above its bound are unbounded, it comes last, so
+    that a tie names what the curve shows."""
+    bounds = list(caps)
     if k.undetermined is not None:
         if not bounds or min(b[1] for b in bounds) > k.last_real_gain_to:
-            bounds.append(("undetermined", k.last_real_gain_to + 1, k.undetermined))
-    elif knee is not None:
-        bounds.append(("knee", knee, knee_reason))
-    elif crash_cap is None:  # else the top measured level is the last below the failure: that binds
-        bounds.append(("highest_measured", levels[-1].concurrency, knee_reason))
-    if not slo_missed and slo.bound is not None and slo.bound < levels[-1].concurrency:
+            bounds.append(("undetermined", k.last_real_gain_to, k.undetermined))
+    elif k.knee is not None:
+        bounds.append(("knee", k.knee, k.reason))
+    elif server_failure_cap(lane)[0] is None:  # else the top level is the last below the failure: that binds
+        bounds.append(("highest_measured", levels[-1].concurrency, k.reason))
+    missed = lane.slo is not None and (slo.missed_at is not None or slo.bound is None)
+    if not missed and slo.bound is not None and slo.bound < levels[-1].concurrency:
         bounds.append(("slo", slo.bound, slo.why))
     return bounds
 
@@ -173,14 +188,17 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     levels = ([lv for lv in measured_levels if crash_cap is None or lv.concurrency <= crash_cap]
               or measured_levels)
     points = points_of(levels)  # each of levels has a throughput
-    k = marginal_gain_knee(points)
+    ceiling = knee_ceiling(lane, results, crash_cap)
+    k = marginal_gain_knee(points, ceiling=ceiling)
     samples = [(lv.concurrency, r.output_tok_per_s) for lv in levels for r in lv.repetitions
                if r.output_tok_per_s is not None]
     slo = slo_standing(levels, lane.slo)
     slots = lane.runtime.total_slots
     cap, failures = fairness_cap(lane)
     err_cap, errs = error_cap(lane.levels)
-    bounds = _bounds(lane, levels, k, slo)
+    caps = _caps(lane, slo)
+    cap_other = min((b[1] for b in caps), default=None)
+    bounds = _bounds(lane, levels, k, slo, caps)
     limit = min(b[1] for b in bounds)
     tied = [b for b in bounds if b[1] == limit]
     reason = tied[0][0]
@@ -193,22 +211,24 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
         detail += f"; {saturation.statement}"
     elif reason == "memory":
         resource = "memory"
-    undetermined = None
-    if reason == "highest_measured" and lane.plan and lane.plan[-1].action == "stop":
-        detail += f"; the adaptive sweep stopped: {lane.plan[-1].reason}"
-    if reason == "undetermined":
-        undetermined = detail = k.undetermined or ""
-        if lane.plan and lane.plan[-1].action == "stop":
-            undetermined = detail = f"{detail}; the adaptive sweep stopped: {lane.plan[-1].reason}"
-        limit = 0  # no level is recommended: the knee may lie anywhere above what is known
+    stopped = lane.plan[-1].reason if lane.plan and lane.plan[-1].action == "stop" else None
+    if reason in ("highest_measured", "undetermined") and stopped:
+        detail += f"; the adaptive sweep stopped: {stopped}"
     rec = max((lv.concurrency for lv in levels if lv.concurrency <= limit), default=None)
+    span = None
+    if reason == "undetermined" and rec is not None and k.range_high is not None:
+        high = min(k.range_high, cap_other) if cap_other is not None else k.range_high
+        span = (rec, max(rec, high))
+        if high < k.range_high:
+            detail += f"; at most N={high} is allowed by the other limits"
+        detail = f"between {span[0]} and {span[1]}, not settled: {detail}"
     expected = None
-    if rec is None and undetermined is None:
+    if rec is None:
         detail += (f"; no measured level is at or below {limit}: " +
                    ("no concurrency is safe to advertise" if limit < 1
                     else f"measure N ≤ {limit} (e.g. --concurrency "
                          f"{','.join(str(n) for n in range(1, limit + 1))})"))
-    elif rec is not None:
+    else:
         if rec != limit:
             detail += (f"; the largest measured level at or below {limit} is {rec} "
                        "(--refine measures between levels)")
@@ -222,9 +242,10 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     return LaneRecommendation(
         lane=lane.lane, hardware_fingerprint=lane.hardware.fingerprint_sha256, hardware=lane.hardware,
         server_on_measuring_machine=lane.network.server_on_this_machine,
-        model=lane.model, runtime=lane.runtime, recommended_concurrency=rec,
+        model=lane.model, runtime=lane.runtime, recommended_concurrency=rec, recommended_range=span,
         max_concurrency_under_slo=slo.bound,
-        slo=lane.slo, knee=k.knee, knee_reason=k.reason, kneedle_knee=kneedle(points), slots=slots,
+        slo=lane.slo, knee=k.knee, knee_reason=k.reason, curve_shape=k.shape, knee_ceiling=ceiling,
+        kneedle_knee=kneedle(points), slots=slots,
         fairness_cap=cap, fairness_failures=failures, server_failure_cap=crash_cap, server_failures=crashes,
         error_cap=err_cap, error_levels=errs, memory=lane.memory,
         memory_cap=lane.memory.slots_fit if lane.memory is not None else None,
@@ -236,13 +257,11 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
                                       p95_ttft_ms=lv.latency.ttft_ms.p95, p95_tpot_ms=lv.latency.tpot_ms.p95,
                                       slo_attainment=lv.slo_attainment) for lv in levels],
         measured_at=results.finished_at or results.started_at, command_line=results.command_line,
-        undetermined=undetermined, contended=any(lv.contended for lv in levels),
+        undetermined=k.undetermined if reason == "undetermined" else None,
+        contended=any(lv.contended for lv in levels),
         contended_levels=[lv.concurrency for lv in levels if lv.contended],
-        confidence=confidence(rec, {lv.concurrency: [r.output_tok_per_s for r in lv.repetitions
-                                                     if r.output_tok_per_s is not None]
-                                    for lv in levels if lv.contended is None}) if rec is not None else None,
-        plan_stop=lane.plan[-1].reason if lane.plan and lane.plan[-1].action == "stop" else None,
-        rate=max_rate(lane.rates, lane.slo),
+        confidence=confidence(rec, points, cap_other, ceiling) if rec is not None else None,
+        plan_stop=stopped, rate=max_rate(lane.rates, lane.slo),
     )
 
 

@@ -25,7 +25,11 @@ from satbench.saturation.confidence import Confidence
 from satbench.saturation.open_rate import RateRecommendation
 from satbench.saturation.usl import UslFit
 
-RECOMMENDATIONS_SCHEMA_VERSION = "1.11"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.12"
+# 1.12: a knee stands only with evidence of no gain above it (P(gain) < 5 % for every higher level) and
+#       the ceiling (knee_ceiling: slots, or the highest level the server holds) measured; otherwise
+#       "undetermined" names recommended_range [A, B] and recommends A (was: null); curve_shape;
+#       confidence covers every level that could change the answer (p_by_level, ceiling, settled).
 # 1.11: rate (open-loop runs: the highest rate meeting the SLO from arrival, and each rate's goodput);
 #       runtime.extra_server_args (capability refuses a node whose lane gives other extra flags).
 # 1.10: slo_bound: a lower level whose p95 has too few samples to be bounded, and is not seen to miss,
@@ -111,11 +115,18 @@ class LaneRecommendation(Strict):
         None, description="the server ran on the machine that measured it, whose hardware this describes "
                           "(false: a url lane measured from another machine; null: recorded before this was)")
     recommended_concurrency: int | None = Field(description="None: no measured level is at or below the "
-                                                "binding limit (binding.detail says why)")
+                                                "binding limit (binding.detail says why); undetermined: the "
+                                                "lower end of recommended_range")
+    recommended_range: tuple[int, int] | None = Field(
+        None, description="undetermined: the answer lies between these levels (not settled); null: settled")
     max_concurrency_under_slo: int | None
     slo: SloConfig | None
     knee: int | None
     knee_reason: str
+    curve_shape: str = Field("", description="throughput against N in words, e.g. 'flat from 1 to 2, rising "
+                                             "from 2 to 8 (not concave: a flat step below a rise)'")
+    knee_ceiling: int | None = Field(None, description="the level the knee is judged against: the slots, at "
+                                     "most the lane's highest level and below a failed one")
     kneedle_knee: int | None
     slots: int | None
     fairness_cap: int | None
@@ -136,12 +147,13 @@ class LaneRecommendation(Strict):
     measured_levels: list[LevelSummary]
     measured_at: str
     command_line: list[str]
-    undetermined: str | None = Field(None, description="why no recommendation can be named: the knee lies "
-                                     "where the CIs overlap and no other cap binds below it (null: decided)")
+    undetermined: str | None = Field(None, description="why the answer is a range (recommended_range): a "
+                                     "level above may still gain, or the ceiling is not measured, and no "
+                                     "other cap binds below it (null: decided)")
     contended: bool = Field(False, description="a level it rests on ran while other processes took CPU")
     contended_levels: list[int] = Field(default_factory=list)
-    confidence: Confidence | None = Field(None, description="P that the next measured level above the "
-                                          "recommendation still gains (null: none, or < 2 repetitions)")
+    confidence: Confidence | None = Field(None, description="P that a level above the recommendation that "
+                                          "could change it gains (null: no clean point at the recommendation)")
     plan_stop: str | None = Field(None, description="why the adaptive sweep stopped (null: fixed levels)")
     rate: RateRecommendation | None = Field(None, description="the open-loop rates (--rate): the highest "
                                             "meeting the SLO from arrival; null when none ran")
@@ -152,13 +164,12 @@ DEFINITIONS = {
                                "slots, memory_cap, fairness_cap, server_failure_cap and error_cap (the "
                                "binding one is named); null when no measured level is that low",
     "knee": "from the lowest level, the candidate moves to a higher level only when that level's output "
-            "tok/s is a real gain over the candidate's: >= 10% per doubling of N on average and above the "
-            "upper end of the "
-            "candidate's 95% CI; the knee is the last candidate, none when that is the highest level (still "
-            "rising). "
-            "DESIGN 7.1 stops at the first doubling below 10%; this rule still sees a later real gain (a "
-            "dip inside "
-            "the noise does not end the climb)",
+            "tok/s is a gain shown over the candidate's: >= 10% per doubling of N on average and above the "
+            "upper end of the candidate's 95% CI. The knee stands only with evidence of no gain above it: "
+            "for every measured higher level h, P(X(h) >= 1.1^log2(h/k) X(k)) < 5% (Welch's t over the "
+            "repetitions), and with the ceiling (knee_ceiling) measured; a flat step below the ceiling may "
+            "be a plateau. None when the candidate is the highest level and that is the ceiling (still "
+            "rising), or when undetermined",
     "slo_bound": "the largest N whose upper 95% CI ends of p95 TTFT and p95 TPOT (and p95 E2E when set) "
                  "are within the targets with >= 90% of requests meeting all (a failed request misses), "
                  "with no lower level seen to miss (a p95 estimate or bounded CI end over a target, or "
@@ -179,10 +190,10 @@ DEFINITIONS = {
     "usl": "X(N) = X(1) N / (1 + alpha (N-1) + beta N (N-1)), alpha, beta >= 0 by bounded least squares; "
            "peak N* = sqrt((1 - alpha) / beta) reported only when beta's 95% CI excludes 0 and R^2 >= 0.9",
     "kneedle": "Kneedle on (log2 N, X) with >= 5 levels, beside the knee for comparison",
-    "undetermined": "a level's mean gains >= 10% per doubling over the candidate's but lies inside the "
-                    "candidate's 95% CI (or every level ran contended): the knee is at least the candidate, "
-                    "not known above; unless another cap binds at or below the candidate, "
-                    "recommended_concurrency is null (never the lower level by default)",
+    "undetermined": "a measured level above the candidate may still gain (P(gain) >= 5%), or the ceiling is "
+                    "not measured: the answer is recommended_range [candidate, the highest level that may "
+                    "gain or the ceiling, at most the other limits] and recommended_concurrency its lower "
+                    "end, unless another cap binds at or below the candidate",
     "contended": "a level measured while other processes took CPU (results.json definitions: contended) "
                  "is kept but neither makes nor moves the knee; contended is true when any level of the "
                  "lane still ran contended",
@@ -191,8 +202,9 @@ DEFINITIONS = {
                          "p95 TTFT from arrival, p95 TPOT and (when set) p95 E2E from arrival within the "
                          "SLO; null without an SLO or when the lowest rate misses",
     "rate.goodput_rps": "requests that met every SLO target from their arrival, per second of the rate's run",
-    "confidence": "P(X(h) >= 1.1^log2(h/r) X(r)) for the recommendation r and the next clean measured level "
-                  "h, Welch's t over their repetitions' output tok/s",
+    "confidence": "for every clean measured level h above the recommendation r and within the other limits, "
+                  "P(X(h) >= 1.1^log2(h/r) X(r)) by Welch's t over their repetitions; settled when each is "
+                  "below 5% and the ceiling is measured or reached",
 }
 
 
