@@ -83,13 +83,15 @@ def test_a_contended_lane_says_so_in_the_answer():
 def test_an_undetermined_lane_says_so_plainly_once():
     res = results(lane("dense"))
     recs = _recs(res)
-    why = "the knee lies between 2 and 4, where the throughput CIs overlap"
+    why = "N=4 may still gain ≥ 10% per doubling over N=2 (P = 0.40): between 2 and 4"
     recs.lanes[0] = recs.lanes[0].model_copy(update={
-        "undetermined": why, "recommended_concurrency": None, "expected": None, "confidence": None,
-        "binding": Binding(reason="undetermined", detail=why)})
+        "undetermined": why, "recommended_concurrency": 2, "recommended_range": (2, 4), "confidence": None,
+        "binding": Binding(reason="undetermined", detail="between 2 and 4, not settled (undetermined says "
+                                                         "why)")})
     answer = _answer(res, recs)
-    assert "| dense | undetermined | undetermined |" in answer
+    assert "| dense | 2 (2 to 4?) | undetermined |" in answer
     assert answer.count(why) == 1 and f"- dense: UNDETERMINED — {why}" in answer
+    assert "- dense: binding — between 2 and 4, not settled" in answer
 
 
 def test_the_recommended_levels_flags_and_the_lanes_caveats_are_warnings():

@@ -70,12 +70,14 @@ def test_usl_fit_stops_at_the_optimum_so_other_library_versions_agree():
     """The least-squares gradient Jᵀr vanishes at the fit (to ~machine precision), so the fitted
     figures do not depend on where a version's stopping rule happened to halt: `verify` on
     another machine recomputes them to many digits."""
-    from satbench.saturation.usl import usl_jacobian
+    from satbench.saturation.usl import fit_usl_exact, usl_jacobian
 
     rng = np.random.default_rng(1)
     levels = np.array([1, 2, 4, 8, 16, 32, 64] * 3, dtype=float)
     x = usl(levels, 540.0, 0.3, 0.0005) * (1 + rng.normal(0, 0.03, levels.size))
-    fit = fit_usl(list(zip(levels.astype(int), x)))
+    fit = fit_usl_exact(list(zip(levels.astype(int), x)))
+    written = fit_usl(list(zip(levels.astype(int), x)))  # six significant digits of the same fit
+    assert written.beta == pytest.approx(fit.beta, rel=1e-5) and written.beta != fit.beta
     jac = usl_jacobian(levels, fit.lambda_x1, fit.alpha, fit.beta)
     resid = usl(levels, fit.lambda_x1, fit.alpha, fit.beta) - x
     grad = jac.T @ resid

@@ -115,3 +115,11 @@ def test_confidence_ignores_levels_another_limit_forbids():
 def test_shape_names_a_falling_step():
     assert shape(points({1: [100, 101, 99], 2: [200, 201, 199], 4: [120, 121, 119]})) == (
         "rising from 1 to 2, falling from 2 to 4")
+
+
+def test_the_lower_end_of_a_range_is_never_settled():
+    pts = points({1: [100, 101, 99], 2: [200, 201, 199], 4: [400, 401, 399]})
+    c = confidence(2, pts, cap=3, ceiling=4, span=(2, 3))
+    assert not c.settled and "between 2 and 3" in c.statement
+    c = confidence(2, pts, cap=3, ceiling=4)
+    assert c.settled and "N=3, the most the other limits allow" in c.statement

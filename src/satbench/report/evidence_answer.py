@@ -52,7 +52,7 @@ def _row_and_lines(lane: LaneResult, recs: RecommendationsFile | None) -> tuple[
                if recs is None else "none: no measured level has a throughput to recommend from")
         return [lane.lane, "none", "n/a", verdicts], [f"{lane.lane}: {why}"] + [
             f"{lane.lane}: {caveat}" for caveat in lane_caveats(lane)]
-    lines = [] if r.binding.detail == r.undetermined else [f"{lane.lane}: binding — {r.binding.detail}"]
+    lines = [f"{lane.lane}: binding — {r.binding.detail}"]
     lines += [f"{lane.lane}: {w}" for w in lane_warnings(lane, r)]
     return [lane.lane, recommended_cell(r), binding_cell(r), verdicts], lines
 

@@ -303,15 +303,19 @@ def _knee_cell(r) -> str:
     """The knee, or why there is none, taken from the knee's reason (a single level is not "still rising")."""
     if r.knee is not None:
         return str(r.knee)
-    return ("none (still rising)" if r.knee_reason.startswith("throughput still gains")
-            else f"none ({r.knee_reason})")
+    if r.knee_reason.startswith("throughput still gains") and not r.recommended_range:
+        return "none (still rising)"
+    return "undetermined" if r.recommended_range else f"none ({r.knee_reason})"
 
 
 def doubts(r) -> list[str]:
-    """What makes a lane's recommendation doubtful or undecided: undetermined, contended, its confidence."""
+    """What makes a lane's recommendation doubtful or undecided: undetermined, a curve that is not
+    concave (or has a step the repetitions cannot classify), contended, its confidence."""
     out = []
     if r.undetermined is not None:
         out.append(f"UNDETERMINED — {r.undetermined}")
+    if any(w in r.curve_shape for w in ("not concave", "unclear", "falling")):
+        out.append(f"curve — {r.curve_shape}")
     if r.contended:
         out.append(f"CONTENDED — levels {', '.join(map(str, r.contended_levels))} ran while other processes "
                    "took CPU; the capability report refuses it unless --accept-contended")
@@ -321,10 +325,11 @@ def doubts(r) -> list[str]:
 
 
 def recommended_cell(r) -> str:
-    """The recommended concurrency as a cell: the number, "undetermined" (no knee can be named) or
-    "none safe" (no measured level is at or below the binding limit); " (contended)" after it."""
-    rec = ("undetermined" if r.undetermined else "none safe"
-           if r.recommended_concurrency is None else str(r.recommended_concurrency))
+    """The recommended concurrency as a cell: the number, "A (A to B?)" for the lower end of a range (not
+    settled), or "none safe" (no measured level is at or below the binding limit); " (contended)" after it."""
+    span = r.recommended_range
+    rec = ("none safe" if r.recommended_concurrency is None
+           else f"{span[0]} ({span[0]} to {span[1]}?)" if span else str(r.recommended_concurrency))
     return rec + (" (contended)" if r.contended else "")
 
 

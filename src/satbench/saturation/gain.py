@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Literal
 
 from pydantic import Field
@@ -118,7 +119,7 @@ def shape(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_DOUBLING) -> s
     if len(pts) < 2:
         return f"one level (N={pts[0].n})" if pts else "no clean level"
     runs: list[tuple[Step, int, int]] = []
-    for a, b in zip(pts, pts[1:]):
+    for a, b in pairwise(pts):
         kind = step(a, b, min_gain)
         if runs and runs[-1][0] == kind:
             runs[-1] = (kind, runs[-1][1], b.n)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import Field
 
@@ -98,7 +99,7 @@ def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_D
     cand, higher = pts[k], pts[k + 1:]
     probs = {h.n: p_gain(cand, h, min_gain) for h in higher}
     unclear = [n for n, p in probs.items() if p is None or p >= P_GAIN_MAX]
-    base = dict(last_real_gain_to=cand.n, ceiling=ceiling, ceiling_measured=reached,
+    base: dict[str, Any] = dict(last_real_gain_to=cand.n, ceiling=ceiling, ceiling_measured=reached,
                 p_gain={n: None if p is None else round(p, 4) for n, p in probs.items()}, shape=shape(pts))
     gain_words = f"≥ {min_gain:.0%} per doubling"
     if unclear:
@@ -116,7 +117,8 @@ def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_D
         if len(pts) == 1 and reached:
             return Knee(knee=None, reason="a single level: no knee can be seen", **base)
         if len(pts) == 1:
-            why = f"one level measured (N={cand.n}), not the ceiling N={ceiling}: between {cand.n} and {ceiling}"
+            why = (f"one level measured (N={cand.n}), not the ceiling N={ceiling}: between {cand.n} and "
+                   f"{ceiling}")
             return Knee(knee=None, reason=why, undetermined=why, range_high=ceiling, **base)
         if reached:
             return Knee(knee=None, reason=f"throughput still gains {gain_words} up to the highest level "

@@ -19,11 +19,11 @@ Rules, in the order `decide` applies them after each step:
 5. A knee that stands gets the levels between its bracketing points (saturation/refine.py, at most the
    slot count: above it requests only queue) measured next.
 6. When the climb ends, with an SLO: the level the answer rests on (the highest measured at or below
-   the knee (or the lower end of a range), the slots, the ceiling and the first level seen to miss) gets one longer repetition
-   (the samples missing ÷ N + SLO_RAMP_REQUESTS per stream) when its p95s cannot be bounded yet
-   (72 samples in the window; at most SLO_MAX_REPETITIONS in all). If it then misses, the level
-   below it is the one the answer rests on. Lower levels are not bounded: they cannot move the SLO
-   bound unless they are seen to miss it.
+   the knee or the lower end of a range, the slots, the ceiling and the first level seen to miss) gets
+   one longer repetition (the samples missing ÷ N + SLO_RAMP_REQUESTS per stream) when its p95s
+   cannot be bounded yet (72 samples in the window; at most SLO_MAX_REPETITIONS in all). If it then
+   misses, the level below it is the one the answer rests on. Lower levels are not bounded: they
+   cannot move the SLO bound unless they are seen to miss it.
 Before any step the time budget is checked: a step whose estimated length (the last repetition's,
 scaled by (N'/N)^0.75 to a higher level, ^1 past the slots) would end past it is not taken.
 Every decision carries its reason and figures; the sweep writes them to run.json, and a resume
@@ -189,7 +189,8 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         todo = [m for m in wanted if m not in runs]
         if todo:
             return go("refine", todo[0], f"knee at N={knee.knee}, judged against the ceiling N={ceiling}: "
-                                         f"refine {', '.join(map(str, wanted))} between its bracketing levels")
+                                         f"refine {', '.join(map(str, wanted))} between its bracketing "
+                                         "levels")
         return settle(f"knee at N={knee.knee}: {knee.reason}" +
                       (f"; refined at {', '.join(map(str, wanted))}" if wanted else ""))
     high = measured[-1]

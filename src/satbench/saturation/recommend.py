@@ -212,16 +212,15 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     elif reason == "memory":
         resource = "memory"
     stopped = lane.plan[-1].reason if lane.plan and lane.plan[-1].action == "stop" else None
-    if reason in ("highest_measured", "undetermined") and stopped:
-        detail += f"; the adaptive sweep stopped: {stopped}"
     rec = max((lv.concurrency for lv in levels if lv.concurrency <= limit), default=None)
     span = None
     if reason == "undetermined" and rec is not None and k.range_high is not None:
         high = min(k.range_high, cap_other) if cap_other is not None else k.range_high
         span = (rec, max(rec, high))
-        if high < k.range_high:
-            detail += f"; at most N={high} is allowed by the other limits"
-        detail = f"between {span[0]} and {span[1]}, not settled: {detail}"
+        detail = (f"between {span[0]} and {span[1]}, not settled (undetermined says why)" +
+                  (f"; at most N={high} is allowed by the other limits" if high < k.range_high else ""))
+    if reason in ("highest_measured", "undetermined") and stopped:
+        detail += f"; the adaptive sweep stopped: {stopped}"
     expected = None
     if rec is None:
         detail += (f"; no measured level is at or below {limit}: " +
@@ -260,7 +259,7 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
         undetermined=k.undetermined if reason == "undetermined" else None,
         contended=any(lv.contended for lv in levels),
         contended_levels=[lv.concurrency for lv in levels if lv.contended],
-        confidence=confidence(rec, points, cap_other, ceiling) if rec is not None else None,
+        confidence=confidence(rec, points, cap_other, ceiling, span) if rec is not None else None,
         plan_stop=stopped, rate=max_rate(lane.rates, lane.slo),
     )
 

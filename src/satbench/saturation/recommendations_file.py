@@ -153,7 +153,8 @@ class LaneRecommendation(Strict):
     contended: bool = Field(False, description="a level it rests on ran while other processes took CPU")
     contended_levels: list[int] = Field(default_factory=list)
     confidence: Confidence | None = Field(None, description="P that a level above the recommendation that "
-                                          "could change it gains (null: no clean point at the recommendation)")
+                                          "could change it gains (null: no clean point at the "
+                                          "recommendation)")
     plan_stop: str | None = Field(None, description="why the adaptive sweep stopped (null: fixed levels)")
     rate: RateRecommendation | None = Field(None, description="the open-loop rates (--rate): the highest "
                                             "meeting the SLO from arrival; null when none ran")

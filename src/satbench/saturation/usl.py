@@ -45,6 +45,16 @@ def usl_jacobian(n: np.ndarray, lam: float, alpha: float, beta: float) -> np.nda
 
 
 def fit_usl(samples: Sequence[tuple[int, float]]) -> UslFit:
+    """Fit (N, X) samples (`fit_usl_exact`), every figure written with FIT_DIGITS significant digits:
+    machines whose numeric libraries differ in the last bits then write the same bytes."""
+    fit = fit_usl_exact(samples)
+    ci = None if fit.beta_ci is None else (_sig(fit.beta_ci[0]), _sig(fit.beta_ci[1]))
+    return fit.model_copy(update={"beta_ci": ci, **{
+        name: None if (v := getattr(fit, name)) is None else _sig(v)
+        for name in ("lambda_x1", "alpha", "beta", "r2", "peak_n")}})
+
+
+def fit_usl_exact(samples: Sequence[tuple[int, float]]) -> UslFit:
     """Fit (N, X) samples; at least 4 samples over at least 3 levels are needed."""
     pts = [(float(n), float(x)) for n, x in samples if x is not None and x > 0]
     levels = {n for n, _ in pts}
@@ -93,3 +103,11 @@ def fit_usl(samples: Sequence[tuple[int, float]]) -> UslFit:
     if not fit.peak_reported:
         fit.peak_n = None  # an unreliable peak is not a number anyone should read
     return fit
+
+
+FIT_DIGITS = 6  # significant digits a fit is written with: BLAS builds differ from the 12th digit on
+
+
+def _sig(x: float) -> float:
+    """x at FIT_DIGITS significant digits (a non-finite value as it is)."""
+    return float(f"{x:.{FIT_DIGITS}g}") if math.isfinite(x) else x
