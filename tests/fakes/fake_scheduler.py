@@ -241,12 +241,12 @@ class Engine:
     def _admit(self, just_completed: bool = False) -> None:
         if not self._may_admit(just_completed):  # admit_when_idle: all at once, and only into an idle server
             return
-        now = self.now_ns()
-        if self.s.admit_delay_iterations and all(r is None for r in self.slots):
+        now, holds = self.now_ns(), self.s.admit_delay_iterations > 0
+        if holds and all(r is None for r in self.slots):
             for r in self.waiting:  # an idle server holds nobody (no iteration would count the hold down)
                 r.hold_iters = 0
         while self.waiting and None in self.slots:
-            if not any(r.hold_iters for r in self.waiting):
+            if not (holds and any(r.hold_iters for r in self.waiting)):
                 self._take_slot(self.waiting.pop() if self._newest_first(len(self.waiting))
                                 else self.waiting.popleft(), now)
                 continue
