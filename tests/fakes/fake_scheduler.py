@@ -27,39 +27,26 @@ Deliberately unfair knobs (all off by default; see the fields' descriptions):
 ``prefill_first``, ``admit_when_idle``, ``hold_while_decoding``, ``slow_slots``, ``queue_order``,
 ``serial``.
 
-Graded unfairness: one continuous knob per check of DESIGN.md §6, fair at 1 (rates) or 0 (delays),
-each with the TRUE value of the check's statistic it produces, so a benchmark can place degrees
-around each bound (K = the check's decoders, p = prefill_ms_per_token; `scripted_time.Sim` replays
-any script on a virtual clock to get exact figures):
+Graded unfairness: one continuous knob per check of DESIGN.md §6 (fair at 1 for a rate, 0 for a
+delay; mechanics in the fields' descriptions) and the TRUE value of the check's statistic it gives,
+so a benchmark can place degrees around each bound (K = the check's decoders, p =
+prefill_ms_per_token; `scripted_time.Sim` replays a script on a virtual clock for exact figures):
 
-* F1 ``slow_slots=[j]`` + ``slow_slot_rate=r`` ∈ (0, 1]: slot j emits ⌊n·r⌋ decode tokens in n
-  iterations (credit accumulator, no randomness). In F1's closed loop a stream's next request
-  takes the slot its last one freed, so max/min per-stream decode rate = 1/r (bound 1.10 at
-  r = 0.909; r = 11/12 → 1.091, 5/6 → 1.2). The default r = 0.5 is the historical half rate.
-* F2 the same knob with ``slow_slots=[N - 1]``: F2 sends its N sizes biggest first, each into the
-  lowest free slot, so together the smallest size decodes in slot N - 1 while every size alone runs
-  in slot 0: only the smallest, and only together, needs ⌈(o - 1)/r⌉ iterations for its o - 1 decode
-  tokens. Its true slowdown: ``scripted_time.f2_slowdowns(script, sizes)`` (bound 1.1·N).
-* F3 ``lifo_share=p`` ∈ [0, 1] (seed ``lifo_seed``): a slot freed while two or more requests wait
-  takes the newest with probability p, else the oldest. With one closed loop per client and
-  C − slots waiting, the oldest waiter is passed over Geometric times, mean p/(1 − p): per-client
-  service drifts apart like a random walk whose step grows with p (the gap grows like √time); at
-  p = 1 the oldest waiter starves and the gap grows linearly.
-* S1 ``prefill_chunk_factor=f`` ≥ 1: an iteration carrying decode tokens takes up to
-  ⌊f·n_batch⌋ − K prompt tokens, so the decoders' max ITL during a long prefill is
-  (⌊f·n_batch⌋ − K)·p + T(K) (while that much prompt is left): (max ITL − baseline) ÷ (n_batch ÷
-  prefill rate) = (⌊f·n_batch⌋ − K) ÷ n_batch against the bound 1.5. The prefill takes no longer.
-* S2 ``admit_delay_iterations=d`` ≥ 0: a request arriving while a slot generates waits ⌊d⌋
-  iteration boundaries, and the iteration completing its prompt lasts (d − ⌊d⌋)·T(K) longer: the
-  probe's admission delay is the fair one plus exactly d·T(K) (bound 2·T(K)). The fair one on this
-  fake is the rest of the iteration it arrived in, plus the T(K) its own iteration carries.
-* S3 ``second_prompt_delay_iterations=d`` ≥ 0: a prompt arriving while another prompt is pending
-  is left out of ⌊d⌋ iterations that could have carried it, and the iteration completing it lasts
-  (d − ⌊d⌋)·T(1) longer: with prompts ≤ n_batch the second TTFT grows by exactly d·T(1) (the bound
-  leaves 2·T(1) over the first's TTFT plus a solo prefill, less the 10 ms the second came later).
-* Plateau (the saturation sweep, DESIGN.md §7): ``decode_iteration_ms_by_batch`` =
-  ``PLATEAU_ITERATION_MS`` with 8 slots: X(2) = X(1), X(4) ≈ 1.4·X(1), X(8) ≈ 1.6·X(1); the right
-  recommendation is 8.
+* F1 ``slow_slots=[j]``, ``slow_slot_rate=r``: in F1's closed loop a stream keeps its slot, so the
+  per-stream decode-rate ratio max/min is 1/r (bound 1.10 ⇔ r = 0.909; 11/12 → 1.091).
+* F2 the same with ``slow_slots=[N - 1]``: sent biggest first into the lowest free slot, the
+  smallest size decodes in slot N - 1 together and every size alone in slot 0, so only the
+  smallest, together, is slowed; its slowdown: ``scripted_time.f2_slowdowns`` (bound 1.1·N).
+* F3 ``lifo_share=p`` (``lifo_seed``): the oldest waiter is passed over a geometric number of
+  releases, mean p/(1 − p); the clients' service gap then grows like √time, linearly at p = 1.
+* S1 ``prefill_chunk_factor=f``: (max ITL − baseline) ÷ (n_batch ÷ prefill rate) =
+  (⌊f·n_batch⌋ − K) ÷ n_batch against 1.5; the injected prefill takes no longer.
+* S2 ``admit_delay_iterations=d``: admission delay = the fair one + exactly d·T(K) (bound
+  2·T(K)); the fair one here is the rest of the iteration the probe came in + T(K).
+* S3 ``second_prompt_delay_iterations=d``: the second TTFT grows by exactly d·T(1) (prompts ≤
+  n_batch); with S3's n_batch-token prompts the fair one is the 10 ms gap under the bound.
+* Plateau (DESIGN.md §7): ``decode_iteration_ms_by_batch=PLATEAU_ITERATION_MS``, 8 slots: X(2) =
+  X(1), X(4) ≈ 1.4·X(1), X(8) ≈ 1.6·X(1); the right recommendation is 8.
 
 A CPU hog is not a knob: a benchmark runs a busy-loop process beside the fake (benchmarks/fake_proc.py).
 

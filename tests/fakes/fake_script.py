@@ -200,7 +200,8 @@ class FakeScript(BaseModel):
         0.0, ge=0, description="S3 degree d: a prompt arriving while another busy slot has prompt left is "
         "left out of the first ⌊d⌋ iterations that would have carried its tokens, and the iteration that "
         "completes it lasts (d − ⌊d⌋) × that iteration's decode ms longer (one generating slot at least): "
-        "in S3 (prompts ≤ n_batch) the second TTFT grows by exactly d·T(1) (the bound allows 2·T(1))")
+        "in S3 (prompts ≤ n_batch) the second TTFT grows by exactly d·T(1); with n_batch-token prompts "
+        "the fair one is 10 ms (the gap between the prompts) under S3's bound")
     # -- injected faults (tests/faults), all off by default. "The k-th completion" counts completion
     #    requests from 1 in arrival order (a sweep's first ones are its warmups); a faulted request
     #    is logged with status "fault_<kind>" ("hung" for a hang), a fully served one with "ok". --
