@@ -1,6 +1,7 @@
 """Scripted, deterministic continuous-batching scheduler behind the fake llama.cpp server.
 
-Model (one engine "thread" like llama.cpp's ``update_slots``):
+Model (one engine "thread" like llama.cpp's ``update_slots``); every knob lives in `FakeScript`
+(fake_script.py):
 
 * A request takes the lowest free slot, else waits FIFO (``requests_deferred``).
 * A request generates ``min(n_predict, n_ctx_slot - prompt_n)`` tokens: like llama.cpp
@@ -10,17 +11,44 @@ Model (one engine "thread" like llama.cpp's ``update_slots``):
   generating slot, then fills up to ``n_batch`` with prompt tokens of prefilling
   slots in slot-index order. It lasts::
 
-      [decode_iteration_ms + n_generating * decode_ms_per_busy_slot   if n_generating]
+      [T(n_generating)   if n_generating]
       + prompt_tokens_in_batch * prefill_ms_per_token
       + [first_token_extra_ms   if some prompt completes in this batch]
 
+  where T(k), the decode ms with k generating slots, is ``decode_iteration_ms +
+  k * decode_ms_per_busy_slot``, or ``decode_iteration_ms_by_batch[k - 1]`` (its last
+  element past its end) when that table is set.
 * At the end of an iteration every generating slot emits ``tokens_per_chunk``
   tokens (the last chunk may carry fewer) and a slot whose prompt completed emits
   its first token (always one). A slot is freed after its last token (see above);
   waiting requests enter freed slots and join the next iteration.
 
 Deliberately unfair knobs (all off by default; see the fields' descriptions):
-``prefill_first``, ``admit_when_idle``, ``slow_slots``, ``queue_order``, ``serial``.
+``prefill_first``, ``admit_when_idle``, ``hold_while_decoding``, ``slow_slots``, ``queue_order``,
+``serial``.
+
+Graded unfairness: one continuous knob per check of DESIGN.md §6 (fair at 1 for a rate, 0 for a
+delay; mechanics in the fields' descriptions) and the TRUE value of the check's statistic it gives,
+so a benchmark can place degrees around each bound (K = the check's decoders, p =
+prefill_ms_per_token; `scripted_time.Sim` replays a script on a virtual clock for exact figures):
+
+* F1 ``slow_slots=[j]``, ``slow_slot_rate=r``: in F1's closed loop a stream keeps its slot, so the
+  per-stream decode-rate ratio max/min is 1/r (bound 1.10 ⇔ r = 0.909; 11/12 → 1.091).
+* F2 the same with ``slow_slots=[N - 1]``: sent biggest first into the lowest free slot, the
+  smallest size decodes in slot N - 1 together and every size alone in slot 0, so only the
+  smallest, together, is slowed; its slowdown: ``scripted_time.f2_slowdowns`` (bound 1.1·N).
+* F3 ``lifo_share=p`` (``lifo_seed``): the oldest waiter is passed over a geometric number of
+  releases, mean p/(1 − p); the clients' service gap then grows like √time, linearly at p = 1.
+* S1 ``prefill_chunk_factor=f``: (max ITL − baseline) ÷ (n_batch ÷ prefill rate) =
+  (⌊f·n_batch⌋ − K) ÷ n_batch against 1.5; the injected prefill takes no longer.
+* S2 ``admit_delay_iterations=d``: admission delay = the fair one + exactly d·T(K) (bound
+  2·T(K)); the fair one here is the rest of the iteration the probe came in + T(K).
+* S3 ``second_prompt_delay_iterations=d``: the second TTFT grows by exactly d·T(1) (prompts ≤
+  n_batch); with S3's n_batch-token prompts the fair one is the 10 ms gap under the bound.
+* Plateau (DESIGN.md §7): ``decode_iteration_ms_by_batch=PLATEAU_ITERATION_MS``, 8 slots: X(2) =
+  X(1), X(4) ≈ 1.4·X(1), X(8) ≈ 1.6·X(1); the right recommendation is 8.
+
+A CPU hog is not a knob: a benchmark runs a busy-loop process beside the fake (benchmarks/fake_proc.py).
 
 Iterations chain on scripted deadlines (``perf_counter_ns``), so timer jitter does
 not accumulate; a tick later than ``max(2 ms, its duration)`` re-bases on "now"
@@ -33,160 +61,41 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import threading
 import time
-import zlib
 from collections import deque
-from pathlib import Path
-from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+try:
+    from .fake_script import (
+        VOCAB,
+        FakeRequest,
+        FakeScript,
+        Sink,
+        generated_token,
+        models_json,
+        props_json,
+        tokenize,
+        usage_json,
+    )
+except ImportError:  # run as a script (fake_llama_server.py puts this folder on sys.path)
+    from fake_script import (  # type: ignore[no-redef]
+        VOCAB,
+        FakeRequest,
+        FakeScript,
+        Sink,
+        generated_token,
+        models_json,
+        props_json,
+        tokenize,
+        usage_json,
+    )
+
+__all__ = ["VOCAB", "Engine", "FakeRequest", "FakeScript", "Sink", "generated_token", "models_json",
+           "props_json", "tokenize", "usage_json"]
 
 _perf_ns = time.perf_counter_ns
-
-# ASCII-only vocabulary: every token's text is safe inside a JSON string as-is.
-_WORDS = ("the of and to in is it that for on with as was at by be this are from or "
-          "an but not have all can one has more when will time which out up about "
-          "so than them some could into other then now only its over new also").split()
-VOCAB_BASE = 1000
-VOCAB = {VOCAB_BASE + i: " " + w for i, w in enumerate(_WORDS)}
-
-
-def generated_token(k: int) -> int:
-    """Token id of the k-th generated token (deterministic)."""
-    return VOCAB_BASE + k % len(_WORDS)
-
-
-def tokenize(text: str, chars_per_token: int | None = None) -> list[int]:
-    """Fake tokenizer: one token per whitespace-separated word (at least one); with
-    `chars_per_token`, a word of c characters is ceil(c / chars_per_token) tokens, as a longer id
-    is more tokens to a real tokenizer."""
-    ids = [VOCAB_BASE + len(_WORDS) + zlib.crc32(w.encode()) % 30000 for w in text.split()
-           for _ in range(-(-len(w) // chars_per_token) if chars_per_token else 1)]
-    return ids or [1]
-
-
-class FakeScript(BaseModel):
-    """Everything the fake does, scripted. Times in ms of real (perf_counter) time."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    n_slots: int = Field(4, ge=1)
-    n_ctx: int | None = Field(None, ge=1, description="total (-c); per slot = n_ctx // n_slots; None = 4096 per slot")
-    n_batch: int = Field(2048, ge=1)
-    prefill_ms_per_token: float = Field(0.05, ge=0)
-    decode_iteration_ms: float = Field(10.0, ge=0)
-    decode_ms_per_busy_slot: float = Field(0.0, ge=0)
-    first_token_extra_ms: float = Field(0.0, ge=0)
-    tokens_per_chunk: int = Field(1, ge=1)
-    build_info: str = "b11549-fake"
-    model_alias: str = "fake-model"
-    model_path: str = "/models/fake-model-Q8_0.gguf"
-    llamacpp: bool = True
-    endpoint_metrics: bool = True
-    tokenize_chars_per_token: int | None = Field(None, ge=1, description="/tokenize: None = one token per word")
-    endpoint_slots: bool = True
-    headers_at_first_token: bool | None = Field(
-        None, description="send the status line with the first token (llama.cpp since PR 16486); None = llamacpp")
-    keep_alive_timeout_s: float = Field(5.0, gt=0)
-    keep_alive_max: int = Field(100, ge=1)
-    http_threads: int | None = Field(
-        None, ge=1, description="cpp-httplib pool: a connection holds a thread for its whole keep-alive life; "
-        "connections beyond this wait unread (llama-server: max(n_parallel + 2, n_cpu - 1)); None = unlimited")
-    precise_timing: bool = Field(True, description="keep deadlines with a timer thread (else loop.call_later)")
-    schedule_log: Path | None = None
-    api_key: str | None = Field(None, description="like llama-server --api-key: every endpoint but /health "
-                                "needs `Authorization: Bearer KEY` (else 401); never recorded")
-    tls_cert: Path | None = Field(None, description="PEM certificate: serve HTTPS (with tls_key)")
-    tls_key: Path | None = None
-    # -- deliberately unfair / starving schedulers (tests of the fairness checks) --
-    prefill_first: bool = Field(
-        False, description="while some busy slot has prompt left, an iteration holds ONLY prompt tokens "
-        "(up to n_batch, slot order): every generating slot freezes until no prompt is pending")
-    admit_when_idle: bool = Field(
-        False, description="waiting / arriving requests get slots only when NO slot is busy (then up to "
-        "n_slots at once); until then they wait (requests_deferred) while free slots stay empty")
-    hold_while_decoding: bool = Field(
-        False, description="an arriving or waiting request gets a free slot only while no slot is generating, "
-        "or when a request has just completed: a free slot is held while the others decode")
-    slow_slots: list[int] = Field(
-        default_factory=list, description="these slots emit decode tokens only on every second iteration "
-        "they take part in (half the decode rate); prefill and the first token unaffected")
-    queue_order: Literal["fifo", "lifo"] = Field(
-        "fifo", description="which waiting request a freed slot takes: lifo = the most recently arrived")
-    serial: bool = Field(
-        False, description="only the busy slot with the lowest index progresses in an iteration "
-        "(its prompt chunk or its decode token); the others wait")
-    # -- injected faults (tests/faults), all off by default. "The k-th completion" counts completion
-    #    requests from 1 in arrival order (a sweep's first ones are its warmups); a faulted request
-    #    is logged with status "fault_<kind>" ("hung" for a hang), a fully served one with "ok". --
-    die_at_completion: int | None = Field(
-        None, ge=1, description="SIGKILL the fake's own process when the k-th completion request arrives "
-        "(the schedule log is flushed first: it lists every request served before the death)")
-    die_at_busy_slots: int | None = Field(
-        None, ge=1, description="SIGKILL the fake's own process when an iteration would batch this many busy "
-        "slots (llama.cpp b11434 aborted on a 64-expert MoE at 64 sequences; the schedule log is flushed first)")
-    hang_from_completion: int | None = Field(
-        None, ge=1, description="from the k-th completion on: read the request, never answer, keep the "
-        "connection open")
-    completion_fault: Literal["http_500", "http_503", "http_400_ctx", "drop", "bad_chunk", "invalid_json",
-                              "malformed_sse", "error_event", "wrong_token_count", "no_final_event"] | None = Field(
-        None, description="what goes wrong with every `fault_every`-th completion (streamed, /completion): "
-        "http_*: that HTTP error with llama.cpp's JSON body instead of a stream (400: context exceeded); "
-        "after `fault_after_tokens` token events: drop = close the connection, bad_chunk = a chunk-size "
-        "line that is not hex, invalid_json = `data: {cut`, malformed_sse = a payload that is not an "
-        "event object, error_event = llama.cpp's `data: {\"error\": …}` then the end of the stream; "
-        "wrong_token_count = a normal stream one token short of n_predict; no_final_event = every token "
-        "but no `stop: true` event, then a clean end of the chunked body and close")
-    fault_every: int = Field(1, ge=1, description="completion_fault hits the k-th, 2k-th, … completion")
-    fault_after_tokens: int = Field(1, ge=1, description="mid-stream faults strike after this many token events")
-    metrics_delay_s: float = Field(0.0, ge=0, description="answer /metrics this many seconds late")
-    slots_delay_s: float = Field(0.0, ge=0, description="answer /slots this many seconds late")
-    metrics_fail: bool = Field(False, description="/metrics answers HTTP 500")
-    slots_fail: bool = Field(False, description="/slots answers HTTP 500")
-
-    @property
-    def n_ctx_slot(self) -> int:
-        return 4096 if self.n_ctx is None else self.n_ctx // self.n_slots
-
-
-class FakeRequest:
-    """One admitted completion; the engine fills the counters, the sink writes bytes."""
-
-    __slots__ = ("rid", "task_id", "prompt_n", "n_predict", "n_stop", "truncated", "params", "sink", "slot",
-                 "n_processed", "n_decoded", "n_decode_iters", "generating", "cancelled", "done", "arrival_ns",
-                 "admit_ns", "prompt_start_ns", "gen_start_ns", "last_token_ns", "chunk_ns",
-                 "chunk_deadline_ns", "late_ns_max", "headers_ns", "end_ns", "extra")
-
-    def __init__(self, rid: str | None, prompt_n: int, n_predict: int, params: dict, sink, arrival_ns: int):
-        self.rid, self.prompt_n, self.n_predict, self.params, self.sink = rid, prompt_n, n_predict, params, sink
-        self.task_id = -1
-        self.slot = -1
-        self.n_stop = n_predict  # tokens it will generate (the engine caps it at the slot context)
-        self.n_processed = self.n_decoded = self.n_decode_iters = 0
-        self.generating = self.cancelled = self.done = self.truncated = False
-        self.arrival_ns = arrival_ns
-        self.admit_ns = self.prompt_start_ns = self.gen_start_ns = 0
-        self.last_token_ns = self.headers_ns = self.end_ns = 0
-        self.chunk_ns: list[int] = []
-        self.chunk_deadline_ns: list[int] = []  # the scripted deadline of each chunk_ns entry
-        self.late_ns_max = 0
-        self.extra: dict = {}
-
-    def timings(self) -> dict:
-        """llama.cpp ``timings`` object (prompt_ms = measured prefill, predicted_ms = first→last token)."""
-        p_ms = max(self.gen_start_ns - self.prompt_start_ns, 1000) / 1e6
-        g_ms = max(self.last_token_ns - self.gen_start_ns, 1000) / 1e6
-        n = max(self.n_decoded, 1)
-        return {"cache_n": 0, "prompt_n": self.prompt_n, "prompt_ms": p_ms,
-                "prompt_per_token_ms": p_ms / self.prompt_n, "prompt_per_second": 1e3 / p_ms * self.prompt_n,
-                "predicted_n": self.n_decoded, "predicted_ms": g_ms,
-                "predicted_per_token_ms": g_ms / n, "predicted_per_second": 1e3 / g_ms * self.n_decoded}
-
-
-class Sink(Protocol):
-    def tokens(self, req: FakeRequest, ids: list[int], done: bool, deadline_ns: int) -> None: ...
 
 
 class _Ticker:
@@ -242,6 +151,8 @@ class Engine:
         self._timer: asyncio.TimerHandle | None = None
         self._ticker: _Ticker | None = None
         self._next_task = 0
+        self._rng = random.Random(script.lifo_seed)  # lifo_share's draws
+        self._span_ns = int(max(self.decode_ms(k) for k in range(1, script.n_slots + 1)) * 1e6)
         self.before_death = lambda: None  # the server flushes its schedule log here
         # llama.cpp server_metrics
         self.m = {"prompt_tokens_total": 0, "prompt_seconds_total": 0.0, "tokens_predicted_total": 0,
@@ -250,16 +161,39 @@ class Engine:
         self.bucket = {"n_prompt": 0, "t_prompt_ms": 0.0, "n_pred": 0, "t_pred_ms": 0.0}
         self.stats = {"iterations": 0, "chunks": 0, "overruns": 0, "late_ns_max": 0, "deferred_total": 0}
 
+    def now_ns(self) -> int:
+        """The engine's clock (``perf_counter_ns``; scripted_time.SteppedEngine steps a virtual one)."""
+        return _perf_ns()
+
+    def decode_ms(self, n_generating: int) -> float:
+        """T(k): the decode part of an iteration with k generating slots, ms (0 for none)."""
+        s = self.s
+        if n_generating <= 0:
+            return 0.0
+        if s.decode_iteration_ms_by_batch:
+            table = s.decode_iteration_ms_by_batch
+            return table[min(n_generating, len(table)) - 1]
+        return s.decode_iteration_ms + n_generating * s.decode_ms_per_busy_slot
+
     # -- admission -------------------------------------------------------
     def submit(self, req: FakeRequest) -> None:
+        s = self.s
         req.task_id = self._next_task
         self._next_task += 1
-        req.n_stop = max(1, min(req.n_predict, self.s.n_ctx_slot - req.prompt_n))
-        if self.waiting or not self._may_admit() or not self._take_slot(req):
+        req.n_stop = max(1, min(req.n_predict, s.n_ctx_slot - req.prompt_n))
+        busy = [r for r in self.slots if r is not None]
+        if s.admit_delay_iterations and any(r.generating for r in busy):
+            whole = int(s.admit_delay_iterations)
+            req.hold_iters, req.extra_iters = whole, s.admit_delay_iterations - whole
+        if s.second_prompt_delay_iterations and any(not r.generating for r in busy):
+            whole = int(s.second_prompt_delay_iterations)
+            req.skip_iters = whole
+            req.extra_iters += s.second_prompt_delay_iterations - whole
+        if self.waiting or req.hold_iters or not self._may_admit() or not self._take_slot(req):
             self.waiting.append(req)
             self.stats["deferred_total"] += 1
         if not self._running:
-            self._start_iteration(_perf_ns())
+            self._start_iteration(self.now_ns())
 
     def cancel(self, req: FakeRequest) -> None:
         if req.done or req.cancelled:
@@ -280,16 +214,35 @@ class Engine:
     def _take_slot(self, req: FakeRequest, now_ns: int = 0) -> bool:
         for i, r in enumerate(self.slots):
             if r is None:
-                self.slots[i], req.slot, req.admit_ns = req, i, now_ns or _perf_ns()
+                self.slots[i], req.slot, req.admit_ns = req, i, now_ns or self.now_ns()
                 return True
         return False
+
+    def _newest_first(self, n_ready: int) -> bool:
+        """Whether a freed slot takes the most recently arrived of `n_ready` eligible waiters."""
+        s = self.s
+        if s.queue_order == "lifo":
+            return True
+        return s.lifo_share > 0 and n_ready > 1 and self._rng.random() < s.lifo_share
 
     def _admit(self, just_completed: bool = False) -> None:
         if not self._may_admit(just_completed):  # admit_when_idle: all at once, and only into an idle server
             return
-        lifo, now = self.s.queue_order == "lifo", _perf_ns()
+        now, holds = self.now_ns(), self.s.admit_delay_iterations > 0
+        if holds and all(r is None for r in self.slots):
+            for r in self.waiting:  # an idle server holds nobody (no iteration would count the hold down)
+                r.hold_iters = 0
         while self.waiting and None in self.slots:
-            self._take_slot(self.waiting.pop() if lifo else self.waiting.popleft(), now)
+            if not (holds and any(r.hold_iters for r in self.waiting)):
+                self._take_slot(self.waiting.pop() if self._newest_first(len(self.waiting))
+                                else self.waiting.popleft(), now)
+                continue
+            ready = [r for r in self.waiting if not r.hold_iters]
+            if not ready:
+                return
+            req = ready[-1] if self._newest_first(len(ready)) else ready[0]
+            self.waiting.remove(req)
+            self._take_slot(req, now)
 
     # -- iteration loop --------------------------------------------------
     def _start_iteration(self, start_ns: int) -> None:
@@ -305,44 +258,59 @@ class Engine:
             if r.generating and decode:
                 batch.append((r, 0))
                 n_gen += 1
-        budget, n_prompt, completes = s.n_batch - n_gen, 0, False
+        chunk = int(s.prefill_chunk_factor * s.n_batch) if n_gen else s.n_batch
+        budget, n_prompt, completes, extra_iters, skipped = chunk - n_gen, 0, False, 0.0, False
         for r in active:
             if not r.generating and budget > 0:
+                if r.skip_iters:  # second_prompt_delay: it could start now, and is left out
+                    r.skip_iters -= 1
+                    skipped = True
+                    continue
                 n = min(budget, r.prompt_n - r.n_processed)
                 if r.n_processed == 0:
                     r.prompt_start_ns = start_ns
                 batch.append((r, n))
                 budget -= n
                 n_prompt += n
-                completes |= r.n_processed + n == r.prompt_n
+                if r.n_processed + n == r.prompt_n:
+                    completes = True
+                    extra_iters += r.extra_iters
         if not batch:
+            if skipped:  # an iteration that would carry nothing else holds nobody back
+                for r in active:
+                    r.skip_iters = 0
+                return self._start_iteration(start_ns)
             self._running = False
             return
         batch.sort(key=lambda e: e[0].slot)
-        dur_ms = n_prompt * s.prefill_ms_per_token + (s.first_token_extra_ms if completes else 0.0)
-        if n_gen:
-            dur_ms += s.decode_iteration_ms + n_gen * s.decode_ms_per_busy_slot
+        dur_ms = (n_prompt * s.prefill_ms_per_token + (s.first_token_extra_ms if completes else 0.0)
+                  + self.decode_ms(n_gen) + extra_iters * self.decode_ms(max(n_gen, 1)))
         self._batch = batch
         self.m["n_decode_total"] += 1
         self.m["n_busy_slots_total"] += len(busy)
         self._deadline = deadline = start_ns + int(dur_ms * 1e6)
         self._running = True
-        if s.precise_timing:
+        self._arm(deadline)
+
+    def _arm(self, deadline_ns: int) -> None:
+        """Call ``_tick(deadline_ns)`` on the event loop at that time."""
+        if self.s.precise_timing:
             if self._ticker is None:
                 self._ticker = _Ticker(asyncio.get_running_loop(), self._tick)
-            self._ticker.arm(deadline)
+            self._ticker.arm(deadline_ns)
         else:
-            delay = (deadline - _perf_ns()) / 1e9
-            self._timer = asyncio.get_running_loop().call_later(max(delay, 0.0), self._tick, deadline)
+            delay = (deadline_ns - _perf_ns()) / 1e9
+            self._timer = asyncio.get_running_loop().call_later(max(delay, 0.0), self._tick, deadline_ns)
 
     def _tick(self, deadline: int) -> None:
         if not self._running or deadline != self._deadline:
             return
-        now = _perf_ns()
+        now = self.now_ns()
         self.stats["iterations"] += 1
         late = now - deadline
         self.stats["late_ns_max"] = max(self.stats["late_ns_max"], late)
-        tpc, m = self.s.tokens_per_chunk, self.m
+        s, m = self.s, self.m
+        tpc = s.tokens_per_chunk
         completed = False
         for req, n_prompt in self._batch:
             if req.cancelled:
@@ -360,8 +328,11 @@ class Engine:
                 k = 1
             else:
                 req.n_decode_iters += 1
-                if req.slot in self.s.slow_slots and req.n_decode_iters % 2:
-                    continue  # a slow slot: this iteration yields nothing for it
+                if req.slot in s.slow_slots:
+                    req.decode_credit += s.slow_slot_rate
+                    if req.decode_credit < 1.0 - 1e-9:
+                        continue  # a slow slot: this iteration yields nothing for it
+                    req.decode_credit -= 1.0
                 k = min(tpc, req.n_stop - req.n_decoded)
             ids = [generated_token(req.n_decoded + j) for j in range(k)]
             req.n_decoded += k
@@ -371,7 +342,7 @@ class Engine:
             if done:
                 completed = True
                 req.done = True
-                req.truncated = req.prompt_n + req.n_decoded >= self.s.n_ctx_slot  # llama.cpp: ctx check first
+                req.truncated = req.prompt_n + req.n_decoded >= s.n_ctx_slot  # llama.cpp: ctx check first
                 self.slots[req.slot] = None
                 g_ms = (now - req.gen_start_ns) / 1e6
                 m["tokens_predicted_total"] += req.n_decoded
@@ -381,16 +352,16 @@ class Engine:
             self.stats["chunks"] += 1
             req.sink.tokens(req, ids, done, deadline)
         self._admit(just_completed=completed)
-        after = _perf_ns()
-        if after - deadline > max(2_000_000, self._deadline_span()):
+        if s.admit_delay_iterations:
+            for r in self.waiting:  # one more boundary passed for every held request still waiting
+                if r.hold_iters:
+                    r.hold_iters -= 1
+        after = self.now_ns()
+        if after - deadline > max(2_000_000, self._span_ns):
             self.stats["overruns"] += 1
             self._start_iteration(after)
         else:
             self._start_iteration(deadline)
-
-    def _deadline_span(self) -> int:
-        s = self.s
-        return int((s.decode_iteration_ms + s.n_slots * s.decode_ms_per_busy_slot) * 1e6)
 
     def stop(self) -> None:
         self._running = False
@@ -416,8 +387,10 @@ class Engine:
             (c, "prompt_tokens_total", "Number of prompt tokens processed.", m["prompt_tokens_total"]),
             (c, "prompt_seconds_total", "Prompt process time", m["prompt_seconds_total"]),
             (c, "prompt_tokens_cached_total", "Number of prompt tokens served from the cache.", 0),
-            (c, "tokens_predicted_total", "Number of generation tokens processed.", m["tokens_predicted_total"]),
-            (c, "tokens_predicted_seconds_total", "Predict process time", m["tokens_predicted_seconds_total"]),
+            (c, "tokens_predicted_total", "Number of generation tokens processed.",
+             m["tokens_predicted_total"]),
+            (c, "tokens_predicted_seconds_total", "Predict process time",
+             m["tokens_predicted_seconds_total"]),
             (c, "n_decode_total", "Total number of llama_decode() calls", m["n_decode_total"]),
             (c, "n_tokens_max", "Largest observed n_tokens.", m["n_tokens_max"]),
             (g, "prompt_tokens_seconds", "Average prompt throughput in tokens/s.", prompt_tps),
@@ -432,7 +405,8 @@ class Engine:
         """Prometheus exposition as llama-server writes it (values printed like C++ ``<<``)."""
         lines = []
         for typ, name, help_, value in self.scrape():
-            lines += [f"# HELP llamacpp:{name} {help_}", f"# TYPE llamacpp:{name} {typ}", f"llamacpp:{name} {value:g}"]
+            lines += [f"# HELP llamacpp:{name} {help_}", f"# TYPE llamacpp:{name} {typ}",
+                      f"llamacpp:{name} {value:g}"]
         return "\n".join(lines) + "\n"
 
     def slots_json(self) -> list[dict]:
@@ -440,32 +414,9 @@ class Engine:
         for i, r in enumerate(self.slots):
             d = {"id": i, "n_ctx": self.s.n_ctx_slot, "speculative": False, "is_processing": r is not None}
             if r is not None:
-                d.update(id_task=r.task_id, n_prompt_tokens=r.prompt_n, n_prompt_tokens_processed=r.n_processed,
-                         n_prompt_tokens_cache=0, params=r.params,
+                d.update(id_task=r.task_id, n_prompt_tokens=r.prompt_n,
+                         n_prompt_tokens_processed=r.n_processed, n_prompt_tokens_cache=0, params=r.params,
                          next_token=[{"has_next_token": not r.done, "has_new_line": False,
                                       "n_remain": r.n_predict - r.n_decoded, "n_decoded": r.n_decoded}])
             out.append(d)
         return out
-
-
-def usage_json(req: FakeRequest) -> dict:
-    return {"completion_tokens": req.n_decoded, "prompt_tokens": req.prompt_n,
-            "total_tokens": req.n_decoded + req.prompt_n, "prompt_tokens_details": {"cached_tokens": 0}}
-
-
-def models_json(s: FakeScript) -> dict:
-    data = [{"id": s.model_alias, "object": "model", "created": int(time.time()),
-             "owned_by": "llamacpp" if s.llamacpp else "fake"}]
-    if not s.llamacpp:
-        return {"object": "list", "data": data}
-    data[0]["meta"] = {"vocab_type": 1, "n_vocab": 32000, "n_ctx_train": 32768, "n_embd": 768}
-    return {"models": [{"name": s.model_alias, "model": s.model_alias, "type": "model",
-                        "capabilities": ["completion"]}], "object": "list", "data": data}
-
-
-def props_json(s: FakeScript) -> dict:
-    return {"default_generation_settings": {"id": 0, "id_task": -1, "n_ctx": s.n_ctx_slot, "speculative": False,
-                                            "is_processing": False, "params": {"n_predict": -1}},
-            "total_slots": s.n_slots, "model_alias": s.model_alias, "model_path": s.model_path,
-            "modalities": {"vision": False, "audio": False}, "chat_template": "", "bos_token": "<s>",
-            "eos_token": "</s>", "build_info": s.build_info}
