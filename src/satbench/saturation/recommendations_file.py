@@ -25,7 +25,9 @@ from satbench.saturation.confidence import Confidence
 from satbench.saturation.open_rate import RateRecommendation
 from satbench.saturation.usl import UslFit
 
-RECOMMENDATIONS_SCHEMA_VERSION = "1.11"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.12"
+# 1.12: model.architecture, name, parameter_count, file_type, context_length, expert_count,
+#       expert_used_count (capability refuses a node whose lane's file has another architecture).
 # 1.11: rate (open-loop runs: the highest rate meeting the SLO from arrival, and each rate's goodput);
 #       runtime.extra_server_args (capability refuses a node whose lane gives other extra flags).
 # 1.10: slo_bound: a lower level whose p95 has too few samples to be bounded, and is not seen to miss,
