@@ -2,7 +2,9 @@
 
 Three spellings: `builtin:NAME` (assembled from a package, sha256-verified),
 `synthetic:ARCH-SIZE[-seedN]` (random weights, written once into the model directory and
-labelled synthetic everywhere), or a path.
+labelled synthetic everywhere), or a path. Whichever, the file is hashed and its GGUF header read
+(models/header: architecture, name, parameters, file type, trained context, experts) into the
+lane's ModelInfo before any server starts.
 """
 
 from __future__ import annotations
