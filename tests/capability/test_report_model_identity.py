@@ -24,6 +24,11 @@ def sweep_and_capability(fake_server, tmp_path, capsys, build_info: str, *extra)
 def test_a_url_lane_measured_on_the_same_server_is_advertised(fake_server, tmp_path, capsys, build_info):
     (lane,) = json.loads(sweep_and_capability(fake_server, tmp_path, capsys, build_info))["lanes"]
     assert lane["status"] == "measured", lane["reason"]
+    # the file is on the server's machine: nothing is read of it, nothing guessed, nothing to note
+    assert lane["model_architecture"] is lane["model_file_type"] is lane["model_parameter_count"] is None
+    assert lane["notes"] == []
+    (recorded,) = json.loads((tmp_path / "run" / "results.json").read_text())["lanes"]
+    assert recorded["model"]["architecture"] is recorded["model"]["expert_count"] is None
 
 
 def test_a_url_lane_whose_server_now_reports_another_build_is_refused(fake_server, tmp_path, capsys, monkeypatch):

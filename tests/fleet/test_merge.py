@@ -206,3 +206,24 @@ def test_json_is_one_document_valid_against_its_published_schema(fleet, capsys):
     jsonschema.validate(doc, schema)
     assert (fleet[0].parent / "router.yaml").is_file()
     assert sorted(n["node_id"] for n in doc["nodes"]) == ["node-a", "node-b", "node-c"]
+
+
+def test_a_report_of_an_earlier_minor_is_read_with_its_missing_fields_null(tmp_path, capsys):
+    """Capability 1.5 added the model's description (architecture, file type, ...); a node still on
+    1.4 is merged, its lanes' descriptions null."""
+    older = json.loads(report("node-a", [lane("dense")]).model_dump_json())
+    older["schema_version"] = "1.4"
+    for entry in older["lanes"]:
+        for key in [k for k in entry if k.startswith("model_") and k not in ("model_path", "model_sha256")]:
+            del entry[key]
+        del entry["notes"]
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    code, out, err = merge(capsys, tmp_path / "older.json", "--format", "litellm")
+    assert code == 0, err
+    (deployment,) = yaml.safe_load(out)["model_list"]
+    assert deployment["model_info"]["satbench_status"] == "measured"
+    assert not any(k.startswith("satbench_model_") for k in deployment["model_info"])
+    newer = dict(older, schema_version="1.99")
+    (tmp_path / "newer.json").write_text(json.dumps(newer))
+    err = merge(capsys, tmp_path / "newer.json")[2]
+    assert "capability schema 1.99, not 1.5: written by another satbench" in err

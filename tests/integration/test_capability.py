@@ -47,6 +47,8 @@ def test_the_nodes_own_recommendation_is_advertised(measured, capsys):
     assert lane["status"] == "measured" and lane["max_concurrency"] == rec["recommended_concurrency"]
     assert lane["expected_output_tok_per_s"] == rec["expected"]["output_tok_per_s"]["value"]
     assert lane["synthetic_model"] is True and lane["evidence"]["run_id"] == "run"
+    assert rec["model"]["architecture"] == lane["model_architecture"] == "llama" and lane["notes"] == []
+    assert lane["model_file_type"] == rec["model"]["file_type"] == "F16"
     memory = rec["memory"]  # the lane's memory per slot travels with what the node advertises
     assert lane["cache_bytes_per_slot"] == memory["cache_bytes_per_slot"] > 0
     assert lane["model_bytes"] == memory["model_bytes"] > 0 and lane["per_slot_ctx"] == memory["per_slot_ctx"]
@@ -92,6 +94,13 @@ def test_litellm_fragment_without_a_p95(measured, capsys, tmp_path):
     assert "satbench_expected_p95_ttft_ms: null" in capsys.readouterr().out
 
 
+def test_a_recommendation_that_recorded_no_architecture_is_advertised_and_says_so(measured, capsys, tmp_path):
+    model, recs = measured
+    lane = capability(capsys, edited(tmp_path, recs, lambda r: r["model"].update(architecture=None)), model)
+    assert lane["status"] == "measured" and lane["model_architecture"] == "llama"  # read from the file here
+    assert [n for n in lane["notes"] if n.startswith("architecture not recorded when measured")]
+
+
 @pytest.mark.parametrize("name, change, needle", [
     ("wrong hardware", lambda r: r.update(hardware_fingerprint="0" * 64), "another machine"),
     ("wrong build", lambda r: r["runtime"].update(build_number=1), "another runtime build"),
@@ -105,6 +114,8 @@ def test_litellm_fragment_without_a_p95(measured, capsys, tmp_path):
     ("an earlier satbench's fingerprint", lambda r: (r["hardware"].update(cpu_signature=None, cores_usable=None),
                                                       r.update(hardware_fingerprint="1" * 64)),
      "measured on this machine, but its hardware fingerprint was computed by an earlier satbench"),
+    ("another architecture", lambda r: r["model"].update(architecture="deepseek4"),
+     "measured with another model architecture: deepseek4 (DeepSeek V4) then, llama in this node's file"),
     ("schema-invalid", lambda r: r.update(recommended_concurrency="lots"), "fails schema validation"),
     ("schema-invalid missing key", lambda r: r.pop("binding"), "fails schema validation"),
 ])

@@ -45,6 +45,10 @@ def test_manifest_and_provenance(run_dir, tiny_model):
     assert m.status == "complete"
     p = m.provenance.lanes["default"]
     assert p.model.sha256 == sha256_file(tiny_model, cache=None) and p.model.synthetic is True
+    # what the file says it is, read from its header as the model was resolved
+    assert (p.model.architecture, p.model.name, p.model.file_type, p.model.context_length) == (
+        "llama", "satbench-synthetic-llama-tiny", "F16", 4096)
+    assert p.model.parameter_count and p.model.expert_count is None and p.model.expert_used_count is None
     rt = p.runtime
     assert rt.kind == "embedded" and rt.llamacpp and rt.build_info
     assert rt.build_number and rt.build_number > 10000  # from the xllamacpp version (build_info says b0)

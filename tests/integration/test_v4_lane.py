@@ -93,7 +93,9 @@ def test_the_v4_lane_sweeps_and_records_its_memory(v4_run: Path) -> None:
     # read from a probe start at verbosity 4; the measured server logs at llama.cpp's default
     assert "--verbosity" not in rt.server_args and "buffer size" not in (v4_run / "server.log").read_text()
     assert "KV buffer size" in (v4_run / "server-default-memory.log").read_text()
-    assert m.provenance.lanes["default"].model.synthetic  # type: ignore[union-attr]
+    model = m.provenance.lanes["default"].model  # type: ignore[union-attr]
+    assert model.synthetic and model.architecture == "deepseek4"
+    assert (model.expert_count, model.expert_used_count, model.context_length) == (8, 2, 1_048_576)
     results = json.loads((v4_run / "results.json").read_text())
     lane = results["lanes"][0]
     assert [lv["concurrency"] for lv in lane["levels"]] == [1, 2]
@@ -104,5 +106,8 @@ def test_the_v4_lane_sweeps_and_records_its_memory(v4_run: Path) -> None:
     assert mem["cache_bytes_per_slot"] == mem["cache_bytes"] // 2 and mem["slots_fit"] > 2
     rec = json.loads((v4_run / "recommendations.json").read_text())["lanes"][0]
     assert rec["memory_cap"] == mem["slots_fit"] and rec["recommended_concurrency"] in (1, 2)
+    assert lane["model"]["architecture"] == rec["model"]["architecture"] == "deepseek4"
     evidence = (v4_run / "EVIDENCE.md").read_text()
     assert "cache per slot" in evidence.lower() and "deepseek4" in evidence
+    row = "| default | deepseek4 (DeepSeek V4) — SYNTHETIC weights | satbench-synthetic-deepseek4-tiny |"
+    assert row in evidence

@@ -32,7 +32,9 @@ from satbench.records.rundir import read_regular_file
 from satbench.server.memlog import LOG_VERBOSITY
 
 MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far below this
-RESULTS_SCHEMA_VERSION = "3.5"
+RESULTS_SCHEMA_VERSION = "3.6"
+# 3.6: lanes[].model (and provenance's) architecture, name, parameter_count, file_type, context_length,
+#      expert_count, expert_used_count, from run.json 2.10 (null for a url lane, or a run before it).
 # 3.5: lanes[].rates (the open-loop rates: goodput, latency from arrival) and config lanes[].rates,
 #      max_concurrency.
 # 3.4: lanes[].server_params.extra_args (more llama-server flags the lane's server ran with).

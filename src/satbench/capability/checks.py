@@ -2,7 +2,8 @@
 
 `load_recommendations` refuses a file that is not valid JSON, fails its schema or predates
 OLDEST_TRUSTED; `check_lane` refuses a lane's recommendation measured on another machine, for
-another model file or runtime build (or llama-server binary), by a url lane's server of another
+a model of another architecture (general.architecture, as recorded and as the node's file says
+now), another model file or runtime build (or llama-server binary), by a url lane's server of another
 shape now or through a remote URL from another machine, one older than the allowed age, or one
 whose own numbers do not hold together; `slo_derived_too_early` one whose SLO bound predates
 SLO_TRUSTED. Each returns the reason as text, None when the recommendation stands.
@@ -19,6 +20,7 @@ import jsonschema
 from pydantic import ValidationError
 
 from satbench.capability.node import NodeLane, build_from_info, build_id
+from satbench.models.architectures import described_architecture
 from satbench.records.artifacts import older_minor
 from satbench.records.manifest import HostInfo, RuntimeInfo
 from satbench.saturation.recommendations_file import (
@@ -86,6 +88,18 @@ def flags_mismatch(measured: RuntimeInfo, node: NodeLane) -> str | None:
     was, now = " ".join(measured.extra_server_args) or "none", " ".join(node.extra_server_args) or "none"
     return (f"measured with extra llama-server flags {was!r}, this node's lane gives {now!r}: give the "
             "measured ones (--server-arg, [lanes.server] args) or measure these")
+
+
+def architecture_mismatch(rec: LaneRecommendation, node: NodeLane) -> str | None:
+    """The lane's model file here must be of the architecture measured (general.architecture, read
+    from its header now). A recommendation that recorded none (before recommendations 1.12) or a
+    lane whose file is not here (a url lane) is not judged by it: the sha256 or path check stands."""
+    measured = rec.model.architecture
+    now = node.model.architecture if node.model is not None else None
+    if measured is None or now is None or measured == now:
+        return None
+    return (f"measured with another model architecture: {described_architecture(measured)} then, "
+            f"{described_architecture(now)} in this node's file {node.model_path}")
 
 
 def measured_from_afar(rec: LaneRecommendation) -> str | None:
@@ -163,6 +177,8 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
     if rec.hardware_fingerprint != host_fingerprint:
         return (f"measured on another machine (fingerprint {rec.hardware_fingerprint[:16]} ≠ this node's "
                 f"{host_fingerprint[:16]})")
+    if (why := architecture_mismatch(rec, node)) is not None:
+        return why
     if node.model_sha256 is not None and rec.model.sha256 != node.model_sha256:
         return (f"measured with another model file "
                 f"(sha256 {str(rec.model.sha256)[:16]} ≠ {node.model_sha256[:16]})")

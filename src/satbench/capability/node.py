@@ -1,9 +1,10 @@
 """What this node runs for each lane now: the model file and the runtime build it would serve it with.
 
-Models are hashed and servers are not started: an embedded lane's build is the installed
-xllamacpp's, a native lane's what its llama-server prints for --version (with the sha256 of the
-executable and the libraries beside it), and a url lane's server is asked through /props (model
-path, build_info, slots and per-slot context). capability/checks compares a `NodeLane` with the
+Models are hashed and their GGUF header read (architecture, file type, ...); servers are not
+started: an embedded lane's build is the installed xllamacpp's, a native lane's what its
+llama-server prints for --version (with the sha256 of the executable and the libraries beside it),
+and a url lane's server is asked through /props (model path, build_info, slots and per-slot
+context). capability/checks compares a `NodeLane` with the
 recommendation measured for it.
 """
 
@@ -17,6 +18,7 @@ from pydantic import Field
 
 from satbench.capability.remote import remote_props
 from satbench.config.schema import LaneConfig, Strict
+from satbench.records.manifest import ModelInfo
 from satbench.server.native import capped_output, server_binary_sha256, version_line
 from satbench.server.probe import shape_of
 
@@ -37,6 +39,9 @@ class NodeLane(Strict):
     per_slot_ctx: int | None = Field(None, description="url lanes: its per-slot context now (/props)")
     extra_server_args: list[str] | None = Field(None, description="a server satbench starts: the extra "
                                                 "llama-server flags this node's lane gives it (None: url)")
+    model: ModelInfo | None = Field(None, description="the lane's model file as found now: its path, "
+                                    "sha256 and what its GGUF header says (None: a url lane, whose file is "
+                                    "not here)")
 
 
 def build_id(number: int | None, version: str | None) -> str | None:
@@ -98,4 +103,4 @@ def node_lane(lane: LaneConfig) -> NodeLane:
               if lane.runtime.kind == "native" and lane.runtime.server_bin else None)
     return NodeLane(lane=lane.name, model_path=info.path, model_sha256=info.sha256,
                     runtime_kind=lane.runtime.kind, runtime_build=runtime_build_now(lane),
-                    runtime_binary_sha256=binary, extra_server_args=list(lane.server.extra_args))
+                    runtime_binary_sha256=binary, extra_server_args=list(lane.server.extra_args), model=info)

@@ -9,7 +9,13 @@ bytes, since a build compiled outside git reports no build number), when it is o
 allowed age, or when its own numbers do not hold together (e.g. a concurrency never measured).
 A url lane is also refused when its server now has another shape (slots, per-slot context) than
 the one measured, or when it was measured through a remote URL from another machine (the
-fingerprint recorded is then the measuring machine's, not the server's).
+fingerprint recorded is then the measuring machine's, not the server's). A lane whose model file
+here is of another architecture (general.architecture) than the one recorded is refused by that
+name before its sha256 is compared.
+
+Every lane says what its model file is, from the file's GGUF header as found on this node
+(architecture, name, parameter count, file type, trained context, experts, synthetic weights);
+a url lane's file is on its server's machine and is not read, so those are null there.
 """
 
 from __future__ import annotations
@@ -27,14 +33,21 @@ from satbench.capability.node import NodeLane, node_lane
 from satbench.config.schema import RunConfig, Strict
 from satbench.host.gpu import open_nvml
 from satbench.host.hardware import describe_host
+from satbench.models.architectures import architecture_label
 from satbench.records.artifacts import published_schema, render
-from satbench.records.manifest import HostInfo
+from satbench.records.manifest import HostInfo, ModelInfo
 from satbench.saturation.recommendations_file import LaneRecommendation, RecommendationsFile
 
-CAPABILITY_SCHEMA_VERSION = "1.4"  # 1.4: node (node_id, hostname, addresses, api_base, ray_node_id)
+CAPABILITY_SCHEMA_VERSION = "1.5"
+# 1.5: lanes[] model_architecture, model_name, model_parameter_count, model_file_type, model_context_length,
+#      model_expert_count, model_expert_used_count, notes; synthetic_model for unmeasured lanes too.
+# 1.4: node (node_id, hostname, addresses, api_base, ray_node_id)
 # 1.3: lanes[] model_bytes, cache_bytes_per_slot, per_slot_ctx, slots_fit
 # 1.2: lanes[].served_model; 1.1: hardware.cpu_signature, hardware.cores_usable
 CONSERVATIVE_CONCURRENCY = 1
+# a recommendation whose run predates run.json 2.10 (recommendations 1.12): not compared, and said so
+NOT_RECORDED = ("architecture not recorded when measured (a run before run.json 2.10): not compared; the "
+                "model file is matched by its sha256 alone")
 
 
 class Evidence(Strict):
@@ -54,7 +67,19 @@ class LaneCapability(Strict):
                                                        "the "
                                      "configured served_model, else the id recorded when measured "
                                      "(/v1/models, llama.cpp's alias)")
-    synthetic_model: bool | None = None
+    synthetic_model: bool | None = Field(None, description="the lane's model file holds satbench's random "
+                                         "weights (satbench.synthetic): figures of a stand-in model")
+    model_architecture: str | None = Field(None, description="general.architecture of the lane's model file "
+                                           "(null: a url lane's file is not here and was not read)")
+    model_name: str | None = Field(None, description="general.name of the lane's model file")
+    model_parameter_count: int | None = None
+    model_file_type: str | None = Field(None, description="llama.cpp's name of its file type: Q4_K_M, Q8_0, "
+                                        "F16, ...")
+    model_context_length: int | None = Field(None, description="the context the model was trained for")
+    model_expert_count: int | None = Field(None, description="routed experts (null: dense, or not said)")
+    model_expert_used_count: int | None = Field(None, description="experts used per token")
+    notes: list[str] = Field(default_factory=list, description="what the report could not check or say, "
+                             "e.g. an architecture the recommendation did not record")
     max_concurrency: int
     expected_output_tok_per_s: float | None = None
     expected_p95_ttft_ms: float | None = None
@@ -77,6 +102,14 @@ class _LaneIdentity(TypedDict):
     model_path: str | None
     model_sha256: str | None
     served_model: str | None
+    model_architecture: str | None
+    model_name: str | None
+    model_parameter_count: int | None
+    model_file_type: str | None
+    model_context_length: int | None
+    model_expert_count: int | None
+    model_expert_used_count: int | None
+    notes: list[str]
 
 
 class _LaneMemoryFigures(TypedDict, total=False):
@@ -129,10 +162,10 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
         # llama-server's alias is the measuring machine's file path
         served = configured.get(node.lane) or (
             rec.runtime.model_alias if rec is not None and rec.runtime.kind == "url" else None)
-        base = _LaneIdentity(lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256,
-                             served_model=served)
+        base = _identity(node, rec, served)
         if why is not None:
             out.append(LaneCapability(**base, status="unmeasured", reason=why,
+                                      synthetic_model=None if node.model is None else node.model.synthetic,
                                       max_concurrency=CONSERVATIVE_CONCURRENCY))
             continue
         assert rec is not None and recs is not None and rec.expected is not None
@@ -156,6 +189,21 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
                             node=block or this_node(cfg.lanes), lanes=out)
 
 
+def _identity(node: NodeLane, rec: LaneRecommendation | None, served: str | None) -> _LaneIdentity:
+    """The lane's model as this node serves it: its file's header when the file is here, else (a url
+    lane) what the recommendation recorded, whose header fields are null (the file was not read)."""
+    m = node.model or (rec.model if rec is not None else ModelInfo())
+    notes = []
+    if rec is not None and rec.runtime.kind != "url" and rec.model.architecture is None:
+        notes.append(NOT_RECORDED)
+    return _LaneIdentity(
+        lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256, served_model=served,
+        model_architecture=m.architecture, model_name=m.name,
+        model_parameter_count=m.parameter_count, model_file_type=m.file_type,
+        model_context_length=m.context_length, model_expert_count=m.expert_count,
+        model_expert_used_count=m.expert_used_count, notes=notes)
+
+
 def render_json(report: CapabilityReport) -> str:
     return render(report)
 
@@ -174,7 +222,8 @@ def litellm_deployment(report: CapabilityReport, lane: LaneCapability) -> dict:
     (rounded, at least 1; 1 for an unmeasured lane), so LiteLLM's weighted shuffle sends each node its
     share of the measured capacity. `model` names the lane's
     served model (a strict server such as vLLM answers 404 to an id it does not serve; llama.cpp
-    ignores the field), else the lane's name."""
+    ignores the field), else the lane's name. `model_info` also describes the model file
+    (model_info_of) and says when its weights are satbench's synthetic ones."""
     node = report.node
     base = node.api_base.get(lane.lane) or f"os.environ/{api_base_env(node.node_id, lane.lane)}"
     info: dict = {"id": f"{node.node_id}/{lane.lane}", "satbench_node": node.node_id,
@@ -183,14 +232,33 @@ def litellm_deployment(report: CapabilityReport, lane: LaneCapability) -> dict:
         info |= {"satbench_expected_output_tok_per_s": _rounded(lane.expected_output_tok_per_s, 1),
                  "satbench_expected_p95_ttft_ms": _rounded(lane.expected_p95_ttft_ms, 0),
                  "satbench_measured_at": lane.measured_at}
-        if lane.synthetic_model:
-            info["satbench_synthetic_weights"] = True
     else:
         info["satbench_reason"] = lane.reason
+    if lane.synthetic_model:
+        info["satbench_synthetic_weights"] = True
+    info |= model_info_of(lane)
     return {"model_name": lane.lane,
             "litellm_params": {"model": "openai/" + (lane.served_model or lane.lane), "api_base": base,
                                "max_parallel_requests": lane.max_concurrency, "weight": _weight(lane)},
             "model_info": info}
+
+
+def model_info_of(lane: LaneCapability) -> dict:
+    """The lane's model as its GGUF header describes it, for a LiteLLM `model_info`: the
+    satbench_model_* keys it has (none for a url lane, whose file satbench does not read), with
+    the architecture's human name where satbench knows one, and the report's notes."""
+    known = {"satbench_model_architecture": lane.model_architecture,
+             "satbench_model_architecture_label": architecture_label(lane.model_architecture),
+             "satbench_model_name": lane.model_name,
+             "satbench_model_parameter_count": lane.model_parameter_count,
+             "satbench_model_file_type": lane.model_file_type,
+             "satbench_model_context_length": lane.model_context_length,
+             "satbench_model_expert_count": lane.model_expert_count,
+             "satbench_model_expert_used_count": lane.model_expert_used_count}
+    out: dict = {k: v for k, v in known.items() if v is not None}
+    if lane.notes:
+        out["satbench_notes"] = list(lane.notes)
+    return out
 
 
 def litellm_yaml(deployments: list[dict], header: list[str]) -> str:
@@ -210,8 +278,8 @@ def render_litellm(report: CapabilityReport) -> str:
               f"(hardware {report.hardware_fingerprint[:16]})",
               "LiteLLM proxy config fragment: max_parallel_requests = satbench's measured recommendation;",
               f"lanes that could not be confirmed on this node get {CONSERVATIVE_CONCURRENCY}."]
-    header += [f"lane {lane.lane}: SYNTHETIC random weights, measured on a stand-in model whose output is "
-               "meaningless" for lane in report.lanes if lane.synthetic_model]
+    header += [f"lane {lane.lane}: SYNTHETIC random weights, a stand-in model whose output is meaningless"
+               for lane in report.lanes if lane.synthetic_model]
     return litellm_yaml([litellm_deployment(report, lane) for lane in report.lanes], header)
 
 

@@ -4,7 +4,8 @@ the reason (`merge_reports`).
 A report is refused when it is
 - foreign: not a regular file, not JSON, not a satbench capability report (no `schema_version`, or
   another major version), written before the node block (capability schema below 1.4) or by a newer
-  satbench, or failing the published capability schema;
+  satbench, or failing the published capability schema (an earlier minor from 1.4 on is read under
+  the current one, the fields it lacks null);
 - stale: generated more than `max_age` ago, or a measured lane's `measured_at` is; or dated more than
   five minutes in the future;
 - not the machine it claims: its `hardware_fingerprint` is not `hardware.fingerprint_sha256` or not the
@@ -77,9 +78,10 @@ def read_report(path: Path) -> tuple[CapabilityReport | None, str, str | None]:
         return None, digest, (f"capability schema {version}, written before the node block "
                               f"({NODE_BLOCK_SINCE}): run `satbench capability --node-id NODE` on the node "
                               "again")
-    if version != CAPABILITY_SCHEMA_VERSION:
+    if version != CAPABILITY_SCHEMA_VERSION and not older_minor(version, CAPABILITY_SCHEMA_VERSION):
         return None, digest, (f"capability schema {version}, not {CAPABILITY_SCHEMA_VERSION}: written "
                               "by another satbench")
+    # an earlier minor (from 1.4 on) is read under this one: the fields it lacks are null
     try:
         jsonschema.validate(data, capability_json_schema())
         return CapabilityReport.model_validate(data), digest, None

@@ -119,6 +119,15 @@ _GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?",
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
 _GGUF_MAX_NESTING = 16  # arrays of arrays: llama.cpp writes none; the format allows some
 _BLOCK = 1 << 20
+# What a header may claim before it is called corrupt: far above any model's (a 262,144-token
+# vocabulary; a few thousand tensors), far below what would make the reader allocate gigabytes or loop
+# for minutes on a crafted file. A key is at most 65,535 bytes (the GGUF spec); a string value read
+# (not skipped) at most 64 KiB.
+MAX_KEY_BYTES = 65_535
+MAX_VALUE_BYTES = 64 << 10
+MAX_KEYS = 1 << 20
+MAX_TENSORS = 1 << 20
+MAX_ARRAY_ITEMS = 1 << 24  # items of an array of strings (or of arrays), each walked one by one
 
 
 class _Header:
@@ -135,14 +144,28 @@ class _Header:
     def unpack(self, fmt: str) -> Any:
         return struct.unpack(self.order + fmt, self.take(struct.calcsize(fmt)))[0]
 
-    def string(self) -> str:
-        return self.take(self.unpack("Q")).decode("utf-8")
+    def string(self, limit: int = MAX_VALUE_BYTES) -> str:
+        """A length-prefixed UTF-8 string; ValueError when it claims more than `limit` bytes (a
+        corrupt length is refused before anything is allocated for it)."""
+        n = self.unpack("Q")
+        if n > limit:
+            raise ValueError(f"a string of {n} bytes, more than the {limit} satbench reads")
+        return self.take(n).decode("utf-8")
+
+    def count(self, what: str, limit: int) -> int:
+        """An unsigned 64-bit count; ValueError when it is above `limit`."""
+        n = self.unpack("Q")
+        if n > limit:
+            raise ValueError(f"{n} {what}, more than the {limit} satbench reads")
+        return int(n)
 
     def skip_value(self, vtype: int, depth: int = 0) -> None:
         if vtype == _GGUF_ARRAY:
             if depth >= _GGUF_MAX_NESTING:  # a crafted file must not exhaust Python's stack
                 raise ValueError(f"arrays nested more than {_GGUF_MAX_NESTING} deep")
             etype, count = self.unpack("I"), self.unpack("Q")
+            if count > MAX_ARRAY_ITEMS and etype in (_GGUF_STRING, _GGUF_ARRAY):
+                raise ValueError(f"an array of {count} items, more than the {MAX_ARRAY_ITEMS} satbench reads")
             if etype == _GGUF_STRING:
                 self.skip_strings(count)
             elif etype in _GGUF_SCALARS:
@@ -180,9 +203,10 @@ class _Header:
         self.fh.seek(pos)
 
 
-def key_count(h: _Header) -> int:
-    """Read a GGUF file's preamble (magic, version, tensor count) from `h`, leaving it at the first
-    key; the number of keys. ValueError when it is not GGUF v2 or v3; `h.order` follows the file."""
+def counts(h: _Header) -> tuple[int, int]:
+    """Read a GGUF file's preamble (magic, version, tensor count, key count) from `h`, leaving it at
+    the first key; (tensors, keys), each bounded (MAX_TENSORS, MAX_KEYS). ValueError when it is not
+    GGUF v2 or v3; `h.order` follows the file."""
     if h.take(4) != GGUF_MAGIC:
         raise ValueError("GGUF magic invalid")
     version = h.unpack("I")
@@ -190,8 +214,12 @@ def key_count(h: _Header) -> int:
         h.order, version = ">", int.from_bytes(version.to_bytes(4, "little"), "big")
     if version not in (2, 3):  # v1 laid its counts out otherwise
         raise ValueError(f"GGUF version {version} is not supported (2 or 3)")
-    h.unpack("Q")  # tensor count
-    return h.unpack("Q")
+    return h.count("tensors", MAX_TENSORS), h.count("keys", MAX_KEYS)
+
+
+def key_count(h: _Header) -> int:
+    """The number of keys (counts(), leaving `h` at the first key)."""
+    return counts(h)[1]
 
 
 def read_gguf_keys(path: Path, keys: frozenset[str],
@@ -206,7 +234,7 @@ def read_gguf_keys(path: Path, keys: frozenset[str],
             out: dict[str, Any] = {}
             seen: set[str] = set()
             for _ in range(key_count(h)):
-                key, vtype = h.string(), h.unpack("I")
+                key, vtype = h.string(MAX_KEY_BYTES), h.unpack("I")
                 seen.add(key)
                 if key in keys and vtype in _GGUF_SCALARS:
                     out[key] = h.unpack(_GGUF_SCALARS[vtype])

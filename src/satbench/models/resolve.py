@@ -2,17 +2,21 @@
 
 Three spellings: `builtin:NAME` (assembled from a package, sha256-verified),
 `synthetic:ARCH-SIZE[-seedN]` (random weights, written once into the model directory and
-labelled synthetic everywhere), or a path.
+labelled synthetic everywhere), or a path. Whichever, the file is hashed and its GGUF header read
+(models/header: architecture, name, parameters, file type, trained context, experts) into the
+lane's ModelInfo before any server starts.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TypedDict
 
 from satbench.errors import UserError
 from satbench.models.builtin import resolve_builtin
 from satbench.models.files import check_gguf, sha256_file
+from satbench.models.header import ModelHeader, read_model_header
 from satbench.models.synthetic import ARCHS, write_synthetic_gguf
 from satbench.models.synthetic_meta import read_synthetic_metadata, refuse_to_replace
 from satbench.records.manifest import ModelInfo
@@ -63,7 +67,28 @@ def resolve_model(model: str | None, model_dir: Path) -> tuple[Path | None, Mode
         path, source = Path(model), "user file"
     path = path.absolute()  # recorded as found, so that a stranger reading the evidence can find it too
     check_gguf(path)
-    # resolve_synthetic has just read (or written) its metadata: no second read of the header
-    synthetic = model.startswith("synthetic:") or read_synthetic_metadata(path) is not None
+    header = read_model_header(path)  # the header alone; ModelError when it is corrupt
     return path, ModelInfo(path=str(path), sha256=sha256_file(path), size_bytes=path.stat().st_size,
-                           synthetic=synthetic, source=source)
+                           synthetic=model.startswith("synthetic:") or header.synthetic, source=source,
+                           **described(header))
+
+
+class HeaderFields(TypedDict):
+    """The ModelInfo fields a GGUF header fills."""
+
+    architecture: str | None
+    name: str | None
+    parameter_count: int | None
+    file_type: str | None
+    context_length: int | None
+    expert_count: int | None
+    expert_used_count: int | None
+
+
+def described(header: ModelHeader) -> HeaderFields:
+    """The ModelInfo fields a GGUF header fills (architecture, name, parameter count, file type,
+    trained context, experts)."""
+    return HeaderFields(architecture=header.architecture, name=header.name,
+                        parameter_count=header.parameter_count, file_type=header.file_type,
+                        context_length=header.context_length, expert_count=header.expert_count,
+                        expert_used_count=header.expert_used_count)

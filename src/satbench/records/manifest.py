@@ -25,7 +25,9 @@ from satbench.config.schema import RunConfig, RuntimeKind, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.9"
+MANIFEST_SCHEMA_VERSION = "2.10"
+# 2.10: provenance lanes[].model architecture, name, parameter_count, file_type, context_length,
+#       expert_count, expert_used_count (the GGUF header's; null for a url lane and before 2.10).
 MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers: a few hundred KiB at most
 # 2.9: runtime.extra_server_args; config lanes[].rates and max_concurrency; the "open/LANE" unit and
 #      server failures of scenario "open".
@@ -39,11 +41,29 @@ MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers
 
 
 class ModelInfo(Strict):
+    """The model file a lane served, and what its GGUF header says it is (models/header). The header's
+    figures are null for a url lane (the file is on the server's machine, not read) and in records
+    written before run.json 2.10 (not recorded)."""
+
     path: str | None = None
     sha256: str | None = None
     size_bytes: int | None = None
     synthetic: bool | None = None
     source: str | None = Field(None, description="builtin package, user path, or served by URL")
+    architecture: str | None = Field(None, description="general.architecture, e.g. llama, qwen3moe, "
+                                     "deepseek2, deepseek4, gemma3")
+    name: str | None = Field(None, description="general.name, as the file's writer named the model")
+    parameter_count: int | None = Field(None, description="general.parameter_count, else the sum over the "
+                                        "tensors of their element counts")
+    file_type: str | None = Field(None, description="general.file_type by llama.cpp's name (Q4_K_M, Q8_0, "
+                                  "F16, ...); without it the matrices' predominant tensor type + "
+                                  "' (guessed)'")
+    context_length: int | None = Field(None, description="{architecture}.context_length: the context the "
+                                       "model was trained for (not the server's)")
+    expert_count: int | None = Field(None, description="{architecture}.expert_count: routed experts "
+                                     "(null: a dense model, or not said)")
+    expert_used_count: int | None = Field(None, description="{architecture}.expert_used_count: experts "
+                                          "used per token")
 
 
 BufferKind = Literal["model", "kv", "state", "compute", "output"]

@@ -51,9 +51,8 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
                      "recommended concurrency, its binding reason and the figures expected there.")
         items.append(f"The capability report, run inside the run directory: `{capability_command(results)}` "
                      "(add `--format litellm` for a LiteLLM fragment; relative file paths are as the sweep "
-                     "was given them) — it refuses a lane measured on other hardware, another build or "
-                     "another model "
-                     "file"
+                     "was given them) — it refuses a lane measured on other hardware, another build, "
+                     "a model of another architecture or another model file"
                      + (f", and {', '.join(lane.lane for lane in results.lanes if afar(lane))}: measured "
                         "from another machine" if any(afar(lane) for lane in results.lanes) else "") + ".")
     items.append(f"`results.json` (schema {results.schema_version}) for every figure with its CI; "

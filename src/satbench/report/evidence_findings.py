@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from satbench.analysis.results import LaneResult, ResultsFile
+from satbench.models.architectures import described_architecture
 from satbench.report.document import Block, Bullets, Heading, Image, Para, TableBlock
 from satbench.report.evidence_setup import afar, mib, server_where
 from satbench.report.plot_file import PlotFile
@@ -154,7 +155,8 @@ def lane_caveats(lane: LaneResult) -> list[str]:
     is not llama.cpp, a server on another machine (the Limitations and the Answer both list them)."""
     items = []
     if lane.model.synthetic:
-        items.append("SYNTHETIC random weights — the timings are those of the architecture "
+        arch = f" ({described_architecture(lane.model.architecture)})" if lane.model.architecture else ""
+        items.append(f"SYNTHETIC random weights — the timings are those of the architecture{arch} "
                      "and shapes, the text is meaningless; do not read quality into it.")
     if not lane.runtime.llamacpp:
         items.append("not a llama.cpp server — slots, queue estimate and token timing are "

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.metrics.slot_memory import MARGIN_TEXT
+from satbench.models.architectures import described_architecture
 from satbench.records.manifest import ResumeRecord, RuntimeInfo
 from satbench.report.document import Block, Bullets, Code, Heading, Para, TableBlock
 from satbench.report.integrity import SUMS_FILE
@@ -120,6 +121,41 @@ def machine(results: ResultsFile) -> list[Block]:
     return [Heading(level=2, text="Machine"), Bullets(items=items)]
 
 
+def parameters(n: int | None) -> str:
+    """A parameter count as people say it: "268.1 M", "1.54 B"; "n/a" when unknown."""
+    if n is None:
+        return "n/a"
+    return f"{n / 1e9:,.2f} B" if n >= 1e9 else f"{n / 1e6:,.1f} M" if n >= 1e5 else f"{n:,}"
+
+
+def _header_text(text: str | None, limit: int = 80) -> str:
+    """A string from a model file's header, as a table cell: printable, at most `limit` characters."""
+    if text is None:
+        return "n/a"
+    clean = "".join(c if c.isprintable() else " " for c in text).strip()
+    return clean if len(clean) <= limit else clean[:limit - 1] + "…"
+
+
+def header_row(lane: LaneResult) -> list[str]:
+    """What the lane's model file says it is (its GGUF header, read as the lane's model was found).
+    A url lane's file is on its server's machine and is not read; a run before run.json 2.10 did
+    not record it."""
+    m = lane.model
+    if lane.runtime.kind == "url":
+        return [lane.lane, "not read (the server's own file)"] + ["n/a"] * 5
+    if m.architecture is None and m.file_type is None and m.parameter_count is None:
+        return [lane.lane, "not recorded (a run before run.json 2.10)"] + ["n/a"] * 5
+    if m.expert_count:
+        experts = f"{m.expert_count}, {m.expert_used_count if m.expert_used_count is not None else 'n/a'} " \
+                  "per token"
+    else:
+        experts = "none (dense)" if m.architecture is not None else "n/a"
+    arch = described_architecture(m.architecture)
+    return [lane.lane, arch + (" — SYNTHETIC weights" if m.synthetic else ""), _header_text(m.name),
+            parameters(m.parameter_count), m.file_type or "n/a",
+            f"{m.context_length:,}" if m.context_length is not None else "n/a", experts]
+
+
 def lanes_table(results: ResultsFile) -> list[Block]:
     models, runtimes = [], []
     for lane in results.lanes:
@@ -142,6 +178,12 @@ def lanes_table(results: ResultsFile) -> list[Block]:
                          + (" shared prefix" if lane.workload.shared_prefix else "")])
     return [Heading(level=2, text="Lanes: models and runtimes"),
             TableBlock(headers=["lane", "model file", "size", "weights", "sha256"], rows=models),
+            TableBlock(headers=["lane", "architecture", "model name", "parameters", "file type",
+                                "trained context", "experts"],
+                       rows=[header_row(lane) for lane in results.lanes],
+                       caption="What each model file says it is: its GGUF header (general.architecture, "
+                               "general.name, ...), read when the lane's model was found, before its "
+                               "server started"),
             TableBlock(headers=["lane", "runtime", "llama.cpp build", "backend", "slots", "per-slot ctx",
                                 "network", "prompt / output tokens"], rows=runtimes)]
 

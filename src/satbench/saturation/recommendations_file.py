@@ -29,7 +29,9 @@ RECOMMENDATIONS_SCHEMA_VERSION = "1.12"
 # 1.12: a knee stands only with evidence of no gain above it (P(gain) < 5 % for every higher level) and
 #       the ceiling (knee_ceiling: slots, or the highest level the server holds) measured; otherwise
 #       "undetermined" names recommended_range [A, B] and recommends A (was: null); curve_shape;
-#       confidence covers every level that could change the answer (p_by_level, ceiling, settled).
+#       confidence covers every level that could change the answer (p_by_level, ceiling, settled);
+#       model.architecture, name, parameter_count, file_type, context_length, expert_count,
+#       expert_used_count (capability refuses a node whose lane's file has another architecture).
 # 1.11: rate (open-loop runs: the highest rate meeting the SLO from arrival, and each rate's goodput);
 #       runtime.extra_server_args (capability refuses a node whose lane gives other extra flags).
 # 1.10: slo_bound: a lower level whose p95 has too few samples to be bounded, and is not seen to miss,
