@@ -40,7 +40,8 @@ from satbench.saturation.recommendations_file import LaneRecommendation, Recomme
 
 CAPABILITY_SCHEMA_VERSION = "1.5"
 # 1.5: lanes[] model_architecture, model_name, model_parameter_count, model_file_type, model_context_length,
-#      model_expert_count, model_expert_used_count, notes; synthetic_model for unmeasured lanes too.
+#      model_expert_count, model_expert_used_count, notes; synthetic_model for unmeasured lanes too;
+#      concurrency_range (a recommendation that is the lower end of a range: not settled).
 # 1.4: node (node_id, hostname, addresses, api_base, ray_node_id)
 # 1.3: lanes[] model_bytes, cache_bytes_per_slot, per_slot_ctx, slots_fit
 # 1.2: lanes[].served_model; 1.1: hardware.cpu_signature, hardware.cores_usable
@@ -81,6 +82,9 @@ class LaneCapability(Strict):
     notes: list[str] = Field(default_factory=list, description="what the report could not check or say, "
                              "e.g. an architecture the recommendation did not record")
     max_concurrency: int
+    concurrency_range: tuple[int, int] | None = Field(
+        None, description="the recommendation was not settled: the useful concurrency lies between these "
+                          "levels and max_concurrency is the lower end (null: settled, or unmeasured)")
     expected_output_tok_per_s: float | None = None
     expected_p95_ttft_ms: float | None = None
     expected_p95_tpot_ms: float | None = None
@@ -174,9 +178,12 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
         memory = _LaneMemoryFigures() if mem is None else _LaneMemoryFigures(
             model_bytes=mem.model_bytes, per_slot_ctx=mem.per_slot_ctx,
             cache_bytes_per_slot=mem.cache_bytes_per_slot, slots_fit=mem.slots_fit)
+        if (span := rec.recommended_range) is not None:
+            base["notes"] = [*base["notes"], f"not settled: the useful concurrency lies between {span[0]} "
+                                             f"and {span[1]}; max_concurrency is the lower end"]
         out.append(LaneCapability(**memory,
             **base, status="measured", synthetic_model=rec.model.synthetic,
-            max_concurrency=rec.recommended_concurrency,
+            max_concurrency=rec.recommended_concurrency, concurrency_range=rec.recommended_range,
             expected_output_tok_per_s=e.output_tok_per_s.value, expected_p95_ttft_ms=e.p95_ttft_ms,
             expected_p95_tpot_ms=e.p95_tpot_ms, peak_rss_bytes=e.peak_rss_bytes,
             peak_gpu_mem_bytes=e.peak_gpu_mem_bytes,
@@ -256,6 +263,8 @@ def model_info_of(lane: LaneCapability) -> dict:
              "satbench_model_expert_count": lane.model_expert_count,
              "satbench_model_expert_used_count": lane.model_expert_used_count}
     out: dict = {k: v for k, v in known.items() if v is not None}
+    if lane.concurrency_range is not None:
+        out["satbench_concurrency_range"] = list(lane.concurrency_range)
     if lane.notes:
         out["satbench_notes"] = list(lane.notes)
     return out
