@@ -41,12 +41,14 @@ def run(planner_ctx: PlanContext, curve: dict[int, list[float]], step_s: float =
     return out
 
 
-def test_doubles_from_1_confirms_past_the_slots_and_answers_the_knee():
+def test_doubles_from_1_confirms_past_the_slots_once_and_answers_the_slots():
     steps = run(ctx(), {1: [100, 100.2], 2: [200, 200.4], 4: [390, 390.6], 8: [392, 392.5]})
+    # one repetition past the slots: it shows the queue, and the 4 slots bind the answer below it
     assert [(d.action, d.level) for d in steps] == [
         ("measure", 1), ("repeat", 1), ("measure", 2), ("repeat", 2), ("measure", 4), ("repeat", 4),
-        ("confirm", 8), ("repeat", 8), ("stop", None)]
-    assert "knee at N=4" in steps[-1].reason
+        ("confirm", 8), ("stop", None)]
+    assert "N=8 reaches the server's 4 slots" in steps[-1].reason
+    assert "up to the highest level N=4 (the ceiling N=4)" in steps[-1].reason
 
 
 def test_a_server_satbench_sized_stops_at_its_slots():

@@ -8,7 +8,9 @@ the climb early nor extends it. The candidate k is then judged:
 - a knee at k stands only with evidence of no gain above it: every measured level above k shows no
   gain (P(gain) < 5 %, gain.py), AND the ceiling is measured: the throughput at the slot count (or the
   highest level the server can hold). A flat step below the ceiling may be a plateau that rises again.
-- still rising: k is the highest level measured, and that is the ceiling (or no ceiling is set).
+- still rising: k is the highest level measured up to the ceiling, and that is the ceiling (or no
+  ceiling is set). Levels past the ceiling (the slots) are not judged: the ceiling binds there, so they
+  cannot change the answer; they show in the curve's shape and the server-side confirmation.
 - undetermined otherwise, as a range: the answer lies between k and the highest level that may still
   gain (a level whose P(gain) is 5 % or more, or the unmeasured ceiling). `unresolved` names the levels
   whose repetitions decide it; an unmeasured ceiling is decided by measuring it, not by repetitions.
@@ -82,14 +84,15 @@ def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_D
     every = sorted(points, key=lambda p: p.n)
     if not every:
         raise ValueError("no points")
-    pts = [p for p in every if not p.contended]
+    clean = [p for p in every if not p.contended]
+    pts = [p for p in clean if ceiling is None or p.n <= ceiling]  # past the ceiling: not the answer's
     top_n = every[-1].n
     reached = ceiling is None or top_n >= ceiling
     if not pts:
         why = "every level ran while other processes took CPU (contended): none can make the knee"
         return Knee(knee=None, last_real_gain_to=every[0].n, reason="every level ran contended",
                     undetermined=why, range_high=max(top_n, ceiling or top_n), ceiling=ceiling,
-                    ceiling_measured=reached, shape=shape(pts))
+                    ceiling_measured=reached, shape=shape(clean))
     k = 0
     while True:
         nxt = next((j for j in range(k + 1, len(pts)) if real_gain(pts[k], pts[j], min_gain)), None)
@@ -100,7 +103,7 @@ def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_D
     probs = {h.n: p_gain(cand, h, min_gain) for h in higher}
     unclear = [n for n, p in probs.items() if p is None or p >= P_GAIN_MAX]
     base: dict[str, Any] = dict(last_real_gain_to=cand.n, ceiling=ceiling, ceiling_measured=reached,
-                p_gain={n: None if p is None else round(p, 4) for n, p in probs.items()}, shape=shape(pts))
+                p_gain={n: None if p is None else round(p, 4) for n, p in probs.items()}, shape=shape(clean))
     gain_words = f"≥ {min_gain:.0%} per doubling"
     if unclear:
         hi = max(unclear)

@@ -2,10 +2,11 @@
 the next step (GuideLLM's profile, here per repetition).
 
 Rules, in the order `decide` applies them after each step:
-1. The level just measured gets at least `min_repetitions`; a contended one (metrics/contention.py) is
-   measured again up to `contended_retries` times; more run while the throughput 95 % CI half-width ÷
-   mean exceeds `ci_target`, up to `max_repetitions`. One whose p95 estimate is over an SLO target
-   needs no more.
+1. The level just measured gets at least `min_repetitions`; a contended one (metrics/contention.py)
+   is measured again up to `contended_retries` times; more run while the throughput 95 % CI
+   half-width ÷ mean exceeds `ci_target`, up to `max_repetitions`. One whose p95 estimate is over an
+   SLO target needs no more. A level past the slot count gets one repetition: it shows the server's
+   queue, and the slots bind the answer below it.
 2. A level seen to miss the lane's SLO (saturation/slo.py) ends the climb: higher levels only wait
    longer.
 3. Otherwise the climb goes on to the ceiling, whatever the curve did below it (a flat step may be a
@@ -125,7 +126,9 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
                          f"~{est:.0f} s", fb)
         return _step(action, level, rep, why, fb, requests)
 
-    if last is not None and last <= top and (lv := levels.get(last)) is not None:
+    # a level past the slots gets one repetition: it shows the queue, and the slots bind below it
+    past_slots = bool(ctx.slots and last is not None and last > ctx.slots)
+    if last is not None and last <= top and not past_slots and (lv := levels.get(last)) is not None:
         n = last
         reps = runs[n] - retries.get(n, 0)  # the repetitions the CI rule ran (not the re-measured ones)
         if lv.contended is not None and retries.get(n, 0) < a.contended_retries:
