@@ -125,3 +125,24 @@ def resampled_sums(values: np.ndarray, rng: np.random.Generator, resamples: int 
     for each of `resamples` resamples: shape (resamples, columns)."""
     picks = rng.integers(0, values.shape[0], size=(resamples, values.shape[0]))
     return values[picks].sum(axis=1)
+
+
+def trimmed_mean(values: Sequence[float], trim: float) -> float:
+    """The mean of the values left after dropping floor(trim · n) from each end (n ≥ 1)."""
+    ordered = sorted(values)
+    k = int(trim * len(ordered))
+    kept = ordered[k:len(ordered) - k]
+    return math.fsum(kept) / len(kept)
+
+
+def trimmed_mean_interval(values: Sequence[float], trim: float, level: float, *seed: object
+                          ) -> tuple[float | None, float | None]:
+    """Percentile-bootstrap CI of `trimmed_mean`, seeded from `seed` and the values; unbounded for
+    fewer than 2 values."""
+    if len(values) < 2:
+        return None, None
+    data = np.asarray(values, dtype=float)
+    picks = seeded(*seed, list(values)).integers(0, len(data), size=(BOOTSTRAP_RESAMPLES, len(data)))
+    resampled = np.sort(data[picks], axis=1)
+    k = int(trim * len(data))
+    return percentile_interval(resampled[:, k:len(data) - k].mean(axis=1), level)
