@@ -12,7 +12,6 @@ from typing import TypeVar
 
 from satbench.metrics.latency import first_token_ns, ttft_ms
 from satbench.records.events import RequestEvent
-from satbench.workload.fairness_plan import EDGE_MS, MIN_SHARED_MS
 
 RESOLUTION_MS = 1.0  # what a Python client on a busy host resolves (benchmarks/harness_overhead.py)
 SOLO_SPREAD_MAX = 1.5  # lone references further apart than this (max ÷ min) say the host was unsteady
