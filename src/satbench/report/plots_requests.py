@@ -159,7 +159,8 @@ def starvation_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn |
         ax.axvspan((inj.sent_ns - t0) / NS_PER_S, (end - t0) / NS_PER_S, color="tab:orange", alpha=0.2,
                    label=f"injected prefill ({inj.prompt_tokens}-token prompt)")
     verdict = next((v for v in lane.fairness if v.check == "S1"), None)
-    bound = verdict.bounds.get("max_itl_ms") if verdict else None
+    stat = next((s for s in verdict.statistics if s.name == "max_itl_ms"), None) if verdict else None
+    bound = stat.bound if stat else None
     if bound:
         ax.axhline(bound, color="tab:red", linestyle=":", label=f"S1 bound on max ITL ({bound:.0f} ms)")
     ax.set_yscale("log")
@@ -174,6 +175,6 @@ def starvation_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn |
            f"Points high inside the shaded span are decoders stalled behind the prefill.")
     if verdict is not None:
         cap += f" S1 verdict: {verdict.verdict}"
-        mx = verdict.measured.get("max_itl_ms")
-        cap += f" (max ITL {mx:.0f} ms, bound {bound:.0f} ms)." if mx is not None and bound else "."
+        cap += (f" (max ITL {stat.estimate:.0f} ms, mean over {stat.n} injection(s), bound {stat.bound:.0f} ms)."
+                if stat else ".")
     return fig, title, cap
