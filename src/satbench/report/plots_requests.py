@@ -175,6 +175,6 @@ def starvation_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn |
            f"Points high inside the shaded span are decoders stalled behind the prefill.")
     if verdict is not None:
         cap += f" S1 verdict: {verdict.verdict}"
-        cap += (f" (max ITL {stat.estimate:.0f} ms, mean over {stat.n} injection(s), bound {stat.bound:.0f} ms)."
-                if stat else ".")
+        cap += (f" (max ITL {stat.estimate:.0f} ms, mean over {stat.n} injection(s), bound "
+                f"{stat.bound:.0f} ms)." if stat else ".")
     return fig, title, cap

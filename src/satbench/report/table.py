@@ -65,10 +65,10 @@ LEVEL_LEGEND = ("latencies in ms; ± = half the 95% CI over repetitions, [low–
 INTERFERENCE_HEADERS = ("N", "out tok/s ratio", "p95 TTFT ratio", "p95 ITL ratio")
 VERDICT_HEADERS = ("check", "verdict", "estimate [CI] ≤ bound", "rounds", "how the bound was derived / why "
                    "inconclusive")
-VERDICT_LEGEND = ("pass: every statistic's CI lies at or below its bound; fail: one CI lies above it; marginal: "
-                  "a CI still straddles its bound after the check's top-up rounds (it does not bind the "
-                  "recommendation); the CI's level is 1 − 5 % ÷ the looks its rounds allow (Bonferroni), "
-                  "given under rounds; ∞: too few samples to bound that end")
+VERDICT_LEGEND = ("pass: every statistic's CI lies at or below its bound; fail: one CI lies above it; "
+                  "marginal: a CI still straddles its bound after the check's top-up rounds (it does not "
+                  "bind the recommendation); the CI's level is 1 − 5 % ÷ the looks its rounds allow "
+                  "(Bonferroni), given under rounds; ∞: too few samples to bound that end")
 RECOMMENDATION_HEADERS = ("lane", "recommended", "binding", "knee", "max under SLO", "slots", "out tok/s at "
                                                                                               "rec",
                           "p95 TTFT / TPOT ms [95% CI]", "USL peak N*")
@@ -211,13 +211,14 @@ def _decimals_needed(bound: float | None, extra: int) -> int:
 
 
 def verdict_table(lane: LaneResult) -> Table:
-    t = Table(title=f"lane {lane.lane}: fairness and starvation", title_justify="left", caption=VERDICT_LEGEND,
-              caption_justify="left")
+    t = Table(title=f"lane {lane.lane}: fairness and starvation", title_justify="left",
+              caption=VERDICT_LEGEND, caption_justify="left")
     for col in VERDICT_HEADERS:
         t.add_column(col, justify="left", overflow="fold")
     for v in lane.fairness:
         row = verdict_row(v)
-        colour = {"pass": "green", "fail": "bold red", "marginal": "magenta", "inconclusive": "yellow"}[v.verdict]
+        colour = {"pass": "green", "fail": "bold red", "marginal": "magenta",
+                  "inconclusive": "yellow"}[v.verdict]
         row[1] = f"[{colour}]{v.verdict}[/]"
         t.add_row(*row)
     return t

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from satbench.config.schema import FairnessConfig, LaneConfig, Strict
+from satbench.config.schema import CheckName, FairnessConfig, LaneConfig, Strict
 from satbench.records.manifest import NetworkInfo, RuntimeInfo
 
 MIN_SHARED_MS = 250.0  # F1: an interval side by side counts when it lasted this long, less its edges
@@ -71,17 +71,19 @@ def in_flight(plan: FairnessPlan, check: str) -> int:
             "S1": plan.s1_decoders + 1, "S2": plan.s2_decoders + 1, "S3": 2}.get(check, 1)
 
 
-def check_requests(plan: FairnessPlan, f: FairnessConfig) -> dict[str, tuple[int, int]]:
+def check_requests(plan: FairnessPlan, f: FairnessConfig) -> dict[CheckName, tuple[int, int]]:
     """(requests of one round, requests at the cap) of each check the plan can run: its lone
     references, then per round F1's and F3's closed loops (a warmup per stream), F2's N requests
     together, S1's decoders and injected prompt, S2's decoders and probes, S3's pair."""
     n2 = len(plan.f2_sizes)
     two = plan.slots >= 2
-    per_round = {"F1": plan.f1_streams * (1 + f.f1_requests_per_stream) if plan.f1_streams >= 2 else 0,
-                 "F2": n2 if n2 >= 2 else 0, "F3": plan.f3_clients * (1 + f.f3_requests_per_client),
-                 "S1": plan.s1_decoders + 1 if two else 0, "S2": plan.s2_decoders + f.s2_probes if two else 0,
-                 "S3": 2 if two else 0}
-    fixed = {"F1": 0, "F2": REFERENCES * n2, "F3": 0, "S1": S1_REFERENCES, "S2": REFERENCES, "S3": REFERENCES}
+    per_round: dict[CheckName, int] = {
+        "F1": plan.f1_streams * (1 + f.f1_requests_per_stream) if plan.f1_streams >= 2 else 0,
+        "F2": n2 if n2 >= 2 else 0, "F3": plan.f3_clients * (1 + f.f3_requests_per_client),
+        "S1": plan.s1_decoders + 1 if two else 0, "S2": plan.s2_decoders + f.s2_probes if two else 0,
+        "S3": 2 if two else 0}
+    fixed: dict[CheckName, int] = {"F1": 0, "F2": REFERENCES * n2, "F3": 0, "S1": S1_REFERENCES,
+                                   "S2": REFERENCES, "S3": REFERENCES}
     return {c: (fixed[c] + n, fixed[c] + n * f.rounds(c)[1]) for c, n in per_round.items() if n}
 
 
