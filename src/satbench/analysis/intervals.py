@@ -16,8 +16,9 @@ statistic (≤ 2.5 % each way), as far as the CI method holds its level. The lev
 configuration, not by when the runner stopped, so `analyze` decides the same from the same events.
 
 CI methods (each a small function here): Student-t over rounds (`t_interval`), distribution-free
-order statistics for a quantile (`quantile_interval`), and the percentile bootstrap, seeded from
-the check's name and its data (`seeded`), so the same events give the same CI byte for byte.
+order statistics for a quantile (`quantile_interval`), and the percentile bootstrap (`median_interval`,
+and F1's and F3's in analysis/service), seeded from the check's name and its data (`seeded`), so the
+same events give the same CI byte for byte.
 """
 
 from __future__ import annotations
@@ -127,22 +128,12 @@ def resampled_sums(values: np.ndarray, rng: np.random.Generator, resamples: int 
     return values[picks].sum(axis=1)
 
 
-def trimmed_mean(values: Sequence[float], trim: float) -> float:
-    """The mean of the values left after dropping floor(trim · n) from each end (n ≥ 1)."""
-    ordered = sorted(values)
-    k = int(trim * len(ordered))
-    kept = ordered[k:len(ordered) - k]
-    return math.fsum(kept) / len(kept)
-
-
-def trimmed_mean_interval(values: Sequence[float], trim: float, level: float, *seed: object
-                          ) -> tuple[float | None, float | None]:
-    """Percentile-bootstrap CI of `trimmed_mean`, seeded from `seed` and the values; unbounded for
-    fewer than 2 values."""
+def median_interval(values: Sequence[float], level: float, *seed: object
+                    ) -> tuple[float | None, float | None]:
+    """Percentile-bootstrap CI of the median, seeded from `seed` and the values; unbounded for fewer
+    than 2 values. (The order-statistic CI needs 7 values before it bounds a median at 98.3 %.)"""
     if len(values) < 2:
         return None, None
     data = np.asarray(values, dtype=float)
     picks = seeded(*seed, list(values)).integers(0, len(data), size=(BOOTSTRAP_RESAMPLES, len(data)))
-    resampled = np.sort(data[picks], axis=1)
-    k = int(trim * len(data))
-    return percentile_interval(resampled[:, k:len(data) - k].mean(axis=1), level)
+    return percentile_interval(np.median(data[picks], axis=1), level)

@@ -139,14 +139,14 @@ DEFINITIONS = {
                          "1 ms below the server's prompt_ms (a late send stamp); solo references within 1.5x "
                          "of each other; F1 every pair of streams compared",
     "fairness_decision": "each statistic's CI at level 1 - 0.05 / L, L the looks its check's rounds allow "
-                         "(after the base rounds and after each top-up: Bonferroni); pass when the CI's upper "
-                         "end <= bound, fail when its lower end > bound, else marginal; a check fails when any "
-                         "statistic fails, passes when all pass; the runner adds a round while it is marginal, "
-                         "up to the cap",
-    "f1_service_ratio": "per pair of streams (i, j): r = (sum of i's tokens + 1) / (sum of j's + 1) over the "
-                        "intervals they decoded side by side (>= 250 ms after trimming 50 ms at each end, >= 20 "
-                        "tokens); max over pairs of max(r, 1/r); CI: percentile bootstrap of 250 ms blocks "
-                        "within each pair",
+                         "(after the base rounds and after each top-up: Bonferroni); pass when the CI's "
+                         "upper end <= bound, fail when its lower end > bound, else marginal; a check fails"
+                         " when any statistic fails, passes when all pass; the runner adds a round while it"
+                         " is marginal, up to the cap",
+    "f1_service_ratio": "per pair of streams (i, j): r = (sum of i's tokens + 1) / (sum of j's + 1) over "
+                        "the intervals they decoded side by side (>= 250 ms after trimming 50 ms at each "
+                        "end, >= 20 tokens); max over pairs of max(r, 1/r); CI: percentile bootstrap of 250"
+                        " ms blocks within each pair",
     "f1_ttft": "the f1_ttft_quantile quantile of the TTFTs of every F1 request, CI from order statistics, "
                "against sum(prompt) / prefill rate + f1_ttft_iterations iterations + RTT jitter",
     "f2_slowdown": "per size: mean E2E over the together rounds / median E2E alone; max over sizes; CI: "
@@ -157,7 +157,7 @@ DEFINITIONS = {
     "s1_stall": "per injection: the decoders' max ITL during its prefill, and its prefill / the solo "
                 "prefill; means over injections with Student-t CIs",
     "s2_delay": "probe TTFT - solo TTFT for probes sent while every decoder of their round was mid-stream; "
-                "20% trimmed mean with a percentile-bootstrap CI",
+                "median with a percentile-bootstrap CI",
     "s3_wait": "per pair: second's TTFT - first's TTFT - solo prefill; mean over pairs with a Student-t CI",
     "memory": f"lanes[].memory: cache = KV + state buffers llama.cpp printed at start (a probe start "
               f"at log verbosity {LOG_VERBOSITY}), per slot = cache / n_seq_max; slots_fit = slots + min "
@@ -267,7 +267,7 @@ VERDICTS_SCHEMA_VERSION = "2.0"
 # 2.0: each verdict carries statistics (estimate, CI at the Bonferroni level of its looks, bound,
 #      decision), rounds and rounds_max, and may be marginal (a CI straddling its bound after the
 #      top-ups); bounds is gone (each statistic has its own), measured holds figures reported only. F1
-#      pools tokens per pair of streams, S1 and S3 are means over rounds, S2 a trimmed mean of probes,
+#      pools tokens per pair of streams, S1 and S3 are means over rounds, S2 the median of probes,
 #      F3 the gap's quantile and its drift per client cycle.
 # 1.3: F1 is inconclusive when every TTFT over its bound was the server's own slow prefill, not a wait
 #      (its timings); F2's derivation names the sizes as sent.
