@@ -20,7 +20,10 @@ CASES = [
 # iterations (~6 ms each on this fake, which shares the test's event loop): the default 2 leave ~11 ms
 # that a busy host can spend (S2's fair admission alone takes ~14 ms of its ~18 ms bound); 4 leave
 # ~25 ms more, while the unfair schedulers overshoot by ~260 ms (S3) and ~550 ms (S2).
-CONFIG = {"S2": FairnessConfig(s2_iterations=4.0), "S3": FairnessConfig(s3_iterations=4.0)}
+# S1's prompt: 2.5 batches, so that decoders frozen for the whole prefill (320 ms on this fake) clear
+# the bound's 1.5 batches (192 ms) + baseline by more than a busy host's noise.
+CONFIG = {"S1": FairnessConfig(s1_prompt_batches=2.5), "S2": FairnessConfig(s2_iterations=4.0),
+          "S3": FairnessConfig(s3_iterations=4.0)}
 
 
 ATTEMPTS = 3

@@ -55,7 +55,7 @@ from satbench.analysis.verdicts import (
 from satbench.config.schema import FairnessConfig
 from satbench.metrics.latency import first_token_ns, ttft_ms
 from satbench.records.events import RequestEvent, itl_ms
-from satbench.workload.fairness_plan import EDGE_MS, MIN_SHARED_MS, FairnessPlan
+from satbench.workload.fairness_plan import EDGE_MS, F1_DECODE_TARGET_MS, MIN_SHARED_MS, FairnessPlan
 
 
 def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg: FairnessConfig) -> Verdict:
@@ -103,10 +103,13 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     verdict = judged("F1", stats, samples=len(events), rounds=rounds, rounds_max=cfg.rounds("F1")[1],
                      measured={"jain_index": jain_index(list(shares.values())), "max_ttft_ms": max(ttfts),
                                "max_min_request_decode_rate": max(rates) / min(rates) if rates else None},
-                     derivation=(f"{n} equal streams, {rounds} round(s); service_ratio = max over the "
-                                 f"{len(blocks)} pairs of streams of (Σ its tokens + 1) ÷ (Σ the other's "
-                                 "+ 1) "
-                                 "over the intervals they decoded side by side (a host-wide slowdown or a "
+                     derivation=(f"{n} equal streams, {rounds} round(s), requests of "
+                                 f"{max(e.max_tokens for e in events)} output tokens (sized to decode "
+                                 f"≥ {F1_DECODE_TARGET_MS:g} ms alone at the calibrated iteration"
+                                 + (f" {cal.decode_iteration_ms:.1f} ms" if cal.decode_iteration_ms else "")
+                                 + f"); service_ratio = max over the {len(blocks)} pairs of streams of "
+                                 "(Σ its tokens + 1) ÷ (Σ the other's + 1) over the intervals they decoded "
+                                 "side by side (a host-wide slowdown or a "
                                  f"narrower batch slows both alike); TTFT bound = Σprompt {n}×{plan.prompt} "
                                  f"tok ÷ prefill {cal.prefill_tok_per_s:.0f} tok/s + "
                                  f"{cfg.f1_ttft_iterations:g} × iteration {iteration:.1f} ms (median ITL at "

@@ -213,7 +213,11 @@ def s3(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     prompt = competed[min(competed)]["first"].prompt_tokens
     return judged("S3", stats, samples=len(excess), rounds=len(pairs), rounds_max=cfg.rounds("S3")[1],
                   measured={"max_second_wait_ms": max(excess)},
-                  derivation=(f"two {prompt}-token prompts 10 ms apart; wait = second's TTFT − first's "
+                  derivation=(f"two {prompt}-token prompts 10 ms apart (sized to prefill about "
+                              f"{cfg.s3_prefill_ms:g} ms alone at the calibrated "
+                              + (f"{cal.prefill_tok_per_s:.0f} tok/s" if cal.prefill_tok_per_s else "rate")
+                              + f", at most {cfg.s3_prompt_batches:g} × n_batch {plan.n_batch}); wait = "
+                              "second's TTFT − first's "
                               f"− solo prefill {solo_prefill:.0f} ms (median of {len(solos)}), the mean over "
                               f"{len(excess)} of {len(pairs)} pairs (those whose second came while the first "
                               f"was prefilling); bound = {cfg.s3_iterations:g} × iteration "

@@ -194,7 +194,8 @@ class FairnessConfig(Strict):
     f3_trend_costliest: Factor = Field(0.5, description="bound on the gap's drift per client cycle, in "
                                        "costliest requests")
     s1_prompt_batches: InjectedBatches = Field(
-        2.0, description="injected prompt = this × n_batch tokens")
+        1.75, description="injected prompt = this × n_batch tokens (more than s1_batch_factor, so that "
+        "decoders frozen for the whole prefill fail)")
     s1_decoders: Slots | None = Field(None, description="decoding streams (default min(slots - 1, 3))")
     s1_batch_factor: Factor = Field(1.5, description="max ITL ≤ factor × n_batch ÷ prefill rate "
                                                      "+ baseline")
