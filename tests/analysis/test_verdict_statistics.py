@@ -153,3 +153,17 @@ async def test_the_runner_adds_rounds_while_marginal_and_stops_once_decided():
     [before] = lane_verdicts(earlier, PLAN, FairnessConfig(checks=["S3"], **cfg.model_dump(exclude={"checks"})),
                              True)
     assert before.verdict == "marginal"  # why the runner sent the last pair
+
+
+def test_the_reports_name_a_marginal_check_beside_the_recommendation():
+    from satbench.report.evidence_answer import verdict_summary
+    from satbench.report.table import doubts
+
+    marginal = s3(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(update={"concurrency": 2})
+    summary = verdict_summary(SimpleNamespace(fairness=[marginal]))
+    assert summary == "1 checks: 0 pass, 0 fail, 1 marginal, 0 inconclusive; marginal (does not bind): S3 prompt " \
+                      "behind prompt at 2 in flight"
+    rec = SimpleNamespace(undetermined=None, contended=False, confidence=None,
+                          fairness_marginal=fairness_marginal(SimpleNamespace(fairness=[marginal])))
+    [line] = doubts(rec)
+    assert line.startswith("MARGINAL fairness (does not bind) — S3 (prompt behind prompt) marginal at 2")
