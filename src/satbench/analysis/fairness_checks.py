@@ -21,15 +21,15 @@ from satbench.analysis.guards import (
     backlog_window,
     backlogged_share,
     slow_compute_only,
+    solo_spread,
 )
 from satbench.analysis.intervals import (
     BOOTSTRAP_RESAMPLES,
     decision_level,
-    percentile_interval,
     quantile_estimate,
     quantile_interval,
-    seeded,
     statistic,
+    t_interval,
 )
 from satbench.analysis.service import (
     gap_series,
@@ -145,29 +145,27 @@ def f2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
     if not overlapped:
         return inconclusive("F2", f"in none of {len(rounds)} rounds were all {n} requests in flight at once "
                             f"(each ended before the last was sent): nothing was shared", len(events))
+    for i in range(n):
+        if (unsteady := solo_spread(alone[i])):
+            return inconclusive("F2", f"size {i}: {unsteady}", len(events))
     together = np.asarray([[r[i] for i in range(n)] for r in overlapped])  # rounds × sizes, ms
     runs = [np.asarray(alone[i]) for i in range(n)]
-    slow = together.mean(axis=0) / np.asarray([np.median(a) for a in runs])
-    worst = int(np.argmax(slow))
+    per_round = together / np.asarray([np.median(a) for a in runs])  # rounds × sizes: slowdowns
+    worst_of_round = [float(x) for x in per_round.max(axis=1)]
+    slow = per_round.mean(axis=0)
     level = decision_level(cfg.looks("F2"))
-    rng = seeded("F2", together.tolist(), [a.tolist() for a in runs])
-    picks = rng.integers(0, len(together), size=(BOOTSTRAP_RESAMPLES, len(together)))
-    means = together[picks].mean(axis=1)  # resamples × sizes
-    medians = np.stack([np.median(a[rng.integers(0, len(a), size=(BOOTSTRAP_RESAMPLES, len(a)))], axis=1)
-                        for a in runs], axis=1)
-    resampled = (means / medians).max(axis=1)
     bound = cfg.f2_slowdown_factor * n
-    stats = [statistic("max_slowdown", float(slow[worst]), percentile_interval(resampled, level), bound,
-                       level=level, n=len(together),
-                       method=f"percentile bootstrap over {BOOTSTRAP_RESAMPLES} resamples of the "
-                              f"{len(together)} together rounds and each size's alone runs")]
+    stats = [statistic("max_slowdown", statistics.mean(worst_of_round), t_interval(worst_of_round, level),
+                       bound, level=level, n=len(worst_of_round),
+                       method="Student-t over the rounds of each round's largest slowdown")]
     return judged("F2", stats, samples=len(events), rounds=len(rounds), rounds_max=cfg.rounds("F2")[1],
                   measured={f"slowdown_size{i}": float(slow[i]) for i in range(n)},
                   derivation=(f"{n} requests of sizes {_sizes_sent(events, plan)} (prompt, output) sent "
-                              "together; slowdown = mean E2E together ÷ median E2E alone "
-                              f"({min(len(a) for a in runs)} runs); bound {cfg.f2_slowdown_factor:g} × N; "
-                              f"worst: size {worst}; {len(overlapped)} of {len(rounds)} rounds had all {n} "
-                              "in flight at once (only those count)"))
+                              "together; slowdown = E2E together ÷ median E2E alone "
+                              f"({min(len(a) for a in runs)} runs); max_slowdown = the mean over rounds of "
+                              f"each round's largest; bound {cfg.f2_slowdown_factor:g} × N; worst on "
+                              f"average: size {int(np.argmax(slow))}; {len(overlapped)} of {len(rounds)} "
+                              f"rounds had all {n} in flight at once (only those count)"))
 
 
 def _sizes_sent(events: Sequence[RequestEvent], plan: FairnessPlan) -> str:

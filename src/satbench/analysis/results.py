@@ -149,8 +149,8 @@ DEFINITIONS = {
                         " ms blocks within each pair",
     "f1_ttft": "the f1_ttft_quantile quantile of the TTFTs of every F1 request, CI from order statistics, "
                "against sum(prompt) / prefill rate + f1_ttft_iterations iterations + RTT jitter",
-    "f2_slowdown": "per size: mean E2E over the together rounds / median E2E alone; max over sizes; CI: "
-                   "percentile bootstrap over the rounds and the alone runs",
+    "f2_slowdown": "per round: max over sizes of E2E together / median E2E alone; mean over rounds with a "
+                   "Student-t CI",
     "f3_gap": "after each completion in a round's window: max - min over clients of the weighted service "
               "(prompt + 2 output tokens), in costliest requests; its f3_gap_quantile quantile and its OLS "
               "drift per client cycle within rounds; CIs: moving-block bootstrap (blocks of one cycle)",
