@@ -267,8 +267,8 @@ VERDICTS_SCHEMA_VERSION = "2.0"
 # 2.0: each verdict carries statistics (estimate, CI at the Bonferroni level of its looks, bound,
 #      decision), rounds and rounds_max, and may be marginal (a CI straddling its bound after the
 #      top-ups); bounds is gone (each statistic has its own), measured holds figures reported only. F1
-#      pools tokens per pair of streams, S1 and S3 are means over rounds, S2 the median of probes,
-#      F3 the gap's quantile and its drift per client cycle.
+#      pools tokens per pair of streams, F2, S1 and S3 are means over rounds, S2 the median of probes,
+#      F3 the gap's quantile and its drift per client cycle; F2's alone runs must be steady.
 # 1.3: F1 is inconclusive when every TTFT over its bound was the server's own slow prefill, not a wait
 #      (its timings); F2's derivation names the sizes as sent.
 # 1.2: a check whose workload did not create its situation, or whose client stamped its sends late,
