@@ -36,6 +36,7 @@ from satbench.workload.fairness_plan import (
     REFERENCES,
     S1_REFERENCES,
     FairnessPlan,
+    check_requests,
     in_flight,
     request_count,
     s3_prompt_tokens,
@@ -132,6 +133,8 @@ class FairnessRunner:
         while rep < cap and check_verdict(check, self.events, self.plan, cfg).verdict == "marginal":
             rep += 1
             await one_round(rep)
+        _, per_round = check_requests(self.plan, cfg).get(check, (0, 0))
+        self.progress.skip(per_round * (cap - rep))  # the top-ups a decided check did not need
 
     async def _closed_loop(self, check: str, streams: int, per_stream: int, prompt: int, output: int,
                            rep: int, stagger_s: float = 0.0) -> None:

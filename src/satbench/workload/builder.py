@@ -321,7 +321,7 @@ def fairness_checks(lane: LaneConfig) -> dict[str, tuple[int, int, int, int]]:
         "S2": (plan.s2_decoders + 1, plan.prompt, plan.s2_decoder_output),
         "S3": (2, plan.s3_prompt, plan.s3_output),
     }
-    return {c: (counts[c][0], *shapes[c]) for c in counts if c in f.checks}
+    return {c: (sum(counts[c]), *shapes[c]) for c in counts if c in f.checks}
 
 
 def check_fairness_sizes(lane: LaneConfig, lane_file: bool) -> None:

@@ -72,9 +72,9 @@ def in_flight(plan: FairnessPlan, check: str) -> int:
 
 
 def check_requests(plan: FairnessPlan, f: FairnessConfig) -> dict[CheckName, tuple[int, int]]:
-    """(requests of one round, requests at the cap) of each check the plan can run: its lone
-    references, then per round F1's and F3's closed loops (a warmup per stream), F2's N requests
-    together, S1's decoders and injected prompt, S2's decoders and probes, S3's pair."""
+    """(lone references, requests per round) of each check the plan can run: per round F1's and F3's
+    closed loops (a warmup per stream), F2's N requests together, S1's decoders and injected prompt,
+    S2's decoders and probes, S3's pair."""
     n2 = len(plan.f2_sizes)
     two = plan.slots >= 2
     per_round: dict[CheckName, int] = {
@@ -84,14 +84,15 @@ def check_requests(plan: FairnessPlan, f: FairnessConfig) -> dict[CheckName, tup
         "S3": 2 if two else 0}
     fixed: dict[CheckName, int] = {"F1": 0, "F2": REFERENCES * n2, "F3": 0, "S1": S1_REFERENCES,
                                    "S2": REFERENCES, "S3": REFERENCES}
-    return {c: (fixed[c] + n, fixed[c] + n * f.rounds(c)[1]) for c, n in per_round.items() if n}
+    return {c: (fixed[c], n) for c, n in per_round.items() if n}
 
 
 def request_count(plan: FairnessPlan, lane: LaneConfig) -> int:
     """How many requests the fairness workloads send at most, every check to its cap (the
-    progress bar's total; a check whose CIs decide early sends fewer)."""
-    sizes = check_requests(plan, lane.fairness)
-    return CAL_PREFILLS + 1 + sum(cap for c, (_, cap) in sizes.items() if c in lane.fairness.checks)
+    progress bar's total: the runner takes off the top-ups a decided check does not run)."""
+    f = lane.fairness
+    sizes = check_requests(plan, f)
+    return CAL_PREFILLS + 1 + sum(fixed + n * f.rounds(c)[1] for c, (fixed, n) in sizes.items() if c in f.checks)
 
 
 def s3_prompt_tokens(plan: FairnessPlan, f: FairnessConfig, prefill_tok_per_s: float | None) -> int:
