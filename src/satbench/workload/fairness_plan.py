@@ -92,7 +92,8 @@ def request_count(plan: FairnessPlan, lane: LaneConfig) -> int:
     progress bar's total: the runner takes off the top-ups a decided check does not run)."""
     f = lane.fairness
     sizes = check_requests(plan, f)
-    return CAL_PREFILLS + 1 + sum(fixed + n * f.rounds(c)[1] for c, (fixed, n) in sizes.items() if c in f.checks)
+    return CAL_PREFILLS + 1 + sum(fixed + n * f.rounds(c)[1] for c, (fixed, n) in sizes.items()
+                                  if c in f.checks)
 
 
 def s3_prompt_tokens(plan: FairnessPlan, f: FairnessConfig, prefill_tok_per_s: float | None) -> int:
