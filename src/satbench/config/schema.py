@@ -184,7 +184,7 @@ class FairnessConfig(Strict):
                                        "bound")
     f2_slowdown_factor: Factor = Field(1.1, description="bound = factor × N")
     f2_repetitions: Repetitions = Field(3, description="F2 together rounds before the first look")
-    f2_rounds_max: Rounds = Field(6, description="F2 together rounds at most")
+    f2_rounds_max: Rounds = Field(4, description="F2 together rounds at most")
     f3_extra_clients: Slots | None = Field(None, description="clients beyond the slots "
                                            "(default max(2, slots/2))")
     f3_requests_per_client: CheckRequests = Field(4, description="F3 requests per client and round")
@@ -212,7 +212,7 @@ class FairnessConfig(Strict):
                                         "long alone at the calibrated rate (at most s3_prompt_batches × "
                                         "n_batch)")
     s3_repetitions: Repetitions = Field(3, description="S3 pairs before the first look")
-    s3_rounds_max: Rounds = Field(6, description="S3 pairs at most")
+    s3_rounds_max: Rounds = Field(5, description="S3 pairs at most")
 
     def rounds(self, check: CheckName) -> tuple[int, int]:
         """(base rounds, cap) of a check: a round is F1's or F3's closed loop, F2's together round,
