@@ -3,8 +3,8 @@
 Everything the CLI or a lane file says ends up in one `RunConfig` (a list of `LaneConfig`),
 which is written into `run.json` so that a run directory says exactly how it was produced.
 Each field's type, range and default are written here only (the range types of its numbers in
-config/ranges, the fairness checks' fields in config/fairness); the flag and the lane-file key that set a lane's field are named in one table,
-cli/lanekeys.py (LANE_KEYS).
+config/ranges, the fairness checks' fields in config/fairness); the flag and the lane-file key that
+set a lane's field are named in one table, cli/lanekeys.py (LANE_KEYS).
 """
 
 from __future__ import annotations
