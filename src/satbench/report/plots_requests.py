@@ -137,7 +137,7 @@ def timeline_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn | N
 
 def starvation_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn | None:
     s1 = [e for e in events if e.lane == lane.lane and e.scenario == "fairness" and e.check == "S1"
-          and e.phase != "warmup"]
+          and e.phase != "warmup" and e.repetition == 1]  # the first injection (the verdict has them all)
     dec = sorted((e for e in s1 if e.role == "decoder"), key=lambda e: (e.sent_ns, e.stream))
     if not dec:
         return None
@@ -170,7 +170,8 @@ def starvation_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn |
     ax.legend(loc="best")
     title = lane_title(lane, "S1 decoders during a long prefill")
     ax.set_title(title)
-    cap = (f"Each point is one gap between tokens of a decoder ({len(dec)} decoders), plotted at the later "
+    cap = (f"The first injection. Each point is one gap between tokens of a decoder ({len(dec)} decoders), "
+           "plotted at the later "
            f"token's arrival; log scale. Shaded: the injected long prompt from sent to its first token. "
            f"Points high inside the shaded span are decoders stalled behind the prefill.")
     if verdict is not None:
