@@ -51,6 +51,14 @@ def test_the_level_is_bonferroni_over_the_looks_the_cap_allows():
     assert FairnessConfig(f1_rounds_max=1).looks("F1") == 1 and decision_level(1) == 0.95
 
 
+def test_a_cap_below_the_base_rounds_is_refused():
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="f2_rounds_max 2 is below its 3 base rounds"):
+        FairnessConfig(f2_rounds_max=2)
+
+
 def test_the_t_quantile_at_any_level():
     assert all(abs(t_two_sided_quantile(df, 0.95) - T_975[df - 1]) < 1e-12 for df in range(1, 100))
     assert t_two_sided_quantile(1, 0.99) > t_two_sided_quantile(1, 0.95) > t_two_sided_quantile(30, 0.95)
