@@ -58,10 +58,11 @@ def fairness_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
 
 def fairness_marginal(lane: LaneResult) -> list[str]:
     """The checks left marginal (a CI straddling its bound after the top-ups): a warning, not a cap."""
+    def end(x: float | None, unbounded: str) -> str:
+        return unbounded if x is None else f"{x:.4g}"
     return [f"{v.check} ({v.name}) marginal at {v.concurrency} in flight: "
-            + "; ".join(f"{s.name} {s.estimate:.4g} [{s.ci_low if s.ci_low is None else f'{s.ci_low:.4g}'}, "
-                        f"{s.ci_high if s.ci_high is None else f'{s.ci_high:.4g}'}] vs bound {s.bound:.4g}"
-                        for s in v.statistics if s.decision == "marginal")
+            + "; ".join(f"{s.name} {s.estimate:.4g} [{end(s.ci_low, '−∞')}, {end(s.ci_high, '∞')}] vs bound "
+                        f"{s.bound:.4g}" for s in v.statistics if s.decision == "marginal")
             + f" after {v.rounds} of {v.rounds_max} rounds" for v in lane.fairness if v.verdict == "marginal"]
 
 
