@@ -67,7 +67,7 @@ def test_a_pair_cut_in_half_by_an_interrupted_run_is_left_out_of_s3():
     evs.append(_tag(ev(sent_ms=410, chunks_ms=[445, 447]), "S3", "second", rep=1, stream=1))
     evs.append(_tag(ev(sent_ms=500, chunks_ms=[520, 522]), "S3", "first", rep=2))  # its second never sent
     [v] = lane_verdicts(evs, make_plan(lane, 4), lane.fairness, llamacpp=True)
-    assert v.verdict == "pass" and v.samples == 1
+    assert v.verdict == "marginal" and v.samples == 1  # judged on the one complete pair: no CI from one
     only_half = [e for e in evs if not (e.check == "S3" and e.repetition == 1 and e.role in ("first", "second"))]
     [v] = lane_verdicts(only_half, make_plan(lane, 4), lane.fairness, llamacpp=True)
     assert v.verdict == "inconclusive" and "complete pair" in v.reason
@@ -79,20 +79,22 @@ def _s2_events(delays_ms: list[float]):
         evs.append(_tag(ev(sent_ms=990, chunks_ms=[1000 + 10 * k for k in range(201)]), "S2", "decoder",
                         stream=d, seq=d))
     for i, late in enumerate(delays_ms):
-        t = 1100 + 300 * i
+        t = 1100 + 120 * i
         evs.append(_tag(ev(sent_ms=t, chunks_ms=[t + 10 + late, t + 12 + late]), "S2", "probe", stream=3, seq=i))
     return evs
 
 
-def test_s2_fails_when_some_probes_are_held_even_if_the_median_is_admitted_at_once():
+def test_s2_judges_the_median_delay_of_its_probes():
+    """Every probe held: fail. One late probe of fifteen (client noise) does not move the median:
+    pass. Two held of five: the CI cannot tell (marginal), so the runner would send more probes."""
     lane = LaneConfig(fairness=FairnessConfig(checks=["S2"]))
     plan = make_plan(lane, 4)
+    held = s2(_s2_events([200] * 5), plan, lane.fairness)
+    assert held.verdict == "fail" and held.statistics[0].ci_low > held.statistics[0].bound
+    one_late = s2(_s2_events([0] * 14 + [200]), plan, lane.fairness)
+    assert one_late.verdict == "pass" and one_late.measured["probes_over_bound"] == 1.0
     two_held = s2(_s2_events([0, 0, 0, 200, 200]), plan, lane.fairness)
-    assert two_held.verdict == "fail"
-    assert two_held.measured["admission_delay_ms"] == 0.0 and two_held.measured["probes_over_bound"] == 2.0
-    one_held = s2(_s2_events([0, 0, 0, 0, 200]), plan, lane.fairness)  # one outlier of five: client noise
-    assert one_held.verdict == "pass" and one_held.measured["probes_over_bound"] == 1.0
-    assert s2(_s2_events([0, 0, 200, 200, 200]), plan, lane.fairness).verdict == "fail"
+    assert two_held.verdict == "marginal", two_held.statistics
 
 
 def test_s1_p99_interpolates_instead_of_reporting_the_maximum():
@@ -107,5 +109,5 @@ def test_s1_p99_interpolates_instead_of_reporting_the_maximum():
     dec = _tag(ev(sent_ms=890, chunks_ms=before + during + [during[-1] + 100]), "S1", "decoder", stream=2)
     v = s1([solo, inj, dec], plan.model_copy(update={"s1_prompt": 1024}),
            Calibration(prefill_tok_per_s=10000.0, decode_iteration_ms=10.0), FairnessConfig())
-    assert v.measured["max_itl_ms"] == 100.0
+    assert v.statistics[0].name == "max_itl_ms" and v.statistics[0].estimate == 100.0
     assert 2.0 < v.measured["p99_itl_ms"] < 100.0

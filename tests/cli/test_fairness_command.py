@@ -24,7 +24,8 @@ def test_a_failing_check_exits_non_zero_and_analyze_recomputes_the_verdicts(fake
     data = json.loads(text)
     jsonschema.validate(data, verdicts_json_schema())
     (s1,) = data["lanes"][0]["verdicts"]
-    assert s1["check"] == "S1" and s1["verdict"] == "fail" and s1["measured"]["max_itl_ms"] > s1["bounds"]["max_itl_ms"]
+    itl = next(s for s in s1["statistics"] if s["name"] == "max_itl_ms")
+    assert s1["check"] == "S1" and s1["verdict"] == "fail" and itl["ci_low"] > itl["bound"]
     results = json.loads((out / "results.json").read_text())
     assert results["lanes"][0]["fairness"][0]["verdict"] == "fail"
     (out / VERDICTS_FILE).unlink()

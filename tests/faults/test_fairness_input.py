@@ -48,7 +48,7 @@ def test_the_reviewers_settings_are_refused_before_the_server_starts(tmp_path, c
 
 def test_too_many_f3_clients_are_refused_naming_the_caps(tmp_path, capsys, marker_bin):
     line = _refused(tmp_path, capsys, marker_bin, "f3_extra_clients = 4096\n")
-    assert f"lane a: fairness check F3 would run 4,098 streams and build 28,686 requests; at most " \
+    assert f"lane a: fairness check F3 would run 4,098 streams and build 20,490 requests; at most " \
            f"{MAX_CHECK_STREAMS:,} streams and {MAX_CHECK_PLANNED:,} requests per check" in line, line
 
 

@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from satbench.cli.main import main
+from satbench.analysis.intervals import statistic
 from satbench.analysis.verdicts import Verdict
 from satbench.metrics.interference import Ratio
 from satbench.metrics.level_result import Occupancy
@@ -132,17 +133,17 @@ def test_the_recommendations_row_prints_p95_ttft_and_tpot_with_their_ci(run_dir)
 
 # ---------------------------------------------------- 5: a failing fairness figure never reads as a pass
 
-@pytest.mark.parametrize("key, value, bound, shown, shown_bound", [
-    ("jain_index", 0.9896, 0.99, "0.9896", "0.99"),
-    ("max_min_decode_rate", 1.1049, 1.1, "1.105", "1.1"),
-    ("max_ttft_ms", 1000.4, 1000.0, "1000.4", "1000"),
-    ("jain_index", 0.99, 0.99, "0.99", "0.99"),
+@pytest.mark.parametrize("value, low, high, bound, shown", [
+    (1.1049, 1.101, 1.12, 1.1, "service_ratio 1.105 [1.101, 1.12] ≤ 1.1"),
+    (1000.4, 1000.2, None, 1000.0, "service_ratio 1000.4 [1000.2, ∞] ≤ 1000"),
+    (0.99, None, 0.995, 0.99, "service_ratio 0.99 [−∞, 0.995] ≤ 0.99"),
 ])
-def test_fairness_figures_print_enough_digits_to_differ_from_their_bound(key, value, bound, shown, shown_bound):
-    v = Verdict(check="F1", name="equal requests", verdict="fail", measured={key: value}, bounds={key: bound})
+def test_fairness_figures_print_enough_digits_to_differ_from_their_bound(value, low, high, bound, shown):
+    s = statistic("service_ratio", value, (low, high), bound, level=0.975, method="t", n=3)
+    v = Verdict(check="F1", name="equal requests", verdict=s.decision, statistics=[s], rounds=1, rounds_max=2)
     row = verdict_row(v)
-    assert row[2] == f"{key} {shown}"
-    assert row[3] == f"{key} {'≥' if key == 'jain_index' else '≤'} {shown_bound}"
+    assert row[2] == shown
+    assert row[3] == "1 of ≤ 2 (CI 97.5 %)"
 
 
 # ------------------------------------------------------------------ 7: the knee cell follows its reason

@@ -1,7 +1,9 @@
 """The lane's fairness verdicts: runs its chosen checks (all six by default) over its events.
 
 Events are grouped by check (warmups dropped except for the closed-loop F1 and F3), the lane is
-calibrated from its CAL requests, and each check's `Verdict` gets the concurrency it ran at.
+calibrated from its CAL requests, and each check's `Verdict` gets the concurrency it ran at. The
+fairness runner decides its top-ups with `check_verdict` on the events so far: the very function
+`analyze` judges the finished run with.
 """
 
 from __future__ import annotations
@@ -11,9 +13,24 @@ from collections.abc import Sequence
 from satbench.analysis.fairness_checks import f1, f2, f3
 from satbench.analysis.starvation_checks import s1, s2, s3
 from satbench.analysis.verdicts import Verdict, calibrate, inconclusive
-from satbench.config.schema import CHECK_NAMES, FairnessConfig
+from satbench.config.schema import CHECK_NAMES, CheckName, FairnessConfig
 from satbench.records.events import RequestEvent
-from satbench.workload.fairness_plan import FairnessPlan
+from satbench.workload.fairness_plan import FairnessPlan, in_flight
+
+CLOSED_LOOP = ("F1", "F3")  # their warmups are part of the closed loop, and judged with it
+
+
+def check_verdict(check: CheckName, events: Sequence[RequestEvent], plan: FairnessPlan,
+                  cfg: FairnessConfig) -> Verdict:
+    """One check's verdict from the lane's fairness events (its own and the calibration's)."""
+    mine = [e for e in events if e.check == check and (check in CLOSED_LOOP or e.phase != "warmup")]
+    cal = calibrate([e for e in events if e.check == "CAL" and e.phase != "warmup"])
+    judge = {"F1": lambda: f1(mine, plan, cal, cfg), "F2": lambda: f2(mine, plan, cfg),
+             "F3": lambda: f3(mine, plan, cfg), "S1": lambda: s1(mine, plan, cal, cfg),
+             "S2": lambda: s2(mine, plan, cfg), "S3": lambda: s3(mine, plan, cal, cfg)}
+    v = judge[check]()
+    v.concurrency = in_flight(plan, check) or None
+    return v
 
 
 def lane_verdicts(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig,
@@ -23,20 +40,13 @@ def lane_verdicts(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: Fairn
     if not llamacpp:
         why = "the server is not llama.cpp: its slots and batch size are unknown"
         return [inconclusive(c, why) for c in cfg.checks]
-    by = {c: [e for e in events if e.check == c and e.phase != "warmup"]
-          for c in ("CAL", "F2", "S1", "S2", "S3")}
-    closed = {c: [e for e in events if e.check == c] for c in ("F1", "F3")}
-    cal = calibrate(by["CAL"])
-    verdicts = {"F1": lambda: f1(closed["F1"], plan, cal, cfg), "F2": lambda: f2(by["F2"], plan, cfg),
-                "F3": lambda: f3(closed["F3"], plan, cfg), "S1": lambda: s1(by["S1"], plan, cal, cfg),
-                "S2": lambda: s2(by["S2"], plan, cfg), "S3": lambda: s3(by["S3"], plan, cal, cfg)}
-    level = {"F1": plan.f1_streams, "F2": len(plan.f2_sizes), "F3": plan.f3_clients,
-             "S1": plan.s1_decoders + 1, "S2": plan.s2_decoders + 1, "S3": 2}
     out = []
     for c in CHECK_NAMES:
         if c in cfg.checks:
-            ran = any(e.check == c for e in events)
-            v = verdicts[c]() if ran or lost is None else inconclusive(c, f"not run: {lost}"[:600])
-            v.concurrency = level[c] or None
-            out.append(v)
+            if any(e.check == c for e in events) or lost is None:
+                out.append(check_verdict(c, events, plan, cfg))
+            else:
+                v = inconclusive(c, f"not run: {lost}"[:600])
+                v.concurrency = in_flight(plan, c) or None
+                out.append(v)
     return out

@@ -1,8 +1,9 @@
 """The F checks: equal requests (F1), mixed sizes (F2) and backlogged clients (F3) (DESIGN.md §6).
 
 Each takes the check's events (warmups included for the closed-loop F1 and F3), the lane's
-`FairnessPlan` and `FairnessConfig`, and returns one `Verdict` whose bounds are derived from the
-lane's own measurements; `inconclusive` with a reason when the evidence cannot decide.
+`FairnessPlan` and `FairnessConfig`, and returns one `Verdict`: its statistics with their CIs at
+the decision level of the check's looks (analysis/intervals), bounds derived from the lane's own
+measurements, and `inconclusive` with a reason when the evidence cannot decide.
 """
 
 from __future__ import annotations
@@ -10,16 +11,33 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+import numpy as np
+
 from satbench.analysis.guards import (
     BACKLOG_SHARE_MIN,
-    F1_COVERAGE_MIN,
     MIN_SHARED_TOKENS,
     RESOLUTION_MS,
     all_in_flight,
     backlog_window,
     backlogged_share,
-    shared_token_ratios,
     slow_compute_only,
+    solo_spread,
+)
+from satbench.analysis.intervals import (
+    BOOTSTRAP_RESAMPLES,
+    decision_level,
+    quantile_estimate,
+    quantile_interval,
+    statistic,
+    t_interval,
+)
+from satbench.analysis.service import (
+    gap_series,
+    gap_statistics,
+    pair_blocks,
+    pair_ratios,
+    service_ratio,
+    stream_shares,
 )
 from satbench.analysis.verdicts import (
     MS,
@@ -27,18 +45,17 @@ from satbench.analysis.verdicts import (
     Verdict,
     inconclusive,
     jain_index,
+    judged,
     median_or_none,
     of_role,
     request_errors,
+    rounds_of,
     served_decode_rate,
 )
-from satbench.analysis.verdicts import make_verdict as _v
 from satbench.config.schema import FairnessConfig
 from satbench.metrics.latency import first_token_ns, ttft_ms
-from satbench.metrics.throughput import completed_in_window
-from satbench.metrics.window import steady_window
 from satbench.records.events import RequestEvent, itl_ms
-from satbench.workload.fairness_plan import EDGE_MS, MIN_SHARED_MS, FairnessPlan
+from satbench.workload.fairness_plan import EDGE_MS, F1_DECODE_TARGET_MS, MIN_SHARED_MS, FairnessPlan
 
 
 def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg: FairnessConfig) -> Verdict:
@@ -49,57 +66,62 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
         return inconclusive("F1", "no F1 requests were recorded")
     if (err := request_errors(events)):
         return inconclusive("F1", err, len(events))
-    win, why = steady_window(list(events), n)
-    done = completed_in_window(list(events), win) if win else []
-    if len(done) < 2 * n:
-        return inconclusive("F1", f"{len(done)} requests in the steady window, need {2 * n} "
-                                  f"({why or 'too few'})",
-                            len(done))
     if cal.prefill_tok_per_s is None:
         return inconclusive("F1", "no prefill-rate calibration")
-    rates = [r for e in done if (r := served_decode_rate(e)) is not None]
-    shares = shared_token_ratios(done, [e for e in events if e.ok])
-    uncompared = sorted({e.stream for e in done} - {e.stream for e, _ in shares})
-    if len(shares) < max(2, F1_COVERAGE_MIN * len(done)) or uncompared:
-        # a stream left out could be the one the scheduler favours: no verdict on the others alone
-        return inconclusive("F1", f"only {len(shares)} of the {len(done)} requests in the steady window "
-                            f"decoded side by side with another for {MIN_SHARED_MS:g} ms (past {EDGE_MS:g} "
-                            "ms "
-                            f"edges) and {MIN_SHARED_TOKENS} tokens"
-                            + (f"; never stream(s) {uncompared}" if uncompared else "")
-                            + ": decodes too short or too staggered to compare their shares", len(shares))
-    relative = [share for _, share in shares]
-    ratio, jain = max(relative) / min(relative), jain_index(relative)
-    iteration = median_or_none([g for e in done for g in itl_ms(e)]) or 0.0
-    max_ttft = max(t for e in done if (t := ttft_ms(e)) is not None)
-    spans = [(e.end_ns - first) / MS for e in done if (first := first_token_ns(e)) is not None]
+    streams = sorted({e.stream for e in events})
+    blocks = pair_blocks(events)
+    wanted = {(i, j) for k, i in enumerate(streams) for j in streams[k + 1:]}
+    if missing := sorted(wanted - set(blocks)):
+        # a pair left out could hide the stream the scheduler favours: no verdict on the others alone
+        return inconclusive("F1", f"stream pair(s) {missing} never decoded side by side for "
+                            f"{MIN_SHARED_MS:g} ms (past {EDGE_MS:g} ms edges) and {MIN_SHARED_TOKENS} "
+                            "tokens: decodes too short or too staggered to compare their service",
+                            len(events))
+    spans = [(e.end_ns - first) / MS for e in events if (first := first_token_ns(e)) is not None]
     if plan.jitter_ms and statistics.median(spans) < 20 * plan.jitter_ms:
         return inconclusive("F1", f"decodes of {statistics.median(spans):.1f} ms are too short to resolve a "
                             f"10 % rate difference with {plan.jitter_ms:.2f} ms of round-trip jitter",
-                            len(done))
+                            len(events))
+    level = decision_level(cfg.looks("F1"))
+    ratio, ratio_ci = service_ratio(blocks, level)
+    ratios = pair_ratios(blocks)
+    shares = stream_shares(ratios, streams)
+    intervals = sum(len(b) for b in blocks.values())
+    ttfts = [t for e in events if (t := ttft_ms(e)) is not None]
+    iteration = median_or_none([g for e in events for g in itl_ms(e)]) or 0.0
     prefill_ms = n * plan.prompt / cal.prefill_tok_per_s * 1000.0
     ttft_bound = prefill_ms + cfg.f1_ttft_iterations * iteration + plan.jitter_ms
-    shares_ok = ratio <= cfg.f1_max_min_ratio and jain >= cfg.f1_jain_min
-    over = [e for e in done if (t := ttft_ms(e)) is not None and t > ttft_bound]
-    # only when every stream's prompt fits one batch together: a prompt split over batches could
-    # have its later chunks starved, which its own prompt time would then include
-    one_batch = n * plan.prompt <= plan.n_batch
-    slow = (slow_compute_only(over, ttft_bound - prefill_ms + RESOLUTION_MS, prefill_ms)
-            if shares_ok and one_batch else None)
-    ok = shares_ok and not over
-    return _v("F1", "inconclusive" if slow else "pass" if ok else "fail", samples=len(shares), reason=slow,
-              measured={"max_min_decode_rate": ratio, "jain_index": jain, "max_ttft_ms": max_ttft,
-                        "max_min_decode_rate_across_rounds": max(rates) / min(rates) if rates else None},
-              bounds={"max_min_decode_rate": cfg.f1_max_min_ratio, "jain_index": cfg.f1_jain_min,
-                      "max_ttft_ms": ttft_bound},
-              derivation=(f"{n} equal streams; max_min_decode_rate and jain over {len(shares)} of "
-                          f"{len(done)} requests' token shares = (its tokens + 1) ÷ (its neighbours' + 1) "
-                          "while they "
-                          "decoded side by side (a host-wide slowdown or a narrower batch slows both "
-                          "alike); "
-                          f"TTFT bound = Σprompt {n}×{plan.prompt} tok ÷ prefill "
-                          f"{cal.prefill_tok_per_s:.0f} tok/s + {cfg.f1_ttft_iterations:g} × iteration "
-                          f"{iteration:.1f} ms (median ITL at N={n}) + RTT jitter {plan.jitter_ms:.2f} ms"))
+    q = cfg.f1_ttft_quantile
+    stats = [statistic("service_ratio", ratio, ratio_ci, cfg.f1_max_min_ratio, level=level, n=intervals,
+                       method=f"percentile bootstrap over {BOOTSTRAP_RESAMPLES} resamples of "
+                              f"{intervals} blocks of {MIN_SHARED_MS:g} ms within the {len(blocks)} pairs"),
+             statistic(f"ttft_p{100 * q:g}_ms", quantile_estimate(ttfts, q),
+                       quantile_interval(ttfts, q, level), ttft_bound, level=level, n=len(ttfts),
+                       method="order statistics (distribution-free)")]
+    rates = [r for e in events if e.phase == "measured" and (r := served_decode_rate(e)) is not None]
+    rounds = rounds_of(events)
+    verdict = judged("F1", stats, samples=len(events), rounds=rounds, rounds_max=cfg.rounds("F1")[1],
+                     measured={"jain_index": jain_index(list(shares.values())), "max_ttft_ms": max(ttfts),
+                               "max_min_request_decode_rate": max(rates) / min(rates) if rates else None},
+                     derivation=(f"{n} equal streams, {rounds} round(s), requests of "
+                                 f"{max(e.max_tokens for e in events)} output tokens (sized to decode "
+                                 f"≥ {F1_DECODE_TARGET_MS:g} ms alone at the calibrated iteration"
+                                 + (f" {cal.decode_iteration_ms:.1f} ms" if cal.decode_iteration_ms else "")
+                                 + f"); service_ratio = max over the {len(blocks)} pairs of streams of "
+                                 "(Σ its tokens + 1) ÷ (Σ the other's + 1) over the intervals they decoded "
+                                 "side by side (a host-wide slowdown or a "
+                                 f"narrower batch slows both alike); TTFT bound = Σprompt {n}×{plan.prompt} "
+                                 f"tok ÷ prefill {cal.prefill_tok_per_s:.0f} tok/s + "
+                                 f"{cfg.f1_ttft_iterations:g} × iteration {iteration:.1f} ms (median ITL at "
+                                 f"N={n}) + RTT jitter {plan.jitter_ms:.2f} ms"))
+    # a TTFT over the bound that the server spent computing slower than calibrated (a stalled host) says
+    # nothing of the scheduler; only when every stream's prompt fits one batch together (a prompt split
+    # over batches could have its later chunks starved, which its own prompt time would then include)
+    if stats[1].decision != "pass" and stats[0].decision == "pass" and n * plan.prompt <= plan.n_batch:
+        over = [e for e in events if (t := ttft_ms(e)) is not None and t > ttft_bound]
+        if (slow := slow_compute_only(over, ttft_bound - prefill_ms + RESOLUTION_MS, prefill_ms)):
+            return verdict.model_copy(update={"verdict": "inconclusive", "reason": slow})
+    return verdict
 
 
 def f2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
@@ -109,35 +131,41 @@ def f2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
     if (err := request_errors(events)):
         return inconclusive("F2", err, len(events))
     alone: dict[int, list[float]] = {}
-    together: dict[int, list[float]] = {}
     rounds: dict[int, list[RequestEvent]] = {}
     for e in of_role(events, "together"):
         rounds.setdefault(e.repetition, []).append(e)
     # a round counts only if its N requests were all in flight at one moment (on a loaded host
     # they can run one after another, which would say nothing about sharing the server)
-    overlapped = {rep: evs for rep, evs in rounds.items() if len(evs) == n and all_in_flight(evs)}
+    overlapped = [{e.seq: (e.end_ns - e.sent_ns) / MS for e in evs}
+                  for _, evs in sorted(rounds.items()) if len(evs) == n and all_in_flight(evs)]
     for e in of_role(events, "alone"):
         alone.setdefault(e.seq, []).append((e.end_ns - e.sent_ns) / MS)
-    for evs in overlapped.values():
-        for e in evs:
-            together.setdefault(e.seq, []).append((e.end_ns - e.sent_ns) / MS)
     if set(alone) != set(range(n)) or not rounds:
         return inconclusive("F2", "missing alone or together requests", len(events))
-    if set(together) != set(range(n)):
+    if not overlapped:
         return inconclusive("F2", f"in none of {len(rounds)} rounds were all {n} requests in flight at once "
                             f"(each ended before the last was sent): nothing was shared", len(events))
-    slow = {i: statistics.mean(together[i]) / statistics.median(alone[i]) for i in range(n)}
-    worst = max(slow, key=slow.__getitem__)
+    for i in range(n):
+        if (unsteady := solo_spread(alone[i])):
+            return inconclusive("F2", f"size {i}: {unsteady}", len(events))
+    together = np.asarray([[r[i] for i in range(n)] for r in overlapped])  # rounds × sizes, ms
+    runs = [np.asarray(alone[i]) for i in range(n)]
+    per_round = together / np.asarray([np.median(a) for a in runs])  # rounds × sizes: slowdowns
+    worst_of_round = [float(x) for x in per_round.max(axis=1)]
+    slow = per_round.mean(axis=0)
+    level = decision_level(cfg.looks("F2"))
     bound = cfg.f2_slowdown_factor * n
-    return _v("F2", "pass" if slow[worst] <= bound else "fail", samples=len(events),
-              measured={"max_slowdown": slow[worst], **{f"slowdown_size{i}": slow[i] for i in range(n)}},
-              bounds={"max_slowdown": bound},
-              derivation=(f"{n} requests of sizes {_sizes_sent(events, plan)} (prompt, output) sent "
-                          "together; slowdown = mean E2E together ÷ median E2E alone (3 runs); bound "
-                          f"{cfg.f2_slowdown_factor:g} "
-                          f"× N; worst: size {worst}; {len(overlapped)} of {len(rounds)} rounds had all {n} "
-                          "in "
-                          f"flight at once (only those count)"))
+    stats = [statistic("max_slowdown", statistics.mean(worst_of_round), t_interval(worst_of_round, level),
+                       bound, level=level, n=len(worst_of_round),
+                       method="Student-t over the rounds of each round's largest slowdown")]
+    return judged("F2", stats, samples=len(events), rounds=len(rounds), rounds_max=cfg.rounds("F2")[1],
+                  measured={f"slowdown_size{i}": float(slow[i]) for i in range(n)},
+                  derivation=(f"{n} requests of sizes {_sizes_sent(events, plan)} (prompt, output) sent "
+                              "together; slowdown = E2E together ÷ median E2E alone "
+                              f"({min(len(a) for a in runs)} runs); max_slowdown = the mean over rounds of "
+                              f"each round's largest; bound {cfg.f2_slowdown_factor:g} × N; worst on "
+                              f"average: size {int(np.argmax(slow))}; {len(overlapped)} of {len(rounds)} "
+                              f"rounds had all {n} in flight at once (only those count)"))
 
 
 def _sizes_sent(events: Sequence[RequestEvent], plan: FairnessPlan) -> str:
@@ -148,54 +176,47 @@ def _sizes_sent(events: Sequence[RequestEvent], plan: FairnessPlan) -> str:
     return "[" + ", ".join(f"({prompt(i, p)}, {o})" for i, (p, o) in enumerate(plan.f2_sizes)) + "]"
 
 
-def service_gap(done: Sequence[RequestEvent], clients: int, start_ns: int) -> list[tuple[float, float]]:
-    """(t s, max − min accumulated weighted service over clients) after each completion, where a
-    request's weight is prompt + 2·output tokens."""
-    served = {c: 0.0 for c in range(clients)}
-    out = []
-    for e in sorted(done, key=lambda e: e.end_ns):
-        served[e.stream] += e.prompt_tokens + 2 * e.output_tokens
-        out.append(((e.end_ns - start_ns) / 1e9, max(served.values()) - min(served.values())))
-    return out
-
-
-def _slope(points: Sequence[tuple[float, float]]) -> float:
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    mx, my = statistics.mean(xs), statistics.mean(ys)
-    den = sum((x - mx) ** 2 for x in xs)
-    return 0.0 if den == 0 else sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den
-
-
 def f3(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
     c = plan.f3_clients
     if (err := request_errors(events)):
         return inconclusive("F3", err, len(events))
-    window = backlog_window(events)
-    # measured requests only: a warmup ending inside the window would credit only the clients
-    # whose warmup happened to end late (each client has exactly one)
-    done = [e for e in events if window and e.phase == "measured" and window[0] <= e.end_ns <= window[1]]
-    if window is None or len(done) < 2 * c:
-        return inconclusive("F3", f"{len(done)} completions while all {c} clients were backlogged, need "
-                                  f"{2 * c}",
-                            len(done))
-    share = backlogged_share(events, window, plan.slots)
-    if share < BACKLOG_SHARE_MIN:
+    series, shares, done_all = [], [], []
+    for rep in sorted({e.repetition for e in events}):
+        mine = [e for e in events if e.repetition == rep]
+        window = backlog_window(mine)
+        # measured requests only: a warmup ending inside the window would credit only the clients
+        # whose warmup happened to end late (each client has exactly one)
+        done = [e for e in mine if window and e.phase == "measured" and window[0] <= e.end_ns <= window[1]]
+        if window is None or len(done) < 2 * c:
+            continue
+        shares.append(backlogged_share(mine, window, plan.slots))
+        done_all.append(done)
+    completions = sum(len(d) for d in done_all)
+    if not done_all:
+        return inconclusive("F3", f"no round had {2 * c} completions while all {c} clients were backlogged",
+                            len(events))
+    if min(shares) < BACKLOG_SHARE_MIN:
         return inconclusive("F3", f"more requests than the {plan.slots} slots were in flight for only "
-                            f"{100 * share:.1f} % of the window (need {100 * BACKLOG_SHARE_MIN:.0f} %): "
-                            f"the clients did not keep the server backlogged", len(done))
-    costliest = max(e.prompt_tokens + 2 * e.output_tokens for e in done)
-    gaps = service_gap(done, c, window[0])
-    max_gap = max(g for _, g in gaps)
-    growth = _slope(gaps) * (window[1] - window[0]) / 1e9
-    ok = max_gap <= cfg.f3_diff_costliest * costliest and growth <= cfg.f3_trend_costliest * costliest
-    return _v("F3", "pass" if ok else "fail", samples=len(done),
-              measured={"max_service_gap_tokens": max_gap, "fitted_growth_tokens": growth,
-                        "backlogged_share": share},
-              bounds={"max_service_gap_tokens": cfg.f3_diff_costliest * costliest,
-                      "fitted_growth_tokens": cfg.f3_trend_costliest * costliest},
-              derivation=(f"{c} closed-loop clients on {plan.slots} slots; service = Σ(prompt + 2·output) "
-                          "per client over the measured requests ending in the window; bounds "
-                          f"{cfg.f3_diff_costliest:g}× and {cfg.f3_trend_costliest:g}× the costliest "
-                          f"request ({costliest} weighted "
-                          f"tokens); more requests than slots in flight for {100 * share:.0f} % of the "
-                          "window"))
+                            f"{100 * min(shares):.1f} % of a round's window (need "
+                            f"{100 * BACKLOG_SHARE_MIN:.0f} %): the clients did not keep the server "
+                            "backlogged",
+                            completions)
+    costliest = max(e.prompt_tokens + 2 * e.output_tokens for d in done_all for e in d)
+    series = [gap_series(d, c, costliest) for d in done_all]
+    level = decision_level(cfg.looks("F3"))
+    q = cfg.f3_gap_quantile
+    (gap, gap_ci), (drift, drift_ci) = gap_statistics(series, c, q, level)
+    method = f"moving-block bootstrap over completions ({BOOTSTRAP_RESAMPLES} resamples, blocks of {c})"
+    stats = [statistic(f"service_gap_p{100 * q:g}_costliest", gap, gap_ci, cfg.f3_diff_costliest,
+                       level=level, n=completions, method=method),
+             statistic("gap_drift_costliest_per_cycle", drift, drift_ci, cfg.f3_trend_costliest,
+                       level=level, n=completions, method=method + " of the fit's residuals")]
+    return judged("F3", stats, samples=completions, rounds=rounds_of(events), rounds_max=cfg.rounds("F3")[1],
+                  measured={"max_service_gap_costliest": max(max(g) for g in series),
+                            "backlogged_share": min(shares)},
+                  derivation=(f"{c} closed-loop clients on {plan.slots} slots, {len(series)} round(s); gap = "
+                              "max − min over clients of Σ(prompt + 2·output) of their measured requests "
+                              f"ended in the window, after each completion, in costliest requests "
+                              f"({costliest} weighted tokens); drift = its OLS slope per client cycle ({c} "
+                              "completions) within each round; more requests than slots in flight for "
+                              f"{100 * min(shares):.0f} % of the window"))

@@ -12,13 +12,10 @@ from typing import TypeVar
 
 from satbench.metrics.latency import first_token_ns, ttft_ms
 from satbench.records.events import RequestEvent
-from satbench.workload.fairness_plan import EDGE_MS, MIN_SHARED_MS
 
 RESOLUTION_MS = 1.0  # what a Python client on a busy host resolves (benchmarks/harness_overhead.py)
 SOLO_SPREAD_MAX = 1.5  # lone references further apart than this (max ÷ min) say the host was unsteady
 MIN_SHARED_TOKENS = 20  # F1: an interval side by side counts when one of the two got this many tokens
-# F1 judges when this share of the window's requests, and every stream, could be compared
-F1_COVERAGE_MIN = 0.75
 BACKLOG_SHARE_MIN = 0.8  # F3: more clients in flight than slots for at least this share of its window
 # (a closed loop's clients re-send within ~1 ms, yet completions come in bursts: 87 % on an idle host
 # with 15 ms requests; a client that lagged 100 ms on a 300 ms window still fails it)
@@ -114,45 +111,9 @@ def prefilling_when_sent(first: RequestEvent, second: RequestEvent) -> bool:
     return t is not None and second.sent_ns < t
 
 
-
 def tokens_between(e: RequestEvent, start_ns: int, end_ns: int) -> int:
     """Tokens of `e` whose chunk arrived in (start_ns, end_ns]."""
     return sum(n for t, n in e.chunks if start_ns < t <= end_ns)
-
-
-def shared_token_ratios(judged: Sequence[RequestEvent],
-                        pool: Sequence[RequestEvent]) -> list[tuple[RequestEvent, float]]:
-    """(request, its share of the tokens while it decoded side by side with others) for each
-    judged request that could be compared: (Σ_j n_i(I_ij) + 1) ÷ (Σ_j n_j(I_ij) + 1), over the
-    requests j of `pool` whose decode overlaps its own on an interval I_ij that, less EDGE_MS at
-    each end, lasts at least MIN_SHARED_MS and in which one of the two got MIN_SHARED_TOKENS.
-
-    A batching server gives every running sequence one token per iteration, so on a fair server the
-    counts match whatever the iteration costs: a loaded host, or a batch that narrows as streams
-    drift apart, slows both alike. A stream served at half rate gets half the tokens of the one
-    beside it, a starved one none (the +1 keeps that finite). The trimmed edges are where a client
-    that read one stream late would have bunched its chunks. (The server's timings cannot say this:
-    they are durations, not when.)"""
-    spans = {id(e): (t, e.end_ns) for e in pool if (t := first_token_ns(e)) is not None and e.end_ns > t}
-    edge = int(EDGE_MS * 1e6)
-    out = []
-    for e in judged:
-        if id(e) not in spans:
-            continue
-        mine = theirs = compared = 0
-        for other in pool:
-            if other is e or id(other) not in spans:
-                continue
-            a = max(spans[id(e)][0], spans[id(other)][0]) + edge
-            b = min(spans[id(e)][1], spans[id(other)][1]) - edge
-            if (b - a) / 1e6 < MIN_SHARED_MS:
-                continue
-            n_me, n_other = tokens_between(e, a, b), tokens_between(other, a, b)
-            if max(n_me, n_other) >= MIN_SHARED_TOKENS:
-                mine, theirs, compared = mine + n_me, theirs + n_other, compared + 1
-        if compared:
-            out.append((e, (mine + 1) / (theirs + 1)))
-    return out
 
 
 def backlog_window(events: Sequence[RequestEvent]) -> tuple[int, int] | None:

@@ -34,7 +34,9 @@ from satbench.server.memlog import LOG_VERBOSITY
 MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far below this
 RESULTS_SCHEMA_VERSION = "3.6"
 # 3.6: lanes[].model (and provenance's) architecture, name, parameter_count, file_type, context_length,
-#      expert_count, expert_used_count, from run.json 2.10 (null for a url lane, or a run before it).
+#      expert_count, expert_used_count, from run.json 2.10 (null for a url lane, or a run before it);
+#      lanes[].fairness are verdicts 2.0 (statistics with CIs, marginal, rounds); definitions
+#      fairness_decision, f1_service_ratio, f1_ttft, f2_slowdown, f3_gap, s1_stall, s2_delay, s3_wait.
 # 3.5: lanes[].rates (the open-loop rates: goodput, latency from arrival) and config lanes[].rates,
 #      max_concurrency.
 # 3.4: lanes[].server_params.extra_args (more llama-server flags the lane's server ran with).
@@ -134,14 +136,31 @@ DEFINITIONS = {
                              "/slots (or requests_processing) readings, or one reading stands for more than "
                              "25% of the window",
     "fairness_evidence": "a verdict needs its situation: F2 rounds whose N requests were in flight at once; "
-                         "F3 more requests than slots in flight for >= 80% of its window; S3 pairs whose "
-                         "second prompt came before the first's first token; no client TTFT more than 1 ms "
-                         "below the server's prompt_ms (a late send stamp); solo references within 1.5x of "
-                         "each other",
-    "f1_decode_rate": "per request: (its tokens + 1) / (its neighbours' tokens + 1) over the intervals in "
-                      "which they decoded side by side (>= 250 ms after trimming 50 ms at each end, >= 20 "
-                      "tokens); max/min and Jain over the requests so compared, judged only when they are "
-                      ">= 75% of the window's and cover every stream",
+                         "F3 more requests than slots in flight for >= 80% of each round's window; S3 pairs "
+                         "whose second prompt came before the first's first token; no client TTFT more than "
+                         "1 ms below the server's prompt_ms (a late send stamp); solo references within 1.5x "
+                         "of each other; F1 every pair of streams compared",
+    "fairness_decision": "each statistic's CI at level 1 - 0.05 / L, L the looks its check's rounds allow "
+                         "(after the base rounds and after each top-up: Bonferroni); pass when the CI's "
+                         "upper end <= bound, fail when its lower end > bound, else marginal; a check fails"
+                         " when any statistic fails, passes when all pass; the runner adds a round while it"
+                         " is marginal, up to the cap",
+    "f1_service_ratio": "per pair of streams (i, j): r = (sum of i's tokens + 1) / (sum of j's + 1) over "
+                        "the intervals they decoded side by side (>= 250 ms after trimming 50 ms at each "
+                        "end, >= 20 tokens); max over pairs of max(r, 1/r); CI: percentile bootstrap of 250"
+                        " ms blocks within each pair",
+    "f1_ttft": "the f1_ttft_quantile quantile of the TTFTs of every F1 request, CI from order statistics, "
+               "against sum(prompt) / prefill rate + f1_ttft_iterations iterations + RTT jitter",
+    "f2_slowdown": "per round: max over sizes of E2E together / median E2E alone; mean over rounds with a "
+                   "Student-t CI",
+    "f3_gap": "after each completion in a round's window: max - min over clients of the weighted service "
+              "(prompt + 2 output tokens), in costliest requests; its f3_gap_quantile quantile and its OLS "
+              "drift per client cycle within rounds; CIs: moving-block bootstrap (blocks of one cycle)",
+    "s1_stall": "per injection: the decoders' max ITL during its prefill, and its prefill / the solo "
+                "prefill; means over injections with Student-t CIs",
+    "s2_delay": "probe TTFT - solo TTFT for probes sent while every decoder of their round was mid-stream; "
+                "median with a percentile-bootstrap CI",
+    "s3_wait": "per pair: second's TTFT - first's TTFT - solo prefill; mean over pairs with a Student-t CI",
     "memory": f"lanes[].memory: cache = KV + state buffers llama.cpp printed at start (a probe start "
               f"at log verbosity {LOG_VERBOSITY}), per slot = cache / n_seq_max; slots_fit = slots + min "
               f"over the pools holding cache of floor((memory left - {MARGIN_TEXT}) / its cache per slot), "
@@ -246,7 +265,12 @@ def write_results(run_dir: Path, results: ResultsFile) -> Path:
 
 
 # 1.1: S2 holds every probe to the bound (probes_over_bound), S3 complete pairs only
-VERDICTS_SCHEMA_VERSION = "1.3"
+VERDICTS_SCHEMA_VERSION = "2.0"
+# 2.0: each verdict carries statistics (estimate, CI at the Bonferroni level of its looks, bound,
+#      decision), rounds and rounds_max, and may be marginal (a CI straddling its bound after the
+#      top-ups); bounds is gone (each statistic has its own), measured holds figures reported only. F1
+#      pools tokens per pair of streams, F2, S1 and S3 are means over rounds, S2 the median of probes,
+#      F3 the gap's quantile and its drift per client cycle; F2's alone runs must be steady.
 # 1.3: F1 is inconclusive when every TTFT over its bound was the server's own slow prefill, not a wait
 #      (its timings); F2's derivation names the sizes as sent.
 # 1.2: a check whose workload did not create its situation, or whose client stamped its sends late,

@@ -1,10 +1,12 @@
 """The verdict model and the pieces the six checks share (DESIGN.md §6).
 
-A `Verdict` carries the measured value, the bound and how the bound was derived from this lane's
-own measurements: prefill rate at N = 1 and decode iteration time (`Calibration`). `inconclusive`
-(with its reason) replaces a silent pass whenever the evidence is missing or tainted. The checks
-themselves live in analysis/fairness_checks (F1-F3) and analysis/starvation_checks (S1-S3);
-analysis/checks runs the lane's chosen ones.
+A `Verdict` carries its statistics (each an estimate with its CI, its bound and its decision:
+analysis/intervals), the rounds it took, and how the bounds were derived from this lane's own
+measurements: prefill rate at N = 1 and decode iteration time (`Calibration`). A check fails when
+any statistic fails, passes when all pass, and is otherwise marginal; `inconclusive` (with its
+reason) replaces a verdict whenever the evidence is missing or tainted. The checks themselves live
+in analysis/fairness_checks (F1-F3) and analysis/starvation_checks (S1-S3); analysis/checks runs
+the lane's chosen ones.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from satbench.analysis.intervals import Statistic
 from satbench.config.schema import CheckName, Strict
 from satbench.metrics.latency import first_token_ns, ttft_ms
 from satbench.metrics.throughput import counted_prompt_tokens
@@ -25,18 +28,24 @@ MS = 1e6
 NO_TRUSTED = "cannot be timed, leaving no reference or no measured request"
 
 
-VerdictKind = Literal["pass", "fail", "inconclusive"]
+VerdictKind = Literal["pass", "fail", "marginal", "inconclusive"]
 
 
 class Verdict(Strict):
     check: CheckName
     name: str
-    verdict: VerdictKind
-    measured: dict[str, float | None] = Field(default_factory=dict)
-    bounds: dict[str, float | None] = Field(default_factory=dict)
+    verdict: VerdictKind = Field(description="fail: a statistic's CI lies beyond its bound; pass: every "
+                                 "CI lies within; marginal: a CI still straddles its bound at the cap "
+                                 "(it does not bind the recommendation); inconclusive: the evidence is "
+                                 "missing or tainted (reason)")
+    statistics: list[Statistic] = Field(default_factory=list, description="what decides, each with its CI")
+    measured: dict[str, float | None] = Field(default_factory=dict, description="further figures, "
+                                              "reported only")
     derivation: str = ""
     reason: str | None = None
     samples: int = 0
+    rounds: int = Field(0, description="rounds run: the base rounds and the top-ups")
+    rounds_max: int = Field(0, description="the cap on rounds")
     concurrency: int | None = Field(None, description="requests in flight while the check ran")
 
 
@@ -51,6 +60,18 @@ def make_verdict(check: CheckName, verdict: VerdictKind, **kw: Any) -> Verdict:
 
 def inconclusive(check: CheckName, reason: str, samples: int = 0) -> Verdict:
     return make_verdict(check, "inconclusive", reason=reason, samples=samples)
+
+
+def judged(check: CheckName, statistics: list[Statistic], **kw: Any) -> Verdict:
+    """The verdict of a check's statistics: fail when any fails, pass when all pass, else marginal."""
+    kinds = {s.decision for s in statistics}
+    kind: VerdictKind = "fail" if "fail" in kinds else "pass" if kinds == {"pass"} else "marginal"
+    return make_verdict(check, kind, statistics=statistics, **kw)
+
+
+def rounds_of(events: Sequence[RequestEvent]) -> int:
+    """How many rounds (distinct repetitions) the events span."""
+    return len({e.repetition for e in events})
 
 
 def request_errors(events: Sequence[RequestEvent]) -> str | None:

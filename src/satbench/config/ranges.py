@@ -144,5 +144,7 @@ Iterations = Annotated[float, FloatRange(0.0, MAX_FACTOR, lo_open=False)]  # dec
 InjectedBatches = Annotated[float, FloatRange(1.5, MAX_FACTOR, lo_open=False)]  # S1: × n_batch tokens
 CheckStreams = Annotated[int, IntRange(2, MAX_SLOTS)]  # F1: concurrent streams compared
 Probes = Annotated[int, IntRange(1, MAX_CHECK_REQUESTS)]  # S2: probe requests
+Rounds = Annotated[int, IntRange(1, MAX_REPETITIONS)]  # a fairness check's rounds (base or cap)
+Quantile = Annotated[float, FloatRange(0.5, 0.99, lo_open=False)]  # a fairness statistic's quantile
 RequestsPerStream = Annotated[int, IntRange(1, MAX_CHECK_REQUESTS)]  # adaptive: per stream and repetition
 Retries = Annotated[int, IntRange(0, MAX_REPETITIONS)]

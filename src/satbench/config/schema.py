@@ -3,8 +3,8 @@
 Everything the CLI or a lane file says ends up in one `RunConfig` (a list of `LaneConfig`),
 which is written into `run.json` so that a run directory says exactly how it was produced.
 Each field's type, range and default are written here only (the range types of its numbers in
-config/ranges); the flag and the lane-file key that set a lane's field are named in one table,
-cli/lanekeys.py (LANE_KEYS).
+config/ranges, the fairness checks' fields in config/fairness); the flag and the lane-file key that
+set a lane's field are named in one table, cli/lanekeys.py (LANE_KEYS).
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from pydantic import (
     model_validator,
 )
 
+from satbench.config.fairness import CHECK_NAMES as CHECK_NAMES
+from satbench.config.fairness import CheckName as CheckName
+from satbench.config.fairness import FairnessConfig as FairnessConfig
 from satbench.config.limits import MAX_SERVER_ARG_CHARS, MAX_SERVER_ARGS
 from satbench.config.ranges import (
     MAX_LANES,
@@ -28,21 +31,14 @@ from satbench.config.ranges import (
     MAX_LEVELS_PER_LANE,
     MAX_REQUESTS_PER_LEVEL,
     BatchTokens,
-    CheckRequests,
-    CheckStreams,
     CtxTokens,
-    Factor,
     Flag,
     Fraction,
     GpuLayers,
-    InjectedBatches,
-    Iterations,
     Level,
     Milliseconds,
     Port,
-    Probes,
     RateRps,
-    Ratio,
     Repetitions,
     RequestsPerLevel,
     RequestsPerStream,
@@ -151,48 +147,6 @@ class SloConfig(Strict):
     p95_ttft_ms: Milliseconds
     p95_tpot_ms: Milliseconds
     p95_e2e_ms: Milliseconds | None = Field(None, description="optional end-to-end latency target")
-
-
-CheckName = Literal["F1", "F2", "F3", "S1", "S2", "S3"]  # the fairness (F) and starvation (S) checks
-CHECK_NAMES: tuple[CheckName, ...] = ("F1", "F2", "F3", "S1", "S2", "S3")
-
-
-class FairnessConfig(Strict):
-    """Workload sizes and thresholds of the fairness and starvation checks (DESIGN.md §6).
-
-    Every bound is derived from the lane's own measurements (prefill rate at N = 1, decode
-    iteration time); these numbers only scale them. Override any of them per lane in the lane
-    file under [lanes.fairness].
-    """
-
-    checks: list[CheckName] = Field(
-        default_factory=lambda: list(CHECK_NAMES), min_length=1,
-        description="which checks to run (all six by default)")
-    f1_streams: CheckStreams | None = Field(None, description="F1 concurrency (default min(slots, 4))")
-    f1_requests_per_stream: CheckRequests = 6
-    f1_max_min_ratio: Ratio = Field(1.10, description="max/min per-request decode rate")
-    f1_jain_min: Fraction = 0.99
-    f1_ttft_iterations: Iterations = Field(
-        2.0, description="iterations added to Σprompt ÷ prefill rate")
-    f2_slowdown_factor: Factor = Field(1.1, description="bound = factor × N")
-    f2_repetitions: Repetitions = 3
-    f3_extra_clients: Slots | None = Field(None, description="clients beyond the slots "
-                                           "(default max(2, slots/2))")
-    f3_requests_per_client: CheckRequests = 6
-    f3_diff_costliest: Factor = Field(2.0, description="max service gap, in costliest requests")
-    f3_trend_costliest: Factor = Field(1.0, description="max fitted growth of the gap over the window")
-    s1_prompt_batches: InjectedBatches = Field(
-        3.0, description="injected prompt = this × n_batch tokens")
-    s1_decoders: Slots | None = Field(None, description="decoding streams (default min(slots - 1, 3))")
-    s1_batch_factor: Factor = Field(1.5, description="max ITL ≤ factor × n_batch ÷ prefill rate "
-                                                     "+ baseline")
-    s1_prefill_factor: Ratio = Field(1.25, description="injected prefill ≤ factor × its solo time")
-    s1_stall_factor: Ratio = Field(3.0, description="a stall is an ITL > factor × baseline median")
-    s2_iterations: Factor = 2.0
-    s2_probes: Probes = 5
-    s3_iterations: Factor = 2.0
-    s3_prompt_batches: Factor = Field(1.0, description="each prompt = this × n_batch tokens")
-    s3_repetitions: Repetitions = 2
 
 
 LANE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"

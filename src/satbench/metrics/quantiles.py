@@ -91,3 +91,37 @@ def t_quantile_975(df: int) -> float:
     from scipy.special import stdtrit  # beyond any run's repetitions (its import is dear)
 
     return float(stdtrit(df, 0.975))
+
+
+def t_two_sided_quantile(df: int, level: float) -> float:
+    """The t with P(|T| <= t) = `level` for Student's t with `df` >= 1 degrees of freedom (the
+    (1 + level) / 2 quantile), 0 < level < 1. P(|T| <= t) is the closed form for an integer df
+    (θ = atan(t / √df); odd df: (2/π)(θ + sinθ cosθ Σ_k a_k cos^(2k)θ), a_0 = 1,
+    a_k = a_(k−1)·2k/(2k+1), k < (df−1)/2; even df: sinθ Σ_k b_k cos^(2k)θ, b_0 = 1,
+    b_k = b_(k−1)(2k−1)/(2k), k < df/2), inverted by bisection to double precision."""
+    if not (0.0 < level < 1.0 and df >= 1):
+        raise ValueError(f"t_two_sided_quantile needs df >= 1 and 0 < level < 1, got {df}, {level}")
+
+    def inside(t: float) -> float:
+        theta = math.atan(t / math.sqrt(df))
+        c2, s = math.cos(theta) ** 2, math.sin(theta)
+        term, total = 1.0, 1.0
+        if df % 2:
+            for k in range(1, (df - 1) // 2):
+                term *= c2 * 2 * k / (2 * k + 1)
+                total += term
+            return (2 / math.pi) * (theta + (s * math.cos(theta) * total if df > 1 else 0.0))
+        for k in range(1, df // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        return s * total
+
+    lo, hi = 0.0, 1.0
+    while inside(hi) < level:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
+        lo, hi = (mid, hi) if inside(mid) < level else (lo, mid)
+    return hi

@@ -115,6 +115,7 @@ figcaption { font-size: 13px; color: #444; max-width: 1100px; }
 .verdict-fail { color: #b00020; font-weight: bold; }
 .verdict-pass { color: #1b7f1b; }
 .verdict-inconclusive { color: #9a6a00; }
+.verdict-marginal { color: #8a2be2; }
 """
 
 
@@ -126,7 +127,8 @@ _NUMERIC = re.compile(r"^(n/a|[-\d.,±×*/ \[\]–?%])+$")
 
 
 def _cell(text: str) -> str:
-    cls = {"pass": "verdict-pass", "fail": "verdict-fail", "inconclusive": "verdict-inconclusive"}.get(text)
+    cls = {"pass": "verdict-pass", "fail": "verdict-fail", "inconclusive": "verdict-inconclusive",
+           "marginal": "verdict-marginal"}.get(text)
     if cls is None and _NUMERIC.match(text):
         cls = "num"
     return f'<td class="{cls}">{_inline(text)}</td>' if cls else f"<td>{_inline(text)}</td>"

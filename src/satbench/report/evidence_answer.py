@@ -17,17 +17,19 @@ from satbench.report.table import binding_cell, doubts, recommended_cell, status
 from satbench.saturation.recommendations_file import LaneRecommendation, RecommendationsFile
 
 ANSWER_HEADERS = ("lane", "recommended concurrency", "binding", "fairness and starvation")
-_NAMED = (("fail", "failed"), ("inconclusive", "inconclusive"))
+_NAMED = (("fail", "failed"), ("marginal", "marginal (does not bind)"), ("inconclusive", "inconclusive"))
 
 
 def verdict_summary(lane: LaneResult) -> str:
-    """The lane's fairness and starvation checks counted by verdict, the failed and the inconclusive
-    ones named with the requests in flight while they ran; "not run" without --with-fairness."""
+    """The lane's fairness and starvation checks counted by verdict, the failed, marginal and
+    inconclusive ones named with the requests in flight while they ran; "not run" without --with-fairness."""
     if not lane.fairness:
         return "not run (--with-fairness runs them)"
-    count = {kind: sum(v.verdict == kind for v in lane.fairness) for kind in ("pass", "fail", "inconclusive")}
+    count = {kind: sum(v.verdict == kind for v in lane.fairness)
+             for kind in ("pass", "fail", "marginal", "inconclusive")}
     text = (f"{len(lane.fairness)} checks: {count['pass']} pass, {count['fail']} fail, "
-            f"{count['inconclusive']} inconclusive")
+            + (f"{count['marginal']} marginal, " if count["marginal"] else "")
+            + f"{count['inconclusive']} inconclusive")
     for kind, label in _NAMED:
         named = [f"{v.check} {v.name}" + (f" at {v.concurrency} in flight" if v.concurrency else "")
                  for v in lane.fairness if v.verdict == kind]

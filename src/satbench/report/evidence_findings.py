@@ -21,6 +21,7 @@ from satbench.report.table import (
     LEVEL_LEGEND,
     RECOMMENDATION_HEADERS,
     VERDICT_HEADERS,
+    VERDICT_LEGEND,
     doubts,
     interference_row,
     lane_title,
@@ -76,7 +77,8 @@ def lane_section(lane: LaneResult, plots: Sequence[PlotFile]) -> list[Block]:
                                          "interval arithmetic)"))
     if lane.fairness:
         blocks.append(Heading(level=3, text=f"Fairness and starvation ({lane.lane})"))
-        blocks.append(TableBlock(headers=list(VERDICT_HEADERS), rows=[verdict_row(v) for v in lane.fairness]))
+        blocks.append(TableBlock(headers=list(VERDICT_HEADERS), rows=[verdict_row(v) for v in lane.fairness],
+                                 caption=VERDICT_LEGEND))
     blocks += _plots_for(plots, lane.lane)
     return blocks
 

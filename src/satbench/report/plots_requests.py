@@ -137,7 +137,7 @@ def timeline_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn | N
 
 def starvation_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn | None:
     s1 = [e for e in events if e.lane == lane.lane and e.scenario == "fairness" and e.check == "S1"
-          and e.phase != "warmup"]
+          and e.phase != "warmup" and e.repetition == 1]  # the first injection (the verdict has them all)
     dec = sorted((e for e in s1 if e.role == "decoder"), key=lambda e: (e.sent_ns, e.stream))
     if not dec:
         return None
@@ -159,7 +159,8 @@ def starvation_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn |
         ax.axvspan((inj.sent_ns - t0) / NS_PER_S, (end - t0) / NS_PER_S, color="tab:orange", alpha=0.2,
                    label=f"injected prefill ({inj.prompt_tokens}-token prompt)")
     verdict = next((v for v in lane.fairness if v.check == "S1"), None)
-    bound = verdict.bounds.get("max_itl_ms") if verdict else None
+    stat = next((s for s in verdict.statistics if s.name == "max_itl_ms"), None) if verdict else None
+    bound = stat.bound if stat else None
     if bound:
         ax.axhline(bound, color="tab:red", linestyle=":", label=f"S1 bound on max ITL ({bound:.0f} ms)")
     ax.set_yscale("log")
@@ -169,11 +170,12 @@ def starvation_plot(lane: LaneResult, events: Sequence[RequestEvent]) -> Drawn |
     ax.legend(loc="best")
     title = lane_title(lane, "S1 decoders during a long prefill")
     ax.set_title(title)
-    cap = (f"Each point is one gap between tokens of a decoder ({len(dec)} decoders), plotted at the later "
+    cap = (f"The first injection. Each point is one gap between tokens of a decoder ({len(dec)} decoders), "
+           "plotted at the later "
            f"token's arrival; log scale. Shaded: the injected long prompt from sent to its first token. "
            f"Points high inside the shaded span are decoders stalled behind the prefill.")
     if verdict is not None:
         cap += f" S1 verdict: {verdict.verdict}"
-        mx = verdict.measured.get("max_itl_ms")
-        cap += f" (max ITL {mx:.0f} ms, bound {bound:.0f} ms)." if mx is not None and bound else "."
+        cap += (f" (max ITL {stat.estimate:.0f} ms, mean over {stat.n} injection(s), bound "
+                f"{stat.bound:.0f} ms)." if stat else ".")
     return fig, title, cap

@@ -9,7 +9,9 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
+from satbench.analysis.intervals import Statistic
 from satbench.analysis.results import LaneResult, ResultsFile
+from satbench.analysis.verdicts import Verdict
 from satbench.metrics.level_result import LevelResult
 from satbench.metrics.slot_memory import size_text
 from satbench.metrics.stats import Distribution, Estimate, Interval
@@ -61,7 +63,12 @@ LEVEL_LEGEND = ("latencies in ms; ± = half the 95% CI over repetitions, [low–
                 "slots t/d/c = busy slots time-weighted / decode-weighted / client in-flight; "
                 "queue = TTFT − prompt_ms − RTT (an estimate: llama.cpp stamps no queue time)")
 INTERFERENCE_HEADERS = ("N", "out tok/s ratio", "p95 TTFT ratio", "p95 ITL ratio")
-VERDICT_HEADERS = ("check", "verdict", "measured", "bound", "how the bound was derived / why inconclusive")
+VERDICT_HEADERS = ("check", "verdict", "estimate [CI] ≤ bound", "rounds", "how the bound was derived / why "
+                   "inconclusive")
+VERDICT_LEGEND = ("pass: every statistic's CI lies at or below its bound; fail: one CI lies above it; "
+                  "marginal: a CI still straddles its bound after the check's top-up rounds (it does not "
+                  "bind the recommendation); the CI's level is 1 − 5 % ÷ the looks its rounds allow "
+                  "(Bonferroni), given under rounds; ∞: too few samples to bound that end")
 RECOMMENDATION_HEADERS = ("lane", "recommended", "binding", "knee", "max under SLO", "slots", "out tok/s at "
                                                                                               "rec",
                           "p95 TTFT / TPOT ms [95% CI]", "USL peak N*")
@@ -204,24 +211,36 @@ def _decimals_needed(bound: float | None, extra: int) -> int:
 
 
 def verdict_table(lane: LaneResult) -> Table:
-    t = Table(title=f"lane {lane.lane}: fairness and starvation", title_justify="left")
+    t = Table(title=f"lane {lane.lane}: fairness and starvation", title_justify="left",
+              caption=VERDICT_LEGEND, caption_justify="left")
     for col in VERDICT_HEADERS:
         t.add_column(col, justify="left", overflow="fold")
     for v in lane.fairness:
         row = verdict_row(v)
-        colour = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}[v.verdict]
+        colour = {"pass": "green", "fail": "bold red", "marginal": "magenta",
+                  "inconclusive": "yellow"}[v.verdict]
         row[1] = f"[{colour}]{v.verdict}[/]"
         t.add_row(*row)
     return t
 
 
-def verdict_row(v) -> list[str]:
-    apart = {k: _fmt_apart(v.measured.get(k), b) for k, b in v.bounds.items()}
-    measured = ", ".join(f"{k} {apart[k][0] if k in apart else _fmt(x)}" for k, x in v.measured.items()
-                         if k in v.bounds or k in ("stalls", "p99_itl_ms"))
-    bounds = ", ".join(f"{k} {'≥' if k == 'jain_index' else '≤'} {apart[k][1]}" for k in v.bounds)
-    return [f"{v.check} {v.name}", v.verdict, measured or "-", bounds or "-",
-            (v.reason if v.verdict == "inconclusive" else v.derivation) or "-"]
+def statistic_cell(s: Statistic, decided: bool = False) -> str:
+    """"name estimate [low, high] ≤ bound", digits enough to tell each figure from the bound; the
+    statistic's own decision after it when `decided` (a check with several)."""
+    def apart(x: float | None, end: str) -> str:
+        return end if x is None else _fmt_apart(x, s.bound)[0]
+    cell = (f"{s.name} {apart(s.estimate, '')} [{apart(s.ci_low, '−∞')}, {apart(s.ci_high, '∞')}] ≤ "
+            f"{_fmt_apart(s.estimate, s.bound)[1]}")
+    return cell + (f" ({s.decision})" if decided else "")
+
+
+def verdict_row(v: Verdict) -> list[str]:
+    stats = "; ".join(statistic_cell(s, len(v.statistics) > 1) for s in v.statistics)
+    level = f" (CI {100 * v.statistics[0].ci_level:.4g} %)" if v.statistics else ""
+    rounds = f"{v.rounds} of ≤ {v.rounds_max}{level}" if v.rounds_max else "-"
+    also = ", ".join(f"{k} {_fmt(x)}" for k, x in v.measured.items())
+    why = (v.reason if v.verdict == "inconclusive" else v.derivation) or "-"
+    return [f"{v.check} {v.name}", v.verdict, stats or "-", rounds, why + (f"; also {also}" if also else "")]
 
 
 def status_line(results: ResultsFile, run_dir: Path | str | None = None) -> str | None:
@@ -310,7 +329,8 @@ def _knee_cell(r) -> str:
 
 def doubts(r) -> list[str]:
     """What makes a lane's recommendation doubtful or undecided: undetermined, a curve that is not
-    concave (or has a step the repetitions cannot classify), contended, its confidence."""
+    concave (or has a step the repetitions cannot classify), contended, its confidence, fairness
+    checks left marginal."""
     out = []
     if r.undetermined is not None:
         out.append(f"UNDETERMINED — {r.undetermined}")
@@ -321,6 +341,7 @@ def doubts(r) -> list[str]:
                    "took CPU; the capability report refuses it unless --accept-contended")
     if r.confidence is not None:
         out.append(f"confidence — {r.confidence.statement}")
+    out += [f"MARGINAL fairness (does not bind) — {line}" for line in r.fairness_marginal]
     return out
 
 

@@ -1,8 +1,14 @@
 """The workloads of the six checks, on one lane's server; every request becomes a raw event
-(scenario "fairness", tagged with its check and role), so the verdicts can be recomputed.
+(scenario "fairness", tagged with its check, role and round as `repetition`), so the verdicts can be
+recomputed.
 
 Each check measures its own references (a request alone, the decoders before an injection),
-so its bound comes from this lane on this machine, not from a constant.
+so its bound comes from this lane on this machine, not from a constant. Each runs its base rounds,
+then one more round at a time while its verdict, computed from the events so far by the function
+`analyze` uses (analysis/checks.check_verdict), is marginal, up to its cap (FairnessConfig.rounds).
+The calibration sizes what depends on the lane's speed: F1's output (F1_DECODE_TARGET_MS of decode
+alone) and S3's prompts (`s3_prefill_ms` of prefill alone); the verdicts read the sizes from the
+events.
 """
 
 from __future__ import annotations
@@ -11,8 +17,11 @@ import asyncio
 import math
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 
-from satbench.config.schema import WorkloadConfig
+from satbench.analysis.checks import check_verdict
+from satbench.analysis.verdicts import calibrate
+from satbench.config.schema import CheckName, WorkloadConfig
 from satbench.errors import LevelFailedError, SatbenchError
 from satbench.http.client import CompletionRequest, StreamOutcome
 from satbench.http.errors import NETWORK_ERRORS
@@ -21,28 +30,50 @@ from satbench.load.loadgen import LevelPlan, run_level, run_recorded, to_event
 from satbench.records.events import JsonlWriter, RequestEvent, itl_ms
 from satbench.run.lane_session import LaneSession, Progress
 from satbench.workload.builder import WorkloadBuilder
-from satbench.workload.fairness_plan import F1_DECODE_TARGET_MS, FairnessPlan, request_count
+from satbench.workload.fairness_plan import (
+    CAL_PREFILLS,
+    F1_DECODE_TARGET_MS,
+    REFERENCES,
+    S1_REFERENCES,
+    FairnessPlan,
+    check_requests,
+    in_flight,
+    request_count,
+    s3_prompt_tokens,
+)
 
 WATCH_TOKENS = 8  # decoders are "steady" once each has this many tokens
 PAIR_GAP_S = 0.010  # S3: the second prompt follows the first by 10 ms
 F1_OUTPUT_MAX = 1024  # F1's requests stay this short however fast the server decodes
 
 
-def in_flight(plan: FairnessPlan, check: str) -> int:
-    """The most requests a check has in flight at once (what a server that fell over was asked)."""
-    return {"F1": plan.f1_streams, "F2": len(plan.f2_sizes), "F3": plan.f3_clients,
-            "S1": plan.s1_decoders + 1, "S2": plan.s2_decoders + 1, "S3": 2}.get(check, 1)
+class _Kept:
+    """The run's events file, keeping a copy of the request events written (the verdicts so far)."""
+
+    def __init__(self, sink: JsonlWriter, kept: list[RequestEvent]) -> None:
+        self.sink, self.kept = sink, kept
+
+    def write(self, record) -> None:
+        self.sink.write(record)
+        if isinstance(record, RequestEvent):
+            self.kept.append(record)
+
+    def close(self) -> None:
+        self.sink.close()
 
 
 class FairnessRunner:
     def __init__(self, session: LaneSession, plan: FairnessPlan, sink: JsonlWriter, progress: Progress,
                  nonce: str) -> None:
-        self.s, self.plan, self.sink, self.progress = session, plan, sink, progress
+        self.s, self.plan, self.progress = session, plan, progress
+        self.events: list[RequestEvent] = []  # this session's fairness events, as written
+        self.sink = _Kept(sink, self.events)
         self.lane = session.lane.name
         self.nonce = nonce
         self.builder: WorkloadBuilder | None = None
         self.lone_e2e_s = 0.0
         self.lone_itl_ms: float | None = None
+        self.prefill_tok_per_s: float | None = None
         self.activity: StreamActivity | None = None  # the running check's requests (its watchdog's view)
         self._spawned: set[asyncio.Task] = set()
 
@@ -91,13 +122,28 @@ class FairnessRunner:
         self.progress.request_done(event)
         return event
 
+    async def _rounds(self, check: CheckName, one_round: Callable[[int], Awaitable[None]]) -> None:
+        """The check's base rounds, then one more at a time while its verdict on the events so far
+        is marginal, up to its cap."""
+        cfg = self.s.lane.fairness
+        base, cap = cfg.rounds(check)
+        for rep in range(1, base + 1):
+            await one_round(rep)
+        rep = base
+        while rep < cap and check_verdict(check, self.events, self.plan, cfg).verdict == "marginal":
+            rep += 1
+            await one_round(rep)
+        _, per_round = check_requests(self.plan, cfg).get(check, (0, 0))
+        self.progress.skip(per_round * (cap - rep))  # the top-ups a decided check did not need
+
     async def _closed_loop(self, check: str, streams: int, per_stream: int, prompt: int, output: int,
-                           stagger_s: float = 0.0) -> None:
+                           rep: int, stagger_s: float = 0.0) -> None:
         assert self.s.client is not None
-        warm = [await self._req(check, "warmup", i, prompt, output) for i in range(streams)]
-        meas = [await self._req(check, "measured", i, prompt, output) for i in range(streams * per_stream)]
-        self.progress.level(self.lane, f"fairness {check}", streams, 1)
-        await run_level(self.s.client, self._level_plan(check, streams, 1, warm, meas), self.sink,
+        warm = [await self._req(check, f"warmup{rep}-", i, prompt, output) for i in range(streams)]
+        meas = [await self._req(check, f"measured{rep}-", i, prompt, output)
+                for i in range(streams * per_stream)]
+        self.progress.level(self.lane, f"fairness {check}", streams, rep)
+        await run_level(self.s.client, self._level_plan(check, streams, rep, warm, meas), self.sink,
                         on_done=self.progress.request_done, activity=self.activity,
                         start_offsets_s=[i * stagger_s for i in range(streams)] if stagger_s else None)
 
@@ -109,19 +155,19 @@ class FairnessRunner:
                 return
             await asyncio.sleep(0.002)
 
-    async def _decoders(self, check: str, n: int,
-                        output: int) -> tuple[list[StreamOutcome], list[asyncio.Task]]:
+    async def _decoders(self, check: str, n: int, output: int,
+                        rep: int) -> tuple[list[StreamOutcome], list[asyncio.Task]]:
         outs = [StreamOutcome() for _ in range(n)]
-        reqs = [await self._req(check, "decoder", i, self.plan.prompt, output) for i in range(n)]
-        tasks = [self._spawn(self.send(check, "decoder", i, r, level=n, stream=i, out=o))
-                 for i, (r, o) in enumerate(zip(reqs, outs))]
+        reqs = [await self._req(check, f"decoder{rep}-", i, self.plan.prompt, output) for i in range(n)]
+        tasks = [self._spawn(self.send(check, "decoder", i, r, level=n, rep=rep, stream=i, out=o))
+                 for i, (r, o) in enumerate(zip(reqs, outs, strict=True))]
         return outs, tasks
 
     # -- the checks ------------------------------------------------------------------------
     async def calibration(self) -> None:
         p = self.plan
         self.progress.level(self.lane, "fairness calibration", 1, 1)
-        for i in range(3):
+        for i in range(CAL_PREFILLS):
             req = await self._req("CAL", "prefill", i, p.calibration_prompt, 2)
             await self.send("CAL", "prefill", i, req)
         req = await self._req("CAL", "decode", 0, p.prompt, p.calibration_output)
@@ -130,6 +176,7 @@ class FairnessRunner:
         self.lone_e2e_s = (e.end_ns - e.sent_ns) / 1e9 * p.output / p.calibration_output
         gaps = itl_ms(e)
         self.lone_itl_ms = statistics.median(gaps) if gaps else None
+        self.prefill_tok_per_s = calibrate([e for e in self.events if e.check == "CAL"]).prefill_tok_per_s
 
     def f1_output(self) -> int:
         """F1's output tokens: long enough that a request decodes F1_DECODE_TARGET_MS even alone
@@ -143,17 +190,19 @@ class FairnessRunner:
         return max(2, min(wanted, max(F1_OUTPUT_MAX, p.f1_output), room))
 
     async def f1(self) -> None:
-        if self.plan.f1_streams >= 2:
-            await self._closed_loop("F1", self.plan.f1_streams, self.s.lane.fairness.f1_requests_per_stream,
-                                    self.plan.prompt, self.f1_output())
+        n, output = self.plan.f1_streams, self.f1_output()
+        if n >= 2:
+            per_stream = self.s.lane.fairness.f1_requests_per_stream
+            await self._rounds("F1", lambda rep: self._closed_loop("F1", n, per_stream, self.plan.prompt,
+                                                                   output, rep))
 
     async def f2(self) -> None:
         sizes = self.plan.f2_sizes
         if len(sizes) < 2:
             return
         self.progress.level(self.lane, "fairness F2", len(sizes), 1)
-        reps = range(1, self.s.lane.fairness.f2_repetitions + 1)
-        tags = [f"alone{r}-" for r in range(3)] + [f"together{r}-" for r in reps]
+        _, cap = self.s.lane.fairness.rounds("F2")
+        tags = [f"alone{r}-" for r in range(REFERENCES)] + [f"together{r}-" for r in range(1, cap + 1)]
         built = {(tag, i): await self._req("F2", tag, i, *sizes[i])
                  for tag in tags for i in range(len(sizes))}
         # a prompt too short for its id grows to fit, by as much as the id is long: every request of a
@@ -163,39 +212,47 @@ class FairnessRunner:
         for (tag, i), r in built.items():
             if r.prompt_tokens < longest[i]:
                 built[tag, i] = await self._req("F2", tag, i, longest[i], sizes[i][1])
-        for rep in range(3):  # each size alone three times: its median is the reference
+        for rep in range(REFERENCES):  # each size alone: its median is the reference
             for i in range(len(sizes)):
                 await self.send("F2", "alone", i, built[f"alone{rep}-", i], level=len(sizes), rep=rep + 1)
-        for rep in reps:
+
+        async def together(rep: int) -> None:
+            self.progress.level(self.lane, "fairness F2", len(sizes), rep)
             order = sorted(range(len(sizes)), key=lambda i: -(sizes[i][0] + sizes[i][1]))  # biggest first
-            reqs = {i: built[f"together{rep}-", i] for i in order}
             tasks = []
             for i in order:
-                tasks.append(self._spawn(self.send("F2", "together", i, reqs[i], level=len(sizes),
-                                                   rep=rep, stream=i)))
+                tasks.append(self._spawn(self.send("F2", "together", i, built[f"together{rep}-", i],
+                                                   level=len(sizes), rep=rep, stream=i)))
                 await asyncio.sleep(0.001)
             await asyncio.gather(*tasks)
+        await self._rounds("F2", together)
 
     async def f3(self) -> None:
         """Clients start staggered over one request's duration, as backlogged clients arrive in
         practice; equal requests started together would finish together forever, and the order in
         which a scheduler picks among waiters would never matter."""
         c = self.plan.f3_clients
-        await self._closed_loop("F3", c, self.s.lane.fairness.f3_requests_per_client, self.plan.prompt,
-                                self.plan.output, stagger_s=self.lone_e2e_s / c)
+        per_client = self.s.lane.fairness.f3_requests_per_client
+        await self._rounds("F3", lambda rep: self._closed_loop("F3", c, per_client, self.plan.prompt,
+                                                               self.plan.output, rep,
+                                                               stagger_s=self.lone_e2e_s / c))
 
     async def s1(self) -> None:
         p = self.plan
         if p.slots < 2:
             return
         self.progress.level(self.lane, "fairness S1", p.s1_decoders + 1, 1)
-        for i in range(3):  # three, so one hiccup of a loaded host is not the reference
+        for i in range(S1_REFERENCES):
             await self.send("S1", "solo", i, await self._req("S1", "solo", i, p.s1_prompt, 4))
-        outs, tasks = await self._decoders("S1", p.s1_decoders, p.s1_decoder_output)
-        await self._watch(outs, WATCH_TOKENS)
-        await self.send("S1", "injected", 0, await self._req("S1", "injected", 0, p.s1_prompt, 4),
-                        level=p.s1_decoders + 1, stream=p.s1_decoders)
-        await asyncio.gather(*tasks)
+
+        async def injection(rep: int) -> None:
+            self.progress.level(self.lane, "fairness S1", p.s1_decoders + 1, rep)
+            outs, tasks = await self._decoders("S1", p.s1_decoders, p.s1_decoder_output, rep)
+            await self._watch(outs, WATCH_TOKENS)
+            await self.send("S1", "injected", 0, await self._req("S1", f"injected{rep}-", 0, p.s1_prompt, 4),
+                            level=p.s1_decoders + 1, rep=rep, stream=p.s1_decoders)
+            await asyncio.gather(*tasks)
+        await self._rounds("S1", injection)
 
     async def s2(self) -> None:
         p, probes = self.plan, self.s.lane.fairness.s2_probes
@@ -203,31 +260,38 @@ class FairnessRunner:
             return
         self.progress.level(self.lane, "fairness S2", p.s2_decoders + 1, 1)
         short = max(8, min(32, p.prompt))
-        for i in range(3):
+        for i in range(REFERENCES):
             await self.send("S2", "solo", i, await self._req("S2", "solo", i, short, 4))
-        outs, tasks = await self._decoders("S2", p.s2_decoders, p.s2_decoder_output)
-        await self._watch(outs, WATCH_TOKENS)
-        for i in range(probes):
-            await self.send("S2", "probe", i, await self._req("S2", "probe", i, short, 4),
-                            level=p.s2_decoders + 1, stream=p.s2_decoders)
-            done = min(o.output_tokens for o in outs)
-            await self._watch(outs, done + 3)  # let the decoders run a few iterations between probes
-        await asyncio.gather(*tasks)
+
+        async def probing(rep: int) -> None:
+            self.progress.level(self.lane, "fairness S2", p.s2_decoders + 1, rep)
+            outs, tasks = await self._decoders("S2", p.s2_decoders, p.s2_decoder_output, rep)
+            await self._watch(outs, WATCH_TOKENS)
+            for i in range(probes):
+                await self.send("S2", "probe", i, await self._req("S2", f"probe{rep}-", i, short, 4),
+                                level=p.s2_decoders + 1, rep=rep, stream=p.s2_decoders)
+                done = min(o.output_tokens for o in outs)
+                await self._watch(outs, done + 3)  # let the decoders run a few iterations between probes
+            await asyncio.gather(*tasks)
+        await self._rounds("S2", probing)
 
     async def s3(self) -> None:
         p = self.plan
         if p.slots < 2:
             return
         self.progress.level(self.lane, "fairness S3", 2, 1)
-        for i in range(3):  # three, so the verdict knows how much a lone prefill varies by itself
-            await self.send("S3", "solo", i, await self._req("S3", "solo", i, p.s3_prompt, p.s3_output))
-        for rep in range(1, self.s.lane.fairness.s3_repetitions + 1):
-            first = await self._req("S3", f"first{rep}-", 0, p.s3_prompt, p.s3_output)
-            second = await self._req("S3", f"second{rep}-", 0, p.s3_prompt, p.s3_output)
+        prompt = s3_prompt_tokens(p, self.s.lane.fairness, self.prefill_tok_per_s)
+        for i in range(REFERENCES):  # the verdict knows how much a lone prefill varies by itself
+            await self.send("S3", "solo", i, await self._req("S3", "solo", i, prompt, p.s3_output))
+
+        async def pair(rep: int) -> None:
+            first = await self._req("S3", f"first{rep}-", 0, prompt, p.s3_output)
+            second = await self._req("S3", f"second{rep}-", 0, prompt, p.s3_output)
             t1 = self._spawn(self.send("S3", "first", 0, first, level=2, rep=rep, stream=0))
             await asyncio.sleep(PAIR_GAP_S)
             t2 = self._spawn(self.send("S3", "second", 1, second, level=2, rep=rep, stream=1))
             await asyncio.gather(t1, t2)
+        await self._rounds("S3", pair)
 
     async def run_all(self) -> None:
         """Calibration, then the lane's chosen checks, narrowest first (F1, F2, F3, S1, S2, S3 among

@@ -56,6 +56,16 @@ def fairness_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
     return max(cap, 1), [f"{v.check} ({v.name}) failed at {v.concurrency} in flight" for v in failed]
 
 
+def fairness_marginal(lane: LaneResult) -> list[str]:
+    """The checks left marginal (a CI straddling its bound after the top-ups): a warning, not a cap."""
+    def end(x: float | None, unbounded: str) -> str:
+        return unbounded if x is None else f"{x:.4g}"
+    return [f"{v.check} ({v.name}) marginal at {v.concurrency} in flight: "
+            + "; ".join(f"{s.name} {s.estimate:.4g} [{end(s.ci_low, '−∞')}, {end(s.ci_high, '∞')}] vs bound "
+                        f"{s.bound:.4g}" for s in v.statistics if s.decision == "marginal")
+            + f" after {v.rounds} of {v.rounds_max} rounds" for v in lane.fairness if v.verdict == "marginal"]
+
+
 def server_failure_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
     """A server that crashed or stopped answering with c requests in flight forbids recommending c
     or more: alone, in a fairness check, or while the run's other lanes ran with it (`together`:
@@ -245,7 +255,8 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
         max_concurrency_under_slo=slo.bound,
         slo=lane.slo, knee=k.knee, knee_reason=k.reason, curve_shape=k.shape, knee_ceiling=ceiling,
         kneedle_knee=kneedle(points), slots=slots,
-        fairness_cap=cap, fairness_failures=failures, server_failure_cap=crash_cap, server_failures=crashes,
+        fairness_cap=cap, fairness_failures=failures, fairness_marginal=fairness_marginal(lane),
+        server_failure_cap=crash_cap, server_failures=crashes,
         error_cap=err_cap, error_levels=errs, memory=lane.memory,
         memory_cap=lane.memory.slots_fit if lane.memory is not None else None,
         binding=Binding(reason=reason, resource=resource, detail=detail), saturation=saturation,

@@ -31,7 +31,9 @@ RECOMMENDATIONS_SCHEMA_VERSION = "1.12"
 #       "undetermined" names recommended_range [A, B] and recommends A (was: null); curve_shape;
 #       confidence covers every level that could change the answer (p_by_level, ceiling, settled);
 #       model.architecture, name, parameter_count, file_type, context_length, expert_count,
-#       expert_used_count (capability refuses a node whose lane's file has another architecture).
+#       expert_used_count (capability refuses a node whose lane's file has another architecture);
+#       fairness_marginal (checks whose CI still straddled their bound after their top-ups: shown
+#       beside the recommendation, never binding it; fairness_cap counts failed checks only).
 # 1.11: rate (open-loop runs: the highest rate meeting the SLO from arrival, and each rate's goodput);
 #       runtime.extra_server_args (capability refuses a node whose lane gives other extra flags).
 # 1.10: slo_bound: a lower level whose p95 has too few samples to be bounded, and is not seen to miss,
@@ -133,6 +135,9 @@ class LaneRecommendation(Strict):
     slots: int | None
     fairness_cap: int | None
     fairness_failures: list[str] = Field(default_factory=list)
+    fairness_marginal: list[str] = Field(default_factory=list, description="checks left marginal (their CI "
+                                         "straddles the bound): a warning beside the recommendation, not a "
+                                         "cap")
     server_failure_cap: int | None = Field(None, description="below the lowest level whose server failed")
     server_failures: list[str] = Field(default_factory=list)
     error_cap: int | None = Field(None, description="below the lowest level where more than "
@@ -180,7 +185,8 @@ DEFINITIONS = {
                  "neither sets nor breaks it, as a lower level's p95 latencies are taken not to exceed a "
                  "higher one's",
     "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at "
-                    "least 1)",
+                    "least 1); a marginal check (its CI straddles the bound after its top-ups) does not "
+                    "bind: fairness_marginal lists it",
     "server_failure_cap": "one below the lowest concurrency at which the lane's server crashed or stopped "
                           "answering",
     "memory_cap": "memory.slots_fit: the server's slots plus the cache slots that fit in the memory left "

@@ -306,25 +306,22 @@ def check_memory_fits(cfg: RunConfig, lane_file: bool, available_bytes: int | No
 def fairness_checks(lane: LaneConfig) -> dict[str, tuple[int, int, int, int]]:
     """(requests built, streams in flight, prompt tokens, output tokens) of each fairness check the
     lane runs, from the plan for the slots the lane asks for (`LaneConfig.slots_wanted`: what a
-    server satbench starts has; a guess for a running server). The closed loops (F1, F3) build all
-    their requests before the first is sent; the counts follow `fairness.plan.request_count`."""
-    from satbench.workload.fairness_plan import make_plan
+    server satbench starts has; a guess for a running server). The requests built are those of one
+    round with the lone references (a round's closed loop builds all its requests before the first
+    is sent): `fairness_plan.check_requests`."""
+    from satbench.workload.fairness_plan import check_requests, make_plan
 
     f, plan = lane.fairness, make_plan(lane, lane.slots_wanted())
-    two = plan.slots >= 2
-    sizes = {
-        "F1": (plan.f1_streams * (1 + f.f1_requests_per_stream), plan.f1_streams, plan.prompt, plan.f1_output)
-        if plan.f1_streams >= 2 else None,
-        "F2": (len(plan.f2_sizes) * (3 + f.f2_repetitions), len(plan.f2_sizes),
-               max(p for p, _ in plan.f2_sizes), max(o for _, o in plan.f2_sizes)),
-        "F3": (plan.f3_clients * (1 + f.f3_requests_per_client), plan.f3_clients, plan.prompt, plan.output),
-        "S1": (4 + plan.s1_decoders, plan.s1_decoders + 1, max(plan.s1_prompt, plan.prompt),
-               plan.s1_decoder_output) if two else None,
-        "S2": (3 + plan.s2_decoders + f.s2_probes, plan.s2_decoders + 1, plan.prompt, plan.s2_decoder_output)
-        if two else None,
-        "S3": (3 + 2 * f.s3_repetitions, 2, plan.s3_prompt, plan.s3_output) if two else None,
+    counts = check_requests(plan, f)
+    shapes = {
+        "F1": (plan.f1_streams, plan.prompt, plan.f1_output),
+        "F2": (len(plan.f2_sizes), max(p for p, _ in plan.f2_sizes), max(o for _, o in plan.f2_sizes)),
+        "F3": (plan.f3_clients, plan.prompt, plan.output),
+        "S1": (plan.s1_decoders + 1, max(plan.s1_prompt, plan.prompt), plan.s1_decoder_output),
+        "S2": (plan.s2_decoders + 1, plan.prompt, plan.s2_decoder_output),
+        "S3": (2, plan.s3_prompt, plan.s3_output),
     }
-    return {c: n for c, n in sizes.items() if c in f.checks and n is not None}
+    return {c: (sum(counts[c]), *shapes[c]) for c in counts if c in f.checks}
 
 
 def check_fairness_sizes(lane: LaneConfig, lane_file: bool) -> None:

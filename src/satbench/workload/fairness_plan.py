@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from satbench.config.schema import LaneConfig, Strict
+from satbench.config.schema import CheckName, FairnessConfig, LaneConfig, Strict
 from satbench.records.manifest import NetworkInfo, RuntimeInfo
 
 MIN_SHARED_MS = 250.0  # F1: an interval side by side counts when it lasted this long, less its edges
@@ -18,6 +18,12 @@ EDGE_MS = 50.0
 F1_DECODE_TARGET_MS = 2 * (MIN_SHARED_MS + 2 * EDGE_MS)  # F1 sizes its requests to decode this long alone
 
 CAL_OUTPUT = 48  # tokens of the lone decode request that measures the decode iteration
+CAL_PREFILLS = 2  # lone prefill requests that measure the prefill rate (their median)
+# lone references of F2's sizes and of S2's and S3's prompts: two, the fewest whose spread the
+# steadiness guard (analysis/guards.solo_spread) can judge
+REFERENCES = 2
+S1_REFERENCES = 1  # S1's long prompt alone: its prefill costs as much as an injection round
+F1_OUTPUT_MIN = 32  # F1's requests decode at least this many tokens (more on a fast server)
 NAMES = {
     "F1": "equal requests",
     "F2": "mixed sizes",
@@ -59,18 +65,45 @@ class FairnessPlan(Strict):
         return largest + 16
 
 
-def request_count(plan: FairnessPlan, lane: LaneConfig) -> int:
-    """How many requests the fairness workloads send (for the progress bar)."""
-    f = lane.fairness
-    n2 = len(plan.f2_sizes) if len(plan.f2_sizes) >= 2 else 0
+def in_flight(plan: FairnessPlan, check: str) -> int:
+    """The most requests a check has in flight at once (what a server that fell over was asked)."""
+    return {"F1": plan.f1_streams, "F2": len(plan.f2_sizes), "F3": plan.f3_clients,
+            "S1": plan.s1_decoders + 1, "S2": plan.s2_decoders + 1, "S3": 2}.get(check, 1)
+
+
+def check_requests(plan: FairnessPlan, f: FairnessConfig) -> dict[CheckName, tuple[int, int]]:
+    """(lone references, requests per round) of each check the plan can run: per round F1's and F3's
+    closed loops (a warmup per stream), F2's N requests together, S1's decoders and injected prompt,
+    S2's decoders and probes, S3's pair."""
+    n2 = len(plan.f2_sizes)
     two = plan.slots >= 2
-    per_check = {
+    per_round: dict[CheckName, int] = {
         "F1": plan.f1_streams * (1 + f.f1_requests_per_stream) if plan.f1_streams >= 2 else 0,
-        "F2": n2 * (3 + f.f2_repetitions), "F3": plan.f3_clients * (1 + f.f3_requests_per_client),
-        "S1": 4 + plan.s1_decoders if two else 0, "S2": 3 + plan.s2_decoders + f.s2_probes if two else 0,
-        "S3": 3 + 2 * f.s3_repetitions if two else 0,
-    }
-    return 4 + sum(n for c, n in per_check.items() if c in f.checks)
+        "F2": n2 if n2 >= 2 else 0, "F3": plan.f3_clients * (1 + f.f3_requests_per_client),
+        "S1": plan.s1_decoders + 1 if two else 0, "S2": plan.s2_decoders + f.s2_probes if two else 0,
+        "S3": 2 if two else 0}
+    fixed: dict[CheckName, int] = {"F1": 0, "F2": REFERENCES * n2, "F3": 0, "S1": S1_REFERENCES,
+                                   "S2": REFERENCES, "S3": REFERENCES}
+    return {c: (fixed[c], n) for c, n in per_round.items() if n}
+
+
+def request_count(plan: FairnessPlan, lane: LaneConfig) -> int:
+    """How many requests the fairness workloads send at most, every check to its cap (the
+    progress bar's total: the runner takes off the top-ups a decided check does not run)."""
+    f = lane.fairness
+    sizes = check_requests(plan, f)
+    return CAL_PREFILLS + 1 + sum(fixed + n * f.rounds(c)[1] for c, (fixed, n) in sizes.items()
+                                  if c in f.checks)
+
+
+def s3_prompt_tokens(plan: FairnessPlan, f: FairnessConfig, prefill_tok_per_s: float | None) -> int:
+    """S3's prompts, sized to the lane's calibrated prefill rate: about `s3_prefill_ms` of prefill
+    alone, at most the plan's (s3_prompt_batches × n_batch, within the per-slot context), at least
+    the plan's prompt (the lane's request); the plan's without a calibration."""
+    if not prefill_tok_per_s:
+        return plan.s3_prompt
+    wanted = math.ceil(prefill_tok_per_s * f.s3_prefill_ms / 1000.0)
+    return max(min(plan.prompt, plan.s3_prompt), min(wanted, plan.s3_prompt))
 
 
 def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None,
@@ -102,8 +135,8 @@ def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None,
     return FairnessPlan(
         slots=slots, per_slot_ctx=per_slot_ctx, jitter_ms=jitter_ms, n_batch=n_batch, prompt=p, output=o,
         f1_streams=min(f.f1_streams or min(slots, 4), slots) if slots >= 2 else 0,
-        # long enough that a neighbour's prefill landing in one iteration is noise, not a verdict
-        f1_output=max(64, 4 * o),
+        # the floor; the runner lengthens them to decode F1_DECODE_TARGET_MS alone (run/fairness.py)
+        f1_output=max(F1_OUTPUT_MIN, o),
         f2_sizes=sizes,
         f3_clients=slots + (f.f3_extra_clients or max(2, slots // 2)),
         s1_decoders=s1_decoders, s1_prompt=s1_prompt,
