@@ -170,7 +170,8 @@ class LaneRecommendation(Strict):
 DEFINITIONS = {
     "recommended_concurrency": "the largest measured level at or below the tightest of knee, slo_bound, "
                                "slots, memory_cap, fairness_cap, server_failure_cap and error_cap (the "
-                               "binding one is named); null when no measured level is that low",
+                               "binding one is named); null when no measured level is that low; when the "
+                               "knee is undetermined, the lower end of recommended_range",
     "knee": "from the lowest level, the candidate moves to a higher level only when that level's output "
             "tok/s is a gain shown over the candidate's: >= 10% per doubling of N on average and above the "
             "upper end of the candidate's 95% CI. The knee stands only with evidence of no gain above it: "
