@@ -4,14 +4,16 @@ given (`SweepDerivation`). The CLI and every other caller go through here; no st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from satbench.analysis.analyze import analyze_and_write, analyze_run, solo_levels
+from satbench.analysis.checks import check_verdict
 from satbench.analysis.results import ResultsFile, read_results
-from satbench.config.schema import LaneConfig, RunConfig
-from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, JsonlTail
+from satbench.analysis.verdicts import calibrate
+from satbench.config.schema import CheckName, FairnessConfig, LaneConfig, RunConfig
+from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, JsonlTail, RequestEvent
 from satbench.records.layout import RECOMMENDATIONS_FILE, RESULTS_FILE
 from satbench.records.manifest import PlanDecision, RunManifest, read_manifest
 from satbench.report import bundle, integrity
@@ -19,6 +21,7 @@ from satbench.saturation.planner import Feedback, PlanContext, plan_lane
 from satbench.saturation.recommend import recommend
 from satbench.saturation.recommendations_file import RecommendationsFile, write_recommendations
 from satbench.saturation.refine import refine_levels
+from satbench.workload.fairness_plan import FairnessPlan
 
 if TYPE_CHECKING:  # the measuring side is imported by a sweep alone: analyze, recommend, report need none
     from satbench.run.lane_session import Progress
@@ -26,8 +29,25 @@ if TYPE_CHECKING:  # the measuring side is imported by a sweep alone: analyze, r
     from satbench.run.sweep import Sweep
 
 
+class Judge:
+    """The fairness runner's view of the verdicts (`satbench.run.fairness.FairnessJudge`): the very
+    functions `analyze` uses, so a check tops up exactly while its recorded verdict would be marginal."""
+
+    def verdict(self, check: CheckName, events: Sequence[RequestEvent], plan: FairnessPlan,
+                cfg: FairnessConfig) -> str:
+        return check_verdict(check, events, plan, cfg).verdict
+
+    def prefill_tok_per_s(self, calibration: Sequence[RequestEvent]) -> float | None:
+        return calibrate(calibration).prefill_tok_per_s
+
+
+FAIRNESS_JUDGE = Judge()
+
+
 class SweepDerivation:
     """What a sweep asks of the deriving side (`satbench.run.scenarios.Derivation`)."""
+
+    judge = FAIRNESS_JUDGE
 
     def refine_levels(self, run_dir: Path, lane: LaneConfig) -> list[int]:
         results = analyze_run(run_dir)

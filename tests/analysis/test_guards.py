@@ -348,7 +348,7 @@ def test_f1_requests_are_sized_to_decode_long_enough_to_compare():
 
     from satbench.run.fairness import FairnessRunner
     session = SimpleNamespace(lane=SimpleNamespace(name="default"))
-    runner = FairnessRunner(session, PLAN, None, None, "t")
+    runner = FairnessRunner(session, PLAN, None, None, "t", None)
     runner.lone_itl_ms = 2.0
     assert runner.f1_output() == 350
     runner.lone_itl_ms = 40.0

@@ -172,7 +172,7 @@ def test_the_reports_name_a_marginal_check_beside_the_recommendation():
     summary = verdict_summary(SimpleNamespace(fairness=[marginal]))
     assert summary == "1 checks: 0 pass, 0 fail, 1 marginal, 0 inconclusive; marginal (does not bind): S3 prompt " \
                       "behind prompt at 2 in flight"
-    rec = SimpleNamespace(undetermined=None, contended=False, confidence=None,
+    rec = SimpleNamespace(undetermined=None, contended=False, confidence=None, curve_shape="rising from 1 to 4",
                           fairness_marginal=fairness_marginal(SimpleNamespace(fairness=[marginal])))
     [line] = doubts(rec)
     assert line.startswith("MARGINAL fairness (does not bind) — S3 (prompt behind prompt) marginal at 2")

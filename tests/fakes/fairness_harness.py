@@ -5,6 +5,7 @@ from __future__ import annotations
 from satbench.config.schema import FairnessConfig, LaneConfig, RuntimeConfig, ServerParams, WorkloadConfig
 from satbench.records.events import RequestEvent
 from satbench.workload.fairness_plan import make_plan
+from satbench.pipeline import FAIRNESS_JUDGE
 from satbench.run.fairness import FairnessRunner
 from satbench.analysis.checks import lane_verdicts
 from satbench.analysis.verdicts import Verdict
@@ -47,7 +48,7 @@ async def run_check_events(check: str, fairness: FairnessConfig | None = None,
         await session.open(samples, None)
         try:
             plan = make_plan(lane, fake.n_slots)
-            runner = FairnessRunner(session, plan, events, Quiet(), "t")
+            runner = FairnessRunner(session, plan, events, Quiet(), "t", FAIRNESS_JUDGE)
             await runner.prepare()
             await runner.calibration()
             await getattr(runner, check.lower())()

@@ -56,9 +56,10 @@ def test_a_native_server_that_crashes_at_4_in_flight_is_restarted_and_the_run_co
     assert rec["server_failure_cap"] == 3
     # the failure binds at 2, the top level below it; a host loaded enough to hide the gain from 1 to 2
     # (CPU contention, even at 40 ms iterations) leaves the knee at 1 binding instead, or, when the gain
-    # lies inside N=1's CI, no knee can be named (undetermined, nothing recommended): never above the cap
+    # cannot be told from noise, the answer is the range from 1 to 2 (undetermined, 1 recommended):
+    # never above the cap
     binding = (rec["binding"]["reason"], rec["recommended_concurrency"])
-    assert binding in (("server_failed", 2), ("knee", 1), ("undetermined", None)), rec["binding"]
+    assert binding in (("server_failed", 2), ("knee", 1), ("undetermined", 1)), rec["binding"]
     assert binding[0] != "server_failed" or "level 4" in rec["binding"]["detail"]
     assert all(m["concurrency"] < 4 for m in rec["measured_levels"])
     evidence = (run_dir / "EVIDENCE.md").read_text()

@@ -150,11 +150,14 @@ def test_fairness_figures_print_enough_digits_to_differ_from_their_bound(value, 
 
 def test_the_knee_cell_says_still_rising_only_when_throughput_still_rises(run_dir):
     r = RecommendationsFile.model_validate_json((run_dir / "recommendations.json").read_text()).lanes[0]
-    single = r.model_copy(update={"knee": None, "knee_reason": "a single level: no knee can be seen"})
+    single = r.model_copy(update={"knee": None, "knee_reason": "a single level: no knee can be seen",
+                                  "recommended_range": None})
     assert recommendation_row(single)[3] == "none (a single level: no knee can be seen)"
     rising = r.model_copy(update={"knee": None, "knee_reason": "throughput still gains ≥ 10% per doubling up to "
-                                                               "the highest level N=8"})
+                                                               "the highest level N=8", "recommended_range": None})
     assert recommendation_row(rising)[3] == "none (still rising)"
+    ranged = rising.model_copy(update={"recommended_range": (2, 8)})
+    assert recommendation_row(ranged)[3] == "undetermined"
     assert recommendation_row(r.model_copy(update={"knee": 2}))[3] == "2"
 
 

@@ -5,7 +5,8 @@ recomputed.
 Each check measures its own references (a request alone, the decoders before an injection),
 so its bound comes from this lane on this machine, not from a constant. Each runs its base rounds,
 then one more round at a time while its verdict, computed from the events so far by the function
-`analyze` uses (analysis/checks.check_verdict), is marginal, up to its cap (FairnessConfig.rounds).
+`analyze` uses (handed in as a `FairnessJudge`: the measuring side imports no analysis), is marginal,
+up to its cap (FairnessConfig.rounds).
 The calibration sizes what depends on the lane's speed: F1's output (F1_DECODE_TARGET_MS of decode
 alone) and S3's prompts (`s3_prefill_ms` of prefill alone); the verdicts read the sizes from the
 events.
@@ -17,11 +18,10 @@ import asyncio
 import math
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
-from satbench.analysis.checks import check_verdict
-from satbench.analysis.verdicts import calibrate
-from satbench.config.schema import CheckName, WorkloadConfig
+from satbench.config.schema import CheckName, FairnessConfig, WorkloadConfig
 from satbench.errors import LevelFailedError, SatbenchError
 from satbench.http.client import CompletionRequest, StreamOutcome
 from satbench.http.errors import NETWORK_ERRORS
@@ -62,10 +62,21 @@ class _Kept:
         self.sink.close()
 
 
+class FairnessJudge(Protocol):
+    """What the runner asks of the deriving side (satbench.pipeline provides it)."""
+
+    def verdict(self, check: CheckName, events: Sequence[RequestEvent], plan: FairnessPlan,
+                cfg: FairnessConfig) -> str:
+        """The check's verdict kind (pass, fail, marginal, inconclusive) from the events so far."""
+
+    def prefill_tok_per_s(self, calibration: Sequence[RequestEvent]) -> float | None:
+        """The lane's prefill rate from its calibration requests, as the verdicts read it."""
+
+
 class FairnessRunner:
     def __init__(self, session: LaneSession, plan: FairnessPlan, sink: JsonlWriter, progress: Progress,
-                 nonce: str) -> None:
-        self.s, self.plan, self.progress = session, plan, progress
+                 nonce: str, judge: FairnessJudge) -> None:
+        self.s, self.plan, self.progress, self.judge = session, plan, progress, judge
         self.events: list[RequestEvent] = []  # this session's fairness events, as written
         self.sink = _Kept(sink, self.events)
         self.lane = session.lane.name
@@ -130,7 +141,7 @@ class FairnessRunner:
         for rep in range(1, base + 1):
             await one_round(rep)
         rep = base
-        while rep < cap and check_verdict(check, self.events, self.plan, cfg).verdict == "marginal":
+        while rep < cap and self.judge.verdict(check, self.events, self.plan, cfg) == "marginal":
             rep += 1
             await one_round(rep)
         _, per_round = check_requests(self.plan, cfg).get(check, (0, 0))
@@ -176,7 +187,7 @@ class FairnessRunner:
         self.lone_e2e_s = (e.end_ns - e.sent_ns) / 1e9 * p.output / p.calibration_output
         gaps = itl_ms(e)
         self.lone_itl_ms = statistics.median(gaps) if gaps else None
-        self.prefill_tok_per_s = calibrate([e for e in self.events if e.check == "CAL"]).prefill_tok_per_s
+        self.prefill_tok_per_s = self.judge.prefill_tok_per_s([e for e in self.events if e.check == "CAL"])
 
     def f1_output(self) -> int:
         """F1's output tokens: long enough that a request decodes F1_DECODE_TARGET_MS even alone

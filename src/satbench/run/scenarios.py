@@ -33,7 +33,7 @@ from satbench.records.ledger import (
 )
 from satbench.records.manifest import PlanDecision, RunManifest, ServerFailure
 from satbench.run.failures import Failures
-from satbench.run.fairness import FairnessRunner
+from satbench.run.fairness import FairnessJudge, FairnessRunner
 from satbench.run.lane_session import LaneSession, Progress, together_step
 from satbench.run.logs import server_log_path
 from satbench.run.memory import memory_at_end
@@ -68,6 +68,10 @@ class Derivation(Protocol):
 
     def stale_note(self, run_dir: Path, rewritten: list[str]) -> str | None:
         """A note naming the files whose SHA256SUMS entry a rewrite made stale, else None."""
+
+    @property
+    def judge(self) -> FairnessJudge:
+        """The verdicts the fairness runner tops its checks up by."""
 
 
 class LaneScenarios(ABC):
@@ -296,7 +300,7 @@ class LaneScenarios(ABC):
         session: LaneSession | None = started
         try:
             plan = fairness_plan(lane, started.runtime_info(), started.network_info())
-            runner = FairnessRunner(started, plan, events, self.progress, self.nonce)
+            runner = FairnessRunner(started, plan, events, self.progress, self.nonce, self.derivation.judge)
             await runner.run_all()
         except LevelFailedError as exc:  # the checks after the one that lost the server are not run
             await self._record_failure(started, exc, fairness_unit(lane.name), [])

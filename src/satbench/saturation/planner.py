@@ -148,6 +148,8 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         return _step("stop", None, None, "no level below the failed one left to measure" if fb.failed_at
                      else "nothing measured", fb)
     ceiling = min(top, ctx.slots) if ctx.slots else top
+    if fb.failed_at is not None:  # the highest level the server was seen to hold: none between is tried
+        ceiling = min(ceiling, measured[-1])
     knee = marginal_gain_knee(points_of(known), ceiling=ceiling)
     standing = slo_standing(known, ctx.slo)
 

@@ -132,13 +132,17 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
                               statement=f"{parts[0]} " + ", ".join(parts[1:]))
 
 
-def knee_ceiling(lane: LaneResult, results: ResultsFile, crash_cap: int | None) -> int | None:
+def knee_ceiling(lane: LaneResult, results: ResultsFile, levels: list[LevelResult],
+                 crash_cap: int | None) -> int | None:
     """The level the knee is judged against: the server's slot count, at most the lane's own ceiling
-    (its highest level; config.LaneConfig.ceiling) and below a level whose server failed (the highest it
-    can hold); None when none of these is known."""
+    (its highest level; config.LaneConfig.ceiling); after a server failure, the highest level measured
+    below it (the highest the server was seen to hold: no level between is tried); None when none of
+    these is known."""
     slots = lane.runtime.total_slots
     cfg = next((c for c in results.config.lanes if c.name == lane.lane), None)
-    caps = [c for c in (slots, cfg.ceiling(slots) if cfg is not None else None, crash_cap) if c]
+    held = max((lv.concurrency for lv in levels if lv.concurrency <= crash_cap), default=None) \
+        if crash_cap is not None else None
+    caps = [c for c in (slots, cfg.ceiling(slots) if cfg is not None else None, held) if c]
     return min(caps) if caps else None
 
 
@@ -198,7 +202,7 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     levels = ([lv for lv in measured_levels if crash_cap is None or lv.concurrency <= crash_cap]
               or measured_levels)
     points = points_of(levels)  # each of levels has a throughput
-    ceiling = knee_ceiling(lane, results, crash_cap)
+    ceiling = knee_ceiling(lane, results, levels, crash_cap)
     k = marginal_gain_knee(points, ceiling=ceiling)
     samples = [(lv.concurrency, r.output_tok_per_s) for lv in levels for r in lv.repetitions
                if r.output_tok_per_s is not None]
