@@ -6,8 +6,8 @@ scheduler with a CPU hog (one busy-loop process per core taken) beside it.
 The fake (tests/fakes/fake_script.py) has one graded knob per check and its docstring gives the true
 value of the check's statistic at each degree: F1 a slow slot's rate r (true service ratio 1/r), F2 the
 same slot holding the smallest request together (true slowdown from tests/fakes/scripted_time), F3 the
-share of releases that go to the newest waiter, S1 the prompt chunk a decode iteration admits (in
-n_batch), S2 and S3 a delay in decode iterations.
+share of releases that go to the newest waiter (drawn with the fake's fixed seed), S1 the prompt chunk
+a decode iteration admits (in n_batch), S2 and S3 a delay in decode iterations.
 
 Prints one row per check and degree: the true value where it has one, the bound, how many runs passed,
 were marginal, failed or were inconclusive, the median estimate and the median rounds; then per check
@@ -100,8 +100,9 @@ async def judged(check: str, url: str, slots: int) -> Verdict:
 
 
 def one(check: str, knob: dict, seed: int, tmp: Path) -> Verdict:
-    script = {**FAIR, **knob, **({"lifo_seed": seed} if "lifo_share" in knob else {})}
-    proc, url = start_fake(script, tmp, f"{check}-{seed}")
+    """One run of `check` on a fresh fake with `knob`. F3's LIFO draws keep the fake's fixed seed, so a
+    degree is one scheduler run `--runs` times (runs differ by timing alone), not a new draw each run."""
+    proc, url = start_fake({**FAIR, **knob}, tmp, f"{check}-{seed}")
     try:
         return asyncio.run(judged(check, url, FAIR["n_slots"]))
     finally:

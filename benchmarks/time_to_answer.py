@@ -80,12 +80,17 @@ def answer(case: str, run_dir: Path) -> list[str]:
         c = r["server_confirmation"]
         signs = [w for w, on in (("slots full", c["slots_saturated"]), ("deferred", c["requests_deferred"]))
                  if on]
-        rec = r["recommended_concurrency"] if r["recommended_concurrency"] is not None else (
-            "undetermined" if r.get("undetermined") else "none")
-        verdict = ("" if case not in RIGHT else " right" if rec == RIGHT[case]
-                   else f" WRONG, not {RIGHT[case]}")
-        out.append(f"{r['lane']}={rec}{verdict} ({r['binding']['reason']}; "
-                   f"{', '.join(signs) or 'no server signs'}{'; CONTENDED' if r.get('contended') else ''})")
+        rec = r["recommended_concurrency"] if r["recommended_concurrency"] is not None else "none"
+        span = r.get("recommended_range")
+        shown = f"{rec} (between {span[0]} and {span[1]})" if span else str(rec)
+        verdict = ("" if case not in RIGHT else " right" if rec == RIGHT[case] and not span
+                   else f" WRONG, not {RIGHT[case]}" if not span or not span[0] <= RIGHT[case] <= span[1]
+                   else " unsettled")
+        p = (r.get("confidence") or {}).get("p_by_level") or {}
+        probs = "; P(gain) " + ", ".join(f"N={n}: {v}" for n, v in p.items()) if p else ""
+        out.append(f"{r['lane']}={shown}{verdict} ({r['binding']['reason']}; "
+                   f"{', '.join(signs) or 'no server signs'}{'; CONTENDED' if r.get('contended') else ''}"
+                   f"{probs}; curve {r.get('curve_shape', '')})")
     return out
 
 
