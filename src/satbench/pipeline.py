@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from satbench.analysis.analyze import analyze_and_write, analyze_run, solo_levels
-from satbench.analysis.checks import check_verdict
+from satbench.analysis.checks import check_verdict, unsteady_references
 from satbench.analysis.results import ResultsFile, read_results
 from satbench.analysis.verdicts import calibrate
 from satbench.config.schema import CheckName, FairnessConfig, LaneConfig, RunConfig
@@ -18,7 +18,7 @@ from satbench.records.layout import RECOMMENDATIONS_FILE, RESULTS_FILE
 from satbench.records.manifest import PlanDecision, RunManifest, read_manifest
 from satbench.report import bundle, integrity
 from satbench.saturation.planner import Feedback, PlanContext, plan_lane
-from satbench.saturation.recommend import recommend
+from satbench.saturation.recommend import checks_cap, recommend
 from satbench.saturation.recommendations_file import RecommendationsFile, write_recommendations
 from satbench.saturation.refine import refine_levels
 from satbench.workload.fairness_plan import FairnessPlan
@@ -40,6 +40,9 @@ class Judge:
     def prefill_tok_per_s(self, calibration: Sequence[RequestEvent]) -> float | None:
         return calibrate(calibration).prefill_tok_per_s
 
+    def references_unsteady(self, check: CheckName, events: Sequence[RequestEvent]) -> bool:
+        return unsteady_references(check, events) is not None
+
 
 FAIRNESS_JUDGE = Judge()
 
@@ -58,8 +61,16 @@ class SweepDerivation:
         """saturation.planner.plan_lane, each tick turned into its Feedback: the lane's solo levels as
         the raw files hold them now."""
         assert lane.adaptive is not None
-        ctx = PlanContext(lane=lane.name, adaptive=lane.adaptive, ceiling=lane.ceiling(slots), slots=slots,
-                          past_slots=past_slots, slo=lane.slo)
+        ceiling, why = lane.ceiling(slots), None
+        found = read_manifest(run_dir)
+        lp = found.provenance.lanes.get(lane.name) if found.provenance is not None else None
+        if lp is not None and lp.fairness_runtime is not None:  # the checks ran first: they cap the climb
+            checked = next((r for r in analyze_run(run_dir).lanes if r.lane == lane.name), None)
+            cap, cap_why = checks_cap(checked) if checked is not None else (None, None)
+            if cap is not None and cap < ceiling:
+                ceiling, why = cap, cap_why
+        ctx = PlanContext(lane=lane.name, adaptive=lane.adaptive, ceiling=ceiling, slots=slots,
+                          past_slots=past_slots, slo=lane.slo, ceiling_why=why)
         inner = plan_lane(ctx, recorded)
         events, samples = JsonlTail(run_dir / EVENTS_FILE), JsonlTail(run_dir / SAMPLES_FILE, samples=True)
         records: list = []

@@ -174,6 +174,27 @@ def test_the_reports_name_a_marginal_check_beside_the_recommendation():
     assert summary == "1 checks: 0 pass, 0 fail, 1 marginal, 0 inconclusive; marginal (does not bind): S3 prompt " \
                       "behind prompt at 2 in flight"
     rec = SimpleNamespace(undetermined=None, contended=False, confidence=None, curve_shape="rising from 1 to 4",
-                          fairness_marginal=fairness_marginal(SimpleNamespace(fairness=[marginal])))
+                          fairness_marginal=fairness_marginal(SimpleNamespace(fairness=[marginal])),
+                          fairness_unverified=[])
     [line] = doubts(rec)
     assert line.startswith("MARGINAL fairness (does not bind) — S3 (prompt behind prompt) marginal at 2")
+
+
+# -- an unsteady set of references is measured again, and the latest set is judged ---------------
+
+def _alone(sent_ms: float, took_ms: float, rep: int):
+    return _tag(ev(sent_ms=sent_ms, chunks_ms=[sent_ms + took_ms / 2, sent_ms + took_ms], seq=0, repetition=rep),
+                "F2", "alone" if rep <= 2 else "alone_again", seq=0, rep=rep)
+
+
+def test_an_unsteady_set_of_references_is_replaced_by_the_next():
+    from satbench.analysis.checks import latest_references, unsteady_references
+
+    first = [_alone(0.0, 215.0, 1), _alone(1000.0, 340.0, 2)]  # 1.58× apart: no reference
+    second = [_alone(2000.0, 300.0, 3), _alone(3000.0, 310.0, 4)]
+    assert "215.0–340.0 ms in 2 tries" in (unsteady_references("F2", first) or "")
+    assert unsteady_references("F2", first + second) is None
+    latest = latest_references("F2", first + second)
+    assert [(e.repetition, e.role) for e in latest] == [(3, "alone"), (4, "alone")]
+    assert latest_references("F2", first) == first  # one set: all of it, as before
+    assert unsteady_references("F1", first) is None  # F1 has no lone references

@@ -13,10 +13,10 @@ from tests.host.test_gpu import FakeNvml
 def flat_run(tmp_path_factory):
     """A real sweep of the fake server at N = 1, 2, 4 with a fake NVML of two GPUs (30 % and 0 % busy).
     Each busy slot adds 6 ms to a 2 ms iteration: 1→2 gains 14 %, 2→4 only 8 %: the knee is 2. The
-    levels' output rates are then pinned to those the script gives (N ÷ iteration, CI ±1 %): a busy
-    host bends the measured ones around the 10 % threshold, and the tests here are about what a
-    knee is bound by, not where it lies (tests/saturation/test_knee_usl.py). Shared: a test copies it
-    (`model_copy(deep=True)`) before changing anything."""
+    levels' output rates (and their repetitions') are then pinned to those the script gives
+    (N ÷ iteration, CI ±1 %): a busy host bends the measured ones around the 10 % threshold, and the
+    tests here are about what a knee is bound by, not where it lies (tests/saturation/test_knee_usl.py).
+    Shared: a test copies it (`model_copy(deep=True)`) before changing anything."""
     import satbench.run.sweep
     from tests.conftest import sweep_fake
 
@@ -33,4 +33,6 @@ def flat_run(tmp_path_factory):
         rate = lv.concurrency / ((2.0 + 6.0 * lv.concurrency) / 1000.0)
         est = lv.throughput.output_tok_per_s
         est.value, est.ci_low, est.ci_high = rate, rate * 0.99, rate * 1.01
+        for i, rep in enumerate(lv.repetitions):  # the knee's P(gain) reads the repetitions
+            rep.output_tok_per_s = rate * (1.0 + 0.005 * (-1) ** i)
     return results

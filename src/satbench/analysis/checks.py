@@ -11,19 +11,55 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from satbench.analysis.fairness_checks import f1, f2, f3
+from satbench.analysis.guards import late_stamped, solo_spread
 from satbench.analysis.starvation_checks import s1, s2, s3
 from satbench.analysis.verdicts import Verdict, calibrate, inconclusive
 from satbench.config.schema import CHECK_NAMES, CheckName, FairnessConfig
+from satbench.metrics.latency import ttft_ms
 from satbench.records.events import RequestEvent
 from satbench.workload.fairness_plan import FairnessPlan, in_flight
 
 CLOSED_LOOP = ("F1", "F3")  # their warmups are part of the closed loop, and judged with it
+# the lone references the steadiness guard (guards.solo_spread) judges, and the role of the second set
+# the runner sends when the first was too unsteady: F2's sizes alone (E2E, by seq) and S3's prompt
+# alone (TTFT)
+REFERENCE_ROLES: dict[CheckName, tuple[str, str]] = {"F2": ("alone", "alone_again"),
+                                                     "S3": ("solo", "solo_again")}
+
+
+def latest_references(check: CheckName, events: Sequence[RequestEvent]) -> list[RequestEvent]:
+    """`events` with the check's latest set of lone references under their first role: the second set
+    (`REFERENCE_ROLES`) replaces the first when the runner sent one (`unsteady_references`)."""
+    if check not in REFERENCE_ROLES:
+        return list(events)
+    first, again = REFERENCE_ROLES[check]
+    if not any(e.role == again for e in events):
+        return list(events)
+    return [e.model_copy(update={"role": first}) if e.role == again else e
+            for e in events if e.role != first]
+
+
+def unsteady_references(check: CheckName, events: Sequence[RequestEvent]) -> str | None:
+    """Why the check's latest lone references cannot serve as its reference (`solo_spread` on the
+    timing its verdict reads: F2's E2E per size, S3's TTFT of the requests stamped in time), or None."""
+    if check not in REFERENCE_ROLES:
+        return None
+    role = REFERENCE_ROLES[check][0]
+    refs = [e for e in latest_references(check, [e for e in events if e.check == check]) if e.role == role]
+    by_size: dict[int, list[float | None]] = {}
+    for e in refs:
+        if check == "F2":
+            by_size.setdefault(e.seq, []).append((e.end_ns - e.sent_ns) / 1e6)
+        elif not late_stamped(e):
+            by_size.setdefault(0, []).append(ttft_ms(e))
+    return next((why for timed in by_size.values() if (why := solo_spread(timed))), None)
 
 
 def check_verdict(check: CheckName, events: Sequence[RequestEvent], plan: FairnessPlan,
                   cfg: FairnessConfig) -> Verdict:
     """One check's verdict from the lane's fairness events (its own and the calibration's)."""
-    mine = [e for e in events if e.check == check and (check in CLOSED_LOOP or e.phase != "warmup")]
+    mine = latest_references(check, [e for e in events
+                                     if e.check == check and (check in CLOSED_LOOP or e.phase != "warmup")])
     cal = calibrate([e for e in events if e.check == "CAL" and e.phase != "warmup"])
     judge = {"F1": lambda: f1(mine, plan, cal, cfg), "F2": lambda: f2(mine, plan, cfg),
              "F3": lambda: f3(mine, plan, cfg), "S1": lambda: s1(mine, plan, cal, cfg),

@@ -182,7 +182,8 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
             base["notes"] = [*base["notes"], f"not settled: the useful concurrency lies between {span[0]} "
                                              f"and {span[1]}; max_concurrency is the lower end"]
         base["notes"] = [*base["notes"], *(f"marginal fairness check (does not bind): {m}"
-                                           for m in rec.fairness_marginal)]
+                                           for m in rec.fairness_marginal),
+                         *(f"unverified fairness check: {m}" for m in rec.fairness_unverified)]
         out.append(LaneCapability(**memory,
             **base, status="measured", synthetic_model=rec.model.synthetic,
             max_concurrency=rec.recommended_concurrency, concurrency_range=rec.recommended_range,

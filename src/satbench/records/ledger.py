@@ -225,18 +225,21 @@ class Ledger:
     def record_server(self, lane: str, scenario: str, session: int, server: StartedServer) -> None:
         """Record a lane's server that started for `scenario` in session `session`, and write run.json:
         a resume's servers by lane/scenario; the lane's provenance from its first start in the run
-        (model, runtime, network); the runtime of its together server and the runtime and network
-        of its fairness server, from their latest start."""
+        (model, runtime, network: its first start other than the fairness server's, which runs first,
+        replaces those two); the runtime of its together server and the runtime and network of its
+        fairness server, from their latest start."""
         prov = self.manifest.provenance
         assert prov is not None
         if session:
             self.manifest.resumes[-1].servers[f"{lane}/{scenario}"] = server.runtime_info()
-        if lane not in prov.lanes:
-            prov.lanes[lane] = LaneProvenance(model=server.model_info(), runtime=server.runtime_info(),
-                                              network=server.network_info())
+        rt, net = server.runtime_info(), server.network_info()
+        lp = prov.lanes.get(lane)
+        if lp is None:
+            lp = prov.lanes[lane] = LaneProvenance(model=server.model_info(), runtime=rt, network=net)
+        elif not lp.solo_recorded():  # still its fairness server's: the latest start's, whichever
+            lp.runtime, lp.network = rt, net
         if scenario == "together":
-            prov.lanes[lane].together_runtime = server.runtime_info()
+            lp.together_runtime = rt
         elif scenario == "fairness":
-            prov.lanes[lane].fairness_runtime = server.runtime_info()
-            prov.lanes[lane].fairness_network = server.network_info()
+            lp.fairness_runtime, lp.fairness_network = rt, net
         self.write()

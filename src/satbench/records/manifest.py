@@ -214,6 +214,12 @@ class LaneProvenance(Strict):
         None, description="the server started for the fairness checks (context sized for their prompts)")
     fairness_network: NetworkInfo | None = None
 
+    def solo_recorded(self) -> bool:
+        """Whether `runtime` and `network` are the lane's own server's: the fairness checks run first,
+        and until the lane's first other start replaces them, they hold its fairness server's."""
+        return self.fairness_runtime is None or (self.runtime, self.network) != (self.fairness_runtime,
+                                                                                 self.fairness_network)
+
 
 class Provenance(Strict):
     """Recorded once per run; every lane result carries the host part and its own lane part."""

@@ -342,6 +342,7 @@ def doubts(r) -> list[str]:
     if r.confidence is not None:
         out.append(f"confidence — {r.confidence.statement}")
     out += [f"MARGINAL fairness (does not bind) — {line}" for line in r.fairness_marginal]
+    out += [f"UNVERIFIED fairness — {line}" for line in r.fairness_unverified]
     return out
 
 

@@ -33,6 +33,7 @@ from satbench.workload.builder import WorkloadBuilder
 from satbench.workload.fairness_plan import (
     CAL_PREFILLS,
     F1_DECODE_TARGET_MS,
+    REFERENCE_SETS,
     REFERENCES,
     S1_REFERENCES,
     FairnessPlan,
@@ -71,6 +72,9 @@ class FairnessJudge(Protocol):
 
     def prefill_tok_per_s(self, calibration: Sequence[RequestEvent]) -> float | None:
         """The lane's prefill rate from its calibration requests, as the verdicts read it."""
+
+    def references_unsteady(self, check: CheckName, events: Sequence[RequestEvent]) -> bool:
+        """Whether the check's latest lone references are too far apart to serve as its reference."""
 
 
 class FairnessRunner:
@@ -146,6 +150,18 @@ class FairnessRunner:
             await one_round(rep)
         _, per_round = check_requests(self.plan, cfg).get(check, (0, 0))
         self.progress.skip(per_round * (cap - rep))  # the top-ups a decided check did not need
+
+    async def _references(self, check: CheckName, per_set: int,
+                          one_set: Callable[[int], Awaitable[None]]) -> None:
+        """The check's lone references, a set of `per_set` requests at a time: another set (role
+        `…_again`, analysis.checks.REFERENCE_ROLES) while the latest is too unsteady to serve (the
+        verdict judges the last), up to REFERENCE_SETS."""
+        for k in range(REFERENCE_SETS):
+            if k:
+                self.progress.skip(-per_set)  # not in the planned total
+            await one_set(k)
+            if not self.judge.references_unsteady(check, self.events):
+                return
 
     async def _closed_loop(self, check: str, streams: int, per_stream: int, prompt: int, output: int,
                            rep: int, stagger_s: float = 0.0) -> None:
@@ -223,9 +239,14 @@ class FairnessRunner:
         for (tag, i), r in built.items():
             if r.prompt_tokens < longest[i]:
                 built[tag, i] = await self._req("F2", tag, i, longest[i], sizes[i][1])
-        for rep in range(REFERENCES):  # each size alone: its median is the reference
-            for i in range(len(sizes)):
-                await self.send("F2", "alone", i, built[f"alone{rep}-", i], level=len(sizes), rep=rep + 1)
+        async def alone(k: int) -> None:  # each size alone: its median is the reference
+            for rep in range(k * REFERENCES, (k + 1) * REFERENCES):
+                for i in range(len(sizes)):
+                    tag = f"alone{rep}-"
+                    req = built.get((tag, i)) or await self._req("F2", tag, i, longest[i], sizes[i][1])
+                    await self.send("F2", "alone_again" if k else "alone", i, req, level=len(sizes),
+                                    rep=rep + 1)
+        await self._references("F2", REFERENCES * len(sizes), alone)
 
         async def together(rep: int) -> None:
             self.progress.level(self.lane, "fairness F2", len(sizes), rep)
@@ -292,8 +313,11 @@ class FairnessRunner:
             return
         self.progress.level(self.lane, "fairness S3", 2, 1)
         prompt = s3_prompt_tokens(p, self.s.lane.fairness, self.prefill_tok_per_s)
-        for i in range(REFERENCES):  # the verdict knows how much a lone prefill varies by itself
-            await self.send("S3", "solo", i, await self._req("S3", "solo", i, prompt, p.s3_output))
+        async def alone(k: int) -> None:  # the verdict knows how much a lone prefill varies by itself
+            for i in range(k * REFERENCES, (k + 1) * REFERENCES):
+                await self.send("S3", "solo_again" if k else "solo", i,
+                                await self._req("S3", "solo", i, prompt, p.s3_output))
+        await self._references("S3", REFERENCES, alone)
 
         async def pair(rep: int) -> None:
             first = await self._req("S3", f"first{rep}-", 0, prompt, p.s3_output)

@@ -291,9 +291,9 @@ class LaneScenarios(ABC):
         try:
             started = await self._start(fairness_lane(lane), "fairness", samples, gpus)
         except RuntimeStartError as exc:
-            if not self.ledger.any_completed() and len(self.cfg.lanes) == 1:
+            if self.cfg.fairness_only and not self.ledger.any_completed() and len(self.cfg.lanes) == 1:
                 raise  # nothing measured, nothing else to measure: the start failure is the answer (exit 3)
-            # e.g. the checks' longer context does not fit where the sweep's did: keep what was measured
+            # e.g. the checks' longer context does not fit where the sweep's does: the sweep still runs
             self.failures.fairness_did_not_start(lane.name, self.session, exc,
                                                  self._log_path(lane, "fairness"))
             return

@@ -1,8 +1,10 @@
 """The sweep: every lane alone, one after the other, then (with `together`) all lanes at once.
 
-Per lane (solo): model → server → probe → workload → sampler → levels with repetitions
-interleaved (1,2,4,8,1,2,4,8,…) → stop. Together: every lane's server at once, levels in
-lockstep by position (the k-th level of each lane at the same time); a lane that finishes its
+Per lane: with `with_fairness`, the fairness checks first (`checks_first`; else after the solo and
+together scenarios), on a server of their own: what they forbid caps the lane's adaptive climb
+(pipeline.SweepDerivation.planner). Then solo: model → server → probe → workload → sampler →
+levels with repetitions interleaved (1,2,4,8,1,2,4,8,…) → stop. Together: every lane's server at
+once, levels in lockstep by position (the k-th level of each lane at the same time); a lane that finishes its
 measured requests first keeps its streams busy with background requests until every lane
 has finished, so each lane is measured under the others' full load. Only the level positions
 and repetitions that every lane has run together (a warning names what is left out).
@@ -57,6 +59,13 @@ from satbench.server.checks import check_same_server, check_server_fits
 from satbench.server.embedded import require_wheel
 from satbench.server.server_args import check_lane_args
 from satbench.workload.builder import new_nonce
+
+
+def checks_first(lane: LaneConfig) -> bool:
+    """Whether the lane's fairness checks run before its sweep: an adaptive lane whose server satbench
+    starts, so that what they forbid caps its climb. A running server (--url) is not restarted: its
+    checks, which put the most requests in flight, come after what it measured."""
+    return lane.adaptive is not None and lane.runtime.kind != "url"
 
 
 class Sweep(LaneScenarios):
@@ -191,17 +200,21 @@ class Sweep(LaneScenarios):
             print(f"satbench: {line}", file=sys.stderr)
         self.progress.begin(total_requests(self.cfg, units_not_to_run(self.manifest),
                                            self.manifest.refine_levels))
+        checked = [lane for lane in self.cfg.lanes if self.cfg.with_fairness or self.cfg.fairness_only]
+        first = [lane for lane in checked if self.cfg.fairness_only or checks_first(lane)]
         try:
-            if not self.cfg.fairness_only:
-                for lane in self.cfg.lanes:
+            for lane in self.cfg.lanes:
+                if lane in first:
+                    await self._fairness(lane, events, samples, gpus)
+                if not self.cfg.fairness_only:
                     try:
                         await self._solo(lane, events, samples, gpus)
                     except RuntimeStartError as exc:
                         self._lane_did_not_start(lane, "solo", exc)
-                if self.cfg.together:
-                    await self._together(events, samples, gpus)
-            if self.cfg.with_fairness or self.cfg.fairness_only:
-                for lane in self.cfg.lanes:
+            if self.cfg.together and not self.cfg.fairness_only:
+                await self._together(events, samples, gpus)
+            for lane in checked:
+                if lane not in first:
                     await self._fairness(lane, events, samples, gpus)
             if (error := self.failures.nothing_measured_error()) is not None:  # nothing at all was measured
                 raise error
@@ -214,13 +227,18 @@ class Sweep(LaneScenarios):
                 finally:
                     self.progress.end()
 
+    def _solo_recorded(self, lane: str) -> bool:
+        """Whether the lane's own server (not only its fairness server) was described in run.json."""
+        prov = self.manifest.provenance
+        return prov is not None and lane in prov.lanes and prov.lanes[lane].solo_recorded()
+
     async def _start(self, lane: LaneConfig, scenario: Scenario, samples: JsonlWriter,
                      gpus: NvmlGpus | None, restart: int = 0) -> LaneSession:
         path, model = self._models[lane.name]
         prov = self.manifest.provenance
         assert prov is not None
         buffers = None  # the lane's memory, read once: from a start of its own at log verbosity 4
-        if scenario == "solo" and not restart and lane.name not in prov.lanes:
+        if scenario == "solo" and not restart and not self._solo_recorded(lane.name):
             buffers = await probe_buffers(lane, path, self._log_path(lane, "memory"))
         runtime = make_runtime(lane, path, self._log_path(lane, scenario, restart))
         session = LaneSession(lane, scenario, runtime, model, self._secrets[lane.name], self.nonce)

@@ -11,9 +11,11 @@ Rules, in the order `decide` applies them after each step:
    longer.
 3. Otherwise the climb goes on to the ceiling, whatever the curve did below it (a flat step may be a
    plateau that rises again): the level doubles up to the slot count, at most the lane's ceiling (a
-   ceiling that is not a power of two is measured itself), with one level past the slots for a server
-   satbench did not size when it still gains there, to see its queue; after a server failure no level
-   between is tried. Only then is the knee judged (saturation/knee.py), against that ceiling.
+   ceiling that is not a power of two is measured itself; the fairness checks, which run first, lower
+   it below a level where one failed or the server fell over: `ceiling_why` says so), with one level
+   past the slots for a server satbench did not size when it still gains there, to see its queue;
+   after a server failure no level between is tried. Only then is the knee judged (saturation/knee.py),
+   against that ceiling.
 4. Where a measured level above the knee's candidate may still gain (P(gain) ≥ 5 %: knee.py,
    undetermined), the candidate and each such level are measured more, the one with fewer repetitions
    first, up to `max_repetitions`; past that the answer is a range.
@@ -59,6 +61,7 @@ class PlanContext:
     slots: int | None  # the server's slot count (/props), None when it does not say
     past_slots: bool  # one level past the slot count may be measured (a server satbench did not size)
     slo: SloConfig | None = None
+    ceiling_why: str | None = None  # what set the ceiling below the lane's own, e.g. a failed fairness check
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,8 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
     """The next decision after `done` (rules in the module docstring)."""
     a = ctx.adaptive
     if not done:
-        return _step("measure", 1, 1, "the adaptive sweep starts at N=1", fb)
+        why = f" (ceiling N={ctx.ceiling}: {ctx.ceiling_why})" if ctx.ceiling_why else ""
+        return _step("measure", 1, 1, f"the adaptive sweep starts at N=1{why}", fb)
     if len(done) >= MAX_DECISIONS:
         return _step("stop", None, None, f"{MAX_DECISIONS} steps taken", fb)
     levels = {lv.concurrency: lv for lv in fb.levels}
@@ -205,7 +209,8 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         return settle(f"N={high} reaches the server's {ctx.slots} slots; {knee.reason}" +
                       ("" if ctx.past_slots else " (the slots satbench started it with; raise --parallel "
                                                  "to look higher)"))
-    return settle(f"N={high} is the highest level allowed (ceiling {ctx.ceiling}); {knee.reason}")
+    why = f": {ctx.ceiling_why}" if ctx.ceiling_why else ""
+    return settle(f"N={high} is the highest level allowed (ceiling {ctx.ceiling}{why}); {knee.reason}")
 
 
 def _next_level(ctx: PlanContext, high: int, top: int, ceiling: int,

@@ -66,6 +66,17 @@ def fairness_marginal(lane: LaneResult) -> list[str]:
             + f" after {v.rounds} of {v.rounds_max} rounds" for v in lane.fairness if v.verdict == "marginal"]
 
 
+def fairness_unverified(lane: LaneResult, answer: int) -> tuple[int | None, list[str]]:
+    """The checks inconclusive at a concurrency at or below `answer`: fairness there is not verified.
+    (The lowest such concurrency, a line per check), or (None, [])."""
+    open_ = [v for v in lane.fairness if v.verdict == "inconclusive" and v.concurrency
+             and v.concurrency <= answer]
+    if not open_:
+        return None, []
+    return min(c for v in open_ if (c := v.concurrency)), [
+        f"{v.check} ({v.name}) inconclusive at {v.concurrency} in flight: {v.reason}" for v in open_]
+
+
 def server_failure_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
     """A server that crashed or stopped answering with c requests in flight forbids recommending c
     or more: alone, in a fairness check, or while the run's other lanes ran with it (`together`:
@@ -74,6 +85,17 @@ def server_failure_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
     if not failed:
         return None, []
     return min(f.level for f in failed) - 1, [f.reason for f in failed]
+
+
+def checks_cap(lane: LaneResult) -> tuple[int | None, str | None]:
+    """The most the fairness checks allow, run before the lane's adaptive sweep: a check that failed
+    at c, or a server that failed with c in flight, forbids c or more (`fairness_cap`,
+    `server_failure_cap`), so the sweep climbs no higher. (cap, why), or (None, None)."""
+    found = [(c, "; ".join(why)) for c, why in (fairness_cap(lane), server_failure_cap(lane))
+             if c is not None]
+    if not found:
+        return None, None
+    return min(found)
 
 
 def failed_count(lv: LevelResult) -> int:
@@ -135,14 +157,16 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
 def knee_ceiling(lane: LaneResult, results: ResultsFile, levels: list[LevelResult],
                  crash_cap: int | None) -> int | None:
     """The level the knee is judged against: the server's slot count, at most the lane's own ceiling
-    (its highest level; config.LaneConfig.ceiling); after a server failure, the highest level measured
-    below it (the highest the server was seen to hold: no level between is tried); None when none of
-    these is known."""
+    (its highest level; config.LaneConfig.ceiling) and below a failed fairness check (`fairness_cap`:
+    no level there may be recommended, so none there can move the knee); after a server failure, the
+    highest level measured below it (the highest the server was seen to hold: no level between is
+    tried); None when none of these is known."""
     slots = lane.runtime.total_slots
     cfg = next((c for c in results.config.lanes if c.name == lane.lane), None)
     held = max((lv.concurrency for lv in levels if lv.concurrency <= crash_cap), default=None) \
         if crash_cap is not None else None
-    caps = [c for c in (slots, cfg.ceiling(slots) if cfg is not None else None, held) if c]
+    caps = [c for c in (slots, cfg.ceiling(slots) if cfg is not None else None, held, fairness_cap(lane)[0])
+            if c]
     return min(caps) if caps else None
 
 
@@ -235,6 +259,14 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
                   (f"; at most N={high} is allowed by the other limits" if high < k.range_high else ""))
     if reason in ("highest_measured", "undetermined") and stopped:
         detail += f"; the adaptive sweep stopped: {stopped}"
+    unverified_at, unverified = fairness_unverified(lane, rec) if rec is not None else (None, [])
+    below = max((lv.concurrency for lv in levels if unverified_at and lv.concurrency < unverified_at),
+                default=None)
+    if rec is not None and below is not None:  # an unverified answer is the top of a range, not the answer
+        span = (below, span[1] if span else rec)
+        rec, reason, resource, limit = below, "fairness", None, below
+        detail = (f"{'; '.join(unverified)}: fairness at or above {unverified_at} in flight is not verified, "
+                  f"so the answer lies between {span[0]} and {span[1]}")
     expected = None
     if rec is None:
         detail += (f"; no measured level is at or below {limit}: " +
@@ -260,6 +292,7 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
         slo=lane.slo, knee=k.knee, knee_reason=k.reason, curve_shape=k.shape, knee_ceiling=ceiling,
         kneedle_knee=kneedle(points), slots=slots,
         fairness_cap=cap, fairness_failures=failures, fairness_marginal=fairness_marginal(lane),
+        fairness_unverified=unverified,
         server_failure_cap=crash_cap, server_failures=crashes,
         error_cap=err_cap, error_levels=errs, memory=lane.memory,
         memory_cap=lane.memory.slots_fit if lane.memory is not None else None,

@@ -33,7 +33,9 @@ RECOMMENDATIONS_SCHEMA_VERSION = "1.12"
 #       model.architecture, name, parameter_count, file_type, context_length, expert_count,
 #       expert_used_count (capability refuses a node whose lane's file has another architecture);
 #       fairness_marginal (checks whose CI still straddled their bound after their top-ups: shown
-#       beside the recommendation, never binding it; fairness_cap counts failed checks only).
+#       beside the recommendation, never binding it; fairness_cap counts failed checks only);
+#       fairness_unverified (checks inconclusive at or below the answer: it becomes the range from the
+#       highest measured level below them).
 # 1.11: rate (open-loop runs: the highest rate meeting the SLO from arrival, and each rate's goodput);
 #       runtime.extra_server_args (capability refuses a node whose lane gives other extra flags).
 # 1.10: slo_bound: a lower level whose p95 has too few samples to be bounded, and is not seen to miss,
@@ -138,6 +140,9 @@ class LaneRecommendation(Strict):
     fairness_marginal: list[str] = Field(default_factory=list, description="checks left marginal (their CI "
                                          "straddles the bound): a warning beside the recommendation, not a "
                                          "cap")
+    fairness_unverified: list[str] = Field(
+        default_factory=list, description="checks inconclusive at a concurrency at or below the answer: "
+        "fairness there is not verified, so the answer is a range from the highest measured level below")
     server_failure_cap: int | None = Field(None, description="below the lowest level whose server failed")
     server_failures: list[str] = Field(default_factory=list)
     error_cap: int | None = Field(None, description="below the lowest level where more than "
@@ -188,6 +193,10 @@ DEFINITIONS = {
     "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at "
                     "least 1); a marginal check (its CI straddles the bound after its top-ups) does not "
                     "bind: fairness_marginal lists it",
+    "fairness_unverified": "a check inconclusive at concurrency c (the host too unsteady for its reference, "
+                           "its situation not created) verifies nothing at c or above: an answer at or "
+                           "above c becomes recommended_range [the highest measured level below c, the "
+                           "answer], recommending its lower end (binding fairness)",
     "server_failure_cap": "one below the lowest concurrency at which the lane's server crashed or stopped "
                           "answering",
     "memory_cap": "memory.slots_fit: the server's slots plus the cache slots that fit in the memory left "

@@ -102,7 +102,8 @@ def check_same_server(lane: str, stored: LaneProvenance, scenario: str, model: M
             and rt.model_alias is not None and alias_was != rt.model_alias):
         raise UserError(f"cannot continue lane {lane}: the server now serves {rt.model_alias!r}, "
                         f"not {alias_was!r}")
-    same_scenario = {"solo": stored.runtime, "together": stored.together_runtime,
+    same_scenario = {"solo": stored.runtime if stored.solo_recorded() else None,
+                     "together": stored.together_runtime,
                      "fairness": stored.fairness_runtime}.get(scenario)
     label = () if stored.runtime.kind == rt.kind == "url" else ("name",)
     checks = [(stored.runtime, f) for f in (*label, "version", "build_info", "build_number", "binary_sha256",

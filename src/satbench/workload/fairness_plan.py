@@ -22,6 +22,7 @@ CAL_PREFILLS = 2  # lone prefill requests that measure the prefill rate (their m
 # lone references of F2's sizes and of S2's and S3's prompts: two, the fewest whose spread the
 # steadiness guard (analysis/guards.solo_spread) can judge
 REFERENCES = 2
+REFERENCE_SETS = 2  # a second set of F2's and S3's references when the first was too unsteady to serve
 S1_REFERENCES = 1  # S1's long prompt alone: its prefill costs as much as an injection round
 F1_OUTPUT_MIN = 32  # F1's requests decode at least this many tokens (more on a fast server)
 NAMES = {
