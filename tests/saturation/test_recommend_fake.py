@@ -71,9 +71,11 @@ def test_a_failed_fairness_check_caps_the_recommendation(four_slot_run):
     lane.fairness = [Verdict(check="F1", name="equal requests", verdict="fail", concurrency=4),
                      Verdict(check="S3", name="prompt behind prompt", verdict="pass", concurrency=2)]
     rec = recommend_lane(lane, results)
-    assert rec.recommended_concurrency == 2  # nothing at or above 4; 3 was not measured
-    assert rec.binding.reason == "fairness" and "F1 (equal requests) failed at 4" in rec.binding.detail
-    assert rec.fairness_cap == 3
+    # nothing at or above 4; the curve still gains at 2, and 3, the most fairness allows, was not measured
+    assert (rec.recommended_concurrency, rec.recommended_range) == (2, (2, 3))
+    assert rec.binding.reason == "undetermined" and "the ceiling N=3 is not measured" in rec.undetermined
+    assert rec.fairness_cap == 3 and rec.fairness_failures == ["F1 (equal requests) failed at 4 in flight"]
+    assert rec.knee_ceiling == 3 and rec.confidence is not None and not rec.confidence.settled
 
 
 def test_an_slo_that_a_level_misses_binds(four_slot_run):

@@ -45,3 +45,17 @@ def test_an_inconclusive_check_above_the_answer_changes_nothing():
     rec = recommend_lane(lane, results)
     assert rec is not None and rec.recommended_concurrency == 4 and rec.recommended_range is None
     assert rec.fairness_unverified == []
+
+
+def test_an_slo_answer_below_a_level_not_yet_bounded_is_a_range():
+    from satbench.saturation.knee import Knee
+    from satbench.saturation.recommend import slo_range_high
+    from satbench.saturation.slo import SloStanding
+
+    standing = SloStanding(bound=1, why="N=3 misses the SLO", missed_at=3, unbounded=((2, 40),))
+    unclear = Knee(knee=None, reason="r", undetermined="r", last_real_gain_to=1, range_high=2)
+    assert slo_range_high(standing, 1, unclear, [("slots", 8, "8 slots")]) == 2
+    assert slo_range_high(standing, 1, Knee(knee=1, reason="flat", last_real_gain_to=1), []) is None  # no use
+    assert slo_range_high(standing, 1, unclear, [("fairness", 1, "F2 failed at 2")]) is None
+    bounded = SloStanding(bound=2, why="N=3 misses the SLO", missed_at=3)
+    assert slo_range_high(bounded, 2, unclear, []) is None  # N=2 shown to meet: the answer is 2

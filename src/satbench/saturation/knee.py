@@ -87,7 +87,7 @@ def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_D
     clean = [p for p in every if not p.contended]
     pts = [p for p in clean if ceiling is None or p.n <= ceiling]  # past the ceiling: not the answer's
     top_n = every[-1].n
-    reached = ceiling is None or top_n >= ceiling
+    reached = ceiling is None or any(p.n == ceiling for p in every)  # a level above it says nothing of it
     if not pts:
         why = "every level ran while other processes took CPU (contended): none can make the knee"
         return Knee(knee=None, last_real_gain_to=every[0].n, reason="every level ran contended",

@@ -195,6 +195,20 @@ def _caps(lane: LaneResult, slo: SloStanding) -> list[tuple[Reason, int, str]]:
     return bounds
 
 
+def slo_range_high(slo: SloStanding, answer: int, k: Knee, caps: list[tuple[Reason, int, str]]) -> int | None:
+    """The highest level above an SLO-bound `answer` that the SLO cannot rule out yet: measured, below
+    the first level seen to miss, its p95s unbounded (`SloStanding.unbounded`), and allowed by every
+    other limit and by the curve (a knee that stands, or the top of an undetermined range). None: none."""
+    limits = [b[1] for b in caps if b[0] != "slo"]
+    if k.knee is not None:
+        limits.append(k.knee)
+    elif k.undetermined is not None and k.range_high is not None:
+        limits.append(k.range_high)
+    open_ = [n for n, _ in slo.unbounded if n > answer and (slo.missed_at is None or n < slo.missed_at)
+             and all(n <= x for x in limits)]
+    return max(open_, default=None)
+
+
 def _bounds(lane: LaneResult, levels: list[LevelResult], k: Knee, slo: SloStanding,
             caps: list[tuple[Reason, int, str]]) -> list[tuple[Reason, int, str]]:
     """`caps` and the curve's own limit: the knee where it stands; "undetermined" at the level the
@@ -257,6 +271,10 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
         span = (rec, max(rec, high))
         detail = (f"between {span[0]} and {span[1]}, not settled (undetermined says why)" +
                   (f"; at most N={high} is allowed by the other limits" if high < k.range_high else ""))
+    if reason == "slo" and rec is not None and (unsure := slo_range_high(slo, rec, k, caps)) is not None:
+        span = (rec, unsure)
+        detail += (f"; between {rec} and {unsure}: N={unsure} is not seen to miss the SLO, but its p95s are "
+                   "not bounded yet")
     if reason in ("highest_measured", "undetermined") and stopped:
         detail += f"; the adaptive sweep stopped: {stopped}"
     unverified_at, unverified = fairness_unverified(lane, rec) if rec is not None else (None, [])

@@ -193,6 +193,9 @@ DEFINITIONS = {
     "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at "
                     "least 1); a marginal check (its CI straddles the bound after its top-ups) does not "
                     "bind: fairness_marginal lists it",
+    "slo_range": "an answer bound by the SLO below a measured level that is not seen to miss it but whose "
+                 "p95s are not bounded yet (fewer than 72 samples) is recommended_range [answer, that level] "
+                 "when the curve and the other limits allow it",
     "fairness_unverified": "a check inconclusive at concurrency c (the host too unsteady for its reference, "
                            "its situation not created) verifies nothing at c or above: an answer at or "
                            "above c becomes recommended_range [the highest measured level below c, the "
