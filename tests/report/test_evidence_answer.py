@@ -66,9 +66,11 @@ def test_a_failed_and_an_inconclusive_verdict_are_counted_and_named():
     ln.fairness = [make_verdict("F1", "fail", concurrency=4), make_verdict("S1", "pass", concurrency=3),
                    inconclusive("S2", "too few probes")]
     answer = _answer(results(ln))
-    assert ("| dense | 2 | fairness | 3 checks: 1 pass, 1 fail, 1 inconclusive; failed: F1 equal requests at "
-            "4 in flight; inconclusive: S2 prompt admission while decoding |") in answer
-    assert "- dense: binding — fairness: F1 (equal requests) failed at 4 in flight" in answer
+    # nothing at or above 4; the curve still gains at 2 and N=3 was not measured: a range, its top set by F1
+    assert ("| dense | 2 (2 to 3?) | undetermined | 3 checks: 1 pass, 1 fail, 1 inconclusive; failed: F1 equal "
+            "requests at 4 in flight; inconclusive: S2 prompt admission while decoding |") in answer
+    assert ("- dense: binding — between 2 and 3, not settled (undetermined says why); at most N=3: fairness: F1 "
+            "(equal requests) failed at 4 in flight") in answer
 
 
 def test_a_contended_lane_says_so_in_the_answer():

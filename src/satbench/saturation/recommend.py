@@ -269,8 +269,9 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     if reason == "undetermined" and rec is not None and k.range_high is not None:
         high = min(k.range_high, cap_other) if cap_other is not None else k.range_high
         span = (rec, max(rec, high))
+        named = [f"{b[0]}: {b[2]}" for b in caps if b[1] == high]  # the limits that set its top, if any
         detail = (f"between {span[0]} and {span[1]}, not settled (undetermined says why)" +
-                  (f"; at most N={high} is allowed by the other limits" if high < k.range_high else ""))
+                  (f"; at most N={high}: " + "; ".join(named) if named else ""))
     if reason == "slo" and rec is not None and (unsure := slo_range_high(slo, rec, k, caps)) is not None:
         span = (rec, unsure)
         detail += (f"; between {rec} and {unsure}: N={unsure} is not seen to miss the SLO, but its p95s are "
