@@ -9,9 +9,10 @@ lane's ModelInfo before any server starts.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
-from typing import TypedDict
+from typing import Any
 
 from satbench.errors import UserError
 from satbench.models.builtin import resolve_builtin
@@ -73,22 +74,8 @@ def resolve_model(model: str | None, model_dir: Path) -> tuple[Path | None, Mode
                            **described(header))
 
 
-class HeaderFields(TypedDict):
-    """The ModelInfo fields a GGUF header fills."""
-
-    architecture: str | None
-    name: str | None
-    parameter_count: int | None
-    file_type: str | None
-    context_length: int | None
-    expert_count: int | None
-    expert_used_count: int | None
-
-
-def described(header: ModelHeader) -> HeaderFields:
-    """The ModelInfo fields a GGUF header fills (architecture, name, parameter count, file type,
-    trained context, experts)."""
-    return HeaderFields(architecture=header.architecture, name=header.name,
-                        parameter_count=header.parameter_count, file_type=header.file_type,
-                        context_length=header.context_length, expert_count=header.expert_count,
-                        expert_used_count=header.expert_used_count)
+def described(header: ModelHeader) -> dict[str, Any]:
+    """The ModelInfo fields a GGUF header fills: each of ModelHeader's but `synthetic`, which the
+    caller ORs with satbench's own `synthetic:` source (architecture, name, parameter count, file
+    type, trained context, experts)."""
+    return {f.name: getattr(header, f.name) for f in dataclasses.fields(header) if f.name != "synthetic"}
