@@ -108,7 +108,7 @@ def test_a_server_that_dies_in_a_fairness_check_is_recorded_and_caps_the_recomme
     assert rec["server_failure_cap"] == 3 and rec["recommended_concurrency"] == 2
     verdicts = {v["check"]: v for v in analyzable(run_dir)["lanes"][0]["fairness"]}
     assert verdicts["F1"]["verdict"] == "inconclusive"  # a check whose server died proves nothing
-    assert verdicts["S3"]["verdict"] in ("pass", "fail")  # 2 in flight: run first, before the crash
+    assert verdicts["S3"]["verdict"] in ("pass", "fail", "marginal")  # 2 in flight: judged, before the crash
     for c in ("F2", "F3", "S1", "S2"):  # not run, and they say why
         assert verdicts[c]["verdict"] == "inconclusive", verdicts[c]
         assert verdicts[c]["reason"].startswith("not run: lane default: fairness F1 (4 in flight) failed"), verdicts[c]
