@@ -217,6 +217,7 @@ def test_the_central_verify_refuses_a_run_altered_on_its_way(fleet):
     assert nodes["node-0"].state == "ok" and record.merged == ["node-0"]
 
 
+@pytest.mark.alone  # `compare` judges the spot check against the reference's run: load skews either
 def test_per_class_spot_checks_a_class_and_measures_a_slow_node_in_full(fleet, capsys):
     """All three nodes have this machine's fingerprint: node-0 is measured in full, node-1 (as fast) is
     spot-checked and advertised on node-0's evidence, node-2 (its server's decode 3× slower) is significantly
