@@ -72,8 +72,8 @@ def _s3(second_waits_ms: list[float]) -> list:
     for k, wait in enumerate(second_waits_ms):
         t = 400 + 200 * k
         evs.append(_tag(ev(sent_ms=t, chunks_ms=[t + 20, t + 21]), "S3", "first", rep=k + 1))
-        evs.append(_tag(ev(sent_ms=t + 10, chunks_ms=[t + 50 + wait, t + 51 + wait]), "S3", "second", stream=1,
-                        rep=k + 1))
+        second = ev(sent_ms=t + 10, chunks_ms=[t + 50 + wait, t + 51 + wait])
+        evs.append(_tag(second, "S3", "second", stream=1, rep=k + 1))
     return evs
 
 
@@ -183,8 +183,8 @@ def test_the_reports_name_a_marginal_check_beside_the_recommendation():
 # -- an unsteady set of references is measured again, and the latest set is judged ---------------
 
 def _alone(sent_ms: float, took_ms: float, rep: int):
-    return _tag(ev(sent_ms=sent_ms, chunks_ms=[sent_ms + took_ms / 2, sent_ms + took_ms], seq=0, repetition=rep),
-                "F2", "alone" if rep <= 2 else "alone_again", seq=0, rep=rep)
+    e = ev(sent_ms=sent_ms, chunks_ms=[sent_ms + took_ms / 2, sent_ms + took_ms], seq=0, repetition=rep)
+    return _tag(e, "F2", "alone" if rep <= 2 else "alone_again", seq=0, rep=rep)
 
 
 def test_an_unsteady_set_of_references_is_replaced_by_the_next():

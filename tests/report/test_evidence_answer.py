@@ -67,10 +67,10 @@ def test_a_failed_and_an_inconclusive_verdict_are_counted_and_named():
                    inconclusive("S2", "too few probes")]
     answer = _answer(results(ln))
     # nothing at or above 4; the curve still gains at 2 and N=3 was not measured: a range, its top set by F1
-    assert ("| dense | 2 (2 to 3?) | undetermined | 3 checks: 1 pass, 1 fail, 1 inconclusive; failed: F1 equal "
-            "requests at 4 in flight; inconclusive: S2 prompt admission while decoding |") in answer
-    assert ("- dense: binding — between 2 and 3, not settled (undetermined says why); at most N=3: fairness: F1 "
-            "(equal requests) failed at 4 in flight") in answer
+    assert ("| dense | 2 (2 to 3?) | undetermined | 3 checks: 1 pass, 1 fail, 1 inconclusive; failed: "
+            "F1 equal requests at 4 in flight; inconclusive: S2 prompt admission while decoding |") in answer
+    assert ("- dense: binding — between 2 and 3, not settled (undetermined says why); at most N=3: "
+            "fairness: F1 (equal requests) failed at 4 in flight") in answer
 
 
 def test_a_contended_lane_says_so_in_the_answer():

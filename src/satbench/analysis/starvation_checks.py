@@ -221,7 +221,8 @@ def s3(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
                               f"{cfg.s3_prefill_ms:g} ms alone at the calibrated "
                               + (f"{cal.prefill_tok_per_s:.0f} tok/s" if cal.prefill_tok_per_s else "rate")
                               + f", at most {cfg.s3_prompt_batches:g} × n_batch {plan.n_batch}); wait = "
-                              "second's TTFT − first's − its own prefill (the first's TTFT, the same prompt; "
+                              "second's TTFT − first's − its own prefill "
+                              "(the first's TTFT, the same prompt; "
                               f"alone it took {solo_prefill:.0f} ms, median of {len(solos)}), the mean over "
                               f"{len(excess)} of {len(pairs)} pairs (those whose second came while the first "
                               f"was prefilling); bound = {cfg.s3_iterations:g} × iteration "

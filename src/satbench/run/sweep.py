@@ -227,18 +227,15 @@ class Sweep(LaneScenarios):
                 finally:
                     self.progress.end()
 
-    def _solo_recorded(self, lane: str) -> bool:
-        """Whether the lane's own server (not only its fairness server) was described in run.json."""
-        prov = self.manifest.provenance
-        return prov is not None and lane in prov.lanes and prov.lanes[lane].solo_recorded()
-
     async def _start(self, lane: LaneConfig, scenario: Scenario, samples: JsonlWriter,
                      gpus: NvmlGpus | None, restart: int = 0) -> LaneSession:
         path, model = self._models[lane.name]
         prov = self.manifest.provenance
         assert prov is not None
         buffers = None  # the lane's memory, read once: from a start of its own at log verbosity 4
-        if scenario == "solo" and not restart and not self._solo_recorded(lane.name):
+        # described: the lane's own server is in run.json, not only its fairness checks' server
+        described = lane.name in prov.lanes and prov.lanes[lane.name].solo_recorded()
+        if scenario == "solo" and not restart and not described:
             buffers = await probe_buffers(lane, path, self._log_path(lane, "memory"))
         runtime = make_runtime(lane, path, self._log_path(lane, scenario, restart))
         session = LaneSession(lane, scenario, runtime, model, self._secrets[lane.name], self.nonce)
