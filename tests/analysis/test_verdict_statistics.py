@@ -198,3 +198,12 @@ def test_an_unsteady_set_of_references_is_replaced_by_the_next():
     assert [(e.repetition, e.role) for e in latest] == [(3, "alone"), (4, "alone")]
     assert latest_references("F2", first) == first  # one set: all of it, as before
     assert unsteady_references("F1", first) is None  # F1 has no lone references
+
+
+def test_a_failed_reference_is_no_timing_for_the_steadiness_guard():
+    from satbench.analysis.checks import unsteady_references
+
+    solo = [_tag(ev(sent_ms=100.0 * i, chunks_ms=[100.0 * i + 20, 100.0 * i + 21]), "S3", "solo", seq=i)
+            for i in range(2)]
+    failed = _tag(ev(sent_ms=300.0, end_ms=301.0, error="http_error"), "S3", "solo", seq=2)  # no TTFT
+    assert unsteady_references("S3", [*solo, failed]) is None
