@@ -53,3 +53,32 @@ def test_a_server_failure_in_the_checks_caps_the_climb_that_follows(tmp_path, mo
 ])
 def test_which_lanes_run_their_checks_first(lane, first):
     assert checks_first(LaneConfig.model_validate(lane)) is first
+
+
+def test_checks_before_the_sweep_stop_at_the_first_that_fails(tmp_path, monkeypatch, capsys):
+    """A slot served at half its neighbours' rate fails F1 (4 in flight): every check left puts 4 or
+    more in flight, so it could forbid only what F1 forbids; they are not run, and say so."""
+    from satbench.models.synthetic import write_synthetic_gguf
+
+    model = tmp_path / "tiny.gguf"
+    write_synthetic_gguf(model, "llama", "tiny", 1)
+    monkeypatch.setenv("FAKE_BIN_SCRIPT", json.dumps({"slow_slots": [1], "slow_slot_rate": 0.5,
+                                                      "decode_iteration_ms": 2.0}))
+    run = tmp_path / "run"
+    code = main(["sweep", "--server-bin", FAKE_BIN, "--model", str(model), "--parallel", "4",
+                 "--prompt-tokens", "64", "--output-tokens", "8", "--with-fairness", "-o", str(run)])
+    err = capsys.readouterr().err
+    assert code == 6, err[-2000:]
+    verdicts = {v["check"]: v for v in json.loads((run / "verdicts.json").read_text())["lanes"][0]["verdicts"]}
+    assert verdicts["F1"]["verdict"] == "fail" and verdicts["F1"]["concurrency"] == 4
+    assert verdicts["S3"]["verdict"] != "inconclusive"  # 2 in flight: run before F1
+    for check in ("F2", "F3", "S1", "S2"):
+        v = verdicts[check]
+        assert v["verdict"] == "inconclusive" and v["reason"].startswith("not run: F1 (equal requests) "
+                                                                         "failed at 4 in flight"), v
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    assert not {e.get("check") for e in events if e.get("scenario") == "fairness"} & {"F2", "F3", "S1", "S2"}
+    plan = json.loads((run / "run.json").read_text())["plan"]["default"]
+    assert "ceiling N=3: F1 (equal requests) failed at 4 in flight" in plan[0]["reason"], plan[0]
+    rec = json.loads((run / "recommendations.json").read_text())["lanes"][0]
+    assert rec["fairness_cap"] == 3 and rec["fairness_unverified"] == []

@@ -8,7 +8,7 @@ fairness runner decides its top-ups with `check_verdict` on the events so far: t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from satbench.analysis.fairness_checks import f1, f2, f3
 from satbench.analysis.guards import late_stamped, solo_spread
@@ -17,7 +17,7 @@ from satbench.analysis.verdicts import Verdict, calibrate, inconclusive
 from satbench.config.schema import CHECK_NAMES, CheckName, FairnessConfig
 from satbench.metrics.latency import ttft_ms
 from satbench.records.events import RequestEvent
-from satbench.workload.fairness_plan import FairnessPlan, in_flight
+from satbench.workload.fairness_plan import FairnessPlan, check_request_count, in_flight
 
 CLOSED_LOOP = ("F1", "F3")  # their warmups are part of the closed loop, and judged with it
 # the lone references the steadiness guard (guards.solo_spread) judges, and the role of the second set
@@ -78,13 +78,35 @@ def lane_verdicts(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: Fairn
     if not llamacpp:
         why = "the server is not llama.cpp: its slots and batch size are unknown"
         return [inconclusive(c, why) for c in cfg.checks]
+    ran = {c: check_verdict(c, events, plan, cfg) for c in CHECK_NAMES
+           if c in cfg.checks and any(e.check == c for e in events)}
     out = []
     for c in CHECK_NAMES:
-        if c in cfg.checks:
-            if any(e.check == c for e in events) or lost is None:
-                out.append(check_verdict(c, events, plan, cfg))
-            else:
-                v = inconclusive(c, f"not run: {lost}"[:600])
-                v.concurrency = in_flight(plan, c) or None
-                out.append(v)
+        if c not in cfg.checks:
+            continue
+        if c in ran:
+            out.append(ran[c])
+            continue
+        skipped = f"not run: {lost}" if lost is not None else _not_needed(c, ran.values(), plan, cfg)
+        if skipped is None:
+            out.append(check_verdict(c, events, plan, cfg))
+            continue
+        v = inconclusive(c, skipped[:600])
+        v.concurrency = in_flight(plan, c) or None
+        out.append(v)
     return out
+
+
+def _not_needed(check: CheckName, ran: Iterable[Verdict], plan: FairnessPlan,
+                cfg: FairnessConfig) -> str | None:
+    """Why `check` sent nothing when a check that ran failed at no more in flight than it puts: the
+    checks that cap an adaptive sweep stop there (run/fairness.FairnessRunner.run_all), as this one
+    could forbid only levels already forbidden. None when no such failure explains it."""
+    width = in_flight(plan, check)
+    failed = [v for v in ran if v.verdict == "fail" and v.concurrency and v.concurrency <= width]
+    if not failed or check_request_count(plan, cfg, check) == 0:
+        return None
+    first = min(failed, key=lambda v: v.concurrency or 0)
+    return (f"not run: {first.check} ({first.name}) failed at {first.concurrency} in flight, which already "
+            f"forbids {first.concurrency} or more; this check puts {width} in flight, so it could forbid "
+            "only levels already forbidden")

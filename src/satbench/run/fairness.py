@@ -37,6 +37,7 @@ from satbench.workload.fairness_plan import (
     REFERENCES,
     S1_REFERENCES,
     FairnessPlan,
+    check_request_count,
     check_requests,
     in_flight,
     request_count,
@@ -79,8 +80,9 @@ class FairnessJudge(Protocol):
 
 class FairnessRunner:
     def __init__(self, session: LaneSession, plan: FairnessPlan, sink: JsonlWriter, progress: Progress,
-                 nonce: str, judge: FairnessJudge) -> None:
+                 nonce: str, judge: FairnessJudge, stop_at_fail: bool = False) -> None:
         self.s, self.plan, self.progress, self.judge = session, plan, progress, judge
+        self.stop_at_fail = stop_at_fail  # checks before the sweep: stop once one fails (run_all)
         self.events: list[RequestEvent] = []  # this session's fairness events, as written
         self.sink = _Kept(sink, self.events)
         self.lane = session.lane.name
@@ -335,7 +337,10 @@ class FairnessRunner:
         llama.cpp is sent nothing: its slots and n_batch are unknown, so every check would be
         inconclusive anyway (analyze says so from the recorded runtime), and the load would be wasted.
         Each check (and the calibration) runs under the lane session's liveness watchdog: a server
-        that stops answering fails the check within its bound (liveness.py)."""
+        that stops answering fails the check within its bound (liveness.py).
+        With `stop_at_fail` (the checks that cap an adaptive sweep), a check that fails at c in flight
+        ends the run: every check left puts c or more in flight, so it could forbid only levels already
+        forbidden (analysis/checks.lane_verdicts names them "not run" and why)."""
         if not self.s.runtime_info().llamacpp:
             self.progress.skip(request_count(self.plan, self.s.lane))
             return
@@ -345,7 +350,8 @@ class FairnessRunner:
         checks = [(name, check) for name, check in (("F1", self.f1), ("F2", self.f2), ("F3", self.f3),
                                                     ("S1", self.s1), ("S2", self.s2), ("S3", self.s3))
                   if name in wanted]
-        for name, check in sorted(checks, key=lambda c: in_flight(self.plan, c[0])):  # stable sort
+        ordered = sorted(checks, key=lambda c: in_flight(self.plan, c[0]))  # stable sort
+        for i, (name, check) in enumerate(ordered):
             width = in_flight(self.plan, name)
             try:
                 await self._watched(name, width, check)
@@ -355,6 +361,10 @@ class FairnessRunner:
                 await self.s.check_alive(name, width, cause=exc)  # the server died mid-check: say so
                 raise
             await self.s.check_alive(name, width)  # a dead server fails loudly, not as verdicts
+            cfg = self.s.lane.fairness
+            if self.stop_at_fail and self.judge.verdict(name, self.events, self.plan, cfg) == "fail":
+                self.progress.skip(sum(check_request_count(self.plan, cfg, c) for c, _ in ordered[i + 1:]))
+                return
 
     async def _watched(self, name: str, width: int, check) -> None:
         """One check under the liveness watchdog; LevelFailedError when the server stopped answering.

@@ -285,7 +285,10 @@ class LaneScenarios(ABC):
             self.ledger.complete(solo_unit(lane.name, n, rep))
         return session
 
-    async def _fairness(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus) -> None:
+    async def _fairness(self, lane: LaneConfig, events: JsonlWriter, samples: JsonlWriter, gpus,
+                        stop_at_fail: bool = False) -> None:
+        """The lane's checks on a server of their own; `stop_at_fail`: they cap the sweep that follows,
+        so they stop at the first that fails (FairnessRunner.run_all)."""
         if self.ledger.done(fairness_unit(lane.name)):
             return
         try:
@@ -300,7 +303,8 @@ class LaneScenarios(ABC):
         session: LaneSession | None = started
         try:
             plan = fairness_plan(lane, started.runtime_info(), started.network_info())
-            runner = FairnessRunner(started, plan, events, self.progress, self.nonce, self.derivation.judge)
+            runner = FairnessRunner(started, plan, events, self.progress, self.nonce, self.derivation.judge,
+                                    stop_at_fail=stop_at_fail)
             await runner.run_all()
         except LevelFailedError as exc:  # the checks after the one that lost the server are not run
             await self._record_failure(started, exc, fairness_unit(lane.name), [])

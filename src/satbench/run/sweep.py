@@ -204,8 +204,8 @@ class Sweep(LaneScenarios):
         first = [lane for lane in checked if self.cfg.fairness_only or checks_first(lane)]
         try:
             for lane in self.cfg.lanes:
-                if lane in first:
-                    await self._fairness(lane, events, samples, gpus)
+                if lane in first:  # before its sweep: they cap its climb, and stop at the first that fails
+                    await self._fairness(lane, events, samples, gpus, stop_at_fail=not self.cfg.fairness_only)
                 if not self.cfg.fairness_only:
                     try:
                         await self._solo(lane, events, samples, gpus)

@@ -88,13 +88,18 @@ def check_requests(plan: FairnessPlan, f: FairnessConfig) -> dict[CheckName, tup
     return {c: (fixed[c], n) for c, n in per_round.items() if n}
 
 
+def check_request_count(plan: FairnessPlan, f: FairnessConfig, check: CheckName) -> int:
+    """How many requests one check sends at most: its lone references and every round to its cap
+    (0 for a check the plan cannot run)."""
+    fixed, n = check_requests(plan, f).get(check, (0, 0))
+    return fixed + n * f.rounds(check)[1] if n else 0
+
+
 def request_count(plan: FairnessPlan, lane: LaneConfig) -> int:
     """How many requests the fairness workloads send at most, every check to its cap (the
     progress bar's total: the runner takes off the top-ups a decided check does not run)."""
     f = lane.fairness
-    sizes = check_requests(plan, f)
-    return CAL_PREFILLS + 1 + sum(fixed + n * f.rounds(c)[1] for c, (fixed, n) in sizes.items()
-                                  if c in f.checks)
+    return CAL_PREFILLS + 1 + sum(check_request_count(plan, f, c) for c in f.checks)
 
 
 def s3_prompt_tokens(plan: FairnessPlan, f: FairnessConfig, prefill_tok_per_s: float | None) -> int:
