@@ -43,10 +43,11 @@ def run(planner_ctx: PlanContext, curve: dict[int, list[float]], step_s: float =
 
 def test_doubles_from_1_confirms_past_the_slots_once_and_answers_the_slots():
     steps = run(ctx(), {1: [100, 100.2], 2: [200, 200.4], 4: [390, 390.6], 8: [392, 392.5]})
-    # one repetition past the slots: it shows the queue, and the 4 slots bind the answer below it
+    # one repetition past the slots: it shows the queue, and the 4 slots bind the answer below it; each
+    # level's second repetition follows the next level's first
     assert [(d.action, d.level) for d in steps] == [
-        ("measure", 1), ("repeat", 1), ("measure", 2), ("repeat", 2), ("measure", 4), ("repeat", 4),
-        ("confirm", 8), ("stop", None)]
+        ("measure", 1), ("measure", 2), ("repeat", 1), ("measure", 4), ("repeat", 2), ("confirm", 8),
+        ("repeat", 4), ("stop", None)]
     assert "N=8 reaches the server's 4 slots" in steps[-1].reason
     assert "up to the highest level N=4 (the ceiling N=4)" in steps[-1].reason
 
@@ -171,3 +172,23 @@ def test_a_p95_estimate_over_the_slo_ends_the_climb_without_more_samples():
     done.append(done[0].model_copy(update={"level": 4, "repetition": 2, "action": "repeat"}))
     d = decide(ctx(slo=SloConfig(p95_ttft_ms=50, p95_tpot_ms=500)), Feedback([lv], 2.0, 1.0), done)
     assert d.action == "stop" and "p95 TTFT 80 ms > 50" in d.reason
+
+
+def test_a_host_that_speeds_up_makes_no_step_between_neighbouring_levels():
+    """A flat curve (100, 101, 102 tok/s) on a host that runs at 0.8 for the first two repetitions:
+    measured back to back, N=1's two slow repetitions against N=2's fast ones would show a confident
+    25 % gain and a knee at 2. Interleaved, each level's repetitions span the change: the planner
+    measures more, and the answer is a range, not a step."""
+    true = {1: 100.0, 2: 101.0, 4: 102.0}
+    got: dict[int, list[float]] = {}
+    gen = plan_lane(ctx(ceiling=4, slots=4, past_slots=False))
+    d, steps = next(gen), []
+    while d.action != "stop" and len(steps) < 60:
+        steps.append(d)
+        got.setdefault(d.level, []).append(true[d.level] * (0.8 if len(steps) <= 2 else 1.0 + 0.002 * (
+            len(steps) % 3)))
+        d = gen.send(Feedback(lane_result(got).levels, float(len(steps)), 1.0))
+    firsts = {n: next(i for i, s in enumerate(steps) if s.level == n) for n in got}
+    assert any(s.level == 1 and i > firsts[2] for i, s in enumerate(steps))  # interleaved
+    assert any(s.level == 2 and i > firsts[4] for i, s in enumerate(steps))
+    assert d.action == "stop" and "between 1 and 2" in d.reason and "knee" not in d.reason, d.reason

@@ -154,8 +154,8 @@ LANE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 class AdaptiveConfig(Strict):
     """The adaptive sweep (saturation/planner.py): levels doubling from 1, each level's repetitions
-    run back to back until its throughput CI is narrow enough. A lane without it runs its fixed
-    levels × repetitions, interleaved."""
+    (interleaved with its neighbours') until its throughput CI is narrow enough. A lane without it runs
+    its fixed levels × repetitions, interleaved."""
 
     ci_target: Fraction = Field(DEFAULT_CI_TARGET, description="stop a level's repetitions once the "
                                 "throughput 95 % CI half-width ÷ mean is at most this")

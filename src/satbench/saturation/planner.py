@@ -2,11 +2,15 @@
 the next step (GuideLLM's profile, here per repetition).
 
 Rules, in the order `decide` applies them after each step:
-1. The level just measured gets at least `min_repetitions`; a contended one (metrics/contention.py)
-   is measured again up to `contended_retries` times; more run while the throughput 95 % CI
-   half-width ÷ mean exceeds `ci_target`, up to `max_repetitions`. One whose p95 estimate is over an
-   SLO target needs no more. A level past the slot count gets one repetition: it shows the server's
-   queue, and the slots bind the answer below it.
+1. A level just measured contended (metrics/contention.py) is measured again at once, up to
+   `contended_retries` times. Each level gets at least `min_repetitions`, and more while its
+   throughput 95 % CI half-width ÷ mean exceeds `ci_target`, up to `max_repetitions`; one whose p95
+   estimate is over an SLO target needs no more. These repetitions are interleaved: a level's
+   repetitions after its first wait until the next level up has its first (or the climb is over, or
+   the budget leaves no room to climb), the level with the fewest first. Neighbouring levels are thus
+   measured in alternation, so a host that speeds up or slows down mid-sweep widens their CIs
+   instead of making a step between them. A level past the slot count gets one repetition: it shows
+   the server's queue, and the slots bind the answer below it.
 2. A level seen to miss the lane's SLO (saturation/slo.py) ends the climb: higher levels only wait
    longer.
 3. Otherwise the climb goes on to the ceiling, whatever the curve did below it (a flat step may be a
@@ -130,23 +134,10 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
                          f"~{est:.0f} s", fb)
         return _step(action, level, rep, why, fb, requests)
 
-    # a level past the slots gets one repetition: it shows the queue, and the slots bind below it
-    past_slots = bool(ctx.slots and last is not None and last > ctx.slots)
-    if last is not None and last <= top and not past_slots and (lv := levels.get(last)) is not None:
-        n = last
-        reps = runs[n] - retries.get(n, 0)  # the repetitions the CI rule ran (not the re-measured ones)
-        if lv.contended is not None and retries.get(n, 0) < a.contended_retries:
-            return go("remeasure", n, f"N={n} ran contended ({lv.contended}); measured again "
-                                      f"({retries.get(n, 0) + 1} of {a.contended_retries})")
-        missed = ctx.slo is not None and bool(estimate_misses(lv, ctx.slo)) and reps >= a.min_repetitions
-        if reps < a.max_repetitions and not missed:
-            if len(lv.repetitions) < a.min_repetitions:
-                return go("repeat", n, f"N={n}: {len(lv.repetitions)} clean repetition(s), at least "
-                                       f"{a.min_repetitions}")
-            frac = _ci_fraction(lv)
-            if frac is None or frac > a.ci_target:
-                shown = "no CI" if frac is None else f"throughput CI ±{frac:.1%}"
-                return go("repeat", n, f"N={n}: {shown} > ±{a.ci_target:.0%} after {reps} repetitions")
+    if last is not None and last <= top and (lv := levels.get(last)) is not None and (
+            lv.contended is not None and retries.get(last, 0) < a.contended_retries):
+        return go("remeasure", last, f"N={last} ran contended ({lv.contended}); measured again "
+                                     f"({retries.get(last, 0) + 1} of {a.contended_retries})")
     known = [levels[n] for n in measured if n in levels]
     if not known:
         return _step("stop", None, None, "no level below the failed one left to measure" if fb.failed_at
@@ -156,6 +147,37 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         ceiling = min(ceiling, measured[-1])
     knee = marginal_gain_knee(points_of(known), ceiling=ceiling)
     standing = slo_standing(known, ctx.slo)
+    # rule 3: a level seen to miss the SLO ends the climb; else rule 4: climb to the ceiling
+    nxt = None if standing.missed_at is not None else _next_level(ctx, measured[-1], top, ceiling, knee)
+
+    def wants(n: int) -> str | None:
+        """Rule 1: why level n needs another repetition; None when it needs no more (a level past the
+        slots gets one: it shows the queue, and the slots bind below it)."""
+        lv = levels.get(n)
+        if lv is None or (ctx.slots and n > ctx.slots):
+            return None
+        reps = runs[n] - retries.get(n, 0)  # the repetitions the CI rule ran (not the re-measured ones)
+        missed = ctx.slo is not None and bool(estimate_misses(lv, ctx.slo)) and reps >= a.min_repetitions
+        if reps >= a.max_repetitions or missed:
+            return None
+        if len(lv.repetitions) < a.min_repetitions:
+            return f"N={n}: {len(lv.repetitions)} clean repetition(s), at least {a.min_repetitions}"
+        frac = _ci_fraction(lv)
+        if frac is None or frac > a.ci_target:
+            shown = "no CI" if frac is None else f"throughput CI ±{frac:.1%}"
+            return f"N={n}: {shown} > ±{a.ci_target:.0%} after {reps} repetitions"
+        return None
+
+    # rule 1, interleaved: a level's repetitions after its first wait for the next level's first (or the
+    # end of the climb, or a budget with no room left to climb), the fewest-measured first
+    climb = go(*nxt) if nxt is not None else None
+    climbing = climb is not None and climb.action != "stop"
+    pending = [(n, need) for n in measured if (need := wants(n)) is not None]
+    ready = [(n, need) for n, need in pending if not climbing or any(m > n for m in runs)]
+    if ready:
+        n, need = min(ready, key=lambda p: (len(levels[p[0]].repetitions), p[0]))
+        later = [m for m in runs if m > n]
+        return go("repeat", n, need + (f" (after N={min(later)}'s first: interleaved)" if later else ""))
 
     def settle(why: str) -> PlanDecision:
         """Rule 6: the climb is over for `why`; bound the level the answer rests on, then stop."""
@@ -176,10 +198,8 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
                                    f"far: one repetition of {rests} × {per_stream}",
                   requests=rests * per_stream)
 
-    # rule 3: a level seen to miss the SLO ends the climb; else rule 4: climb to the ceiling
-    nxt = None if standing.missed_at is not None else _next_level(ctx, measured[-1], top, ceiling, knee)
-    if nxt is not None:
-        return go(*nxt)
+    if climb is not None:
+        return climb
     # rule 5: the profile is measured; where a level above the candidate may still gain, repetitions
     # decide (those at or below the level the SLO allows)
     allowed = top if standing.missed_at is None else standing.missed_at - 1
@@ -193,8 +213,8 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
     if standing.missed_at is not None:
         return settle(f"SLO: {standing.why}; higher levels only wait longer")
     if knee.knee is not None:
-        climb = [levels[d.level] for d in done if d.action in ("measure", "confirm") and d.level in levels]
-        wanted = [m for m in refine_between(climb) if m <= top and (not ctx.slots or m <= ctx.slots)]
+        climbed = [levels[d.level] for d in done if d.action in ("measure", "confirm") and d.level in levels]
+        wanted = [m for m in refine_between(climbed) if m <= top and (not ctx.slots or m <= ctx.slots)]
         todo = [m for m in wanted if m not in runs]
         if todo:
             return go("refine", todo[0], f"knee at N={knee.knee}, judged against the ceiling N={ceiling}: "
