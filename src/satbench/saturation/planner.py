@@ -5,11 +5,11 @@ Rules, in the order `decide` applies them after each step:
 1. A level just measured contended (metrics/contention.py) is measured again at once, up to
    `contended_retries` times. Each level gets at least `min_repetitions`, and more while its
    throughput 95 % CI half-width ÷ mean exceeds `ci_target`, up to `max_repetitions`; one whose p95
-   estimate is over an SLO target needs no more. These repetitions are interleaved: a level's
-   repetitions after its first wait until the next level up has its first (or the climb is over, or
-   the budget leaves no room to climb), the level with the fewest first. Neighbouring levels are thus
-   measured in alternation, so a host that speeds up or slows down mid-sweep widens their CIs
-   instead of making a step between them. A level past the slot count gets one repetition: it shows
+   estimate is over an SLO target needs no more. These repetitions are interleaved: a level's second
+   waits until the next level up has its first, and those beyond `min_repetitions` until the climb is
+   over (or the budget leaves no room to climb); then the level with the fewest goes first. Each
+   level's repetitions thus span the sweep, so a host that speeds up or slows down mid-sweep widens
+   their CIs instead of making a step between levels. A level past the slot count gets one repetition: it shows
    the server's queue, and the slots bind the answer below it.
 2. A level seen to miss the lane's SLO (saturation/slo.py) ends the climb: higher levels only wait
    longer.
@@ -26,11 +26,13 @@ Rules, in the order `decide` applies them after each step:
 5. A knee that stands gets the levels between its bracketing points (saturation/refine.py, at most the
    slot count: above it requests only queue) measured next.
 6. When the climb ends, with an SLO: the level the answer rests on (the highest measured at or below
-   the knee or the lower end of a range, the slots, the ceiling and the first level seen to miss) gets
+   the knee or the upper end of a range, the slots, the ceiling and the first level seen to miss) gets
    one longer repetition (the samples missing ÷ N + SLO_RAMP_REQUESTS per stream) when its p95s
    cannot be bounded yet (72 samples in the window; at most SLO_MAX_REPETITIONS in all). If it then
    misses, the level below it is the one the answer rests on. Lower levels are not bounded: they
-   cannot move the SLO bound unless they are seen to miss it.
+   cannot move the SLO bound unless they are seen to miss it, and a level shown to meet the SLO
+   shows every level below it does (their p95s are taken not to exceed its), so bounding a range's
+   upper end covers the whole range, however the repetitions then settle it.
 Before any step the time budget is checked: a step whose estimated length (the last repetition's,
 scaled by (N'/N)^0.75 to a higher level, ^1 past the slots) would end past it is not taken.
 Every decision carries its reason and figures; the sweep writes them to run.json, and a resume
@@ -168,21 +170,25 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
             return f"N={n}: {shown} > ±{a.ci_target:.0%} after {reps} repetitions"
         return None
 
-    # rule 1, interleaved: a level's repetitions after its first wait for the next level's first (or the
-    # end of the climb, or a budget with no room left to climb), the fewest-measured first
+    # rule 1, interleaved: a level's second repetition waits for the next level's first, and those the
+    # CI asks for beyond `min_repetitions` for the end of the climb (or a budget with no room left to
+    # climb); then the fewest-measured level first, so that each level's repetitions span the sweep
     climb = go(*nxt) if nxt is not None else None
     climbing = climb is not None and climb.action != "stop"
     pending = [(n, need) for n in measured if (need := wants(n)) is not None]
-    ready = [(n, need) for n, need in pending if not climbing or any(m > n for m in runs)]
+    ready = [(n, need) for n, need in pending if not climbing or (
+        any(m > n for m in runs) and len(levels[n].repetitions) < a.min_repetitions)]
     if ready:
         n, need = min(ready, key=lambda p: (len(levels[p[0]].repetitions), p[0]))
         later = [m for m in runs if m > n]
+        if len(levels[n].repetitions) >= a.min_repetitions:
+            return go("repeat", n, need + " (interleaved: the fewest-measured level first)")
         return go("repeat", n, need + (f" (after N={min(later)}'s first: interleaved)" if later else ""))
 
     def settle(why: str) -> PlanDecision:
         """Rule 6: the climb is over for `why`; bound the level the answer rests on, then stop."""
         below_miss = None if standing.missed_at is None else standing.missed_at - 1
-        answer = knee.knee if knee.knee is not None else knee.last_real_gain_to if knee.undetermined else None
+        answer = knee.knee if knee.knee is not None else knee.range_high if knee.undetermined else None
         caps = [c for c in (answer, ctx.slots, top, below_miss) if c is not None]
         rests = max((n for n in measured if n in levels and n <= min(caps)), default=None)
         unbounded = dict(standing.unbounded)
