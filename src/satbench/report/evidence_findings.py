@@ -128,7 +128,7 @@ def plan_section(results: ResultsFile) -> list[Block]:
             blocks.append(Bullets(items=[
                 f"shortcut: a repetition is N × {a.requests_per_stream} measured requests (a fixed sweep's "
                 "is max(8N, 32)); a level's repetitions are interleaved with its neighbours', one warmup per "
-                "stream whenever the level changes; p95s rest on fewer requests (their CIs say how few)",
+                "stream before its first; p95s rest on fewer requests (their CIs say how few)",
                 f"shortcut: a level stops at {a.min_repetitions} to {a.max_repetitions} repetitions, once "
                 f"the throughput CI is within ±{a.ci_target:.0%}; levels are doubled from 1, not all run",
                 "levels the sweep did not measure are not evidence: their figures are absent, not inferred",

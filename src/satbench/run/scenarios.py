@@ -173,7 +173,8 @@ class LaneScenarios(ABC):
         begun = time.monotonic() - (recorded[-1].elapsed_s if recorded else 0.0)
         planned = set(planned_solo_units(lane))
         try:
-            step, taken, previous = next(planner), 0, None
+            step, taken = next(planner), 0
+            warmed: tuple[LaneSession | None, set[int]] = (session, set())  # levels this server has run
             while True:
                 if taken >= len(recorded):
                     self.ledger.keep_decision(lane.name, step.model_copy(update={"session": self.session}))
@@ -186,14 +187,14 @@ class LaneScenarios(ABC):
                     if unit not in planned:  # the progress bar expected the planned estimate only
                         self.progress.skip(-lane.measured_requests(step.level))
                     t0 = time.monotonic()
-                    # a warmup whenever the level changes: each repetition starts from its own level's
-                    # steady state, whatever level ran before it
+                    if warmed[0] is not session:  # a fresh server after a failure warms up again
+                        warmed = (session, set())
                     session = await self._solo_units(session, [(step.repetition, step.level)], events,
-                                                     samples, gpus, warmup=previous != step.level,
+                                                     samples, gpus, warmup=step.level not in warmed[1],
                                                      requests=step.requests)
+                    warmed[1].add(step.level)
                     ran_s = time.monotonic() - t0
                 planned.discard(unit)
-                previous = step.level
                 if session is None:  # lost, and no fresh one started (recorded by Failures): nothing can run
                     self.ledger.keep_decision(lane.name, PlanDecision(
                         action="stop", reason="the lane's server failed and did not start again",
@@ -260,7 +261,7 @@ class LaneScenarios(ABC):
                           requests: int | None = None) -> LaneSession | None:
         """Run the units in order; a level that loses its server is recorded, the lane's levels at or
         above it are dropped, and a fresh server runs the rest. None when no server is left. Without
-        `warmup` the units send no warmup requests (the server runs the same level already);
+        `warmup` the units send no warmup requests (the server has run the level already);
         `requests`: measured requests per unit instead of the lane's own."""
         lane, restarts = session.lane, 0
         for rep, n in units:

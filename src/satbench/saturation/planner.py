@@ -9,8 +9,8 @@ Rules, in the order `decide` applies them after each step:
    waits until the next level up has its first, and those beyond `min_repetitions` until the climb is
    over (or the budget leaves no room to climb); then the level with the fewest goes first. Each
    level's repetitions thus span the sweep, so a host that speeds up or slows down mid-sweep widens
-   their CIs instead of making a step between levels. A level past the slot count gets one
-   repetition: it shows the server's queue, and the slots bind the answer below it.
+   their CIs instead of making a step between levels. A level past the slot count gets one repetition: it shows
+   the server's queue, and the slots bind the answer below it.
 2. A level seen to miss the lane's SLO (saturation/slo.py) ends the climb: higher levels only wait
    longer.
 3. Otherwise the climb goes on to the ceiling, whatever the curve did below it (a flat step may be a
