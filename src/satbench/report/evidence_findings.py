@@ -130,7 +130,8 @@ def plan_section(results: ResultsFile) -> list[Block]:
                 "is max(8N, 32)); a level's repetitions are interleaved with its neighbours', one warmup per "
                 "stream before its first; p95s rest on fewer requests (their CIs say how few)",
                 f"shortcut: a level stops at {a.min_repetitions} to {a.max_repetitions} repetitions, once "
-                f"the throughput CI is within ±{a.ci_target:.0%}; levels are doubled from 1, not all run",
+                f"the throughput CI is within ±{a.ci_target:.0%} or no value within it would change the "
+                "knee's answer; levels are doubled from 1, not all run",
                 "levels the sweep did not measure are not evidence: their figures are absent, not inferred",
             ] + ([f"shortcut: with the SLO, only the level the answer rests on is measured until its p95s "
                   f"can be bounded ({fewest_to_bound_p95()} requests in the window); a lower level is not, "

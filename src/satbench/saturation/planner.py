@@ -5,12 +5,13 @@ Rules, in the order `decide` applies them after each step:
 1. A level just measured contended (metrics/contention.py) is measured again at once, up to
    `contended_retries` times. Each level gets at least `min_repetitions`, and more while its
    throughput 95 % CI half-width ÷ mean exceeds `ci_target`, up to `max_repetitions`; one whose p95
-   estimate is over an SLO target needs no more. These repetitions are interleaved: a level's second
-   waits until the next level up has its first, and those beyond `min_repetitions` until the climb is
-   over (or the budget leaves no room to climb); then the level with the fewest goes first. Each
-   level's repetitions thus span the sweep, so a host that speeds up or slows down mid-sweep widens
-   their CIs instead of making a step between levels. A level past the slot count gets one repetition: it shows
-   the server's queue, and the slots bind the answer below it.
+   estimate is over an SLO target needs no more, nor, once the climb is over, one whose throughput
+   anywhere in its CI leaves the knee's answer as it is (`answer_holds_within_ci`). These repetitions
+   are interleaved: a level's second waits until the next level up has its first, and those beyond
+   `min_repetitions` until the climb is over (or the budget leaves no room to climb); then the level
+   with the fewest goes first. Each level's repetitions thus span the sweep, so a host that speeds up
+   or slows down mid-sweep widens their CIs instead of making a step between levels. A level past the
+   slot count gets one repetition: it shows the server's queue, and the slots bind the answer below it.
 2. A level seen to miss the lane's SLO (saturation/slo.py) ends the climb: higher levels only wait
    longer.
 3. Otherwise the climb goes on to the ceiling, whatever the curve did below it (a flat step may be a
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 from satbench.config.schema import AdaptiveConfig, SloConfig
 from satbench.metrics.level_result import LevelResult
 from satbench.records.manifest import PlanAction, PlanDecision
-from satbench.saturation.knee import Knee, marginal_gain_knee, points_of
+from satbench.saturation.knee import Knee, Point, marginal_gain_knee, points_of
 from satbench.saturation.refine import refine_between
 from satbench.saturation.slo import estimate_misses, fewest_to_bound_p95, slo_standing
 
@@ -106,6 +107,29 @@ def _estimate_s(fb: Feedback, last: int | None, level: int, slots: int | None) -
     return fb.last_step_s * grow
 
 
+def _shifted(points: Sequence[Point], n: int, to: float) -> list[Point]:
+    """`points` with level n's mean moved to `to`: its repetitions and CI ends moved alike."""
+    def move(p: Point) -> Point:
+        d = to - p.x
+        return p.model_copy(update={"x": to, "reps": [r + d for r in p.reps],
+                                    "ci_low": None if p.ci_low is None else p.ci_low + d,
+                                    "ci_high": None if p.ci_high is None else p.ci_high + d})
+    return [move(p) if p.n == n else p for p in points]
+
+
+def answer_holds_within_ci(points: Sequence[Point], n: int, ceiling: int) -> bool:
+    """Whether the knee's answer (knee, candidate, range) stays the same with level n's throughput
+    at either end of its 95 % CI: then more precision at n cannot move it."""
+    def answer(pts: Sequence[Point]) -> tuple[int | None, int, int | None]:
+        k = marginal_gain_knee(pts, ceiling=ceiling)
+        return k.knee, k.last_real_gain_to, k.range_high
+    p = next((q for q in points if q.n == n), None)
+    if p is None or p.ci_low is None or p.ci_high is None:
+        return False
+    now = answer(points)
+    return all(answer(_shifted(points, n, end)) == now for end in (p.ci_low, p.ci_high))
+
+
 def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> PlanDecision:
     """The next decision after `done` (rules in the module docstring)."""
     a = ctx.adaptive
@@ -147,7 +171,8 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
     ceiling = min(top, ctx.slots) if ctx.slots else top
     if fb.failed_at is not None:  # the highest level the server was seen to hold: none between is tried
         ceiling = min(ceiling, measured[-1])
-    knee = marginal_gain_knee(points_of(known), ceiling=ceiling)
+    points = points_of(known)
+    knee = marginal_gain_knee(points, ceiling=ceiling)
     standing = slo_standing(known, ctx.slo)
     # rule 3: a level seen to miss the SLO ends the climb; else rule 4: climb to the ceiling
     nxt = None if standing.missed_at is not None else _next_level(ctx, measured[-1], top, ceiling, knee)
@@ -165,9 +190,10 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         if len(lv.repetitions) < a.min_repetitions:
             return f"N={n}: {len(lv.repetitions)} clean repetition(s), at least {a.min_repetitions}"
         frac = _ci_fraction(lv)
-        if frac is None or frac > a.ci_target:
-            shown = "no CI" if frac is None else f"throughput CI ±{frac:.1%}"
-            return f"N={n}: {shown} > ±{a.ci_target:.0%} after {reps} repetitions"
+        if frac is None:
+            return f"N={n}: no CI after {reps} repetitions"
+        if frac > a.ci_target and not (nxt is None and answer_holds_within_ci(points, n, ceiling)):
+            return f"N={n}: throughput CI ±{frac:.1%} > ±{a.ci_target:.0%} after {reps} repetitions"
         return None
 
     # rule 1, interleaved: a level's second repetition waits for the next level's first, and those the
