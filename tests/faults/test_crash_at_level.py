@@ -176,7 +176,9 @@ def test_a_server_that_fails_only_beside_the_other_lane_caps_that_lanes_recommen
     failed, other = recs[failure["lane"]], recs[({"a", "b"} - {failure["lane"]}).pop()]
     assert failed["server_failure_cap"] == 1 and failed["recommended_concurrency"] == 1
     assert failed["binding"]["reason"] == "server_failed" and "together" in failed["binding"]["detail"]
-    assert other["server_failure_cap"] is None and other["recommended_concurrency"] == 2
+    # the other lane is not capped by the failure (its answer, 1 or 2, rests on one repetition's timing)
+    assert other["server_failure_cap"] is None and other["binding"]["reason"] != "server_failed"
+    assert [lv["concurrency"] for lv in other["measured_levels"]] == [1, 2]
     assert [lv["concurrency"] for lv in failed["measured_levels"]] == [1]
 
 
