@@ -69,7 +69,8 @@ def test_checks_before_the_sweep_stop_at_the_first_that_fails(tmp_path, monkeypa
                  "--prompt-tokens", "64", "--output-tokens", "8", "--with-fairness", "-o", str(run)])
     err = capsys.readouterr().err
     assert code == 6, err[-2000:]
-    verdicts = {v["check"]: v for v in json.loads((run / "verdicts.json").read_text())["lanes"][0]["verdicts"]}
+    lane = json.loads((run / "verdicts.json").read_text())["lanes"][0]
+    verdicts = {v["check"]: v for v in lane["verdicts"]}
     assert verdicts["F1"]["verdict"] == "fail" and verdicts["F1"]["concurrency"] == 4
     assert verdicts["S3"]["verdict"] != "inconclusive"  # 2 in flight: run before F1
     for check in ("F2", "F3", "S1", "S2"):
