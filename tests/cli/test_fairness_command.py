@@ -16,7 +16,9 @@ def _args(url, out, *extra):
 
 
 def test_a_failing_check_exits_non_zero_and_analyze_recomputes_the_verdicts(fake_server, tmp_path, capsys):
-    fake = fake_server(**FAIR, prefill_first=True)
+    # prefill at 2 ms/token: the injected 1.75 × n_batch stalls decode ~130 ms past S1's 1.5 × n_batch
+    # bound, clear of a loaded host's noise (at 0.5 ms/token the margin was ~30 ms and read marginal)
+    fake = fake_server(**{**FAIR, "prefill_ms_per_token": 2.0}, prefill_first=True)
     out = tmp_path / "run"
     assert main(_args(fake.base_url, out)) == 6
     assert "fairness or starvation check failed" in capsys.readouterr().err

@@ -20,6 +20,9 @@ from tests.conftest import FakeProcess
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
+# A node's sweep takes ~4 s here alone and ran past 90 s beside the default run's four workers: the
+# cluster's workers need the host's cores, so the module runs with the other 'alone' tests.
+pytestmark = pytest.mark.alone
 
 LANE = "yes"  # a lane name that a hand-written YAML would load as a boolean
 LANES = f"""[[lanes]]
@@ -217,7 +220,6 @@ def test_the_central_verify_refuses_a_run_altered_on_its_way(fleet):
     assert nodes["node-0"].state == "ok" and record.merged == ["node-0"]
 
 
-@pytest.mark.alone  # `compare` judges the spot check against the reference's run: load skews either
 def test_per_class_spot_checks_a_class_and_measures_a_slow_node_in_full(fleet, capsys):
     """All three nodes have this machine's fingerprint: node-0 is measured in full, node-1 (as fast) is
     spot-checked and advertised on node-0's evidence, node-2 (its server's decode 3× slower) is significantly
