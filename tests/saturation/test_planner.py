@@ -150,11 +150,11 @@ def test_only_the_level_the_answer_rests_on_gets_the_samples_its_p95_needs():
     from satbench.saturation.planner import SLO_RAMP_REQUESTS
     from tests.saturation.planner_fixtures import level
 
-    levels = [_few(level(n, [100.0 * n, 100.0 * n + 0.2])) for n in (1, 2, 4)]  # 42 short of 72 each
+    levels = [_few(level(n, [100.0 * n, 100.0 * n + 0.2])) for n in (1, 2, 4)]  # 29 short of 59 each
     slo = SloConfig(p95_ttft_ms=500, p95_tpot_ms=500)
     d = decide(ctx(slo=slo, past_slots=False), Feedback(levels, 6.0, 1.0), _done(1, 2, 4))
     assert (d.action, d.level, d.repetition) == ("repeat", 4, 3)
-    assert d.requests == 4 * (11 + SLO_RAMP_REQUESTS) and "the level the answer rests on" in d.reason
+    assert d.requests == 4 * (8 + SLO_RAMP_REQUESTS) and "the level the answer rests on" in d.reason
     levels[-1] = _met(level(4, [400.0, 400.2, 400.1]))  # now bounded, and within the SLO
     done = _done(1, 2, 4) + [d]
     d = decide(ctx(slo=slo, past_slots=False), Feedback(levels, 8.0, 1.0), done)
@@ -180,6 +180,19 @@ def test_a_p95_estimate_over_the_slo_ends_the_climb_without_more_samples():
     done.append(done[0].model_copy(update={"level": 4, "repetition": 2, "action": "repeat"}))
     d = decide(ctx(slo=SloConfig(p95_ttft_ms=50, p95_tpot_ms=500)), Feedback([lv], 2.0, 1.0), done)
     assert d.action == "stop" and "p95 TTFT 80 ms > 50" in d.reason
+
+
+def test_levels_below_an_slo_miss_get_no_repetitions_their_throughput_cannot_use():
+    """N=2's p95 TTFT (40 ms) misses a 30 ms SLO, so the answer is at most 1 wherever the curve lies:
+    N=1's and N=2's wide throughput CIs (±100 %) ask for no more repetitions; without the SLO they do."""
+    from tests.saturation.planner_fixtures import level
+
+    levels = [_met(level(1, [100.0, 130.0])), _met(level(2, [150.0, 210.0]))]
+    slo = SloConfig(p95_ttft_ms=30, p95_tpot_ms=500)
+    d = decide(ctx(slo=slo, ceiling=2), Feedback(levels, 6.0, 1.0), _done(1, 2))
+    assert d.action == "stop" and "N=2 misses the SLO" in d.reason, d.reason
+    d = decide(ctx(ceiling=2), Feedback(levels, 6.0, 1.0), _done(1, 2))
+    assert d.action == "repeat" and "throughput CI" in d.reason, d.reason
 
 
 def test_a_host_that_speeds_up_makes_no_step_between_neighbouring_levels():

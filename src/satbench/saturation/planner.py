@@ -6,7 +6,8 @@ Rules, in the order `decide` applies them after each step:
    `contended_retries` times. Each level gets at least `min_repetitions`, and more while its
    throughput 95 % CI half-width ÷ mean exceeds `ci_target`, up to `max_repetitions`; one whose p95
    estimate is over an SLO target needs no more, nor, once the climb is over, one whose throughput
-   anywhere in its CI leaves the knee's answer as it is (`answer_holds_within_ci`). These repetitions
+   anywhere in its CI leaves the knee's answer as it is, at most one below a level seen to miss the
+   SLO (`answer_holds_within_ci`). These repetitions
    are interleaved: a level's second waits until the next level up has its first, and those beyond
    `min_repetitions` until the climb is over (or the budget leaves no room to climb); then the level
    with the fewest goes first. Each level's repetitions thus span the sweep, so a host that speeds up
@@ -29,7 +30,7 @@ Rules, in the order `decide` applies them after each step:
 6. When the climb ends, with an SLO: the level the answer rests on (the highest measured at or below
    the knee or the upper end of a range, the slots, the ceiling and the first level seen to miss) gets
    one longer repetition (the samples missing ÷ N + SLO_RAMP_REQUESTS per stream) when its p95s
-   cannot be bounded yet (72 samples in the window; at most SLO_MAX_REPETITIONS in all). If it then
+   cannot be bounded yet (59 samples in the window; at most SLO_MAX_REPETITIONS in all). If it then
    misses, the level below it is the one the answer rests on. Lower levels are not bounded: they
    cannot move the SLO bound unless they are seen to miss it, and a level shown to meet the SLO
    shows every level below it does (their p95s are taken not to exceed its), so bounding a range's
@@ -117,12 +118,18 @@ def _shifted(points: Sequence[Point], n: int, to: float) -> list[Point]:
     return [move(p) if p.n == n else p for p in points]
 
 
-def answer_holds_within_ci(points: Sequence[Point], n: int, ceiling: int) -> bool:
+def answer_holds_within_ci(points: Sequence[Point], n: int, ceiling: int, cap: int | None = None) -> bool:
     """Whether the knee's answer (knee, candidate, range) stays the same with level n's throughput
-    at either end of its 95 % CI: then more precision at n cannot move it."""
-    def answer(pts: Sequence[Point]) -> tuple[int | None, int, int | None]:
+    at either end of its 95 % CI: then more precision at n cannot move it. With `cap` (one below the
+    first level seen to miss the SLO), the answer compared is the recommendation and the range's top,
+    each at most `cap`: the SLO binds wherever the curve puts them above it."""
+    def answer(pts: Sequence[Point]) -> tuple[int | None, ...]:
         k = marginal_gain_knee(pts, ceiling=ceiling)
-        return k.knee, k.last_real_gain_to, k.range_high
+        if cap is None:
+            return k.knee, k.last_real_gain_to, k.range_high
+        low = k.knee if k.knee is not None else k.last_real_gain_to
+        high = k.knee if k.knee is not None else k.range_high if k.range_high is not None else low
+        return min(low, cap), min(high, cap)
     p = next((q for q in points if q.n == n), None)
     if p is None or p.ci_low is None or p.ci_high is None:
         return False
@@ -176,6 +183,7 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
     standing = slo_standing(known, ctx.slo)
     # rule 3: a level seen to miss the SLO ends the climb; else rule 4: climb to the ceiling
     nxt = None if standing.missed_at is not None else _next_level(ctx, measured[-1], top, ceiling, knee)
+    below_miss = None if standing.missed_at is None else standing.missed_at - 1
 
     def wants(n: int) -> str | None:
         """Rule 1: why level n needs another repetition; None when it needs no more (a level past the
@@ -192,7 +200,8 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         frac = _ci_fraction(lv)
         if frac is None:
             return f"N={n}: no CI after {reps} repetitions"
-        if frac > a.ci_target and not (nxt is None and answer_holds_within_ci(points, n, ceiling)):
+        settled = nxt is None and answer_holds_within_ci(points, n, ceiling, below_miss)
+        if frac > a.ci_target and not settled:
             return f"N={n}: throughput CI ±{frac:.1%} > ±{a.ci_target:.0%} after {reps} repetitions"
         return None
 
@@ -213,7 +222,6 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
 
     def settle(why: str) -> PlanDecision:
         """Rule 6: the climb is over for `why`; bound the level the answer rests on, then stop."""
-        below_miss = None if standing.missed_at is None else standing.missed_at - 1
         answer = knee.knee if knee.knee is not None else knee.range_high if knee.undetermined else None
         caps = [c for c in (answer, ctx.slots, top, below_miss) if c is not None]
         rests = max((n for n in measured if n in levels and n <= min(caps)), default=None)

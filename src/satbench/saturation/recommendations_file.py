@@ -25,7 +25,9 @@ from satbench.saturation.confidence import Confidence
 from satbench.saturation.open_rate import RateRecommendation
 from satbench.saturation.usl import UslFit
 
-RECOMMENDATIONS_SCHEMA_VERSION = "1.12"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.13"
+# 1.13: slo_bound judges a p95 by a one-sided 95 % upper bound, which 59 samples give (the largest,
+#       from 59 to 71 samples; was: the two-sided CI's upper end, from 72).
 # 1.12: a knee stands only with evidence of no gain above it (P(gain) < 5 % for every higher level) and
 #       the ceiling (knee_ceiling: slots, or the highest level the server holds) measured; otherwise
 #       "undetermined" names recommended_range [A, B] and recommends A (was: null); curve_shape;
@@ -184,17 +186,19 @@ DEFINITIONS = {
             "repetitions), and with the ceiling (knee_ceiling) measured; a flat step below the ceiling may "
             "be a plateau. None when the candidate is the highest level and that is the ceiling (still "
             "rising), or when undetermined",
-    "slo_bound": "the largest N whose upper 95% CI ends of p95 TTFT and p95 TPOT (and p95 E2E when set) "
+    "slo_bound": "the largest N whose 95% upper bounds of p95 TTFT and p95 TPOT (and p95 E2E when set) "
                  "are within the targets with >= 90% of requests meeting all (a failed request misses), "
-                 "with no lower level seen to miss (a p95 estimate or bounded CI end over a target, or "
-                 "attainment below 90%); a level whose p95 has too few samples for a CI upper end (72) "
+                 "with no lower level seen to miss (a p95 estimate or its upper bound over a target, or "
+                 "attainment below 90%); a p95's upper bound is one-sided: its CI's upper end, else the "
+                 "largest sample from 59 samples (below the p95 with probability 0.95^n <= 5%); a level "
+                 "whose p95 has too few samples for an upper bound (59) "
                  "neither sets nor breaks it, as a lower level's p95 latencies are taken not to exceed a "
                  "higher one's",
     "fairness_cap": "one below the lowest concurrency at which a fairness or starvation check failed (at "
                     "least 1); a marginal check (its CI straddles the bound after its top-ups) does not "
                     "bind: fairness_marginal lists it",
     "slo_range": "an answer bound by the SLO below a measured level that is not seen to miss it but whose "
-                 "p95s are not bounded yet (fewer than 72 samples) is recommended_range [answer, that level] "
+                 "p95s are not bounded yet (fewer than 59 samples) is recommended_range [answer, that level] "
                  "when the curve and the other limits allow it",
     "fairness_unverified": "a check inconclusive at concurrency c (the host too unsteady for its reference, "
                            "its situation not created) verifies nothing at c or above: an answer at or "

@@ -1,13 +1,16 @@
 """The SLO bound (DESIGN.md §7.4): the largest N whose own p95s are shown within the lane's SLO, with no
 lower level seen to miss it.
 
-A level is *shown to meet* the SLO when the upper 95 % CI ends of its p95 TTFT and p95 TPOT (and p95
+A level is *shown to meet* the SLO when the 95 % upper bounds of its p95 TTFT and p95 TPOT (and p95
 E2E when the SLO sets it) are within the targets and ≥ 90 % of its requests meet all of them. It is
-*seen to miss* when a p95 estimate or a bounded upper CI end is over its target, or fewer than 90 %
-meet. A level with too few samples to bound its p95s (72, `fewest_to_bound_p95`) and no miss is
-*unbounded*: it neither sets the bound nor breaks it, as the p95 latencies of lower levels are taken
-not to exceed those of a higher one (each request waits for no more neighbours). The adaptive sweep
-therefore bounds only the level its answer rests on (saturation/planner.py).
+*seen to miss* when a p95 estimate or its upper bound is over its target, or fewer than 90 % meet.
+The upper bound (`p95_upper`) is one-sided, as the question is: the upper end of the p95's two-sided
+95 % CI where it has one (72 samples; a 97.5 % bound), else the largest sample from 59 on: the
+largest of n samples lies below the p95 with probability 0.95ⁿ, ≤ 5 % from n = 59. A level with too
+few samples to bound its p95s (59, `fewest_to_bound_p95`) and no miss is *unbounded*: it neither
+sets the bound nor breaks it, as the p95 latencies of lower levels are taken not to exceed those of
+a higher one (each request waits for no more neighbours). The adaptive sweep therefore bounds only
+the level its answer rests on (saturation/planner.py).
 """
 
 from __future__ import annotations
@@ -18,15 +21,25 @@ from itertools import count
 
 from satbench.config.schema import SloConfig
 from satbench.metrics.level_result import LevelResult
-from satbench.metrics.stats import Distribution, percentile_ci
+from satbench.metrics.stats import CONFIDENCE, Distribution
 
 SLO_MIN_ATTAINMENT = 0.90
 
 
 @cache
 def fewest_to_bound_p95() -> int:
-    """The fewest samples whose p95 has a finite upper 95 % CI end (72: below, its rank is past n)."""
-    return next(n for n in count(1) if percentile_ci(range(n), 95).high is not None)
+    """The fewest samples whose p95 has a one-sided 95 % upper bound (59: 0.95⁵⁹ ≤ 5 % < 0.95⁵⁸);
+    the two-sided CI's upper end needs more (72)."""
+    return next(n for n in count(1) if 0.95 ** n <= 1.0 - CONFIDENCE)
+
+
+def p95_upper(d: Distribution) -> float | None:
+    """A one-sided 95 % upper bound of the p95 (module docstring): the two-sided CI's upper end where
+    it has one, else the largest sample from `fewest_to_bound_p95` samples on; None below."""
+    ci = d.ci.get("p95")
+    if ci is not None and ci.high is not None:
+        return ci.high
+    return d.max if d.max is not None and d.n >= fewest_to_bound_p95() else None
 
 
 @dataclass(frozen=True)
@@ -51,18 +64,17 @@ def _judged(lv: LevelResult, slo: SloConfig) -> list[tuple[str, Distribution, fl
 
 def p95_over(d: Distribution, target: float) -> tuple[str, float] | None:
     """What shows a p95 over `target`: ("estimate", the p95) when its estimate is, else ("upper CI",
-    its upper 95 % CI end) when that end is bounded and over; None when neither is."""
+    its upper bound, `p95_upper`) when that is over; None when neither is."""
     if d.p95 is not None and d.p95 > target:
         return "estimate", d.p95
-    ci = d.ci.get("p95")
-    if ci is not None and ci.high is not None and ci.high > target:
-        return "upper CI", ci.high
+    if (high := p95_upper(d)) is not None and high > target:
+        return "upper CI", high
     return None
 
 
 def p95_unbounded(d: Distribution) -> bool:
-    """The p95 has no upper 95 % CI end yet (too few samples): it cannot be shown within a target."""
-    return (ci := d.ci.get("p95")) is None or ci.high is None
+    """The p95 has no upper bound yet (too few samples): it cannot be shown within a target."""
+    return p95_upper(d) is None
 
 
 def estimate_misses(lv: LevelResult, slo: SloConfig) -> list[str]:
@@ -86,8 +98,8 @@ def _misses(lv: LevelResult, slo: SloConfig) -> list[str]:
 
 def _unbounded(lv: LevelResult, slo: SloConfig) -> int | None:
     """The fewest samples of the level's judged p95s when some cannot be shown within the SLO yet
-    (no upper CI end); None when all can. An open upper end shows nothing: the largest sample is above
-    the p95 only with probability 1 − 0.95ⁿ (0.34 at n = 8), so it is not taken in its place."""
+    (no upper bound); None when all can. Below 59 samples the largest is above the p95 only with
+    probability 1 − 0.95ⁿ (0.34 at n = 8), so it bounds nothing."""
     short = [d.n for _, d, _, _ in _judged(lv, slo) if p95_unbounded(d)]
     return min(short) if short else None
 
@@ -108,7 +120,7 @@ def slo_standing(levels: list[LevelResult], slo: SloConfig | None) -> SloStandin
             best = lv.concurrency
     if best is None:
         return SloStanding(None, "no level is shown to meet the SLO: " + ", ".join(
-            f"N={c} ({n} samples)" for c, n in unbounded) + f": a p95's 95% CI has no upper end below "
+            f"N={c} ({n} samples)" for c, n in unbounded) + f": a p95 has no 95% upper bound below "
             f"{fewest_to_bound_p95()} samples", None, tuple(unbounded))
     return SloStanding(best, f"N={best} meets the SLO and no level is seen to miss it"
                        + _note(unbounded), None, tuple(unbounded))
