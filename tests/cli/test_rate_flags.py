@@ -31,6 +31,16 @@ def test_flags_become_the_lanes_rates():
     (["--rate", "1,1"], "rates repeat"),
     (["--rate", ","], "at least one rate"),
     (["--max-concurrency", "0"], "--max-concurrency"),
+    (["--rate", "1,,2"], "an empty item"),
+    (["--rate", "1,2,"], "an empty item"),
+    (["--rate", "1_000"], "digit separators"),
+    (["--rate", "1e-300"], "arrivals would take about"),
+    (["--rate", "0.0001"], "its 100 arrivals would take about 11.6 days, more than 1 days"),
+    (["--rate", "0.01", "--rate-requests", "1000"], "its 1,000 arrivals would take about 1.16 days"),
+    (["--max-concurrency", "2"], "max_concurrency act on open-loop rates only"),
+    (["--rate-requests", "80"], "rate_requests act on open-loop rates only"),
+    (["--concurrency", "1,,2"], "an empty item"),
+    (["--concurrency", "1_0"], "digit separators"),
 ])
 def test_bad_values_are_one_clear_line(argv, needle):
     with pytest.raises(UserError) as info:
@@ -48,6 +58,11 @@ def test_lane_file_keys(tmp_path):
     bad = r"lanes.toml:6: lanes\[0\].rate\[1\]: must be a finite number above 0"
     with pytest.raises(UserError, match=bad):
         load_lane_file(p)
+
+
+def test_a_slow_rate_within_a_day_is_accepted():
+    got = lane("--rate", "0.002")  # 100 arrivals over ~14 h
+    assert got.rates == [0.002] and got.arrivals_per_rate(0.002) / 0.002 < 86_400
 
 
 def test_the_open_unit_round_trips():

@@ -192,3 +192,29 @@ def test_unwritable_run_directory_reports_the_first_failed_write(fake_server, tm
     assert _sweep_into_a_directory_locked_mid_level(fake, run_dir) == 5
     line = one_error_line(capsys.readouterr().err)
     assert line.startswith(f"satbench: error: cannot write {run_dir}/run.json: "), line
+
+
+def test_no_space_left_during_an_open_loop_rate_stops_its_arrivals(fake_server, tmp_path, capsys, monkeypatch):
+    """The first failed write of a rate's record stops the arrivals at once, as a failed stream stops a
+    closed-loop level: one line, exit 5, run.json failed, no task exception left unretrieved."""
+    real_init = JsonlWriter.__init__
+
+    def on_a_filling_disk(self, path):
+        real_init(self, path)
+        if path.name == "events.jsonl":
+            self._fh = _FillsUpAfter(self._fh, 60_000)  # the level's records and some of the rate's
+
+    monkeypatch.setattr(JsonlWriter, "__init__", on_a_filling_disk)
+    fake = fake_server(n_slots=2, decode_iteration_ms=2.0)
+    run_dir = tmp_path / "run"
+    code = main(small_sweep(fake.base_url, run_dir, requests=16, output=4,
+                            extra=("--rate", "40", "--rate-requests", "2000")))
+    err = capsys.readouterr().err
+    assert "never retrieved" not in err and "Traceback" not in err, err[-3000:]
+    line = one_error_line(err)
+    assert code == 5 and line.startswith(f"satbench: error: cannot write {run_dir}/events.jsonl: No space")
+    assert status_of(run_dir) == "failed"
+    schedule = fake.stop()
+    # ~75 records fit in 60,000 bytes; the arrivals went on to all 2,000 before (over 50 s)
+    assert len(schedule) < 300, len(schedule)
+    all_lines_valid(run_dir / "events.jsonl")

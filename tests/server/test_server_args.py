@@ -35,6 +35,13 @@ def test_flags_and_their_values_are_grouped():
     (["-fa", "maybe"], "-fa maybe: expected one of on, off, auto"),
     (["-ctk", "q3_k"], "expected one of f32, f16"),
     (["-nkvo", "1"], "takes no value"),
+    (["-ts=nan"], "expected proportions like 3,1"),
+    (["-ts=1e308,nan"], "expected proportions like 3,1"),
+    (["-ts", "inf"], "expected proportions like 3,1"),
+    (["-ts", "0,0"], "not all 0"),
+    (["-ts", "1,,2"], "expected proportions"),
+    (["-ts", "1e7,1"], "each from 0 to 1e"),
+    (["-mg=9999"], "expected a device index from 0 to 127"),
 ])
 def test_the_embedded_runtime_refuses_what_it_cannot_set(args, needle):
     with pytest.raises(UserError, match=needle):

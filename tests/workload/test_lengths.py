@@ -58,7 +58,8 @@ def test_each_form_parses_to_its_canonical_text_bounds_and_mean(text, spec, lo, 
 @pytest.mark.parametrize("text, what, needle", [
     ("abc", "prompt", "expected an integer, normal:MEAN,SD, uniform:LO-HI or jsonl:PATH, got 'abc'"),
     ("normal:512", "prompt", "expected normal:MEAN,SD with numbers"),
-    ("normal:-5,1", "prompt", "expected normal:MEAN,SD with numbers"),
+    ("normal:-5,1", "prompt", "the mean must be from 8 to 1,048,576, got -5"),
+    ("normal:64,-5", "prompt", "normal:MEAN,SD: the SD must be at least 0, got -5"),
     ("normal:4,1", "prompt", "the mean must be from 8 to 1,048,576, got 4"),
     ("normal:1,1", "output", "the mean must be from 2 to 1,048,576, got 1"),
     ("uniform:64", "prompt", "expected uniform:LO-HI with integers"),
@@ -132,6 +133,8 @@ def test_a_jsonl_file_of_lengths(tmp_path):
     ("100\n12.5\n", ":2: a prompt length must be an integer"),
     ("true\n", ":1: a prompt length must be an integer"),
     ("\n\n", "no lengths in the file"),
+    ("[" * 100_000 + "1" + "]" * 100_000 + "\n", ":1: nested deeper than 8 levels"),
+    ('{"prompt_tokens": ' + "[" * 100_000 + "\n", ":1: not JSON (nested too deep)"),
 ])
 def test_a_bad_jsonl_file_is_refused_naming_its_line(tmp_path, body, needle):
     path = tmp_path / "bad.jsonl"
@@ -139,6 +142,13 @@ def test_a_bad_jsonl_file_is_refused_naming_its_line(tmp_path, body, needle):
     with pytest.raises(ValueError, match="^" + str(path)) as exc:
         parse_lengths(f"jsonl:{path}", "prompt")
     assert needle in str(exc.value)
+
+
+def test_a_jsonl_file_with_a_byte_order_mark_is_read_as_a_lane_file_is(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf100\n200\n")
+    value, d = parse_lengths(f"jsonl:{path}", "prompt")
+    assert value == 150 and d is not None and d.count == 2
 
 
 def test_a_missing_jsonl_file_is_one_line(tmp_path):

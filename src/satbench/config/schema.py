@@ -222,6 +222,26 @@ class LaneConfig(Strict):
             raise ValueError(f"rates repeat: {rates}")
         return sorted(rates)
 
+    @model_validator(mode="after")
+    def _open_loop_consistent(self, info: ValidationInfo) -> LaneConfig:
+        """rate_requests and max_concurrency act on rates only; a rate's arrivals must span at most
+        MAX_RATE_SPAN_S (a rate of 0.0001/s would send its 100 arrivals over 11.6 days)."""
+        if recorded(info):
+            return self
+        if self.rates is None:
+            given = [k for k in ("rate_requests", "max_concurrency") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"{' and '.join(given)} act on open-loop rates only, and no rates are "
+                                 "given: add rates (--rate) or drop them")
+            return self
+        for rate in self.rates:
+            span_s = self.arrivals_per_rate(rate) / rate
+            if span_s > MAX_RATE_SPAN_S:
+                raise ValueError(f"rate {rate:g}/s: its {self.arrivals_per_rate(rate):,} arrivals would take "
+                                 f"about {_span_text(span_s)}, more than {_span_text(MAX_RATE_SPAN_S)}: "
+                                 "raise the rate or lower rate_requests")
+        return self
+
     def arrivals_per_rate(self, rate_rps: float) -> int:
         """Measured arrivals of one open-loop rate: the user's rate_requests, else
         max(RATE_MIN_REQUESTS, ⌈RATE_WINDOW_S × rate⌉) (about RATE_WINDOW_S seconds of arrivals, and
@@ -293,13 +313,35 @@ def design_minimum_requests(level: int) -> int:
     return max(8 * level, 32)
 
 
+MAX_RATE_SPAN_S = 86_400.0  # one day: the longest an open-loop rate's arrivals may span
+
+
+def _span_text(seconds: float) -> str:
+    """'11.6 days', '3.2 h', '45 s': a time span as a refusal names it."""
+    if seconds >= 86_400:
+        return f"{seconds / 86_400:.3g} days"
+    return f"{seconds / 3600:.3g} h" if seconds >= 3600 else f"{seconds:.3g} s"
+
+
 RATE_WINDOW_S = 20.0  # an open-loop rate's default arrivals span about this long
 RATE_MIN_REQUESTS = 100  # an open-loop rate's fewest default arrivals: a p95 needs 59 for an upper bound
 
 
+def _list_items(text: str, what: str) -> list[str]:
+    """The items of a comma-separated flag value; ValueError for an empty item or a digit separator
+    (Python's int and float read 1_000 as 1000: a typo would pass)."""
+    parts = [p.strip() for p in text.split(",")]
+    if any(not p for p in parts):
+        raise ValueError(f"{what}: an empty item (two commas, or one at an end) in {shown(text)}")
+    if any("_" in p for p in parts):
+        raise ValueError(f"{what}: digit separators (_) are not accepted, got {shown(text)}")
+    return parts
+
+
 def parse_rates(text: str) -> list[float]:
-    """Parse a comma-separated list of rates such as "0.5,1,2" (requests/s) into numbers."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
+    """Parse a comma-separated list of rates such as "0.5,1,2" (requests/s) into numbers (the range
+    check is the model's)."""
+    parts = _list_items(text, "rates")
     try:
         return [float(p) for p in parts]
     except ValueError as exc:
@@ -309,7 +351,7 @@ def parse_rates(text: str) -> list[float]:
 
 def parse_levels(text: str) -> list[int]:
     """Parse a comma-separated list such as "1,2,4,8" into integers (validation is the model's)."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
+    parts = _list_items(text, "concurrency levels")
     try:
         return [int(p) for p in parts]
     except ValueError as exc:

@@ -83,6 +83,31 @@ async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
                          repetition=lp.repetition, t_ns=clock(), n_requests=len(reqs), session=lp.session))
     tasks: set[asyncio.Task] = set()
     errors = 0
+    failure: list[BaseException] = []  # the first request task that raised (its record not written)
+    failed = asyncio.Event()
+
+    def note(exc: BaseException) -> None:
+        """A request task raised (its record could not be written): the arrivals stop, and the arrival
+        loop raises it, as a failed stream stops a closed-loop level."""
+        if not failure:
+            failure.append(exc)
+            failed.set()
+
+    def finished(task: asyncio.Task) -> None:
+        """A request's task ended: forgotten, its exception retrieved (and noted)."""
+        tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            note(exc)
+
+    async def until(delay_s: float) -> None:
+        """Sleep `delay_s`, or less when a request task fails; then raise its exception, if any."""
+        if delay_s > 0 and not failed.is_set():
+            try:
+                await asyncio.wait_for(failed.wait(), timeout=delay_s)
+            except asyncio.TimeoutError:
+                pass
+        if failure:
+            raise failure[0]
 
     async def one(stream: int, seq: int, req: CompletionRequest, arrival_ns: int) -> None:
         nonlocal errors
@@ -93,6 +118,9 @@ async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
             errors += event.error is not None
             if on_done is not None:
                 on_done(event)
+        except Exception as exc:  # noted before its slot is freed: no arrival takes the slot first
+            note(exc)
+            raise
         finally:
             async with slot_free:
                 heapq.heappush(free, stream)
@@ -105,17 +133,19 @@ async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
             start = clock()
             for seq, (req, off) in enumerate(zip(reqs, offsets)):
                 arrival = start + off
-                delay = (arrival - clock()) / NS_PER_S
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                await until((arrival - clock()) / NS_PER_S)
                 async with slot_free:
-                    await slot_free.wait_for(lambda: bool(free))
+                    await slot_free.wait_for(lambda: bool(free) or bool(failure))
+                    await until(0)
                     stream = heapq.heappop(free)
                 task = asyncio.ensure_future(one(stream, seq, req, arrival))
                 tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            if tasks:
-                await asyncio.gather(*tasks)
+                task.add_done_callback(finished)
+            while tasks:
+                done, _ = await asyncio.wait(set(tasks), return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    finished(task)
+                await until(0)
     except asyncio.CancelledError as exc:
         status, reason = stopped(exc, activity)
         await cancel_all(list(tasks))

@@ -63,7 +63,7 @@ def _key(path: Path) -> str:
 def _read_cache(cache: Path) -> dict[str, str]:
     try:
         entries = json.loads(cache.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return entries if isinstance(entries, dict) else {}
 

@@ -37,6 +37,7 @@ OWN_FLAGS: dict[str, str] = {
                     "(continuous batching stays on)"),
 }
 TENSOR_SPLIT_DEVICES = 128  # llama.cpp's LLAMA_MAX_DEVICES: the length of CommonParams.tensor_split
+MAX_SPLIT_PROPORTION = 1e6  # one device's share of a tensor split (llama.cpp divides by their sum)
 
 _FLAG = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*$")
 _HELP_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][A-Za-z0-9-]*)")
@@ -108,14 +109,27 @@ def _int(v: list[str]) -> int:
     return int(v[0])
 
 
+def _device(v: list[str]) -> int:
+    """A device index: below llama.cpp's LLAMA_MAX_DEVICES (whether the machine has it is the server's
+    to say at start)."""
+    n = _int(v)
+    if n >= TENSOR_SPLIT_DEVICES:
+        raise ValueError(f"expected a device index from 0 to {TENSOR_SPLIT_DEVICES - 1}")
+    return n
+
+
 def _floats(v: list[str]) -> list[float]:
+    """Tensor-split proportions: finite, from 0 to MAX_SPLIT_PROPORTION each, not all 0, at most one
+    per device."""
     parts = v[0].replace("/", ",").split(",") if len(v) == 1 else []
     try:
-        out = [float(p) for p in parts]
+        out = [float(p) for p in parts if "_" not in p]
     except ValueError:
         out = []
-    if not out or len(out) > TENSOR_SPLIT_DEVICES or any(x < 0 for x in out):
-        raise ValueError("expected proportions like 3,1")
+    if (not out or len(out) != len(parts) or len(out) > TENSOR_SPLIT_DEVICES or sum(out) <= 0
+            or not all(0 <= x <= MAX_SPLIT_PROPORTION for x in out)):  # nan fails every comparison
+        raise ValueError(f"expected proportions like 3,1 (each from 0 to {MAX_SPLIT_PROPORTION:g}, "
+                         f"not all 0, at most {TENSOR_SPLIT_DEVICES})")
     return out
 
 
@@ -136,7 +150,7 @@ EMBEDDED: dict[str, tuple[str, Callable[[list[str]], Any], str]] = {
     **dict.fromkeys(("-ctv", "--cache-type-v"), ("cache_type_v", _choice(_CT), "ggml_type")),
     **dict.fromkeys(("-sm", "--split-mode"), ("split_mode", _choice(_SM), "llama_split_mode")),
     **dict.fromkeys(("-ts", "--tensor-split"), ("tensor_split", _floats, "list")),
-    **dict.fromkeys(("-mg", "--main-gpu"), ("main_gpu", _int, "value")),
+    **dict.fromkeys(("-mg", "--main-gpu"), ("main_gpu", _device, "value")),
     **dict.fromkeys(("-nkvo", "--no-kv-offload"), ("no_kv_offload", _none, "value")),
     **dict.fromkeys(("--no-warmup",), ("warmup", lambda v: not _none(v), "value")),
     **dict.fromkeys(("--swa-full",), ("swa_full", _none, "value")),

@@ -56,8 +56,9 @@ CAP = {"prompt": MAX_PROMPT_TOKENS, "output": MAX_OUTPUT_TOKENS}
 KEY = {"prompt": "prompt_tokens", "output": "output_tokens"}  # a jsonl object's key
 CLIP_SDS = 3.0  # a normal draw is clipped to MEAN ± this many SDs
 FORMS = "an integer, normal:MEAN,SD, uniform:LO-HI or jsonl:PATH"
+MAX_LENGTH_LINE_NESTING = 8  # a jsonl line is an integer or a flat object: deeper is refused unparsed
 
-_NUMBER = r"\d+(?:\.\d+)?"
+_NUMBER = r"[+-]?\d+(?:\.\d+)?"
 _NORMAL = re.compile(rf"normal:\s*({_NUMBER})\s*,\s*({_NUMBER})")
 _UNIFORM = re.compile(r"uniform:\s*(\d+)\s*-\s*(\d+)")
 
@@ -92,6 +93,8 @@ def _normal(text: str, what: What) -> LengthDistribution:
     if m is None:
         raise ValueError(f"expected normal:MEAN,SD with numbers (normal:512,128), got {shown(text)}")
     mean, sd = float(m[1]), float(m[2])
+    if sd < 0:
+        raise ValueError(f"normal:MEAN,SD: the SD must be at least 0, got {_num(sd)}")
     if not FLOOR[what] <= mean <= CAP[what]:
         raise ValueError(f"normal:MEAN,SD: the mean must be {_bounds(what)}, got {_num(mean)}")
     lo = max(FLOOR[what], round(mean - CLIP_SDS * sd))
@@ -135,7 +138,7 @@ def _read(path: Path) -> bytes:
 def _values(data: bytes, where: str, what: What) -> list[int]:
     """The lengths of a jsonl file's bytes (see the module's docstring); ValueError naming the line."""
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark is skipped, as in a lane file
     except UnicodeDecodeError as exc:
         raise ValueError(f"{where}: not UTF-8 text (byte {exc.start}); expected one length per line") from exc
     out: list[int] = []
@@ -144,10 +147,15 @@ def _values(data: bytes, where: str, what: What) -> list[int]:
             continue
         if len(out) >= MAX_LENGTHS_LINES:
             raise ValueError(f"{where}: more than {MAX_LENGTHS_LINES:,} lengths")
+        opening = line[:len(line) - len(line.lstrip("[{ \t"))]
+        if opening.count("[") + opening.count("{") > MAX_LENGTH_LINE_NESTING:  # before json recurses
+            raise ValueError(f"{where}:{lineno}: nested deeper than {MAX_LENGTH_LINE_NESTING} levels; "
+                             f"expected an integer or an object with \"{KEY[what]}\"")
         try:
             item = json.loads(line)
-        except ValueError:
-            raise ValueError(f"{where}:{lineno}: not JSON; expected an integer or an object with "
+        except (ValueError, RecursionError) as exc:
+            deep = " (nested too deep)" if isinstance(exc, RecursionError) else ""
+            raise ValueError(f"{where}:{lineno}: not JSON{deep}; expected an integer or an object with "
                              f"\"{KEY[what]}\"") from None
         if isinstance(item, dict):
             if KEY[what] not in item:
