@@ -129,8 +129,29 @@ def test_foreign_reports_are_refused(tmp_path, capsys):
     assert "foreign: capability schema 1.3, written before the node block (1.4)" in err
     assert "foreign: not a satbench capability report" in err
     assert "foreign: not valid JSON" in err
-    assert "foreign: fails the capability schema: 'lots' is not of type 'integer'" in err
+    assert ("foreign: fails the capability schema: lanes.0.max_concurrency: 'lots' is not of type "
+            "'integer'") in err
     assert "missing.json: No such file or directory" in err
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda d: d["lanes"].extend([d["lanes"][0]] * 4_999),
+     "lane 'dense' appears 5,000 times: one entry per lane"),
+    (lambda d: d["lanes"][0].update(max_concurrency=10**30), "max_concurrency"),
+    (lambda d: d["lanes"][0].update(max_concurrency=4_097), "must be an integer from 1 to 4,096"),
+    (lambda d: d["lanes"][0].update(expected_output_tok_per_s=-5.0), "expected_output_tok_per_s"),
+    (lambda d: d["lanes"][0].update(concurrency_range=[0, 8]), "concurrency_range"),
+    (lambda d: d["node"]["api_base"].update(dense="http://node-a:8080/v1?token=SECRET"), "query string"),
+    (lambda d: d["node"]["api_base"].update(dense="http://node-a:99999/v1"), "valid host and port"),
+])
+def test_a_report_whose_figures_a_router_cannot_take_is_refused(tmp_path, capsys, edit, needle):
+    """Figures outside satbench's own ranges, a lane twice, an api_base that would publish a token or
+    name no port: refused, and nothing of them reaches the router's config."""
+    data = json.loads(report("node-a", [lane("dense")]).model_dump_json())
+    edit(data)
+    (tmp_path / "forged.json").write_text(json.dumps(data))
+    code, out, err = merge(capsys, tmp_path / "forged.json", "--format", "litellm")
+    assert code == 8 and out == "" and needle in err and "SECRET" not in err, err
 
 
 def test_a_report_whose_node_is_not_the_machine_it_claims_is_refused(tmp_path, capsys):
@@ -171,6 +192,13 @@ def test_capability_writes_the_node_block(tmp_path, capsys):
     assert "no lane 'nolane'" in capsys.readouterr().err
     assert main(["capability", "--recommendations", "x", "--api-base", "http://u:key@h:1"]) == 2
     assert "user:password" in capsys.readouterr().err
+    for base, needle in (("http://h/v1?token=SECRET", "a query string or fragment"),
+                         ("http://h/v1#SECRET", "a query string or fragment"),
+                         ("http://h:99999/v1", "the port must be from 1 to 65,535"),
+                         ("http://h:0/v1", "the port must be from 1 to 65,535")):
+        assert main(["capability", "--recommendations", "x", "--api-base", base]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and "SECRET" not in err and err.count("\n") == 1, err
 
 
 def test_in_a_fleet_run_the_report_must_come_from_the_node_ray_ran_it_on():

@@ -16,6 +16,7 @@ import urllib.parse
 
 from pydantic import Field
 
+from satbench.config.ranges import MAX_PORT
 from satbench.config.schema import LaneConfig, Strict
 from satbench.errors import UserError
 from satbench.http.endpoint import is_loopback, openai_base, redact_url
@@ -78,6 +79,16 @@ def parse_api_bases(items: list[str], lanes: list[str]) -> dict[str, str]:
         if "@" in parts.netloc:
             raise UserError(f"--api-base {redact_url(item)}: a URL with user:password; give the router "
                             "its key another way")
+        if parts.query or parts.fragment or url.endswith(("?", "#")):
+            raise UserError(f"--api-base {redact_url(item).split('?')[0].split('#')[0]}: a query string or "
+                            "fragment would reach the router's config (a token in it would be published); "
+                            "give the base URL alone")
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if port is not None and not 1 <= port <= MAX_PORT:
+            raise UserError(f"--api-base {redact_url(item)}: the port must be from 1 to {MAX_PORT:,}")
         if lane:
             out[lane] = url
         else:
@@ -86,15 +97,25 @@ def parse_api_bases(items: list[str], lanes: list[str]) -> dict[str, str]:
 
 
 def api_base_problems(node: NodeBlock) -> list[str]:
-    """Why the node's api_bases do not name the machine the report says wrote it: a loopback host
-    (another machine's router cannot reach it), or a host that is neither the node id, the hostname
-    (or its first label, or it with the first label of the id) nor one of the node's addresses."""
+    """Why the node's api_bases do not name the machine the report says wrote it, or cannot go into a
+    router's config: no valid host and port, a query string, fragment or user:password (published
+    with it), a loopback host (another machine's router cannot reach it), or a host that is neither
+    the node id, the hostname (or its first label, or it with the first label of the id) nor one of
+    the node's addresses."""
     names = {node.node_id.lower(), node.hostname.lower(), node.hostname.split(".")[0].lower()}
     own = set(node.addresses)
     out = []
     for lane, url in sorted(node.api_base.items()):
-        host = (urllib.parse.urlsplit(url).hostname or "").lower()
-        if is_loopback(url):
+        try:
+            parts = urllib.parse.urlsplit(url)
+            host, _ = (parts.hostname or "").lower(), parts.port
+        except ValueError:
+            out.append(f"lane {lane}: api_base is not a URL with a valid host and port")
+            continue
+        if parts.query or parts.fragment or "@" in parts.netloc:
+            out.append(f"lane {lane}: api_base carries a query string, fragment or user:password, which "
+                       "the router's config would publish")
+        elif is_loopback(url):
             out.append(f"lane {lane}: api_base {url} is loopback: a router on another machine cannot "
                        "reach it")
         elif host not in names and host.split(".")[0] not in names and _bare_ip(host) not in own:

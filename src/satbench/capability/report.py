@@ -25,11 +25,12 @@ import re
 from pathlib import Path
 from typing import Literal, TypedDict
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from satbench.capability.checks import check_lane, load_recommendations, slo_derived_too_early
 from satbench.capability.identity import NodeBlock, this_node
 from satbench.capability.node import NodeLane, node_lane
+from satbench.config.ranges import ByteCount, LatencyMs, Level, TokPerS, shown
 from satbench.config.schema import RunConfig, Strict
 from satbench.host.gpu import open_nvml
 from satbench.host.hardware import describe_host
@@ -81,15 +82,15 @@ class LaneCapability(Strict):
     model_expert_used_count: int | None = Field(None, description="experts used per token")
     notes: list[str] = Field(default_factory=list, description="what the report could not check or say, "
                              "e.g. an architecture the recommendation did not record")
-    max_concurrency: int
-    concurrency_range: tuple[int, int] | None = Field(
+    max_concurrency: Level
+    concurrency_range: tuple[Level, Level] | None = Field(
         None, description="the recommendation was not settled: the useful concurrency lies between these "
                           "levels and max_concurrency is the lower end (null: settled, or unmeasured)")
-    expected_output_tok_per_s: float | None = None
-    expected_p95_ttft_ms: float | None = None
-    expected_p95_tpot_ms: float | None = None
-    peak_rss_bytes: int | None = None
-    peak_gpu_mem_bytes: int | None = None
+    expected_output_tok_per_s: TokPerS | None = None
+    expected_p95_ttft_ms: LatencyMs | None = None
+    expected_p95_tpot_ms: LatencyMs | None = None
+    peak_rss_bytes: ByteCount | None = None
+    peak_gpu_mem_bytes: ByteCount | None = None
     model_bytes: int | None = Field(None, description="the weights the server holds (its model buffers)")
     cache_bytes_per_slot: int | None = Field(None, description="KV and state cache per slot at the measured "
                                              "per-slot context (llama.cpp's buffers)")
@@ -132,6 +133,16 @@ class CapabilityReport(Strict):
     hardware: HostInfo
     node: NodeBlock
     lanes: list[LaneCapability]
+
+    @field_validator("lanes")
+    @classmethod
+    def _one_entry_per_lane(cls, lanes: list[LaneCapability]) -> list[LaneCapability]:
+        """A lane appears once: a router would count a repeated one's slots again."""
+        names = [lane.lane for lane in lanes]
+        if (twice := sorted({n for n in names if names.count(n) > 1})):
+            raise ValueError(f"lane {shown(twice[0])} appears {names.count(twice[0]):,} times: one entry "
+                             "per lane")
+        return lanes
 
 
 def capability_json_schema() -> dict:

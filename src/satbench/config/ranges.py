@@ -44,6 +44,8 @@ MAX_PORT = 65_535
 MAX_CHECK_REQUESTS = 1000  # requests per stream, client or probe of a fairness check
 MAX_FACTOR = 1000.0  # the fairness checks' ratios, factors and multiples
 MAX_SLO_MS = MAX_TIMEOUT_S * 1000.0
+MAX_TOK_PER_S = 1e9  # a figure of throughput a report may advertise (an H200 node streams ~10^5)
+MAX_BYTES = 2**60  # a figure of memory a report may advertise (an exbibyte)
 _SHOWN_CHARS = 40
 
 
@@ -148,3 +150,7 @@ Rounds = Annotated[int, IntRange(1, MAX_REPETITIONS)]  # a fairness check's roun
 Quantile = Annotated[float, FloatRange(0.5, 0.99, lo_open=False)]  # a fairness statistic's quantile
 RequestsPerStream = Annotated[int, IntRange(1, MAX_CHECK_REQUESTS)]  # adaptive: per stream and repetition
 Retries = Annotated[int, IntRange(0, MAX_REPETITIONS)]
+# figures a capability report advertises (checked when a fleet merge reads one back)
+TokPerS = Annotated[float, FloatRange(0.0, MAX_TOK_PER_S, lo_open=False)]
+LatencyMs = Annotated[float, FloatRange(0.0, MAX_SLO_MS, lo_open=False)]
+ByteCount = Annotated[int, IntRange(0, MAX_BYTES)]

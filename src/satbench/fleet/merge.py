@@ -85,9 +85,13 @@ def read_report(path: Path) -> tuple[CapabilityReport | None, str, str | None]:
     try:
         jsonschema.validate(data, capability_json_schema())
         return CapabilityReport.model_validate(data), digest, None
-    except (jsonschema.ValidationError, ValidationError) as exc:
-        msg = getattr(exc, "message", None) or str(exc).splitlines()[0]
-        return None, digest, f"fails the capability schema: {msg[:200]}"
+    except jsonschema.ValidationError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path)
+        return None, digest, f"fails the capability schema: {where}: {exc.message[:200]}"
+    except ValidationError as exc:  # satbench's own ranges and rules, beyond the published schema
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return None, digest, f"fails the capability schema: {where}: {first['msg'][:200]}"
 
 
 def _when(text: str | None) -> dt.datetime | None:
