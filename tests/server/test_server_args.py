@@ -13,7 +13,15 @@ from satbench.cli.main import main
 from satbench.errors import UserError
 from satbench.models.synthetic import write_synthetic_gguf
 from satbench.records.manifest import read_manifest
-from satbench.server.server_args import apply_embedded, check_native, parse_embedded, split_flags
+from satbench.server.server_args import (
+    READS_FILE,
+    REFUSED,
+    apply_embedded,
+    check_native,
+    parse_embedded,
+    read_files,
+    split_flags,
+)
 
 BIN = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_llama_server_bin.py")
 HELP = ("usage: llama-server\n  -fa, --flash-attn [on|off|auto]  set Flash Attention\n"
@@ -66,6 +74,45 @@ def test_a_native_flag_must_be_in_the_binarys_help():
         check_native(["--rope-scaling", "yarn"], HELP, "llama-server")
     with pytest.raises(UserError, match="cannot read llama-server --help"):
         check_native(["-fa", "on"], None, "llama-server")
+
+
+FULL_HELP = "\n".join(sorted(REFUSED | dict.fromkeys(READS_FILE))) + "\n"  # a server that lists them all
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--log-file", "../elsewhere.log"], "--log-file writes a log outside the run directory"),
+    (["--slot-save-path", "/tmp"], "--slot-save-path writes files outside the run directory"),
+    (["-hf", "org/repo"], "-hf fetches a model from the network, in place of the lane's: give a local file "
+                          "with --model"),
+    (["-mu", "http://example.com/m.gguf"], "-mu fetches a model from the network"),
+    (["--api-key", "k"], "--api-key would lock satbench out of the server it measures"),
+    (["--path", "/"], "--path adds or moves network endpoints"),
+    (["--rpc", "10.0.0.1:50052"], "--rpc adds or moves network endpoints"),
+])
+def test_flags_that_reach_outside_the_run_are_refused_for_both_runtimes(args, needle):
+    with pytest.raises(UserError, match=needle):
+        check_native(args, FULL_HELP, "llama-server")
+    with pytest.raises(UserError, match=needle):
+        parse_embedded(args)
+
+
+def test_a_flag_that_reads_a_file_needs_a_regular_one_and_records_its_sha256(tmp_path):
+    import hashlib
+    import os
+
+    template = tmp_path / "t.jinja"
+    template.write_text("{{ messages }}")
+    args = ["--chat-template-file", str(template), "-fa", "on"]
+    check_native(args, FULL_HELP + "-fa\n", "llama-server")
+    assert read_files(args) == {str(template): hashlib.sha256(b"{{ messages }}").hexdigest()}
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, needle in ((fifo, "not a regular file"), (tmp_path, "not a regular file"),
+                         (tmp_path / "none", "No such file or directory")):
+        with pytest.raises(UserError, match=needle):
+            check_native(["--lora", str(path)], FULL_HELP, "llama-server")
+    with pytest.raises(UserError, match="--lora needs a file"):
+        read_files(["--lora"])
 
 
 def _lane_file(tmp_path: Path, model: Path, args: list[str]) -> Path:

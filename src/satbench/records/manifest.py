@@ -25,7 +25,8 @@ from satbench.config.schema import RunConfig, RuntimeKind, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.10"
+MANIFEST_SCHEMA_VERSION = "2.11"
+# 2.11: provenance lanes[].runtime.server_arg_files (the files the extra flags read, with their sha256).
 # 2.10: provenance lanes[].model architecture, name, parameter_count, file_type, context_length,
 #       expert_count, expert_used_count (the GGUF header's; null for a url lane and before 2.10).
 MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers: a few hundred KiB at most
@@ -118,6 +119,8 @@ class RuntimeInfo(Strict):
     server_args: list[str] = Field(default_factory=list)
     extra_server_args: list[str] = Field(default_factory=list, description="the lane's extra llama-server "
                                          "flags (--server-arg), the tail of server_args; [] for a url lane")
+    server_arg_files: dict[str, str] = Field(default_factory=dict, description="the files the extra flags "
+                                             "read (a chat template, a LoRA, a draft model) → their sha256")
     pid: int | None = None
     memory: ServerMemory | None = Field(None, description="the server's buffers once started (null: a "
                                         "running server, whose log satbench does not read, or before 2.7)")

@@ -48,6 +48,7 @@ from satbench.server.probe import (
     rtt_summary,
 )
 from satbench.server.remote import UrlRuntime, listening_pid, served_here
+from satbench.server.server_args import read_files
 from satbench.workload.builder import BACKGROUND_POOL_PER_STREAM, TOGETHER_SUFFIX, WorkloadBuilder
 
 T = TypeVar("T")
@@ -233,6 +234,7 @@ class LaneSession:
             model_alias=self.facts.model_alias or self.facts.openai_model,
             server_args=self.runtime.server_args, pid=self.runtime.pid, memory=self.memory,
             extra_server_args=list(self.lane.server.extra_args) if self.runtime.kind != "url" else [],
+            server_arg_files=read_files(self.lane.server.extra_args) if self.runtime.kind != "url" else {},
         )
 
     def network_info(self) -> NetworkInfo:

@@ -2,7 +2,10 @@
 
 The flags satbench sets itself (OWN_FLAGS: the slots, context, batches, threads, GPU layers, host,
 port, model, endpoints, log verbosity) are refused here, named with satbench's own flag: their
-values are what the figures are recorded with. The rest is checked before the run starts:
+values are what the figures are recorded with. So are the flags that reach outside the run
+(REFUSED: they write files elsewhere, fetch or replace the model, lock satbench out, or add
+endpoints), for every runtime; a flag that reads a file (READS_FILE) needs a regular, readable
+one, whose sha256 run.json records (`read_files`). The rest is checked before the run starts:
 - a native `llama-server`: every flag must be one its own `--help` lists;
 - the embedded runtime: every flag must be one of EMBEDDED, the llama-server flags that map onto
   xllamacpp's CommonParams, with a value it accepts (`apply_embedded` sets them in the child).
@@ -12,7 +15,10 @@ EVIDENCE.md record them with the rest, and a resume compares them like any other
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import stat
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +42,33 @@ OWN_FLAGS: dict[str, str] = {
     **dict.fromkeys(("-cb", "--cont-batching", "-nocb", "--no-cont-batching"),
                     "(continuous batching stays on)"),
 }
+# Flags that reach outside the run: refused for every runtime, with why (and satbench's own way where
+# it has one). A flag that reads a file is allowed when its value is a regular, readable file, whose
+# sha256 goes into run.json (`read_files`).
+REFUSED: dict[str, str] = {
+    **dict.fromkeys(("--log-file",), "writes a log outside the run directory (satbench keeps the server's "
+                    "log in the run directory, server-LANE.log)"),
+    **dict.fromkeys(("--slot-save-path", "-lcd", "--lookup-cache-dynamic"),
+                    "writes files outside the run directory"),
+    **dict.fromkeys(("-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hfv", "--hf-repo-v", "-hffv",
+                     "--hf-file-v", "-hft", "--hf-token", "-mu", "--model-url", "-dr", "--docker-repo",
+                     "-hfd", "-hfrd", "--hf-repo-draft"),
+                    "fetches a model from the network, in place of the lane's: give a local file with "
+                    "--model"),
+    **dict.fromkeys(("--api-key", "--api-key-file"),
+                    "would lock satbench out of the server it measures (measure a server that needs a key "
+                    "with --url and --api-key-file)"),
+    **dict.fromkeys(("--ssl-key-file", "--ssl-cert-file"),
+                    "serves TLS on loopback, which the measurement does not need (measure a TLS server "
+                    "with --url https://... and --ca-cert)"),
+    **dict.fromkeys(("--path", "--api-prefix", "--rpc"),
+                    "adds or moves network endpoints satbench does not drive"),
+}
+READS_FILE = frozenset((
+    "--chat-template-file", "--lora", "--lora-scaled", "-md", "--model-draft", "-mm", "--mmproj",
+    "-mv", "--model-vocoder", "--control-vector", "--control-vector-scaled", "-lcs",
+    "--lookup-cache-static", "--grammar-file", "-f", "--file", "-jf", "--json-schema-file"))
+MAX_READ_FILES = 16  # files the extra flags of one lane may read
 TENSOR_SPLIT_DEVICES = 128  # llama.cpp's LLAMA_MAX_DEVICES: the length of CommonParams.tensor_split
 MAX_SPLIT_PROPORTION = 1e6  # one device's share of a tensor split (llama.cpp divides by their sum)
 
@@ -60,8 +93,39 @@ def split_flags(args: list[str]) -> list[tuple[str, list[str]]]:
 
 
 def _own(flag: str) -> None:
+    """A flag satbench sets itself, or one the policy refuses (REFUSED): UserError naming why."""
     if flag in OWN_FLAGS:
         raise UserError(f"server args: {flag} is set by satbench: use {OWN_FLAGS[flag]}")
+    if flag in REFUSED:
+        raise UserError(f"server args: {flag} {REFUSED[flag]}")
+
+
+def read_files(args: list[str]) -> dict[str, str]:
+    """The files the flags read (READS_FILE) → their sha256: each must be a regular, readable file
+    (UserError otherwise; a FIFO or device is refused before it is opened), recorded so that the
+    evidence says what the server read beside the model."""
+    out: dict[str, str] = {}
+    for flag, values in split_flags(args):
+        if flag not in READS_FILE:
+            continue
+        if not values:
+            raise UserError(f"server args: {flag} needs a file")
+        path = values[0]
+        if len(out) >= MAX_READ_FILES:
+            raise UserError(f"server args: more than {MAX_READ_FILES} files to read")
+        try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                raise UserError(f"server args: {flag} {path}: not a regular file")
+            digest = hashlib.sha256()
+            with open(path, "rb", buffering=0) as fh:  # noqa: PTH123
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced since: refused too
+                    raise UserError(f"server args: {flag} {path}: not a regular file")
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+        except OSError as exc:
+            raise UserError(f"server args: {flag} {path}: {exc.strerror or exc}") from None
+        out[path] = digest.hexdigest()
+    return out
 
 
 def help_flags(help_text: str) -> set[str]:
@@ -93,6 +157,7 @@ def check_native(args: list[str], help_text: str | None, server_bin: str) -> Non
         if flag not in known:
             raise UserError(f"server args: {flag} is not a flag of {server_bin} (its --help does not "
                             "list it)")
+    read_files(args)
 
 
 def _choice(values: dict[str, str]) -> Callable[[list[str]], str]:
