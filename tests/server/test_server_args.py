@@ -159,3 +159,14 @@ def test_server_arg_flags_add_up_and_are_checked(tmp_path, capsys):
     assert "server args: -np is set by satbench: use --parallel" in capsys.readouterr().err
     assert main(["sweep", "--url", "http://127.0.0.1:1", "--server-arg", "-fa on"]) == 2
     assert "would not be applied" in capsys.readouterr().err
+
+
+def test_a_started_server_that_serves_another_model_is_refused(tmp_path, capsys, monkeypatch):
+    """/props names another file than the lane's (here: the fake told to say so): the lane does not start."""
+    model = tmp_path / "m.gguf"
+    write_synthetic_gguf(model, "llama", "tiny", 1)
+    monkeypatch.setenv("FAKE_BIN_SCRIPT", json.dumps({"model_path": "/elsewhere/other.gguf"}))
+    code = main(["sweep", "--server-bin", BIN, "--model", str(model), "--concurrency", "1",
+                 "--requests-per-level", "4", "--repetitions", "1", "-o", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 3 and "serves '/elsewhere/other.gguf', not the lane's model" in err, err

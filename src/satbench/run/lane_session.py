@@ -9,13 +9,14 @@ belong to that lane alone.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Protocol, TypeVar
 
 from satbench.config.schema import LaneConfig
-from satbench.errors import LevelFailedError, SatbenchError
+from satbench.errors import LevelFailedError, RuntimeStartError, SatbenchError
 from satbench.host.gpu import NvmlGpus
 from satbench.http.access import EndpointSession, auth_headers, tls_context_for
 from satbench.http.client import Api, StreamClient
@@ -168,6 +169,7 @@ class LaneSession:
         endpoint = Endpoint.of(self.runtime.base_url, self.headers, self.tls)
         self._session = EndpointSession(endpoint, timeout_s=30)
         self.facts = await probe_server(self._session, self.lane.runtime.served_model)
+        self._check_served_model()
         self.rtts = await measure_rtt_ms(self._session)
         self._probe = LivenessProbe(self._answers, self._session if self.facts.llamacpp else None)
         here = gpus if self.network_info().on_this_machine else None
@@ -194,6 +196,17 @@ class LaneSession:
                                    request_timeout_s=lane.request_timeout_s,
                                    read_timeout_s=lane.read_timeout_s)
         await self._sampler.start()
+
+    def _check_served_model(self) -> None:
+        """A server satbench started serves the lane's model file: /props' model_path is that file
+        (RuntimeStartError otherwise: another process on the port, or a flag that replaced the model).
+        A server that does not say is taken at its start's word; a url lane's file is its own."""
+        reported = self.facts.model_path if self.facts is not None else None
+        if self.runtime.kind == "url" or not reported or self.model.path is None:
+            return
+        if os.path.realpath(reported) != os.path.realpath(self.model.path):
+            raise RuntimeStartError(f"lane {self.lane.name}: the server at {self.runtime.base_url} serves "
+                                    f"{reported!r}, not the lane's model {self.model.path!r}")
 
     async def _answers(self, timeout_s: float = 5.0) -> bool:
         """Whether the server still answers GET /health (with any status) within `timeout_s`."""
