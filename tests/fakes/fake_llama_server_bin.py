@@ -74,7 +74,7 @@ def main() -> int:
         extra = json.loads(os.environ.get("FAKE_BIN_SCRIPT") or "{}")  # more FakeScript fields (fault knobs)
         if unknown:
             extra["build_info"] = "b0-unknown"
-        served = {"model_path": args.model} if args.model else {}  # /props names the file, as llama-server does
+        served = {"model_path": args.model} if args.model else {}  # /props names it, as llama-server does
         script = FakeScript(**{"decode_iteration_ms": 2.0, **served, **extra, "n_slots": args.parallel,
                                "n_ctx": args.ctx_size})
         async with FakeLlamaServer(script, host=args.host, port=args.port):
