@@ -20,20 +20,57 @@ start or answer; …), each with its `exit_code`. Files are written exactly as t
 from __future__ import annotations
 
 import datetime as dt
+import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
 from satbench.analysis.results import ResultsFile, read_results
 from satbench.capability.report import CapabilityReport
 from satbench.config.schema import RunConfig
+from satbench.errors import UserError
 from satbench.saturation.recommendations_file import RecommendationsFile
 
 if TYPE_CHECKING:
     from satbench.report.bundle import ReportFiles
     from satbench.run.lane_session import Progress
     from satbench.run.sweep import Sweep
+
+def _config(value: object, fn: str) -> RunConfig:
+    """The API's edge for a config: a RunConfig, or a dict of one (validated as the lane file is);
+    anything else, or an invalid dict, is a UserError of one line naming the field."""
+    if isinstance(value, RunConfig):
+        return value
+    if not isinstance(value, dict):
+        raise UserError(f"satbench.api.{fn}: config: expected a RunConfig, got {type(value).__name__}")
+    try:
+        return RunConfig.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"satbench.api.{fn}: config.{where}: {first['msg']}") from None
+
+
+def _path(value: object, name: str, fn: str) -> Path:
+    """The API's edge for a path: a str or os.PathLike naming something (no NUL byte)."""
+    text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text or "\0" in text:
+        raise UserError(f"satbench.api.{fn}: {name}: expected a path (str or os.PathLike), got "
+                        f"{type(value).__name__ if text is None else repr(text)[:40]}")
+    return Path(text)
+
+
+def _flag(value: object, name: str, fn: str) -> bool:
+    if type(value) is not bool:
+        raise UserError(f"satbench.api.{fn}: {name}: expected True or False, got {type(value).__name__}")
+    return value
+
+
+MAX_AGE_DAYS = 36_500  # a recommendation's age limit: a century is no limit, and timedelta holds it
 
 __all__ = ["SweepOutcome", "analyze", "capability", "load_results", "prepare_sweep", "recommend", "sweep"]
 
@@ -58,7 +95,7 @@ def prepare_sweep(config: RunConfig, run_dir: str | Path, *, progress: Progress 
     from satbench.records.rundir import check_new_run_dir, prepare_run_dir
     from satbench.run.server_preflight import remote_preflight, server_preflight
 
-    run_dir = Path(run_dir)
+    config, run_dir = _config(config, "prepare_sweep"), _path(run_dir, "run_dir", "prepare_sweep")
     remote_preflight(config)
     check_new_run_dir(run_dir)
     server_preflight(config, len(config.lanes) > 1 if lane_file is None else lane_file)
@@ -74,7 +111,7 @@ def sweep(config: RunConfig, run_dir: str | Path, *, progress: Progress | None =
     `satbench sweep` does (progress: none unless given)."""
     from satbench.pipeline import derive_after_sweep
 
-    run_dir = Path(run_dir)
+    config, run_dir = _config(config, "sweep"), _path(run_dir, "run_dir", "sweep")
     found = prepare_sweep(config, run_dir, progress=progress, command_line=command_line).run()
     recs: list[RecommendationsFile] = []
     files: list[ReportFiles] = []
@@ -85,7 +122,7 @@ def sweep(config: RunConfig, run_dir: str | Path, *, progress: Progress | None =
 
 def load_results(run_dir: str | Path) -> ResultsFile:
     """results.json as the run directory holds it (validated against its schema)."""
-    return read_results(Path(run_dir))
+    return read_results(_path(run_dir, "run_dir", "load_results"))
 
 
 def analyze(run_dir: str | Path) -> ResultsFile:
@@ -93,8 +130,9 @@ def analyze(run_dir: str | Path) -> ResultsFile:
     from satbench.pipeline import SweepDerivation
     from satbench.records.rundir import refuse_if_in_use
 
-    refuse_if_in_use(Path(run_dir))
-    return SweepDerivation().derive(Path(run_dir))
+    run = _path(run_dir, "run_dir", "analyze")
+    refuse_if_in_use(run)
+    return SweepDerivation().derive(run)
 
 
 def recommend(run_dir: str | Path) -> RecommendationsFile:
@@ -103,9 +141,10 @@ def recommend(run_dir: str | Path) -> RecommendationsFile:
     from satbench.records.manifest import read_manifest
     from satbench.records.rundir import refuse_if_in_use
 
-    read_manifest(Path(run_dir))  # a path that is no run says so
-    refuse_if_in_use(Path(run_dir))
-    return recommendations(Path(run_dir))[0]
+    run = _path(run_dir, "run_dir", "recommend")
+    read_manifest(run)  # a path that is no run says so
+    refuse_if_in_use(run)
+    return recommendations(run)[0]
 
 
 def capability(config: RunConfig, recommendations: str | Path, *, max_age_days: float = 30.0,
@@ -115,12 +154,18 @@ def capability(config: RunConfig, recommendations: str | Path, *, max_age_days: 
     node now (model, build, machine, age); `api_base` as `--api-base` takes it (URL or LANE=URL)."""
     from satbench.capability.identity import this_node
     from satbench.capability.report import capability_report
-    from satbench.errors import UserError
     from satbench.run.server_preflight import remote_preflight
 
-    if max_age_days <= 0:
-        raise UserError("--max-age-days must be positive")
+    config, recs = _config(config, "capability"), _path(recommendations, "recommendations", "capability")
+    days = max_age_days if type(max_age_days) in (int, float) else None
+    if days is None or not math.isfinite(days) or not 0 < days <= MAX_AGE_DAYS:
+        raise UserError(f"max_age_days (--max-age-days) must be a number above 0 and at most "
+                        f"{MAX_AGE_DAYS:,}, got {max_age_days!r}"[:200])
+    if node_id is not None and not isinstance(node_id, str):
+        raise UserError(f"satbench.api.capability: node_id: expected a str, got {type(node_id).__name__}")
+    if not isinstance(api_base, (list, tuple)) or not all(isinstance(b, str) for b in api_base):
+        raise UserError("satbench.api.capability: api_base: expected a sequence of str (URL or LANE=URL)")
+    contended = _flag(accept_contended, "accept_contended", "capability")
     remote_preflight(config)
     node = this_node(config.lanes, node_id, list(api_base))
-    return capability_report(config, Path(recommendations), dt.timedelta(days=max_age_days),
-                             accept_contended=accept_contended, block=node)
+    return capability_report(config, recs, dt.timedelta(days=days), accept_contended=contended, block=node)
