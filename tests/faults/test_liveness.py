@@ -339,3 +339,72 @@ def _when_text(path, predicate, timeout_s: float = 60) -> bool:
             return True
         time.sleep(0.005)
     return False
+
+
+# -- progress: tokens or /slots work, not just bytes or answers --------------------------------
+
+class _Wire:
+    """What an exchange under way shows the watchdog: raw bytes and SSE payloads so far."""
+
+    def __init__(self) -> None:
+        self.received_bytes = 0
+        self.result = type("R", (), {"n_payloads": 0})()
+
+
+def _progress_run(feed, slots=lambda: None, seconds: float = 2.0):
+    """The watchdog (liveness bound 0.3 s, progress bound 0.6 s, probe always answering) over two
+    requests in flight, while `feed(outs)` runs every 0.05 s."""
+    activity = StreamActivity()
+    outs = _in_flight(activity)
+    for o in outs:
+        o.wire = _Wire()
+
+    async def go():
+        async def feeder():
+            while True:
+                await asyncio.sleep(0.05)
+                feed(outs)
+        task = asyncio.ensure_future(feeder())
+        try:
+            return await watch(activity, lambda: True, _answering, timeout_s=0.3, probed=lambda: "/slots",
+                               progress_timeout_s=0.6, slots_progress=slots)
+        finally:
+            task.cancel()
+    return _run(go, seconds)
+
+
+def test_a_server_that_streams_only_sse_comments_is_failed_at_the_progress_bound():
+    def comments(outs):
+        outs[0].wire.received_bytes += 14  # ": keepalive\n\n"
+    why, took = _progress_run(comments)
+    assert why == ("the server made no progress: no token on any of 2 streams and no decode or prompt "
+                   "progress in /slots for 0.6 s (SSE comments only)")
+    assert took >= 0.6
+
+
+def test_events_without_tokens_are_named_as_such():
+    def empty_events(outs):
+        outs[1].wire.received_bytes += 40
+        outs[1].wire.result.n_payloads += 1
+    why, _ = _progress_run(empty_events)
+    assert why is not None and why.endswith("(bytes without a token)")
+
+
+def test_tokens_or_slots_progress_keep_a_level_going():
+    def tokens(outs):
+        outs[0].output_tokens += 1
+    assert _progress_run(tokens)[0] is None
+    work = iter(range(10**6))
+    assert _progress_run(lambda outs: None, slots=lambda: next(work))[0] is None  # a long prefill
+    why, _ = _progress_run(lambda outs: None, slots=lambda: 7)  # /slots answers, its work stands still
+    assert why is not None and why.endswith("(nothing arrived)")
+
+
+def test_slots_progress_is_tokens_decoded_and_prompt_tokens_processed():
+    from satbench.load.liveness import slots_progress
+
+    body = (b'[{"id": 0, "is_processing": true, "n_prompt_tokens_processed": 512, '
+            b'"next_token": [{"n_decoded": 7}]}, {"id": 1, "is_processing": false}]')
+    assert slots_progress(body) == 519
+    assert slots_progress(b'[{"id": 0}]') is None and slots_progress(b"nonsense") is None
+    assert slots_progress(b"[" * 100_000) is None

@@ -69,6 +69,8 @@ class StreamOutcome:
     pending_usage: tuple[int, int] | None = None
     error_type: str | None = None
     error_message: str | None = None
+    # the exchange under way (its bytes and SSE payloads so far, for the liveness watchdog); None after
+    wire: HttpStream | None = None
 
 
 def build_body(req: CompletionRequest, api: Api, model_name: str | None) -> dict:
@@ -203,9 +205,11 @@ class StreamClient:
             proto.transport.write(request_bytes(self._url, self._path, body, headers))
             out.sent_ns = self._clock()
         watchdog = _Watchdog(loop, proto, out.sent_ns, self._read_timeout_ns, self._request_timeout_ns)
+        out.wire = proto
         try:
             result = await proto.done
         finally:
+            out.wire = None
             watchdog.cancel()
             if not proto.done.done():  # cancelled (Ctrl-C): do not leave the socket open
                 proto.transport.abort()

@@ -205,6 +205,11 @@ class HttpStream(asyncio.BufferedProtocol):
         self._sse = SseSplitter()
         self._streaming: ChunkedDecoder | None = None  # a 200 chunked body under way: its decoder
 
+    @property
+    def received_bytes(self) -> int:
+        """Raw bytes received so far (head, framing and body): what the liveness watchdog names."""
+        return self._received
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport, as create_connection makes
         self.transport = transport  # type: ignore[assignment]

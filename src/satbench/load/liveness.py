@@ -19,17 +19,19 @@ at most DECLARED_WITHIN_S after the last evidence.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TypeVar
 
-from satbench.config.limits import MAX_SLOTS_BYTES, AnswerTooLarge
+from satbench.config.limits import MAX_CTX_TOKENS, MAX_SLOTS_BYTES, AnswerTooLarge
 from satbench.errors import ParseError
 from satbench.http.access import EndpointSession
 from satbench.http.client import StreamOutcome
 from satbench.http.errors import NETWORK_ERRORS
 
 LIVENESS_TIMEOUT_S = 20.0  # no evidence of life for this long: the server is declared failed
+PROGRESS_TIMEOUT_S = 60.0  # no token on any stream and no /slots progress for this long: failed too
 LIVENESS_PERIOD_S = 2.0  # how often the watchdog looks (at most; a shorter bound looks more often)
 PROBE_WAIT_S = 3.0  # how long one look waits for the probe's answer (at most; the probe goes on after)
 DECLARED_WITHIN_S = LIVENESS_TIMEOUT_S + LIVENESS_PERIOD_S + PROBE_WAIT_S  # last evidence → failed
@@ -57,6 +59,7 @@ class StreamActivity:
     def __init__(self) -> None:
         self._open: dict[int, StreamOutcome] = {}
         self._closed = 0  # what the finished requests received, so a request ending is no change
+        self.finished = 0  # requests that ended: progress, whatever they received
         self.verdict: str | None = None
 
     def opened(self, out: StreamOutcome) -> None:
@@ -65,6 +68,16 @@ class StreamActivity:
     def closed(self, out: StreamOutcome) -> None:
         if self._open.pop(id(out), None) is not None:
             self._closed += _received(out)
+            self.finished += 1
+
+    def progress(self) -> tuple[int, int]:
+        """(requests finished, tokens on the requests in flight): changes whenever one makes progress."""
+        return self.finished, sum(o.output_tokens for o in self._open.values())
+
+    def wire(self) -> tuple[int, int]:
+        """(bytes, SSE payloads) received so far by the requests in flight: what arrived without a token."""
+        streams = [o.wire for o in self._open.values() if o.wire is not None]
+        return sum(w.received_bytes for w in streams), sum(w.result.n_payloads for w in streams)
 
     @property
     def in_flight(self) -> int:
@@ -88,6 +101,7 @@ class LivenessProbe:
                  slots: EndpointSession | None = None) -> None:
         self._health, self._slots = health, slots
         self.path = "/slots" if slots is not None else "/health"
+        self.slots_progress: int | None = None  # the last /slots answer's progress (`slots_progress`)
 
     async def __call__(self, deadline_s: float) -> bool:
         loop = asyncio.get_running_loop()
@@ -95,13 +109,14 @@ class LivenessProbe:
         if self.path == "/slots":
             assert self._slots is not None
             try:
-                status, _ = await self._slots.read("/slots", limit_bytes=MAX_SLOTS_BYTES,
-                                                   deadline_s=deadline_s)
+                status, body = await self._slots.read("/slots", limit_bytes=MAX_SLOTS_BYTES,
+                                                      deadline_s=deadline_s)
             except AnswerTooLarge:
                 return True
             except (*NETWORK_ERRORS, ParseError):
                 return False
             if status == 200:
+                self.slots_progress = slots_progress(body)
                 return True
             if status in SLOTS_OFF:
                 self.path = "/health"
@@ -109,24 +124,67 @@ class LivenessProbe:
         return left > 0 and await self._health(left)
 
 
+def slots_progress(body: bytes) -> int | None:
+    """The work a /slots answer shows done: Σ over its slots of tokens decoded (next_token[0]
+    .n_decoded) and prompt tokens processed (n_prompt_tokens_processed); None when the answer says
+    neither (another server, or nonsense: never an error here)."""
+    try:
+        slots = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    total, said = 0, False
+    for slot in slots if isinstance(slots, list) else []:
+        if not isinstance(slot, dict):
+            continue
+        nxt = slot.get("next_token")
+        first = nxt[0] if isinstance(nxt, list) and nxt and isinstance(nxt[0], dict) else {}
+        for value in (first.get("n_decoded"), slot.get("n_prompt_tokens_processed")):
+            if type(value) is int and 0 <= value <= MAX_CTX_TOKENS:
+                total, said = total + value, True
+    return total if said else None
+
+
+def _what_arrived(bytes_, payloads: int) -> str:
+    """What came on the streams while no token did, as the failure names it."""
+    if not bytes_:
+        return "nothing arrived"
+    return "SSE comments only" if not payloads else "bytes without a token"
+
+
 async def watch(activity: StreamActivity, alive: Callable[[], bool],
                 answers: Callable[[float], Awaitable[bool]], timeout_s: float = LIVENESS_TIMEOUT_S,
                 clock: Callable[[], float] = time.monotonic,
-                probed: Callable[[], str] = lambda: "/health") -> str:
+                probed: Callable[[], str] = lambda: "/health",
+                progress_timeout_s: float = PROGRESS_TIMEOUT_S,
+                slots_progress: Callable[[], int | None] = lambda: None) -> str:
     """Return (only) when the server is to be declared failed, with the reason: its process is
-    gone, or for `timeout_s` nothing arrived on the requests in flight and no `answers(deadline)`
-    (the probe: /slots or /health, `probed()` names it) said yes. One probe is in flight at a time,
-    with `timeout_s` as its deadline; each look waits for it at most PROBE_WAIT_S. Nothing in flight
+    gone; or for `timeout_s` nothing arrived on the requests in flight and no `answers(deadline)`
+    (the probe: /slots or /health, `probed()` names it) said yes; or for `progress_timeout_s` no
+    request finished, no token arrived on any in flight and the probe's `slots_progress()` (tokens
+    decoded and prompt tokens processed, per /slots) did not move, whatever else arrived (SSE
+    comments, bytes, probe answers): the reason names it. One probe is in flight at a time, with
+    `timeout_s` as its deadline; each look waits for it at most PROBE_WAIT_S. Nothing in flight
     counts as evidence (nothing is awaited)."""
     period_s = min(LIVENESS_PERIOD_S, timeout_s / 4)
     wait_s = min(PROBE_WAIT_S, timeout_s / 4)
     seen, last_evidence = activity.received(), clock()
+    moved, last_move, wire_then, slots_then = activity.progress(), clock(), activity.wire(), slots_progress()
     probe: asyncio.Future[bool] | None = None
     try:
         while True:
             await asyncio.sleep(period_s)
             if not alive():
                 return "the server process ended"
+            now_moved, now_slots = activity.progress(), slots_progress()
+            if now_moved != moved or now_slots != slots_then or not activity.in_flight:
+                moved, slots_then, last_move, wire_then = now_moved, now_slots, clock(), activity.wire()
+            elif clock() - last_move >= progress_timeout_s:
+                n = activity.in_flight
+                wire_now = activity.wire()
+                what = _what_arrived(wire_now[0] - wire_then[0], wire_now[1] - wire_then[1])
+                return (f"the server made no progress: no token on any of {n} stream{'s' if n != 1 else ''} "
+                        f"and no decode or prompt progress in {probed()} for {progress_timeout_s:g} s "
+                        f"({what})")
             now_seen = activity.received()
             if now_seen != seen or not activity.in_flight:
                 seen, last_evidence = now_seen, clock()

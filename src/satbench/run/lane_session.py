@@ -24,6 +24,7 @@ from satbench.http.endpoint import Endpoint, is_loopback
 from satbench.http.errors import NETWORK_ERRORS
 from satbench.load.liveness import (
     LIVENESS_TIMEOUT_S,
+    PROGRESS_TIMEOUT_S,
     LivenessProbe,
     ServerUnresponsive,
     StreamActivity,
@@ -159,6 +160,7 @@ class LaneSession:
         self.session_index = 0  # which session of the run (0, or the n-th --resume) its records belong to
         self._on_this_machine: bool | None = None  # served_here(base URL), resolved once
         self.liveness_timeout_s = LIVENESS_TIMEOUT_S  # silent this long while requests are in flight: failed
+        self.progress_timeout_s = PROGRESS_TIMEOUT_S  # no token and no /slots progress this long: failed
         self._probe: LivenessProbe | None = None  # the watchdog's evidence probe: /slots or /health
 
     async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None,
@@ -214,12 +216,14 @@ class LaneSession:
         return await self._session.answers("/health", timeout_s)
 
     async def _watchdog(self, activity: StreamActivity) -> str:
-        """Returns when the server is to be declared failed (liveness.watch): its process is gone, or
+        """Returns when the server is to be declared failed (liveness.watch): its process is gone,
         nothing arrived on the requests in flight and its probe (LivenessProbe: /slots, or /health) was
-        silent for `liveness_timeout_s`."""
+        silent for `liveness_timeout_s`, or no token came and /slots showed no progress for
+        `progress_timeout_s`."""
         probe = self._probe or LivenessProbe(self._answers)  # /health until open() knows better
         return await watch(activity, self.runtime.alive, probe, self.liveness_timeout_s,
-                           probed=lambda: probe.path)
+                           probed=lambda: probe.path, progress_timeout_s=self.progress_timeout_s,
+                           slots_progress=lambda: probe.slots_progress)
 
     async def watched(self, work: Coroutine[object, object, T], activity: StreamActivity) -> T:
         """`await work` (whose requests report to `activity`) under the liveness watchdog; raises
