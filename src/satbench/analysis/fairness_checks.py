@@ -55,13 +55,7 @@ from satbench.analysis.verdicts import (
 from satbench.config.schema import FairnessConfig
 from satbench.metrics.latency import first_token_ns, ttft_ms
 from satbench.records.events import RequestEvent, itl_ms
-from satbench.workload.fairness_plan import (
-    EDGE_MS,
-    F1_DECODE_TARGET_MS,
-    F2_LARGEST_MAX_MS,
-    MIN_SHARED_MS,
-    FairnessPlan,
-)
+from satbench.workload.fairness_plan import EDGE_MS, F1_DECODE_TARGET_MS, MIN_SHARED_MS, FairnessPlan
 
 
 def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg: FairnessConfig) -> Verdict:
@@ -175,20 +169,11 @@ def f2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
 
 
 def _sizes_sent(events: Sequence[RequestEvent], plan: FairnessPlan) -> str:
-    """F2's sizes as sent: halved from the plan's to the lane's rates (workload/fairness_plan
-    .f2_sizes_for), and a prompt too short for its request id grew to fit."""
-    mine = [e for e in events if e.role in ("alone", "together")]
-
-    def span(values: set[int], planned: int) -> str:
-        sent = sorted(values)
+    """F2's sizes as sent: a prompt too short for its request id grew to fit (plan.f2_sizes is the plan)."""
+    def prompt(i: int, planned: int) -> str:
+        sent = sorted({e.prompt_tokens for e in events if e.seq == i and e.role in ("alone", "together")})
         return str(planned) if not sent else f"{sent[0]}" if len(sent) == 1 else f"{sent[0]}-{sent[-1]}"
-    sizes = [(span({e.prompt_tokens for e in mine if e.seq == i}, p),
-              span({e.max_tokens for e in mine if e.seq == i}, o)) for i, (p, o) in enumerate(plan.f2_sizes)]
-    text = "[" + ", ".join(f"({p}, {o})" for p, o in sizes) + "]"
-    if [o for _, o in sizes] != [str(o) for _, o in plan.f2_sizes]:
-        text += (f" (the lane's {[tuple(s) for s in plan.f2_sizes]} halved until the largest takes at most "
-                 f"{F2_LARGEST_MAX_MS / 1000:g} s alone at the calibrated rates)")
-    return text
+    return "[" + ", ".join(f"({prompt(i, p)}, {o})" for i, (p, o) in enumerate(plan.f2_sizes)) + "]"
 
 
 def f3(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:

@@ -8,8 +8,8 @@ then one more round at a time while its verdict, computed from the events so far
 `analyze` uses (handed in as a `FairnessJudge`: the measuring side imports no analysis), is marginal,
 up to its cap (FairnessConfig.rounds).
 The calibration sizes what depends on the lane's speed: F1's output (F1_DECODE_TARGET_MS of decode
-alone), F2's sizes (the largest at most F2_LARGEST_MAX_MS alone) and S3's prompts (`s3_prefill_ms` of
-prefill alone); the verdicts read the sizes from the events.
+alone) and S3's prompts (`s3_prefill_ms` of prefill alone); the verdicts read the sizes from the
+events.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from satbench.workload.fairness_plan import (
     FairnessPlan,
     check_request_count,
     check_requests,
-    f2_sizes_for,
     in_flight,
     request_count,
     s3_prompt_tokens,
@@ -227,7 +226,7 @@ class FairnessRunner:
                                                                    output, rep))
 
     async def f2(self) -> None:
-        sizes = f2_sizes_for(self.plan, self.prefill_tok_per_s, self.lone_itl_ms)
+        sizes = self.plan.f2_sizes
         if len(sizes) < 2:
             return
         self.progress.level(self.lane, "fairness F2", len(sizes), 1)

@@ -17,8 +17,6 @@ MIN_SHARED_MS = 250.0  # F1: an interval side by side counts when it lasted this
 EDGE_MS = 50.0
 F1_DECODE_TARGET_MS = 2 * (MIN_SHARED_MS + 2 * EDGE_MS)  # F1 sizes its requests to decode this long alone
 
-# F2 halves its sizes while its largest would take longer than this alone at the calibrated rates
-F2_LARGEST_MAX_MS = 2500.0
 CAL_OUTPUT = 48  # tokens of the lone decode request that measures the decode iteration
 CAL_PREFILLS = 2  # lone prefill requests that measure the prefill rate (their median)
 # lone references of F2's sizes and of S2's and S3's prompts: two, the fewest whose spread the
@@ -112,27 +110,6 @@ def s3_prompt_tokens(plan: FairnessPlan, f: FairnessConfig, prefill_tok_per_s: f
         return plan.s3_prompt
     wanted = math.ceil(prefill_tok_per_s * f.s3_prefill_ms / 1000.0)
     return max(min(plan.prompt, plan.s3_prompt), min(wanted, plan.s3_prompt))
-
-
-def f2_sizes_for(plan: FairnessPlan, prefill_tok_per_s: float | None,
-                 lone_itl_ms: float | None) -> list[tuple[int, int]]:
-    """F2's sizes, sized to the lane's calibrated rates: the plan's (half, one, two and four times the
-    lane's request), every prompt and output halved together while the largest would take longer than
-    F2_LARGEST_MAX_MS alone (prompt ÷ prefill rate + output × lone ITL) and the smallest stays at
-    least (8, 2) tokens. Halving keeps their ratios, which the slowdowns depend on (a request's E2E is
-    about linear in its prompt and output), and cuts the check's time, set by the largest; the plan's
-    without a calibration."""
-    sizes = list(plan.f2_sizes)
-    if not prefill_tok_per_s or not lone_itl_ms or not sizes:
-        return sizes
-
-    def largest_ms(ss: list[tuple[int, int]]) -> float:
-        return max(p / prefill_tok_per_s * 1000.0 + o * lone_itl_ms for p, o in ss)
-
-    while largest_ms(sizes) > F2_LARGEST_MAX_MS and min(p for p, _ in sizes) >= 16 and min(
-            o for _, o in sizes) >= 4:
-        sizes = [(p // 2, o // 2) for p, o in sizes]
-    return sizes
 
 
 def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None,
