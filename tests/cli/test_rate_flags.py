@@ -29,7 +29,7 @@ def test_flags_become_the_lanes_rates():
     (["--rate", "fast"], "rates must be numbers of requests per second like 0.5,1,2, got 'fast'"),
     (["--rate", "0"], "--rate"),
     (["--rate", "1,1"], "rates repeat"),
-    (["--rate", ","], "at least one rate"),
+    (["--rate", ","], "an empty item"),
     (["--max-concurrency", "0"], "--max-concurrency"),
     (["--rate", "1,,2"], "an empty item"),
     (["--rate", "1,2,"], "an empty item"),
