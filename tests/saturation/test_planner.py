@@ -215,3 +215,30 @@ def test_a_host_that_speeds_up_makes_no_step_between_neighbouring_levels():
     after_climb = [s.level for s in steps[firsts[4] + 1:]]  # the CI's repetitions go round the levels
     assert len(after_climb) >= 4 and all(a != b for a, b in zip(after_climb, after_climb[1:])), after_climb
     assert d.action == "stop" and "between 1 and 2" in d.reason and "knee" not in d.reason, d.reason
+
+
+def test_a_level_with_a_sample_over_the_slo_is_not_topped_up_to_a_bound_it_cannot_meet():
+    """N=2 has 30 samples, one TPOT of 70 ms over a 60 ms target: 59 samples would bound its p95 by
+    their largest, ≥ 70 ms, so its repetition could only miss; N=1 is bounded instead. With the sample
+    under the target, N=2 is the one topped up."""
+    from satbench.metrics.stats import distribution
+    from tests.saturation.planner_fixtures import level
+
+    def with_tpot(lv, worst: float):
+        lv = _few(lv)
+        lv.latency.tpot_ms = distribution([30.0] * 29 + [worst])
+        return lv
+
+    slo = SloConfig(p95_ttft_ms=5000, p95_tpot_ms=60)
+    levels = [_few(level(1, [100.0, 100.2])), with_tpot(level(2, [200.0, 200.4]), 70.0)]
+    d = decide(ctx(slo=slo, ceiling=2, past_slots=False), Feedback(levels, 6.0, 1.0), _done(1, 2))
+    assert (d.action, d.level) == ("repeat", 1), d.reason
+    assert "N=2 is left unbounded: a TPOT of 70.0 ms is over 60 already" in d.reason
+    levels[1] = with_tpot(level(2, [200.0, 200.4]), 50.0)
+    d = decide(ctx(slo=slo, ceiling=2, past_slots=False), Feedback(levels, 6.0, 1.0), _done(1, 2))
+    assert (d.action, d.level) == ("repeat", 2) and "left unbounded" not in d.reason, d.reason
+
+
+def test_the_bound_is_the_largest_sample_from_59_until_the_ci_has_an_upper_end():
+    from satbench.saturation.slo import upper_is_largest
+    assert [n for n in range(40, 100) if upper_is_largest(n)] == list(range(59, 72))

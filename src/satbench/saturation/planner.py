@@ -31,8 +31,11 @@ Rules, in the order `decide` applies them after each step:
    the knee or the upper end of a range, the slots, the ceiling and the first level seen to miss) gets
    one longer repetition (the samples missing ÷ N + SLO_RAMP_REQUESTS per stream) when its p95s
    cannot be bounded yet (59 samples in the window; at most SLO_MAX_REPETITIONS in all). If it then
-   misses, the level below it is the one the answer rests on. Lower levels are not bounded: they
-   cannot move the SLO bound unless they are seen to miss it, and a level shown to meet the SLO
+   misses, the level below it is the one the answer rests on. A level that repetition cannot bound
+   (a sample over a target already, and the bound from the samples it brings is their largest:
+   slo.cannot_bound) is left unbounded and the level below it is bounded instead; where the curve
+   allows it, the answer is then a range up to it (recommend.slo_range_high). Lower levels are not
+   bounded: they cannot move the SLO bound unless they are seen to miss it, and a level shown to meet the SLO
    shows every level below it does (their p95s are taken not to exceed its), so bounding a range's
    upper end covers the whole range, however the repetitions then settle it.
 Before any step the time budget is checked: a step whose estimated length (the last repetition's,
@@ -51,7 +54,7 @@ from satbench.metrics.level_result import LevelResult
 from satbench.records.manifest import PlanAction, PlanDecision
 from satbench.saturation.knee import Knee, Point, marginal_gain_knee, points_of
 from satbench.saturation.refine import refine_between
-from satbench.saturation.slo import estimate_misses, fewest_to_bound_p95, slo_standing
+from satbench.saturation.slo import cannot_bound, estimate_misses, fewest_to_bound_p95, slo_standing
 
 MAX_DECISIONS = 500  # a lane's sweep never takes more steps than this (a guard, never reached by the rules)
 SLO_MAX_REPETITIONS = 30  # repetitions a level may get to bound the p95 its SLO judges
@@ -224,19 +227,25 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         """Rule 6: the climb is over for `why`; bound the level the answer rests on, then stop."""
         answer = knee.knee if knee.knee is not None else knee.range_high if knee.undetermined else None
         caps = [c for c in (answer, ctx.slots, top, below_miss) if c is not None]
-        rests = max((n for n in measured if n in levels and n <= min(caps)), default=None)
-        unbounded = dict(standing.unbounded)
-        if rests is None or rests not in unbounded:
-            return _step("stop", None, None, why, fb)
-        short = unbounded[rests]  # the fewest samples of its judged p95s
-        if runs[rests] >= SLO_MAX_REPETITIONS:
-            return _step("stop", None, None, f"{why}; N={rests}'s p95 is still not bounded after "
-                         f"{runs[rests]} repetitions", fb)
-        per_stream = -(-(fewest_to_bound_p95() - short) // rests) + SLO_RAMP_REQUESTS
-        return go("repeat", rests, f"N={rests}, the level the answer rests on ({why}): the SLO's p95 needs "
-                                   f"{fewest_to_bound_p95()} requests in the window to bound it, {short} so "
-                                   f"far: one repetition of {rests} × {per_stream}",
-                  requests=rests * per_stream)
+        skipped: list[str] = []
+        for rests in sorted((n for n in measured if n in levels and n <= min(caps)), reverse=True):
+            if ctx.slo is None or (short := dict(standing.unbounded).get(rests)) is None:
+                break  # bounded already: the answer rests on it
+            if runs[rests] >= SLO_MAX_REPETITIONS:
+                return _step("stop", None, None, f"{why}; N={rests}'s p95 is still not bounded after "
+                             f"{runs[rests]} repetitions" + _skipped(skipped), fb)
+            per_stream = -(-(fewest_to_bound_p95() - short) // rests) + SLO_RAMP_REQUESTS
+            after = short + rests * (per_stream - SLO_RAMP_REQUESTS)
+            if futile := cannot_bound(levels[rests], ctx.slo, after):
+                skipped.append(f"N={rests} is left unbounded: {'; '.join(futile)}, and the bound from "
+                               f"{after} samples is their largest")
+                continue
+            return go("repeat", rests, f"N={rests}, the level the answer rests on ({why}"
+                                       f"{_skipped(skipped)}): the SLO's p95 needs "
+                                       f"{fewest_to_bound_p95()} requests in the window to bound it, "
+                                       f"{short} so far: one repetition of {rests} × {per_stream}",
+                      requests=rests * per_stream)
+        return _step("stop", None, None, why + _skipped(skipped), fb)
 
     if climb is not None:
         return climb
@@ -271,6 +280,10 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
                                                  "to look higher)"))
     why = f": {ctx.ceiling_why}" if ctx.ceiling_why else ""
     return settle(f"N={high} is the highest level allowed (ceiling {ctx.ceiling}{why}); {knee.reason}")
+
+
+def _skipped(skipped: list[str]) -> str:
+    return "".join(f"; {s}" for s in skipped)
 
 
 def _next_level(ctx: PlanContext, high: int, top: int, ceiling: int,

@@ -21,7 +21,7 @@ from itertools import count
 
 from satbench.config.schema import SloConfig
 from satbench.metrics.level_result import LevelResult
-from satbench.metrics.stats import CONFIDENCE, Distribution
+from satbench.metrics.stats import CONFIDENCE, Distribution, percentile_ci
 
 SLO_MIN_ATTAINMENT = 0.90
 
@@ -31,6 +31,12 @@ def fewest_to_bound_p95() -> int:
     """The fewest samples whose p95 has a one-sided 95 % upper bound (59: 0.95⁵⁹ ≤ 5 % < 0.95⁵⁸);
     the two-sided CI's upper end needs more (72)."""
     return next(n for n in count(1) if 0.95 ** n <= 1.0 - CONFIDENCE)
+
+
+def upper_is_largest(n: int) -> bool:
+    """Whether `p95_upper` of n samples is their largest: from `fewest_to_bound_p95` samples until the
+    two-sided CI's upper end exists (72)."""
+    return n >= fewest_to_bound_p95() and percentile_ci(range(n), 95.0).high is None
 
 
 def p95_upper(d: Distribution) -> float | None:
@@ -94,6 +100,16 @@ def _misses(lv: LevelResult, slo: SloConfig) -> list[str]:
     if att is None or att < SLO_MIN_ATTAINMENT:
         out.append(f"attainment {att if att is None else f'{att:.0%}'} < {SLO_MIN_ATTAINMENT:.0%}")
     return out
+
+
+def cannot_bound(lv: LevelResult, slo: SloConfig, n_after: int) -> list[str]:
+    """The judged p95s that `n_after` samples cannot show within the SLO: one whose largest sample is
+    over its target already, when the upper bound from n_after samples is their largest
+    (`upper_is_largest`). Empty when more samples may still bound every p95."""
+    if not upper_is_largest(n_after):
+        return []
+    return [f"a {name} of {round(d.max, digits or None)} ms is over {target:g} already"
+            for name, d, target, digits in _judged(lv, slo) if d.max is not None and d.max > target]
 
 
 def _unbounded(lv: LevelResult, slo: SloConfig) -> int | None:
