@@ -32,7 +32,8 @@ from satbench.records.rundir import read_regular_file
 from satbench.server.memlog import LOG_VERBOSITY
 
 MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far below this
-RESULTS_SCHEMA_VERSION = "3.6"
+RESULTS_SCHEMA_VERSION = "3.7"
+# 3.7: lanes[].runtime.server_arg_files and provenance's (from run.json 2.11; empty before it).
 # 3.6: lanes[].model (and provenance's) architecture, name, parameter_count, file_type, context_length,
 #      expert_count, expert_used_count, from run.json 2.10 (null for a url lane, or a run before it);
 #      lanes[].fairness are verdicts 2.0 (statistics with CIs, marginal, rounds); definitions

@@ -25,7 +25,8 @@ from satbench.saturation.confidence import Confidence
 from satbench.saturation.open_rate import RateRecommendation
 from satbench.saturation.usl import UslFit
 
-RECOMMENDATIONS_SCHEMA_VERSION = "1.13"
+RECOMMENDATIONS_SCHEMA_VERSION = "1.14"
+# 1.14: runtime.server_arg_files (the files the lane's extra server flags read, with their sha256).
 # 1.13: slo_bound judges a p95 by a one-sided 95 % upper bound, which 59 samples give (the largest,
 #       from 59 to 71 samples; was: the two-sided CI's upper end, from 72).
 # 1.12: a knee stands only with evidence of no gain above it (P(gain) < 5 % for every higher level) and
