@@ -16,6 +16,7 @@ failed ones too (loadgen.run_recorded); the level marks bracket the rate like a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import random
 import time
@@ -102,10 +103,8 @@ async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
     async def until(delay_s: float) -> None:
         """Sleep `delay_s`, or less when a request task fails; then raise its exception, if any."""
         if delay_s > 0 and not failed.is_set():
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(failed.wait(), timeout=delay_s)
-            except asyncio.TimeoutError:
-                pass
         if failure:
             raise failure[0]
 

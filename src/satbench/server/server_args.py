@@ -117,7 +117,7 @@ def read_files(args: list[str]) -> dict[str, str]:
             if not stat.S_ISREG(os.stat(path).st_mode):
                 raise UserError(f"server args: {flag} {path}: not a regular file")
             digest = hashlib.sha256()
-            with open(path, "rb", buffering=0) as fh:  # noqa: PTH123
+            with open(path, "rb", buffering=0) as fh:
                 if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced since: refused too
                     raise UserError(f"server args: {flag} {path}: not a regular file")
                 for block in iter(lambda: fh.read(1 << 20), b""):
