@@ -29,6 +29,8 @@ from satbench.http.transport import HttpResult, HttpStream, ReadBuffer, request_
 Api = Literal["native", "openai", "chat"]  # /completion, /v1/completions, /v1/chat/completions
 Clock = Callable[[], int]
 ANSWER_TOO_LARGE = "answer_too_large"  # error type of an answer cut at limits.stream_limit
+NO_TEXT = "no_text"  # error type of an answer whose chunks held tool calls, content arrays or a role only
+COMPRESSED = "compressed_stream"  # error type of an answer sent with a Content-Encoding
 
 
 class CompletionRequest(Strict):
@@ -69,6 +71,7 @@ class StreamOutcome:
     pending_usage: tuple[int, int] | None = None
     error_type: str | None = None
     error_message: str | None = None
+    textless: list[str] = field(default_factory=list)  # what chunks held in place of text (textless_kind)
     # the exchange under way (its bytes and SSE payloads so far, for the liveness watchdog); None after
     wire: HttpStream | None = None
 
@@ -225,6 +228,11 @@ class StreamClient:
     def _read_result(self, req: CompletionRequest, r: HttpResult, out: StreamOutcome) -> None:
         out.headers_ns, out.http_status, out.end_ns = r.headers_ns, r.status, r.end_ns or self._clock()
         settle_usage(out)
+        if r.status == 200 and r.content_encoding is not None:  # no Accept-Encoding was sent: not SSE
+            self._fail(out, COMPRESSED, f"the answer came compressed (Content-Encoding: "
+                                        f"{r.content_encoding[:40]}); satbench asks for none and reads "
+                                        "plain SSE")
+            return
         if isinstance(r.failure, AnswerTooLarge):
             self._fail(out, ANSWER_TOO_LARGE, str(r.failure))
             return
@@ -247,6 +255,10 @@ class StreamClient:
             # server that omits `data: [DONE]` is not cut short
             self._fail(out, "truncated_stream", "stream ended without its final event"
                        + (" (no finish_reason, usage or data: [DONE])" if self.api != "native" else ""))
+        elif not out.chunks and out.textless:
+            self._fail(out, NO_TEXT, f"the answer carried no text (its chunks held {', '.join(out.textless)})"
+                       + (f" ({out.output_tokens} tokens by its usage)" if out.output_tokens else "")
+                       + ": satbench counts the tokens of text (content or reasoning_content)")
         else:
             self._check_count(req, out)
 
@@ -268,6 +280,8 @@ class StreamClient:
             out.output_tokens += n
             out.token_count_exact = out.token_count_exact and upd.exact
         out.saw_final = out.saw_final or upd.final
+        if upd.textless is not None and upd.textless not in out.textless:
+            out.textless.append(upd.textless)
         if upd.slot_id is not None:
             out.slot_id = upd.slot_id
         if upd.timings is not None:

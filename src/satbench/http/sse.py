@@ -143,6 +143,7 @@ class StreamUpdate:
     usage_completion_tokens: int | None = None
     usage_prompt_tokens: int | None = None
     error: str | None = None
+    textless: str | None = None  # what a choice carried in place of text (textless_kind), else None
 
 
 # the C scanner json.loads ends in, without its wrappers (typeshed types its argument as a scanner)
@@ -252,6 +253,23 @@ def _interpret_native_json(payload: bytes) -> StreamUpdate:
     return upd
 
 
+def textless_kind(choice: dict) -> str | None:
+    """What an OpenAI-style choice carried in place of countable text: "tool calls", "content arrays"
+    (`content` as a list of parts), or "only a role"; None when it held text, or nothing at all. A
+    stream whose answer carried only these counts no token (client.StreamClient names the kinds)."""
+    delta = choice.get("delta")
+    part = delta if isinstance(delta, dict) else choice.get("message")
+    if not isinstance(part, dict):
+        return None
+    if part.get("tool_calls") or part.get("function_call"):
+        return "tool calls"
+    if isinstance(part.get("content"), list):
+        return "content arrays"
+    if part.get("role") and not part.get("content") and not part.get("reasoning_content"):
+        return "only a role"
+    return None
+
+
 def _completion_tokens(choice: dict) -> int:
     """A `/v1/completions` choice's tokens: 1 when its `text` (or a `delta.content`) is non-empty."""
     text = choice.get("text")
@@ -283,6 +301,8 @@ def _openai_chunk(payload: bytes, tokens: Callable[[dict], int]) -> StreamUpdate
     choices = obj.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         upd.n_tokens = tokens(choices[0])
+        if not upd.n_tokens:
+            upd.textless = textless_kind(choices[0])
         if choices[0].get("finish_reason"):
             upd.final = True
     return _with_summary(obj, upd)

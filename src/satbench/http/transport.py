@@ -46,6 +46,7 @@ class HttpResult:
     end_ns: int | None = None
     n_payloads: int = 0
     error_body: bytes = b""
+    content_encoding: str | None = None  # the head's Content-Encoding when not identity (a compressed body)
     complete: bool = False
     failure: BaseException | None = None
 
@@ -265,6 +266,8 @@ class HttpStream(asyncio.BufferedProtocol):
                 r.status, headers = parse_head(bytes(self._head[:end]))
                 r.headers_ns = t
                 data, self._head = bytes(self._head[end + 4 :]), bytearray()
+                if headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
+                    r.content_encoding = headers["content-encoding"].strip()
                 if "chunked" in headers.get("transfer-encoding", "").lower():
                     self._chunked = ChunkedDecoder()
                     self._streaming = self._chunked if r.status == 200 else None
