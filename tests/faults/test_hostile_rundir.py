@@ -107,7 +107,7 @@ def test_a_named_pipe_is_refused_without_blocking(run, capsys, name, command, co
 
 
 @pytest.mark.parametrize(("name", "argv", "codes"), [("results.json", ["recommend", "{run}"], (5,)),
-                                                    ("results.json", ["compare", "{run}", "{run}"], (2,)),
+                                                    ("results.json", ["compare", "{run}", "{run}"], (5,)),
                                                     ("recommendations.json", ["report", "{run}"], (5,))])
 def test_a_derived_file_that_is_a_pipe_is_refused(run, capsys, name, argv, codes):
     (run / name).unlink()

@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig, ServerParams, WorkloadConfig
-from satbench.errors import UserError
+from satbench.errors import RunDirError, UserError
 from satbench.records.manifest import GpuInfo, HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo
 from satbench.metrics.interference import Ratio
 from satbench.metrics.level_result import Counts, Latency, LevelResult, Memory, Occupancy, RepetitionResult, Throughput
@@ -309,25 +309,25 @@ def test_min_effect_out_of_range_is_a_user_error(a):
 
 # ------------------------------------------------------------------------------------- loading
 
-def test_load_results_on_a_missing_dir_is_a_user_error(tmp_path):
-    with pytest.raises(UserError, match="no such run directory"):
+def test_load_results_on_a_missing_dir_is_a_run_directory_error(tmp_path):
+    with pytest.raises(RunDirError, match="no such run directory"):
         load_results(tmp_path / "nope")
 
 
 def test_load_results_without_results_json_says_to_analyze(tmp_path):
-    with pytest.raises(UserError, match="no results.json; run `satbench analyze"):
+    with pytest.raises(RunDirError, match="no results.json; run `satbench analyze"):
         load_results(tmp_path)
 
 
-def test_load_results_on_a_broken_file_is_a_user_error(tmp_path):
+def test_load_results_on_a_broken_file_is_a_run_directory_error(tmp_path):
     (tmp_path / RESULTS_FILE).write_text("{not json")
-    with pytest.raises(UserError, match="cannot read it"):
+    with pytest.raises(RunDirError, match="cannot read it"):
         load_results(tmp_path)
     (tmp_path / RESULTS_FILE).write_text(f'{{"schema_version": "{RESULTS_SCHEMA_VERSION}", "run_id": 3}}')
-    with pytest.raises(UserError, match="not a valid results.json"):
+    with pytest.raises(RunDirError, match="not a valid results.json"):
         load_results(tmp_path)
     (tmp_path / RESULTS_FILE).write_text('{"schema_version": "1.0"}')
-    with pytest.raises(UserError, match=f"results schema 1.0 is not {RESULTS_SCHEMA_VERSION}"):
+    with pytest.raises(RunDirError, match=f"results schema 1.0 is not {RESULTS_SCHEMA_VERSION}"):
         load_results(tmp_path)
 
 

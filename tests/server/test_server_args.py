@@ -39,6 +39,8 @@ def test_flags_and_their_values_are_grouped():
     (["-np", "4"], "-np is set by satbench: use --parallel"),
     (["--ctx-size", "4096"], "use --ctx-size"),
     (["--port", "9"], "use --port"),
+    (["--metrics"], "--metrics is set by satbench: satbench turns these endpoints on"),
+    (["-v"], "-v is set by satbench: satbench sets the log level"),
     (["--rope-scaling", "yarn"], "--rope-scaling has no xllamacpp parameter"),
     (["-fa", "maybe"], "-fa maybe: expected one of on, off, auto"),
     (["-ctk", "q3_k"], "expected one of f32, f16"),

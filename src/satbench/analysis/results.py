@@ -11,7 +11,7 @@ from pydantic import Field, ValidationError
 from satbench.analysis.verdicts import Verdict
 from satbench.config.ranges import RECORDED
 from satbench.config.schema import RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
-from satbench.errors import RunDirError, UserError
+from satbench.errors import RunDirError
 from satbench.metrics.interference import Interference
 from satbench.metrics.level_result import LevelResult
 from satbench.metrics.open_loop import RateResult
@@ -218,32 +218,32 @@ class ResultsFile(Strict):
 
 
 def read_results(run_dir: Path) -> ResultsFile:
-    """A run directory's results.json; UserError (one line) when missing, unreadable or invalid."""
+    """A run directory's results.json; RunDirError (one line, exit 5) when missing, unreadable or invalid."""
     run_dir = Path(run_dir)
     path = run_dir / RESULTS_FILE
     redo = f"run `satbench analyze {run_dir}` first"
     try:
         if not run_dir.is_dir():
-            raise UserError(f"{run_dir}: no such run directory")
+            raise RunDirError(f"{run_dir}: no such run directory")
         if not os.path.lexists(path):
-            raise UserError(f"{run_dir}: no {RESULTS_FILE}; {redo}")
+            raise RunDirError(f"{run_dir}: no {RESULTS_FILE}; {redo}")
     except OSError as exc:
-        raise UserError(f"{run_dir}: {exc.strerror or exc}") from exc
+        raise RunDirError(f"{run_dir}: {exc.strerror or exc}") from exc
     try:
         data = json.loads(read_regular_file(path, MAX_RESULTS_BYTES).decode("utf-8"))
     except RunDirError as exc:
-        raise UserError(f"{exc}; {redo}") from exc
+        raise RunDirError(f"{exc}; {redo}") from exc
     except (ValueError, RecursionError) as exc:
-        raise UserError(f"{path}: cannot read it ({exc.__class__.__name__}); {redo}") from exc
+        raise RunDirError(f"{path}: cannot read it ({exc.__class__.__name__}); {redo}") from exc
     version = data.get("schema_version") if isinstance(data, dict) else None
     if not isinstance(version, str) or version.split(".")[0] != RESULTS_SCHEMA_VERSION.split(".")[0]:
-        raise UserError(f"{path}: results schema {version} is not {RESULTS_SCHEMA_VERSION}; {redo}")
+        raise RunDirError(f"{path}: results schema {version} is not {RESULTS_SCHEMA_VERSION}; {redo}")
     try:
         return ResultsFile.model_validate(data, context=RECORDED)  # its config as recorded (config.RECORDED)
     except RecursionError as exc:
-        raise UserError(f"{path}: not a valid {RESULTS_FILE} (nested too deep); {redo}") from exc
+        raise RunDirError(f"{path}: not a valid {RESULTS_FILE} (nested too deep); {redo}") from exc
     except ValidationError as exc:
-        raise UserError(f"{path}: not a valid {RESULTS_FILE} ({first_error(exc)}); {redo}") from exc
+        raise RunDirError(f"{path}: not a valid {RESULTS_FILE} ({first_error(exc)}); {redo}") from exc
 
 
 def results_json_schema() -> dict:

@@ -11,6 +11,8 @@ flight: it then waits in the client (first come, first sent) until one finishes.
 wait is `sent_ns − targeted_ns` and latency *from arrival* is what a router's caller sees. `stream`
 is the in-flight slot (0 ≤ stream < max_concurrency) that carried it. Every request is recorded,
 failed ones too (loadgen.run_recorded); the level marks bracket the rate like a closed-loop level.
+A rate ends `failed` when more than MOSTLY_FAILED of its requests failed (the commonest error named):
+a server that times most of them out has not served that rate, and the run says so.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import contextlib
 import heapq
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,6 +41,7 @@ from satbench.load.loadgen import (
 from satbench.records.events import LevelMark, LevelStatus, RequestEvent
 
 NS_PER_S = 1_000_000_000
+MOSTLY_FAILED = 0.5  # a rate with more than this share of its requests failed ends failed
 
 
 def arrival_offsets_ns(rate_rps: float, n: int, seed: int) -> list[int]:
@@ -83,7 +87,7 @@ async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
     sink.write(LevelMark(kind="level_start", lane=lp.lane, scenario=lp.scenario, level=lp.level,
                          repetition=lp.repetition, t_ns=clock(), n_requests=len(reqs), session=lp.session))
     tasks: set[asyncio.Task] = set()
-    errors = 0
+    errors: list[str] = []  # the error type of each failed request
     failure: list[BaseException] = []  # the first request task that raised (its record not written)
     failed = asyncio.Event()
 
@@ -109,12 +113,12 @@ async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
             raise failure[0]
 
     async def one(stream: int, seq: int, req: CompletionRequest, arrival_ns: int) -> None:
-        nonlocal errors
         try:
             event = await run_recorded(client, req, lambda o: to_event(lp, stream, seq, "measured", req,
                                                                        arrival_ns, o),
                                        sink, clock, activity=activity, turns=turns)
-            errors += event.error is not None
+            if event.error is not None:
+                errors.append(event.error.type)
             if on_done is not None:
                 on_done(event)
         except Exception as exc:  # noted before its slot is freed: no arrival takes the slot first
@@ -154,8 +158,12 @@ async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
         status, reason = "failed", f"{exc.__class__.__name__}: {exc}"
         raise
     finally:
-        if status == "complete" and reqs and errors == len(reqs):
-            status, reason = "failed", f"every one of the {len(reqs)} requests failed"
+        if status == "complete" and reqs and len(errors) > MOSTLY_FAILED * len(reqs):
+            common = Counter(errors).most_common(1)[0]
+            status, reason = "failed", (f"every one of the {len(reqs)} requests failed"
+                                        if len(errors) == len(reqs)
+                                        else f"{len(errors)} of its {len(reqs)} requests failed")
+            reason += f" (most: {common[0]}, {common[1]})"
         end = LevelMark(kind="level_end", lane=lp.lane, scenario=lp.scenario, level=lp.level,
                         repetition=lp.repetition, t_ns=clock(), n_requests=len(reqs), status=status,
                         reason=reason, session=lp.session)

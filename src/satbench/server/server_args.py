@@ -94,8 +94,10 @@ def split_flags(args: list[str]) -> list[tuple[str, list[str]]]:
 
 def _own(flag: str) -> None:
     """A flag satbench sets itself, or one the policy refuses (REFUSED): UserError naming why."""
-    if flag in OWN_FLAGS:
-        raise UserError(f"server args: {flag} is set by satbench: use {OWN_FLAGS[flag]}")
+    if flag in OWN_FLAGS:  # a flag of satbench's to use instead, or (in brackets) why none is needed
+        own = OWN_FLAGS[flag]
+        raise UserError(f"server args: {flag} is set by satbench: "
+                        + (own[1:-1] if own.startswith("(") else f"use {own}"))
     if flag in REFUSED:
         raise UserError(f"server args: {flag} {REFUSED[flag]}")
 
