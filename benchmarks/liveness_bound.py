@@ -1,12 +1,21 @@
-"""How long satbench takes to declare a server failed that stops answering with its sockets open.
+"""How long satbench takes to declare a server failed that stops making progress with its sockets open.
 
-For each N: a fake llama.cpp server (tests/fakes/fake_llama_server.py, its own process) is swept by
-`satbench sweep --url` at concurrency N with the default liveness bound; once a few measured
-requests are on disk the server is SIGSTOPped. Printed per N: seconds from SIGSTOP to the sweep's
-exit, its exit code, and the reason run.json records. The bound to meet is 30 s at any N
-(docs/faults.md); before the watchdog it took four 60 s read timeouts.
+For each case and N: a fake llama.cpp server (tests/fakes/fake_llama_server.py, its own process) is
+swept by `satbench sweep --url` at concurrency N with the default bounds; once a few measured
+requests are on disk the server is turned bad. Cases:
 
-    .venv/bin/python benchmarks/liveness_bound.py [--levels 1,8]
+- sigstop: SIGSTOPped (nothing answers: /health, /slots and the streams fall silent). The liveness
+  bound is 30 s at any N (docs/faults.md); before the watchdog it took four 60 s read timeouts.
+- keepalive: each new request gets its stream head, then only an SSE comment (`: keepalive`) every
+  second, while /health and /slots keep answering with idle slots (SIGUSR1, FakeScript.stall).
+- drip: the same with one byte every 16 s instead.
+  Both are bounded by the progress bound (PROGRESS_TIMEOUT_S, 60 s: no token and no /slots work); before
+  it, only by --request-timeout × (N + 3), 15-20 minutes at the default.
+
+Printed per case and N: seconds from the change to the sweep's exit, its exit code, and the reason
+run.json records.
+
+    .venv/bin/python benchmarks/liveness_bound.py [--levels 1,8] [--cases sigstop,keepalive,drip]
 """
 
 from __future__ import annotations
@@ -25,8 +34,14 @@ ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "fakes" / "fake_llama_server.py"
 
 
-def _start_fake(tmp: Path) -> tuple[subprocess.Popen, str]:
-    (tmp / "script.json").write_text(json.dumps({"n_slots": 16, "decode_iteration_ms": 5.0}))
+STALLS = {"keepalive": 1.0, "drip": 16.0}  # case → seconds between the stalled stream's writes
+
+
+def _start_fake(tmp: Path, case: str) -> tuple[subprocess.Popen, str]:
+    script: dict = {"n_slots": 16, "decode_iteration_ms": 5.0}
+    if case in STALLS:
+        script.update(stall=case, stall_every_s=STALLS[case])
+    (tmp / "script.json").write_text(json.dumps(script))
     ready = tmp / "ready.json"
     proc = subprocess.Popen([sys.executable, str(FAKE), "--port", "0", "--script", str(tmp / "script.json"),
                              "--ready-file", str(ready)],
@@ -39,11 +54,11 @@ def _start_fake(tmp: Path) -> tuple[subprocess.Popen, str]:
     return proc, json.loads(ready.read_text())["base_url"]
 
 
-def one(n: int) -> tuple[float, int, str]:
-    """(seconds from SIGSTOP to the sweep's exit, its exit code, the recorded failure reason)."""
+def one(case: str, n: int) -> tuple[float, int, str]:
+    """(seconds from the change to the sweep's exit, its exit code, the recorded failure reason)."""
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        fake, url = _start_fake(tmp)
+        fake, url = _start_fake(tmp, case)
         run = tmp / "run"
         sweep = subprocess.Popen([str(ROOT / ".venv" / "bin" / "satbench"), "sweep", "--url", url,
                                   "--concurrency", str(n), "--requests-per-level", "2000",
@@ -57,7 +72,7 @@ def one(n: int) -> tuple[float, int, str]:
                     raise SystemExit(f"the sweep ended before the server was stopped "
                                      f"(exit {sweep.returncode})")
                 time.sleep(0.01)
-            os.kill(fake.pid, signal.SIGSTOP)
+            os.kill(fake.pid, signal.SIGSTOP if case == "sigstop" else signal.SIGUSR1)
             stopped = time.monotonic()
             code = sweep.wait(timeout=600)
             took = time.monotonic() - stopped
@@ -74,11 +89,13 @@ def one(n: int) -> tuple[float, int, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--levels", default="1,8")
+    ap.add_argument("--cases", default="sigstop,keepalive,drip")
     args = ap.parse_args()
-    print(f"{'N':>3} {'s to fail':>9} {'exit':>4}  reason")
-    for n in (int(x) for x in args.levels.split(",")):
-        took, code, reason = one(n)
-        print(f"{n:>3} {took:>9.1f} {code:>4}  {reason}")
+    print(f"{'case':>9} {'N':>3} {'s to fail':>9} {'exit':>4}  reason")
+    for case in args.cases.split(","):
+        for n in (int(x) for x in args.levels.split(",")):
+            took, code, reason = one(case, n)
+            print(f"{case:>9} {n:>3} {took:>9.1f} {code:>4}  {reason}")
 
 
 if __name__ == "__main__":

@@ -262,6 +262,7 @@ class FakeLlamaServer:
         self._backlog: deque[_Conn] = deque()
         self._n_connections = 0
         self._n_completions = 0  # completion requests so far (the fault knobs count them)
+        self.stalling = False  # FakeScript.stall in force (SIGUSR1 or stall_from_completion)
         self._auth: dict[str, dict[str, int]] = {"authorized": {}, "refused": {}}  # path → requests (api_key)
         self._records: list[dict] = []
         self._words: dict[int, str] = {}  # token id → the word /tokenize made it from (for /detokenize)
@@ -465,6 +466,10 @@ class FakeLlamaServer:
             x.update(fault=fault, fault_status="hung" if fault == "hang" else f"fault_{fault}")
             if fault == "hang":
                 return  # read, never answered: the connection stays busy until the client gives up
+            if fault == "stall":
+                conn.begin_stream(req)
+                asyncio.ensure_future(self._stall(conn))
+                return  # a head, then comments or single bytes, never a token; the engine never sees it
         hdr_late = s.llamacpp if s.headers_at_first_token is None else s.headers_at_first_token
         if stream and not hdr_late:
             conn.begin_stream(req)
@@ -498,6 +503,16 @@ class FakeLlamaServer:
             events[-1]["timings"] = req.timings()
         return [*events, "[DONE]"]
 
+    async def _stall(self, conn) -> None:
+        """Write the script's stall (`FakeScript.stall`) on `conn` until its client goes away."""
+        s = self.script
+        piece = b": keepalive\n\n" if s.stall == "keepalive" else b":"
+        while conn.t is not None and not conn.t.is_closing():
+            await asyncio.sleep(s.stall_every_s)
+            if conn.t is None or conn.t.is_closing():
+                return
+            conn.t.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+
     def _fault_for_next_completion(self, prompt_n: int) -> str | None:
         """Count this completion; die, or raise its HTTP error, or name its fault (see FakeScript)."""
         s = self.script
@@ -509,6 +524,9 @@ class FakeLlamaServer:
             os.kill(os.getpid(), signal.SIGKILL)
         if s.hang_from_completion is not None and k >= s.hang_from_completion:
             return "hang"
+        if s.stall is not None and (self.stalling or (s.stall_from_completion is not None
+                                                      and k >= s.stall_from_completion)):
+            return "stall"
         if s.completion_fault is None or k % s.fault_every:
             return None
         if s.completion_fault == "http_400_ctx":  # llama.cpp's answer to a prompt longer than the slot context
@@ -574,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         async with FakeLlamaServer(script, args.host, args.port) as srv:
+            loop.add_signal_handler(signal.SIGUSR1, lambda: setattr(srv, "stalling", True))
             if args.ready_file:
                 tmp = args.ready_file + ".tmp"
                 with open(tmp, "w") as f:

@@ -408,3 +408,28 @@ def test_slots_progress_is_tokens_decoded_and_prompt_tokens_processed():
     assert slots_progress(body) == 519
     assert slots_progress(b'[{"id": 0}]') is None and slots_progress(b"nonsense") is None
     assert slots_progress(b"[" * 100_000) is None
+
+
+@pytest.mark.parametrize("stall,named", [("keepalive", "SSE comments only"), ("drip", "SSE comments only")])
+def test_a_server_that_answers_health_but_streams_no_token_fails_its_level(stall, named, fake_server,
+                                                                          tmp_path, monkeypatch):
+    """The fake answers /health and /slots (idle) while each new request gets only `: keepalive`
+    comments, or one byte at a time: the level fails at the progress bound (2 s here), long before
+    --request-timeout × (N + 3) would, and the reason names what still arrived."""
+    import json
+
+    import satbench.run.lane_session as lane_session
+
+    monkeypatch.setattr(lane_session, "PROGRESS_TIMEOUT_S", 2.0)
+    fake = fake_server(n_slots=4, decode_iteration_ms=2.0, stall=stall, stall_every_s=0.2,
+                       stall_from_completion=5)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    t0 = time.monotonic()
+    with pytest.raises(ServerGoneError) as info:
+        Sweep(url_lane_config(fake.base_url, [2], requests=12, reps=1, prompt=16, output=4), run_dir,
+              ["satbench", "test"]).run()
+    assert time.monotonic() - t0 < 60
+    assert "the server made no progress" in str(info.value) and f"({named})" in str(info.value)
+    failure, = json.loads((run_dir / "run.json").read_text())["server_failures"]
+    assert failure["level"] == 2
