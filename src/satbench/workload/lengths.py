@@ -32,10 +32,12 @@ prompt and output together.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import random
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -135,14 +137,31 @@ def _read(path: Path) -> bytes:
         raise ValueError(str(exc)) from exc
 
 
+_EOL = re.compile(rb"\r\n|\r|\n")
+
+
+def _lines(data: bytes) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, line) of `data`, ended by CRLF, CR or LF, one at a time: no list of
+    every line (a file of millions of short lines stays the size of its bytes in memory)."""
+    start, lineno = 0, 0
+    for lineno, m in enumerate(_EOL.finditer(data), 1):
+        yield lineno, start, data[start:m.start()]
+        start = m.end()
+    if start < len(data):
+        yield lineno + 1, start, data[start:]
+
+
 def _values(data: bytes, where: str, what: What) -> list[int]:
-    """The lengths of a jsonl file's bytes (see the module's docstring); ValueError naming the line."""
-    try:
-        text = data.decode("utf-8-sig")  # a byte-order mark is skipped, as in a lane file
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{where}: not UTF-8 text (byte {exc.start}); expected one length per line") from exc
+    """The lengths of a jsonl file's bytes (see the module's docstring); ValueError naming the line.
+    Read line by line, it stops at the first bad line or at MAX_LENGTHS_LINES without going on."""
+    bom = 3 if data.startswith(codecs.BOM_UTF8) else 0  # a byte-order mark is skipped, as in a lane file
     out: list[int] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, at, raw in _lines(data[bom:] if bom else data):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{where}: not UTF-8 text (byte {bom + at + exc.start}); expected one length "
+                             "per line") from exc
         if not line.strip():
             continue
         if len(out) >= MAX_LENGTHS_LINES:
