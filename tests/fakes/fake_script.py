@@ -226,8 +226,8 @@ class FakeScript(BaseModel):
         "wrong_token_count = a normal stream one token short of n_predict; no_final_event = every token "
         "but no `stop: true` event, then a clean end of the chunked body and close")
     stall: Literal["keepalive", "drip"] | None = Field(
-        None, description="once stalling (`stall_from_completion`, or SIGUSR1 to the fake's process): each new "
-        "completion gets its stream head, then no token ever: keepalive = an SSE comment (`: keepalive`) "
+        None, description="once stalling (`stall_from_completion`, or SIGUSR1 to the fake's process): each "
+        "new completion gets its stream head, then no token ever: keepalive = an SSE comment (`: keepalive`) "
         "every `stall_every_s`, drip = one byte every `stall_every_s`; /health and /slots keep answering, "
         "their slots idle")
     stall_from_completion: int | None = Field(None, ge=1, description="stall from the k-th completion on")

@@ -194,7 +194,8 @@ def test_unwritable_run_directory_reports_the_first_failed_write(fake_server, tm
     assert line.startswith(f"satbench: error: cannot write {run_dir}/run.json: "), line
 
 
-def test_no_space_left_during_an_open_loop_rate_stops_its_arrivals(fake_server, tmp_path, capsys, monkeypatch):
+def test_no_space_left_during_an_open_loop_rate_stops_its_arrivals(fake_server, tmp_path, capsys,
+                                                                   monkeypatch):
     """The first failed write of a rate's record stops the arrivals at once, as a failed stream stops a
     closed-loop level: one line, exit 5, run.json failed, no task exception left unretrieved."""
     real_init = JsonlWriter.__init__

@@ -76,9 +76,10 @@ def half_written(tmp_path_factory):
     return run
 
 
-@pytest.mark.parametrize("argv", [["analyze", "{missing}"], ["recommend", "{missing}"], ["report", "{missing}"],
-                                  ["verify", "{missing}"], ["compare", "{missing}", "{missing}"],
-                                  ["report", "{half}"], ["recommend", "{half}"], ["compare", "{half}", "{half}"]])
+@pytest.mark.parametrize("argv", [
+    ["analyze", "{missing}"], ["recommend", "{missing}"], ["report", "{missing}"], ["verify", "{missing}"],
+    ["compare", "{missing}", "{missing}"], ["report", "{half}"], ["recommend", "{half}"],
+    ["compare", "{half}", "{half}"]])
 def test_a_missing_or_half_written_run_directory_is_the_run_directory_code(argv, half_written, tmp_path,
                                                                           capsys):
     argv = [a.format(missing=tmp_path / "nope", half=half_written) for a in argv]

@@ -96,7 +96,9 @@ def test_native_server_killed_mid_level_leaves_no_process(tiny_gguf, tmp_path, c
     assert not psutil.pid_exists(pid)
     schedule = [json.loads(ln) for ln in log.read_text().splitlines()]
     kept, completed = kept_vs_completed(run_dir, schedule)
-    assert completed == 4  # warmups 1-2, measured 3-4; #5 was in flight when #6 arrived
+    # warmups 1-2, measured 3-4, and #5 too when it ended before #6 arrived (a busy host can delay #4,
+    # which #6 follows); the death at #6 leaves nothing after it served
+    assert completed in (4, 5), completed
     analyzable(run_dir)
     table_row("SIGKILL mid-level (native)", "stand-in llama-server, die_at_completion=6", code, line, "failed",
               kept, completed)

@@ -76,7 +76,8 @@ def test_a_failed_write_stops_every_load_shape_and_resume_goes_on(scenario, fake
     err = capsys.readouterr().err
     assert "never retrieved" not in err and "Traceback" not in err, err[-3000:]
     line = one_error_line(err)
-    assert code == 5 and line.startswith(f"satbench: error: cannot write {run_dir}/events.jsonl: No space"), line
+    assert code == 5, line
+    assert line.startswith(f"satbench: error: cannot write {run_dir}/events.jsonl: No space"), line
     assert status_of(run_dir) == "failed"
     assert "No space left on device" in json.loads((run_dir / "run.json").read_text())["status_reason"]
     all_lines_valid(run_dir / "events.jsonl")

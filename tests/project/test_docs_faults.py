@@ -14,7 +14,8 @@ from satbench.load import liveness
 from satbench.server import server_args
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "faults.md"
-SECTIONS = {"What a server may send": (limits, liveness), "What a user may give": (config, lanefile, server_args)}
+SECTIONS = {"What a server may send": (limits, liveness),
+            "What a user may give": (config, lanefile, server_args)}
 UNITS = {"MiB": 2**20, "KiB": 2**10}
 
 
