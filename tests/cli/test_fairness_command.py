@@ -8,6 +8,7 @@ from satbench.analysis.results import VERDICTS_FILE, verdicts_json_schema
 from tests.fakes.fairness_harness import FAIR
 
 import jsonschema
+import pytest
 
 
 def _args(url, out, *extra):
@@ -35,7 +36,8 @@ def test_a_failing_check_exits_non_zero_and_analyze_recomputes_the_verdicts(fake
     assert (out / VERDICTS_FILE).read_text() == text
 
 
-def test_fair_server_exits_zero(fake_server, tmp_path):
+@pytest.mark.alone  # S1's CIs span a few injections: a loaded host (the default run's 4 workers) widens
+def test_fair_server_exits_zero(fake_server, tmp_path):  # them past the bound, marginal instead of pass
     # prefill at 1 ms/token: S1's bounds (1.5 × a 256-token chunk, 1.25 × the solo prefill) then
     # clear a fair server by ~130 ms and ~150 ms, far above a loaded host's scheduling noise
     fake = fake_server(**{**FAIR, "prefill_ms_per_token": 1.0})
