@@ -433,3 +433,19 @@ def test_a_server_that_answers_health_but_streams_no_token_fails_its_level(stall
     assert "the server made no progress" in str(info.value) and f"({named})" in str(info.value)
     failure, = json.loads((run_dir / "run.json").read_text())["server_failures"]
     assert failure["level"] == 2
+
+
+def test_the_progress_bound_grows_to_three_batches_at_the_slowest_prefill_seen():
+    from satbench.load.liveness import PROGRESS_TIMEOUT_S, prefill_ms_per_token, progress_bound_s
+    from satbench.records.events import ServerTimings
+    from tests.builders import ev
+
+    assert progress_bound_s(PROGRESS_TIMEOUT_S, None, 2048) == PROGRESS_TIMEOUT_S
+    assert progress_bound_s(PROGRESS_TIMEOUT_S, 1.0, 2048) == PROGRESS_TIMEOUT_S  # 6.1 s of prefill: the floor
+    assert progress_bound_s(PROGRESS_TIMEOUT_S, 20.0, 2048) == pytest.approx(3 * 2048 * 0.020)  # 122.9 s
+    slow = ev(sent_ms=0, chunks_ms=[1100, 1110]).model_copy(
+        update={"timings": ServerTimings(prompt_n=512, prompt_ms=1024.0)})
+    short = slow.model_copy(update={"timings": ServerTimings(prompt_n=8, prompt_ms=400.0)})
+    assert prefill_ms_per_token(slow) == 2.0
+    assert prefill_ms_per_token(short) is None  # 8 tokens: fixed costs, not the rate
+    assert prefill_ms_per_token(slow.model_copy(update={"timings": None})) is None

@@ -29,9 +29,12 @@ from satbench.errors import ParseError
 from satbench.http.access import EndpointSession
 from satbench.http.client import StreamOutcome
 from satbench.http.errors import NETWORK_ERRORS
+from satbench.records.events import RequestEvent
 
 LIVENESS_TIMEOUT_S = 20.0  # no evidence of life for this long: the server is declared failed
 PROGRESS_TIMEOUT_S = 60.0  # no token on any stream and no /slots progress for this long: failed too
+PREFILL_BATCHES = 3  # the progress bound is at least this many batches' prefill at the slowest rate seen
+MIN_PREFILL_TOKENS = 16  # prompts shorter than this say little of the prefill rate (fixed costs dominate)
 LIVENESS_PERIOD_S = 2.0  # how often the watchdog looks (at most; a shorter bound looks more often)
 PROBE_WAIT_S = 3.0  # how long one look waits for the probe's answer (at most; the probe goes on after)
 DECLARED_WITHIN_S = LIVENESS_TIMEOUT_S + LIVENESS_PERIOD_S + PROBE_WAIT_S  # last evidence → failed
@@ -142,6 +145,27 @@ def slots_progress(body: bytes) -> int | None:
             if type(value) is int and 0 <= value <= MAX_CTX_TOKENS:
                 total, said = total + value, True
     return total if said else None
+
+
+def progress_bound_s(floor_s: float, prefill_ms_per_token: float | None, n_batch: int) -> float:
+    """How long no token and no /slots work may last before a level fails: `floor_s`
+    (PROGRESS_TIMEOUT_S), or PREFILL_BATCHES batches of n_batch prompt tokens at the slowest prefill
+    seen (ms per token, from the server's own timings) when that is longer: llama.cpp reports prompt
+    progress per batch, so a batch that takes longer than the floor would look like none.
+
+    Formula: max(floor_s, PREFILL_BATCHES × n_batch × prefill_ms_per_token / 1000) s."""
+    if prefill_ms_per_token is None:
+        return floor_s
+    return max(floor_s, PREFILL_BATCHES * n_batch * prefill_ms_per_token / 1000.0)
+
+
+def prefill_ms_per_token(event: RequestEvent) -> float | None:
+    """The request's prefill cost (ms per prompt token its server processed, from its timings); None
+    without timings or for a prompt below MIN_PREFILL_TOKENS new tokens."""
+    t = event.timings
+    if t is None or t.prompt_ms is None or t.prompt_n is None or t.prompt_n < MIN_PREFILL_TOKENS:
+        return None
+    return t.prompt_ms / t.prompt_n
 
 
 def _what_arrived(bytes_, payloads: int) -> str:

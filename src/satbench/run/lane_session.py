@@ -28,6 +28,8 @@ from satbench.load.liveness import (
     LivenessProbe,
     ServerUnresponsive,
     StreamActivity,
+    prefill_ms_per_token,
+    progress_bound_s,
     run_watched,
     watch,
 )
@@ -161,6 +163,7 @@ class LaneSession:
         self._on_this_machine: bool | None = None  # served_here(base URL), resolved once
         self.liveness_timeout_s = LIVENESS_TIMEOUT_S  # silent this long while requests are in flight: failed
         self.progress_timeout_s = PROGRESS_TIMEOUT_S  # no token and no /slots progress this long: failed
+        self.prefill_ms_per_token: float | None = None  # the slowest prefill seen (liveness.progress_bound_s)
         self._probe: LivenessProbe | None = None  # the watchdog's evidence probe: /slots or /health
 
     async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None,
@@ -219,10 +222,12 @@ class LaneSession:
         """Returns when the server is to be declared failed (liveness.watch): its process is gone,
         nothing arrived on the requests in flight and its probe (LivenessProbe: /slots, or /health) was
         silent for `liveness_timeout_s`, or no token came and /slots showed no progress for
-        `progress_timeout_s`."""
+        `progress_bound_s` (`progress_timeout_s`, longer when PREFILL_BATCHES batches at the slowest
+        prefill seen in this session take longer)."""
         probe = self._probe or LivenessProbe(self._answers)  # /health until open() knows better
+        bound = progress_bound_s(self.progress_timeout_s, self.prefill_ms_per_token, self.lane.server.n_batch)
         return await watch(activity, self.runtime.alive, probe, self.liveness_timeout_s,
-                           probed=lambda: probe.path, progress_timeout_s=self.progress_timeout_s,
+                           probed=lambda: probe.path, progress_timeout_s=bound,
                            slots_progress=lambda: probe.slots_progress)
 
     async def watched(self, work: Coroutine[object, object, T], activity: StreamActivity) -> T:
@@ -339,6 +344,8 @@ class LaneSession:
 
         def done(event: RequestEvent) -> None:
             last[:] = [event]
+            if (ms := prefill_ms_per_token(event)) is not None:
+                self.prefill_ms_per_token = max(ms, self.prefill_ms_per_token or 0.0)
             progress.request_done(event)
 
         activity = StreamActivity()
