@@ -59,9 +59,16 @@ def test_cache_per_slot_prints_llama_cpps_sizes(tmp_path):
 
 @pytest.mark.slow  # the default liveness bound (20 s) runs out in it: pytest -m slow
 def test_liveness_bound_prints_a_row_with_the_recorded_failure():
-    out = _run(str(BENCH / "liveness_bound.py"), "--levels", "1")
-    rows = [ln.split(None, 3) for ln in out.splitlines() if ln.strip().startswith("1 ")]
-    assert len(rows) == 1 and rows[0][2] == "4" and "stopped answering" in rows[0][3]
+    out = _run(str(BENCH / "liveness_bound.py"), "--levels", "1", "--cases", "sigstop")
+    rows = [ln.split(None, 4) for ln in out.splitlines() if ln.strip().startswith("sigstop ")]
+    assert len(rows) == 1 and rows[0][1] == "1" and rows[0][3] == "4" and "stopped answering" in rows[0][4]
+
+
+@pytest.mark.slow  # writes and reads a 60 MB lengths file
+def test_big_inputs_prints_the_lengths_files_peak_and_its_refusal():
+    out = _run(str(BENCH / "big_inputs.py"), "--cases", "lengths")
+    row = next(ln.split(None, 3) for ln in out.splitlines() if ln.strip().startswith("lengths "))
+    assert float(row[2]) > 0 and "more than 1,000,000 lengths" in row[3]
 
 
 def test_http_keepalive_prints_both_connection_policies_and_their_ratio():
