@@ -441,7 +441,7 @@ def test_the_progress_bound_grows_to_three_batches_at_the_slowest_prefill_seen()
     from tests.builders import ev
 
     assert progress_bound_s(PROGRESS_TIMEOUT_S, None, 2048) == PROGRESS_TIMEOUT_S
-    assert progress_bound_s(PROGRESS_TIMEOUT_S, 1.0, 2048) == PROGRESS_TIMEOUT_S  # 6.1 s of prefill: the floor
+    assert progress_bound_s(PROGRESS_TIMEOUT_S, 1.0, 2048) == PROGRESS_TIMEOUT_S  # 6.1 s of prefill
     assert progress_bound_s(PROGRESS_TIMEOUT_S, 20.0, 2048) == pytest.approx(3 * 2048 * 0.020)  # 122.9 s
     slow = ev(sent_ms=0, chunks_ms=[1100, 1110]).model_copy(
         update={"timings": ServerTimings(prompt_n=512, prompt_ms=1024.0)})
