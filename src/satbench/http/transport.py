@@ -266,8 +266,8 @@ class HttpStream(asyncio.BufferedProtocol):
                 r.status, headers = parse_head(bytes(self._head[:end]))
                 r.headers_ns = t
                 data, self._head = bytes(self._head[end + 4 :]), bytearray()
-                if headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
-                    r.content_encoding = headers["content-encoding"].strip()
+                if (coding := headers.get("content-encoding", "").strip()).lower() not in ("", "identity"):
+                    r.content_encoding = coding
                 if "chunked" in headers.get("transfer-encoding", "").lower():
                     self._chunked = ChunkedDecoder()
                     self._streaming = self._chunked if r.status == 200 else None

@@ -227,9 +227,10 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
         """Rule 6: the climb is over for `why`; bound the level the answer rests on, then stop."""
         answer = knee.knee if knee.knee is not None else knee.range_high if knee.undetermined else None
         caps = [c for c in (answer, ctx.slots, top, below_miss) if c is not None]
-        skipped: list[str] = []
+        unbounded = dict(standing.unbounded)  # level → the fewest samples of its judged p95s
+        skipped: list[str] = []  # the levels left unbounded, and why
         for rests in sorted((n for n in measured if n in levels and n <= min(caps)), reverse=True):
-            if ctx.slo is None or (short := dict(standing.unbounded).get(rests)) is None:
+            if ctx.slo is None or (short := unbounded.get(rests)) is None:
                 break  # bounded already: the answer rests on it
             if runs[rests] >= SLO_MAX_REPETITIONS:
                 return _step("stop", None, None, f"{why}; N={rests}'s p95 is still not bounded after "
