@@ -116,7 +116,8 @@ def test_killed_by_the_last_requests_of_the_run(fake_server, tmp_path, capsys):
                            "answering"), line
     assert status_of(run_dir) == "failed"
     kept, completed = kept_vs_completed(run_dir, fake.stop())
-    assert completed == 7
+    # #8 is in flight when #9 arrives, unless a busy host delayed #9's send until #8 had ended too
+    assert completed in (7, 8), completed
     analyzable(run_dir)
     table_row("SIGKILL by the run's last requests", "fake die_at_completion=9 of 10", code, line, "failed",
               kept, completed)
