@@ -74,3 +74,12 @@ def test_big_inputs_prints_the_lengths_files_peak_and_its_refusal():
 def test_http_keepalive_prints_both_connection_policies_and_their_ratio():
     out = _run(str(BENCH / "http_keepalive.py"), "--requests", "30")
     assert "kept-alive" in out and "new connection each" in out and "ratio new/kept" in out
+
+
+def test_litellm_router_prints_a_row_per_strategy_with_capacity_refusing_nothing():
+    out = _run(str(BENCH / "litellm_router.py"), "--loads", "3", "--rounds", "2", "--retries", "0",
+               "--strategies", "simple-shuffle,capacity")
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split()[:1] in (["simple-shuffle"],
+                                                                                         ["capacity"])}
+    assert set(rows) == {"simple-shuffle", "capacity"}
+    assert rows["capacity"][3:6] == ["6", "6", "0"]  # requests, ok, refused

@@ -229,6 +229,11 @@ def render_json(report: CapabilityReport) -> str:
     return render(report)
 
 
+NO_API_KEY = "no-key"  # what a LiteLLM deployment sends a node that has no --api-key (llama.cpp ignores it)
+LITELLM_KEY_NOTE = [f"api_key {NO_API_KEY}: a node's llama-server without --api-key ignores it; where a node",
+                    "has one, put its key there as os.environ/NAME."]
+
+
 def api_base_env(node_id: str, lane: str) -> str:
     """The environment variable a LiteLLM config reads a deployment's api_base from when satbench does
     not know it: SATBENCH_<NODE>_<LANE>_API_BASE (one per node and lane, so merged fragments never
@@ -241,7 +246,8 @@ def litellm_deployment(report: CapabilityReport, lane: LaneCapability) -> dict:
     node that serves it, so LiteLLM balances across them), `model_info.id` is `<node>/<lane>`,
     `max_parallel_requests` the measured recommendation, and `weight` the expected output tok/s there
     (rounded, at least 1; 1 for an unmeasured lane), so LiteLLM's weighted shuffle sends each node its
-    share of the measured capacity. `model` names the lane's
+    share of the measured capacity. `api_key` is NO_API_KEY: without one LiteLLM refuses an `openai/`
+    model, or sends the router host's OPENAI_API_KEY to the node. `model` names the lane's
     served model (a strict server such as vLLM answers 404 to an id it does not serve; llama.cpp
     ignores the field), else the lane's name. `model_info` also describes the model file
     (model_info_of) and says when its weights are satbench's synthetic ones."""
@@ -260,7 +266,8 @@ def litellm_deployment(report: CapabilityReport, lane: LaneCapability) -> dict:
     info |= model_info_of(lane)
     return {"model_name": lane.lane,
             "litellm_params": {"model": "openai/" + (lane.served_model or lane.lane), "api_base": base,
-                               "max_parallel_requests": lane.max_concurrency, "weight": _weight(lane)},
+                               "api_key": NO_API_KEY, "max_parallel_requests": lane.max_concurrency,
+                               "weight": _weight(lane)},
             "model_info": info}
 
 
@@ -300,7 +307,8 @@ def render_litellm(report: CapabilityReport) -> str:
     header = [f"satbench capability report {report.generated_at}, node {report.node.node_id} "
               f"(hardware {report.hardware_fingerprint[:16]})",
               "LiteLLM proxy config fragment: max_parallel_requests = satbench's measured recommendation;",
-              f"lanes that could not be confirmed on this node get {CONSERVATIVE_CONCURRENCY}."]
+              f"lanes that could not be confirmed on this node get {CONSERVATIVE_CONCURRENCY}.",
+              *LITELLM_KEY_NOTE]
     header += [f"lane {lane.lane}: SYNTHETIC random weights, a stand-in model whose output is meaningless"
                for lane in report.lanes if lane.synthetic_model]
     return litellm_yaml([litellm_deployment(report, lane) for lane in report.lanes], header)
