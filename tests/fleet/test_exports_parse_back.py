@@ -69,3 +69,27 @@ def test_promtool_accepts_the_prometheus_textfile(tmp_path, capsys, names):
     assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
     samples = series(text)
     assert samples and len(samples) == len(set(samples))
+
+
+@pytest.mark.parametrize("fmt", ["json", "litellm"])
+def test_a_single_nodes_capability_output_parses_back(tmp_path, capsys, fmt):
+    """`satbench capability` (no recommendations: every lane unmeasured, at 1) as LiteLLM's Router
+    and the capability schema read it."""
+    capsys.readouterr()
+    assert main(["capability", "--recommendations", str(tmp_path / "none.json"), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    if fmt == "json":
+        from satbench.capability.report import capability_json_schema
+
+        jsonschema.validate(json.loads(out), capability_json_schema())
+        return
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from litellm import Router
+
+    model_list = yaml.safe_load(out)["model_list"]
+    assert model_list and all(d["litellm_params"]["api_key"] == "no-key" for d in model_list)
+    router = Router(model_list=model_list)
+    assert {d["model_info"]["id"] for d in router.registry().all()} == {d["model_info"]["id"]
+                                                                         for d in model_list}

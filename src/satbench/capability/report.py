@@ -230,8 +230,13 @@ def render_json(report: CapabilityReport) -> str:
 
 
 NO_API_KEY = "no-key"  # what a LiteLLM deployment sends a node that has no --api-key (llama.cpp ignores it)
-LITELLM_KEY_NOTE = [f"api_key {NO_API_KEY}: a node's llama-server without --api-key ignores it; where a node",
-                    "has one, put its key there as os.environ/NAME."]
+LITELLM_NOTES = [  # the header lines of every LiteLLM config satbench writes
+    "LiteLLM refuses (429) a request beyond a deployment's max_parallel_requests. Its built-in",
+    "routing strategies do not pick by free slots, so they refuse some requests below the lane's",
+    "total too. satbench.fleet.litellm_routing.CapacityRouting (LiteLLM's Router in Python) picks",
+    "by free slots and queues requests above the total instead (satbench's docs/fleet.md).",
+    f"api_key {NO_API_KEY}: a node's llama-server without --api-key ignores it; where a node",
+    "has one, put its key there as os.environ/NAME."]
 
 
 def api_base_env(node_id: str, lane: str) -> str:
@@ -308,7 +313,7 @@ def render_litellm(report: CapabilityReport) -> str:
               f"(hardware {report.hardware_fingerprint[:16]})",
               "LiteLLM proxy config fragment: max_parallel_requests = satbench's measured recommendation;",
               f"lanes that could not be confirmed on this node get {CONSERVATIVE_CONCURRENCY}.",
-              *LITELLM_KEY_NOTE]
+              *LITELLM_NOTES]
     header += [f"lane {lane.lane}: SYNTHETIC random weights, a stand-in model whose output is meaningless"
                for lane in report.lanes if lane.synthetic_model]
     return litellm_yaml([litellm_deployment(report, lane) for lane in report.lanes], header)

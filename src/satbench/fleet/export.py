@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from satbench.capability.report import LITELLM_KEY_NOTE, LaneCapability, litellm_deployment, litellm_yaml
+from satbench.capability.report import LITELLM_NOTES, LaneCapability, litellm_deployment, litellm_yaml
 from satbench.config.schema import Strict
 from satbench.fleet.merge import MergedReport
 from satbench.records.artifacts import published_schema, render
@@ -112,12 +112,7 @@ def render_fleet_litellm(merged: list[MergedReport], now: dt.datetime) -> str:
     header = [f"satbench fleet merge {now.isoformat(timespec='seconds')}: {len(merged)} nodes",
               "LiteLLM config: one deployment per node x lane; max_parallel_requests = satbench's measured",
               "recommendation on that node, weight = its expected output tok/s there; lanes not confirmed",
-              "on a node get 1 for both.",
-              "LiteLLM refuses (429) a request beyond a deployment's max_parallel_requests. Its built-in",
-              "routing strategies do not pick by free slots, so they refuse some requests below the lane's",
-              "total too. satbench.fleet.litellm_routing.CapacityRouting (LiteLLM's Router in Python) picks",
-              "by free slots and queues requests above the total instead (satbench's docs/fleet.md).",
-              *LITELLM_KEY_NOTE]
+              "on a node get 1 for both.", *LITELLM_NOTES]
     synthetic = sorted({lane.lane for m in merged for lane in m.report.lanes if lane.synthetic_model})
     header += [f"lane {name}: SYNTHETIC random weights on some node (stand-in model, meaningless output)"
                for name in synthetic]
