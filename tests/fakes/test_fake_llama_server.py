@@ -112,6 +112,7 @@ async def test_detokenize_gives_back_the_words_tokenize_counted():
     assert text == "river ran"
 
 
+@pytest.mark.alone  # wall-clock ticks of the fake: the default run's other workers delay them (97 ms for 90)
 async def test_ttft_is_prefill_and_itl_is_iteration_at_low_load():
     script = FakeScript(prefill_ms_per_token=2.0, first_token_extra_ms=5.0, decode_iteration_ms=10.0)
     async with FakeLlamaServer(script) as srv, httpx.AsyncClient(base_url=srv.base_url) as c:
