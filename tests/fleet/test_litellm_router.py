@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of LiteLLM's price list
 
@@ -96,7 +97,7 @@ def test_above_the_total_requests_wait_in_the_router_and_no_node_takes_more(node
 
 
 def test_a_request_that_waits_longer_than_wait_s_is_refused(nodes):
-    model_list, _ = nodes(caps=(1,), decode_ms=40.0)
+    model_list, _ = nodes(caps=(1,), decode_ms=100.0)
     router = Router(model_list=model_list, num_retries=0)
     CapacityRouting.install(router, wait_s=0.05)
     outcomes = drive(router, streams=2, rounds=1, max_tokens=16)
@@ -107,13 +108,54 @@ def test_a_request_that_waits_longer_than_wait_s_is_refused(nodes):
 
 def test_litellm_refuses_a_request_beyond_max_parallel_requests(nodes):
     """What docs/fleet.md and the YAML header state for LiteLLM's built-in strategies."""
-    model_list, fakes = nodes(caps=(1,), decode_ms=40.0)
+    model_list, fakes = nodes(caps=(1,), decode_ms=100.0)
     router = Router(model_list=model_list, num_retries=0)
     outcomes = drive(router, streams=2, rounds=1, max_tokens=16)
     refused = [o for o in outcomes if o != "ok"]
     assert outcomes.count("ok") == 1 and len(refused) == 1
     assert isinstance(refused[0], RateLimitError) and "max_parallel_requests" in str(refused[0])
     assert len(fakes["node-a"].stop()) == 1  # the refused request never reached the node
+
+
+def test_a_closed_stream_and_a_cancelled_request_free_their_slot(nodes):
+    """LiteLLM sends no callback for either: the slot count is LiteLLM's own, which they leave."""
+    model_list, fakes = nodes(caps=(1,), decode_ms=20.0)
+    router = Router(model_list=model_list, num_retries=0)
+    strategy = CapacityRouting.install(router, wait_s=10.0)
+    ask = {"model": "dense", "messages": [{"role": "user", "content": "q"}], "max_tokens": 40}
+
+    async def scenario() -> list[int]:
+        seen = []
+        stream = await router.acompletion(**ask, stream=True)
+        async for _ in stream:
+            break
+        await stream.aclose()
+        task = asyncio.create_task(router.acompletion(**ask))
+        await asyncio.sleep(0.3)  # admitted and decoding
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for deployment in router.registry().deployments("dense"):
+            seen.append(strategy.in_flight(deployment))
+        started = time.monotonic()
+        await router.acompletion(**ask)  # would wait out wait_s, then fail, on a leaked slot
+        seen.append(round(time.monotonic() - started))
+        return seen
+    assert asyncio.run(scenario()) == [0, 1]  # nothing in flight; the last answer took ~0.8 s
+    assert len(fakes["node-a"].stop()) == 3
+
+
+class _Limit:
+    def __init__(self, in_flight: int) -> None:
+        self.in_flight = in_flight
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.limits: dict[str, _Limit] = {}
+
+    def get_cache(self, key, local_only=False):
+        return self.limits.get(key.removesuffix("_max_parallel_requests_client"))
 
 
 class _Registry:
@@ -125,14 +167,20 @@ class _Registry:
 
 
 class _Router:
+    """What CapacityRouting reads of LiteLLM's Router: its deployments, and its slot counters."""
+
     def __init__(self, caps, weights=None):
         weights = weights or [1] * len(caps)
         self._registry = _Registry([{"model_name": "dense", "model_info": {"id": f"n{i}/dense"},
                                      "litellm_params": {"max_parallel_requests": c, "weight": w}}
                                     for i, (c, w) in enumerate(zip(caps, weights))])
+        self.store = _Store()
 
     def registry(self):
         return self._registry
+
+    def health(self):
+        return self
 
 
 def test_picks_fill_each_node_in_proportion_to_its_slots_and_never_past_them():
@@ -145,12 +193,30 @@ def test_picks_fill_each_node_in_proportion_to_its_slots_and_never_past_them():
         strategy.get_available_deployment("dense")
 
 
-def test_a_pick_no_callback_returned_is_dropped_after_stale_s(monkeypatch):
+def test_litellms_own_count_and_the_picks_it_has_not_started_add_up():
+    router = _Router([2, 1])
+    strategy = CapacityRouting(router)
+    router.store.limits["n0/dense"] = _Limit(1)  # a request LiteLLM runs on n0 (another pick's, or a retry)
+    request: dict = {}
+    first = strategy.get_available_deployment("dense", request_kwargs=request)
+    assert first["model_info"]["id"] == "n1/dense"
+    assert strategy.get_available_deployment("dense")["model_info"]["id"] == "n0/dense"
+    with pytest.raises(RateLimitError):  # n0: 1 started + 1 picked; n1: 1 picked
+        strategy.get_available_deployment("dense")
+    router.store.limits["n1/dense"] = _Limit(1)  # LiteLLM starts the first pick's attempt...
+    strategy.started({"litellm_params": {"metadata": request["metadata"]}})
+    with pytest.raises(RateLimitError):  # ...which now counts once, as LiteLLM's
+        strategy.get_available_deployment("dense")
+    router.store.limits["n1/dense"] = _Limit(0)  # and ends it
+    assert strategy.get_available_deployment("dense")["model_info"]["id"] == "n1/dense"
+
+
+def test_a_pick_litellm_never_started_is_dropped_after_pending_s(monkeypatch):
     import satbench.fleet.litellm_routing as routing
 
     clock = [100.0]
     monkeypatch.setattr(routing.time, "monotonic", lambda: clock[0])
-    strategy = CapacityRouting(_Router([1]), stale_s=30.0)
+    strategy = CapacityRouting(_Router([1]), pending_s=30.0)
     strategy.get_available_deployment("dense")
     with pytest.raises(RateLimitError):
         strategy.get_available_deployment("dense")
@@ -158,7 +224,7 @@ def test_a_pick_no_callback_returned_is_dropped_after_stale_s(monkeypatch):
     assert strategy.get_available_deployment("dense")["model_info"]["id"] == "n0/dense"
 
 
-def test_the_callback_returns_the_pick_its_attempt_carried_and_no_other_routers():
+def test_a_callback_ends_only_the_pick_its_attempt_carried_and_no_other_routers():
     strategy, other = CapacityRouting(_Router([1, 1])), CapacityRouting(_Router([1, 1]))
     requests = [{"metadata": {}}, {"metadata": {}}]
     for request in requests:

@@ -13,11 +13,16 @@ refused after that with LiteLLM's RateLimitError. Use it with the Router in Pyth
     router = Router(model_list=yaml.safe_load(text)["model_list"])
     CapacityRouting.install(router)
 
-Invariants: this strategy never has more requests on a deployment than its `max_parallel_requests`;
-each pick is named in the request's metadata (`satbench_pick`) and returned by the success or failure
-callback of the attempt that carries it, or dropped after `stale_s` seconds (a callback LiteLLM never
-sent would otherwise shrink the node for good). The counts are this router's: two routers, in one
-process or two, do not see each other's requests.
+A deployment's requests in flight are LiteLLM's own count (the `max_parallel_requests` slot it holds
+from the attempt's start until the answer or stream ends, a cancelled or closed one included) plus
+this strategy's picks LiteLLM has not started yet. A pick is named in the request's metadata
+(`satbench_pick`) and leaves the second count when LiteLLM starts its attempt (`log_pre_api_call`) or
+ends it (success or failure callback), or after `pending_s` seconds if it does neither.
+
+Invariants: the strategy never picks a deployment whose count has reached its
+`max_parallel_requests`; a waiting request is picked as soon as it is first in line and a slot is
+free (checked on every callback and every RECHECK_S). The counts are this router's: two routers, in
+one process or two, do not see each other's requests.
 
 Needs the `router` extra (LiteLLM, pinned to the version this was tested with).
 """
@@ -25,6 +30,7 @@ Needs the `router` extra (LiteLLM, pinned to the version this was tested with).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 import weakref
@@ -37,7 +43,8 @@ from litellm.integrations.custom_logger import CustomLogger
 from litellm.types.router import CustomRoutingStrategyBase
 
 DEFAULT_WAIT_S = 600.0  # LiteLLM's default request timeout
-DEFAULT_STALE_S = 3600.0
+DEFAULT_PENDING_S = 60.0  # a pick LiteLLM neither started nor ended by then no longer counts
+RECHECK_S = 0.05  # a waiting request looks again this often (a cancelled request sends no callback)
 
 
 def slots_of(deployment: Mapping[str, Any]) -> int:
@@ -84,6 +91,10 @@ class _Releases(CustomLogger):
         super().__init__()
         self.strategies: weakref.WeakSet[CapacityRouting] = weakref.WeakSet()
 
+    def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+        for strategy in list(self.strategies):
+            strategy.started(kwargs)
+
     async def _release(self, kwargs: Mapping[str, Any]) -> None:
         for strategy in list(self.strategies):
             await strategy.release(kwargs)
@@ -103,10 +114,11 @@ _RELEASES = _Releases()
 class CapacityRouting(CustomRoutingStrategyBase):
     """LiteLLM's custom routing strategy (see the module docstring)."""
 
-    def __init__(self, router: Any, wait_s: float = DEFAULT_WAIT_S, stale_s: float = DEFAULT_STALE_S) -> None:
+    def __init__(self, router: Any, wait_s: float = DEFAULT_WAIT_S,
+                 pending_s: float = DEFAULT_PENDING_S) -> None:
         self.router = router
         self.wait_s = wait_s
-        self.stale_s = stale_s
+        self.pending_s = pending_s
         self.picks: dict[str, dict[str, float]] = defaultdict(dict)  # deployment id → {pick: monotonic s}
         self.lanes: dict[str, _Lane] = defaultdict(_Lane)
 
@@ -123,12 +135,20 @@ class CapacityRouting(CustomRoutingStrategyBase):
         router.register_plugin(strategy)
         return strategy
 
+    def started_by_litellm(self, deployment: Mapping[str, Any]) -> int:
+        """The requests LiteLLM holds a `max_parallel_requests` slot of the deployment for (0 before
+        its first request: LiteLLM makes the slot counter then)."""
+        key = f"{deployment_id(deployment)}_max_parallel_requests_client"
+        limit = self.router.health().store.get_cache(key=key, local_only=True)
+        return int(getattr(limit, "in_flight", 0) or 0)
+
     def in_flight(self, deployment: Mapping[str, Any]) -> int:
+        """LiteLLM's count of the deployment's requests plus this strategy's picks not started yet."""
         picks = self.picks[deployment_id(deployment)]
-        limit = time.monotonic() - self.stale_s
+        limit = time.monotonic() - self.pending_s
         for pick in [p for p, at in picks.items() if at < limit]:
             del picks[pick]
-        return len(picks)
+        return self.started_by_litellm(deployment) + len(picks)
 
     def _take(self, model: str, request_kwargs: Any = None) -> dict | None:
         """The lane's deployment with the lowest share of its slots in use, counted as picked and the
@@ -167,12 +187,16 @@ class CapacityRouting(CustomRoutingStrategyBase):
                 picked.append(chosen)
             return chosen is not None
 
+        deadline = time.monotonic() + self.wait_s
         async with freed:
             lane.queue.append(me)
             try:
-                await asyncio.wait_for(freed.wait_for(my_turn), self.wait_s)
-            except TimeoutError:
-                raise self._refused(model) from None
+                while not my_turn():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise self._refused(model)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(freed.wait(), min(left, RECHECK_S))
             finally:
                 lane.queue.remove(me)
                 freed.notify_all()
@@ -187,14 +211,17 @@ class CapacityRouting(CustomRoutingStrategyBase):
             raise self._refused(model)
         return chosen
 
-    async def release(self, kwargs: Mapping[str, Any]) -> None:
-        """Return the pick a finished attempt carried (nothing if it is not this strategy's), and wake
-        the requests waiting for a slot."""
+    def started(self, kwargs: Mapping[str, Any]) -> None:
+        """LiteLLM started the attempt carrying a pick: its own count has it from now on."""
         pick = attempt_pick(kwargs)
         mine = next((picks for picks in self.picks.values() if pick in picks), None)
-        if pick is None or mine is None:
-            return
-        del mine[pick]
+        if pick is not None and mine is not None:
+            del mine[pick]
+
+    async def release(self, kwargs: Mapping[str, Any]) -> None:
+        """An attempt ended: its pick, if LiteLLM never started it, no longer counts; wake the
+        requests waiting for a slot."""
+        self.started(kwargs)
         for lane in self.lanes.values():
             if lane.freed is not None and lane.loop is asyncio.get_running_loop():
                 async with lane.freed:
