@@ -72,13 +72,15 @@ def test_checks_before_the_sweep_stop_at_the_first_that_fails(tmp_path, monkeypa
     lane = json.loads((run / "verdicts.json").read_text())["lanes"][0]
     verdicts = {v["check"]: v for v in lane["verdicts"]}
     assert verdicts["F1"]["verdict"] == "fail" and verdicts["F1"]["concurrency"] == 4
-    assert verdicts["S3"]["verdict"] != "inconclusive"  # 2 in flight: run before F1
+    # S3 puts 2 in flight, so it runs before F1 (a busy host may leave its verdict inconclusive)
+    assert not (verdicts["S3"]["reason"] or "").startswith("not run"), verdicts["S3"]
     for check in ("F2", "F3", "S1", "S2"):
         v = verdicts[check]
         assert v["verdict"] == "inconclusive" and v["reason"].startswith("not run: F1 (equal requests) "
                                                                          "failed at 4 in flight"), v
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
-    assert not {e.get("check") for e in events if e.get("scenario") == "fairness"} & {"F2", "F3", "S1", "S2"}
+    ran = {e.get("check") for e in events if e.get("scenario") == "fairness"}
+    assert "S3" in ran and not ran & {"F2", "F3", "S1", "S2"}
     plan = json.loads((run / "run.json").read_text())["plan"]["default"]
     assert "ceiling N=3: F1 (equal requests) failed at 4 in flight" in plan[0]["reason"], plan[0]
     rec = json.loads((run / "recommendations.json").read_text())["lanes"][0]
