@@ -33,22 +33,17 @@ from benchmarks.fake_proc import start_fake, stop_fake  # noqa: E402
 from satbench.capability.report import api_base_env  # noqa: E402
 from satbench.cli.main import main as satbench  # noqa: E402
 from satbench.fleet.litellm_routing import CapacityRouting  # noqa: E402
+from tests.fakes.fake_llama_server import peak_in_flight  # noqa: E402
 from tests.fleet.reports import lane, report, write  # noqa: E402
 
 CAPS = {"node-a": 4, "node-b": 2, "node-c": 8}
 STRATEGIES = ["simple-shuffle", "least-busy", "usage-based-routing-v2", "latency-based-routing", "capacity"]
 
 
-def peak_in_flight(log: Path) -> int:
+def _schedule(log: Path) -> list[dict]:
     import json
 
-    rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    edges = sorted([(r["arrival_ns"], 1) for r in rows] + [(r["end_ns"], -1) for r in rows])
-    peak = now = 0
-    for _, step in edges:
-        now += step
-        peak = max(peak, now)
-    return peak
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
 def model_list(tmp: Path) -> tuple[list[dict], dict]:
@@ -93,7 +88,7 @@ def case(strategy: str, streams: int, rounds: int, retries: int) -> str:
         finally:
             for proc, _ in fakes.values():
                 stop_fake(proc)
-        peaks = " ".join(f"{peak_in_flight(log)}/{CAPS[n]}" for n, (_, log) in fakes.items())
+        peaks = " ".join(f"{peak_in_flight(_schedule(log))}/{CAPS[n]}" for n, (_, log) in fakes.items())
     total = sum(outcomes.values())
     refused = total - outcomes["ok"]
     return (f"{strategy:<24} {streams:>7} {retries:>7} {total:>8} {outcomes['ok']:>6} {refused:>8} "

@@ -250,6 +250,16 @@ class _Conn(asyncio.Protocol):
         return True
 
 
+def peak_in_flight(schedule: list[dict]) -> int:
+    """The most requests the fake held at once, from its schedule (arrival to end of each)."""
+    edges = sorted([(r["arrival_ns"], 1) for r in schedule] + [(r["end_ns"], -1) for r in schedule])
+    peak = now = 0
+    for _, step in edges:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
 class FakeLlamaServer:
     """``async with FakeLlamaServer(script) as srv`` — a listening fake; see module doc."""
 

@@ -19,17 +19,8 @@ from litellm.exceptions import RateLimitError
 from satbench.capability.report import api_base_env
 from satbench.cli.main import main
 from satbench.fleet.litellm_routing import CapacityRouting
+from tests.fakes.fake_llama_server import peak_in_flight
 from tests.fleet.reports import lane, report, write
-
-
-def peak_in_flight(schedule: list[dict]) -> int:
-    """The most requests the fake node held at once (arrival to end)."""
-    edges = sorted([(r["arrival_ns"], 1) for r in schedule] + [(r["end_ns"], -1) for r in schedule])
-    peak = now = 0
-    for _, step in edges:
-        now += step
-        peak = max(peak, now)
-    return peak
 
 
 CAPS = {"node-a": 3, "node-b": 2, "node-c": 1}
