@@ -84,8 +84,8 @@ class _Lane:
 
 
 class _Releases(CustomLogger):
-    """The one LiteLLM callback every CapacityRouting of this process shares: LiteLLM keeps a single
-    logger per callback class, so a second strategy's own callback would never be called."""
+    """The one LiteLLM callback every CapacityRouting of this process shares, registered once (with a
+    callback per strategy, a second strategy's was never called in the tests: LiteLLM keeps one)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -156,8 +156,9 @@ class CapacityRouting(CustomRoutingStrategyBase):
         deployments = self.router.registry().deployments(model)
         if not deployments:
             raise ValueError(f"no deployment serves {model!r}")
-        free = [(self.in_flight(d) / slots_of(d), -float(d["litellm_params"].get("weight") or 1), i)
-                for i, d in enumerate(deployments) if self.in_flight(d) < slots_of(d)]
+        counts = [self.in_flight(d) for d in deployments]
+        free = [(n / slots_of(d), -float(d["litellm_params"].get("weight") or 1), i)
+                for i, (d, n) in enumerate(zip(deployments, counts)) if n < slots_of(d)]
         if not free:
             return None
         chosen = deployments[min(free)[2]]
