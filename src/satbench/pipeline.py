@@ -16,6 +16,7 @@ from satbench.config.schema import CheckName, FairnessConfig, LaneConfig, RunCon
 from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, JsonlTail, RequestEvent
 from satbench.records.layout import RECOMMENDATIONS_FILE, RESULTS_FILE
 from satbench.records.manifest import PlanDecision, RunManifest, read_manifest
+from satbench.records.samples import SampleBuilder
 from satbench.report import bundle, integrity
 from satbench.saturation.planner import Feedback, PlanContext, plan_lane
 from satbench.saturation.recommend import checks_cap, recommend
@@ -74,12 +75,15 @@ class SweepDerivation:
         inner = plan_lane(ctx, recorded)
         events, samples = JsonlTail(run_dir / EVENTS_FILE), JsonlTail(run_dir / SAMPLES_FILE, samples=True)
         records: list = []
-        readings: list = []
+        readings = SampleBuilder()
         tick = yield next(inner)
         while True:
             records += [r for r in events.read() if r.lane == lane.name and r.scenario == "solo"]
-            readings += [s for s in samples.read() if s.lane == lane.name and s.scenario == "solo"]
-            levels = solo_levels(read_manifest(run_dir), lane.name, records, readings)
+            for s in samples.read():
+                if s.lane == lane.name and s.scenario == "solo":
+                    readings.add(s)
+            so_far = readings.build(keep_growing=True)
+            levels = solo_levels(read_manifest(run_dir), lane.name, records, so_far)
             try:
                 tick = yield inner.send(Feedback(levels, tick.elapsed_s, tick.last_step_s, tick.failed_at))
             except StopIteration:

@@ -7,6 +7,7 @@ from satbench.analysis.analyze import _levels
 from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
 from satbench.records.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo
 from satbench.config.schema import together_shape
+from satbench.records.samples import sample_set
 from tests.builders import ev, mark
 
 A = LaneConfig(name="a", levels=[1, 2, 4], repetitions=2, runtime=RuntimeConfig())
@@ -34,9 +35,9 @@ def test_together_keeps_only_the_levels_and_repetitions_every_lane_had():
     cfg = RunConfig(lanes=[A, B], together=True)
     assert together_shape(cfg) == (2, 1)
     records = _together_records([1, 2, 4], 2)
-    levels = _levels(A, PROV, "together", records, [], None, together_shape(cfg))
+    levels = _levels(A, PROV, "together", records, sample_set([]), None, together_shape(cfg))
     assert [lv.concurrency for lv in levels] == [1, 2]
     assert all(len(lv.repetitions) == 1 for lv in levels)
     assert not any(f.startswith("missing_repetitions") for lv in levels for f in lv.flags), [lv.flags for lv in levels]
-    solo = _levels(A, PROV, "together", records, [], None)  # without a shape: everything recorded
+    solo = _levels(A, PROV, "together", records, sample_set([]), None)  # without a shape: everything recorded
     assert [lv.concurrency for lv in solo] == [1, 2, 4] and len(solo[0].repetitions) == 2

@@ -20,13 +20,13 @@ from satbench.records.events import (
     RequestEvent,
     current_session_records,
     read_events,
-    read_samples,
 )
 from satbench.records.manifest import LaneProvenance, PlanDecision, RunManifest, ServerFailure, read_manifest
+from satbench.records.samples import SampleSet, read_sample_set, sample_set
 from satbench.workload.fairness_plan import fairness_plan
 
 
-def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list, samples: list,
+def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list, samples: SampleSet,
             host_cores: int | None = None, shape: tuple[int, int] | None = None,
             plan: list[PlanDecision] | None = None) -> list[LevelResult]:
     """Every level of one lane in one scenario; with `shape` (steps, repetitions), only the lane's first
@@ -45,7 +45,7 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
                 and (kept is None or (r.level in kept and r.repetition <= reps)))
     events = [r for r in records if isinstance(r, RequestEvent) and mine(r)]
     marks = [r for r in records if isinstance(r, LevelMark) and mine(r)]
-    lane_samples = [s for s in samples if s.lane == lane.name and s.scenario == scenario]
+    lane_samples = samples.lane(lane.name, scenario)
     out = []
     for n in sorted({e.level for e in events} | {m.level for m in marks}):
         ctx = LevelContext(
@@ -111,10 +111,11 @@ def analyze_run(run_dir: Path) -> ResultsFile:
     manifest = read_manifest(run_dir)
     if manifest.provenance is None or not manifest.provenance.lanes:
         raise RunDirError(f"{run_dir}: the run stopped before any server was described; nothing to analyze")
-    return analyze_records(manifest, read_events(run_dir), read_samples(run_dir))
+    return analyze_records(manifest, read_events(run_dir), read_sample_set(run_dir))
 
 
-def solo_levels(manifest: RunManifest, lane_name: str, records: list, samples: list) -> list[LevelResult]:
+def solo_levels(manifest: RunManifest, lane_name: str, records: list,
+                samples: SampleSet | list) -> list[LevelResult]:
     """One lane's solo levels from run.json and the raw records so far (what the adaptive sweep's
     planner reads after each step); [] before the lane's server was described."""
     prov = manifest.provenance
@@ -123,14 +124,17 @@ def solo_levels(manifest: RunManifest, lane_name: str, records: list, samples: l
         return []
     records = _mark_failed(current_session_records(records), manifest.server_failures)
     lane = manifest.config.lane(lane_name)
+    samples = samples if isinstance(samples, SampleSet) else sample_set(samples)
     return _levels(lane, lp, "solo", records, samples, prov.host.cores_logical,
                    plan=manifest.plan.get(lane_name, []))
 
 
-def analyze_records(manifest: RunManifest, records: list, samples: list) -> ResultsFile:
-    """Every figure of a run from its run.json (`manifest`, with provenance) and raw records."""
+def analyze_records(manifest: RunManifest, records: list, samples: SampleSet | list) -> ResultsFile:
+    """Every figure of a run from its run.json (`manifest`, with provenance) and raw records (the
+    samples as columns, or as records)."""
     prov = manifest.provenance
     assert prov is not None
+    samples = samples if isinstance(samples, SampleSet) else sample_set(samples)
     records = current_session_records(records)  # a resumed unit counts its last session only
     records = _mark_failed(records, manifest.server_failures)
     lanes = []

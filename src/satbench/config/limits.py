@@ -26,6 +26,13 @@ MAX_SERVER_ARGS = 64  # words of [lanes.server] args: llama-server flags and the
 MAX_SERVER_ARG_CHARS = 4096  # one such word (a path, a tensor split)
 MAX_LENGTHS_FILE_BYTES = 64 * MIB  # a JSONL of request lengths (--prompt-tokens jsonl:PATH)
 MAX_LENGTHS_LINES = 1_000_000  # lengths in one such file
+MAX_EVENTS = 50_000
+"""Records of a run's events.jsonl one read holds (requests and level marks): ~2 KB each
+(records.compact), so ~100 MB at the cap; a run of 1,400 requests took 30 minutes on 2 cores."""
+MAX_SAMPLES = 2_000_000
+"""Samples of a run's server_samples.jsonl one read holds (all lanes and kinds), as columns of ~60
+bytes a sample (records.samples): ~120 MB at the cap, over 18 hours of sampling at ~10 polls a second
+of each of the three kinds."""
 MAX_HEADER_BYTES = 64 * KIB
 """A response head (status line + headers): llama-server sends ~300 bytes; proxies add a few KiB."""
 MAX_EVENT_BYTES = 8 * MIB

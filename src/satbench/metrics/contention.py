@@ -25,12 +25,13 @@ from satbench.metrics import memory
 from satbench.metrics.level import CONTENDED_FRACTION, NEIGHBOUR_CORES, repetition_intervals, summarize_level
 from satbench.metrics.level_result import LevelContext, LevelResult
 from satbench.records.events import LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample
+from satbench.records.samples import LaneSamples, ProcessColumns, lane_samples
 
 SATURATED_OTHERS_CORES = 0.1  # on a ≥ 90 % busy host, other processes' share that counts
 MIN_CLEAN_REPETITIONS = 2     # clean repetitions a level needs for the contended ones to be left out
 
 
-def contention(proc_s: Sequence[ProcessSample], start_ns: int, end_ns: int, host_cores: int | None,
+def contention(proc_s: ProcessColumns, start_ns: int, end_ns: int, host_cores: int | None,
                server_here: bool) -> str | None:
     """Why the interval [start_ns, end_ns] was contended (see the module), or None when it was not
     (or cannot be told)."""
@@ -53,11 +54,13 @@ def contention(proc_s: Sequence[ProcessSample], start_ns: int, end_ns: int, host
 
 
 def summarize_guarded(ctx: LevelContext, events: Sequence[RequestEvent], marks: Sequence[LevelMark],
-                      samples: Sequence[MetricsSample | SlotsSample | ProcessSample]) -> LevelResult:
+                      samples: LaneSamples | Sequence[MetricsSample | SlotsSample | ProcessSample]
+                      ) -> LevelResult:
     """`summarize_level` of the level's clean repetitions when at least MIN_CLEAN_REPETITIONS are
     clean and some are contended (those are left out and named); else of all of them, the level
     marked `contended` when any repetition was."""
-    proc_s = [s for s in samples if isinstance(s, ProcessSample)]
+    samples = lane_samples(samples)
+    proc_s = samples.process
     why = {rep: w for rep, (lo, hi) in repetition_intervals(events, marks).items()
            if (w := contention(proc_s, lo, hi, ctx.host_cores, not ctx.server_remote)) is not None}
     reps = {e.repetition for e in events} | {m.repetition for m in marks}

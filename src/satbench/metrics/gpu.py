@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from pydantic import Field
 
 from satbench.config.schema import Strict
-from satbench.records.events import ProcessSample
+from satbench.records.samples import ProcessColumns, SampleColumns, as_columns
 
 
 class GpuUse(Strict):
@@ -24,41 +25,53 @@ class GpuUse(Strict):
     sm_clock_mean_mhz: float | None = None
 
 
-def _inside(samples: Sequence[ProcessSample], spans: Sequence[tuple[int, int]]) -> list[ProcessSample]:
-    return [s for s in samples if s.error is None and any(lo <= s.t_ns <= hi for lo, hi in spans)]
+def _inside(samples: ProcessColumns, spans: Sequence[tuple[int, int]]) -> tuple[SampleColumns, np.ndarray]:
+    """The table, and its good readings inside any of `spans`, in file order."""
+    c = as_columns(samples, "process")
+    rows = c.in_spans(spans)
+    return c, rows[~c.failed()[rows]]
+
+
+def _values(samples: ProcessColumns, spans: Sequence[tuple[int, int]], field: str) -> list:
+    """The recorded values of `field` of the readings inside the spans, in file order."""
+    c, rows = _inside(samples, spans)
+    col = c.column(field)[rows]
+    return col[~np.isnan(col) if col.dtype.kind == "f" else col >= 0].tolist()
 
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def gpu_util_mean_pct(samples: Sequence[ProcessSample], spans: Sequence[tuple[int, int]]) -> float | None:
+def gpu_util_mean_pct(samples: ProcessColumns, spans: Sequence[tuple[int, int]]) -> float | None:
     """Utilisation = mean of NVML `utilization.gpu` over the readings inside the spans, percent."""
-    return _mean([s.gpu_util_pct for s in _inside(samples, spans) if s.gpu_util_pct is not None])
+    return _mean(_values(samples, spans, "gpu_util_pct"))
 
 
-def gpu_sm_clock_mean_mhz(samples: Sequence[ProcessSample], spans: Sequence[tuple[int, int]]) -> float | None:
+def gpu_sm_clock_mean_mhz(samples: ProcessColumns, spans: Sequence[tuple[int, int]]) -> float | None:
     """SM clock = mean of NVML's SM clock over the readings inside the spans, MHz (a falling clock
     under load means power or thermal throttling)."""
-    return _mean([s.gpu_sm_clock_mhz for s in _inside(samples, spans) if s.gpu_sm_clock_mhz is not None])
+    return _mean(_values(samples, spans, "gpu_sm_clock_mhz"))
 
 
-def gpu_mem_used_mean_bytes(samples: Sequence[ProcessSample], spans: Sequence[tuple[int, int]]) -> int | None:
+def gpu_mem_used_mean_bytes(samples: ProcessColumns, spans: Sequence[tuple[int, int]]) -> int | None:
     """GPU memory used = mean of NVML `memory.used` over the readings inside the spans, bytes."""
-    m = _mean([float(s.gpu_mem_used_bytes) for s in _inside(samples, spans)
-               if s.gpu_mem_used_bytes is not None])
+    m = _mean([float(v) for v in _values(samples, spans, "gpu_mem_used_bytes")])
     return None if m is None else round(m)
 
 
-def gpu_use(samples: Sequence[ProcessSample], windows: Sequence[tuple[int, int]],
+def gpu_use(samples: ProcessColumns, windows: Sequence[tuple[int, int]],
             peak_mem_bytes: int | None) -> GpuUse | None:
     """The level's GPU block; None when no NVML reading exists at all (no GPU: unavailable, not 0)."""
-    readings = [s for s in _inside(samples, windows) if s.gpu_mem_used_bytes is not None]
-    if not readings and peak_mem_bytes is None:
+    c, rows = _inside(samples, windows)
+    readings = rows[c.column("gpu_mem_used_bytes")[rows] >= 0]
+    if not len(readings) and peak_mem_bytes is None:
         return None
-    utils = [s.gpu_util_pct for s in readings if s.gpu_util_pct is not None]
+    utils = c.column("gpu_util_pct")[readings]
+    utils = utils[~np.isnan(utils)]
     return GpuUse(
-        samples=len(readings), mem_used_mean_bytes=gpu_mem_used_mean_bytes(samples, windows),
-        mem_used_peak_bytes=peak_mem_bytes, util_mean_pct=gpu_util_mean_pct(samples, windows),
-        util_max_pct=max(utils) if utils else None, sm_clock_mean_mhz=gpu_sm_clock_mean_mhz(samples, windows),
+        samples=len(readings), mem_used_mean_bytes=gpu_mem_used_mean_bytes(c, windows),
+        mem_used_peak_bytes=peak_mem_bytes, util_mean_pct=gpu_util_mean_pct(c, windows),
+        util_max_pct=float(utils.max()) if len(utils) else None,
+        sm_clock_mean_mhz=gpu_sm_clock_mean_mhz(c, windows),
     )

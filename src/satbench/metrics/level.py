@@ -9,6 +9,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from satbench.config.schema import design_minimum_requests
 from satbench.metrics import latency, memory, occupancy, throughput
 from satbench.metrics.gpu import gpu_use
@@ -41,6 +43,7 @@ from satbench.records.events import (
     SlotsSample,
     itl_ms,
 )
+from satbench.records.samples import LaneSamples, SampleColumns, lane_samples
 
 
 @dataclass
@@ -113,14 +116,14 @@ def summarize_level(
     ctx: LevelContext,
     events: Sequence[RequestEvent],
     marks: Sequence[LevelMark],
-    samples: Sequence[MetricsSample | SlotsSample | ProcessSample],
+    samples: LaneSamples | Sequence[MetricsSample | SlotsSample | ProcessSample],
 ) -> LevelResult:
-    """All metrics of one level, pooled over its repetitions (throughput CI across repetitions)."""
+    """All metrics of one level, pooled over its repetitions (throughput CI across repetitions).
+    `samples`: the lane's in the level's scenario (the level's are found by time)."""
     n = ctx.level
     reps = sorted({e.repetition for e in events} | {m.repetition for m in marks})
-    metrics_s = [s for s in samples if isinstance(s, MetricsSample)]
-    slots_s = [s for s in samples if isinstance(s, SlotsSample)]
-    proc_s = [s for s in samples if isinstance(s, ProcessSample)]
+    lane = lane_samples(samples)
+    metrics_s, slots_s, proc_s = lane.metrics, lane.slots, lane.process
     rep_results: list[RepetitionResult] = []
     windows: list[SteadyWindow] = []
     in_window: list[RequestEvent] = []
@@ -158,8 +161,8 @@ def summarize_level(
         occ.dw.append(dw)
         occ.dw_why.append(dw_why)
         occ.cif.append(occupancy.client_in_flight(rep_events, win))
-        occ.deferred += [s.values["requests_deferred"] for s in metrics_s
-                            if win.contains(s.t_ns) and "requests_deferred" in s.values]
+        deferred = metrics_s.column("requests_deferred")[metrics_s.within(win.start_ns, win.end_ns)]
+        occ.deferred += deferred[~np.isnan(deferred)].tolist()
 
     method = "t over repetitions"
     thr = Throughput(
@@ -245,7 +248,7 @@ def _rep_intervals(events: Sequence[RequestEvent], marks: Sequence[LevelMark]) -
     return list(repetition_intervals(events, marks).values())
 
 
-def _memory(intervals: list[tuple[int, int]], proc_s: Sequence[ProcessSample]) -> Memory:
+def _memory(intervals: list[tuple[int, int]], proc_s: SampleColumns) -> Memory:
     """Peaks over every repetition of the level; CPU cores averaged over repetitions."""
     rss = [v for lo, hi in intervals if (v := memory.peak_rss_bytes(proc_s, lo, hi)) is not None]
     gpu = [v for lo, hi in intervals if (v := memory.peak_gpu_mem_bytes(proc_s, lo, hi)) is not None]
@@ -258,7 +261,7 @@ def _memory(intervals: list[tuple[int, int]], proc_s: Sequence[ProcessSample]) -
     )
 
 
-def _mean_over(intervals: list[tuple[int, int]], proc_s: Sequence[ProcessSample], fn) -> float | None:
+def _mean_over(intervals: list[tuple[int, int]], proc_s: SampleColumns, fn) -> float | None:
     vals = [v for lo, hi in intervals if (v := fn(proc_s, lo, hi)) is not None]
     return sum(vals) / len(vals) if vals else None
 

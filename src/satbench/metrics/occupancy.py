@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from itertools import pairwise
-from statistics import median
+
+import numpy as np
 
 from satbench.metrics.window import SteadyWindow
-from satbench.records.events import MetricsSample, RequestEvent, SlotsSample
+from satbench.records.events import RequestEvent
+from satbench.records.samples import MetricsColumns, SampleColumns, SlotsColumns, as_columns
 
 # a reading from before the window holds into it only if this many poll intervals old at most
 CARRY_INTERVALS = 2
@@ -18,37 +19,48 @@ MIN_OCCUPANCY_SAMPLES = 10  # DESIGN.md §4: ≥ 10 Hz; fewer readings in a wind
 MAX_GAP_SHARE = 0.25  # nor may one reading stand for more than this share of the window
 
 
-def _poll_interval_ns(points: Sequence[tuple[int, float | None]]) -> float | None:
+Points = tuple[np.ndarray, np.ndarray]
+"""A step function's readings: stamps (ns, sorted; equal ones in file order) and values (NaN = a
+failed poll or no value)."""
+
+
+def _poll_interval_ns(times: np.ndarray) -> float | None:
     """The sampler's period, as the median gap between consecutive polls (failed ones included)."""
-    times = sorted(t for t, _ in points)
-    gaps = [b - a for a, b in pairwise(times) if b > a]
-    return median(gaps) if gaps else None
+    gaps = np.diff(times)
+    gaps = gaps[gaps > 0]
+    return float(np.median(gaps)) if len(gaps) else None
 
 
-def _steps(points: Sequence[tuple[int, float | None]], w: SteadyWindow) -> list[tuple[int, float | None]]:
+def _reading(t: int, v: float) -> tuple[int, float | None]:
+    return t, None if math.isnan(v) else v
+
+
+def _steps(points: Points, interval: float | None, w: SteadyWindow) -> list[tuple[int, float | None]]:
     """The readings that describe the window: every poll inside it (None = failed poll), led by the
-    last poll before it when that one succeeded and is at most CARRY_INTERVALS poll intervals old.
-    Empty when no poll inside the window succeeded: one stale reading is no mean over the window."""
-    pts = sorted(points, key=lambda p: p[0])
-    inside = [p for p in pts if w.contains(p[0])]
+    last poll before it when that one succeeded and is at most CARRY_INTERVALS poll intervals old
+    (`interval`: _poll_interval_ns of all the points). Empty when no poll inside the window
+    succeeded: one stale reading is no mean over the window."""
+    times, values = points
+    lo = int(np.searchsorted(times, w.start_ns, side="left"))
+    hi = int(np.searchsorted(times, w.end_ns, side="right"))
+    inside = [_reading(t, v) for t, v in zip(times[lo:hi].tolist(), values[lo:hi].tolist(), strict=True)]
     if all(v is None for _, v in inside):
         return []
-    before = [p for p in pts if p[0] < w.start_ns][-1:]
-    interval = _poll_interval_ns(pts)
+    before = [_reading(int(times[lo - 1]), float(values[lo - 1]))] if lo > 0 else []
     if (before and before[0][1] is not None and interval
             and w.start_ns - before[0][0] <= CARRY_INTERVALS * interval):
         return before + inside
     return inside
 
 
-def _time_weighted_mean(points: Sequence[tuple[int, float | None]], w: SteadyWindow) -> float | None:
+def _time_weighted_mean(points: Points, interval: float | None, w: SteadyWindow) -> float | None:
     """∫ value dt ÷ covered time, for a step function that holds each reading until the next poll.
 
     A failed poll (value None) leaves the time until the next good one uncovered; so does the time
     before the first reading (see `_steps` for when a reading from before the window counts).
     Returns None when no poll inside the window succeeded.
     """
-    steps = _steps(points, w)
+    steps = _steps(points, interval, w)
     area, covered = 0.0, 0
     for i, (t, v) in enumerate(steps):
         t_next = steps[i + 1][0] if i + 1 < len(steps) else w.end_ns
@@ -59,40 +71,53 @@ def _time_weighted_mean(points: Sequence[tuple[int, float | None]], w: SteadyWin
     return area / covered if covered > 0 else None
 
 
-def _slots_points(samples: Sequence[SlotsSample]) -> list[tuple[int, float | None]]:
-    return [(s.t_ns, None if s.error else float(len(s.busy_ids))) for s in samples]
+def _points(samples: SampleColumns | Sequence, kind: str, name: str) -> tuple[Points, float | None]:
+    """The readings of column `name` (NaN where a poll recorded an error), and the poll interval."""
+    c = as_columns(samples, kind)
+
+    def make() -> tuple[Points, float | None]:
+        values = c.column(name).astype(np.float64)
+        return (c.t_ns, np.where(c.failed(truthy=True), math.nan, values)), _poll_interval_ns(c.t_ns)
+    return c.memo(("points", name), make)
 
 
-def _processing_points(samples: Sequence[MetricsSample]) -> list[tuple[int, float | None]]:
-    return [(s.t_ns, None if s.error else s.values.get("requests_processing")) for s in samples]
+def _slots_points(samples: SlotsColumns) -> tuple[Points, float | None]:
+    return _points(samples, "slots", "n_busy")
 
 
-def time_weighted_busy_slots(samples: Sequence[SlotsSample], w: SteadyWindow) -> float | None:
+def _processing_points(samples: MetricsColumns) -> tuple[Points, float | None]:
+    return _points(samples, "metrics", "requests_processing")
+
+
+def time_weighted_busy_slots(samples: SlotsColumns, w: SteadyWindow) -> float | None:
     """Mean busy slots = ∫ |busy slots(t)| dt ÷ covered window time, from ≥10 Hz /slots samples."""
-    return _time_weighted_mean(_slots_points(samples), w)
+    return _time_weighted_mean(*_slots_points(samples), w)
 
 
-def time_weighted_requests_processing(samples: Sequence[MetricsSample], w: SteadyWindow) -> float | None:
+def time_weighted_requests_processing(samples: MetricsColumns, w: SteadyWindow) -> float | None:
     """Mean of the `requests_processing` gauge over the window (fallback when /slots is absent)."""
-    return _time_weighted_mean(_processing_points(samples), w)
+    return _time_weighted_mean(*_processing_points(samples), w)
 
 
-def _sampling(points: Sequence[tuple[int, float | None]], w: SteadyWindow) -> tuple[int, int]:
+def _sampling(points: Points, w: SteadyWindow) -> tuple[int, int]:
     """(good readings inside the window, largest gap in ns between the window's edges and those
     readings): how finely a time-weighted figure resolved the window."""
-    times = sorted(t for t, v in points if v is not None and w.contains(t))
-    edges = [w.start_ns] + times + [w.end_ns]
-    return len(times), max(b - a for a, b in pairwise(edges))
+    times, values = points
+    lo = int(np.searchsorted(times, w.start_ns, side="left"))
+    hi = int(np.searchsorted(times, w.end_ns, side="right"))
+    good = times[lo:hi][~np.isnan(values[lo:hi])]
+    edges = np.concatenate(([w.start_ns], good, [w.end_ns])).astype(np.int64)
+    return len(good), int(np.max(np.diff(edges)))
 
 
-def slots_sampling(samples: Sequence[SlotsSample], w: SteadyWindow) -> tuple[int, int]:
+def slots_sampling(samples: SlotsColumns, w: SteadyWindow) -> tuple[int, int]:
     """How finely /slots resolved the window: (good samples inside, largest gap ns)."""
-    return _sampling(_slots_points(samples), w)
+    return _sampling(_slots_points(samples)[0], w)
 
 
-def requests_processing_sampling(samples: Sequence[MetricsSample], w: SteadyWindow) -> tuple[int, int]:
+def requests_processing_sampling(samples: MetricsColumns, w: SteadyWindow) -> tuple[int, int]:
     """How finely `requests_processing` resolved the window: (good samples inside, largest gap ns)."""
-    return _sampling(_processing_points(samples), w)
+    return _sampling(_processing_points(samples)[0], w)
 
 
 def coarse_sampling(rep: str, source: str, sampling: tuple[int, int], w: SteadyWindow) -> str | None:
@@ -104,12 +129,9 @@ def coarse_sampling(rep: str, source: str, sampling: tuple[int, int], w: SteadyW
     return f"{rep} {n} {source} sample(s) in a {w.duration_s:.3f} s window, largest gap {gap_ns / 1e6:.0f} ms"
 
 
-def busy_slot_decodes(sample: MetricsSample) -> float | None:
+def busy_slot_decodes(busy_per_decode: float, n_decode: float) -> float:
     """Cumulative busy-slot decodes B = n_busy_slots_per_decode (a running mean) × n_decode_total."""
-    v = sample.values
-    if "n_busy_slots_per_decode" not in v or "n_decode_total" not in v:
-        return None
-    return v["n_busy_slots_per_decode"] * v["n_decode_total"]
+    return busy_per_decode * n_decode
 
 
 def printed_rounding(v: float) -> float:
@@ -121,36 +143,41 @@ def printed_rounding(v: float) -> float:
     return 0.5 * 10 ** (math.floor(math.log10(abs(v))) - digits + 1)
 
 
-def decode_weighted(samples: Sequence[MetricsSample], w: SteadyWindow) -> tuple[float | None, str | None]:
+def decode_weighted(samples: MetricsColumns, w: SteadyWindow) -> tuple[float | None, str | None]:
     """Mean busy slots per decode in the window D = ΔB ÷ Δn_decode_total, or (None, why not).
 
-    Uses the first and last good /metrics samples inside the window. Rounding bound: with δ the
-    printed rounding of each value (`printed_rounding`), B = r·n carries ±(n·δr + r·δn), so
-    |error of D| ≤ (Σ_i (n_i·δr_i + r_i·δn_i) + D·Σ_i δn_i) ÷ Δn; D is dropped when that bound
-    exceeds DECODE_WEIGHTED_MAX_ERROR of it (long-lived servers: n_decode_total ≥ 10⁶ loses digits).
+    Uses the first and last good /metrics samples inside the window (the first of equal stamps).
+    Rounding bound: with δ the printed rounding of each value (`printed_rounding`), B = r·n carries
+    ±(n·δr + r·δn), so |error of D| ≤ (Σ_i (n_i·δr_i + r_i·δn_i) + D·Σ_i δn_i) ÷ Δn; D is dropped when
+    that bound exceeds DECODE_WEIGHTED_MAX_ERROR of it (long-lived servers: n_decode_total ≥ 10⁶ loses
+    digits).
     """
-    inside = [s for s in samples if s.error is None and w.contains(s.t_ns)
-              and busy_slot_decodes(s) is not None]
-    if len(inside) < 2:
+    c = as_columns(samples, "metrics")
+    rows = c.within(w.start_ns, w.end_ns)
+    n_col, r_col = c.column("n_decode_total"), c.column("n_busy_slots_per_decode")
+    good = ~c.failed()[rows] & ~np.isnan(n_col[rows]) & ~np.isnan(r_col[rows])
+    idx = np.nonzero(good)[0] + rows.start
+    if len(idx) < 2:
         return None, "fewer than two /metrics samples in the window"
-    first, last = min(inside, key=lambda s: s.t_ns), max(inside, key=lambda s: s.t_ns)
-    d_decode = last.values["n_decode_total"] - first.values["n_decode_total"]
+    first = int(idx[0])
+    last = int(idx[np.searchsorted(c.t_ns[idx], c.t_ns[idx[-1]], side="left")])
+    (n0, r0), (n1, r1) = ((float(n_col[i]), float(r_col[i])) for i in (first, last))
+    d_decode = n1 - n0
     if d_decode <= 0:
         return None, "no decode between the window's first and last /metrics samples"
-    d = (busy_slot_decodes(last) - busy_slot_decodes(first)) / d_decode  # type: ignore[operator]
+    d = (busy_slot_decodes(r1, n1) - busy_slot_decodes(r0, n0)) / d_decode
     err = 0.0
-    for s in (first, last):
-        n, r = s.values["n_decode_total"], s.values["n_busy_slots_per_decode"]
+    for n, r in ((n0, r0), (n1, r1)):
         err += n * printed_rounding(r) + (abs(r) + abs(d)) * printed_rounding(n)
     err /= d_decode
     if err > DECODE_WEIGHTED_MAX_ERROR * abs(d):
         return None, (f"/metrics prints {PRINTED_DIGITS} significant digits: at n_decode_total "
-                      f"{last.values['n_decode_total']:.3g} with {d_decode:.0f} decodes in the window the "
+                      f"{n1:.3g} with {d_decode:.0f} decodes in the window the "
                       f"figure ({d:.2f}) may be off by ±{err:.2f} slots")
     return d, None
 
 
-def decode_weighted_busy_slots(samples: Sequence[MetricsSample], w: SteadyWindow) -> float | None:
+def decode_weighted_busy_slots(samples: MetricsColumns, w: SteadyWindow) -> float | None:
     """D of `decode_weighted` alone (None when it is unavailable)."""
     return decode_weighted(samples, w)[0]
 

@@ -6,29 +6,36 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+import numpy as np
+
 from satbench.metrics.level_result import LevelContext, LevelResult
 from satbench.metrics.memory import cpu_why
-from satbench.records.events import GPU_FAILED, STOPPED, MetricsSample, ProcessSample, SlotsSample
+from satbench.records.events import GPU_FAILED, STOPPED, MetricsSample, SlotsSample
+from satbench.records.samples import MetricsColumns, ProcessColumns, SampleColumns, SlotsColumns, as_columns
 
 
-def _up_to_end(samples: Sequence[MetricsSample | SlotsSample | ProcessSample],
-               intervals: list[tuple[int, int]]) -> list[MetricsSample | SlotsSample | ProcessSample]:
-    end = max((hi for _, hi in intervals), default=None)
-    return sorted((s for s in samples if end is not None and s.t_ns <= end), key=lambda s: s.t_ns)
+def _kind(samples: Sequence[MetricsSample | SlotsSample]) -> str:
+    return samples[0].kind if samples else "metrics"
 
 
-def nvml_failure(samples: Sequence[ProcessSample], intervals: list[tuple[int, int]]) -> str | None:
+def _end(intervals: list[tuple[int, int]]) -> int | None:
+    return max((hi for _, hi in intervals), default=None)
+
+
+def nvml_failure(samples: ProcessColumns, intervals: list[tuple[int, int]]) -> str | None:
     """The latest failed NVML reading up to the level's end (error GPU_FAILED…), without the prefix."""
-    failed = [s.error for s in _up_to_end(samples, intervals)
-              if s.error is not None and s.error.startswith(GPU_FAILED)]
-    return failed[-1][len(GPU_FAILED):] if failed else None
+    c = as_columns(samples, "process")
+    if (end := _end(intervals)) is None:
+        return None
+    failed = np.nonzero(c.errors_starting(GPU_FAILED)[:c.upto(end)])[0]
+    return c.error_of(int(failed[-1]))[len(GPU_FAILED):] if len(failed) else None  # type: ignore[index]
 
 
 CPU_FIGURES = {"server_cpu_cores": "cpu_seconds", "host_busy_cores": "host_busy_cpu_seconds",
                "client_cpu_cores": "client_cpu_seconds"}
 
 
-def cpu_failures(samples: Sequence[ProcessSample], intervals: list[tuple[int, int]]) -> dict[str, str]:
+def cpu_failures(samples: ProcessColumns, intervals: list[tuple[int, int]]) -> dict[str, str]:
     """Per CPU figure of the level (memory.server_cpu_cores, …): why its first repetition without a
     value has none (memory.cpu_why), e.g. readings from two server processes or a counter that went back."""
     out: dict[str, str] = {}
@@ -39,18 +46,19 @@ def cpu_failures(samples: Sequence[ProcessSample], intervals: list[tuple[int, in
     return out
 
 
-def endpoint_failures(samples: Sequence[MetricsSample | SlotsSample],
-                      intervals: list[tuple[int, int]]) -> str:
+def endpoint_failures(samples: MetricsColumns | SlotsColumns, intervals: list[tuple[int, int]]) -> str:
     """' (/metrics failed: HTTP 500, 14 of 14 polls in this level)' when polls inside the level's
     intervals recorded errors; ' (/metrics not polled in this level: satbench stopped polling after 20 …)'
     when none lie inside and the latest before it failed (the poller gave up); '' otherwise.
     Says *why* a figure is missing, not only that it is."""
-    polls = [s for s in samples if any(lo <= s.t_ns <= hi for lo, hi in intervals)
-             and not (s.error or "").startswith(STOPPED)]
-    errors = Counter(s.error for s in polls if s.error)
-    last = _up_to_end(samples, intervals)[-1:]
-    last_error = last[0].error if last else None
-    name = "/metrics" if samples and isinstance(samples[0], MetricsSample) else "/slots"
+    c = samples if isinstance(samples, SampleColumns) else as_columns(samples, _kind(samples))
+    rows = c.in_spans(intervals)
+    polls = [e for i in rows.tolist() if not (e := c.error_of(i) or "").startswith(STOPPED)]
+    errors = Counter(e for e in polls if e)
+    end = _end(intervals)
+    up_to = c.upto(end) if end is not None else 0
+    last_error = c.error_of(up_to - 1) if up_to else None
+    name = "/metrics" if c.kind == "metrics" else "/slots"
     if errors:
         top = errors.most_common(1)[0][0]
         stopped = "; then satbench stopped polling it" if (last_error or "").startswith(STOPPED) else ""

@@ -21,12 +21,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, TypeAdapter, ValidationError, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_serializer, model_validator
 
-from satbench.config.limits import MAX_CTX_TOKENS, MAX_METRIC_VALUE, MAX_SERVER_MS, MAX_SLOTS
+from satbench.config.limits import MAX_CTX_TOKENS, MAX_EVENTS, MAX_METRIC_VALUE, MAX_SERVER_MS, MAX_SLOTS
 from satbench.config.ranges import FloatRange, IntRange
 from satbench.config.schema import Strict
 from satbench.errors import RunDirError
+from satbench.records.compact import compact, intern_names
 from satbench.records.rundir import iter_lines, open_run_file
 
 EVENTS_FILE = "events.jsonl"
@@ -136,6 +137,11 @@ class RequestEvent(Strict):
             raise ValueError(f"headers_ns {self.headers_ns} is outside sent_ns..end_ns")
         return self
 
+    @field_serializer("chunks")
+    def _pairs(self, chunks: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """As a list: a request read back holds its chunks compactly (records.compact.Chunks)."""
+        return chunks if type(chunks) is list else list(chunks)
+
     @property
     def ok(self) -> bool:
         return self.error is None
@@ -211,6 +217,7 @@ EventLine = Annotated[RequestEvent | LevelMark, Field(discriminator="kind")]
 SampleLine = Annotated[MetricsSample | SlotsSample | ProcessSample, Field(discriminator="kind")]
 _EVENT_ADAPTER: TypeAdapter[RequestEvent | LevelMark] = TypeAdapter(EventLine)
 _SAMPLE_ADAPTER: TypeAdapter[MetricsSample | SlotsSample | ProcessSample] = TypeAdapter(SampleLine)
+validate_sample = _SAMPLE_ADAPTER.validate_python  # one server_samples.jsonl record from its JSON value
 
 
 class JsonlWriter:
@@ -276,36 +283,47 @@ def _plain_chunks(value: object) -> list[tuple[int, int]] | None:
 
 def _event(data: object) -> RequestEvent | LevelMark:
     """One events.jsonl record from its JSON value: a request's chunks are checked in bulk
-    (`_plain_chunks`), everything else by the model, which gives the same event as validating all."""
-    if type(data) is dict and data.get("kind") == "request":
-        pairs = _plain_chunks(data.get("chunks"))
-        if pairs is not None:
+    (`_plain_chunks`), everything else by the model, which gives the same event as validating all;
+    held small (records.compact)."""
+    if type(data) is dict:
+        intern_names(data)
+        if data.get("kind") == "request" and (pairs := _plain_chunks(data.get("chunks"))) is not None:
             event = _EVENT_ADAPTER.validate_python({**data, "chunks": []})
             assert isinstance(event, RequestEvent)  # kind "request"
-            event.chunks = pairs
+            compact(event, pairs)
             return event
-    return _EVENT_ADAPTER.validate_python(data)
+    record = _EVENT_ADAPTER.validate_python(data)
+    compact(record)
+    return record
 
 
-def _read_jsonl(path: Path, validate: Callable[[object], Any]) -> Iterator:
+def read_jsonl(path: Path, validate: Callable[[object], Any], cap: int | None = None,
+               what: str = "records") -> Iterator:
     """The records of a JSONL file, each line at most MAX_RECORD_BYTES and in the ranges of its
     model (`validate`: the record from the line's JSON value, ValidationError when it is not one);
-    RunDirError naming the file and line otherwise (see satbench.records.rundir.iter_lines)."""
-    if not _present(path):
+    RunDirError naming the file and line otherwise (see satbench.records.rundir.iter_lines). With
+    `cap`, a line after the cap-th record is a RunDirError naming the cap (`what` the records are),
+    before it is parsed: nothing after it is read."""
+    if not present(path):
         raise RunDirError(f"{path} is missing")
+    count = 0
     for lineno, line in iter_lines(path, MAX_RECORD_BYTES):
         if not line.strip():
             continue
+        if cap is not None and count >= cap:
+            raise RunDirError(f"{path}: more than {cap:,} {what}, the most satbench reads of one run "
+                              "(split the measurement into several runs)")
         try:
             record = validate(json.loads(line.decode("utf-8")))
         except (ValueError, ValidationError, RecursionError) as exc:  # not UTF-8, not JSON, too deep
             if not line.endswith(b"\n"):
                 return  # a last line cut short by a crash: everything before it stands
             raise RunDirError(f"{path}:{lineno}: not a valid record ({_why(exc)})") from exc
+        count += 1
         yield record
 
 
-def _present(path: Path) -> bool:
+def present(path: Path) -> bool:
     """Whether `path` names something (a link included: reading it is what refuses it)."""
     try:
         return os.path.lexists(path)
@@ -313,16 +331,18 @@ def _present(path: Path) -> bool:
         raise RunDirError(f"cannot read {path}: {exc}") from exc
 
 
-def read_events(run_dir: Path) -> list[RequestEvent | LevelMark]:
-    """Every line of events.jsonl, in file order (a torn last line is ignored)."""
-    return list(_read_jsonl(run_dir / EVENTS_FILE, _event))
+def read_events(run_dir: Path, cap: int = MAX_EVENTS) -> list[RequestEvent | LevelMark]:
+    """Every line of events.jsonl, in file order (a torn last line is ignored), held small
+    (records.compact); RunDirError at a line after the `cap`-th record, without reading the rest."""
+    return list(read_jsonl(run_dir / EVENTS_FILE, _event, cap))
 
 
 def read_samples(run_dir: Path) -> list[MetricsSample | SlotsSample | ProcessSample]:
-    """Every line of server_samples.jsonl, in file order (missing file = no samples)."""
-    if not _present(run_dir / SAMPLES_FILE):
+    """Every line of server_samples.jsonl as a record, in file order (missing file = no samples). Each
+    record takes 1.5-3 KB: analysis reads the file as columns instead (records.samples)."""
+    if not present(run_dir / SAMPLES_FILE):
         return []
-    return list(_read_jsonl(run_dir / SAMPLES_FILE, _SAMPLE_ADAPTER.validate_python))
+    return list(read_jsonl(run_dir / SAMPLES_FILE, validate_sample))
 
 
 def _unit_of(r: RequestEvent | LevelMark) -> tuple[str, str, int, int]:
@@ -362,12 +382,12 @@ class JsonlTail:
 
     def __init__(self, path: Path, samples: bool = False) -> None:
         self.path = path
-        self._adapter = _SAMPLE_ADAPTER if samples else _EVENT_ADAPTER
+        self._validate = validate_sample if samples else _event
         self._offset = 0
         self._lineno = 0
 
     def read(self) -> list:
-        if not _present(self.path):
+        if not present(self.path):
             return []
         with open_run_file(self.path, "r+b") as fh:
             fh.seek(self._offset)
@@ -381,7 +401,7 @@ class JsonlTail:
             if not line.strip():
                 continue
             try:
-                out.append(self._adapter.validate_python(json.loads(line.decode("utf-8"))))
+                out.append(self._validate(json.loads(line.decode("utf-8"))))
             except (ValueError, ValidationError, RecursionError) as exc:
                 raise RunDirError(f"{self.path}:{self._lineno}: not a valid record ({_why(exc)})") from exc
         self._offset += end

@@ -22,8 +22,9 @@ def server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     """Refused before a new run's directory exists, in one line naming the lane (lane file) or the
     flag. First every check that needs no server: a server_bin that cannot run, a --ctx-size too
     small for one request per slot, a port in use (or asked by two lanes that run together), levels
-    whose requests and streams satbench's memory cannot hold (workload.check_memory_fits), a prompt
-    too short for its unique prefix by the model file's own vocabulary (prefix_preflight). Then the
+    whose requests and streams satbench's memory cannot hold (workload.check_memory_fits) or whose
+    records its analysis cannot read (check_records_fit), a prompt too short for its unique prefix by
+    the model file's own vocabulary (prefix_preflight). Then the
     running servers: a served_model its server does not list, and a run of running servers none of
     which answers (where one answers, the others become recorded lane failures). A running server
     still loading its model is waited for (a bounded time), one whose slots or per-slot context the
@@ -34,7 +35,7 @@ def server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     from satbench.server.checks import check_planned_fit
     from satbench.server.native import check_server_bin
     from satbench.server.probe import check_served_model, wait_while_loading
-    from satbench.workload.builder import check_memory_fits
+    from satbench.workload.builder import check_memory_fits, check_records_fit
 
     ports: dict[int, str] = {}
     for lane in cfg.lanes:
@@ -54,6 +55,7 @@ def server_preflight(cfg: RunConfig, lane_file: bool) -> None:
         ports[port] = lane.name
         check_port_free(port, f"{where('port')} {port}")
     check_memory_fits(cfg, lane_file)
+    check_records_fit(cfg)
     check_prefix_bounds(cfg, lane_file)
     for lane in cfg.lanes:
         if lane.runtime.kind != "url":

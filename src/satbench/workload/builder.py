@@ -20,6 +20,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
+from satbench.config.limits import MAX_EVENTS
 from satbench.config.ranges import MAX_LEVEL, MAX_REQUESTS_PER_LEVEL
 from satbench.config.schema import LaneConfig, RunConfig, WorkloadConfig
 from satbench.errors import UserError
@@ -301,6 +302,30 @@ def check_memory_fits(cfg: RunConfig, lane_file: bool, available_bytes: int | No
             raise UserError(f"{where}: satbench would need about {_gib(nbytes)} for its requests and "
                             f"streams, more than the {_gib(available_bytes)} of memory available; use lower "
                             "levels, fewer requests per level or shorter prompts")
+
+
+def fixed_records(cfg: RunConfig) -> int:
+    """Records a run's fixed parts write to events.jsonl at least: per repetition of each fixed level
+    (lanes without an adaptive sweep, alone and again with --together) its `level_requests` and two
+    level marks, and per open-loop rate its arrivals and two marks. Adaptive climbs, background
+    requests and the fairness checks add to it."""
+    total = 0
+    for lane in cfg.lanes:
+        if lane.adaptive is None and not cfg.fairness_only:
+            per_pass = sum(lane.repetitions * (level_requests(lane, n, False) + 2) for n in lane.levels)
+            total += per_pass * (2 if cfg.together else 1)
+        if lane.rates and not cfg.fairness_only:
+            total += sum(lane.arrivals_per_rate(r) + 2 for r in lane.rates)
+    return total
+
+
+def check_records_fit(cfg: RunConfig) -> None:
+    """UserError when the run's fixed parts alone (`fixed_records`) would write more records to
+    events.jsonl than its readers hold (MAX_EVENTS): such a run could be measured but not analyzed."""
+    if (n := fixed_records(cfg)) > MAX_EVENTS:
+        raise UserError(f"this run would record at least {n:,} requests and level marks, more than the "
+                        f"{MAX_EVENTS:,} satbench analyzes in one run; use fewer levels, repetitions or "
+                        "requests per level, or split it into several runs")
 
 
 def fairness_checks(lane: LaneConfig) -> dict[str, tuple[int, int, int, int]]:
