@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import numpy as np
@@ -120,12 +120,24 @@ def percentile_interval(resampled: np.ndarray, level: float) -> tuple[float, flo
     return float(lo), float(hi)
 
 
+PICKS_PER_BLOCK = 1 << 20  # resampled indices drawn at once: a bootstrap's memory is bounded by this
+
+
+def _picks(rng: np.random.Generator, n: int, resamples: int) -> Iterator[np.ndarray]:
+    """The indices of `resamples` resamples of size `n`, as blocks of rows: the same numbers as one
+    draw of shape (resamples, n), with at most ~PICKS_PER_BLOCK of them at once (each block but the last
+    has an even count: numpy draws these indices two to a 64-bit output, and drops an odd count's last
+    half, so even blocks read the generator exactly as one draw does)."""
+    rows = max(2, PICKS_PER_BLOCK // max(n, 1) // 2 * 2)
+    for start in range(0, resamples, rows):
+        yield rng.integers(0, n, size=(min(rows, resamples - start), n))
+
+
 def resampled_sums(values: np.ndarray, rng: np.random.Generator, resamples: int = BOOTSTRAP_RESAMPLES
                    ) -> np.ndarray:
     """Σ over a resample (with replacement, same size) of the rows of `values` (units × columns),
     for each of `resamples` resamples: shape (resamples, columns)."""
-    picks = rng.integers(0, values.shape[0], size=(resamples, values.shape[0]))
-    return values[picks].sum(axis=1)
+    return np.concatenate([values[picks].sum(axis=1) for picks in _picks(rng, values.shape[0], resamples)])
 
 
 def median_interval(values: Sequence[float], level: float, *seed: object
@@ -135,5 +147,6 @@ def median_interval(values: Sequence[float], level: float, *seed: object
     if len(values) < 2:
         return None, None
     data = np.asarray(values, dtype=float)
-    picks = seeded(*seed, list(values)).integers(0, len(data), size=(BOOTSTRAP_RESAMPLES, len(data)))
-    return percentile_interval(np.median(data[picks], axis=1), level)
+    rng = seeded(*seed, list(values))
+    medians = np.concatenate([np.median(data[p], axis=1) for p in _picks(rng, len(data), BOOTSTRAP_RESAMPLES)])
+    return percentile_interval(medians, level)

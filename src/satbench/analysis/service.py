@@ -21,8 +21,8 @@ one client cycle (the gap is autocorrelated over a cycle).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from itertools import combinations, pairwise
+from collections.abc import Iterator, Sequence
+from itertools import pairwise
 
 import numpy as np
 
@@ -36,6 +36,19 @@ BLOCK_MS = MIN_SHARED_MS  # F1's resampling unit: a shared interval is cut into 
 Pair = tuple[int, int]
 
 
+Span = tuple[RequestEvent, int, int]  # a request, its first token and its end (ns)
+
+
+def _overlapping(spans: Sequence[Span]) -> Iterator[tuple[Span, Span]]:
+    """The pairs of `spans` (sorted by send time) in combinations' order, but for those that cannot
+    share an interval: a request sent after another's end starts decoding after it too."""
+    for k, a in enumerate(spans):
+        for j in range(k + 1, len(spans)):
+            if spans[j][0].sent_ns >= a[2]:
+                break  # every later one is sent later still
+            yield a, spans[j]
+
+
 def pair_blocks(events: Sequence[RequestEvent]) -> dict[Pair, np.ndarray]:
     """For each pair of streams (i < j) that decoded side by side: (tokens of i, tokens of j) in each
     block of their shared intervals, rows in time order (request pairs in send order)."""
@@ -43,7 +56,7 @@ def pair_blocks(events: Sequence[RequestEvent]) -> dict[Pair, np.ndarray]:
              if (t := first_token_ns(e)) is not None and e.end_ns > t]
     edge, block = int(EDGE_MS * 1e6), BLOCK_MS * 1e6
     rows: dict[Pair, list[tuple[int, int]]] = {}
-    for (a, a0, a1), (b, b0, b1) in combinations(spans, 2):
+    for (a, a0, a1), (b, b0, b1) in _overlapping(spans):
         if a.stream == b.stream:
             continue
         lo, hi = max(a0, b0) + edge, min(a1, b1) - edge
