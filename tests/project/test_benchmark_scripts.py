@@ -71,6 +71,16 @@ def test_big_inputs_prints_the_lengths_files_peak_and_its_refusal():
     assert float(row[2]) > 0 and "more than 1,000,000 lengths" in row[3]
 
 
+@pytest.mark.slow  # unpacks and analyzes the committed bundle twice
+def test_big_inputs_prints_analyze_and_verify_of_a_grown_bundle():
+    out = _run(str(BENCH / "big_inputs.py"), "--cases", "analyze,verify", "--sampler-lines", "3000")
+    rows = {ln.split(None, 3)[0]: ln.split(None, 3) for ln in out.splitlines()
+            if ln.strip().startswith(("analyze ", "verify "))}
+    assert set(rows) == {"analyze", "verify"}
+    assert all(float(r[2]) > 0 and r[3].startswith("exit 0") for r in rows.values())
+    assert "verify OK" in rows["verify"][3]
+
+
 def test_http_keepalive_prints_both_connection_policies_and_their_ratio():
     out = _run(str(BENCH / "http_keepalive.py"), "--requests", "30")
     assert "kept-alive" in out and "new connection each" in out and "ratio new/kept" in out

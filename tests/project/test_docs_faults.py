@@ -7,15 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from satbench.analysis import results
 from satbench.cli import lanefile
 from satbench.config import limits
 from satbench.config import ranges as config
 from satbench.load import liveness
+from satbench.records import events, manifest
 from satbench.server import server_args
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "faults.md"
 SECTIONS = {"What a server may send": (limits, liveness),
-            "What a user may give": (config, lanefile, server_args)}
+            "What a user may give": (config, lanefile, server_args),
+            "What a run directory may hold": (limits, events, manifest, results)}
 UNITS = {"MiB": 2**20, "KiB": 2**10}
 
 
