@@ -135,4 +135,3 @@ def test_a_run_whose_fixed_levels_outgrow_the_events_cap_is_refused_before_it_st
     assert fixed_records(big) > 50_000
     with pytest.raises(UserError, match=r"at least [\d,]+ requests and level marks, more than the 50,000"):
         check_records_fit(big)
-
