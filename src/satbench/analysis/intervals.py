@@ -148,5 +148,6 @@ def median_interval(values: Sequence[float], level: float, *seed: object
         return None, None
     data = np.asarray(values, dtype=float)
     rng = seeded(*seed, list(values))
-    medians = np.concatenate([np.median(data[p], axis=1) for p in _picks(rng, len(data), BOOTSTRAP_RESAMPLES)])
+    blocks = _picks(rng, len(data), BOOTSTRAP_RESAMPLES)
+    medians = np.concatenate([np.median(data[p], axis=1) for p in blocks])
     return percentile_interval(medians, level)
