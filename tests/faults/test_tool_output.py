@@ -7,8 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from satbench.capability.node import runtime_build_now
-from satbench.config.schema import ServerParams
 from satbench.config.limits import MAX_DEVICES, MAX_SERVER_TEXT_CHARS, MAX_TOOL_OUTPUT_BYTES
+from satbench.config.schema import ServerParams
 from satbench.server.native import NativeRuntime, list_devices_backend
 
 
@@ -29,6 +29,15 @@ def test_invalid_utf8_in_version_output_is_no_error(tmp_path):
     assert runtime_build_now(_lane(b)) == "11549"
     b = _bin(tmp_path, r"out.write(b'\xff\nversion: 0 (unknown \xff)\n')")
     assert runtime_build_now(_lane(b)) == "version: 0 (unknown \ufffd)"
+
+
+def test_both_version_formats_name_the_build(tmp_path):
+    """llama.cpp's newer `--version` says "version: 0.6.0-dev (build 11434, commit unknown)"; a run
+    recorded as build 11434 must match it, or capability refuses a lane measured on this very binary."""
+    b = _bin(tmp_path, r"out.write(b'version: 0.6.0-dev (build 11434, commit unknown)\nbuilt with GNU\n')")
+    assert runtime_build_now(_lane(b)) == "11434"
+    b = _bin(tmp_path, r"out.write(b'version: 0.6.0-dev (build 0, commit unknown)\n')")
+    assert runtime_build_now(_lane(b)) == "version: 0.6.0-dev (build 0, commit unknown)"
 
 
 def test_endless_version_output_is_no_build_and_no_hang(tmp_path):

@@ -19,7 +19,7 @@ from pydantic import Field
 from satbench.capability.remote import remote_props
 from satbench.config.schema import LaneConfig, Strict
 from satbench.records.manifest import ModelInfo
-from satbench.server.native import capped_output, server_binary_sha256, version_line
+from satbench.server.native import build_in_version, capped_output, server_binary_sha256, version_line
 from satbench.server.probe import shape_of
 
 
@@ -69,8 +69,7 @@ def runtime_build_now(lane: LaneConfig) -> str | None:
         text = capped_output([rc.server_bin, "--version"], timeout_s=20)  # bounded; bad UTF-8 replaced
         if text is None:
             return None
-        m = re.search(r"version: (\d{1,12})\b", text)
-        return m[1] if m and m[1] != "0" else version_line(text, first_if_none=False)
+        return build_in_version(text) or version_line(text, first_if_none=False)
     return None
 
 

@@ -112,6 +112,18 @@ def list_devices_backend(server_bin: str) -> str | None:
     return "; ".join(devices)[:MAX_SERVER_TEXT_CHARS] if devices else "CPU"
 
 
+_BUILD_IN_VERSION = re.compile(r"version: (\d{1,12}) \(|\(build (\d{1,12})\b")
+
+
+def build_in_version(text: str | None) -> str | None:
+    """The build number `llama-server --version` prints, in either form llama.cpp has used:
+    "version: 11434 (1a2b3c4)" or "version: 0.6.0-dev (build 11434, commit unknown)". None when it
+    names none, or build 0 (a build compiled outside git)."""
+    m = _BUILD_IN_VERSION.search(text or "")
+    number = (m[1] or m[2]) if m else None
+    return number if number and number != "0" else None
+
+
 def version_line(text: str | None, first_if_none: bool = True) -> str | None:
     """The line of `--version` output that starts with "version" (else, with `first_if_none`, its
     first line), cut to MAX_SERVER_TEXT_CHARS characters: it goes into run.json; None when none."""
