@@ -21,6 +21,13 @@ def test_other_processes_with_a_quarter_core_contend(contention_guard):
     assert why is not None and "other processes used 0.30 cores" in why
 
 
+def test_a_neighbour_beside_idle_cores_is_not_contention(contention_guard):
+    """The H200 node: host 1.57 of 16 busy, server 1.13, satbench 0.18, others 0.26 — 14 cores idle."""
+    assert contention_guard.contention(samples(1.57, 1.13, 0.18), 0, 3_000_000_000, 16, True) is None
+    why = contention_guard.contention(samples(15.3, 14.8, 0.18), 0, 3_000_000_000, 16, True)
+    assert why is not None and "other processes used 0.32 cores" in why
+
+
 def test_a_server_that_fills_the_machine_itself_is_not_contention(contention_guard):
     assert contention_guard.contention(samples(1.98, 1.93, 0.04), 0, 3_000_000_000, 2, True) is None
 

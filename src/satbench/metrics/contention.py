@@ -4,8 +4,9 @@ level summarized from the others.
 Per repetition, from the process samples over its interval (level_start to level_end):
 others = host busy cores − server cores − satbench's cores. A repetition is contended when
 
-- the server is on this machine and its own CPU is known: others ≥ NEIGHBOUR_CORES (0.25 core),
-  or the host is ≥ CONTENDED_FRACTION (90 %) busy and others ≥ SATURATED_OTHERS_CORES (0.1 core);
+- the server is on this machine and its own CPU is known: others ≥ NEIGHBOUR_CORES (0.25 core)
+  while less than IDLE_HEADROOM_CORES (1 core) of the host stayed idle (`neighbours_crowd`), or the
+  host is ≥ CONTENDED_FRACTION (90 %) busy and others ≥ SATURATED_OTHERS_CORES (0.1 core);
 - the server is on another machine: the host is ≥ 90 % busy (the load generator itself may lag).
 
 A server and load generator that fill the machine by themselves are not contention: that is the
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from satbench.metrics import memory
-from satbench.metrics.level import CONTENDED_FRACTION, NEIGHBOUR_CORES, repetition_intervals, summarize_level
+from satbench.metrics.level import CONTENDED_FRACTION, neighbours_crowd, repetition_intervals, summarize_level
 from satbench.metrics.level_result import LevelContext, LevelResult
 from satbench.records.events import LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample
 from satbench.records.samples import LaneSamples, ProcessColumns, lane_samples
@@ -47,7 +48,7 @@ def contention(proc_s: ProcessColumns, start_ns: int, end_ns: int, host_cores: i
         return None
     client = memory.client_cpu_cores(proc_s, start_ns, end_ns) or 0.0
     others = host - server - client
-    if others >= NEIGHBOUR_CORES or (saturated and others >= SATURATED_OTHERS_CORES):
+    if neighbours_crowd(host, others, host_cores) or (saturated and others >= SATURATED_OTHERS_CORES):
         return (f"other processes used {others:.2f} cores (host {host:.2f} of {host_cores} busy, server "
                 f"{server:.2f}, satbench {client:.2f})")
     return None

@@ -268,6 +268,14 @@ def _mean_over(intervals: list[tuple[int, int]], proc_s: SampleColumns, fn) -> f
 
 CONTENDED_FRACTION = 0.9  # host busy ≥ 90 % of its logical cores
 NEIGHBOUR_CORES = 0.25    # other processes using ≥ a quarter core
+IDLE_HEADROOM_CORES = 1.0  # a whole core left idle: a neighbour took nothing the node wanted
+
+
+def neighbours_crowd(host_busy_cores: float, others_cores: float, host_cores: int) -> bool:
+    """Whether other processes took CPU the server or the load generator could have used: they used
+    ≥ NEIGHBOUR_CORES while less than IDLE_HEADROOM_CORES of the host stayed idle. A quarter core of
+    neighbours on a 16-core host with 14 idle cores (a GPU node) slows nothing."""
+    return others_cores >= NEIGHBOUR_CORES and host_cores - host_busy_cores < IDLE_HEADROOM_CORES
 
 
 def cpu_contention_flag(m: Memory, host_cores: int | None, server_here: bool = True) -> str | None:
@@ -279,7 +287,8 @@ def cpu_contention_flag(m: Memory, host_cores: int | None, server_here: bool = T
     others = m.host_busy_cores - (m.server_cpu_cores or 0.0) - (m.client_cpu_cores or 0.0)
     saturated = m.host_busy_cores >= CONTENDED_FRACTION * host_cores
     # without the server's own CPU (a running server, given by --url) it cannot be told from a neighbour
-    if not saturated and (others < NEIGHBOUR_CORES or m.server_cpu_cores is None):
+    if not saturated and (not neighbours_crowd(m.host_busy_cores, others, host_cores)
+                          or m.server_cpu_cores is None):
         return None
     who = ("other processes" if m.server_cpu_cores is not None or not server_here
            else "other processes (the server among them)")
