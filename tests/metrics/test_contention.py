@@ -26,6 +26,8 @@ def test_a_neighbour_beside_idle_cores_is_not_contention(contention_guard):
     assert contention_guard.contention(samples(1.57, 1.13, 0.18), 0, 3_000_000_000, 16, True) is None
     why = contention_guard.contention(samples(15.3, 14.8, 0.18), 0, 3_000_000_000, 16, True)
     assert why is not None and "other processes used 0.32 cores" in why
+    why = contention_guard.contention(samples(4.0, 1.0, 0.2), 0, 3_000_000_000, 16, True)
+    assert why is not None and "other processes used 2.80 cores" in why  # a whole core or more
 
 
 def test_a_server_that_fills_the_machine_itself_is_not_contention(contention_guard):

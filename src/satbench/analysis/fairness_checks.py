@@ -1,6 +1,7 @@
 """The F checks: equal requests (F1), mixed sizes (F2) and backlogged clients (F3) (DESIGN.md §6).
 
-Each takes the check's events (warmups included for the closed-loop F1 and F3), the lane's
+Each takes the check's events (warmups included for the closed-loop F1 and F3: F1 pairs their
+decodes, but takes TTFT from measured requests only), the lane's
 `FairnessPlan` and `FairnessConfig`, and returns one `Verdict`: its statistics with their CIs at
 the decision level of the check's looks (analysis/intervals), bounds derived from the lane's own
 measurements, and `inconclusive` with a reason when the evidence cannot decide.
@@ -22,6 +23,7 @@ from satbench.analysis.guards import (
     backlogged_share,
     slow_compute_only,
     solo_spread,
+    waited_ms,
 )
 from satbench.analysis.intervals import (
     BOOTSTRAP_RESAMPLES,
@@ -87,7 +89,12 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     ratios = pair_ratios(blocks)
     shares = stream_shares(ratios, streams)
     intervals = sum(len(b) for b in blocks.values())
-    ttfts = [t for e in events if (t := ttft_ms(e)) is not None]
+    # TTFT of measured requests only: a warmup's first token carries the cold start (a batch shape the
+    # server has not run yet: 50 ms against 10 on an H200), which says nothing of the scheduler
+    measured = [e for e in events if e.phase == "measured"]
+    ttfts = [t for e in measured if (t := ttft_ms(e)) is not None]
+    if not ttfts:
+        return inconclusive("F1", "no measured F1 request produced a first token", len(events))
     iteration = median_or_none([g for e in events for g in itl_ms(e)]) or 0.0
     prefill_ms = n * plan.prompt / cal.prefill_tok_per_s * 1000.0
     ttft_bound = prefill_ms + cfg.f1_ttft_iterations * iteration + plan.jitter_ms
@@ -100,9 +107,16 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
                        method="order statistics (distribution-free)")]
     rates = [r for e in events if e.phase == "measured" and (r := served_decode_rate(e)) is not None]
     rounds = rounds_of(events)
+    extra: dict[str, float | None] = {}
+    if stats[1].decision != "pass":  # where the TTFT went, by the server's own timings
+        waits = [w for e in measured if (w := waited_ms(e)) is not None]
+        prefills = [e.timings.prompt_ms for e in measured if e.timings and e.timings.prompt_ms is not None]
+        extra = {"wait_before_prefill_p50_ms": statistics.median(waits) if waits else None,
+                 "server_prefill_p50_ms": statistics.median(prefills) if prefills else None}
     verdict = judged("F1", stats, samples=len(events), rounds=rounds, rounds_max=cfg.rounds("F1")[1],
                      measured={"jain_index": jain_index(list(shares.values())), "max_ttft_ms": max(ttfts),
-                               "max_min_request_decode_rate": max(rates) / min(rates) if rates else None},
+                               "max_min_request_decode_rate": max(rates) / min(rates) if rates else None,
+                               **extra},
                      derivation=(f"{n} equal streams, {rounds} round(s), requests of "
                                  f"{max(e.max_tokens for e in events)} output tokens (sized to decode "
                                  f"≥ {F1_DECODE_TARGET_MS:g} ms alone at the calibrated iteration"
@@ -118,7 +132,7 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     # nothing of the scheduler; only when every stream's prompt fits one batch together (a prompt split
     # over batches could have its later chunks starved, which its own prompt time would then include)
     if stats[1].decision != "pass" and stats[0].decision == "pass" and n * plan.prompt <= plan.n_batch:
-        over = [e for e in events if (t := ttft_ms(e)) is not None and t > ttft_bound]
+        over = [e for e in measured if (t := ttft_ms(e)) is not None and t > ttft_bound]
         if (slow := slow_compute_only(over, ttft_bound - prefill_ms + RESOLUTION_MS, prefill_ms)):
             return verdict.model_copy(update={"verdict": "inconclusive", "reason": slow})
     return verdict

@@ -126,10 +126,10 @@ DEFINITIONS = {
            "over the readings inside the steady windows; peak memory over the whole level",
     "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours "
                       "competed; for a server on another machine, the load generator and neighbours) or "
-                      "other processes used >= 0.25 core while less than 1 core stayed idle (not judged when "
-                      "the server's own CPU is not read: a url lane)",
+                      "other processes used >= 0.25 core while less than 1 core stayed idle, or >= 1 core "
+                      "(not judged when the server's own CPU is not read: a url lane)",
     "contended": "a repetition during which other processes used >= 0.25 core while less than 1 core stayed "
-                 "idle, or the host was >= 90% "
+                 "idle, or >= 1 core, or the host was >= 90% "
                  "busy and others used >= 0.1 core (server on this machine, its CPU read); for a server "
                  "elsewhere, the host >= 90% busy. Contended repetitions are left out of a level's "
                  "figures while >= 2 clean ones remain; else the level is contended and the knee rule "

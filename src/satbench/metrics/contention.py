@@ -5,8 +5,9 @@ Per repetition, from the process samples over its interval (level_start to level
 others = host busy cores − server cores − satbench's cores. A repetition is contended when
 
 - the server is on this machine and its own CPU is known: others ≥ NEIGHBOUR_CORES (0.25 core)
-  while less than IDLE_HEADROOM_CORES (1 core) of the host stayed idle (`neighbours_crowd`), or the
-  host is ≥ CONTENDED_FRACTION (90 %) busy and others ≥ SATURATED_OTHERS_CORES (0.1 core);
+  while less than IDLE_HEADROOM_CORES (1 core) of the host stayed idle, or others ≥
+  BUSY_NEIGHBOUR_CORES (1 core) (`neighbours_crowd`), or the host is ≥ CONTENDED_FRACTION (90 %)
+  busy and others ≥ SATURATED_OTHERS_CORES (0.1 core);
 - the server is on another machine: the host is ≥ 90 % busy (the load generator itself may lag).
 
 A server and load generator that fill the machine by themselves are not contention: that is the

@@ -268,14 +268,17 @@ def _mean_over(intervals: list[tuple[int, int]], proc_s: SampleColumns, fn) -> f
 
 CONTENDED_FRACTION = 0.9  # host busy ≥ 90 % of its logical cores
 NEIGHBOUR_CORES = 0.25    # other processes using ≥ a quarter core
-IDLE_HEADROOM_CORES = 1.0  # a whole core left idle: a neighbour took nothing the node wanted
+IDLE_HEADROOM_CORES = 1.0  # a whole core left idle: a small neighbour took nothing the node wanted
+BUSY_NEIGHBOUR_CORES = 1.0  # a neighbour this big shares caches and memory bandwidth, idle cores or not
 
 
 def neighbours_crowd(host_busy_cores: float, others_cores: float, host_cores: int) -> bool:
     """Whether other processes took CPU the server or the load generator could have used: they used
-    ≥ NEIGHBOUR_CORES while less than IDLE_HEADROOM_CORES of the host stayed idle. A quarter core of
-    neighbours on a 16-core host with 14 idle cores (a GPU node) slows nothing."""
-    return others_cores >= NEIGHBOUR_CORES and host_cores - host_busy_cores < IDLE_HEADROOM_CORES
+    ≥ NEIGHBOUR_CORES while less than IDLE_HEADROOM_CORES of the host stayed idle, or
+    ≥ BUSY_NEIGHBOUR_CORES whatever stayed idle. A quarter core of neighbours on a 16-core host with
+    14 idle cores (a GPU node) slows nothing."""
+    return others_cores >= NEIGHBOUR_CORES and (host_cores - host_busy_cores < IDLE_HEADROOM_CORES
+                                                or others_cores >= BUSY_NEIGHBOUR_CORES)
 
 
 def cpu_contention_flag(m: Memory, host_cores: int | None, server_here: bool = True) -> str | None:
