@@ -34,3 +34,12 @@ def test_the_dense_and_v4_bundles_verify_and_hold_their_memory(tmp_path, name):
     assert v.ok and not v.modified and not v.inconsistent, (v.modified, v.missing, v.inconsistent)
     text = (copy / "EVIDENCE.md").read_text()
     assert "## Memory per slot" in text and "slots that fit" in text and "SYNTHETIC" in text
+
+
+@pytest.mark.parametrize("name", ["run", "cache-ram-sweep/run", "cache-ram/run-default"])
+def test_the_h200_bundles_verify(tmp_path, name):
+    """The first GPU run: its raw files as the device wrote them, derived again by this satbench."""
+    copy = _unpacked(EVIDENCE / "h200-2026-12-04" / name, tmp_path)
+    v = verify(copy)
+    assert v.ok and not v.modified and not v.inconsistent, (v.modified, v.missing, v.inconsistent)
+    assert "NVIDIA H200" in (copy / "EVIDENCE.md").read_text()
