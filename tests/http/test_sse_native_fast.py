@@ -4,6 +4,8 @@ JSON parse: for every payload, matched or not, the result is the JSON path's, or
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -59,3 +61,15 @@ def test_a_damaged_event_reads_as_its_json_says(at, inserted, cut):
     payload = TYPICAL[:at] + inserted + TYPICAL[at + cut:]
     fast, slow = _both(payload)
     assert fast == slow
+
+
+def test_a_long_event_that_fails_late_does_not_hang_the_reader():
+    """64 two-byte characters, then a tail the match refuses: with a quantifier nested in another
+    that backtracks, that is 2^128 ways to split the content before giving up, which a server could
+    send to stop satbench's client. The match must fail at once and hand over to the JSON path (run in
+    a child process, so that a regression shows as a timeout, not a hung suite)."""
+    code = ("from satbench.http.sse import _NATIVE_PARTIAL; p = b'{\"index\":0,\"content\":\"' + "
+            "('\\u00e9' * 64).encode() + b'\",\"tokens\":[1],\"stop\":false,\"id_slot\":-1,"
+            "\"tokens_predicted\":5,\"tokens_evaluated\":x}'; print(_NATIVE_PARTIAL.fullmatch(p))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "None", out.stderr

@@ -202,9 +202,11 @@ def _int_or_none(value: object, what: str, hi: int = MAX_CTX_TOKENS) -> int | No
 
 _INT = rb"(?:0|[1-9][0-9]*)"
 # llama.cpp's partial /completion event, byte for byte as its server writes it (ordered keys, no
-# blanks): a JSON string (no raw control character, only JSON's escapes) and JSON integers
+# blanks): a JSON string (no raw control character, only JSON's escapes) and JSON integers. The
+# string's quantifiers are possessive: its alternatives never match a quote, so giving nothing back
+# changes no match, and a payload that fails late costs linear time, not 2^length
 _NATIVE_PARTIAL = re.compile(
-    rb'\{"index":' + _INT + rb',"content":"((?:[^"\\\x00-\x1f]+|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*)",'
+    rb'\{"index":' + _INT + rb',"content":"((?:[^"\\\x00-\x1f]++|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+)",'
     rb'"tokens":\[((?:' + _INT + rb'(?:,' + _INT + rb')*)?)\],"stop":false,"id_slot":-?' + _INT +
     rb',"tokens_predicted":(' + _INT + rb'),"tokens_evaluated":' + _INT + rb'\}')
 
