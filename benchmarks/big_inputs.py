@@ -8,7 +8,8 @@ Cases, each a fresh subprocess:
 - analyze / verify: the committed dense + V4 bundle (evidence/cpu-2core-2026-12-01/run) with
   --sampler-lines extra `server_samples.jsonl` lines (copies of its own, 10⁶ by default) and
   --event-lines extra `events.jsonl` request lines (copies of its own solo requests, as a longer
-  sweep writes them; none by default); SHA256SUMS updated so that verify reads everything rather
+  sweep writes them, or with --copy-requests all of every request, its fairness records included,
+  which no run writes; none by default); SHA256SUMS updated so that verify reads everything rather
   than stopping at the changed hash. Extra requests change the figures, so verify then reports the
   derived files inconsistent: the row is there for its time and memory.
 - caps: analyze of the same bundle with each run-directory cap's number of lines (analyzed whole),
@@ -16,7 +17,7 @@ Cases, each a fresh subprocess:
   MAX_EVENTS events (the extra ones solo requests, as above), each alone.
 
     python benchmarks/big_inputs.py [--cases lengths,analyze,verify,caps] [--sampler-lines 1000000]
-        [--event-lines 0]
+        [--event-lines 0] [--copy-requests solo|all]
 """
 
 from __future__ import annotations
@@ -62,15 +63,17 @@ def _child(code: str) -> tuple[float, float, str]:
     return wall, peak, f"exit {done.returncode}: {said[-1][:140] if said else ''}"
 
 
-def _bundle_with(tmp: Path, sampler_lines: int, event_lines: int, name: str = "run") -> Path:
+def _bundle_with(tmp: Path, sampler_lines: int, event_lines: int, name: str = "run",
+                 copy: str = "solo") -> Path:
     """The committed bundle unpacked under `tmp`/`name`, with extra copies of its own sample lines
-    and solo request lines appended, and SHA256SUMS updated for both."""
+    and request lines (`copy`: its solo ones, or all) appended, and SHA256SUMS updated for both."""
     sys.path.insert(0, str(ROOT))
     from tests.bundles import unpacked_copy
 
     run = unpacked_copy(BUNDLE, tmp / name)
+    requests = (b'"kind":"request"', b'"scenario":"solo"') if copy == "solo" else (b'"kind":"request"',)
     for file, extra, keep in (("server_samples.jsonl", sampler_lines, ()),
-                              ("events.jsonl", event_lines, (b'"kind":"request"', b'"scenario":"solo"'))):
+                              ("events.jsonl", event_lines, requests)):
         path = run / file
         own = [ln for ln in path.read_bytes().splitlines(keepends=True) if all(k in ln for k in keep)]
         with path.open("ab") as fh:
@@ -94,6 +97,7 @@ def main() -> None:
     ap.add_argument("--cases", default="lengths,analyze,verify,caps")
     ap.add_argument("--sampler-lines", type=int, default=1_000_000)
     ap.add_argument("--event-lines", type=int, default=0)
+    ap.add_argument("--copy-requests", choices=("solo", "all"), default="solo")
     a = ap.parse_args()
     cases = a.cases.split(",")
     print(f"{'case':>8} {'wall s':>7} {'peak MiB':>9}  outcome")
@@ -105,10 +109,10 @@ def main() -> None:
             wall, peak, said = _child(LENGTHS.format(path=str(path)))
             print(f"{'lengths':>8} {wall:>7.1f} {peak:>9.0f}  {said}", flush=True)
         if {"analyze", "verify"} & set(cases):
-            run = _bundle_with(tmp, a.sampler_lines, a.event_lines)
+            run = _bundle_with(tmp, a.sampler_lines, a.event_lines, copy=a.copy_requests)
             size = sum((run / f).stat().st_size for f in ("server_samples.jsonl", "events.jsonl")) / 2**20
             print(f"# the bundle with {a.sampler_lines:,} extra sampler lines and {a.event_lines:,} extra "
-                  f"request lines ({size:.0f} MiB of raw files)", flush=True)
+                  f"{a.copy_requests} request lines ({size:.0f} MiB of raw files)", flush=True)
             for case in ("analyze", "verify"):
                 if case in cases:
                     wall, peak, said = _child(CLI.format(argv=[case, str(run)]))

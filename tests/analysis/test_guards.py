@@ -421,3 +421,24 @@ def test_f1_a_slow_prefill_split_over_batches_is_not_excused():
                                        server=ServerParams(n_batch=64)), 4)
     events = _with_prompt_ms(_f1_closed(_one_late_first_token(300.0)), wait_ms=1.0)
     assert f1(events, small_batch, CAL, FairnessConfig()).verdict == "fail"
+
+
+def test_f1_records_that_are_not_its_closed_loop_are_refused_before_pairing():
+    """A stream beyond the plan's, or one stream with two requests in flight, cannot come from F1's
+    closed loop (hand-written or copied records); pairing them would cost in proportion to how many
+    decode at once, so F1 says why it cannot judge them instead."""
+    fair = _f1_closed(_lockstep())
+    assert f1(fair, PLAN, CAL, FairnessConfig()).verdict == "pass"
+    stray = fair + [fair[-1].model_copy(update={"stream": PLAN.f1_streams})]
+    v = f1(stray, PLAN, CAL, FairnessConfig())
+    assert v.verdict == "inconclusive" and f"outside the plan's {PLAN.f1_streams} streams" in v.reason
+    twice = fair + [fair[3].model_copy(update={"seq": 99})]  # the same stream, the same time
+    v = f1(twice, PLAN, CAL, FairnessConfig())
+    assert v.verdict == "inconclusive" and "two requests in flight at once" in v.reason, v.reason
+
+
+def test_f3_records_of_more_clients_than_planned_are_refused():
+    events = _f3_events(duration_ms=100.0, stagger_ms=5.0)
+    extra = [e.model_copy(update={"stream": PLAN.f3_clients + e.stream}) for e in events]
+    v = f3(events + extra, PLAN, FairnessConfig())
+    assert v.verdict == "inconclusive" and f"outside the plan's {PLAN.f3_clients} streams" in v.reason

@@ -21,6 +21,7 @@ from satbench.analysis.guards import (
     all_in_flight,
     backlog_window,
     backlogged_share,
+    off_closed_loop,
     slow_compute_only,
     solo_spread,
     waited_ms,
@@ -70,6 +71,8 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
         return inconclusive("F1", err, len(events))
     if cal.prefill_tok_per_s is None:
         return inconclusive("F1", "no prefill-rate calibration")
+    if (broken := off_closed_loop(events, n, "F1")):
+        return inconclusive("F1", broken, len(events))
     streams = sorted({e.stream for e in events})
     blocks = pair_blocks(events)
     wanted = {(i, j) for k, i in enumerate(streams) for j in streams[k + 1:]}
@@ -194,6 +197,8 @@ def f3(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
     c = plan.f3_clients
     if (err := request_errors(events)):
         return inconclusive("F3", err, len(events))
+    if (broken := off_closed_loop(events, c, "F3")):
+        return inconclusive("F3", broken, len(events))
     series, shares, done_all = [], [], []
     for rep in sorted({e.repetition for e in events}):
         mine = [e for e in events if e.repetition == rep]

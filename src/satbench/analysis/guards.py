@@ -8,6 +8,7 @@ Each guard is a small function of raw events, so `analyze` recomputes it like an
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import TypeVar
 
 from satbench.metrics.latency import first_token_ns, ttft_ms
@@ -62,6 +63,28 @@ def waited_ms(e: RequestEvent) -> float | None:
     the server began its prefill (plus the round trip). None without server timings."""
     lag = stamp_lag_ms(e)
     return None if lag is None else -lag
+
+
+def off_closed_loop(events: Sequence[RequestEvent], streams: int, check: str) -> str | None:
+    """Why these records cannot be a closed loop of `streams` streams, or None: a stream outside
+    0..streams−1, or one stream with a request sent before its previous one ended. A closed loop
+    sends a stream's next request only after reading the last one's final byte, so at most `streams`
+    requests are ever in flight; the pairing that follows costs in proportion to that. Records that
+    break it (written by hand, or copied) are refused in O(n log n) before any pairing."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for e in events:
+        if not 0 <= e.stream < streams:
+            return (f"a record of stream {e.stream}, outside the plan's {streams} streams: these are not "
+                    f"{check}'s closed loop")
+        spans.setdefault(e.stream, []).append((e.sent_ns, e.end_ns))
+    for stream, sent_end in sorted(spans.items()):
+        sent_end.sort()
+        for (_, end), (sent, _) in pairwise(sent_end):
+            if sent < end:
+                return (f"stream {stream} had two requests in flight at once (one sent "
+                        f"{(end - sent) / 1e6:.1f} ms before the previous ended): these are not "
+                        f"{check}'s closed loop")
+    return None
 
 
 def slow_compute_only(over: Sequence[RequestEvent], wait_allowed_ms: float, prefill_ms: float) -> str | None:
