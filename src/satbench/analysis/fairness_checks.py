@@ -108,7 +108,7 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
              statistic(f"ttft_p{100 * q:g}_ms", quantile_estimate(ttfts, q),
                        quantile_interval(ttfts, q, level), ttft_bound, level=level, n=len(ttfts),
                        method="order statistics (distribution-free)")]
-    rates = [r for e in events if e.phase == "measured" and (r := served_decode_rate(e)) is not None]
+    rates = [r for e in measured if (r := served_decode_rate(e)) is not None]
     rounds = rounds_of(events)
     extra: dict[str, float | None] = {}
     if stats[1].decision != "pass":  # where the TTFT went, by the server's own timings

@@ -147,10 +147,10 @@ def decode_weighted(samples: MetricsColumns, w: SteadyWindow) -> tuple[float | N
     """Mean busy slots per decode in the window D = ΔB ÷ Δn_decode_total, or (None, why not).
 
     Uses the first and last good /metrics samples inside the window (the first of equal stamps).
-    Rounding bound: with δ the printed rounding of each value (`printed_rounding`), B = r·n carries
-    ±(n·δr + r·δn), so |error of D| ≤ (Σ_i (n_i·δr_i + r_i·δn_i) + D·Σ_i δn_i) ÷ Δn; D is dropped when
-    that bound exceeds DECODE_WEIGHTED_MAX_ERROR of it (long-lived servers: n_decode_total ≥ 10⁶ loses
-    digits).
+    Rounding bound: with δ the printed rounding of each value (`printed_rounding`), B = r·n
+    carries ±(n·δr + r·δn), so |error of D| ≤ (Σ_i (n_i·δr_i + r_i·δn_i) + D·Σ_i δn_i) ÷ Δn;
+    D is dropped when that bound exceeds DECODE_WEIGHTED_MAX_ERROR of it (long-lived servers:
+    n_decode_total ≥ 10⁶ loses digits).
     """
     c = as_columns(samples, "metrics")
     rows = c.within(w.start_ns, w.end_ns)
