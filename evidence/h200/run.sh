@@ -11,8 +11,10 @@
 #
 # Two SYNTHETIC lanes (random F16 weights written here, into /dev/shm): dense llama 1.5b with a
 # 128,256-token vocabulary, and DeepSeek V4 (deepseek4 gpu: V4-Flash's attention and routing, 64
-# routed experts top-6 + 1 shared, vocabulary 129,280, 9.1 GB). Each is swept alone at 1..64
-# through the CUDA llama-server, then the fairness checks, recommendations, the capability report,
+# routed experts top-6 + 1 shared, vocabulary 129,280, 9.1 GB). Each is swept alone at 1..32
+# through the CUDA llama-server with --cache-ram 0 (CACHE_RAM; empty = llama.cpp's default, which
+# made F1 fail on 2026-12-04: evidence/h200-2026-12-04), then the fairness checks, recommendations,
+# the capability report,
 # the report with plots, and verify. A server that dies at some level (b11434 did on a deepseek2
 # MoE at 64 sequences) is recorded and the run goes on. Everything comes back as
 # $OUT/h200-run.tar.gz plus the step log.
@@ -26,11 +28,12 @@ MODEL_DIR=${MODEL_DIR:-/dev/shm/satbench-models}
 PY=${PY:-python3}
 DENSE_SIZE=${DENSE_SIZE:-1.5b}
 V4_SIZE=${V4_SIZE:-gpu}
-LEVELS=${LEVELS:-1,2,4,8,16,32,64}
+LEVELS=${LEVELS:-1,2,4,8,16,32}   # 64 added nothing on 2026-12-04 and cost ~110 s
 REPS=${REPS:-3}      # 3, not 2: with 2 the t-interval (t = 12.7) is so wide that a real gain looks like a knee
 PROMPT=${PROMPT:-128}
 OUTPUT=${OUTPUT:-32}
 NGL=${NGL:-99}
+CACHE_RAM=${CACHE_RAM-0}   # llama-server's --cache-ram MiB; set empty for llama.cpp's default (8192 in b11434)
 SWEEP_TIMEOUT=${SWEEP_TIMEOUT:-400}
 REQUESTS=${REQUESTS:-}     # measured requests per level; empty = the design minimum max(8N, 32)
 FAIRNESS=${FAIRNESS:-1}    # 0 = skip the fairness checks (the CPU side-by-side run)
@@ -106,6 +109,7 @@ $( [ -n "$REQUESTS" ] && echo "requests_per_level = $REQUESTS" )
 
 [lanes.server]
 n_gpu_layers = $NGL
+$( [ -n "$CACHE_RAM" ] && echo "args = [\"--cache-ram\", \"$CACHE_RAM\"]" )
 
 TOML
 }
