@@ -4,6 +4,7 @@ added fields with values, which an older file cannot hold)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,13 @@ def test_the_h200_bundles_verify(tmp_path, name):
     v = verify(copy)
     assert v.ok and not v.modified and not v.inconsistent, (v.modified, v.missing, v.inconsistent)
     assert "NVIDIA H200" in (copy / "EVIDENCE.md").read_text()
+
+
+@pytest.mark.parametrize("name", ["run-1", "run-2"])
+def test_the_h200_runs_without_the_ram_cache_verify(tmp_path, name):
+    """The second GPU session: lanes with --cache-ram 0, as the device derived them."""
+    copy = _unpacked(EVIDENCE / "h200-2026-12-04-cache-ram-0" / name / "run", tmp_path)
+    v = verify(copy)
+    assert v.ok and not v.modified and not v.inconsistent, (v.modified, v.missing, v.inconsistent)
+    lanes = json.loads((copy / "run.json").read_text())["config"]["lanes"]
+    assert all(lane["server"]["extra_args"] == ["--cache-ram", "0"] for lane in lanes)
