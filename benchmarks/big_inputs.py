@@ -12,9 +12,10 @@ Cases, each a fresh subprocess:
   which no run writes; none by default); SHA256SUMS updated so that verify reads everything rather
   than stopping at the changed hash. Extra requests change the figures, so verify then reports the
   derived files inconsistent: the row is there for its time and memory.
-- caps: analyze of the same bundle with each run-directory cap's number of lines (analyzed whole),
-  then one more (refused at the cap, without reading the rest): config.limits.MAX_SAMPLES samples,
-  MAX_EVENTS events (the extra ones solo requests, as above), each alone.
+- caps: analyze of the same bundle with each run-directory cap's number of lines (analyzed whole,
+  then recommend and report with its plots), then one more (refused at the cap, without reading the
+  rest): config.limits.MAX_SAMPLES samples, MAX_EVENTS events (the extra ones solo requests, as
+  above), each alone.
 
     python benchmarks/big_inputs.py [--cases lengths,analyze,verify,caps] [--sampler-lines 1000000]
         [--event-lines 0] [--copy-requests solo|all]
@@ -128,8 +129,10 @@ def main() -> None:
                     samples, events = (extra, 0) if what == "samples" else (0, extra)
                     run = _bundle_with(tmp, samples, events, f"cap-{what}-{lines}")
                     print(f"# {file} of {lines:,} lines (cap {cap:,})", flush=True)
-                    wall, peak, said = _child(CLI.format(argv=["analyze", str(run)]))
-                    print(f"{'analyze':>8} {wall:>7.1f} {peak:>9.0f}  {said}", flush=True)
+                    # at the cap the rest of the derivation follows: recommend, and report with plots
+                    for step in ("analyze", "recommend", "report") if lines == cap else ("analyze",):
+                        wall, peak, said = _child(CLI.format(argv=[step, str(run)]))
+                        print(f"{step:>8} {wall:>7.1f} {peak:>9.0f}  {said}", flush=True)
                     shutil.rmtree(run)
 
 

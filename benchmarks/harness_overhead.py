@@ -40,7 +40,8 @@ FAKE = ROOT / "tests" / "fakes" / "fake_llama_server.py"
 
 from satbench.http.endpoint import Endpoint
 from satbench.http.client import CompletionRequest, StreamClient  # noqa: E402
-from satbench.records.events import JsonlWriter, RequestEvent, read_events  # noqa: E402
+from satbench.records.events import RequestEvent, read_events  # noqa: E402
+from satbench.records.writer import JsonlWriter  # noqa: E402
 from satbench.load.loadgen import LevelPlan, run_level  # noqa: E402
 from satbench.metrics.latency import first_token_ns  # noqa: E402
 from satbench.metrics.throughput import output_tok_per_s  # noqa: E402

@@ -22,7 +22,8 @@ from satbench.cli.main import main
 from satbench.http.client import ANSWER_TOO_LARGE, CompletionRequest, StreamClient
 from satbench.config.schema import LaneConfig, RuntimeConfig, WorkloadConfig
 from satbench.errors import ParseError, RuntimeStartError
-from satbench.records.events import JsonlWriter, MetricsSample, SlotsSample, SAMPLES_FILE, read_samples
+from satbench.records.events import MetricsSample, SlotsSample, SAMPLES_FILE, read_samples
+from satbench.records.writer import JsonlWriter
 from satbench.config.limits import AnswerTimeoutError, AnswerTooLarge
 from satbench.server.probe import llamacpp_tokenizer, probe_server, server_shape
 from satbench.load.sampler import ServerSampler

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from satbench.cli.main import main
-from satbench.records.events import JsonlWriter
+from satbench.records.writer import JsonlWriter
 from tests.faults.common import (
     FAKE_BIN,
     all_lines_valid,
@@ -110,8 +110,8 @@ class _FillsUpAfter:
 def test_no_space_left_on_device(name, fake_server, tmp_path, capsys, monkeypatch):
     real_init = JsonlWriter.__init__
 
-    def on_a_filling_disk(self, path):
-        real_init(self, path)
+    def on_a_filling_disk(self, path, *args, **kw):
+        real_init(self, path, *args, **kw)
         if path.name == name:
             self._fh = _FillsUpAfter(self._fh, 8000)  # a few requests' or samples' worth
 
@@ -200,8 +200,8 @@ def test_no_space_left_during_an_open_loop_rate_stops_its_arrivals(fake_server, 
     closed-loop level: one line, exit 5, run.json failed, no task exception left unretrieved."""
     real_init = JsonlWriter.__init__
 
-    def on_a_filling_disk(self, path):
-        real_init(self, path)
+    def on_a_filling_disk(self, path, *args, **kw):
+        real_init(self, path, *args, **kw)
         if path.name == "events.jsonl":
             self._fh = _FillsUpAfter(self._fh, 60_000)  # the level's records and some of the rate's
 

@@ -17,7 +17,8 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.errors import RunDirError
-from satbench.records.events import JsonlWriter, ProcessSample
+from satbench.records.events import ProcessSample
+from satbench.records.writer import JsonlWriter
 from satbench.records.manifest import read_manifest, write_manifest, write_text_atomic
 from satbench.run.resume import repair_torn_tail
 from satbench.records.rundir import RUN_SUBDIRS, check_run_dir, open_run_file, refuse_if_in_use

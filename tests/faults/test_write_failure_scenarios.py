@@ -12,7 +12,7 @@ import os
 import pytest
 
 from satbench.cli.main import main
-from satbench.records.events import JsonlWriter
+from satbench.records.writer import JsonlWriter
 from tests.faults.common import all_lines_valid, analyzable, one_error_line, small_sweep, status_of
 from tests.fakes.fairness_harness import FAIR
 
@@ -58,8 +58,8 @@ def test_a_failed_write_stops_every_load_shape_and_resume_goes_on(scenario, fake
                                                                   monkeypatch):
     real_init = JsonlWriter.__init__
 
-    def on_a_filling_disk(self, path):
-        real_init(self, path)
+    def on_a_filling_disk(self, path, *args, **kw):
+        real_init(self, path, *args, **kw)
         if path.name == "events.jsonl":
             self._fh = _FullFrom(self._fh, SCENARIOS[scenario])
 

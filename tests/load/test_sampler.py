@@ -6,8 +6,9 @@ import os
 import pytest
 
 from satbench.http.endpoint import Endpoint
-from satbench.records.events import (MetricsSample, ProcessSample, SlotsSample, read_samples, JsonlWriter,
+from satbench.records.events import (MetricsSample, ProcessSample, SlotsSample, read_samples,
                                      SAMPLES_FILE)
+from satbench.records.writer import JsonlWriter
 from satbench.host.gpu import NvmlGpus
 from satbench.load.sampler import ServerSampler, parse_slots
 from satbench.errors import ParseError

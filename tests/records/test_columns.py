@@ -135,3 +135,14 @@ def test_a_run_whose_fixed_levels_outgrow_the_events_cap_is_refused_before_it_st
     assert fixed_records(big) > 50_000
     with pytest.raises(UserError, match=r"at least [\d,]+ requests and level marks, more than the 50,000"):
         check_records_fit(big)
+
+
+def test_the_records_pre_check_counts_the_fairness_checks_that_certainly_run():
+    fixed = schema.RunConfig(lanes=[_lane()])
+    checked = schema.RunConfig(lanes=[_lane()], with_fairness=True)
+    assert fixed_records(checked) > fixed_records(fixed) + 10  # calibration, references, first rounds
+    adaptive = schema.RunConfig(lanes=[_lane(adaptive=schema.AdaptiveConfig())], with_fairness=True)
+    assert fixed_records(adaptive) == 0  # its climb and its checks (they stop at the first that fails)
+    url = schema.LaneConfig(name="u", levels=[1], runtime=schema.RuntimeConfig(kind="url", model=None,
+                                                                             url="http://127.0.0.1:9"))
+    assert fixed_records(schema.RunConfig(lanes=[url], fairness_only=True)) == 0  # its slots are a guess

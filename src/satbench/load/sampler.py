@@ -36,12 +36,12 @@ from satbench.http.promparse import llamacpp_values
 from satbench.records.events import (
     GPU_FAILED,
     STOPPED,
-    JsonlWriter,
     MetricsSample,
     ProcessSample,
     Scenario,
     SlotsSample,
 )
+from satbench.records.writer import JsonlWriter
 
 MAX_CONSECUTIVE_FAILURES = 20
 _LIMIT_BYTES = {"/metrics": MAX_METRICS_BYTES, "/slots": MAX_SLOTS_BYTES}

@@ -220,32 +220,6 @@ _SAMPLE_ADAPTER: TypeAdapter[MetricsSample | SlotsSample | ProcessSample] = Type
 validate_sample = _SAMPLE_ADAPTER.validate_python  # one server_samples.jsonl record from its JSON value
 
 
-class JsonlWriter:
-    """Append-only JSONL file of a run directory, opened by its rule (satbench.records.rundir.open_run_file:
-    never through a link); every line is flushed to the OS as soon as it is written."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.failed = False  # a write failed (disk full, file too large, I/O error): already reported
-        self._fh = open_run_file(path, "a")
-
-    def write(self, record: Strict) -> None:
-        try:
-            self._fh.write(record.model_dump_json(exclude_defaults=False) + "\n")
-            self._fh.flush()
-        except OSError as exc:
-            self.failed = True
-            raise RunDirError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
-
-    def close(self) -> None:
-        """Close; closing retries the unwritten rest of a failed write, whose error was already raised."""
-        try:
-            self._fh.close()
-        except OSError as exc:
-            if not self.failed:
-                raise RunDirError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
-
-
 def _why(exc: Exception) -> str:
     """The first failure of a record, one short line: the field and pydantic's message."""
     if isinstance(exc, ValidationError):

@@ -27,7 +27,8 @@ from satbench.http.client import CompletionRequest, StreamOutcome
 from satbench.http.errors import NETWORK_ERRORS
 from satbench.load.liveness import ServerUnresponsive, StreamActivity
 from satbench.load.loadgen import LevelPlan, run_level, run_recorded, to_event
-from satbench.records.events import JsonlWriter, RequestEvent, itl_ms
+from satbench.records.events import RequestEvent, itl_ms
+from satbench.records.writer import JsonlWriter
 from satbench.run.lane_session import LaneSession, Progress
 from satbench.workload.builder import WorkloadBuilder
 from satbench.workload.fairness_plan import (

@@ -36,8 +36,9 @@ from satbench.load.liveness import (
 from satbench.load.loadgen import UNREACHABLE, LevelPlan, run_level
 from satbench.load.open_loop import OpenPlan, open_seed, run_open
 from satbench.load.sampler import ServerSampler
-from satbench.records.events import JsonlWriter, LevelMark, RequestEvent, Scenario
+from satbench.records.events import LevelMark, RequestEvent, Scenario
 from satbench.records.manifest import ModelInfo, NetworkInfo, RuntimeInfo, ServerMemory
+from satbench.records.writer import JsonlWriter
 from satbench.run.memory import started_memory
 from satbench.server.base import Runtime
 from satbench.server.embedded import EmbeddedRuntime

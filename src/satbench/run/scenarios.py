@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from satbench.config.schema import LaneConfig, RunConfig, not_together, together_shape
 from satbench.errors import LevelFailedError, RuntimeStartError
 from satbench.host.gpu import NvmlGpus
-from satbench.records.events import JsonlWriter, Scenario
+from satbench.records.events import Scenario
 from satbench.records.ledger import (
     Ledger,
     StartScenario,
@@ -32,6 +32,7 @@ from satbench.records.ledger import (
     together_unit,
 )
 from satbench.records.manifest import PlanDecision, RunManifest, ServerFailure
+from satbench.records.writer import JsonlWriter
 from satbench.run.failures import Failures
 from satbench.run.fairness import FairnessJudge, FairnessRunner
 from satbench.run.lane_session import LaneSession, Progress, together_step

@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import satbench
+from satbench.config.limits import MAX_EVENTS, MAX_SAMPLES
 from satbench.config.schema import LaneConfig, RunConfig
 from satbench.errors import RunDirError, RuntimeStartError, SatbenchError, UserError
 from satbench.host.gpu import NvmlGpus, open_nvml
 from satbench.host.hardware import describe_host
 from satbench.load.liveness import LIVENESS_TIMEOUT_S
 from satbench.models.resolve import resolve_model
-from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, JsonlWriter, Scenario
+from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, LevelMark, Scenario
 from satbench.records.layout import clear_derived
 from satbench.records.ledger import Ledger, utc_now
 from satbench.records.manifest import (
@@ -41,6 +42,7 @@ from satbench.records.manifest import (
     satbench_source,
 )
 from satbench.records.rundir import run_lock
+from satbench.records.writer import JsonlWriter
 from satbench.run.failures import Failures
 from satbench.run.interrupts import ignore_second_interrupt, sigint_handler_kept
 from satbench.run.lane_session import LaneSession, Progress, SilentProgress, make_runtime, probe_buffers
@@ -194,8 +196,10 @@ class Sweep(LaneScenarios):
         self.ledger.write()
         if not self._models:
             self.resolve_models()
-        events = JsonlWriter(self.run_dir / EVENTS_FILE)
-        samples = JsonlWriter(self.run_dir / SAMPLES_FILE)
+        # capped at what analysis reads; each lane's level in progress keeps room for its end mark
+        events = JsonlWriter(self.run_dir / EVENTS_FILE, MAX_EVENTS, reserve=2 * len(self.cfg.lanes),
+                             reserved=lambda record: isinstance(record, LevelMark))
+        samples = JsonlWriter(self.run_dir / SAMPLES_FILE, MAX_SAMPLES)
         for line in not_run_again(self.manifest, self.session) if self.resuming else []:
             print(f"satbench: {line}", file=sys.stderr)
         self.progress.begin(total_requests(self.cfg, units_not_to_run(self.manifest),

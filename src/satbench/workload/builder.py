@@ -305,10 +305,15 @@ def check_memory_fits(cfg: RunConfig, lane_file: bool, available_bytes: int | No
 
 
 def fixed_records(cfg: RunConfig) -> int:
-    """Records a run's fixed parts write to events.jsonl at least: per repetition of each fixed level
-    (lanes without an adaptive sweep, alone and again with --together) its `level_requests` and two
-    level marks, and per open-loop rate its arrivals and two marks. Adaptive climbs, background
-    requests and the fairness checks add to it."""
+    """Records a run writes to events.jsonl at least, if its servers serve: per repetition of each
+    fixed level (lanes without an adaptive sweep, alone and again with --together) its
+    `level_requests` and two level marks; per open-loop rate its arrivals and two marks; and the
+    fairness checks of a lane whose checks all run (one that satbench starts and that has no adaptive
+    sweep, which stops its checks at the first that fails): the prefill calibration and each check's
+    lone references and first round (`fairness_plan.first_round_requests`). Adaptive climbs, top-up
+    rounds and background requests add to it; the run's writer stops at MAX_EVENTS (records.writer)."""
+    from satbench.workload.fairness_plan import first_round_requests, make_plan
+
     total = 0
     for lane in cfg.lanes:
         if lane.adaptive is None and not cfg.fairness_only:
@@ -316,12 +321,15 @@ def fixed_records(cfg: RunConfig) -> int:
             total += per_pass * (2 if cfg.together else 1)
         if lane.rates and not cfg.fairness_only:
             total += sum(lane.arrivals_per_rate(r) + 2 for r in lane.rates)
+        all_checks_run = lane.adaptive is None and lane.runtime.kind != "url"
+        if (cfg.with_fairness or cfg.fairness_only) and all_checks_run:
+            total += first_round_requests(make_plan(lane, lane.slots_wanted()), lane.fairness)
     return total
 
 
 def check_records_fit(cfg: RunConfig) -> None:
-    """UserError when the run's fixed parts alone (`fixed_records`) would write more records to
-    events.jsonl than its readers hold (MAX_EVENTS): such a run could be measured but not analyzed."""
+    """UserError when what the run writes at least (`fixed_records`) is more records than
+    events.jsonl's readers hold (MAX_EVENTS): such a run could be measured but not analyzed."""
     if (n := fixed_records(cfg)) > MAX_EVENTS:
         raise UserError(f"this run would record at least {n:,} requests and level marks, more than the "
                         f"{MAX_EVENTS:,} satbench analyzes in one run; use fewer levels, repetitions or "

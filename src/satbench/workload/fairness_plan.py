@@ -95,6 +95,13 @@ def check_request_count(plan: FairnessPlan, f: FairnessConfig, check: CheckName)
     return fixed + n * f.rounds(check)[1] if n else 0
 
 
+def first_round_requests(plan: FairnessPlan, f: FairnessConfig) -> int:
+    """How many requests the fairness checks send at least when every check in `f.checks` runs: the
+    prefill calibration, the lone decode, and each check's lone references and first round."""
+    counts = check_requests(plan, f)
+    return CAL_PREFILLS + 1 + sum(sum(counts[c]) for c in f.checks if c in counts)
+
+
 def request_count(plan: FairnessPlan, lane: LaneConfig) -> int:
     """How many requests the fairness workloads send at most, every check to its cap (the
     progress bar's total: the runner takes off the top-ups a decided check does not run)."""
