@@ -348,6 +348,7 @@ class _Wire:
 
     def __init__(self) -> None:
         self.received_bytes = 0
+        self.uncommented_bytes = 0  # bytes outside SSE comment lines
         self.result = type("R", (), {"n_payloads": 0})()
 
 
@@ -388,6 +389,58 @@ def test_events_without_tokens_are_named_as_such():
         outs[1].wire.result.n_payloads += 1
     why, _ = _progress_run(empty_events)
     assert why is not None and why.endswith("(bytes without a token)")
+
+
+def test_a_line_that_never_ends_or_blank_lines_are_bytes_without_a_token():
+    def partial(outs):
+        outs[0].wire.received_bytes += 1  # `data: {"content":"` growing a byte at a time
+        outs[0].wire.uncommented_bytes += 1
+    why, _ = _progress_run(partial)
+    assert why is not None and why.endswith("(bytes without a token)")
+
+
+def test_requests_that_fail_without_a_token_are_no_progress():
+    """A server that never sends a response head: each request ends at its read timeout, and a new
+    one takes its place; that is not progress, so the level fails at the progress bound."""
+    def time_out_and_resend(outs):
+        old = outs.pop(0)
+        old.error_type = "timeout"
+        activity.closed(old)
+        new = StreamOutcome()
+        new.wire = _Wire()
+        activity.opened(new)
+        outs.append(new)
+    activity = StreamActivity()
+    outs = _in_flight(activity)
+
+    async def go():
+        async def feeder():
+            while True:
+                await asyncio.sleep(0.05)
+                time_out_and_resend(outs)
+        task = asyncio.ensure_future(feeder())
+        try:
+            return await watch(activity, lambda: True, _answering, timeout_s=0.3, probed=lambda: "/slots",
+                               progress_timeout_s=0.6)
+        finally:
+            task.cancel()
+    why, took = _run(go, 2.0)
+    assert why is not None and why.endswith("(nothing arrived)") and took >= 0.6
+
+
+def test_sse_comment_bytes_are_told_from_the_rest():
+    from satbench.http.sse import SseSplitter
+
+    sse = SseSplitter()
+    sse.feed(b": keepalive\n\n: again\n\n\r\n")
+    assert sse.uncommented() == 0  # comments and blank lines: a keepalive stream
+    sse.feed(b"event: ping\n")
+    assert sse.uncommented() == 12
+    sse.feed(b'data: {"content":"')
+    assert sse.uncommented() == 12 + 18  # an unfinished line that is not a comment
+    other = SseSplitter()
+    other.feed(b":" * 10)
+    assert other.uncommented() == 0  # a comment that never ends is still a comment
 
 
 def test_tokens_or_slots_progress_keep_a_level_going():

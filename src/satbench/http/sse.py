@@ -53,6 +53,7 @@ class SseSplitter:
         self._data: list[bytes] = []
         self._data_bytes = 0  # of the event being gathered: at most MAX_EVENT_BYTES
         self._after_cr = False  # the last chunk ended with CR: an LF next completes that CRLF
+        self.uncommented_bytes = 0  # of lines other than comments and blank lines: fields, data
 
     def one_event(self, chunk: bytes) -> bytes | None:
         """The payload of `chunk` when it is exactly one event of one `data: ` line ending in
@@ -101,6 +102,8 @@ class SseSplitter:
 
     def _line(self, buf: bytearray, start: int, end: int, out: list[bytes]) -> None:
         """One line, buf[start:end] (without its end): a blank line ends an event; `data` gathers."""
+        if start != end and buf[start] != _COLON:
+            self.uncommented_bytes += end - start + 1
         if start == end:
             if self._data:
                 out.append(b"\n".join(self._data))
@@ -121,6 +124,12 @@ class SseSplitter:
         self._data_bytes += len(value) + 1
         if self._data_bytes > MAX_EVENT_BYTES:
             raise ParseError(f"SSE event larger than {size_text(MAX_EVENT_BYTES)}")
+
+    def uncommented(self) -> int:
+        """Bytes fed so far outside comment and blank lines (the unfinished line's too, unless a
+        comment): what a keepalive stream (`: keepalive` and blank lines) never sends."""
+        pending = len(self._buf) if self._buf[:1] not in (b"", b":") else 0
+        return self.uncommented_bytes + pending
 
     def finish(self) -> list[bytes]:
         """Payloads left when the stream closed without a final blank line."""

@@ -211,6 +211,11 @@ class HttpStream(asyncio.BufferedProtocol):
         """Raw bytes received so far (head, framing and body): what the liveness watchdog names."""
         return self._received
 
+    @property
+    def uncommented_bytes(self) -> int:
+        """Body bytes received so far outside SSE comment lines (the watchdog's "SSE comments only")."""
+        return self._sse.uncommented()
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport, as create_connection makes
         self.transport = transport  # type: ignore[assignment]

@@ -71,16 +71,20 @@ class StreamActivity:
     def closed(self, out: StreamOutcome) -> None:
         if self._open.pop(id(out), None) is not None:
             self._closed += _received(out)
-            self.finished += 1
+            if out.output_tokens or out.error_type is None:  # a request that failed without a token
+                self.finished += 1  # (a read timeout on a server that sends nothing) is no progress
 
     def progress(self) -> tuple[int, int]:
-        """(requests finished, tokens on the requests in flight): changes whenever one makes progress."""
+        """(requests finished with a token or without error, tokens on the requests in flight):
+        changes whenever one makes progress."""
         return self.finished, sum(o.output_tokens for o in self._open.values())
 
-    def wire(self) -> tuple[int, int]:
-        """(bytes, SSE payloads) received so far by the requests in flight: what arrived without a token."""
+    def wire(self) -> tuple[int, int, int]:
+        """(bytes, SSE payloads, bytes outside SSE comment and blank lines) received so far by the
+        requests in flight: what arrived without a token."""
         streams = [o.wire for o in self._open.values() if o.wire is not None]
-        return sum(w.received_bytes for w in streams), sum(w.result.n_payloads for w in streams)
+        return (sum(w.received_bytes for w in streams), sum(w.result.n_payloads for w in streams),
+                sum(w.uncommented_bytes for w in streams))
 
     @property
     def in_flight(self) -> int:
@@ -168,11 +172,13 @@ def prefill_ms_per_token(event: RequestEvent) -> float | None:
     return t.prompt_ms / t.prompt_n
 
 
-def _what_arrived(bytes_, payloads: int) -> str:
-    """What came on the streams while no token did, as the failure names it."""
+def _what_arrived(bytes_: int, payloads: int, uncommented: int) -> str:
+    """What came on the streams while no token did, as the failure names it: "SSE comments only"
+    when every line that came was a comment (`: keepalive`) or blank and no event came; else "bytes
+    without a token" (events without a token, other fields, an unfinished line)."""
     if not bytes_:
         return "nothing arrived"
-    return "SSE comments only" if not payloads else "bytes without a token"
+    return "SSE comments only" if not payloads and not uncommented else "bytes without a token"
 
 
 async def watch(activity: StreamActivity, alive: Callable[[], bool],
@@ -205,7 +211,7 @@ async def watch(activity: StreamActivity, alive: Callable[[], bool],
             elif clock() - last_move >= progress_timeout_s:
                 n = activity.in_flight
                 wire_now = activity.wire()
-                what = _what_arrived(wire_now[0] - wire_then[0], wire_now[1] - wire_then[1])
+                what = _what_arrived(*(now - then for now, then in zip(wire_now, wire_then, strict=True)))
                 return (f"the server made no progress: no token on any of {n} stream{'s' if n != 1 else ''} "
                         f"and no decode or prompt progress in {probed()} for {progress_timeout_s:g} s "
                         f"({what})")
