@@ -3,12 +3,19 @@
 The flags satbench sets itself (OWN_FLAGS: the slots, context, batches, threads, GPU layers, host,
 port, model, endpoints, log verbosity) are refused here, named with satbench's own flag: their
 values are what the figures are recorded with. So are the flags that reach outside the run
-(REFUSED: they write files elsewhere, fetch or replace the model, lock satbench out, or add
-endpoints), for every runtime; a flag that reads a file (READS_FILE) needs a regular, readable
+(REFUSED: they write files elsewhere, fetch or replace the model, lock satbench out, add endpoints
+or run tools), for every runtime; a flag that reads a file (READS_FILE) needs a regular, readable
 one, whose sha256 run.json records (`read_files`). The rest is checked before the run starts:
-- a native `llama-server`: every flag must be one its own `--help` lists;
+- a native `llama-server`: every flag must be one its own `--help` lists. The help also says what
+  a flag takes: one whose value names a file, a directory or a URL (FNAME, FILE, PATH, DIR, URL, a
+  repository) and that is not a READS_FILE flag is refused too, so a flag this list does not know
+  yet cannot reach outside the run (`help_entries`). Aliases count as the flag: `--spec-draft-model`
+  is `-md`. llama.cpp reads `_` as `-` in a `--` flag, and so does satbench (`--log_file`).
 - the embedded runtime: every flag must be one of EMBEDDED, the llama-server flags that map onto
   xllamacpp's CommonParams, with a value it accepts (`apply_embedded` sets them in the child).
+llama-server also reads its flags from the environment (LLAMA_ARG_*, LLAMA_API_KEY): a server
+satbench starts is refused while such a variable is set (`check_environment`), since run.json would
+not record it.
 The flags go at the end of the server's command line (`llama_server_flags`), so run.json and
 EVIDENCE.md record them with the rest, and a resume compares them like any other setting.
 """
@@ -61,19 +68,30 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("--ssl-key-file", "--ssl-cert-file"),
                     "serves TLS on loopback, which the measurement does not need (measure a TLS server "
                     "with --url https://... and --ca-cert)"),
-    **dict.fromkeys(("--path", "--api-prefix", "--rpc"),
+    **dict.fromkeys(("--path", "--api-prefix", "--rpc", "--reuse-port"),
                     "adds or moves network endpoints satbench does not drive"),
+    **dict.fromkeys(("--tools", "--tools-runtime", "--mcp-servers-config", "--mcp-servers-json"),
+                    "runs tools or MCP servers for agents, which serving the lane does not need"),
+    **dict.fromkeys(("--override-kv",), "changes the model's metadata: measure a model file that holds it"),
 }
 READS_FILE = frozenset((
-    "--chat-template-file", "--lora", "--lora-scaled", "-md", "--model-draft", "-mm", "--mmproj",
-    "-mv", "--model-vocoder", "--control-vector", "--control-vector-scaled", "-lcs",
+    "--chat-template-file", "--lora", "--lora-scaled", "-md", "--model-draft", "--spec-draft-model", "-mm",
+    "--mmproj", "-mv", "--model-vocoder", "--control-vector", "--control-vector-scaled", "-lcs",
     "--lookup-cache-static", "--grammar-file", "-f", "--file", "-jf", "--json-schema-file"))
+# a --help value placeholder that names a file, a directory, a URL or a model repository
+_OUTSIDE_VALUE = re.compile(r"FNAME|FILE|PATH|DIR|URL|<(?:user|repo|model)>")
+REPEATABLE = frozenset(("--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled"))
+NATIVE_VALUES = frozenset(("-ts", "--tensor-split", "-mg", "--main-gpu"))  # checked as for embedded
+ENV_FLAG_PREFIX = "LLAMA_ARG_"  # llama-server reads LLAMA_ARG_<FLAG> as --flag
+ENV_FLAGS = ("LLAMA_API_KEY",)  # and these, as the flags its --help names
 MAX_READ_FILES = 16  # files the extra flags of one lane may read
 TENSOR_SPLIT_DEVICES = 128  # llama.cpp's LLAMA_MAX_DEVICES: the length of CommonParams.tensor_split
 MAX_SPLIT_PROPORTION = 1e6  # one device's share of a tensor split (llama.cpp divides by their sum)
 
-_FLAG = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*$")
+_FLAG = re.compile(r"^--?[A-Za-z][A-Za-z0-9_-]*$")
 _HELP_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][A-Za-z0-9-]*)")
+# a --help entry: its flags (comma-separated), then the value it takes, if any, up to two spaces or the end
+_HELP_ENTRY = re.compile(r"^\s*((?:--?[A-Za-z][\w-]*,\s*)*--?[A-Za-z][\w-]*)(?: (.+?))?(?:\s{2,}|\s*$)")
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
@@ -84,6 +102,8 @@ def split_flags(args: list[str]) -> list[tuple[str, list[str]]]:
     for word in args:
         if _FLAG.match(word.split("=", 1)[0]):
             flag, eq, value = word.partition("=")
+            if flag.startswith("--"):
+                flag = flag.replace("_", "-")  # as llama.cpp reads it: --log_file is --log-file
             out.append((flag, [value] if eq else []))
         elif not out:
             raise UserError(f"server args {args!r}: {word!r} comes before any flag")
@@ -135,8 +155,35 @@ def help_flags(help_text: str) -> set[str]:
     return set(_HELP_FLAG.findall(help_text))
 
 
+def help_entries(help_text: str) -> dict[str, tuple[frozenset[str], str]]:
+    """Each flag of a `llama-server --help` entry line → (the entry's flags: its aliases, the value it
+    takes as the help writes it, "" for none): `-m,    --model FNAME   model path to load`."""
+    out: dict[str, tuple[frozenset[str], str]] = {}
+    for line in help_text.splitlines():
+        if (m := _HELP_ENTRY.match(line)) is None:
+            continue
+        aliases = frozenset(f.strip() for f in m.group(1).split(","))
+        for flag in aliases:
+            out.setdefault(flag, (aliases, m.group(2) or ""))
+    return out
+
+
+def check_environment(environ: dict[str, str] | None = None) -> None:
+    """UserError when the environment a started server inherits sets one of its flags (LLAMA_ARG_*,
+    LLAMA_API_KEY): run.json would not record it."""
+    env = os.environ if environ is None else environ
+    found = sorted(k for k in env if k.startswith(ENV_FLAG_PREFIX) or k in ENV_FLAGS)
+    if found:
+        raise UserError(f"the environment sets {', '.join(found)}, which llama-server reads as its flags; "
+                        "unset them (give llama-server flags with --server-arg, where satbench checks and "
+                        "records them)")
+
+
 def check_lane_args(kind: str, args: list[str], server_bin: str | None) -> None:
-    """The lane's extra args checked for its runtime (module docstring); nothing to check without."""
+    """The lane's extra args, and the environment its server would inherit, checked for its runtime
+    (module docstring)."""
+    if kind != "url":
+        check_environment()
     if not args:
         return
     if kind == "embedded":
@@ -153,12 +200,27 @@ def check_native(args: list[str], help_text: str | None, server_bin: str) -> Non
     """UserError for a flag satbench sets, or one `server_bin --help` does not list."""
     if help_text is None:
         raise UserError(f"server args: cannot read {server_bin} --help to check them against")
-    known = help_flags(help_text)
-    for flag, _ in split_flags(args):
-        _own(flag)
+    known, entries = help_flags(help_text), help_entries(help_text)
+    given: dict[frozenset[str], str] = {}
+    for flag, values in split_flags(args):
+        aliases, takes = entries.get(flag, (frozenset((flag,)), ""))
+        if aliases in given and flag not in REPEATABLE:
+            raise UserError(f"server args: {flag} is given twice ({given[aliases]} and {flag}); give it once")
+        given[aliases] = flag
+        if flag in NATIVE_VALUES:  # a number llama-server would take as it comes: the embedded ranges
+            _value(flag, values, EMBEDDED[flag][1])
+        for alias in sorted(aliases, key=lambda a: a != flag):  # the flag as given first, then its aliases
+            _own(alias)
         if flag not in known:
             raise UserError(f"server args: {flag} is not a flag of {server_bin} (its --help does not "
                             "list it)")
+        if flag not in READS_FILE and (read := sorted(aliases & READS_FILE)):
+            raise UserError(f"server args: {flag} reads a file: give it as {read[0]}, whose file satbench "
+                            "hashes into run.json")
+        if flag not in READS_FILE and _OUTSIDE_VALUE.search(takes):
+            raise UserError(f"server args: {flag} {takes} reaches a file, directory or URL outside the run "
+                            "that satbench does not record; the flags that read a file it hashes are "
+                            + ", ".join(sorted(f for f in READS_FILE if f.startswith("--"))))
     read_files(args)
 
 
@@ -171,7 +233,7 @@ def _choice(values: dict[str, str]) -> Callable[[list[str]], str]:
 
 
 def _int(v: list[str]) -> int:
-    if len(v) != 1 or not re.fullmatch(r"\d{1,4}", v[0]):
+    if len(v) != 1 or not re.fullmatch(r"[0-9]{1,4}", v[0]):
         raise ValueError("expected an integer")
     return int(v[0])
 
@@ -190,7 +252,7 @@ def _floats(v: list[str]) -> list[float]:
     per device."""
     parts = v[0].replace("/", ",").split(",") if len(v) == 1 else []
     try:
-        out = [float(p) for p in parts if "_" not in p]
+        out = [float(p) for p in parts if re.fullmatch(r"[0-9.eE+-]+", p)]  # ASCII, no nan, inf or _
     except ValueError:
         out = []
     if (not out or len(out) != len(parts) or len(out) > TENSOR_SPLIT_DEVICES or sum(out) <= 0
@@ -227,7 +289,8 @@ EMBEDDED: dict[str, tuple[str, Callable[[list[str]], Any], str]] = {
 def parse_embedded(args: list[str]) -> list[tuple[str, Any, str]]:
     """[(attribute, value, how)] for `apply_embedded`; UserError for a flag satbench sets, one xllamacpp
     has no parameter for, or a value it does not accept."""
-    out = []
+    out: list[tuple[str, Any, str]] = []
+    given: dict[str, str] = {}
     for flag, values in split_flags(args):
         _own(flag)
         if flag not in EMBEDDED:
@@ -235,11 +298,19 @@ def parse_embedded(args: list[str]) -> list[tuple[str, Any, str]]:
             raise UserError(f"server args: {flag} has no xllamacpp parameter the embedded runtime can set "
                             f"(it takes {shown}); give --server-bin for a llama-server that does")
         attr, parse, how = EMBEDDED[flag]
-        try:
-            out.append((attr, parse(values), how))
-        except ValueError as exc:
-            raise UserError(f"server args: {flag} {' '.join(values)}: {exc}") from None
+        if attr in given:
+            raise UserError(f"server args: {flag} is given twice ({given[attr]} and {flag}); give it once")
+        given[attr] = flag
+        out.append((attr, _value(flag, values, parse), how))
     return out
+
+
+def _value(flag: str, values: list[str], parse: Callable[[list[str]], Any]) -> Any:
+    """`parse(values)`, a ValueError as the UserError naming the flag and its value."""
+    try:
+        return parse(values)
+    except ValueError as exc:
+        raise UserError(f"server args: {flag} {' '.join(values)}: {exc}") from None
 
 
 def apply_embedded(params: Any, args: list[str]) -> None:
