@@ -54,3 +54,93 @@ def test_a_config_given_as_a_dict_is_validated_as_a_lane_file_is(tmp_path):
 def test_capabilitys_other_arguments(kwargs, needle, tmp_path):
     with pytest.raises(UserError, match=needle):
         api.capability(CFG, tmp_path / "recs.json", **kwargs)
+
+
+def _lane(**update) -> RunConfig:
+    return CFG.model_copy(update={"lanes": [CFG.lanes[0].model_copy(update=update)]})
+
+
+CRAFTED = {
+    "construct-lanes-str": lambda: RunConfig.model_construct(lanes="x"),
+    "construct-lanes-None": lambda: RunConfig.model_construct(lanes=None),
+    "construct-lanes-[1]": lambda: RunConfig.model_construct(lanes=[1]),
+    "construct-no-fields": lambda: RunConfig.model_construct(),
+    "lane-name-None": lambda: CFG.model_copy(update={"lanes": [LaneConfig.model_construct(name=None)]}),
+    "levels-negative": lambda: _lane(levels=[-1]),
+    "levels-str": lambda: _lane(levels="1,2"),
+    "rates-nan": lambda: _lane(rates=[float("nan")]),
+    "timeout-nan": lambda: _lane(request_timeout_s=float("nan")),
+    "runtime-None": lambda: _lane(runtime=None),
+    "runtime-dict": lambda: _lane(runtime={"kind": "url"}),
+    "url-int": lambda: _lane(runtime=RuntimeConfig.model_construct(kind="url", url=5)),
+    "workload-str": lambda: _lane(workload="x"),
+    "lanes-repeat": lambda: CFG.model_copy(update={"lanes": [CFG.lanes[0], CFG.lanes[0]]}),
+    "name-newline": lambda: _lane(name="a\nb"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED))
+def test_a_crafted_config_instance_is_validated_again(name, tmp_path):
+    """A RunConfig made by model_construct or changed by model_copy(update=) skipped pydantic: the API
+    validates it again, and refuses it as one UserError line naming `config`."""
+    cfg = CRAFTED[name]()
+    for call in (lambda: api.sweep(cfg, tmp_path / "r"), lambda: api.prepare_sweep(cfg, tmp_path / "r"),
+                 lambda: api.capability(cfg, tmp_path / "recs.json")):
+        with pytest.raises(UserError) as info:
+            call()
+        assert "\n" not in str(info.value) and ": config" in str(info.value), str(info.value)
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_valid_instance_keeps_what_its_maker_left_unset(tmp_path):
+    """Validated again from the fields its maker set: an adaptive lane with the default repetitions is
+    no lane that sets repetitions (which would be refused: they change nothing there)."""
+    from satbench.api import _config
+    from satbench.config.schema import AdaptiveConfig
+
+    lane = LaneConfig(name="a", adaptive=AdaptiveConfig(),
+                      runtime=RuntimeConfig(kind="url", url="http://h:1"))
+    assert _config(RunConfig(lanes=[lane]), "sweep").lanes[0].repetitions == lane.repetitions
+    twice = lane.model_copy(update={"repetitions": 2})
+    crafted = RunConfig(lanes=[lane]).model_copy(update={"lanes": [twice]})
+    with pytest.raises(UserError, match=r"config\.lanes\.0\.repetitions: it repeats fixed levels"):
+        _config(crafted, "sweep")
+
+
+@pytest.mark.parametrize("base", [" http://h/v1", "http://h/v1 ", "a=http://h/v1\n", ""])
+def test_an_api_base_with_surrounding_whitespace_is_refused(base, tmp_path):
+    with pytest.raises(UserError, match="api_base: an empty entry or one with surrounding whitespace"):
+        api.capability(CFG, tmp_path / "recs.json", api_base=[base])
+
+
+def test_missing_or_unknown_keyword_arguments_are_pythons_own_type_error():
+    """Left as is: Python raises TypeError at the call, before any satbench code runs."""
+    with pytest.raises(TypeError):
+        api.analyze()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        api.load_results("x", bogus=1)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("field, flag", [("api_key_file", "--api-key-file"), ("ca_cert", "--ca-cert")])
+@pytest.mark.parametrize("kind", ["fifo", "device", "huge"])
+def test_a_key_or_ca_file_is_read_bounded_and_without_blocking(field, flag, kind, tmp_path):
+    import os
+
+    from satbench.config.limits import MAX_API_KEY_FILE_BYTES, MAX_CA_CERT_BYTES
+
+    path = tmp_path / "f"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = tmp_path / "zero"
+        path.symlink_to("/dev/zero")
+    else:
+        with open(path, "wb") as fh:  # sparse: no disk taken
+            fh.truncate(2 * max(MAX_API_KEY_FILE_BYTES, MAX_CA_CERT_BYTES))
+    rc = RuntimeConfig(kind="url", url="https://127.0.0.1:9", **{field: str(path)})
+    cfg = RunConfig(lanes=[LaneConfig(name="a", runtime=rc)])
+    with pytest.raises(UserError) as info:
+        api.prepare_sweep(cfg, tmp_path / "r")
+    msg = str(info.value)
+    assert msg.startswith(f"{flag} (lane file: {field}): ") and "\n" not in msg, msg
+    assert not (tmp_path / "r").exists()

@@ -67,7 +67,7 @@ def test_url_and_server_bin_select_the_runtime():
 @pytest.mark.parametrize("argv, needle", [
     (["sweep", "--checks", "S1"], "add --with-fairness"),
     (["sweep", "--concurrency", "1,0"], "--concurrency: must be an integer from 1 to 4,096"),
-    (["sweep", "--concurrency", "1,x"], "integers"),
+    (["sweep", "--concurrency", "1,x"], "--concurrency: expected an integer, got 'x'"),
     (["sweep", "--concurrency", "2,2"], "repeat"),
     (["sweep", "--prompt-tokens", "3"], "--prompt-tokens: must be an integer from 8"),
     (["sweep", "--url", "http://h:1", "--model", "m.gguf"], "cannot be combined"),

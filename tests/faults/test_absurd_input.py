@@ -40,10 +40,11 @@ def _lane_file(tmp_path: Path, body: str | bytes) -> str:
 @pytest.mark.parametrize("flags, needle", [
     (["--concurrency", "1000000000"], "--concurrency: must be an integer from 1 to 4,096, got 1000000000"),
     (["--concurrency", f"1,{MAX_LEVEL + 1}"], "--concurrency: must be an integer from 1 to 4,096"),
-    (["--request-timeout", "inf"], "--request-timeout: must be a finite number above 0 and at most 86400"),
+    (["--request-timeout", "inf"], "--request-timeout: must be a finite number at least 0.1 and at most "
+                                   "86400"),
     (["--request-timeout", "nan"], "--request-timeout: must be a finite number"),
-    (["--request-timeout", "-5"], "--request-timeout: must be a finite number above 0"),
-    (["--request-timeout", "0"], "--request-timeout: must be a finite number above 0"),
+    (["--request-timeout", "-5"], "--request-timeout: must be a finite number at least 0.1"),
+    (["--request-timeout", "0"], "--request-timeout: must be a finite number at least 0.1"),
     (["--request-timeout", str(MAX_TIMEOUT_S * 2)], "at most 86400"),
     (["--prompt-tokens", "True"], "--prompt-tokens: expected an integer, normal:MEAN,SD, uniform:LO-HI or "
                                   "jsonl:PATH, got 'True'"),
@@ -89,9 +90,9 @@ A = '[[lanes]]\nname = "a"\n'  # the head of a one-lane file
     (A + 'concurrency = [2.0]\n', "got 2.0"),
     (A + 'repetitions = false\n', "lanes.toml:3: lanes[0].repetitions: must be an integer"),
     (A + 'request_timeout_s = inf\n', "lanes.toml:3: lanes[0].request_timeout_s: must be a "
-                                                        "finite number above 0"),
+                                                        "finite number at least 0.1"),
     (A + 'request_timeout_s = nan\n', "request_timeout_s: must be a finite number"),
-    (A + 'request_timeout_s = -1\n', "request_timeout_s: must be a finite number above 0"),
+    (A + 'request_timeout_s = -1\n', "request_timeout_s: must be a finite number at least 0.1"),
     (A + 'request_timeout_s = true\n', "request_timeout_s: must be a finite number"),
     (A + '[lanes.server]\nparallel = true\n', "lanes.toml:4: lanes[0].server.parallel: must be"),
     (A + '[lanes.server]\nport = 0\n', "server.port: must be an integer from 1 to 65,535"),

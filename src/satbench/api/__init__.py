@@ -31,7 +31,8 @@ from pydantic import ValidationError
 
 from satbench.analysis.results import ResultsFile, read_results
 from satbench.capability.report import CapabilityReport
-from satbench.config.schema import RunConfig
+from satbench.config.limits import MAX_API_KEY_FILE_BYTES, MAX_CA_CERT_BYTES
+from satbench.config.schema import NeedsError, RunConfig
 from satbench.errors import UserError
 from satbench.saturation.recommendations_file import RecommendationsFile
 
@@ -41,18 +42,48 @@ if TYPE_CHECKING:
     from satbench.run.sweep import Sweep
 
 def _config(value: object, fn: str) -> RunConfig:
-    """The API's edge for a config: a RunConfig, or a dict of one (validated as the lane file is);
-    anything else, or an invalid dict, is a UserError of one line naming the field."""
+    """The API's edge for a config: a RunConfig, or a dict of one, validated here whatever its maker
+    (an instance made by `model_construct` or changed by `model_copy(update=...)` skipped pydantic's
+    checks: it is dumped, the fields its maker set only, and validated again). Anything else, an
+    invalid config, or one that cannot be dumped is a UserError of one line naming the field."""
     if isinstance(value, RunConfig):
-        return value
+        try:
+            value = value.model_dump(exclude_unset=True, warnings=False)
+        except Exception as exc:  # a crafted instance's serializer may raise anything
+            raise UserError(f"satbench.api.{fn}: config: not a valid RunConfig (it cannot be read back: "
+                            f"{type(exc).__name__})") from None
     if not isinstance(value, dict):
         raise UserError(f"satbench.api.{fn}: config: expected a RunConfig, got {type(value).__name__}")
     try:
-        return RunConfig.model_validate(value)
+        config = RunConfig.model_validate(value)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"satbench.api.{fn}: config.{where}: {first['msg']}") from None
+        needs = (first.get("ctx") or {}).get("error")
+        if isinstance(needs, NeedsError):  # a lane's field that would not act: name it
+            where = f"{where}.{needs.field}"
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise UserError(f"satbench.api.{fn}: config.{where}: {msg}"[:300]) from None
+    _check_remote_files(config)
+    return config
+
+
+def _check_remote_files(config: RunConfig) -> None:
+    """Every url lane's key file and CA file is a regular file within its cap (MAX_API_KEY_FILE_BYTES,
+    MAX_CA_CERT_BYTES), read once through records.rundir.read_regular_file: a device (/dev/zero), a
+    named pipe or a huge file is one UserError naming the flag, before anything reads it whole."""
+    from satbench.records.rundir import read_regular_file
+
+    for lane in config.lanes:
+        for path, flag, cap in ((lane.runtime.api_key_file, "--api-key-file", MAX_API_KEY_FILE_BYTES),
+                                (lane.runtime.ca_cert, "--ca-cert", MAX_CA_CERT_BYTES)):
+            if path:
+                try:
+                    read_regular_file(Path(path), cap, follow_links=True, error=UserError)
+                except UserError as exc:
+                    where = f"lane {lane.name}: " if len(config.lanes) > 1 else ""
+                    key = flag[2:].replace("-", "_")
+                    raise UserError(f"{where}{flag} (lane file: {key}): {exc}") from None
 
 
 def _path(value: object, name: str, fn: str) -> Path:
@@ -165,6 +196,10 @@ def capability(config: RunConfig, recommendations: str | Path, *, max_age_days: 
         raise UserError(f"satbench.api.capability: node_id: expected a str, got {type(node_id).__name__}")
     if not isinstance(api_base, (list, tuple)) or not all(isinstance(b, str) for b in api_base):
         raise UserError("satbench.api.capability: api_base: expected a sequence of str (URL or LANE=URL)")
+    padded = [b for b in api_base if b != b.strip() or not b]  # what --api-base gets from a shell has none
+    if padded:
+        raise UserError(f"satbench.api.capability: api_base: an empty entry or one with surrounding "
+                        f"whitespace: {padded[0]!r}"[:200])
     contended = _flag(accept_contended, "accept_contended", "capability")
     remote_preflight(config)
     node = this_node(config.lanes, node_id, list(api_base))

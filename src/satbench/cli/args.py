@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
+
+from pydantic import ValidationError
 
 import satbench
 from satbench.cli.exits import help_epilog
@@ -21,7 +24,15 @@ from satbench.cli.lanekeys import (
     help_text,
     value_type,
 )
-from satbench.config.schema import FairnessConfig, LaneConfig, RunConfig, parse_levels, parse_rates
+from satbench.config.ranges import number_text
+from satbench.config.schema import (
+    FairnessConfig,
+    LaneConfig,
+    RunConfig,
+    list_items,
+    parse_levels,
+    parse_rates,
+)
 from satbench.errors import UserError
 
 FILE_SCHEMA_NAMES = ("results", "verdicts", "recommendations", "capability", "fleet")
@@ -97,7 +108,8 @@ def _lane_args(p: argparse.ArgumentParser, groups: tuple[str, ...] | None = None
         if kind is bool:
             group.add_argument(*key.options, action="store_true", help=help_text(key))
         elif not key.text and kind in (int, float):
-            group.add_argument(*key.options, type=kind, help=help_text(key), metavar=key.metavar)
+            group.add_argument(*key.options, type=number_type(key.options[-1], integer=kind is int),
+                               help=help_text(key), metavar=key.metavar)
         elif (allowed := choices(key.field)) is not None:
             group.add_argument(*key.options, choices=allowed, help=help_text(key), metavar=key.metavar)
         elif not key.text and kind is list:  # repeatable; each value split as a shell would
@@ -173,12 +185,13 @@ def build_parser() -> _Parser:
                          "128,256 (3.0 GB); 64e: deepseek2, 64 experts top-6 + 2 shared, 7.0 B parameters, "
                          "vocab 102,400 (13.9 GB); gpu: deepseek4, V4-Flash's attention and routing, 64 "
                          "experts top-6 + 1 shared, 4.5 B parameters, vocab 129,280 (9.1 GB)")
-    mk.add_argument("--vocab", type=int, help="vocabulary size instead of the size's own (512 to 262,144), "
+    mk.add_argument("--vocab", type=number_type("--vocab", integer=True),
+                    help="vocabulary size instead of the size's own (512 to 262,144), "
                     "every other dimension unchanged")
     mk.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                     help="replace one dimension of the size (repeatable), e.g. head_dim=256 or "
                          "compress_ratios=0,4,128,0; a shape llama.cpp is known to crash on is refused")
-    mk.add_argument("--seed", type=int, default=0)
+    mk.add_argument("--seed", type=number_type("--seed", integer=True), default=0)
     mk.add_argument("-o", "--output", required=True, help="FILE.gguf")
     mk.add_argument("--force", action="store_true",
                     help="replace an existing file at -o that is not a synthetic GGUF written by satbench")
@@ -247,9 +260,9 @@ def lane_config(a: argparse.Namespace) -> LaneConfig:
     values["runtime.model"] = a.model or None  # an empty --model is the default one
     try:
         if a.concurrency is not None:
-            values["levels"] = parse_levels(a.concurrency)
+            values["levels"] = parse_levels(a.concurrency, "--concurrency")
         if a.rate is not None:
-            values["rates"] = parse_rates(a.rate)
+            values["rates"] = parse_rates(a.rate, "--rate")
         return build_lane(values)
     except LaneValueError as exc:
         key = exc.key
@@ -283,21 +296,47 @@ def _check_remote_flags(a: argparse.Namespace) -> None:
 
 
 def run_config(a: argparse.Namespace) -> RunConfig:
-    """The run: from a lane file (--lanes), else one lane from the flags."""
+    """The run: from a lane file (--lanes), else one lane from the flags; the run-wide switches set and
+    validated with it (a switch that would change nothing is refused: RunConfig's rules)."""
     cfg = lanes_config(a)
-    if a.checks:
-        wanted = [c.strip().upper() for c in a.checks.split(",") if c.strip()]
+    if a.checks is not None:
         try:
+            wanted = [c.upper() for c in list_items(a.checks, "--checks")]
             lanes = [lane.model_copy(update={"fairness": FairnessConfig.model_validate(
                 {**lane.fairness.model_dump(), "checks": wanted})}) for lane in cfg.lanes]
-        except ValueError as exc:
-            raise UserError(f"--checks {a.checks}: expected a list of F1, F2, F3, S1, S2, S3") from exc
+        except ValidationError as exc:
+            raise UserError(f"--checks {a.checks}: {_checks_problem(exc)}") from exc
+        except ValueError as exc:  # list_items: an empty item
+            raise UserError(str(exc)) from exc
         cfg = cfg.model_copy(update={"lanes": lanes})
     if a.command == "fairness":
-        return cfg.model_copy(update={"fairness_only": True, "strict": a.strict})
-    if a.checks and not a.with_fairness:  # else the choice would be recorded and silently do nothing
+        return _run_with(cfg, fairness_only=True, strict=a.strict)
+    if a.checks is not None and not a.with_fairness:  # else the choice would be recorded and do nothing
         raise UserError("--checks chooses fairness checks: add --with-fairness (or run `satbench fairness`)")
-    return cfg.model_copy(update={"with_fairness": a.with_fairness, "refine": a.refine, "strict": a.strict})
+    return _run_with(cfg, with_fairness=a.with_fairness, refine=a.refine, strict=a.strict)
+
+
+def _checks_problem(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    if err["type"] == "value_error":  # FairnessConfig's own: a check named twice
+        return str(err["msg"]).removeprefix("Value error, ")
+    return "expected a list of F1, F2, F3, S1, S2, S3"
+
+
+# RunConfig's switches as flags, for its refusals
+_SWITCH_FLAGS = {"refine": "--refine", "together": "--together", "with_fairness": "--with-fairness"}
+
+
+def _run_with(cfg: RunConfig, **switches: bool) -> RunConfig:
+    """`cfg` with the run-wide switches set, validated again (model_copy alone would not): a refusal
+    is one line naming the flag."""
+    try:
+        return RunConfig.model_validate({**dict(cfg), **switches})
+    except ValidationError as exc:
+        msg = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        field = msg.partition(":")[0]
+        flag = _SWITCH_FLAGS.get(field)
+        raise UserError(f"{flag}{msg[len(field):]}" if flag else msg) from None
 
 
 def lanes_config(a: argparse.Namespace) -> RunConfig:
@@ -329,12 +368,24 @@ def run_flags_given(a: argparse.Namespace) -> bool:
 MAX_AGE_DAYS = 36_500.0
 
 
+def number_type(flag: str, integer: bool = False) -> Callable[[str], int | float]:
+    """argparse type of a number flag: the one number rule (config.ranges.number_text), its refusal
+    one line naming the flag; the range is the field's."""
+    def parse(text: str) -> int | float:
+        try:
+            return number_text(text, flag, integer)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag}: ")) from None
+    parse.__name__ = "integer" if integer else "number"
+    return parse
+
+
 def positive_days(text: str) -> float:
-    """argparse type of --max-age-days: a finite number of days above 0."""
+    """argparse type of --max-age-days: a finite number of days above 0, by the one number rule."""
     try:
-        days = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of days, got {text!r}") from None
+        days = float(number_text(text, "--max-age-days"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--max-age-days: ")) from None
     if not 0 < days <= MAX_AGE_DAYS:  # nan fails every comparison
         raise argparse.ArgumentTypeError(f"must be a number of days above 0 and at most {MAX_AGE_DAYS:g}, "
                                          f"got {text!r}")

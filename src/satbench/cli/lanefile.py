@@ -148,13 +148,17 @@ def _error(path: Path, loc: tuple, msg: str, lines: dict[tuple, int]) -> UserErr
 
 
 def to_lane_config(f: Any) -> LaneConfig:
-    """A FileLane as a LaneConfig: each key's value set on its LANE_KEYS field (LaneValueError)."""
+    """A FileLane as a LaneConfig: each key written in the file set on its LANE_KEYS field, a key not
+    written left unset (the schema's default applies, and a rule on what a lane sets sees it unset;
+    LaneValueError)."""
     values: dict[str, object] = {}
     for key in LANE_KEYS:
         if key.toml is not None:
             value = f
             for part in key.toml.split("."):
-                value = getattr(value, part)
+                value = getattr(value, part) if part in value.model_fields_set else None
+                if value is None:
+                    break
             values[key.field] = value
     return build_lane(values)
 

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 
-from satbench.config.ranges import MAX_LEVELS_PER_LANE, Level
+from satbench.config.ranges import MAX_LEVELS_PER_LANE, Level, number_chars
 from satbench.config.schema import (
     DEFAULT_LEVELS,
     DEFAULT_MODEL_DIR,
@@ -32,6 +32,7 @@ from satbench.config.schema import (
     DEFAULT_PROMPT_TOKENS,
     MODEL_DIR_ENV,
     LaneConfig,
+    NeedsError,
     parse_duration,
     resolve_model_dir,
 )
@@ -184,24 +185,21 @@ def _adaptive(given: dict[str, Any]) -> None:
 
 def _lengths(given: dict[str, Any]) -> None:
     """prompt_tokens and output_tokens as given (an integer, or the text of a distribution:
-    workload/lengths.py): a distribution sets its int field to its mean and `*_lengths` to itself."""
+    workload/lengths.py, its numbers by the number rule `number_chars`): a distribution sets its int
+    field to its mean and `*_lengths` to itself. Whether the seed acts is the schema's rule (NEEDS)."""
     workload = given.get("workload", {})
     for what in ("prompt", "output"):
         name = f"{what}_tokens"
         if name not in workload:
             continue
         try:
+            if isinstance(workload[name], str) and not workload[name].strip().lower().startswith("jsonl:"):
+                number_chars(workload[name], "")  # parse_lengths' \d would read '６４' as 64
             workload[name], dist = parse_lengths(workload[name], what)
         except ValueError as exc:
             raise LaneValueError("workload", None, (name,), str(exc)) from exc
         if dist is not None:
             workload[f"{what}_lengths"] = dist
-    drawn = any(f"{what}_lengths" in workload for what in ("prompt", "output"))
-    if workload.get("seed") and not drawn and not given.get("rates"):
-        raise LaneValueError("workload", None, ("seed",),
-                             "it draws request lengths and open-loop arrivals, but both lengths are fixed "
-                             "and no --rate is given: give a length as a distribution (normal:MEAN,SD, "
-                             "uniform:LO-HI, jsonl:PATH) or rates")
 
 
 def schema_field(path: str) -> FieldInfo:
@@ -280,10 +278,16 @@ class LaneValueError(ValueError):
     its text; `key` is the LANE_KEYS row of the field it is about, if any."""
 
     def __init__(self, section: str, exc: ValidationError | None, loc: tuple = (), message: str = "") -> None:
-        err = exc.errors()[0] if exc is not None else {"loc": loc, "msg": message}
+        if exc is not None:
+            first = exc.errors()[0]
+            loc, message = tuple(first["loc"]), str(first["msg"])
+            needs = (first.get("ctx") or {}).get("error")
+            if isinstance(needs, NeedsError):  # a field that would not act: the complaint is about it
+                section, _, name = needs.field.rpartition(".")
+                loc, message = (name,), str(needs)
         self.section = section
-        self.loc = tuple(err["loc"])
-        self.message = str(err["msg"]).removeprefix("Value error, ")
+        self.loc = tuple(loc)
+        self.message = message.removeprefix("Value error, ")
         super().__init__(self.message)
 
     @property

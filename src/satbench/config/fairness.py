@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from satbench.config.ranges import (
     CheckRequests,
@@ -97,6 +97,13 @@ class FairnessConfig(Strict):
         """How often a check may be decided: after its base rounds and after each top-up."""
         base, cap = self.rounds(check)
         return cap - base + 1
+
+    @field_validator("checks")
+    @classmethod
+    def _checks_once(cls, checks: list[CheckName]) -> list[CheckName]:
+        if len(set(checks)) != len(checks):
+            raise ValueError(f"a check is named twice: {', '.join(checks)}")
+        return checks
 
     @model_validator(mode="after")
     def _caps_above_bases(self) -> FairnessConfig:

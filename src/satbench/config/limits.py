@@ -26,6 +26,11 @@ MAX_SERVER_ARGS = 64  # words of [lanes.server] args: llama-server flags and the
 MAX_SERVER_ARG_CHARS = 4096  # one such word (a path, a tensor split)
 MAX_LENGTHS_FILE_BYTES = 64 * MIB  # a JSONL of request lengths (--prompt-tokens jsonl:PATH)
 MAX_LENGTHS_LINES = 1_000_000  # lengths in one such file
+MAX_API_KEY_FILE_BYTES = 64 * KIB
+"""--api-key-file (lane file: api_key_file): a key is a line of ~100 bytes; a larger file, a device
+(/dev/zero) or a named pipe is refused unread (records.rundir.read_regular_file)."""
+MAX_CA_CERT_BYTES = 1 * MIB
+"""--ca-cert (lane file: ca_cert): a PEM bundle; the system's whole CA bundle is ~220 KiB."""
 MAX_EVENTS = 50_000
 """Records of a run's events.jsonl one read holds (requests and level marks): ~2 KB each
 (records.compact), so ~100 MB at the cap; a run of 1,400 requests took 30 minutes on 2 cores."""

@@ -1,15 +1,18 @@
 """The range of every number a user gives, flag or lane file: one checked type per kind of value.
 
-`IntRange` and `FloatRange` are the one rule every integer and number goes through (a bool, a
-string, inf or nan is refused); the aliases below (`Level`, `Seconds`, `PromptTokens`, ...) give
-each kind of value its bounds from the MAX_* caps, and `Flag` a strict bool. A config read back
-from run.json or results.json is validated with RECORDED: the types and lower bounds hold, the
-upper caps do not. config/schema builds the lane and run models from these types.
+`number_text` is the one rule of a number a user writes as text (a flag's value, an item of a list
+flag, a number inside a duration or a length distribution): ASCII digits, no digit separator, no
+surrounding whitespace. `IntRange` and `FloatRange` are the one rule every integer and number goes
+through (a bool, a string, inf or nan is refused); the aliases below (`Level`, `Seconds`,
+`PromptTokens`, ...) give each kind of value its bounds from the MAX_* caps, and `Flag` a strict
+bool. A config read back from run.json or results.json is validated with RECORDED: the types and
+lower bounds hold, the upper caps do not. config/schema builds the lane and run models from these types.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated
@@ -27,6 +30,8 @@ MAX_LEVEL = 4096  # concurrent streams of one level (satbench's own memory is ch
 MAX_LEVELS_PER_LANE = 64
 MAX_LANES = 64  # each lane's model is resolved and sha256-verified before the run
 MAX_TIMEOUT_S = 86_400.0  # one day: request, read and startup timeouts
+MIN_TIMEOUT_S = 0.1  # a request or read timeout below it would fail every request (and 1e-300 is no time)
+MIN_BUDGET_S = 1.0  # an adaptive sweep's budget below it would end the sweep before its first level
 MIN_PROMPT_TOKENS = 8
 MAX_PROMPT_TOKENS = 1 << 20
 MIN_OUTPUT_TOKENS = 2
@@ -55,6 +60,39 @@ def shown(value: object) -> str:
         return f"an integer of {value.bit_length()} bits"
     text = repr(value)
     return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
+
+
+def number_chars(text: str, what: str) -> None:
+    """The characters a number written as text may have: ASCII only (Python's int() and float() read
+    '١' and '６' as digits) and no digit separator (they read 1_0 as 10: a typo would pass). ValueError
+    of one line naming `what` (a flag, a list; "": the caller names it) otherwise."""
+    where = f"{what}: " if what else ""
+    if "_" in text:
+        raise ValueError(f"{where}digit separators (_) are not accepted, got {shown(text)}")
+    if not text.isascii():
+        raise ValueError(f"{where}only ASCII digits (0-9) are accepted, got {shown(text)}")
+
+
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+
+def number_text(text: str, what: str, integer: bool = False) -> int | float:
+    """A number a user wrote as text, by the one rule of every number flag and list item: `number_chars`,
+    no surrounding whitespace, then a decimal integer (`integer`) or what float() reads (1.5, 2e3, and
+    inf or nan, which the field's range refuses by name). ValueError of one line naming `what`; the
+    range is the field's (IntRange, FloatRange)."""
+    number_chars(text, what)
+    kind = "an integer" if integer else "a number"
+    if text != text.strip() or not text:
+        raise ValueError(f"{what}: expected {kind} without surrounding whitespace, got {shown(text)}")
+    try:
+        if integer:
+            if not _DECIMAL.fullmatch(text):
+                raise ValueError(text)
+            return int(text)  # ValueError past Python's 4,300 digits
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{what}: expected {kind}, got {shown(text)}") from None
 
 
 def recorded(info: ValidationInfo) -> bool:
@@ -123,6 +161,8 @@ def _bool_check(value: object) -> bool:
 Flag = Annotated[bool, BeforeValidator(_bool_check)]
 Level = Annotated[int, IntRange(1, MAX_LEVEL)]
 Seconds = Annotated[float, FloatRange(0.0, MAX_TIMEOUT_S)]
+Timeout = Annotated[float, FloatRange(MIN_TIMEOUT_S, MAX_TIMEOUT_S, lo_open=False)]  # request, read, startup
+Budget = Annotated[float, FloatRange(MIN_BUDGET_S, MAX_TIMEOUT_S, lo_open=False)]  # adaptive budget: ≥ 1 s
 PromptTokens = Annotated[int, IntRange(MIN_PROMPT_TOKENS, MAX_PROMPT_TOKENS)]
 OutputTokens = Annotated[int, IntRange(MIN_OUTPUT_TOKENS, MAX_OUTPUT_TOKENS)]
 Repetitions = Annotated[int, IntRange(1, MAX_REPETITIONS)]

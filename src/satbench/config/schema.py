@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -31,6 +33,7 @@ from satbench.config.ranges import (
     MAX_LEVELS_PER_LANE,
     MAX_REQUESTS_PER_LEVEL,
     BatchTokens,
+    Budget,
     CtxTokens,
     Flag,
     Fraction,
@@ -44,10 +47,12 @@ from satbench.config.ranges import (
     RequestsPerStream,
     Retries,
     SampleInterval,
-    Seconds,
     Slots,
     Threads,
+    Timeout,
     WarmupPerStream,
+    number_chars,
+    number_text,
     recorded,
     shown,
 )
@@ -112,7 +117,7 @@ class RuntimeConfig(Strict):
     ca_cert: str | None = Field(None, description="PEM file of a CA or self-signed certificate trusted "
                                 "besides the system's CAs")
     insecure: Flag = Field(False, description="TLS certificate verification turned OFF by the user")
-    startup_timeout_s: Seconds = 180.0
+    startup_timeout_s: Timeout = 180.0
 
     @model_validator(mode="after")
     def _consistent(self) -> RuntimeConfig:
@@ -166,8 +171,8 @@ class AdaptiveConfig(Strict):
                                                    "repetition (a repetition is N × this)")
     contended_retries: Retries = Field(2, description="extra repetitions of a level measured while other "
                                        "processes took CPU")
-    budget_s: Seconds | None = Field(None, description="wall-clock budget of the lane's adaptive sweep; "
-                                     "None: no budget")
+    budget_s: Budget | None = Field(None, description="wall-clock budget of the lane's adaptive sweep, "
+                                    "at least 1 s; None: no budget")
 
     @model_validator(mode="after")
     def _reps_ordered(self) -> AdaptiveConfig:
@@ -190,8 +195,9 @@ class LaneConfig(Strict):
     )
     repetitions: Repetitions = DEFAULT_REPETITIONS
     warmup_per_stream: WarmupPerStream = 1
-    request_timeout_s: Seconds = DEFAULT_REQUEST_TIMEOUT_S
-    read_timeout_s: Seconds = Field(60.0, description="longest silence inside one stream")
+    request_timeout_s: Timeout = Field(DEFAULT_REQUEST_TIMEOUT_S, description="seconds per request, "
+                                       "at least 0.1")
+    read_timeout_s: Timeout = Field(60.0, description="longest silence inside one stream, at least 0.1 s")
     sample_interval_s: SampleInterval = Field(0.1, description="server sampler period")
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     server: ServerParams = Field(default_factory=ServerParams)
@@ -224,17 +230,14 @@ class LaneConfig(Strict):
 
     @model_validator(mode="after")
     def _open_loop_consistent(self, info: ValidationInfo) -> LaneConfig:
-        """rate_requests and max_concurrency act on rates only; a rate's arrivals must span at most
-        MAX_RATE_SPAN_S (a rate of 0.0001/s would send its 100 arrivals over 11.6 days)."""
+        """Every field acts (NEEDS); a rate's arrivals must span at most MAX_RATE_SPAN_S (a rate of
+        0.0001/s would send its 100 arrivals over 11.6 days)."""
         if recorded(info):
             return self
-        if self.rates is None:
-            given = [k for k in ("rate_requests", "max_concurrency") if getattr(self, k) is not None]
-            if given:
-                raise ValueError(f"{' and '.join(given)} act on open-loop rates only, and no rates are "
-                                 "given: add rates (--rate) or drop them")
-            return self
-        for rate in self.rates:
+        for field, acts, needs in NEEDS:
+            if _set(self, field) and not acts(self):
+                raise NeedsError(field, needs)
+        for rate in self.rates or ():
             span_s = self.arrivals_per_rate(rate) / rate
             if span_s > MAX_RATE_SPAN_S:
                 raise ValueError(f"rate {rate:g}/s: its {self.arrivals_per_rate(rate):,} arrivals would take "
@@ -308,6 +311,44 @@ class LaneConfig(Strict):
         return per_slot * self.slots_wanted()
 
 
+class NeedsError(ValueError):
+    """A lane sets `field` (a dotted LaneConfig path), which acts only with another one it lacks: the
+    value would be recorded and change nothing. cli/lanekeys names the field's flag or lane-file key."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+def _set(lane: LaneConfig, path: str) -> bool:
+    """Did the lane's maker set the field (dotted path) to a value other than "none" (None, 0)?"""
+    model: object = lane
+    *heads, last = path.split(".")
+    for head in heads:
+        model = getattr(model, head)
+    return last in getattr(model, "model_fields_set", ()) and getattr(model, last) not in (None, 0)
+
+
+def _drawn(lane: LaneConfig) -> bool:
+    return lane.workload.prompt_lengths is not None or lane.workload.output_lengths is not None
+
+
+# The one table of "this field acts only with that one": (field set, does it act?, the refusal). A lane
+# setting a field that would not act is refused, as a flag or a lane-file key that changes nothing.
+NEEDS: tuple[tuple[str, Callable[[LaneConfig], bool], str], ...] = (
+    ("rate_requests", lambda lane: lane.rates is not None,
+     "it acts on open-loop rates only, and no rates are given: add rates (--rate) or drop it"),
+    ("max_concurrency", lambda lane: lane.rates is not None,
+     "it acts on open-loop rates only, and no rates are given: add rates (--rate) or drop it"),
+    ("workload.seed", lambda lane: _drawn(lane) or lane.rates is not None,
+     "it draws request lengths and open-loop arrivals, but both lengths are fixed and no --rate is "
+     "given: give a length as a distribution (normal:MEAN,SD, uniform:LO-HI, jsonl:PATH) or rates"),
+    ("repetitions", lambda lane: lane.adaptive is None,
+     "it repeats fixed levels, and none are given: the adaptive sweep repeats each level until its CI "
+     "is narrow; give fixed levels (--concurrency, concurrency = [...]) or drop it"),
+)
+
+
 def design_minimum_requests(level: int) -> int:
     """DESIGN.md §5: at least max(8·N, 32) measured requests per level."""
     return max(8 * level, 32)
@@ -327,43 +368,34 @@ RATE_WINDOW_S = 20.0  # an open-loop rate's default arrivals span about this lon
 RATE_MIN_REQUESTS = 100  # an open-loop rate's fewest default arrivals: a p95 needs 59 for an upper bound
 
 
-def _list_items(text: str, what: str) -> list[str]:
-    """The items of a comma-separated flag value; ValueError for an empty item or a digit separator
-    (Python's int and float read 1_000 as 1000: a typo would pass)."""
+def list_items(text: str, what: str) -> list[str]:
+    """The items of a comma-separated flag value, each stripped of the spaces around it; ValueError
+    for an empty item (two commas, one at an end, or no item at all). Repeats are the model's to refuse."""
     parts = [p.strip() for p in text.split(",")]
     if any(not p for p in parts):
         raise ValueError(f"{what}: an empty item (two commas, or one at an end) in {shown(text)}")
-    if any("_" in p for p in parts):
-        raise ValueError(f"{what}: digit separators (_) are not accepted, got {shown(text)}")
     return parts
 
 
-def parse_rates(text: str) -> list[float]:
-    """Parse a comma-separated list of rates such as "0.5,1,2" (requests/s) into numbers (the range
-    check is the model's)."""
-    parts = _list_items(text, "rates")
-    try:
-        return [float(p) for p in parts]
-    except ValueError as exc:
-        raise ValueError(f"rates must be numbers of requests per second like 0.5,1,2, got "
-                         f"{shown(text)}") from exc
+def parse_rates(text: str, what: str = "rates") -> list[float]:
+    """Parse a comma-separated list of rates such as "0.5,1,2" (requests/s) into numbers, each by the
+    number rule (the range check is the model's); ValueError naming `what` (the flag)."""
+    return [float(number_text(p, what)) for p in list_items(text, what)]
 
 
-def parse_levels(text: str) -> list[int]:
-    """Parse a comma-separated list such as "1,2,4,8" into integers (validation is the model's)."""
-    parts = _list_items(text, "concurrency levels")
-    try:
-        return [int(p) for p in parts]
-    except ValueError as exc:
-        raise ValueError(f"concurrency levels must be integers like 1,2,4,8, got {shown(text)}") from exc
+def parse_levels(text: str, what: str = "concurrency levels") -> list[int]:
+    """Parse a comma-separated list such as "1,2,4,8" into integers, each by the number rule (validation
+    is the model's); ValueError naming `what` (the flag)."""
+    return [int(number_text(p, what, integer=True)) for p in list_items(text, what)]
 
 
 def parse_duration(text: str) -> float:
-    """Seconds from "90", "90s", "2m", "1.5h" or "1m30s"; ValueError naming the text otherwise."""
-    import re
-
+    """Seconds from "90", "90s", "2m", "1.5h" or "1m30s" (ASCII digits: `number_chars`); ValueError
+    naming the text otherwise."""
+    number_chars(text, "")
     t = text.strip().lower()
-    parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", t)
+    num = r"([0-9]+(?:\.[0-9]+)?)"
+    parts = re.fullmatch(rf"(?:{num}h)?(?:{num}m)?(?:{num}s?)?", t)
     if not t or parts is None or not any(parts.groups()):
         raise ValueError(f"a duration like 90s, 2m or 1h30m, got {shown(text)}")
     h, m, sec = (float(g) if g else 0.0 for g in parts.groups())
@@ -396,6 +428,10 @@ class RunConfig(Strict):
             raise ValueError(f"lane names repeat: {', '.join(dup)}")
         if self.together and len(self.lanes) < 2:
             raise ValueError("together needs at least two lanes")
+        if self.refine and not recorded(info) and all(lane.adaptive is not None for lane in self.lanes):
+            raise ValueError("refine: it measures extra levels between fixed levels, and every lane runs "
+                             "the adaptive sweep: give fixed levels (--concurrency, concurrency = [...]) or "
+                             "drop it")
         return self
 
     def lane(self, name: str) -> LaneConfig:
