@@ -8,10 +8,12 @@ from __future__ import annotations
 import errno
 import json
 import os
+import time
 
 import pytest
 
 from satbench.cli.main import main
+from satbench.records.events import RequestEvent, read_events
 from satbench.records.writer import JsonlWriter
 from tests.faults.common import all_lines_valid, analyzable, one_error_line, small_sweep, status_of
 from tests.fakes.fairness_harness import FAIR
@@ -91,3 +93,57 @@ def test_a_failed_write_stops_every_load_shape_and_resume_goes_on(scenario, fake
     assert status_of(run_dir) == "complete"
     assert SCENARIOS[scenario] in (run_dir / "events.jsonl").read_text()  # measured by the resume
     analyzable(run_dir)
+
+
+class _SamplesFullAt:
+    """server_samples.jsonl's file on a disk that fills after `room` bytes: ENOSPC from then on, and
+    the perf_counter_ns of the first failure (the clock events.jsonl stamps requests with)."""
+
+    def __init__(self, fh, room: int) -> None:
+        self.fh, self.room, self.failed_ns = fh, room, None
+
+    def write(self, text: str) -> int:
+        if self.failed_ns is not None or len(text) > self.room:
+            if self.failed_ns is None:
+                self.failed_ns = time.perf_counter_ns()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(text)
+        return self.fh.write(text)
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+@pytest.mark.parametrize("command", ["sweep", "fairness"])
+def test_a_samples_file_that_cannot_be_written_stops_new_requests_at_once(command, fake_server, tmp_path,
+                                                                         capsys, monkeypatch):
+    """The sampler's failed write stops the level or check beside it (not only at its end), and the
+    fairness command stops on it too (it once ended `complete`, exit 0)."""
+    real_init = JsonlWriter.__init__
+    held: list[_SamplesFullAt] = []
+
+    def on_a_filling_disk(self, path, *args, **kw):
+        real_init(self, path, *args, **kw)
+        if path.name == "server_samples.jsonl":
+            self._fh = _SamplesFullAt(self._fh, 6000)
+            held.append(self._fh)
+
+    fake = fake_server(n_slots=4, decode_iteration_ms=40.0)
+    run_dir = tmp_path / "run"
+    argv = (small_sweep(fake.base_url, run_dir, levels="2", requests=40, output=20) if command == "sweep"
+            else ["fairness", "--url", fake.base_url, "--batch-size", "256", "--prompt-tokens", "32",
+                  "--output-tokens", "40", "--checks", "F1", "-o", str(run_dir)])
+    monkeypatch.setattr(JsonlWriter, "__init__", on_a_filling_disk)
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert "never retrieved" not in err and "Traceback" not in err, err[-3000:]
+    line = one_error_line(err)
+    assert code == 5 and "server_samples.jsonl: No space left on device" in line, line
+    assert status_of(run_dir) == "failed"
+    failed_ns = held[0].failed_ns
+    assert failed_ns is not None
+    late = [e for e in read_events(run_dir) if isinstance(e, RequestEvent) and e.sent_ns > failed_ns + 10**8]
+    assert len(late) <= 2, [(e.phase, e.sent_ns - failed_ns) for e in late]  # at most the streams' next

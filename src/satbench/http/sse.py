@@ -128,7 +128,7 @@ class SseSplitter:
     def uncommented(self) -> int:
         """Bytes fed so far outside comment and blank lines (the unfinished line's too, unless a
         comment): what a keepalive stream (`: keepalive` and blank lines) never sends."""
-        pending = len(self._buf) if self._buf[:1] not in (b"", b":") else 0
+        pending = len(self._buf) if bytes(self._buf[:1]) not in (b"", b":") else 0
         return self.uncommented_bytes + pending
 
     def finish(self) -> list[bytes]:

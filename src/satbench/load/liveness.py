@@ -239,28 +239,48 @@ async def watch(activity: StreamActivity, alive: Callable[[], bool],
             probe.cancel()
 
 
+async def _settled(task: asyncio.Future) -> None:
+    """Wait until the cancelled `task` has ended; an exception it ended with is retrieved (the caller
+    reports its own), so asyncio never logs it as "never retrieved"."""
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()
+
+
 async def run_watched(work: Coroutine[object, object, T], activity: StreamActivity,
-                      watchdog: Callable[[StreamActivity], Awaitable[str]]) -> T:
+                      watchdog: Callable[[StreamActivity], Awaitable[str]],
+                      stop: Callable[[], Awaitable[BaseException]] | None = None) -> T:
     """`await work`, with `watchdog(activity)` beside it. When the watchdog returns first, its
     reason becomes `activity.verdict`, `work` is cancelled (with the reason as the cancel message)
     and awaited (it records its requests in flight), and ServerUnresponsive(reason) is raised.
+    When `stop()` returns first (a failure beside the work: the samples file cannot be written),
+    `work` is cancelled and awaited the same way and what `stop()` returned is raised.
     Cancelled from outside (Ctrl-C, another lane's failure), it cancels `work` with the same
     message, waits for it to record what it had, and goes on being cancelled."""
     task = asyncio.ensure_future(work)
     watcher = asyncio.ensure_future(watchdog(activity))
+    stopper = asyncio.ensure_future(stop()) if stop is not None else None
     try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task, watcher} | ({stopper} if stopper else set()),
+                           return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError as exc:
         task.cancel(*exc.args)
-        await asyncio.wait({task})
+        await _settled(task)  # what it raised while stopping (a write that failed) is not the news
         raise
     finally:
         watcher.cancel()
+        if stopper is not None and not stopper.done():
+            stopper.cancel()
     if task.done():
         return task.result()
+    if stopper is not None and stopper.done() and not stopper.cancelled():
+        failure = stopper.result()
+        task.cancel(str(failure))
+        await _settled(task)
+        raise failure
     if (broken := watcher.exception()) is not None:  # a broken watchdog is an error of its own: say so
         task.cancel()
-        await asyncio.wait({task})
+        await _settled(task)
         raise broken
     reason = watcher.result()
     activity.verdict = reason

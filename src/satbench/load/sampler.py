@@ -113,6 +113,7 @@ class ServerSampler:
         self._last_error: dict[str, str] = {}  # per poller: its latest failure
         self._gpu_failures = 0
         self.write_error: RunDirError | None = None  # a poller could not write its sample (disk full)
+        self._write_failed = asyncio.Event()  # set with write_error
 
     async def start(self) -> None:
         self._session = EndpointSession(self.endpoint, self._timeout_s)
@@ -137,6 +138,18 @@ class ServerSampler:
         if self.write_error is not None:
             raise self.write_error
 
+    async def write_failed(self) -> RunDirError:
+        """Return, with it, once a poller met a RunDirError writing server_samples.jsonl: the work
+        beside the sampler must stop then (liveness.run_watched's `stop`)."""
+        await self._write_failed.wait()
+        assert self.write_error is not None
+        return self.write_error
+
+    def _failed_write(self, exc: RunDirError) -> None:
+        if self.write_error is None:
+            self.write_error = exc
+        self._write_failed.set()
+
     async def snapshot(self) -> None:
         """One process sample now (the sweep takes one at every level boundary, so even a level
         shorter than the sampling period has its memory figures)."""
@@ -150,7 +163,7 @@ class ServerSampler:
             try:
                 ok = await poll()
             except RunDirError as exc:  # server_samples.jsonl cannot be written: the run must stop
-                self.write_error = exc
+                self._failed_write(exc)
                 return
             failures = 0 if ok else failures + 1
             if failures >= MAX_CONSECUTIVE_FAILURES:
@@ -176,7 +189,7 @@ class ServerSampler:
         try:
             self.writer.write(sample)
         except RunDirError as exc:
-            self.write_error = exc
+            self._failed_write(exc)
 
     async def _get(self, path: str) -> tuple[int, bytes]:
         """(status, body): past the endpoint's limit (_LIMIT_BYTES) or the poll's timeout, that

@@ -24,6 +24,7 @@ from typing import Literal, Protocol
 
 from satbench.config.schema import RunConfig
 from satbench.records.manifest import (
+    MANIFEST_FILE,
     ClockAnchor,
     LaneProvenance,
     ModelInfo,
@@ -34,7 +35,9 @@ from satbench.records.manifest import (
     RuntimeInfo,
     write_manifest,
 )
+from satbench.records.rundir import free_room, hold_room
 
+ROOM_MIN_BYTES = 1 << 20  # held for run.json's last write (a long adaptive run's run.json is ~100 KB)
 UnitKind = Literal["solo", "together", "fairness", "refine", "open", "start"]
 StartScenario = Literal["solo", "together"]
 _START_SCENARIOS: dict[str, StartScenario] = {"solo": "solo", "together": "together"}
@@ -215,11 +218,20 @@ class Ledger:
         self.manifest.plan.setdefault(lane, []).append(decision)
         self.write()
 
+    def hold_room(self) -> None:
+        """Hold space for run.json's last write while the run goes on (rundir.hold_room): four times
+        what it takes now and at least ROOM_MIN_BYTES, else (a small disk) four or two times it."""
+        path = self.run_dir / MANIFEST_FILE
+        size = path.stat().st_size if path.exists() else 0
+        hold_room(self.run_dir, [max(ROOM_MIN_BYTES, 4 * size), 4 * size, 2 * size])
+
     def finish(self, status: RunStatus, reason: str | None, finished_at: str | None) -> None:
-        """Record how the run ended (status, reason, ISO-8601 end time), and write run.json."""
+        """Record how the run ended (status, reason, ISO-8601 end time), and write run.json, into the
+        space `hold_room` kept for it (a full disk still records how the run ended)."""
         self.manifest.status = status
         self.manifest.status_reason = reason
         self.manifest.finished_at = finished_at
+        free_room(self.run_dir)
         self.write()
 
     def record_server(self, lane: str, scenario: str, session: int, server: StartedServer) -> None:

@@ -42,6 +42,7 @@ from satbench.config.limits import size_text
 from satbench.errors import RunDirError, SatbenchError, UserError
 
 LOCK_FILE = ".lock"  # hidden: never hashed into SHA256SUMS nor listed in the bundle
+ROOM_FILE = ".room"  # hidden too: space held while a sweep runs, freed to record how it ended
 RUN_FILE_RULE = "satbench writes only regular files of its own in a run directory"
 RUN_SUBDIR_RULE = "satbench writes only into real directories of its own in a run directory"
 READ_RULE = "satbench reads back only regular files"
@@ -350,3 +351,31 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing drops the lock
+
+
+def hold_room(run_dir: Path, sizes: list[int]) -> None:
+    """Hold space of the run directory's file system in ROOM_FILE while a sweep runs, so that a disk
+    that fills during the run still has room for run.json's last write (`free_room` first): the
+    first of `sizes` (bytes, largest first) the disk can give. A disk too full to hold even the last
+    is no error: the run's own writes will say so."""
+    try:
+        fd = open_run_fd(run_dir / ROOM_FILE, os.O_RDWR | os.O_CREAT)
+    except RunDirError:
+        return
+    try:
+        for nbytes in sizes:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.posix_fallocate(fd, 0, nbytes)
+                return
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def free_room(run_dir: Path) -> None:
+    """Give back the space `hold_room` held (nothing if none is held or the directory refuses: the
+    write that follows says why)."""
+    with contextlib.suppress(OSError):
+        os.unlink(run_dir / ROOM_FILE)

@@ -233,8 +233,15 @@ class LaneSession:
 
     async def watched(self, work: Coroutine[object, object, T], activity: StreamActivity) -> T:
         """`await work` (whose requests report to `activity`) under the liveness watchdog; raises
-        ServerUnresponsive when the watchdog stopped it (its requests in flight are recorded)."""
-        return await run_watched(work, activity, self._watchdog)
+        ServerUnresponsive when the watchdog stopped it (its requests in flight are recorded), and
+        the sampler's RunDirError as soon as server_samples.jsonl cannot be written (the work is
+        stopped then, its requests in flight recorded), also when the work ended first."""
+        sampler = self._sampler
+        result = await run_watched(work, activity, self._watchdog,
+                                   stop=sampler.write_failed if sampler is not None else None)
+        if sampler is not None:
+            sampler.check_written()
+        return result
 
     async def close(self) -> None:
         if self._sampler is not None:

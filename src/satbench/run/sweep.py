@@ -16,7 +16,6 @@ raw files that exist.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,6 +141,7 @@ class Sweep(LaneScenarios):
 
     def _run_locked(self) -> Any:
         self.ledger.write()
+        self.ledger.hold_room()  # so that a disk filled by the run still records how it ended
         ok, refused = False, None
         try:
             asyncio.run(self._run_all())
@@ -177,8 +177,13 @@ class Sweep(LaneScenarios):
         return self.results
 
     def _finish_quietly(self, status: RunStatus, reason: str | None, keep_finished: bool = False) -> None:
-        with contextlib.suppress(RunDirError):
+        """`_finish`, on the way out of an error (`reason`): one that cannot be recorded is said, not
+        raised, unless it is that very error."""
+        try:
             self._finish(status, reason, keep_finished)
+        except RunDirError as exc:
+            if str(exc) not in (reason or ""):
+                print(f"satbench: run.json could not record the run as {status}: {exc}", file=sys.stderr)
 
     def _finish(self, status: RunStatus, reason: str | None, keep_finished: bool = False) -> None:
         """Record how the run ended, now; with `keep_finished`, at the end time it had before this
