@@ -315,3 +315,25 @@ def test_embedded_server_listens_on_127_0_0_1_only(tmp_path):
     assert listening, "the embedded server has no listening socket"
     assert {c.laddr.ip for c in listening} == {"127.0.0.1"}
     assert any(rt.base_url == f"http://127.0.0.1:{c.laddr.port}" for c in listening)
+
+
+def test_key_and_ca_files_are_read_bounded_and_never_block(tmp_path):
+    """Every path that reads them (a sweep, --resume, the API) goes through http.access's readers:
+    a FIFO is refused unopened, /dev/zero and a sparse giant at their caps, without reading them whole."""
+    import os
+
+    from satbench.config.schema import RuntimeConfig
+    from satbench.errors import UserError
+    from satbench.http.access import read_key_file, tls_context_for
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big"
+    with open(big, "wb") as fh:
+        fh.truncate(1 << 31)
+    for path, needle in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file"),
+                         (big, "larger than 65,536 bytes")):
+        with pytest.raises(UserError, match=needle):
+            read_key_file(str(path))
+        with pytest.raises(UserError, match=f"--ca-cert {path}"):
+            tls_context_for(RuntimeConfig(kind="url", model=None, url="https://127.0.0.1:9", ca_cert=str(path)))

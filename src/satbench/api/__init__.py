@@ -31,7 +31,6 @@ from pydantic import ValidationError
 
 from satbench.analysis.results import ResultsFile, read_results
 from satbench.capability.report import CapabilityReport
-from satbench.config.limits import MAX_API_KEY_FILE_BYTES, MAX_CA_CERT_BYTES
 from satbench.config.schema import NeedsError, RunConfig
 from satbench.errors import UserError
 from satbench.saturation.recommendations_file import RecommendationsFile
@@ -69,17 +68,17 @@ def _config(value: object, fn: str) -> RunConfig:
 
 
 def _check_remote_files(config: RunConfig) -> None:
-    """Every url lane's key file and CA file is a regular file within its cap (MAX_API_KEY_FILE_BYTES,
-    MAX_CA_CERT_BYTES), read once through records.rundir.read_regular_file: a device (/dev/zero), a
-    named pipe or a huge file is one UserError naming the flag, before anything reads it whole."""
-    from satbench.records.rundir import read_regular_file
+    """Every url lane's key file and CA file read as its run will read them (http.access: a regular
+    file within MAX_API_KEY_FILE_BYTES, MAX_CA_CERT_BYTES), so a device (/dev/zero), a named pipe or
+    a huge file is one UserError naming the flag before anything starts."""
+    from satbench.http.access import read_key_file, tls_context_for
 
     for lane in config.lanes:
-        for path, flag, cap in ((lane.runtime.api_key_file, "--api-key-file", MAX_API_KEY_FILE_BYTES),
-                                (lane.runtime.ca_cert, "--ca-cert", MAX_CA_CERT_BYTES)):
+        rt = lane.runtime
+        for path, flag in ((rt.api_key_file, "--api-key-file"), (rt.ca_cert, "--ca-cert")):
             if path:
                 try:
-                    read_regular_file(Path(path), cap, follow_links=True, error=UserError)
+                    read_key_file(path) if flag == "--api-key-file" else tls_context_for(rt)
                 except UserError as exc:
                     where = f"lane {lane.name}: " if len(config.lanes) > 1 else ""
                     key = flag[2:].replace("-", "_")

@@ -27,15 +27,24 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from satbench.config.limits import KIB, MAX_ERROR_BODY_BYTES, too_large, too_slow
+from satbench.config.limits import (
+    KIB,
+    MAX_API_KEY_FILE_BYTES,
+    MAX_CA_CERT_BYTES,
+    MAX_ERROR_BODY_BYTES,
+    too_large,
+    too_slow,
+)
 from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
 from satbench.errors import UserError
 from satbench.http.endpoint import Endpoint, redact_url, split_credentials, tls_context
 from satbench.http.errors import NETWORK_ERRORS
+from satbench.records.rundir import read_regular_file
 
 
 def _checked_key(key: str, where: str) -> str:
@@ -45,15 +54,22 @@ def _checked_key(key: str, where: str) -> str:
     return key
 
 
-def read_key_file(path: str) -> str:
-    """The file's content stripped of surrounding whitespace; UserError naming the file (never its
-    content)."""
+def _read_named(path: str, cap: int, what: str) -> str:
+    """The text of a file the user names, read as records.rundir.read_regular_file reads it (a regular
+    file, at most `cap` bytes: a FIFO, a device or a huge file is refused without blocking or reading
+    it whole); UserError naming the file, never its content."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            key = fh.read().strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not readable as UTF-8 text"
-        raise UserError(f"API key file {path}: {why}") from exc
+        return read_regular_file(Path(path), cap, follow_links=True, error=UserError).decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{what} {path}: not readable as UTF-8 text") from None
+    except UserError as exc:
+        raise UserError(f"{what} {path}: {str(exc).removeprefix(f'cannot read {path}: ')}") from None
+
+
+def read_key_file(path: str) -> str:
+    """The file's content stripped of surrounding whitespace (at most MAX_API_KEY_FILE_BYTES);
+    UserError naming the file (never its content)."""
+    key = _read_named(path, MAX_API_KEY_FILE_BYTES, "API key file").strip()
     if not key:
         raise UserError(f"API key file {path} is empty")
     return _checked_key(key, f"API key file {path}")
@@ -81,12 +97,12 @@ def tls_context_for(rc: RuntimeConfig) -> ssl.SSLContext:
     """Verification on with the system CAs (+ ca_cert); off only with insecure."""
     ctx = tls_context(verify=not rc.insecure)
     if rc.ca_cert:
+        pem = _read_named(rc.ca_cert, MAX_CA_CERT_BYTES, "--ca-cert")  # at most MAX_CA_CERT_BYTES
         try:
-            ctx.load_verify_locations(cafile=rc.ca_cert)
-        except ssl.SSLError as exc:  # an OSError too: test it first
-            raise UserError(f"--ca-cert {rc.ca_cert}: not a PEM certificate ({exc.reason or exc})") from exc
-        except OSError as exc:
-            raise UserError(f"--ca-cert {rc.ca_cert}: {exc.strerror or exc}") from exc
+            ctx.load_verify_locations(cadata=pem)
+        except (ssl.SSLError, ValueError) as exc:
+            why = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else exc
+            raise UserError(f"--ca-cert {rc.ca_cert}: not a PEM certificate ({why})") from exc
     return ctx
 
 
