@@ -312,3 +312,20 @@ def _rewrite_field(path: Path, kind: str, field: str, value: object) -> int:
             path.write_text("".join(lines))
             return i + 1
     raise AssertionError(f"no {kind} record in {path}")
+
+
+def test_a_complete_run_whose_events_file_was_cut_mid_line_is_refused_not_half_derived(tmp_path):
+    """A torn last line is a crash's while a run is unfinished (ignored then); a complete run's cannot
+    be, so analyze refuses rather than derive from what came before the cut."""
+    from satbench.cli.main import main
+    from tests.bundles import unpacked_copy
+
+    bundle = Path(__file__).resolve().parents[2] / "evidence" / "cpu-2core-2026-12-01" / "run"
+    run = unpacked_copy(bundle, tmp_path / "run")
+    events = run / "events.jsonl"
+    data = events.read_bytes()
+    events.write_bytes(data[: len(data) // 2])  # cut in the middle of a line
+    assert not events.read_bytes().endswith(b"\n")
+    assert main(["analyze", str(run)]) == 5
+    events.write_bytes(data[: data.rindex(b"\n", 0, len(data) // 2) + 1])  # cut at a line's end: verify's
+    assert main(["analyze", str(run)]) == 0

@@ -16,8 +16,11 @@ from satbench.metrics.level_result import LevelContext, LevelResult
 from satbench.metrics.open_loop import RateResult, rate_result
 from satbench.metrics.slot_memory import lane_memory
 from satbench.records.events import (
+    EVENTS_FILE,
+    SAMPLES_FILE,
     LevelMark,
     RequestEvent,
+    check_not_cut,
     current_session_records,
     read_events,
 )
@@ -111,6 +114,9 @@ def analyze_run(run_dir: Path) -> ResultsFile:
     manifest = read_manifest(run_dir)
     if manifest.provenance is None or not manifest.provenance.lanes:
         raise RunDirError(f"{run_dir}: the run stopped before any server was described; nothing to analyze")
+    if manifest.status == "complete":  # a torn last line is a crash's only while the run is unfinished
+        for name in (EVENTS_FILE, SAMPLES_FILE):
+            check_not_cut(run_dir / name)
     return analyze_records(manifest, read_events(run_dir), read_sample_set(run_dir))
 
 

@@ -28,7 +28,7 @@ from satbench.config.ranges import FloatRange, IntRange
 from satbench.config.schema import Strict
 from satbench.errors import RunDirError
 from satbench.records.compact import compact, intern_names
-from satbench.records.rundir import iter_lines, open_run_file
+from satbench.records.rundir import iter_lines, open_run_file, read_tail
 
 EVENTS_FILE = "events.jsonl"
 SAMPLES_FILE = "server_samples.jsonl"
@@ -295,6 +295,15 @@ def read_jsonl(path: Path, validate: Callable[[object], Any], cap: int | None = 
             raise RunDirError(f"{path}:{lineno}: not a valid record ({_why(exc)})") from exc
         count += 1
         yield record
+
+
+def check_not_cut(path: Path) -> None:
+    """RunDirError when the file's last line has no end: for a run that ended (status complete), no
+    crash can explain it, so the file was cut after the run and a reader would silently drop what
+    followed the cut. A missing or empty file is not cut."""
+    if present(path) and (tail := read_tail(path, 1))[0] and tail[1] != b"\n":
+        raise RunDirError(f"{path}: its last line has no end although the run is complete, so the file "
+                          "was cut after the run; restore it (satbench verify compares it with SHA256SUMS)")
 
 
 def present(path: Path) -> bool:
