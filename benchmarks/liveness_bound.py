@@ -9,13 +9,16 @@ requests are on disk the server is turned bad. Cases:
 - keepalive: each new request gets its stream head, then only an SSE comment (`: keepalive`) every
   second, while /health and /slots keep answering with idle slots (SIGUSR1, FakeScript.stall).
 - drip: the same with one byte every 16 s instead.
+- nohead: the same, but a new request gets not even its response head (each ends at the 60 s read
+  timeout, which is no progress); before 2026-12-04 each timeout counted as progress, so only
+  N + 3 of them in a row failed the level (180-240 s).
   Both are bounded by the progress bound (PROGRESS_TIMEOUT_S, 60 s: no token and no /slots work); before
   it, only by --request-timeout × (N + 3), 15-20 minutes at the default.
 
 Printed per case and N: seconds from the change to the sweep's exit, its exit code, and the reason
 run.json records.
 
-    .venv/bin/python benchmarks/liveness_bound.py [--levels 1,8] [--cases sigstop,keepalive,drip]
+    .venv/bin/python benchmarks/liveness_bound.py [--levels 1,8] [--cases sigstop,keepalive,drip,nohead]
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "fakes" / "fake_llama_server.py"
 
 
-STALLS = {"keepalive": 1.0, "drip": 16.0}  # case → seconds between the stalled stream's writes
+STALLS = {"keepalive": 1.0, "drip": 16.0, "nohead": 1.0}  # case → seconds between the stalled stream's writes
 
 
 def _start_fake(tmp: Path, case: str) -> tuple[subprocess.Popen, str]:
@@ -89,7 +92,7 @@ def one(case: str, n: int) -> tuple[float, int, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--levels", default="1,8")
-    ap.add_argument("--cases", default="sigstop,keepalive,drip")
+    ap.add_argument("--cases", default="sigstop,keepalive,drip,nohead")
     args = ap.parse_args()
     print(f"{'case':>9} {'N':>3} {'s to fail':>9} {'exit':>4}  reason")
     for case in args.cases.split(","):

@@ -477,6 +477,8 @@ class FakeLlamaServer:
             if fault == "hang":
                 return  # read, never answered: the connection stays busy until the client gives up
             if fault == "stall":
+                if s.stall == "nohead":
+                    return  # read, never answered, while /health and /slots answer
                 conn.begin_stream(req)
                 asyncio.ensure_future(self._stall(conn))
                 return  # a head, then comments or single bytes, never a token; the engine never sees it

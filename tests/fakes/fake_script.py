@@ -225,11 +225,11 @@ class FakeScript(BaseModel):
         "event object, error_event = llama.cpp's `data: {\"error\": …}` then the end of the stream; "
         "wrong_token_count = a normal stream one token short of n_predict; no_final_event = every token "
         "but no `stop: true` event, then a clean end of the chunked body and close")
-    stall: Literal["keepalive", "drip"] | None = Field(
+    stall: Literal["keepalive", "drip", "nohead"] | None = Field(
         None, description="once stalling (`stall_from_completion`, or SIGUSR1 to the fake's process): each "
         "new completion gets its stream head, then no token ever: keepalive = an SSE comment (`: keepalive`) "
-        "every `stall_every_s`, drip = one byte every `stall_every_s`; /health and /slots keep answering, "
-        "their slots idle")
+        "every `stall_every_s`, drip = one byte every `stall_every_s`; nohead = not even the head (the "
+        "request is read and never answered); /health and /slots keep answering, their slots idle")
     stall_from_completion: int | None = Field(None, ge=1, description="stall from the k-th completion on")
     stall_every_s: float = Field(1.0, gt=0, description="the stall's interval between writes")
     fault_every: int = Field(1, ge=1, description="completion_fault hits the k-th, 2k-th, … completion")

@@ -463,7 +463,8 @@ def test_slots_progress_is_tokens_decoded_and_prompt_tokens_processed():
     assert slots_progress(b"[" * 100_000) is None
 
 
-@pytest.mark.parametrize("stall,named", [("keepalive", "SSE comments only"), ("drip", "SSE comments only")])
+@pytest.mark.parametrize("stall,named", [("keepalive", "SSE comments only"), ("drip", "SSE comments only"),
+                                         ("nohead", "nothing arrived")])
 def test_a_server_that_answers_health_but_streams_no_token_fails_its_level(stall, named, fake_server,
                                                                           tmp_path, monkeypatch):
     """The fake answers /health and /slots (idle) while each new request gets only `: keepalive`
