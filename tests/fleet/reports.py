@@ -39,6 +39,18 @@ def report(node_id: str, lanes: list[LaneCapability], at: dt.datetime = NOW, hw:
                             hardware_fingerprint=hw.fingerprint_sha256, hardware=hw, node=node, lanes=lanes)
 
 
+def no_recommendations(tmp: Path) -> Path:
+    """A valid recommendations file that recommends nothing: `satbench capability` reads it and
+    advertises every lane unmeasured."""
+    from satbench.saturation.recommendations_file import RecommendationsFile
+
+    path = tmp / "recommendations.json"
+    recs = RecommendationsFile(created_at=NOW.isoformat(), satbench_version="0", satbench_commit=None,
+                               run_id="none", results_sha256="0" * 64, lanes=[])
+    path.write_text(recs.model_dump_json())
+    return path
+
+
 def write(tmp: Path, name: str, rep: CapabilityReport) -> Path:
     path = tmp / f"{name}.json"
     path.write_text(render_json(rep))

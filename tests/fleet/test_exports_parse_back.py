@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from satbench.cli.main import main
+from satbench.config.schema import LANE_NAME_PATTERN
 from satbench.fleet.export import fleet_json_schema
-from tests.fleet.reports import host, lane, report, write
+from tests.fleet.reports import host, lane, no_recommendations, report, write
 
-NAMES = st.text(min_size=1, max_size=24).filter(lambda s: s.strip() == s and s)
+NAMES = st.from_regex(LANE_NAME_PATTERN, fullmatch=True)  # every name satbench takes (test_merge_refusals: others)
 
 
 def merged(tmp_path, capsys, fmt: str, lane_names: list[str]) -> str:
@@ -61,7 +62,7 @@ def promtool() -> str:
     return found
 
 
-@pytest.mark.parametrize("names", [["dense"], ['we"ird\\lane', "new\nline", "ünï"]])
+@pytest.mark.parametrize("names", [["dense"], ["0x10", "a.b_c-d", "Z" * 64]])
 def test_promtool_accepts_the_prometheus_textfile(tmp_path, capsys, names):
     text = merged(tmp_path, capsys, "prometheus", names)
     done = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True,
@@ -73,10 +74,10 @@ def test_promtool_accepts_the_prometheus_textfile(tmp_path, capsys, names):
 
 @pytest.mark.parametrize("fmt", ["json", "litellm"])
 def test_a_single_nodes_capability_output_parses_back(tmp_path, capsys, fmt):
-    """`satbench capability` (no recommendations: every lane unmeasured, at 1) as LiteLLM's Router
-    and the capability schema read it."""
+    """`satbench capability` (recommendations for no lane: every lane unmeasured, at 1) as LiteLLM's
+    Router and the capability schema read it."""
     capsys.readouterr()
-    assert main(["capability", "--recommendations", str(tmp_path / "none.json"), "--format", fmt]) == 0
+    assert main(["capability", "--recommendations", str(no_recommendations(tmp_path)), "--format", fmt]) == 0
     out = capsys.readouterr().out
     if fmt == "json":
         from satbench.capability.report import capability_json_schema

@@ -1,12 +1,13 @@
 """Why a recommendation may not be advertised on this node: the checks behind the capability report.
 
-`load_recommendations` refuses a file that is not valid JSON, fails its schema or predates
-OLDEST_TRUSTED; `check_lane` refuses a lane's recommendation measured on another machine, for
-a model of another architecture (general.architecture, as recorded and as the node's file says
-now), another model file or runtime build (or llama-server binary), by a url lane's server of another
-shape now or through a remote URL from another machine, one older than the allowed age, or one
-whose own numbers do not hold together; `slo_derived_too_early` one whose SLO bound predates
-SLO_TRUSTED. Each returns the reason as text, None when the recommendation stands.
+`load_recommendations` refuses a file that cannot be read, is not valid JSON, fails its schema or
+predates OLDEST_TRUSTED (one the user named that cannot be read or is not JSON is an error
+instead); `check_lane` refuses a lane's recommendation measured on another machine, for a model of
+another architecture (general.architecture, as recorded and as the node's file says now), another
+model file or runtime build (or llama-server binary), by a url lane's server of another shape now
+or through a remote URL from another machine, one older than the allowed age, or one whose own
+numbers do not hold together; `slo_derived_too_early` one whose SLO bound predates SLO_TRUSTED.
+Each returns the reason as text, None when the recommendation stands.
 """
 
 from __future__ import annotations
@@ -223,20 +224,26 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
 MAX_RECOMMENDATIONS_BYTES = 16 << 20  # one entry per lane (at most 64): a few hundred KiB at most
 
 
-def load_recommendations(path: Path) -> tuple[RecommendationsFile | None, str | None, str]:
-    """(file, why it is refused, its sha256)."""
+def load_recommendations(path: Path, must_read: bool = False
+                         ) -> tuple[RecommendationsFile | None, str | None, str]:
+    """(file, why it is refused, its sha256). A file that cannot be read (missing, under a regular
+    file, not a regular file, too large) or is not valid JSON (half-written) is refused with that
+    reason, or with `must_read` (the file the user named) raises it as a RunDirError: one line naming
+    the file, exit 5, the class of a run directory's file missing, unreadable or half-written."""
     from satbench.errors import RunDirError
     from satbench.records.rundir import read_regular_file  # a regular file only: a named pipe never blocks
 
     try:
         raw = read_regular_file(path, MAX_RECOMMENDATIONS_BYTES, follow_links=True)
+        digest = hashlib.sha256(raw).hexdigest()
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            raise RunDirError(f"{path} is not valid JSON (half-written?)") from None
     except RunDirError as exc:
+        if must_read:
+            raise
         return None, str(exc), ""
-    digest = hashlib.sha256(raw).hexdigest()
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-        return None, f"{path.name} is not valid JSON", digest
     try:
         jsonschema.validate(data, recommendations_json_schema())
         recs = RecommendationsFile.model_validate(data)

@@ -3,8 +3,13 @@
 A fleet merges one report per node, so each report names its node (`node_id`: --node-id, else the
 hostname), the machine that wrote it (`hostname`, the addresses its interfaces hold) and, per lane,
 the base URL a router should send that lane's requests to (`api_base`: --api-base, else a url lane's
-own URL + /v1). `api_base_problems` says why an api_base does not name this machine; the fleet
-merge refuses a report for it (fleet/merge).
+own URL + /v1).
+
+Every api_base holds to one form (`api_base_problem`), checked wherever one is taken or read:
+`--api-base`, a url lane's own URL, and a NodeBlock made or read back (so `fleet merge` meets the
+rule `capability` wrote by). The fleet adds rules of its own (`api_base_problems`): a loopback host,
+which `capability` writes for a router on the node itself, is refused there, since a fleet's router
+runs on another machine; and the host must name the node.
 """
 
 from __future__ import annotations
@@ -12,16 +17,22 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import unicodedata
 import urllib.parse
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from satbench.config.ranges import MAX_PORT
-from satbench.config.schema import LaneConfig, Strict
+from satbench.config.ranges import MAX_PORT, shown
+from satbench.config.schema import LANE_NAME_PATTERN, LaneConfig, Strict
 from satbench.errors import UserError
 from satbench.http.endpoint import is_loopback, openai_base, redact_url
 
 NODE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$"
+LaneName = Annotated[str, Field(pattern=LANE_NAME_PATTERN)]  # satbench's lane-name rule, as a report holds it
+MAX_API_BASE_CHARS = 2048
+# HOST[:PORT] of an api_base: an ASCII name (IDN as punycode) or a bracketed IPv6 address; ASCII digits
+_NETLOC = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::([0-9]{1,5}))?")
 
 
 class NodeBlock(Strict):
@@ -34,11 +45,31 @@ class NodeBlock(Strict):
     addresses: list[str] = Field(default_factory=list,
                                  description="the non-loopback IPv4 and IPv6 addresses its interfaces hold, "
                                              "sorted")
-    api_base: dict[str, str] = Field(
+    api_base: dict[LaneName, str] = Field(
         default_factory=dict,
         description="lane → the base URL a router sends the lane's requests to (an OpenAI base URL, "
                     "usually ending in /v1)")
     ray_node_id: str | None = Field(None, description="the Ray node the report was written on (fleet run)")
+
+    @field_validator("addresses")
+    @classmethod
+    def _each_an_address(cls, addresses: list[str]) -> list[str]:
+        """Every address is an IPv4 or IPv6 address."""
+        for a in addresses:
+            try:
+                ipaddress.ip_address(a)
+            except ValueError:
+                raise ValueError(f"not an IP address: {shown(a)}") from None
+        return addresses
+
+    @field_validator("api_base")
+    @classmethod
+    def _each_in_form(cls, bases: dict[str, str]) -> dict[str, str]:
+        """Every api_base holds to api_base_problem's form."""
+        for lane, url in sorted(bases.items()):
+            if (problem := api_base_problem(url)) is not None:
+                raise ValueError(f"lane {lane}: api_base {shown_base(url)}: {problem}")
+        return bases
 
 
 def this_node(lanes: list[LaneConfig], node_id: str | None = None, api_base: list[str] | None = None,
@@ -53,7 +84,11 @@ def this_node(lanes: list[LaneConfig], node_id: str | None = None, api_base: lis
     bases = parse_api_bases(api_base or [], names)
     for lane in lanes:
         if lane.name not in bases and lane.runtime.kind == "url" and lane.runtime.url:
-            bases[lane.name] = openai_base(lane.runtime.url)
+            own = openai_base(lane.runtime.url)
+            if (problem := api_base_problem(own)) is not None:
+                raise UserError(f"lane {lane.name}: its url gives the api_base {shown_base(own)}: {problem}; "
+                                f"give it with --api-base {lane.name}=URL")
+            bases[lane.name] = own
     nid = node_id or hostname
     if not re.match(NODE_ID_PATTERN, nid):
         raise UserError(f"--node-id {nid!r}: expected letters, digits and . _ : - (at most 253, starting "
@@ -63,8 +98,8 @@ def this_node(lanes: list[LaneConfig], node_id: str | None = None, api_base: lis
 
 
 def parse_api_bases(items: list[str], lanes: list[str]) -> dict[str, str]:
-    """--api-base items → lane → URL. A bare URL applies to every lane; LANE=URL to one. A URL must be
-    http(s) with a host and carry no user:password (the router's config is no place for a key)."""
+    """--api-base items → lane → URL. A bare URL applies to every lane; LANE=URL to one. Each URL
+    holds to api_base_problem's form, else a UserError (one line, the value quoted)."""
     every: str | None = None
     out: dict[str, str] = {}
     for item in items:
@@ -72,23 +107,9 @@ def parse_api_bases(items: list[str], lanes: list[str]) -> dict[str, str]:
         if not sep or "://" in lane:
             lane, url = "", item
         elif lane not in lanes:
-            raise UserError(f"--api-base {item}: no lane {lane!r} (lanes: {', '.join(lanes)})")
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UserError(f"--api-base {redact_url(item)}: expected [LANE=]http(s)://HOST[:PORT][/PATH]")
-        if "@" in parts.netloc:
-            raise UserError(f"--api-base {redact_url(item)}: a URL with user:password; give the router "
-                            "its key another way")
-        if parts.query or parts.fragment or url.endswith(("?", "#")):
-            raise UserError(f"--api-base {redact_url(item).split('?')[0].split('#')[0]}: a query string or "
-                            "fragment would reach the router's config (a token in it would be published); "
-                            "give the base URL alone")
-        try:
-            port = parts.port
-        except ValueError:
-            port = -1
-        if port is not None and not 1 <= port <= MAX_PORT:
-            raise UserError(f"--api-base {redact_url(item)}: the port must be from 1 to {MAX_PORT:,}")
+            raise UserError(f"--api-base {shown_base(item)}: no lane {lane!r} (lanes: {', '.join(lanes)})")
+        if (problem := api_base_problem(url)) is not None:
+            raise UserError(f"--api-base {shown_base(item)}: {problem}")
         if lane:
             out[lane] = url
         else:
@@ -96,31 +117,59 @@ def parse_api_bases(items: list[str], lanes: list[str]) -> dict[str, str]:
     return {**({name: every for name in lanes} if every else {}), **out}
 
 
+def api_base_problem(url: str) -> str | None:
+    """Why `url` cannot be a lane's api_base in a router's config, or None: the one form of every
+    api_base. It is taken as written (nothing trimmed): http(s)://HOST[:PORT][/PATH], at most
+    MAX_API_BASE_CHARS characters, no whitespace, control or format character anywhere, HOST an
+    ASCII name or a bracketed IPv6 address, PORT ASCII digits from 1 to MAX_PORT, and no user:password,
+    query string or fragment, not even an empty `?` or `#` (the router's config would publish them)."""
+    if len(url) > MAX_API_BASE_CHARS:
+        return f"longer than {MAX_API_BASE_CHARS:,} characters"
+    if any(c.isspace() or unicodedata.category(c).startswith("C") for c in url):
+        return "holds whitespace or a control character, which would reach the router's config as written"
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "not a URL with a valid host and port"
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return "expected http(s)://HOST[:PORT][/PATH]"
+    if "@" in parts.netloc:
+        return "a URL with user:password; give the router its key another way"
+    if "?" in url or "#" in url:
+        return ("a query string or fragment would reach the router's config (a token in it would be "
+                "published); give the base URL alone")
+    if (netloc := _NETLOC.fullmatch(parts.netloc)) is None:
+        return "not a URL with a valid host and port"
+    if netloc[1] is not None and not 1 <= int(netloc[1]) <= MAX_PORT:
+        return f"the port must be from 1 to {MAX_PORT:,}"
+    return None
+
+
+def shown_base(url: str) -> str:
+    """An api_base in a message: quoted on one line (config.ranges.shown), without the user:password,
+    query string or fragment the message would publish."""
+    return shown(redact_url(url).split("?")[0].split("#")[0])
+
+
 def api_base_problems(node: NodeBlock) -> list[str]:
-    """Why the node's api_bases do not name the machine the report says wrote it, or cannot go into a
-    router's config: no valid host and port, a query string, fragment or user:password (published
-    with it), a loopback host (another machine's router cannot reach it), or a host that is neither
-    the node id, the hostname (or its first label, or it with the first label of the id) nor one of
-    the node's addresses."""
+    """Why the node's api_bases cannot go into a fleet router's config, beyond the form every api_base
+    holds to (api_base_problem, checked when the block was made or read). These are the fleet's own
+    rules, kept here alone: a loopback host is refused (`satbench capability` writes one for a router
+    on the node itself; a fleet's router runs on another machine and cannot reach it), and the whole
+    host must be the node id, the hostname or its first label, or one of the node's addresses
+    (node-a.example.com is not node-a)."""
     names = {node.node_id.lower(), node.hostname.lower(), node.hostname.split(".")[0].lower()}
     own = set(node.addresses)
     out = []
     for lane, url in sorted(node.api_base.items()):
-        try:
-            parts = urllib.parse.urlsplit(url)
-            host, _ = (parts.hostname or "").lower(), parts.port
-        except ValueError:
-            out.append(f"lane {lane}: api_base is not a URL with a valid host and port")
-            continue
-        if parts.query or parts.fragment or "@" in parts.netloc:
-            out.append(f"lane {lane}: api_base carries a query string, fragment or user:password, which "
-                       "the router's config would publish")
-        elif is_loopback(url):
-            out.append(f"lane {lane}: api_base {url} is loopback: a router on another machine cannot "
-                       "reach it")
-        elif host not in names and host.split(".")[0] not in names and _bare_ip(host) not in own:
-            out.append(f"lane {lane}: api_base {url} names {host}, which is not this node ({node.node_id}, "
-                       f"hostname {node.hostname}, addresses {', '.join(node.addresses) or 'none'})")
+        host = (urllib.parse.urlsplit(url).hostname or "").lower()
+        if is_loopback(url):
+            out.append(f"lane {lane}: api_base {shown_base(url)} is loopback: a router on another machine "
+                       "cannot reach it")
+        elif host not in names and _bare_ip(host) not in own:
+            out.append(f"lane {lane}: api_base {shown_base(url)} names {shown(host)}, which is not this node "
+                       f"({node.node_id}, hostname {shown(node.hostname)}, addresses "
+                       f"{', '.join(node.addresses) or 'none'})")
     return out
 
 

@@ -1,8 +1,9 @@
 """The node's capability report: what each lane may advertise, read from recommendations.json
 and checked against the node as it is now. Nothing in it is a constant.
 
-A recommendation is refused — and its lane advertised as `unmeasured` with max concurrency 1,
-the most conservative admission setting — when the file is not valid JSON or fails its schema,
+A recommendations file that cannot be read or is not valid JSON is an error (exit 5). A
+recommendation is refused — and its lane advertised as `unmeasured` with max concurrency 1,
+the most conservative admission setting — when the file fails its schema,
 when it was measured on another machine (hardware fingerprint), for another model file
 (sha256) or another runtime build (for a native llama-server also other executable or library
 bytes, since a build compiled outside git reports no build number), when it is older than the
@@ -23,14 +24,15 @@ from __future__ import annotations
 import datetime as dt
 import re
 from pathlib import Path
-from typing import Literal, TypedDict
+from typing import Annotated, Literal, TypedDict
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from satbench.capability.checks import check_lane, load_recommendations, slo_derived_too_early
-from satbench.capability.identity import NodeBlock, this_node
+from satbench.capability.identity import LaneName, NodeBlock, this_node
 from satbench.capability.node import NodeLane, node_lane
-from satbench.config.ranges import ByteCount, LatencyMs, Level, TokPerS, shown
+from satbench.config.limits import MAX_CTX_TOKENS
+from satbench.config.ranges import MAX_BYTES, ByteCount, IntRange, LatencyMs, Level, TokPerS, shown
 from satbench.config.schema import RunConfig, Strict
 from satbench.host.gpu import open_nvml
 from satbench.host.hardware import describe_host
@@ -52,6 +54,34 @@ NOT_RECORDED = ("architecture not recorded when measured (a run before run.json 
                 "model file is matched by its sha256 alone")
 
 
+def timestamp(text: str) -> dt.datetime:
+    """A time as a report records it (ISO 8601), in UTC when it names no offset: the one reading of
+    generated_at and measured_at, by the merge's age checks and by every export. ValueError when the
+    text is not such a time."""
+    at = dt.datetime.fromisoformat(text)
+    return at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)
+
+
+def _timestamp_text(text: str) -> str:
+    """An ISO 8601 time of at most 64 printable ASCII characters (fromisoformat alone would take any
+    separator, a newline too)."""
+    try:
+        if len(text) <= 64 and text.isascii() and text.isprintable():
+            timestamp(text)
+            return text
+    except ValueError:
+        pass
+    raise ValueError(f"expected an ISO 8601 time, got {shown(text)}")
+
+
+Timestamp = Annotated[str, AfterValidator(_timestamp_text)]
+SlotCount = Annotated[int, IntRange(0, MAX_BYTES)]  # a slot holds at least a byte
+CtxSize = Annotated[int, IntRange(1, MAX_CTX_TOKENS)]
+# what a lane advertises beyond its concurrency: none of them for an unmeasured lane
+FIGURES = ("expected_output_tok_per_s", "expected_p95_ttft_ms", "expected_p95_tpot_ms", "concurrency_range",
+           "measured_at")
+
+
 class Evidence(Strict):
     recommendations_file: str
     recommendations_sha256: str
@@ -60,7 +90,7 @@ class Evidence(Strict):
 
 
 class LaneCapability(Strict):
-    lane: str
+    lane: LaneName
     status: Literal["measured", "unmeasured"]
     reason: str | None = None
     model_path: str | None
@@ -91,13 +121,36 @@ class LaneCapability(Strict):
     expected_p95_tpot_ms: LatencyMs | None = None
     peak_rss_bytes: ByteCount | None = None
     peak_gpu_mem_bytes: ByteCount | None = None
-    model_bytes: int | None = Field(None, description="the weights the server holds (its model buffers)")
-    cache_bytes_per_slot: int | None = Field(None, description="KV and state cache per slot at the measured "
-                                             "per-slot context (llama.cpp's buffers)")
-    per_slot_ctx: int | None = None
-    slots_fit: int | None = Field(None, description="slots that fit in the memory left after loading")
-    measured_at: str | None = None
+    model_bytes: ByteCount | None = Field(None, description="the weights the server holds (its model "
+                                          "buffers)")
+    cache_bytes_per_slot: ByteCount | None = Field(None, description="KV and state cache per slot at the "
+                                                   "measured per-slot context (llama.cpp's buffers)")
+    per_slot_ctx: CtxSize | None = None
+    slots_fit: SlotCount | None = Field(None, description="slots that fit in the memory left after loading")
+    measured_at: Timestamp | None = None
     evidence: Evidence | None = None
+
+    @model_validator(mode="after")
+    def _figures_follow_status(self) -> LaneCapability:
+        """The status rule a router relies on: an unmeasured lane advertises CONSERVATIVE_CONCURRENCY
+        and none of FIGURES; a measured lane advertises when it was measured and an expected output
+        tok/s, that and any p95 it has above 0, and a max_concurrency within its concurrency_range."""
+        if self.status == "unmeasured":
+            if self.max_concurrency != CONSERVATIVE_CONCURRENCY:
+                raise ValueError(f"an unmeasured lane advertises max_concurrency {CONSERVATIVE_CONCURRENCY}, "
+                                 f"got {self.max_concurrency}")
+            if (given := [name for name in FIGURES if getattr(self, name) is not None]):
+                raise ValueError(f"an unmeasured lane advertises no figures, got {', '.join(given)}")
+            return self
+        if self.expected_output_tok_per_s is None or self.measured_at is None:
+            raise ValueError("a measured lane advertises its expected_output_tok_per_s and measured_at")
+        if (zero := [name for name in FIGURES[:3] if getattr(self, name) == 0]):
+            raise ValueError(f"a measured lane's {zero[0]} must be above 0")
+        span = self.concurrency_range
+        if span is not None and not span[0] <= self.max_concurrency <= span[1]:
+            raise ValueError(f"max_concurrency {self.max_concurrency} is outside its concurrency_range "
+                             f"[{span[0]}, {span[1]}]")
+        return self
 
 
 class _LaneIdentity(TypedDict):
@@ -128,7 +181,7 @@ class _LaneMemoryFigures(TypedDict, total=False):
 
 class CapabilityReport(Strict):
     schema_version: str = CAPABILITY_SCHEMA_VERSION
-    generated_at: str
+    generated_at: Timestamp
     hardware_fingerprint: str
     hardware: HostInfo
     node: NodeBlock
@@ -161,11 +214,12 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
                       now: dt.datetime | None = None, accept_contended: bool = False,
                       block: NodeBlock | None = None) -> CapabilityReport:
     """Each lane's recommendation checked against this node (`nodes`: what it runs now, else asked;
-    `host`: its machine, else described; `block`: its node block, else this machine's)."""
+    `host`: its machine, else described; `block`: its node block, else this machine's). A
+    recommendations file that cannot be read or is not JSON is a RunDirError, before anything is asked."""
     now = now or dt.datetime.now(dt.timezone.utc)
+    recs, refused, digest = load_recommendations(recommendations, must_read=True)
     host = host or describe_host(open_nvml())
     nodes = nodes or [node_lane(lane) for lane in cfg.lanes]
-    recs, refused, digest = load_recommendations(recommendations)
     configured = {lane.name: lane.runtime.served_model for lane in cfg.lanes}
     out = []
     for node in nodes:

@@ -2,7 +2,8 @@
 deployment per node × lane, or a Prometheus node_exporter textfile.
 
 Every output is derived from the accepted reports alone, in the order given, so the same reports
-give the same bytes (`generated_at` aside).
+give the same bytes (`generated_at` aside). Each value in them was checked when its report was read
+(fleet.merge.read_report); an output checks nothing again.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from satbench.capability.report import LITELLM_NOTES, LaneCapability, litellm_deployment, litellm_yaml
+from satbench.capability.report import (
+    LITELLM_NOTES,
+    LaneCapability,
+    litellm_deployment,
+    litellm_yaml,
+    timestamp,
+)
 from satbench.config.schema import Strict
 from satbench.fleet.merge import MergedReport
 from satbench.records.artifacts import published_schema, render
@@ -142,7 +149,7 @@ PROM_METRICS = [
     ("satbench_expected_p95_tpot_seconds", "p95 time per output token expected at max_concurrency",
      lambda d: None if d.expected_p95_tpot_ms is None else d.expected_p95_tpot_ms / 1000),
     ("satbench_measured_timestamp_seconds", "When the lane was measured (Unix time)",
-     lambda d: None if d.measured_at is None else dt.datetime.fromisoformat(d.measured_at).timestamp()),
+     lambda d: None if d.measured_at is None else timestamp(d.measured_at).timestamp()),
 ]
 
 
@@ -160,7 +167,7 @@ def render_fleet_prometheus(merged: list[MergedReport], now: dt.datetime) -> str
     lines += ["# HELP satbench_capability_generated_timestamp_seconds When the node's capability report was "
               "written (Unix time)", "# TYPE satbench_capability_generated_timestamp_seconds gauge"]
     for n in fleet.nodes:
-        at = dt.datetime.fromisoformat(n.report_generated_at).timestamp()
+        at = timestamp(n.report_generated_at).timestamp()
         lines.append(f'satbench_capability_generated_timestamp_seconds{{node="{_label(n.node_id)}",'
                      f'hardware="{n.hardware_fingerprint[:16]}"}} {_num(at)}')
     return "\n".join(lines) + "\n"

@@ -2,16 +2,21 @@
 the reason (`merge_reports`).
 
 A report is refused when it is
-- foreign: not a regular file, not JSON, not a satbench capability report (no `schema_version`, or
+- foreign: not a regular file, not JSON (or JSON with a key twice in one object, where the last would
+  win unseen), not a satbench capability report (no `schema_version`, or
   another major version), written before the node block (capability schema below 1.4) or by a newer
   satbench, or failing the published capability schema (an earlier minor from 1.4 on is read under
-  the current one, the fields it lacks null);
-- stale: generated more than `max_age` ago, or a measured lane's `measured_at` is; or dated more than
-  five minutes in the future;
+  the current one, the fields it lacks null). Every field is checked as it is read, by the report's
+  own model (capability.report): a lane name by satbench's lane-name rule, every api_base by its one
+  form (capability.identity.api_base_problem), times as ISO 8601, figures by their ranges and by the
+  lane's status (an unmeasured lane advertises 1 and no figure), so no output meets an unchecked
+  value;
+- stale: generated more than `max_age` ago, or a measured lane's `measured_at` is; or either dated
+  more than five minutes in the future (one rule for both: `_dated`);
 - not the machine it claims: its `hardware_fingerprint` is not `hardware.fingerprint_sha256` or not the
   hash of its own hardware description (HostInfo.fingerprint()); an `api_base` that is loopback or
-  names a host other than the node's id, hostname or one of its recorded addresses
-  (capability.identity.api_base_problems); and, where the caller knows the node (`expected`: fleet run,
+  names a host other than the node's id, hostname or one of its recorded addresses (the fleet's own
+  rules: capability.identity.api_base_problems); and, where the caller knows the node (`expected`: fleet run,
   from Ray), a hostname or Ray node id other than the one the report was written on;
 - a duplicate: a node id another report has too, or a lane's api_base another node's report has too
   (two deployments that would be one server counted twice).
@@ -22,13 +27,21 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import jsonschema
 from pydantic import ValidationError
 
 from satbench.capability.identity import api_base_problems
-from satbench.capability.report import CAPABILITY_SCHEMA_VERSION, CapabilityReport, capability_json_schema
+from satbench.capability.report import (
+    CAPABILITY_SCHEMA_VERSION,
+    CapabilityReport,
+    capability_json_schema,
+    timestamp,
+)
+from satbench.config.ranges import shown
 from satbench.config.schema import Strict
 from satbench.errors import SatbenchError, UserError
 from satbench.records.artifacts import older_minor
@@ -68,7 +81,9 @@ def read_report(path: Path) -> tuple[CapabilityReport | None, str, str | None]:
         return None, "", str(exc)
     digest = hashlib.sha256(raw).hexdigest()
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, object_pairs_hook=_once_each)
+    except _KeyTwice as exc:
+        return None, digest, f"not valid JSON: key {shown(exc.args[0])} twice in one object"
     except (ValueError, RecursionError):
         return None, digest, "not valid JSON"
     version = data.get("schema_version") if isinstance(data, dict) else None
@@ -86,37 +101,48 @@ def read_report(path: Path) -> tuple[CapabilityReport | None, str, str | None]:
         jsonschema.validate(data, capability_json_schema())
         return CapabilityReport.model_validate(data), digest, None
     except jsonschema.ValidationError as exc:
-        where = ".".join(str(p) for p in exc.absolute_path)
-        return None, digest, f"fails the capability schema: {where}: {exc.message[:200]}"
+        return None, digest, f"fails the capability schema: {_where(exc.absolute_path)}: {exc.message[:200]}"
     except ValidationError as exc:  # satbench's own ranges and rules, beyond the published schema
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        return None, digest, f"fails the capability schema: {where}: {first['msg'][:200]}"
+        return None, digest, f"fails the capability schema: {_where(first['loc'])}: {first['msg'][:200]}"
 
 
-def _when(text: str | None) -> dt.datetime | None:
-    try:
-        at = dt.datetime.fromisoformat(text or "")
-    except ValueError:
-        return None
-    return at if at.tzinfo else at.replace(tzinfo=dt.timezone.utc)
+def _where(path: Iterable[str | int]) -> str:
+    """A field's place in the report (lanes.0.lane), any key that is not a plain name quoted on one line."""
+    return ".".join(p if isinstance(p, str) and re.fullmatch(r"[A-Za-z0-9_]{1,64}", p) else
+                    str(p) if isinstance(p, int) else shown(p) for p in path)
+
+
+class _KeyTwice(ValueError):
+    pass
+
+
+def _once_each(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys are each given once (json.loads would keep the last of two)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _KeyTwice(key)
+        out[key] = value
+    return out
+
+
+def _dated(what: str, text: str, now: dt.datetime, max_age: dt.timedelta) -> str | None:
+    """Why a time a report records is too old, or too far in the future, to route by, or None."""
+    at = timestamp(text)
+    if at - now > FUTURE_SKEW:
+        return f"{what} in the future ({text}): clock or file tampered"
+    if now - at > max_age:
+        return f"stale: {what} {(now - at).days} days ago, the limit is {max_age.days} days"
+    return None
 
 
 def staleness(report: CapabilityReport, now: dt.datetime, max_age: dt.timedelta) -> str | None:
-    """Why the report is too old (or dated in the future) to route by, or None."""
-    generated = _when(report.generated_at)
-    if generated is None:
-        return f"unreadable generated_at {report.generated_at!r}"
-    if generated - now > FUTURE_SKEW:
-        return f"generated in the future ({report.generated_at}): clock or file tampered"
-    if now - generated > max_age:
-        return f"stale: generated {(now - generated).days} days ago, the limit is {max_age.days} days"
-    for lane in report.lanes:
-        measured = _when(lane.measured_at) if lane.status == "measured" else None
-        if measured is not None and now - measured > max_age:
-            return (f"stale: lane {lane.lane} was measured {(now - measured).days} days ago, the limit is "
-                    f"{max_age.days} days")
-    return None
+    """Why the report is too old (or dated in the future) to route by, or None: its generated_at and
+    each lane's measured_at, by one rule (_dated)."""
+    dates = [("generated", report.generated_at)] + [(f"lane {lane.lane} was measured", lane.measured_at)
+                                                   for lane in report.lanes if lane.measured_at is not None]
+    return next((why for what, text in dates if (why := _dated(what, text, now, max_age)) is not None), None)
 
 
 def identity_problems(report: CapabilityReport, expected: Expected | None = None) -> list[str]:
