@@ -163,11 +163,14 @@ def test_refused_for_another_model_file(measured, capsys, tmp_path):
 
 
 def test_refused_when_corrupt(measured, capsys, tmp_path):
+    """A named recommendations file that is half-written is an error of its class (5), not a report
+    of unmeasured lanes a router would read as a node that was never measured."""
     model, recs = measured
     bad = tmp_path / "recommendations.json"
     bad.write_text(recs.read_text()[:200])
-    lane = capability(capsys, bad, model)
-    assert lane["status"] == "unmeasured" and "not valid JSON" in lane["reason"]
+    capsys.readouterr()
+    assert main(["capability", "--recommendations", str(bad), "--model", str(model)]) == 5
+    assert "is not valid JSON (half-written?)" in capsys.readouterr().err
 
 
 def test_refused_when_older_than_the_allowed_age(measured, capsys):
