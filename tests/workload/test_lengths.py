@@ -57,7 +57,10 @@ def test_each_form_parses_to_its_canonical_text_bounds_and_mean(text, spec, lo, 
 
 @pytest.mark.parametrize("text, what, needle", [
     ("abc", "prompt", "expected an integer, normal:MEAN,SD, uniform:LO-HI or jsonl:PATH, got 'abc'"),
-    ("normal:512", "prompt", "expected normal:MEAN,SD with numbers"),
+    ("normal:512", "prompt", "normal:MEAN,SD takes two numbers"),
+    ("normal:nan,5", "prompt", "the MEAN 'nan' is not a decimal number"),
+    ("normal:64,5e-324", "prompt", "the SD '5e-324' is not a decimal number"),
+    ("normal:64,,5", "prompt", "takes two numbers (normal:512,128), got 3"),
     ("normal:-5,1", "prompt", "the mean must be from 8 to 1,048,576, got -5"),
     ("normal:64,-5", "prompt", "normal:MEAN,SD: the SD must be at least 0, got -5"),
     ("normal:4,1", "prompt", "the mean must be from 8 to 1,048,576, got 4"),

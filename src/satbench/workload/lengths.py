@@ -60,9 +60,9 @@ CLIP_SDS = 3.0  # a normal draw is clipped to MEAN ± this many SDs
 FORMS = "an integer, normal:MEAN,SD, uniform:LO-HI or jsonl:PATH"
 MAX_LENGTH_LINE_NESTING = 8  # a jsonl line is an integer or a flat object: deeper is refused unparsed
 
-_NUMBER = r"[+-]?\d+(?:\.\d+)?"
+_NUMBER = r"[+-]?[0-9]+(?:\.[0-9]+)?"
 _NORMAL = re.compile(rf"normal:\s*({_NUMBER})\s*,\s*({_NUMBER})")
-_UNIFORM = re.compile(r"uniform:\s*(\d+)\s*-\s*(\d+)")
+_UNIFORM = re.compile(r"uniform:\s*([0-9]+)\s*-\s*([0-9]+)")
 
 
 def parse_lengths(value: object, what: What) -> tuple[object, LengthDistribution | None]:
@@ -93,6 +93,14 @@ def _bounds(what: What) -> str:
 def _normal(text: str, what: What) -> LengthDistribution:
     m = _NORMAL.fullmatch(text.strip().lower())
     if m is None:
+        parts = text.strip().partition(":")[2].split(",")
+        if len(parts) != 2:
+            raise ValueError(f"normal:MEAN,SD takes two numbers (normal:512,128), got {len(parts)} in "
+                             f"{shown(text)}")
+        for name, part in zip(("MEAN", "SD"), parts, strict=True):
+            if not re.fullmatch(_NUMBER, part.strip()):
+                raise ValueError(f"normal:MEAN,SD: the {name} {shown(part)} is not a decimal number such as "
+                                 "512 or 12.5 (no exponent, nan or inf)")
         raise ValueError(f"expected normal:MEAN,SD with numbers (normal:512,128), got {shown(text)}")
     mean, sd = float(m[1]), float(m[2])
     if sd < 0:
