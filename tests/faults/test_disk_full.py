@@ -91,10 +91,13 @@ class _FillsUpAfter:
 
     def __init__(self, fh, room: int) -> None:
         self.fh, self.room = fh, room
+        self.failed_ns: int | None = None  # perf_counter_ns of the first failure (events.jsonl's clock)
 
     def write(self, text: str) -> int:
         if len(text) > self.room:
             self.room = 0
+            if self.failed_ns is None:
+                self.failed_ns = time.perf_counter_ns()
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         self.room -= len(text)
         return self.fh.write(text)

@@ -13,9 +13,9 @@ from satbench.cli.main import main
 from satbench.records.events import LevelMark, RequestEvent, read_events
 from satbench.records.writer import JsonlWriter, RecordCapError, count_lines
 from satbench.run import sweep as sweep_module
-from tests.faults.common import analyzable, one_error_line, small_sweep, status_of
-from tests.faults.test_write_failure_scenarios import _lanes
 from tests.fakes.fairness_harness import FAIR
+from tests.faults.common import analyzable, one_error_line, small_sweep, status_of
+from tests.faults.test_write_failure_scenarios import shape_argv
 
 CAP = 30
 
@@ -57,12 +57,7 @@ def test_every_load_shape_stops_at_the_cap_and_stays_analyzable(shape, fake_serv
     monkeypatch.setattr(sweep_module, "MAX_EVENTS", CAP)
     fake = fake_server(**FAIR) if shape == "fairness" else fake_server(n_slots=4, decode_iteration_ms=2.0)
     run_dir = tmp_path / "run"
-    argv = {"closed loop": small_sweep(fake.base_url, run_dir, levels="1,2", requests=16, output=4),
-            "open loop": small_sweep(fake.base_url, run_dir, levels="1", requests=8, output=4,
-                                     extra=("--rate", "40", "--rate-requests", "400")),
-            "fairness": ["fairness", "--url", fake.base_url, "--batch-size", "256", "--prompt-tokens", "32",
-                         "--output-tokens", "16", "--checks", "F1,S2", "-o", str(run_dir)],
-            "together": ["sweep", "--lanes", _lanes(tmp_path, fake.base_url), "-o", str(run_dir)]}[shape]
+    argv = shape_argv(shape, fake.base_url, run_dir, tmp_path, requests=16, checks="F1,S2")
     code = main(argv)
     err = capsys.readouterr().err
     assert "never retrieved" not in err and "Traceback" not in err, err[-3000:]

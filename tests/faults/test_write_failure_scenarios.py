@@ -8,15 +8,15 @@ from __future__ import annotations
 import errno
 import json
 import os
-import time
 
 import pytest
 
 from satbench.cli.main import main
 from satbench.records.events import RequestEvent, read_events
 from satbench.records.writer import JsonlWriter
-from tests.faults.common import all_lines_valid, analyzable, one_error_line, small_sweep, status_of
 from tests.fakes.fairness_harness import FAIR
+from tests.faults.common import all_lines_valid, analyzable, one_error_line, small_sweep, status_of
+from tests.faults.test_disk_full import _FillsUpAfter
 
 
 class _FullFrom:
@@ -47,6 +47,16 @@ def _lanes(tmp_path, url: str) -> str:
     return str(lanes)
 
 
+def shape_argv(shape: str, url: str, run_dir, tmp_path, requests: int = 8, checks: str = "F1") -> list[str]:
+    """The command line of a small run of each load shape against the fake at `url`."""
+    return {"closed loop": small_sweep(url, run_dir, levels="1,2", requests=requests, output=4),
+            "open loop": small_sweep(url, run_dir, levels="1", requests=8, output=4,
+                                     extra=("--rate", "40", "--rate-requests", "400")),
+            "fairness": ["fairness", "--url", url, "--batch-size", "256", "--prompt-tokens", "32",
+                         "--output-tokens", "16", "--checks", checks, "-o", str(run_dir)],
+            "together": ["sweep", "--lanes", _lanes(tmp_path, url), "-o", str(run_dir)]}[shape]
+
+
 SCENARIOS = {
     "closed loop": '"scenario":"solo","level":2',
     "open loop": '"scenario":"open"',
@@ -67,12 +77,7 @@ def test_a_failed_write_stops_every_load_shape_and_resume_goes_on(scenario, fake
 
     fake = fake_server(**FAIR) if scenario == "fairness" else fake_server(n_slots=4, decode_iteration_ms=2.0)
     run_dir = tmp_path / "run"
-    argv = {"closed loop": small_sweep(fake.base_url, run_dir, levels="1,2", requests=8, output=4),
-            "open loop": small_sweep(fake.base_url, run_dir, levels="1", requests=8, output=4,
-                                     extra=("--rate", "40", "--rate-requests", "400")),
-            "fairness": ["fairness", "--url", fake.base_url, "--batch-size", "256", "--prompt-tokens", "32",
-                         "--output-tokens", "16", "--checks", "F1", "-o", str(run_dir)],
-            "together": ["sweep", "--lanes", _lanes(tmp_path, fake.base_url), "-o", str(run_dir)]}[scenario]
+    argv = shape_argv(scenario, fake.base_url, run_dir, tmp_path)
     monkeypatch.setattr(JsonlWriter, "__init__", on_a_filling_disk)
     code = main(argv)
     err = capsys.readouterr().err
@@ -95,40 +100,18 @@ def test_a_failed_write_stops_every_load_shape_and_resume_goes_on(scenario, fake
     analyzable(run_dir)
 
 
-class _SamplesFullAt:
-    """server_samples.jsonl's file on a disk that fills after `room` bytes: ENOSPC from then on, and
-    the perf_counter_ns of the first failure (the clock events.jsonl stamps requests with)."""
-
-    def __init__(self, fh, room: int) -> None:
-        self.fh, self.room, self.failed_ns = fh, room, None
-
-    def write(self, text: str) -> int:
-        if self.failed_ns is not None or len(text) > self.room:
-            if self.failed_ns is None:
-                self.failed_ns = time.perf_counter_ns()
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        self.room -= len(text)
-        return self.fh.write(text)
-
-    def flush(self) -> None:
-        self.fh.flush()
-
-    def close(self) -> None:
-        self.fh.close()
-
-
 @pytest.mark.parametrize("command", ["sweep", "fairness"])
 def test_a_samples_file_that_cannot_be_written_stops_new_requests_at_once(command, fake_server, tmp_path,
                                                                          capsys, monkeypatch):
     """The sampler's failed write stops the level or check beside it (not only at its end), and the
     fairness command stops on it too (it once ended `complete`, exit 0)."""
     real_init = JsonlWriter.__init__
-    held: list[_SamplesFullAt] = []
+    held: list[_FillsUpAfter] = []
 
     def on_a_filling_disk(self, path, *args, **kw):
         real_init(self, path, *args, **kw)
         if path.name == "server_samples.jsonl":
-            self._fh = _SamplesFullAt(self._fh, 6000)
+            self._fh = _FillsUpAfter(self._fh, 6000)
             held.append(self._fh)
 
     fake = fake_server(n_slots=4, decode_iteration_ms=40.0)
