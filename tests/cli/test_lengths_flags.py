@@ -72,7 +72,7 @@ def test_lane_file_keys_take_the_same_forms(tmp_path):
 
 
 @pytest.mark.parametrize("body, line, needle", [
-    ('prompt_tokens = "normal:5"\n', 3, "lanes[0].prompt_tokens: expected normal:MEAN,SD"),
+    ('prompt_tokens = "normal:5"\n', 3, "lanes[0].prompt_tokens: normal:MEAN,SD takes two numbers"),
     ('output_tokens = true\n', 3, "lanes[0].output_tokens: must be an integer from 2"),
     ('output_tokens = 2.5\n', 3, "lanes[0].output_tokens: must be an integer from 2"),
     ('seed = 1\n', 3, "lanes[0].seed: it draws request lengths"),

@@ -94,7 +94,7 @@ def _cfg(*flags: str):
 
 
 @pytest.mark.parametrize("flags, needle", [
-    (["--repetitions", "2"], "--repetitions: it repeats fixed levels"),
+    (["--repetitions", "2"], "--repetitions: it repeats fixed levels and together steps"),
     (["--refine"], "--refine: it measures extra levels between fixed levels"),
     (["--with-fairness", "--checks", "S1,,S2"], "--checks: an empty item"),
     (["--with-fairness", "--checks", ""], "--checks: an empty item"),
@@ -117,7 +117,7 @@ def test_the_same_flags_with_what_they_need_are_taken():
 
 
 @pytest.mark.parametrize("body, needle", [
-    ("repetitions = 3\n", "lanes.toml:3: lanes[0].repetitions: it repeats fixed levels"),
+    ("repetitions = 3\n", "lanes.toml:3: lanes[0].repetitions: it repeats fixed levels and together steps"),
     ("budget = 1e-300\n", "lanes[0].budget: must be a finite number at least 1"),
     ("request_timeout_s = 1e-300\n", "lanes[0].request_timeout_s: must be a finite number at least 0.1"),
     ('prompt_tokens = "normal:６４,5"\n', "lanes[0].prompt_tokens: only ASCII digits"),
@@ -138,3 +138,14 @@ def test_a_lane_file_with_repetitions_and_levels_is_taken(tmp_path: Path):
     path = tmp_path / "lanes.toml"
     path.write_text('[[lanes]]\nname = "a"\nconcurrency = [1, 2]\nrepetitions = 2\n')
     assert load_lane_file(path).lanes[0].repetitions == 2
+
+
+def test_adaptive_lanes_take_repetitions_for_the_together_scenario(tmp_path: Path):
+    """The together scenario runs every lane's levels x repetitions, adaptive lanes' too (docs/adaptive.md)."""
+    lane = 'runtime = "url"\nurl = "http://127.0.0.1:9"\nrepetitions = 2\n'
+    path = tmp_path / "lanes.toml"
+    path.write_text(f'together = true\n[[lanes]]\nname = "a"\n{lane}[[lanes]]\nname = "b"\n{lane}')
+    assert [lane.repetitions for lane in load_lane_file(path).lanes] == [2, 2]
+    path.write_text(path.read_text().replace("together = true", "together = false"))
+    with pytest.raises(UserError, match=r"lanes\[0\]\.repetitions: it repeats fixed levels"):
+        load_lane_file(path)

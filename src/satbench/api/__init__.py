@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from satbench.analysis.results import ResultsFile, read_results
 from satbench.capability.report import CapabilityReport
-from satbench.config.schema import NeedsError, RunConfig
+from satbench.config.schema import REPETITIONS_NEED, NeedsError, RunConfig, idle_repetitions
 from satbench.errors import UserError
 from satbench.saturation.recommendations_file import RecommendationsFile
 
@@ -63,6 +63,9 @@ def _config(value: object, fn: str) -> RunConfig:
             where = f"{where}.{needs.field}"
         msg = str(first["msg"]).removeprefix("Value error, ")
         raise UserError(f"satbench.api.{fn}: config.{where}: {msg}"[:300]) from None
+    for i, lane in enumerate(config.lanes):
+        if idle_repetitions(lane, config.together):
+            raise UserError(f"satbench.api.{fn}: config.lanes.{i}.repetitions: {REPETITIONS_NEED}")
     _check_remote_files(config)
     return config
 

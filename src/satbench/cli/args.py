@@ -26,9 +26,11 @@ from satbench.cli.lanekeys import (
 )
 from satbench.config.ranges import number_text
 from satbench.config.schema import (
+    REPETITIONS_NEED,
     FairnessConfig,
     LaneConfig,
     RunConfig,
+    idle_repetitions,
     list_items,
     parse_levels,
     parse_rates,
@@ -350,7 +352,10 @@ def lanes_config(a: argparse.Namespace) -> RunConfig:
         return load_lane_file(Path(a.lanes), together=True if a.together else None)
     if a.together:
         raise UserError("--together needs a lane file with at least two lanes (--lanes FILE)")
-    return RunConfig(lanes=[lane_config(a)])
+    lane = lane_config(a)
+    if idle_repetitions(lane, together=False):
+        raise UserError(f"--repetitions: {REPETITIONS_NEED}")
+    return RunConfig(lanes=[lane])
 
 
 # switches --lanes refuses without naming them

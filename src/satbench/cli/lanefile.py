@@ -36,7 +36,7 @@ from pydantic import Field, ValidationError, create_model, model_validator
 
 from satbench.cli.lanekeys import LANE_KEYS, LaneValueError, build_lane, file_fields
 from satbench.config.ranges import MAX_LANES, Flag
-from satbench.config.schema import LaneConfig, RunConfig, Strict
+from satbench.config.schema import REPETITIONS_NEED, LaneConfig, RunConfig, Strict, idle_repetitions
 from satbench.errors import UserError
 
 # The keys of a lane file and their rules: LANE_KEYS (cli/lanekeys.py) names them, the schema's fields
@@ -258,7 +258,11 @@ def _load(path: Path, together: bool | None) -> RunConfig:
             lanes.append(to_lane_config(f))
         except LaneValueError as exc:
             raise _error(path, ("lanes", i) + _file_key(exc), exc.message, lines) from exc
+    run_together = parsed.together if together is None else together
+    for i, lane in enumerate(lanes):
+        if idle_repetitions(lane, run_together):
+            raise _error(path, ("lanes", i, "repetitions"), REPETITIONS_NEED, lines)
     try:
-        return RunConfig(lanes=lanes, together=parsed.together if together is None else together)
+        return RunConfig(lanes=lanes, together=run_together)
     except ValidationError as exc:
         raise _error(path, ("lanes",), exc.errors()[0]["msg"].removeprefix("Value error, "), lines) from exc

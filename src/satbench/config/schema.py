@@ -343,10 +343,17 @@ NEEDS: tuple[tuple[str, Callable[[LaneConfig], bool], str], ...] = (
     ("workload.seed", lambda lane: _drawn(lane) or lane.rates is not None,
      "it draws request lengths and open-loop arrivals, but both lengths are fixed and no --rate is "
      "given: give a length as a distribution (normal:MEAN,SD, uniform:LO-HI, jsonl:PATH) or rates"),
-    ("repetitions", lambda lane: lane.adaptive is None,
-     "it repeats fixed levels, and none are given: the adaptive sweep repeats each level until its CI "
-     "is narrow; give fixed levels (--concurrency, concurrency = [...]) or drop it"),
 )
+# repetitions act on fixed levels and on the together scenario's steps, which a lane cannot see: the
+# lane file and the flags check them where `together` is known (cli.lanefile, cli.args)
+REPETITIONS_NEED = ("it repeats fixed levels and together steps, and neither is run: the adaptive sweep "
+                    "repeats each level until its CI is narrow; give fixed levels (--concurrency, "
+                    "concurrency = [...]) or drop it")
+
+
+def idle_repetitions(lane: LaneConfig, together: bool) -> bool:
+    """Whether the lane sets repetitions that nothing in its run repeats (REPETITIONS_NEED)."""
+    return lane.adaptive is not None and not together and _set(lane, "repetitions")
 
 
 def design_minimum_requests(level: int) -> int:
