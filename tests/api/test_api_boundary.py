@@ -113,12 +113,16 @@ def test_an_api_base_with_surrounding_whitespace_is_refused(base, tmp_path):
         api.capability(CFG, tmp_path / "recs.json", api_base=[base])
 
 
-def test_missing_or_unknown_keyword_arguments_are_pythons_own_type_error():
-    """Left as is: Python raises TypeError at the call, before any satbench code runs."""
-    with pytest.raises(TypeError):
+def test_missing_unknown_or_repeated_arguments_are_user_errors():
+    """Python's own TypeError at the call would leave the API: its edge says it in one line instead."""
+    with pytest.raises(UserError, match=r"satbench.api.analyze: missing a required argument: 'run_dir'"):
         api.analyze()  # type: ignore[call-arg]
-    with pytest.raises(TypeError):
+    with pytest.raises(UserError, match=r"satbench.api.load_results: got an unexpected keyword argument"):
         api.load_results("x", bogus=1)  # type: ignore[call-arg]
+    with pytest.raises(UserError, match=r"satbench.api.sweep: multiple values for argument 'run_dir'"):
+        api.sweep(CFG, "x", run_dir="y")  # type: ignore[misc]
+    with pytest.raises(UserError, match=r"satbench.api.capability: too many positional arguments"):
+        api.capability(CFG, "r", 1)  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("field, flag", [("api_key_file", "--api-key-file"), ("ca_cert", "--ca-cert")])

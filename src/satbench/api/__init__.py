@@ -20,12 +20,14 @@ start or answer; …), each with its `exit_code`. Files are written exactly as t
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import inspect
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from pydantic import ValidationError
 
@@ -105,6 +107,26 @@ def _flag(value: object, name: str, fn: str) -> bool:
 
 MAX_AGE_DAYS = 36_500  # a recommendation's age limit: a century is no limit, and timedelta holds it
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _edge(fn: Callable[P, R]) -> Callable[P, R]:
+    """The API's edge for its arguments' shape: a missing, unknown or repeated argument is a UserError
+    of one line (Python's own TypeError would otherwise leave the API), before `fn` runs."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise UserError(f"satbench.api.{fn.__name__}: {exc}") from None
+        return fn(*args, **kwargs)
+
+    return checked
+
+
 __all__ = ["SweepOutcome", "analyze", "capability", "load_results", "prepare_sweep", "recommend", "sweep"]
 
 
@@ -119,6 +141,7 @@ class SweepOutcome:
     report: ReportFiles
 
 
+@_edge
 def prepare_sweep(config: RunConfig, run_dir: str | Path, *, progress: Progress | None = None,
                   command_line: Sequence[str] = ("satbench", "api"), lane_file: bool | None = None) -> Sweep:
     """A new sweep of `config` into `run_dir` (which must not hold a run), every preflight passed and
@@ -138,6 +161,7 @@ def prepare_sweep(config: RunConfig, run_dir: str | Path, *, progress: Progress 
     return sweep
 
 
+@_edge
 def sweep(config: RunConfig, run_dir: str | Path, *, progress: Progress | None = None,
           command_line: Sequence[str] = ("satbench", "api")) -> SweepOutcome:
     """Measure `config` into `run_dir`, then derive its results, recommendations and report, as
@@ -153,11 +177,13 @@ def sweep(config: RunConfig, run_dir: str | Path, *, progress: Progress | None =
                         report=files[0])
 
 
+@_edge
 def load_results(run_dir: str | Path) -> ResultsFile:
     """results.json as the run directory holds it (validated against its schema)."""
     return read_results(_path(run_dir, "run_dir", "load_results"))
 
 
+@_edge
 def analyze(run_dir: str | Path) -> ResultsFile:
     """results.json and verdicts.json derived again from the raw files, and written."""
     from satbench.pipeline import SweepDerivation
@@ -168,6 +194,7 @@ def analyze(run_dir: str | Path) -> ResultsFile:
     return SweepDerivation().derive(run)
 
 
+@_edge
 def recommend(run_dir: str | Path) -> RecommendationsFile:
     """recommendations.json from the run's results (derived first when missing), and written."""
     from satbench.pipeline import recommendations
@@ -180,6 +207,7 @@ def recommend(run_dir: str | Path) -> RecommendationsFile:
     return recommendations(run)[0]
 
 
+@_edge
 def capability(config: RunConfig, recommendations: str | Path, *, max_age_days: float = 30.0,
                accept_contended: bool = False, node_id: str | None = None,
                api_base: Sequence[str] = ()) -> CapabilityReport:
