@@ -3,8 +3,9 @@
 Every relative link in README.md and docs/*.md names a file of the repository, and an anchor, when
 given, names a heading of that file by GitHub's rule (lowercase; spaces to `-`; punctuation other
 than `-` and `_` dropped; a repeated heading gets `-1`, `-2`, …). Links outside fenced code blocks
-count. A link that leaves the repository must be one of OUTSIDE (the team's shared folder, which a
-clone does not hold): it is named, not checked for a file. README.md is at most 200 lines.
+count. No link leaves the repository (a clone holds nothing outside it), and no source file or
+page cites the team's own notes (`DESIGN.md`, `../shared`): what a user needs is in docs/.
+README.md is at most 200 lines.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 MAX_README_LINES = 200
-OUTSIDE = {"../shared/DESIGN.md"}  # links out of the repository, relative to the repository root
+OUTSIDE: set[str] = set()  # links out of the repository, relative to the repository root: none
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)
 _LINK = re.compile(r"\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
@@ -106,3 +107,12 @@ def test_the_readme_links_every_doc() -> None:
     linked = {(ROOT / t.partition("#")[0]).resolve() for t in links(README) if t.partition("#")[0]}
     missing = [p.name for p in DOCS if p.resolve() not in linked]
     assert not missing, f"README.md links no page {missing}"
+
+
+def test_no_source_file_or_page_cites_the_team_s_own_notes():
+    """src cited "DESIGN.md §N" 29 times, a file a clone does not hold: a contract is stated in the
+    docstring itself or in docs/."""
+    cited = [f"{p.relative_to(ROOT)}:{n}" for p in [*sorted((ROOT / "src").rglob("*.py")), README, *DOCS]
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if "DESIGN.md" in line or "../shared" in line]
+    assert not cited, cited

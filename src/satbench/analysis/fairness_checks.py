@@ -1,4 +1,4 @@
-"""The F checks: equal requests (F1), mixed sizes (F2) and backlogged clients (F3) (DESIGN.md §6).
+"""The F checks: equal requests (F1), mixed sizes (F2) and backlogged clients (F3) (docs/fairness.md).
 
 Each takes the check's events (warmups included for the closed-loop F1 and F3: F1 pairs their
 decodes, but takes TTFT from measured requests only), the lane's

@@ -1,4 +1,4 @@
-"""Whether a check's workload really created the situation its definition needs (DESIGN.md §6),
+"""Whether a check's workload really created the situation its definition needs (docs/fairness.md),
 and whether the client's clock can be trusted for it; a check whose evidence fails these is
 `inconclusive`, never a pass or fail by accident.
 

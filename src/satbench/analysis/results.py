@@ -1,4 +1,4 @@
-"""results.json: the versioned, schema-validated product of `analyze` (DESIGN.md §8)."""
+"""results.json: the versioned, schema-validated product of `analyze` (docs/run-directory.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The service F1 and F3 compare, as statistics of the scheduler with bootstrap CIs (DESIGN.md §6).
+"""The service F1 and F3 compare, as statistics of the scheduler with bootstrap CIs (docs/fairness.md).
 
 F1 (`pair_blocks`, `service_ratio`): for each pair of streams (i, j), r_ij = (Σ n_i(I) + 1) ÷
 (Σ n_j(I) + 1), the tokens each received over the intervals I in which their requests decoded side by

@@ -1,5 +1,5 @@
 """The S checks: decode stall during a long prefill (S1), prompt admission while decoding (S2)
-and prompt behind prompt (S3) (DESIGN.md §6).
+and prompt behind prompt (S3) (docs/fairness.md).
 
 Each takes the check's measured events, the lane's `FairnessPlan` and `FairnessConfig` (S1 and S3
 also its `Calibration`), and returns one `Verdict` whose statistics carry their CIs at the decision

@@ -1,4 +1,4 @@
-"""The verdict model and the pieces the six checks share (DESIGN.md §6).
+"""The verdict model and the pieces the six checks share (docs/fairness.md).
 
 A `Verdict` carries its statistics (each an estimate with its CI, its bound and its decision:
 analysis/intervals), the rounds it took, and how the bounds were derived from this lane's own

@@ -1,4 +1,4 @@
-"""The fairness and starvation checks' configuration (DESIGN.md §6): which checks a lane runs, their
+"""The fairness and starvation checks' configuration (docs/fairness.md): which checks a lane runs, their
 workload sizes, thresholds, base rounds and caps; config/schema re-exports it for the lane model.
 """
 
@@ -30,7 +30,7 @@ CHECK_NAMES: tuple[CheckName, ...] = ("F1", "F2", "F3", "S1", "S2", "S3")
 
 
 class FairnessConfig(Strict):
-    """Workload sizes, thresholds and rounds of the fairness and starvation checks (DESIGN.md §6).
+    """Workload sizes, thresholds and rounds of the fairness and starvation checks (docs/fairness.md).
 
     Every bound is derived from the lane's own measurements (prefill rate at N = 1, decode
     iteration time); these numbers only scale them. Each check runs its base rounds, then one

@@ -357,7 +357,7 @@ def idle_repetitions(lane: LaneConfig, together: bool) -> bool:
 
 
 def design_minimum_requests(level: int) -> int:
-    """DESIGN.md §5: at least max(8·N, 32) measured requests per level."""
+    """At least max(8·N, 32) measured requests per level (docs/sweep.md)."""
     return max(8 * level, 32)
 
 

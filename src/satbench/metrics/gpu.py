@@ -1,4 +1,4 @@
-"""GPU use per level (DESIGN.md §4 memory row, issue 8), from the sampler's NVML readings.
+"""GPU use per level (docs/metrics.md), from the sampler's NVML readings.
 
 Figures are means over the process samples inside the level's steady windows (every
 repetition's), so warm-up and ramp-down do not dilute utilisation; peak memory is taken over the

@@ -1,4 +1,4 @@
-"""Per-request latency metrics (DESIGN.md §4). Each function states its formula.
+"""Per-request latency metrics (docs/metrics.md). Each function states its formula.
 
 All take a successful `RequestEvent` and return milliseconds (None when undefined).
 """

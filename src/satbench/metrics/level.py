@@ -1,4 +1,4 @@
-"""One level's result: every metric of DESIGN.md §4 with its sample count, CI and flags.
+"""One level's result: every metric of docs/metrics.md with its sample count, CI and flags.
 
 Pure function of the raw records (`summarize_level`); `analyze` calls it per lane and level.
 """

@@ -1,4 +1,4 @@
-"""Server memory and CPU per level (DESIGN.md §4), from process samples.
+"""Server memory and CPU per level (docs/metrics.md), from process samples.
 
 A level's samples are those inside [start, end] plus the nearest one on either side (the
 sweep takes one at every level boundary), so a level shorter than the sampling period still

@@ -1,4 +1,4 @@
-"""Occupancy three ways (DESIGN.md §4). Their gap is roughly the queue length (Little)."""
+"""Occupancy three ways (docs/metrics.md). Their gap is roughly the queue length (Little)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from satbench.records.samples import MetricsColumns, SampleColumns, SlotsColumns
 CARRY_INTERVALS = 2
 PRINTED_DIGITS = 6  # llama.cpp prints /metrics values with C++'s default 6 significant digits
 DECODE_WEIGHTED_MAX_ERROR = 0.02  # drop the decode-weighted figure when rounding may bend it by more
-MIN_OCCUPANCY_SAMPLES = 10  # DESIGN.md §4: ≥ 10 Hz; fewer readings in a window resolve it only coarsely
+MIN_OCCUPANCY_SAMPLES = 10  # sampled at ≥ 10 Hz; fewer readings in a window resolve it only coarsely
 MAX_GAP_SHARE = 0.25  # nor may one reading stand for more than this share of the window
 
 

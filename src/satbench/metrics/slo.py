@@ -1,4 +1,4 @@
-"""SLO attainment and goodput (DESIGN.md §4): the share of a level's requests that met the lane's SLO."""
+"""SLO attainment and goodput (docs/metrics.md): the share of a level's requests that met the lane's SLO."""
 
 from __future__ import annotations
 

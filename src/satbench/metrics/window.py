@@ -1,4 +1,4 @@
-"""The steady window of one level repetition (DESIGN.md §2), from raw events alone."""
+"""The steady window of one level repetition (docs/metrics.md), from raw events alone."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Raw records (DESIGN.md §3): what happened, stamped with the monotonic clock, nothing derived.
+"""Raw records (docs/run-directory.md): what happened, stamped with the monotonic clock, nothing derived.
 
 Every record names its lane and scenario (solo, or together with the run's other lanes);
 `background` requests keep a lane busy in the together scenario while another lane is still

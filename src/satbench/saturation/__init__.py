@@ -1,1 +1,2 @@
-"""Saturation analysis (DESIGN.md §7): knee, Universal Scalability Law, SLO bound, recommendation."""
+"""Saturation analysis: knee, Universal Scalability Law, SLO bound, recommendation
+(docs/recommendations.md)."""

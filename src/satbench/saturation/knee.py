@@ -1,6 +1,6 @@
 """Where more concurrency stops paying: the knee of throughput X(N), and whether it stands.
 
-Marginal-gain knee (DESIGN.md §7.1): starting from the lowest clean level, the candidate moves to a
+Marginal-gain knee (docs/recommendations.md): starting from the lowest clean level, the candidate moves to a
 higher level N_j only when N_j shows a gain over it (saturation/gain.py: ≥ 10 % per doubling on
 average and above the candidate's 95 % CI), against every later level, so a noisy dip neither ends
 the climb early nor extends it. The candidate k is then judged:

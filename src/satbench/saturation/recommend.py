@@ -1,4 +1,5 @@
-"""The rules of recommendations.json (DESIGN.md §7, §8): per lane and machine, how many requests at once.
+"""The rules of recommendations.json (docs/recommendations.md): per lane and machine, how many
+requests at once.
 
 recommended = the largest measured level ≤ min(knee, SLO bound, slots, slots that fit in memory,
 fairness cap, server-failure cap, error cap), with the binding reason named; None when no measured

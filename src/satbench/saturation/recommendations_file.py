@@ -1,4 +1,4 @@
-"""The recommendations.json model (DESIGN.md §7, §8): per lane and machine, how many requests at once.
+"""The recommendations.json model (docs/recommendations.md): per lane and machine, how many requests at once.
 
 `RecommendationsFile` holds one `LaneRecommendation` per lane with measured levels: the recommended
 concurrency, every cap on it and the binding one, what the lane delivers there (`Expected`) and

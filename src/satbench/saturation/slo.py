@@ -1,5 +1,5 @@
-"""The SLO bound (DESIGN.md §7.4): the largest N whose own p95s are shown within the lane's SLO, with no
-lower level seen to miss it.
+"""The SLO bound (docs/recommendations.md): the largest N whose own p95s are shown within the
+lane's SLO, with no lower level seen to miss it.
 
 A level is *shown to meet* the SLO when the 95 % upper bounds of its p95 TTFT and p95 TPOT (and p95
 E2E when the SLO sets it) are within the targets and ≥ 90 % of its requests meet all of them. It is
