@@ -32,40 +32,7 @@ from satbench.records.rundir import read_regular_file
 from satbench.server.memlog import LOG_VERBOSITY
 
 MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far below this
-RESULTS_SCHEMA_VERSION = "3.7"
-# 3.7: lanes[].runtime.server_arg_files and provenance's (from run.json 2.11; empty before it).
-# 3.6: lanes[].model (and provenance's) architecture, name, parameter_count, file_type, context_length,
-#      expert_count, expert_used_count, from run.json 2.10 (null for a url lane, or a run before it);
-#      lanes[].fairness are verdicts 2.0 (statistics with CIs, marginal, rounds); definitions
-#      fairness_decision, f1_service_ratio, f1_ttft, f2_slowdown, f3_gap, s1_stall, s2_delay, s3_wait.
-# 3.5: lanes[].rates (the open-loop rates: goodput, latency from arrival) and config lanes[].rates,
-#      max_concurrency.
-# 3.4: lanes[].server_params.extra_args (more llama-server flags the lane's server ran with).
-# 3.3: levels[].contended and excluded_repetitions (the contention guard), lanes[].plan (the adaptive
-#      sweep's decisions), and the contended / contended_repetitions_excluded flags.
-# 3.2: lanes[].memory (cache per slot, model resident, slots that fit in the memory left after loading).
-# 3.1: repetitions[].p95_ttft_ms / p95_itl_ms / p95_e2e_ms (compare's and interference's p95 CIs
-#      span repetitions); a percentile's CI always contains its estimate; memory's CPU figures come
-#      from the one process that ran the level (null with a reason in `unavailable` where readings
-#      mixed processes: they went negative), and url lanes have host and satbench CPU;
-#      network.server_on_this_machine; together levels only those every lane ran together.
-# 3.0: throughput (output and total tok/s, req/s) is taken per stream from the start of a whole
-#      request to the window's end, no longer as all tokens in the window ÷ its length, which
-#      overstated servers whose streams move in step (up to +44 % with two requests per stream);
-#      repetitions' throughput_streams and the
-#      few_throughput_streams flag; prompt tokens as the server counted them; time_weighted_source
-#      is "requests_processing+slots" when repetitions used different sources.
-# 2.5: the few_occupancy_samples flag; time_weighted_busy_slots carries a reading into the window only
-#      from <= 2 poll intervals before it and is null without a good reading inside; the decode-weighted
-#      figure is null when /metrics printing rounds away its digits; model.path is absolute; verdicts 1.2.
-# 2.4: hardware.cpu_signature and hardware.cores_usable; the fingerprint no longer counts the kernel
-#      release and identifies RAM by its 4 GiB class; lanes_not_started; slo.p95_e2e_ms.
-# 2.3: runtime.binary_sha256 (a native llama-server's executable and libraries).
-# 2.2: a `gpu` block per level (NVML memory mean/peak, utilisation, SM clock) and the lane's
-#      `server_failures` (a level or check whose server crashed or stopped answering).
-# 2.1: memory.host_busy_cores and memory.client_cpu_cores per level, and the cpu_contention flag.
-# 2.0: one section per lane (model, runtime build and backend, network, hardware fingerprint),
-#      together-scenario levels and cross-lane interference; 1.0 had a single lane.
+RESULTS_SCHEMA_VERSION = "3.7"  # what each version added: docs/schemas.md
 
 DEFINITIONS = {
     "ttft_ms": "first chunk carrying >=1 generated token - sent_ns",
@@ -266,20 +233,7 @@ def write_results(run_dir: Path, results: ResultsFile) -> Path:
     return write_artifact(run_dir / RESULTS_FILE, results, results_json_schema())
 
 
-# 1.1: S2 holds every probe to the bound (probes_over_bound), S3 complete pairs only
-VERDICTS_SCHEMA_VERSION = "2.0"
-# 2.0: each verdict carries statistics (estimate, CI at the Bonferroni level of its looks, bound,
-#      decision), rounds and rounds_max, and may be marginal (a CI straddling its bound after the
-#      top-ups); bounds is gone (each statistic has its own), measured holds figures reported only. F1
-#      pools tokens per pair of streams, F2, S1 and S3 are means over rounds, S2 the median of probes,
-#      F3 the gap's quantile and its drift per client cycle; F2's alone runs must be steady.
-# 1.3: F1 is inconclusive when every TTFT over its bound was the server's own slow prefill, not a wait
-#      (its timings); F2's derivation names the sizes as sent.
-# 1.2: a check whose workload did not create its situation, or whose client stamped its sends late,
-#      is inconclusive (F2 rounds in flight at once, F3 backlogged_share, S3 pairs that competed, TTFT
-#      never below the server's prompt_ms, steady solo references); F1 compares the tokens requests
-#      received while decoding side by side; F3 counts no warmup; unrun checks say "not run";
-#      the plan's n_batch is the one llama.cpp runs with (lowered to a smaller whole context)
+VERDICTS_SCHEMA_VERSION = "2.0"  # what each version added: docs/schemas.md
 
 
 class LaneVerdicts(Strict):

@@ -41,13 +41,7 @@ from satbench.records.artifacts import published_schema, render
 from satbench.records.manifest import HostInfo, ModelInfo
 from satbench.saturation.recommendations_file import LaneRecommendation, RecommendationsFile
 
-CAPABILITY_SCHEMA_VERSION = "1.5"
-# 1.5: lanes[] model_architecture, model_name, model_parameter_count, model_file_type, model_context_length,
-#      model_expert_count, model_expert_used_count, notes; synthetic_model for unmeasured lanes too;
-#      concurrency_range (a recommendation that is the lower end of a range: not settled).
-# 1.4: node (node_id, hostname, addresses, api_base, ray_node_id)
-# 1.3: lanes[] model_bytes, cache_bytes_per_slot, per_slot_ctx, slots_fit
-# 1.2: lanes[].served_model; 1.1: hardware.cpu_signature, hardware.cores_usable
+CAPABILITY_SCHEMA_VERSION = "1.5"  # what each version added: docs/schemas.md
 CONSERVATIVE_CONCURRENCY = 1
 # a recommendation whose run predates run.json 2.10 (recommendations 1.12): not compared, and said so
 NOT_RECORDED = ("architecture not recorded when measured (a run before run.json 2.10): not compared; the "

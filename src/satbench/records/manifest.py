@@ -25,20 +25,8 @@ from satbench.config.schema import RunConfig, RuntimeKind, Strict
 from satbench.errors import RunDirError
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.11"
-# 2.11: provenance lanes[].runtime.server_arg_files (the files the extra flags read, with their sha256).
-# 2.10: provenance lanes[].model architecture, name, parameter_count, file_type, context_length,
-#       expert_count, expert_used_count (the GGUF header's; null for a url lane and before 2.10).
+MANIFEST_SCHEMA_VERSION = "2.11"  # what each version added: docs/schemas.md
 MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers: a few hundred KiB at most
-# 2.9: runtime.extra_server_args; config lanes[].rates and max_concurrency; the "open/LANE" unit and
-#      server failures of scenario "open".
-# 2.8: plan (the adaptive sweep's decisions, per lane, for a resume to replay).
-# 2.7: runtime.memory (llama.cpp's buffer sizes once started, and the memory left then).
-# 2.6: provenance lanes[].network.server_on_this_machine; refine_levels (the levels --refine chose, kept
-#      for a resume), and server_samples.jsonl process samples name server_pid and client_pid.
-# 2.5: config lanes[].runtime.served_model, and events.jsonl requests carry server_prompt_tokens.
-# 2.4: host.cpu_signature, host.cores_usable; 2.3: runtime.binary_sha256; 2.2: server_failures;
-# 2.1: provenance.satbench_modified_files, completed_units, resumes
 
 
 class ModelInfo(Strict):

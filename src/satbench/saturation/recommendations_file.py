@@ -25,43 +25,7 @@ from satbench.saturation.confidence import Confidence
 from satbench.saturation.open_rate import RateRecommendation
 from satbench.saturation.usl import UslFit
 
-RECOMMENDATIONS_SCHEMA_VERSION = "1.14"
-# 1.14: runtime.server_arg_files (the files the lane's extra server flags read, with their sha256).
-# 1.13: slo_bound judges a p95 by a one-sided 95 % upper bound, which 59 samples give (the largest,
-#       from 59 to 71 samples; was: the two-sided CI's upper end, from 72).
-# 1.12: a knee stands only with evidence of no gain above it (P(gain) < 5 % for every higher level) and
-#       the ceiling (knee_ceiling: slots, or the highest level the server holds) measured; otherwise
-#       "undetermined" names recommended_range [A, B] and recommends A (was: null); curve_shape;
-#       confidence covers every level that could change the answer (p_by_level, ceiling, settled);
-#       model.architecture, name, parameter_count, file_type, context_length, expert_count,
-#       expert_used_count (capability refuses a node whose lane's file has another architecture);
-#       fairness_marginal (checks whose CI still straddled their bound after their top-ups: shown
-#       beside the recommendation, never binding it; fairness_cap counts failed checks only);
-#       fairness_unverified (checks inconclusive at or below the answer: it becomes the range from the
-#       highest measured level below them).
-# 1.11: rate (open-loop runs: the highest rate meeting the SLO from arrival, and each rate's goodput);
-#       runtime.extra_server_args (capability refuses a node whose lane gives other extra flags).
-# 1.10: slo_bound: a lower level whose p95 has too few samples to be bounded, and is not seen to miss,
-#       neither sets nor breaks it (was: breaks it); the "slo" binding names such levels.
-# 1.9: undetermined (no knee can be named from the CIs, and no other cap binds below it: recommended
-#      is null), contended and contended_levels (capability refuses a contended recommendation unless
-#      --accept-contended), confidence (P that the next level still gains), plan_stop.
-# 1.8: memory (the lane's cache per slot and the slots that fit after loading), memory_cap and the
-#      "memory" binding when those slots are the tightest limit.
-# 1.7: server_on_measuring_machine (capability refuses a url lane measured from another machine);
-#      server_confirmation.busy_slots and busy_slots_variant (slots_saturated falls back to the
-#      time-weighted busy slots without /metrics, as the binding's statement does); a p95 whose
-#      95 % CI has no upper end (fewer than 72 samples) meets no SLO target (the largest
-#      sample stood in for it, above the p95 only with probability 1 - 0.95^n).
-# 1.6: a `definitions` block (the rules behind the knee, the caps and the recommendation).
-# 1.5: expected and measured throughput are results 3.0's, taken over whole requests (a knee
-#      found on the earlier figure could sit higher: their bias grew with N).
-# 1.4: server_confirmation.requests_deferred is null when /metrics gave no reading (was false:
-#      "no deferred").
-# 1.3: error_cap and the "errors" binding; recommended_concurrency and expected are None when no
-#      measured level is safe; hardware.cpu_signature and hardware.cores_usable.
-# 1.2: runtime.binary_sha256.
-# 1.1: binding.resource, saturation, server_failure_cap.
+RECOMMENDATIONS_SCHEMA_VERSION = "1.14"  # what each version added: docs/schemas.md
 ERROR_SHARE_MAX = 0.01  # a level where more than 1 % of measured requests failed is not a safe limit
 Reason = Literal["server_failed", "errors", "fairness", "slo", "slots", "memory", "knee", "highest_measured",
                  "undetermined"]
