@@ -5,8 +5,8 @@ from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, Wor
 from satbench.analysis.guards import backlogged_share
 from satbench.workload.fairness_plan import make_plan
 from satbench.analysis.checks import lane_verdicts
-from satbench.analysis.fairness_checks import f1, f2, f3
-from satbench.analysis.starvation_checks import s1, s2, s3
+from satbench.analysis.fairness_checks import equal_requests, mixed_sizes, backlogged_clients
+from satbench.analysis.starvation_checks import decode_stall, prompt_admission, prompt_behind_prompt
 from satbench.analysis.verdicts import Calibration, decode_rate
 from tests.builders import MS, ev
 
@@ -43,7 +43,7 @@ def _f1_rounds(itl_of_round) -> list:
 def test_a_host_wide_slowdown_of_one_round_is_not_unfairness():
     """Every stream of round 3 decodes 3× slower (the host stalled): the streams were treated
     alike, so F1 passes; comparing rates across rounds used to fail it (max/min 3)."""
-    v = f1(_f1_rounds(lambda r: 30.0 if r == 3 else 10.0), PLAN, CAL, FairnessConfig())
+    v = equal_requests(_f1_rounds(lambda r: 30.0 if r == 3 else 10.0), PLAN, CAL, FairnessConfig())
     assert v.verdict == "pass", (v.statistics, v.measured)
     assert stat(v, "service_ratio").estimate < 1.01
     assert v.measured["max_min_request_decode_rate"] > 2.9
@@ -59,7 +59,7 @@ def test_a_stream_served_at_half_rate_beside_the_others_is_unfair():
             events.append(_tag(ev(stream=s, seq=j, sent_ms=t, chunks_ms=[t + 2 + itl * k for k in range(64)]), "F1",
                                "equal", stream=s, seq=j, phase="warmup" if j == 0 else "measured"))
             t += 2 + itl * 63
-    v = f1(events, PLAN, CAL, FairnessConfig())
+    v = equal_requests(events, PLAN, CAL, FairnessConfig())
     assert v.verdict == "fail" and stat(v, "service_ratio").estimate > 1.9, v.statistics
     assert stat(v, "service_ratio").ci_low > 1.1
 
@@ -80,9 +80,9 @@ def _f2_events(overlap: bool) -> list:
 
 
 def test_f2_requests_that_never_overlapped_are_inconclusive():
-    v = f2(_f2_events(overlap=False), PLAN, FairnessConfig())
+    v = mixed_sizes(_f2_events(overlap=False), PLAN, FairnessConfig())
     assert v.verdict == "inconclusive" and "in flight at once" in v.reason, v
-    assert f2(_f2_events(overlap=True), PLAN, FairnessConfig()).verdict == "pass"
+    assert mixed_sizes(_f2_events(overlap=True), PLAN, FairnessConfig()).verdict == "pass"
 
 
 # -- F3: backlogged clients, warmups not counted ---------------------------------------------
@@ -105,7 +105,7 @@ def test_f3_counts_no_warmup_so_no_client_is_credited_by_chance():
     Warmups never count, so making them heavier changes nothing."""
     events = _f3_events(duration_ms=40, stagger_ms=9)
     heavy = [e.model_copy(update={"prompt_tokens": 1000}) if e.phase == "warmup" else e for e in events]
-    v, w = f3(events, PLAN, FairnessConfig()), f3(heavy, PLAN, FairnessConfig())
+    v, w = backlogged_clients(events, PLAN, FairnessConfig()), backlogged_clients(heavy, PLAN, FairnessConfig())
     weight = events[1].prompt_tokens + 2 * events[1].output_tokens
     assert v.verdict == w.verdict == "pass", (v, w)
     assert v.measured == w.measured and v.statistics == w.statistics
@@ -116,7 +116,7 @@ def test_f3_counts_no_warmup_so_no_client_is_credited_by_chance():
 
 def test_f3_clients_that_did_not_stay_backlogged_are_inconclusive():
     events = _f3_events(duration_ms=40, stagger_ms=5, idle_ms=120)  # each client idles 3× its request
-    v = f3(events, PLAN, FairnessConfig())
+    v = backlogged_clients(events, PLAN, FairnessConfig())
     assert v.verdict == "inconclusive" and "backlogged" in v.reason, v
     assert backlogged_share(events, (0, int(300 * MS)), 4) < 0.8
 
@@ -139,16 +139,16 @@ def _s1_events(solo_ttfts: list[float], solo_prompt_ms: list[float], injected_tt
 def test_s1_with_solo_ttfts_below_the_servers_own_prompt_time_is_inconclusive():
     """The client stamped its sends late (TTFT 50 ms where the server prefilled for 100 ms): the
     reference is impossible, and the check used to fail on it (200 ms > 1.25 × 50)."""
-    v = s1(_s1_events([50, 50, 50], [100, 100, 100], injected_ttft=200), PLAN, CAL, FairnessConfig())
+    v = decode_stall(_s1_events([50, 50, 50], [100, 100, 100], injected_ttft=200), PLAN, CAL, FairnessConfig())
     assert v.verdict == "inconclusive" and "stamped its send late" in v.reason, v
-    ok = s1(_s1_events([110, 110, 110], [100, 100, 100], injected_ttft=120), PLAN, CAL, FairnessConfig())
+    ok = decode_stall(_s1_events([110, 110, 110], [100, 100, 100], injected_ttft=120), PLAN, CAL, FairnessConfig())
     assert ok.verdict == "pass", (ok.statistics, ok.reason)
 
 
 def test_s1_with_a_hiccup_in_its_solo_references_is_inconclusive():
     """One solo took 900 ms (the host stalled), the others 100: a bound of 1.25 × 900 would pass
     anything; the median of steady references, or no verdict."""
-    v = s1(_s1_events([900, 100, 100], [890, 95, 95], injected_ttft=1000), PLAN, CAL, FairnessConfig())
+    v = decode_stall(_s1_events([900, 100, 100], [890, 95, 95], injected_ttft=1000), PLAN, CAL, FairnessConfig())
     assert v.verdict == "inconclusive" and "unsteady" in v.reason, v
 
 
@@ -160,7 +160,7 @@ def test_s2_leaves_out_probes_stamped_late():
     # every probe's client TTFT (1 ms) is below the server's prompt time (8 ms): no probe can be timed
     probes = [_tag(ev(stream=3, seq=i, sent_ms=1100 + 300 * i, chunks_ms=[1101 + 300 * i, 1102 + 300 * i],
                       prompt_ms=8), "S2", "probe", stream=3, seq=i) for i in range(5)]
-    v = s2(solos + decs + probes, PLAN, FairnessConfig())
+    v = prompt_admission(solos + decs + probes, PLAN, FairnessConfig())
     assert v.verdict == "inconclusive" and "stamped its send late" in v.reason, v
 
 
@@ -179,13 +179,13 @@ def _s3_events(first_ttft: float, gap: float, second_ttft: float, solo_prompt_ms
 
 def test_s3_prompts_that_never_competed_are_inconclusive():
     """The first prompt's prefill (5 ms) ended before the second was sent (10 ms later)."""
-    v = s3(_s3_events(first_ttft=5, gap=10, second_ttft=5), PLAN, CAL, FairnessConfig())
+    v = prompt_behind_prompt(_s3_events(first_ttft=5, gap=10, second_ttft=5), PLAN, CAL, FairnessConfig())
     assert v.verdict == "inconclusive" and "never competed" in v.reason, v
-    assert s3(_s3_events(first_ttft=20, gap=10, second_ttft=20), PLAN, CAL, FairnessConfig()).verdict == "pass"
+    assert prompt_behind_prompt(_s3_events(first_ttft=20, gap=10, second_ttft=20), PLAN, CAL, FairnessConfig()).verdict == "pass"
 
 
 def test_s3_solos_stamped_late_are_inconclusive():
-    v = s3(_s3_events(first_ttft=20, gap=10, second_ttft=20, solo_prompt_ms=30), PLAN, CAL, FairnessConfig())
+    v = prompt_behind_prompt(_s3_events(first_ttft=20, gap=10, second_ttft=20, solo_prompt_ms=30), PLAN, CAL, FairnessConfig())
     assert v.verdict == "inconclusive" and "stamped its send late" in v.reason, v
 
 
@@ -251,9 +251,9 @@ def test_f1_passes_equal_shares_while_the_batch_narrows_and_widens():
     fair = simulate(None)
     rates = [decode_rate(e) for e in fair if e.phase == "measured"]
     assert max(rates) / min(rates) > 1.2  # what per-request rates alone would call unfair (bound 1.10)
-    v = f1(fair, PLAN, CAL, FairnessConfig())
+    v = equal_requests(fair, PLAN, CAL, FairnessConfig())
     assert stat(v, "service_ratio").estimate < 1.05 and v.measured["jain_index"] > 0.999, v.statistics
-    assert stat(f1(simulate(skip_stream=2), PLAN, CAL, FairnessConfig()), "service_ratio").estimate > 1.5
+    assert stat(equal_requests(simulate(skip_stream=2), PLAN, CAL, FairnessConfig()), "service_ratio").estimate > 1.5
 
 def test_the_plan_uses_the_n_batch_llama_cpp_really_has():
     """llama.cpp lowers n_batch (2048) to a smaller whole context (4 slots × 256): S1's prompt
@@ -275,7 +275,7 @@ def test_f1_survives_a_response_read_in_one_piece():
     one_read = lone.model_copy(update={"chunks": [(first, lone.output_tokens)], "end_ns": first,
                                        "timings": ServerTimings(predicted_n=64, predicted_ms=315.0)})
     events = [one_read if e is lone else e for e in events]
-    assert f1(events, PLAN, CAL, FairnessConfig()).verdict == "pass"
+    assert equal_requests(events, PLAN, CAL, FairnessConfig()).verdict == "pass"
 
 
 def _f1_closed(chunks_of, streams: int = 4, requests: int = 7) -> list:
@@ -311,9 +311,9 @@ def test_f1_fails_a_stream_starved_while_its_neighbours_decode():
         if s == 3:
             chunks = chunks[:1] + [(c + 330.0, n) for c, n in chunks[1:]]
         return chunks
-    v = f1(_f1_closed(chunks_of), PLAN, CAL, FairnessConfig())
+    v = equal_requests(_f1_closed(chunks_of), PLAN, CAL, FairnessConfig())
     assert v.verdict == "fail" and stat(v, "service_ratio").estimate > 1.3, (v.statistics, v.reason)
-    assert f1(_f1_closed(fair), PLAN, CAL, FairnessConfig()).verdict == "pass"
+    assert equal_requests(_f1_closed(fair), PLAN, CAL, FairnessConfig()).verdict == "pass"
 
 
 def test_f1_a_client_that_reads_a_streams_last_chunks_late_does_not_fail_a_fair_server():
@@ -324,7 +324,7 @@ def test_f1_a_client_that_reads_a_streams_last_chunks_late_does_not_fail_a_fair_
         def chunks_of(s, j, t, late=late):
             chunks = fair(s, j, t)
             return chunks if s != 3 else chunks[:59] + [(chunks[63][0] + late, 5)]
-        v = f1(_f1_closed(chunks_of), PLAN, CAL, FairnessConfig())
+        v = equal_requests(_f1_closed(chunks_of), PLAN, CAL, FairnessConfig())
         assert v.verdict == "pass", (late, v.measured, v.reason)
 
 
@@ -336,8 +336,8 @@ def test_f1_does_not_pass_while_leaving_out_the_stream_the_scheduler_favours():
             it = 4.0 if s == 0 else 12.0
             return [(t + 2 + it * k, 1) for k in range(tokens)]
         return chunks_of
-    assert f1(_f1_closed(favoured(128)), PLAN, CAL, FairnessConfig()).verdict == "fail"
-    short = f1(_f1_closed(favoured(64)), PLAN, CAL, FairnessConfig())  # stream 0: 256 ms decodes
+    assert equal_requests(_f1_closed(favoured(128)), PLAN, CAL, FairnessConfig()).verdict == "fail"
+    short = equal_requests(_f1_closed(favoured(64)), PLAN, CAL, FairnessConfig())  # stream 0: 256 ms decodes
     assert short.verdict == "inconclusive" and "stream pair(s) [(0, 1), (0, 2), (0, 3)]" in short.reason, short
 
 
@@ -382,7 +382,7 @@ def test_f1_a_ttft_over_the_bound_spent_prefilling_on_a_stalled_host_is_inconclu
     and spent the rest in its prefill (the host stalled the server's compute): that says nothing of
     the scheduler, so F1 is inconclusive, not failed, and says why."""
     events = _with_prompt_ms(_f1_closed(_one_late_first_token(300.0)), wait_ms=1.0)
-    v = f1(events, PLAN, CAL, FairnessConfig())
+    v = equal_requests(events, PLAN, CAL, FairnessConfig())
     assert v.verdict == "inconclusive", (v.verdict, v.statistics, v.reason)
     assert v.measured["max_ttft_ms"] > stat(v, "ttft").bound + 250
     assert "it did not make them wait" in v.reason and "waited at most 1.0 ms" in v.reason
@@ -393,11 +393,11 @@ def test_f1_a_ttft_over_the_bound_spent_waiting_still_fails():
     ~300 ms for it, which is the scheduler's doing."""
     events = [e.model_copy(update={"timings": e.timings.model_copy(update={"prompt_ms": 1.0})})
               for e in _with_prompt_ms(_f1_closed(_one_late_first_token(300.0)), wait_ms=1.0)]
-    v = f1(events, PLAN, CAL, FairnessConfig())
+    v = equal_requests(events, PLAN, CAL, FairnessConfig())
     assert v.verdict == "fail" and v.reason is None, (v.verdict, v.reason)
     assert v.measured["server_prefill_p50_ms"] == 1.0  # where the TTFT went, by the server's timings
     assert v.measured["wait_before_prefill_p50_ms"] > v.measured["server_prefill_p50_ms"]
-    fair = f1(_with_prompt_ms(_f1_closed(_lockstep()), wait_ms=1.0), PLAN, CAL, FairnessConfig())
+    fair = equal_requests(_with_prompt_ms(_f1_closed(_lockstep()), wait_ms=1.0), PLAN, CAL, FairnessConfig())
     assert fair.verdict == "pass" and "wait_before_prefill_p50_ms" not in fair.measured
 
 
@@ -409,7 +409,7 @@ def test_f1_a_late_first_token_of_a_warmup_is_the_cold_start_not_the_scheduler()
     def cold_start(s, j, t):
         chunks = fair(s, j, t)
         return [(c + 300.0, n) for c, n in chunks] if j == 0 else chunks
-    v = f1(_f1_closed(cold_start), PLAN, CAL, FairnessConfig())
+    v = equal_requests(_f1_closed(cold_start), PLAN, CAL, FairnessConfig())
     assert v.verdict == "pass", (v.verdict, v.statistics, v.reason)
     assert v.measured["max_ttft_ms"] < 300.0
 
@@ -420,7 +420,7 @@ def test_f1_a_slow_prefill_split_over_batches_is_not_excused():
     small_batch = make_plan(LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16),
                                        server=ServerParams(n_batch=64)), 4)
     events = _with_prompt_ms(_f1_closed(_one_late_first_token(300.0)), wait_ms=1.0)
-    assert f1(events, small_batch, CAL, FairnessConfig()).verdict == "fail"
+    assert equal_requests(events, small_batch, CAL, FairnessConfig()).verdict == "fail"
 
 
 def test_f1_records_that_are_not_its_closed_loop_are_refused_before_pairing():
@@ -428,17 +428,17 @@ def test_f1_records_that_are_not_its_closed_loop_are_refused_before_pairing():
     closed loop (hand-written or copied records); pairing them would cost in proportion to how many
     decode at once, so F1 says why it cannot judge them instead."""
     fair = _f1_closed(_lockstep())
-    assert f1(fair, PLAN, CAL, FairnessConfig()).verdict == "pass"
+    assert equal_requests(fair, PLAN, CAL, FairnessConfig()).verdict == "pass"
     stray = fair + [fair[-1].model_copy(update={"stream": PLAN.f1_streams})]
-    v = f1(stray, PLAN, CAL, FairnessConfig())
+    v = equal_requests(stray, PLAN, CAL, FairnessConfig())
     assert v.verdict == "inconclusive" and f"outside the plan's {PLAN.f1_streams} streams" in v.reason
     twice = fair + [fair[3].model_copy(update={"seq": 99})]  # the same stream, the same time
-    v = f1(twice, PLAN, CAL, FairnessConfig())
+    v = equal_requests(twice, PLAN, CAL, FairnessConfig())
     assert v.verdict == "inconclusive" and "two requests in flight at once" in v.reason, v.reason
 
 
 def test_f3_records_of_more_clients_than_planned_are_refused():
     events = _f3_events(duration_ms=100.0, stagger_ms=5.0)
     extra = [e.model_copy(update={"stream": PLAN.f3_clients + e.stream}) for e in events]
-    v = f3(events + extra, PLAN, FairnessConfig())
+    v = backlogged_clients(events + extra, PLAN, FairnessConfig())
     assert v.verdict == "inconclusive" and f"outside the plan's {PLAN.f3_clients} streams" in v.reason

@@ -5,9 +5,9 @@ import random
 from types import SimpleNamespace
 
 from satbench.analysis.checks import lane_verdicts
-from satbench.analysis.fairness_checks import f1
+from satbench.analysis.fairness_checks import equal_requests
 from satbench.analysis.intervals import decide, decision_level, statistic
-from satbench.analysis.starvation_checks import s3
+from satbench.analysis.starvation_checks import prompt_behind_prompt
 from satbench.analysis.verdicts import Calibration, judged
 from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
 from satbench.metrics.quantiles import T_975, t_two_sided_quantile
@@ -80,9 +80,9 @@ def _s3(second_waits_ms: list[float]) -> list:
 def test_s3_on_constructed_pairs_passes_fails_or_is_marginal():
     """Bound: 2 iterations of 5 ms + jitter 0 = 10 ms."""
     cfg = FairnessConfig()
-    passed = s3(_s3([1.0, 1.5, 2.0]), PLAN, CAL, cfg)
-    failed = s3(_s3([40.0, 41.0, 42.0]), PLAN, CAL, cfg)
-    straddling = s3(_s3([0.0, 20.0, 10.0]), PLAN, CAL, cfg)
+    passed = prompt_behind_prompt(_s3([1.0, 1.5, 2.0]), PLAN, CAL, cfg)
+    failed = prompt_behind_prompt(_s3([40.0, 41.0, 42.0]), PLAN, CAL, cfg)
+    straddling = prompt_behind_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, cfg)
     assert (passed.verdict, failed.verdict, straddling.verdict) == ("pass", "fail", "marginal")
     s = straddling.statistics[0]
     assert s.ci_low < s.bound < s.ci_high and s.estimate == 10.0 and s.ci_level == 1 - 0.05 / cfg.looks("S3")
@@ -116,7 +116,7 @@ def _slow_slot(requests: int, seed: int = 7, tokens: int = 96, it_ms: float = 10
 def test_f1_estimates_the_rate_ratio_whatever_the_number_of_requests():
     """A slot served at 11/12 of its neighbours' rate reads 12/11 = 1.09 with 8 requests and with 64;
     the max/min of per-request ratios it replaces grew with the requests compared."""
-    few, many = (f1(_slow_slot(n), PLAN, CAL, FairnessConfig()).statistics[0] for n in (8, 64))
+    few, many = (equal_requests(_slow_slot(n), PLAN, CAL, FairnessConfig()).statistics[0] for n in (8, 64))
     assert few.name == many.name == "service_ratio"
     assert abs(few.estimate - 12 / 11) < 0.015 and abs(many.estimate - 12 / 11) < 0.015, (few, many)
     assert few.ci_low <= 12 / 11 <= few.ci_high and many.ci_low <= 12 / 11 <= many.ci_high
@@ -125,7 +125,7 @@ def test_f1_estimates_the_rate_ratio_whatever_the_number_of_requests():
 
 def test_a_verdict_is_the_same_from_the_same_events_in_any_order():
     events = _slow_slot(16)
-    a, b = f1(events, PLAN, CAL, FairnessConfig()), f1(list(reversed(events)), PLAN, CAL, FairnessConfig())
+    a, b = equal_requests(events, PLAN, CAL, FairnessConfig()), equal_requests(list(reversed(events)), PLAN, CAL, FairnessConfig())
     assert a.model_dump() == b.model_dump()
     evs = [e.model_copy(update={"lane": "default"}) for e in _s3([0.0, 20.0, 10.0])]
     cfg = FairnessConfig(checks=["S3"])
@@ -137,8 +137,8 @@ def test_a_verdict_is_the_same_from_the_same_events_in_any_order():
 # -- a marginal verdict warns, it does not cap ---------------------------------------------------
 
 def test_a_marginal_verdict_does_not_set_the_fairness_cap():
-    marginal = s3(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(update={"concurrency": 2})
-    failed = s3(_s3([40.0, 41.0, 42.0]), PLAN, CAL, FairnessConfig()).model_copy(update={"concurrency": 2})
+    marginal = prompt_behind_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(update={"concurrency": 2})
+    failed = prompt_behind_prompt(_s3([40.0, 41.0, 42.0]), PLAN, CAL, FairnessConfig()).model_copy(update={"concurrency": 2})
     assert marginal.verdict == "marginal" and failed.verdict == "fail"
     assert fairness_cap(SimpleNamespace(fairness=[marginal])) == (None, [])
     [warning] = fairness_marginal(SimpleNamespace(fairness=[marginal]))
@@ -169,7 +169,7 @@ def test_the_reports_name_a_marginal_check_beside_the_recommendation():
     from satbench.report.evidence_answer import verdict_summary
     from satbench.report.table import doubts
 
-    marginal = s3(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(update={"concurrency": 2})
+    marginal = prompt_behind_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(update={"concurrency": 2})
     summary = verdict_summary(SimpleNamespace(fairness=[marginal]))
     assert summary == "1 checks: 0 pass, 0 fail, 1 marginal, 0 inconclusive; marginal (does not bind): S3 prompt " \
                       "behind prompt at 2 in flight"

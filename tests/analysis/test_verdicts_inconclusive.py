@@ -3,7 +3,7 @@
 from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
 from satbench.workload.fairness_plan import make_plan
 from satbench.analysis.checks import lane_verdicts
-from satbench.analysis.starvation_checks import s1, s2
+from satbench.analysis.starvation_checks import decode_stall, prompt_admission
 from satbench.analysis.verdicts import Calibration
 from tests.builders import ev
 from tests.fakes.fairness_harness import run_check
@@ -27,14 +27,14 @@ def test_failed_requests_make_a_check_inconclusive():
     events = [ev(sent_ms=0, chunks_ms=[10, 20], error="http_400")]
     for e in events:
         e.check, e.role = "S1", "injected"
-    v = s1(events, plan, Calibration(prefill_tok_per_s=1000.0, decode_iteration_ms=5.0), FairnessConfig())
+    v = decode_stall(events, plan, Calibration(prefill_tok_per_s=1000.0, decode_iteration_ms=5.0), FairnessConfig())
     assert v.verdict == "inconclusive" and "http_400" in v.reason
 
 
 def test_a_context_too_small_for_a_long_prompt_is_inconclusive():
     lane = LaneConfig(server=ServerParams(n_batch=2048))
     plan = make_plan(lane, 4, per_slot_ctx=2048)  # fits no prompt ≫ n_batch
-    v = s1([], plan, Calibration(prefill_tok_per_s=1000.0, decode_iteration_ms=5.0), FairnessConfig())
+    v = decode_stall([], plan, Calibration(prefill_tok_per_s=1000.0, decode_iteration_ms=5.0), FairnessConfig())
     assert v.verdict == "inconclusive" and "per-slot context" in v.reason
 
 
@@ -46,7 +46,7 @@ def test_iterations_below_the_clients_resolution_are_inconclusive():
     solo = ev(stream=2, sent_ms=30, chunks_ms=[30.4, 30.5])
     for e, role in ((dec, "decoder"), (probe, "probe"), (solo, "solo")):
         e.check, e.role = "S2", role
-    v = s2([dec, probe, solo], plan, FairnessConfig())
+    v = prompt_admission([dec, probe, solo], plan, FairnessConfig())
     assert v.verdict == "inconclusive" and "resolves" in v.reason
 
 
@@ -89,11 +89,11 @@ def test_s2_judges_the_median_delay_of_its_probes():
     pass. Two held of five: the CI cannot tell (marginal), so the runner would send more probes."""
     lane = LaneConfig(fairness=FairnessConfig(checks=["S2"]))
     plan = make_plan(lane, 4)
-    held = s2(_s2_events([200] * 5), plan, lane.fairness)
+    held = prompt_admission(_s2_events([200] * 5), plan, lane.fairness)
     assert held.verdict == "fail" and held.statistics[0].ci_low > held.statistics[0].bound
-    one_late = s2(_s2_events([0] * 14 + [200]), plan, lane.fairness)
+    one_late = prompt_admission(_s2_events([0] * 14 + [200]), plan, lane.fairness)
     assert one_late.verdict == "pass" and one_late.measured["probes_over_bound"] == 1.0
-    two_held = s2(_s2_events([0, 0, 0, 200, 200]), plan, lane.fairness)
+    two_held = prompt_admission(_s2_events([0, 0, 0, 200, 200]), plan, lane.fairness)
     assert two_held.verdict == "marginal", two_held.statistics
 
 
@@ -107,7 +107,7 @@ def test_s1_p99_interpolates_instead_of_reporting_the_maximum():
     before = [900 + 10 * k for k in range(11)]
     during = [1000 + 2 * k for k in range(1, 51)]
     dec = _tag(ev(sent_ms=890, chunks_ms=before + during + [during[-1] + 100]), "S1", "decoder", stream=2)
-    v = s1([solo, inj, dec], plan.model_copy(update={"s1_prompt": 1024}),
+    v = decode_stall([solo, inj, dec], plan.model_copy(update={"s1_prompt": 1024}),
            Calibration(prefill_tok_per_s=10000.0, decode_iteration_ms=10.0), FairnessConfig())
     assert v.statistics[0].name == "max_itl_ms" and v.statistics[0].estimate == 100.0
     assert 2.0 < v.measured["p99_itl_ms"] < 100.0

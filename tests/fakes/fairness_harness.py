@@ -51,7 +51,7 @@ async def run_check_events(check: str, fairness: FairnessConfig | None = None,
             runner = FairnessRunner(session, plan, events, Quiet(), "t", FAIRNESS_JUDGE)
             await runner.prepare()
             await runner.calibration()
-            await getattr(runner, check.lower())()
+            await runner.check_runs()[check]()
         finally:
             await session.close()
     reqs = [r for r in events.records if isinstance(r, RequestEvent)]

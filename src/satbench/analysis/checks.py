@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from satbench.analysis.fairness_checks import f1, f2, f3
+from satbench.analysis.fairness_checks import backlogged_clients, equal_requests, mixed_sizes
 from satbench.analysis.guards import late_stamped, solo_spread
-from satbench.analysis.starvation_checks import s1, s2, s3
+from satbench.analysis.starvation_checks import decode_stall, prompt_admission, prompt_behind_prompt
 from satbench.analysis.verdicts import Verdict, calibrate, inconclusive
 from satbench.config.schema import CHECK_NAMES, CheckName, FairnessConfig
 from satbench.metrics.latency import ttft_ms
@@ -63,9 +63,12 @@ def check_verdict(check: CheckName, events: Sequence[RequestEvent], plan: Fairne
     mine = latest_references(check, [e for e in events
                                      if e.check == check and (check in CLOSED_LOOP or e.phase != "warmup")])
     cal = calibrate([e for e in events if e.check == "CAL" and e.phase != "warmup"])
-    judge = {"F1": lambda: f1(mine, plan, cal, cfg), "F2": lambda: f2(mine, plan, cfg),
-             "F3": lambda: f3(mine, plan, cfg), "S1": lambda: s1(mine, plan, cal, cfg),
-             "S2": lambda: s2(mine, plan, cfg), "S3": lambda: s3(mine, plan, cal, cfg)}
+    judge = {"F1": lambda: equal_requests(mine, plan, cal, cfg),
+             "F2": lambda: mixed_sizes(mine, plan, cfg),
+             "F3": lambda: backlogged_clients(mine, plan, cfg),
+             "S1": lambda: decode_stall(mine, plan, cal, cfg),
+             "S2": lambda: prompt_admission(mine, plan, cfg),
+             "S3": lambda: prompt_behind_prompt(mine, plan, cal, cfg)}
     v = judge[check]()
     v.concurrency = in_flight(plan, check) or None
     return v

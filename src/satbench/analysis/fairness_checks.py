@@ -61,7 +61,8 @@ from satbench.records.events import RequestEvent, itl_ms
 from satbench.workload.fairness_plan import EDGE_MS, F1_DECODE_TARGET_MS, MIN_SHARED_MS, FairnessPlan
 
 
-def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg: FairnessConfig) -> Verdict:
+def equal_requests(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration,
+                   cfg: FairnessConfig) -> Verdict:
     n = plan.f1_streams
     if n < 2:
         return inconclusive("F1", f"needs at least 2 slots (server has {plan.slots})")
@@ -141,7 +142,7 @@ def f1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
     return verdict
 
 
-def f2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
+def mixed_sizes(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
     n = len(plan.f2_sizes)
     if n < 2:
         return inconclusive("F2", f"needs at least 2 slots (server has {plan.slots})")
@@ -193,7 +194,7 @@ def _sizes_sent(events: Sequence[RequestEvent], plan: FairnessPlan) -> str:
     return "[" + ", ".join(f"({prompt(i, p)}, {o})" for i, (p, o) in enumerate(plan.f2_sizes)) + "]"
 
 
-def f3(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
+def backlogged_clients(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
     c = plan.f3_clients
     if (err := request_errors(events)):
         return inconclusive("F3", err, len(events))

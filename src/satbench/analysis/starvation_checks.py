@@ -56,7 +56,8 @@ def _gaps(e: RequestEvent) -> list[tuple[int, int, float]]:
     return [(a[0], b[0], (b[0] - a[0]) / MS / b[1]) for a, b in pairwise(ts)]
 
 
-def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg: FairnessConfig) -> Verdict:
+def decode_stall(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration,
+                 cfg: FairnessConfig) -> Verdict:
     if plan.slots < 2:
         return inconclusive("S1", f"needs at least 2 slots (server has {plan.slots})")
     if (err := request_errors(events)):
@@ -119,7 +120,7 @@ def s1(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg
                               + (f"; {note}" if (note := stamp_note(solo + inj)) else "")))
 
 
-def s2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
+def prompt_admission(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
     if plan.slots < 2:
         return inconclusive("S2", f"needs at least 2 slots (server has {plan.slots})")
     if (err := request_errors(events)):
@@ -171,7 +172,8 @@ def s2(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) 
                               + (f"; {note}" if (note := stamp_note(solo + valid)) else "")))
 
 
-def s3(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration, cfg: FairnessConfig) -> Verdict:
+def prompt_behind_prompt(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration,
+                         cfg: FairnessConfig) -> Verdict:
     if plan.slots < 2:
         return inconclusive("S3", f"needs at least 2 slots (server has {plan.slots})")
     if (err := request_errors(events)):

@@ -94,15 +94,16 @@ def _p95(values: list[float]) -> float | None:
 
 @dataclass
 class _OccupancyReadings:
-    """A level's occupancy readings: one entry per repetition with a steady window (`tw`, `dw`,
-    `dw_why`, `cif`), the sources of the time-weighted figure, every `requests_deferred` reading in
-    the windows, and the coarse-sampling notes."""
+    """A level's occupancy readings: one entry per repetition with a steady window (the time- and
+    decode-weighted busy slots, why the latter is missing, the client's requests in flight), the
+    sources of the time-weighted figure, every `requests_deferred` reading in the windows, and the
+    coarse-sampling notes."""
 
-    tw: list[float | None] = field(default_factory=list)
-    src: set[str] = field(default_factory=set)
-    dw: list[float | None] = field(default_factory=list)
-    dw_why: list[str | None] = field(default_factory=list)
-    cif: list[float | None] = field(default_factory=list)
+    time_weighted: list[float | None] = field(default_factory=list)
+    sources: set[str] = field(default_factory=set)
+    decode_weighted: list[float | None] = field(default_factory=list)
+    decode_weighted_why: list[str | None] = field(default_factory=list)
+    client_in_flight: list[float | None] = field(default_factory=list)
     deferred: list[float] = field(default_factory=list)
     sparse: list[str | None] = field(default_factory=list)
 
@@ -146,21 +147,21 @@ def summarize_level(
         per_rep_completed.append((res.req_per_s, done))
         tw = occupancy.time_weighted_busy_slots(slots_s, win)
         if tw is not None:
-            occ.src.add("slots")
+            occ.sources.add("slots")
             occ.sparse.append(occupancy.coarse_sampling(f"r{rep}", "/slots",
                                                            occupancy.slots_sampling(slots_s, win), win))
         else:
             tw = occupancy.time_weighted_requests_processing(metrics_s, win)
             if tw is not None:
-                occ.src.add("requests_processing")
+                occ.sources.add("requests_processing")
                 occ.sparse.append(occupancy.coarse_sampling(
                     f"r{rep}", "requests_processing",
                     occupancy.requests_processing_sampling(metrics_s, win), win))
-        occ.tw.append(tw)
+        occ.time_weighted.append(tw)
         dw, dw_why = occupancy.decode_weighted(metrics_s, win)
-        occ.dw.append(dw)
-        occ.dw_why.append(dw_why)
-        occ.cif.append(occupancy.client_in_flight(rep_events, win))
+        occ.decode_weighted.append(dw)
+        occ.decode_weighted_why.append(dw_why)
+        occ.client_in_flight.append(occupancy.client_in_flight(rep_events, win))
         deferred = metrics_s.column("requests_deferred")[metrics_s.within(win.start_ns, win.end_ns)]
         occ.deferred += deferred[~np.isnan(deferred)].tolist()
 
@@ -184,10 +185,10 @@ def summarize_level(
     )
     o = Occupancy(
         slots=ctx.slots,
-        time_weighted_busy_slots=_window_mean(occ.tw),
-        time_weighted_source="+".join(sorted(occ.src)) or None,
-        decode_weighted_busy_slots=_window_mean(occ.dw),
-        client_in_flight=_window_mean(occ.cif),
+        time_weighted_busy_slots=_window_mean(occ.time_weighted),
+        time_weighted_source="+".join(sorted(occ.sources)) or None,
+        decode_weighted_busy_slots=_window_mean(occ.decode_weighted),
+        client_in_flight=_window_mean(occ.client_in_flight),
         requests_deferred_max=max(occ.deferred) if occ.deferred else None,
     )
     if ctx.slots:
@@ -223,7 +224,7 @@ def summarize_level(
     intervals = _rep_intervals(events, marks)
     result.unavailable = unavailable_figures(ctx, result, endpoint_failures(metrics_s, intervals),
                                              endpoint_failures(slots_s, intervals),
-                                             next((w for w in occ.dw_why if w), None),
+                                             next((w for w in occ.decode_weighted_why if w), None),
                                              nvml_failure(proc_s, intervals), cpu_failures(proc_s, intervals))
     return result
 

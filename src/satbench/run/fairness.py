@@ -219,14 +219,14 @@ class FairnessRunner:
         room = (p.per_slot_ctx - 16 - p.prompt) if p.per_slot_ctx else wanted
         return max(2, min(wanted, max(F1_OUTPUT_MAX, p.f1_output), room))
 
-    async def f1(self) -> None:
+    async def equal_requests(self) -> None:
         n, output = self.plan.f1_streams, self.f1_output()
         if n >= 2:
             per_stream = self.s.lane.fairness.f1_requests_per_stream
             await self._rounds("F1", lambda rep: self._closed_loop("F1", n, per_stream, self.plan.prompt,
                                                                    output, rep))
 
-    async def f2(self) -> None:
+    async def mixed_sizes(self) -> None:
         sizes = self.plan.f2_sizes
         if len(sizes) < 2:
             return
@@ -262,7 +262,7 @@ class FairnessRunner:
             await asyncio.gather(*tasks)
         await self._rounds("F2", together)
 
-    async def f3(self) -> None:
+    async def backlogged_clients(self) -> None:
         """Clients start staggered over one request's duration, as backlogged clients arrive in
         practice; equal requests started together would finish together forever, and the order in
         which a scheduler picks among waiters would never matter."""
@@ -272,7 +272,7 @@ class FairnessRunner:
                                                                self.plan.output, rep,
                                                                stagger_s=self.lone_e2e_s / c))
 
-    async def s1(self) -> None:
+    async def decode_stall(self) -> None:
         p = self.plan
         if p.slots < 2:
             return
@@ -289,7 +289,7 @@ class FairnessRunner:
             await asyncio.gather(*tasks)
         await self._rounds("S1", injection)
 
-    async def s2(self) -> None:
+    async def prompt_admission(self) -> None:
         p, probes = self.plan, self.s.lane.fairness.s2_probes
         if p.slots < 2:
             return
@@ -310,7 +310,7 @@ class FairnessRunner:
             await asyncio.gather(*tasks)
         await self._rounds("S2", probing)
 
-    async def s3(self) -> None:
+    async def prompt_behind_prompt(self) -> None:
         p = self.plan
         if p.slots < 2:
             return
@@ -348,9 +348,7 @@ class FairnessRunner:
         await self.prepare()
         await self._watched("calibration", 1, self.calibration)
         wanted = self.s.lane.fairness.checks
-        checks = [(name, check) for name, check in (("F1", self.f1), ("F2", self.f2), ("F3", self.f3),
-                                                    ("S1", self.s1), ("S2", self.s2), ("S3", self.s3))
-                  if name in wanted]
+        checks = [(name, check) for name, check in self.check_runs().items() if name in wanted]
         ordered = sorted(checks, key=lambda c: in_flight(self.plan, c[0]))  # stable sort
         for i, (name, check) in enumerate(ordered):
             width = in_flight(self.plan, name)
@@ -366,6 +364,11 @@ class FairnessRunner:
             if self.stop_at_fail and self.judge.verdict(name, self.events, self.plan, cfg) == "fail":
                 self.progress.skip(sum(check_request_count(self.plan, cfg, c) for c, _ in ordered[i + 1:]))
                 return
+
+    def check_runs(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        """Each check's name → the coroutine function that sends its workload."""
+        return {"F1": self.equal_requests, "F2": self.mixed_sizes, "F3": self.backlogged_clients,
+                "S1": self.decode_stall, "S2": self.prompt_admission, "S3": self.prompt_behind_prompt}
 
     async def _watched(self, name: str, width: int, check) -> None:
         """One check under the liveness watchdog; LevelFailedError when the server stopped answering.
