@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "fakes" / "fake_llama_server.py"
 
 
-STALLS = {"keepalive": 1.0, "drip": 16.0, "nohead": 1.0}  # case → seconds between the stalled stream's writes
+# case → seconds between the stalled stream's writes
+STALLS = {"keepalive": 1.0, "drip": 16.0, "nohead": 1.0}
 
 
 def _start_fake(tmp: Path, case: str) -> tuple[subprocess.Popen, str]:

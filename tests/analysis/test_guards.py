@@ -105,7 +105,8 @@ def test_f3_counts_no_warmup_so_no_client_is_credited_by_chance():
     Warmups never count, so making them heavier changes nothing."""
     events = _f3_events(duration_ms=40, stagger_ms=9)
     heavy = [e.model_copy(update={"prompt_tokens": 1000}) if e.phase == "warmup" else e for e in events]
-    v, w = backlogged_clients(events, PLAN, FairnessConfig()), backlogged_clients(heavy, PLAN, FairnessConfig())
+    v = backlogged_clients(events, PLAN, FairnessConfig())
+    w = backlogged_clients(heavy, PLAN, FairnessConfig())
     weight = events[1].prompt_tokens + 2 * events[1].output_tokens
     assert v.verdict == w.verdict == "pass", (v, w)
     assert v.measured == w.measured and v.statistics == w.statistics
@@ -139,16 +140,19 @@ def _s1_events(solo_ttfts: list[float], solo_prompt_ms: list[float], injected_tt
 def test_s1_with_solo_ttfts_below_the_servers_own_prompt_time_is_inconclusive():
     """The client stamped its sends late (TTFT 50 ms where the server prefilled for 100 ms): the
     reference is impossible, and the check used to fail on it (200 ms > 1.25 × 50)."""
-    v = decode_stall(_s1_events([50, 50, 50], [100, 100, 100], injected_ttft=200), PLAN, CAL, FairnessConfig())
+    v = decode_stall(_s1_events([50, 50, 50], [100, 100, 100], injected_ttft=200), PLAN, CAL,
+                     FairnessConfig())
     assert v.verdict == "inconclusive" and "stamped its send late" in v.reason, v
-    ok = decode_stall(_s1_events([110, 110, 110], [100, 100, 100], injected_ttft=120), PLAN, CAL, FairnessConfig())
+    ok = decode_stall(_s1_events([110, 110, 110], [100, 100, 100], injected_ttft=120), PLAN, CAL,
+                      FairnessConfig())
     assert ok.verdict == "pass", (ok.statistics, ok.reason)
 
 
 def test_s1_with_a_hiccup_in_its_solo_references_is_inconclusive():
     """One solo took 900 ms (the host stalled), the others 100: a bound of 1.25 × 900 would pass
     anything; the median of steady references, or no verdict."""
-    v = decode_stall(_s1_events([900, 100, 100], [890, 95, 95], injected_ttft=1000), PLAN, CAL, FairnessConfig())
+    v = decode_stall(_s1_events([900, 100, 100], [890, 95, 95], injected_ttft=1000), PLAN, CAL,
+                     FairnessConfig())
     assert v.verdict == "inconclusive" and "unsteady" in v.reason, v
 
 
@@ -181,11 +185,13 @@ def test_s3_prompts_that_never_competed_are_inconclusive():
     """The first prompt's prefill (5 ms) ended before the second was sent (10 ms later)."""
     v = prompt_behind_prompt(_s3_events(first_ttft=5, gap=10, second_ttft=5), PLAN, CAL, FairnessConfig())
     assert v.verdict == "inconclusive" and "never competed" in v.reason, v
-    assert prompt_behind_prompt(_s3_events(first_ttft=20, gap=10, second_ttft=20), PLAN, CAL, FairnessConfig()).verdict == "pass"
+    together = _s3_events(first_ttft=20, gap=10, second_ttft=20)
+    assert prompt_behind_prompt(together, PLAN, CAL, FairnessConfig()).verdict == "pass"
 
 
 def test_s3_solos_stamped_late_are_inconclusive():
-    v = prompt_behind_prompt(_s3_events(first_ttft=20, gap=10, second_ttft=20, solo_prompt_ms=30), PLAN, CAL, FairnessConfig())
+    v = prompt_behind_prompt(_s3_events(first_ttft=20, gap=10, second_ttft=20, solo_prompt_ms=30), PLAN, CAL,
+                             FairnessConfig())
     assert v.verdict == "inconclusive" and "stamped its send late" in v.reason, v
 
 
@@ -253,7 +259,8 @@ def test_f1_passes_equal_shares_while_the_batch_narrows_and_widens():
     assert max(rates) / min(rates) > 1.2  # what per-request rates alone would call unfair (bound 1.10)
     v = equal_requests(fair, PLAN, CAL, FairnessConfig())
     assert stat(v, "service_ratio").estimate < 1.05 and v.measured["jain_index"] > 0.999, v.statistics
-    assert stat(equal_requests(simulate(skip_stream=2), PLAN, CAL, FairnessConfig()), "service_ratio").estimate > 1.5
+    skipped = equal_requests(simulate(skip_stream=2), PLAN, CAL, FairnessConfig())
+    assert stat(skipped, "service_ratio").estimate > 1.5
 
 def test_the_plan_uses_the_n_batch_llama_cpp_really_has():
     """llama.cpp lowers n_batch (2048) to a smaller whole context (4 slots × 256): S1's prompt

@@ -125,7 +125,8 @@ def test_f1_estimates_the_rate_ratio_whatever_the_number_of_requests():
 
 def test_a_verdict_is_the_same_from_the_same_events_in_any_order():
     events = _slow_slot(16)
-    a, b = equal_requests(events, PLAN, CAL, FairnessConfig()), equal_requests(list(reversed(events)), PLAN, CAL, FairnessConfig())
+    a = equal_requests(events, PLAN, CAL, FairnessConfig())
+    b = equal_requests(list(reversed(events)), PLAN, CAL, FairnessConfig())
     assert a.model_dump() == b.model_dump()
     evs = [e.model_copy(update={"lane": "default"}) for e in _s3([0.0, 20.0, 10.0])]
     cfg = FairnessConfig(checks=["S3"])
@@ -137,8 +138,10 @@ def test_a_verdict_is_the_same_from_the_same_events_in_any_order():
 # -- a marginal verdict warns, it does not cap ---------------------------------------------------
 
 def test_a_marginal_verdict_does_not_set_the_fairness_cap():
-    marginal = prompt_behind_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(update={"concurrency": 2})
-    failed = prompt_behind_prompt(_s3([40.0, 41.0, 42.0]), PLAN, CAL, FairnessConfig()).model_copy(update={"concurrency": 2})
+    marginal = prompt_behind_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(
+        update={"concurrency": 2})
+    failed = prompt_behind_prompt(_s3([40.0, 41.0, 42.0]), PLAN, CAL, FairnessConfig()).model_copy(
+        update={"concurrency": 2})
     assert marginal.verdict == "marginal" and failed.verdict == "fail"
     assert fairness_cap(SimpleNamespace(fairness=[marginal])) == (None, [])
     [warning] = fairness_marginal(SimpleNamespace(fairness=[marginal]))
@@ -169,7 +172,8 @@ def test_the_reports_name_a_marginal_check_beside_the_recommendation():
     from satbench.report.evidence_answer import verdict_summary
     from satbench.report.table import doubts
 
-    marginal = prompt_behind_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(update={"concurrency": 2})
+    marginal = prompt_behind_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(
+        update={"concurrency": 2})
     summary = verdict_summary(SimpleNamespace(fairness=[marginal]))
     assert summary == "1 checks: 0 pass, 0 fail, 1 marginal, 0 inconclusive; marginal (does not bind): S3 prompt " \
                       "behind prompt at 2 in flight"

@@ -27,14 +27,16 @@ def test_failed_requests_make_a_check_inconclusive():
     events = [ev(sent_ms=0, chunks_ms=[10, 20], error="http_400")]
     for e in events:
         e.check, e.role = "S1", "injected"
-    v = decode_stall(events, plan, Calibration(prefill_tok_per_s=1000.0, decode_iteration_ms=5.0), FairnessConfig())
+    v = decode_stall(events, plan, Calibration(prefill_tok_per_s=1000.0, decode_iteration_ms=5.0),
+                     FairnessConfig())
     assert v.verdict == "inconclusive" and "http_400" in v.reason
 
 
 def test_a_context_too_small_for_a_long_prompt_is_inconclusive():
     lane = LaneConfig(server=ServerParams(n_batch=2048))
     plan = make_plan(lane, 4, per_slot_ctx=2048)  # fits no prompt ≫ n_batch
-    v = decode_stall([], plan, Calibration(prefill_tok_per_s=1000.0, decode_iteration_ms=5.0), FairnessConfig())
+    v = decode_stall([], plan, Calibration(prefill_tok_per_s=1000.0, decode_iteration_ms=5.0),
+                     FairnessConfig())
     assert v.verdict == "inconclusive" and "per-slot context" in v.reason
 
 

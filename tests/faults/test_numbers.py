@@ -19,7 +19,8 @@ from satbench.config.schema import parse_duration, parse_levels, parse_rates
 from satbench.errors import UserError
 
 URL = ["sweep", "--url", "http://127.0.0.1:9"]
-FOREIGN_DIGITS = "١２３٤５６７８９００"  # Arabic-Indic and full-width digits: Python's int() reads them
+# Arabic-Indic and full-width digits: Python's int() reads them
+FOREIGN_DIGITS = "١２３٤５６７８９００"
 NUMBERISH = st.text(alphabet="0123456789.-+eE_ \t" + FOREIGN_DIGITS + "in", min_size=1, max_size=12)
 
 
@@ -141,7 +142,8 @@ def test_a_lane_file_with_repetitions_and_levels_is_taken(tmp_path: Path):
 
 
 def test_adaptive_lanes_take_repetitions_for_the_together_scenario(tmp_path: Path):
-    """The together scenario runs every lane's levels x repetitions, adaptive lanes' too (docs/adaptive.md)."""
+    """The together scenario runs every lane's levels x repetitions, adaptive lanes' too
+    (docs/adaptive.md)."""
     lane = 'runtime = "url"\nurl = "http://127.0.0.1:9"\nrepetitions = 2\n'
     path = tmp_path / "lanes.toml"
     path.write_text(f'together = true\n[[lanes]]\nname = "a"\n{lane}[[lanes]]\nname = "b"\n{lane}')

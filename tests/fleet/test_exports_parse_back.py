@@ -20,7 +20,8 @@ from satbench.config.schema import LANE_NAME_PATTERN
 from satbench.fleet.export import fleet_json_schema
 from tests.fleet.reports import host, lane, no_recommendations, report, write
 
-NAMES = st.from_regex(LANE_NAME_PATTERN, fullmatch=True)  # every name satbench takes (test_merge_refusals: others)
+# every name satbench takes (test_merge_refusals tries the others)
+NAMES = st.from_regex(LANE_NAME_PATTERN, fullmatch=True)
 
 
 def merged(tmp_path, capsys, fmt: str, lane_names: list[str]) -> str:

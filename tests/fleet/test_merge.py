@@ -141,7 +141,8 @@ def test_foreign_reports_are_refused(tmp_path, capsys):
     (lambda d: d["lanes"][0].update(expected_output_tok_per_s=-5.0), "expected_output_tok_per_s"),
     (lambda d: d["lanes"][0].update(concurrency_range=[0, 8]), "concurrency_range"),
     (lambda d: d["node"]["api_base"].update(dense="http://node-a:8080/v1?token=SECRET"), "query string"),
-    (lambda d: d["node"]["api_base"].update(dense="http://node-a:99999/v1"), "the port must be from 1 to 65,535"),
+    (lambda d: d["node"]["api_base"].update(dense="http://node-a:99999/v1"),
+     "the port must be from 1 to 65,535"),
 ])
 def test_a_report_whose_figures_a_router_cannot_take_is_refused(tmp_path, capsys, edit, needle):
     """Figures outside satbench's own ranges, a lane twice, an api_base that would publish a token or

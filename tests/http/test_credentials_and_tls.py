@@ -336,4 +336,5 @@ def test_key_and_ca_files_are_read_bounded_and_never_block(tmp_path):
         with pytest.raises(UserError, match=needle):
             read_key_file(str(path))
         with pytest.raises(UserError, match=f"--ca-cert {path}"):
-            tls_context_for(RuntimeConfig(kind="url", model=None, url="https://127.0.0.1:9", ca_cert=str(path)))
+            tls_context_for(RuntimeConfig(kind="url", model=None, url="https://127.0.0.1:9",
+                                          ca_cert=str(path)))

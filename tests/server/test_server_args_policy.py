@@ -37,7 +37,8 @@ def test_help_entries_read_each_flag_s_aliases_and_value():
 @pytest.mark.parametrize("args", [["--media-path", "/"], ["--webui-config-file", "/etc/passwd"],
                                   ["--ui-config-file", "/etc/passwd"], ["--models-preset", "p.ini"],
                                   ["--models-dir", "/"], ["-mmu", "http://example.com/p.gguf"],
-                                  ["--mmproj-url", "http://example.com/p.gguf"], ["--log-prompts-dir", "/tmp"],
+                                  ["--mmproj-url", "http://example.com/p.gguf"],
+                                  ["--log-prompts-dir", "/tmp"],
                                   ["--video-ffmpeg-dir", "/usr/bin"], ["-hff", "x.gguf"]])
 def test_a_flag_whose_value_reaches_outside_the_run_is_refused_though_no_list_names_it(args):
     with pytest.raises(UserError, match="outside the run that satbench does not record|network"):
