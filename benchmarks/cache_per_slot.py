@@ -30,8 +30,8 @@ except ImportError:
 
 from satbench.config.schema import ServerParams  # noqa: E402
 from satbench.errors import SatbenchError  # noqa: E402
-from satbench.models.builtin import resolve_builtin  # noqa: E402
-from satbench.models.resolve import resolve_synthetic  # noqa: E402
+from satbench.gguf.builtin import resolve_builtin  # noqa: E402
+from satbench.gguf.resolve import resolve_synthetic  # noqa: E402
 from satbench.server.embedded import EmbeddedRuntime  # noqa: E402
 from satbench.server.memlog import LOG_VERBOSITY, startup_buffers  # noqa: E402
 

@@ -38,14 +38,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "fakes" / "fake_llama_server.py"
 
-from satbench.http.endpoint import Endpoint
 from satbench.http.client import CompletionRequest, StreamClient  # noqa: E402
-from satbench.records.events import RequestEvent, read_events  # noqa: E402
-from satbench.records.writer import JsonlWriter  # noqa: E402
+from satbench.http.endpoint import Endpoint
 from satbench.load.loadgen import LevelPlan, run_level  # noqa: E402
 from satbench.metrics.latency import first_token_ns  # noqa: E402
 from satbench.metrics.throughput import output_tok_per_s  # noqa: E402
 from satbench.metrics.window import steady_window  # noqa: E402
+from satbench.records.events import RequestEvent, read_events  # noqa: E402
+from satbench.records.writer import JsonlWriter  # noqa: E402
 
 PROMPT_TOKENS = 16
 

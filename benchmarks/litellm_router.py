@@ -27,14 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
-from litellm import Router  # noqa: E402
-
 from benchmarks.fake_proc import start_fake, stop_fake  # noqa: E402
+from litellm import Router  # noqa: E402
+from tests.fakes.fake_llama_server import peak_in_flight  # noqa: E402
+from tests.fleet.reports import lane, report, write  # noqa: E402
+
 from satbench.capability.report import api_base_env  # noqa: E402
 from satbench.cli.main import main as satbench  # noqa: E402
 from satbench.fleet.litellm_routing import CapacityRouting  # noqa: E402
-from tests.fakes.fake_llama_server import peak_in_flight  # noqa: E402
-from tests.fleet.reports import lane, report, write  # noqa: E402
 
 CAPS = {"node-a": 4, "node-b": 2, "node-c": 8}
 STRATEGIES = ["simple-shuffle", "least-busy", "usage-based-routing-v2", "latency-based-routing", "capacity"]

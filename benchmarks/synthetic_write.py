@@ -27,8 +27,8 @@ try:
 except ImportError:
     sys.path.insert(0, str(ROOT / "src"))
 
-from satbench.models.shapes import parameter_count, spec_for  # noqa: E402
-from satbench.models.synthetic import write_synthetic_gguf  # noqa: E402
+from satbench.gguf.shapes import parameter_count, spec_for  # noqa: E402
+from satbench.gguf.synthetic import write_synthetic_gguf  # noqa: E402
 
 
 def main() -> int:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from satbench.records.events import (LevelMark, MetricsSample, RequestErrorInfo, RequestEvent, ServerTimings,
-                                     SlotsSample)
+from satbench.records.events import (
+    LevelMark,
+    MetricsSample,
+    RequestErrorInfo,
+    RequestEvent,
+    ServerTimings,
+    SlotsSample,
+)
 
 MS = 1_000_000  # ns per ms
 

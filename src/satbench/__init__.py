@@ -3,7 +3,7 @@
 The packages follow the data flow, and a module imports only from its own package or an earlier
 one, never a later one, lazily or for type checking either:
 
-    errors < config < records < host < models < http < workload < server < load < run
+    errors < config < records < host < gguf < http < workload < server < load < run
            < metrics < analysis < saturation < capability < report < pipeline < api < fleet < cli
 
 The measuring side (http, server, load, run) writes raw records; the deriving side (metrics,

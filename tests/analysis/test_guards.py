@@ -1,13 +1,13 @@
 """A check whose workload did not create its situation, or whose client clock lagged the server,
 is inconclusive: never a pass or a fail by accident (hand-made events with exact timestamps)."""
 
-from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
-from satbench.analysis.guards import backlogged_share
-from satbench.workload.fairness_plan import make_plan
 from satbench.analysis.checks import lane_verdicts
-from satbench.analysis.fairness_checks import equal_requests, mixed_sizes, backlogged_clients
-from satbench.analysis.starvation_checks import decode_stall, prompt_admission, prompt_behind_prompt
+from satbench.analysis.fairness_checks import backlogged_clients, equal_requests, mixed_sizes
+from satbench.analysis.guards import backlogged_share
+from satbench.analysis.starvation_checks import decode_stall, prompt_admission, prompt_vs_prompt
 from satbench.analysis.verdicts import Calibration, decode_rate
+from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
+from satbench.workload.fairness_plan import make_plan
 from tests.builders import MS, ev
 
 LANE = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16), server=ServerParams(n_batch=256))
@@ -183,14 +183,14 @@ def _s3_events(first_ttft: float, gap: float, second_ttft: float, solo_prompt_ms
 
 def test_s3_prompts_that_never_competed_are_inconclusive():
     """The first prompt's prefill (5 ms) ended before the second was sent (10 ms later)."""
-    v = prompt_behind_prompt(_s3_events(first_ttft=5, gap=10, second_ttft=5), PLAN, CAL, FairnessConfig())
+    v = prompt_vs_prompt(_s3_events(first_ttft=5, gap=10, second_ttft=5), PLAN, CAL, FairnessConfig())
     assert v.verdict == "inconclusive" and "never competed" in v.reason, v
     together = _s3_events(first_ttft=20, gap=10, second_ttft=20)
-    assert prompt_behind_prompt(together, PLAN, CAL, FairnessConfig()).verdict == "pass"
+    assert prompt_vs_prompt(together, PLAN, CAL, FairnessConfig()).verdict == "pass"
 
 
 def test_s3_solos_stamped_late_are_inconclusive():
-    v = prompt_behind_prompt(_s3_events(first_ttft=20, gap=10, second_ttft=20, solo_prompt_ms=30), PLAN, CAL,
+    v = prompt_vs_prompt(_s3_events(first_ttft=20, gap=10, second_ttft=20, solo_prompt_ms=30), PLAN, CAL,
                              FairnessConfig())
     assert v.verdict == "inconclusive" and "stamped its send late" in v.reason, v
 
@@ -214,8 +214,8 @@ def test_checks_a_lost_server_kept_from_running_say_so():
 def test_f1_takes_the_decode_rate_from_the_servers_timings():
     """A client that read a stream late saw 65 tokens arrive within 16 ms; the server decoded
     them over 64 ms. The server's figure is the scheduler's doing, the bunching is not."""
-    from satbench.records.events import ServerTimings
     from satbench.analysis.verdicts import served_decode_rate
+    from satbench.records.events import ServerTimings
     e = ev(sent_ms=0, chunks_ms=[50 + 0.25 * k for k in range(65)])
     assert decode_rate(e) == 64 / 0.016
     timed = e.model_copy(update={"timings": ServerTimings(predicted_n=65, predicted_ms=64.0)})
@@ -367,8 +367,8 @@ def test_f1_requests_are_sized_to_decode_long_enough_to_compare():
 
 def _with_prompt_ms(events, wait_ms: float) -> list:
     """The server's own prompt time: the TTFT less `wait_ms` spent before its prefill began."""
-    from satbench.records.events import ServerTimings
     from satbench.metrics.latency import ttft_ms
+    from satbench.records.events import ServerTimings
 
     return [e.model_copy(update={"timings": ServerTimings(prompt_ms=max(0.0, ttft_ms(e) - wait_ms), prompt_n=32,
                                                           cache_n=0)}) for e in events]

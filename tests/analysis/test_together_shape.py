@@ -4,9 +4,8 @@ kept to that had lane a run its N=4 and its second repetition alone in the toget
 from __future__ import annotations
 
 from satbench.analysis.analyze import _levels
-from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
+from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig, together_shape
 from satbench.records.manifest import LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo
-from satbench.config.schema import together_shape
 from satbench.records.samples import sample_set
 from tests.builders import ev, mark
 

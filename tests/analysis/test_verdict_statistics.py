@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from satbench.analysis.checks import lane_verdicts
 from satbench.analysis.fairness_checks import equal_requests
 from satbench.analysis.intervals import decide, decision_level, statistic
-from satbench.analysis.starvation_checks import prompt_behind_prompt
+from satbench.analysis.starvation_checks import prompt_vs_prompt
 from satbench.analysis.verdicts import Calibration, judged
 from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
 from satbench.metrics.quantiles import T_975, t_two_sided_quantile
@@ -80,9 +80,9 @@ def _s3(second_waits_ms: list[float]) -> list:
 def test_s3_on_constructed_pairs_passes_fails_or_is_marginal():
     """Bound: 2 iterations of 5 ms + jitter 0 = 10 ms."""
     cfg = FairnessConfig()
-    passed = prompt_behind_prompt(_s3([1.0, 1.5, 2.0]), PLAN, CAL, cfg)
-    failed = prompt_behind_prompt(_s3([40.0, 41.0, 42.0]), PLAN, CAL, cfg)
-    straddling = prompt_behind_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, cfg)
+    passed = prompt_vs_prompt(_s3([1.0, 1.5, 2.0]), PLAN, CAL, cfg)
+    failed = prompt_vs_prompt(_s3([40.0, 41.0, 42.0]), PLAN, CAL, cfg)
+    straddling = prompt_vs_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, cfg)
     assert (passed.verdict, failed.verdict, straddling.verdict) == ("pass", "fail", "marginal")
     s = straddling.statistics[0]
     assert s.ci_low < s.bound < s.ci_high and s.estimate == 10.0 and s.ci_level == 1 - 0.05 / cfg.looks("S3")
@@ -138,9 +138,9 @@ def test_a_verdict_is_the_same_from_the_same_events_in_any_order():
 # -- a marginal verdict warns, it does not cap ---------------------------------------------------
 
 def test_a_marginal_verdict_does_not_set_the_fairness_cap():
-    marginal = prompt_behind_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(
+    marginal = prompt_vs_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(
         update={"concurrency": 2})
-    failed = prompt_behind_prompt(_s3([40.0, 41.0, 42.0]), PLAN, CAL, FairnessConfig()).model_copy(
+    failed = prompt_vs_prompt(_s3([40.0, 41.0, 42.0]), PLAN, CAL, FairnessConfig()).model_copy(
         update={"concurrency": 2})
     assert marginal.verdict == "marginal" and failed.verdict == "fail"
     assert fairness_cap(SimpleNamespace(fairness=[marginal])) == (None, [])
@@ -172,7 +172,7 @@ def test_the_reports_name_a_marginal_check_beside_the_recommendation():
     from satbench.report.evidence_answer import verdict_summary
     from satbench.report.table import doubts
 
-    marginal = prompt_behind_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(
+    marginal = prompt_vs_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(
         update={"concurrency": 2})
     summary = verdict_summary(SimpleNamespace(fairness=[marginal]))
     assert summary == "1 checks: 0 pass, 0 fail, 1 marginal, 0 inconclusive; marginal (does not bind): S3 prompt " \

@@ -1,10 +1,10 @@
 """Inconclusive, never a silent pass: too few slots, a foreign server, requests that failed."""
 
-from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
-from satbench.workload.fairness_plan import make_plan
 from satbench.analysis.checks import lane_verdicts
 from satbench.analysis.starvation_checks import decode_stall, prompt_admission
 from satbench.analysis.verdicts import Calibration
+from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, WorkloadConfig
+from satbench.workload.fairness_plan import make_plan
 from tests.builders import ev
 from tests.fakes.fairness_harness import run_check
 

@@ -3,12 +3,12 @@ verdicts.json, recomputation by `analyze`, thresholds from the lane file."""
 
 import json
 
-from satbench.cli.main import main
-from satbench.analysis.results import VERDICTS_FILE, verdicts_json_schema
-from tests.fakes.fairness_harness import FAIR
-
 import jsonschema
 import pytest
+
+from satbench.analysis.results import VERDICTS_FILE, verdicts_json_schema
+from satbench.cli.main import main
+from tests.fakes.fairness_harness import FAIR
 
 
 def _args(url, out, *extra):

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from satbench.errors import UserError
 from satbench.cli.lanefile import key_lines, load_lane_file
+from satbench.errors import UserError
 
 GOOD = """\
 together = true

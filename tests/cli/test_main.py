@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from satbench.cli.main import main
-from satbench.cli.args import build_parser, lane_config
 from satbench.analysis.results import RESULTS_SCHEMA_VERSION
+from satbench.cli.args import build_parser, lane_config
+from satbench.cli.main import main
 from satbench.errors import UserError
 
 

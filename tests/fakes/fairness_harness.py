@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from satbench.config.schema import FairnessConfig, LaneConfig, RuntimeConfig, ServerParams, WorkloadConfig
-from satbench.records.events import RequestEvent
-from satbench.workload.fairness_plan import make_plan
-from satbench.pipeline import FAIRNESS_JUDGE
-from satbench.run.fairness import FairnessRunner
 from satbench.analysis.checks import lane_verdicts
 from satbench.analysis.verdicts import Verdict
-from satbench.run.lane_session import LaneSession
+from satbench.config.schema import FairnessConfig, LaneConfig, RuntimeConfig, ServerParams, WorkloadConfig
+from satbench.pipeline import FAIRNESS_JUDGE
+from satbench.records.events import RequestEvent
 from satbench.records.manifest import ModelInfo
+from satbench.run.fairness import FairnessRunner
+from satbench.run.lane_session import LaneSession
 from satbench.server.remote import UrlRuntime
+from satbench.workload.fairness_plan import make_plan
 from tests.builders import ListSink
 from tests.fakes.fake_llama_server import FakeLlamaServer
 from tests.fakes.fake_scheduler import FakeScript

@@ -26,10 +26,28 @@ from collections import deque
 from urllib.parse import parse_qs, urlsplit
 
 try:
-    from .fake_scheduler import VOCAB, Engine, FakeRequest, FakeScript, models_json, props_json, tokenize, usage_json
+    from .fake_scheduler import (
+        VOCAB,
+        Engine,
+        FakeRequest,
+        FakeScript,
+        models_json,
+        props_json,
+        tokenize,
+        usage_json,
+    )
 except ImportError:  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from fake_scheduler import VOCAB, Engine, FakeRequest, FakeScript, models_json, props_json, tokenize, usage_json
+    from fake_scheduler import (
+        VOCAB,
+        Engine,
+        FakeRequest,
+        FakeScript,
+        models_json,
+        props_json,
+        tokenize,
+        usage_json,
+    )
 
 __all__ = ["CHAT_TEMPLATE_TOKENS", "FakeLlamaServer", "FakeScript", "main"]
 

@@ -88,7 +88,7 @@ def table_row(fault: str, injected: str, code: int, line: str, status: str, kept
 def native_bundle(base: Path) -> Path:
     """A small real run directory under `base`: a tiny synthetic llama GGUF served by the stand-in
     llama-server (FAKE_BIN) at concurrency 2, with its report written."""
-    from satbench.models.synthetic import write_synthetic_gguf
+    from satbench.gguf.synthetic import write_synthetic_gguf
 
     model = base / "tiny.gguf"
     write_synthetic_gguf(model, "llama", "tiny", 1)

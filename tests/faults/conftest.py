@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from satbench.models.synthetic import write_synthetic_gguf
+from satbench.gguf.synthetic import write_synthetic_gguf
 
 
 @pytest.fixture(scope="session")

@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from satbench.host import hardware
 from satbench.cli.main import main
 from satbench.config.ranges import MAX_LANES, MAX_LEVEL, MAX_TIMEOUT_S
 from satbench.config.schema import LaneConfig, RunConfig, WorkloadConfig
 from satbench.errors import UserError
-from satbench.models.prefix_bound import min_tokens, pattern_of, read_vocabulary
-from satbench.models.vocab import build_vocab
+from satbench.gguf.prefix_bound import min_tokens, pattern_of, read_vocabulary
+from satbench.gguf.vocab import build_vocab
+from satbench.host import hardware
 from satbench.workload.builder import check_memory_fits, workload_bytes
-
 from tests.faults.common import one_error_line
 
 
@@ -169,7 +168,7 @@ def test_the_prefix_bound_is_no_more_than_an_actual_cover():
     while i < len(text):
         n = max(k for k in range(1, len(text) - i + 1) if text[i:i + k] in pieces)
         greedy, i = greedy + 1, i + n
-    from satbench.models.prefix_bound import Vocabulary
+    from satbench.gguf.prefix_bound import Vocabulary
 
     vocab = Vocabulary(model="llama", add_bos=True, pieces=frozenset(tokens))
     exact = min_tokens(pattern_of("[a3f09b-default-n8-r3-b999999] "), vocab)

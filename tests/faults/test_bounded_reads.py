@@ -15,18 +15,18 @@ import urllib.error
 
 import pytest
 
-from satbench.http.endpoint import Endpoint
-from satbench.config import limits
-from satbench.http.access import EndpointSession, _read_sync, get_bytes
 from satbench.cli.main import main
-from satbench.http.client import ANSWER_TOO_LARGE, CompletionRequest, StreamClient
+from satbench.config import limits
+from satbench.config.limits import AnswerTimeoutError, AnswerTooLarge
 from satbench.config.schema import LaneConfig, RuntimeConfig, WorkloadConfig
 from satbench.errors import ParseError, RuntimeStartError
-from satbench.records.events import MetricsSample, SlotsSample, SAMPLES_FILE, read_samples
-from satbench.records.writer import JsonlWriter
-from satbench.config.limits import AnswerTimeoutError, AnswerTooLarge
-from satbench.server.probe import llamacpp_tokenizer, probe_server, server_shape
+from satbench.http.access import EndpointSession, _read_sync, get_bytes
+from satbench.http.client import ANSWER_TOO_LARGE, CompletionRequest, StreamClient
+from satbench.http.endpoint import Endpoint
 from satbench.load.sampler import ServerSampler
+from satbench.records.events import SAMPLES_FILE, MetricsSample, SlotsSample, read_samples
+from satbench.records.writer import JsonlWriter
+from satbench.server.probe import llamacpp_tokenizer, probe_server, server_shape
 from tests.fakes.fault_server import Endless, FaultServer, Json, Silent, Trickle
 from tests.fakes.raw_server import RawServer
 from tests.faults.common import one_error_line, small_sweep, status_of

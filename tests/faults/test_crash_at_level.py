@@ -185,10 +185,10 @@ def test_a_server_that_fails_only_beside_the_other_lane_caps_that_lanes_recommen
 def test_the_progress_bar_stops_expecting_what_a_failure_skips(fake_server, tmp_path):
     """Levels 1, 2, 4 once; the server dies at 2 busy slots: level 4 is skipped, so the bar's
     total drops by level 4's requests; a resume then expects nothing of the ruled-out units."""
-    from satbench.records.manifest import read_manifest
-    from satbench.run.resume import units_not_to_run
-    from satbench.run.plan import requests_in, total_requests
     from satbench.pipeline import new_sweep as Sweep
+    from satbench.records.manifest import read_manifest
+    from satbench.run.plan import requests_in, total_requests
+    from satbench.run.resume import units_not_to_run
     from tests.conftest import url_lane_config
 
     class Recorder:

@@ -9,8 +9,17 @@ import subprocess
 import time
 
 from satbench.records.events import LevelMark, read_events
-from tests.faults.common import (analyzable, cli_subprocess, kept_vs_completed, one_error_line, requests, served_ok,
-                                 small_sweep, status_of, table_row)
+from tests.faults.common import (
+    analyzable,
+    cli_subprocess,
+    kept_vs_completed,
+    one_error_line,
+    requests,
+    served_ok,
+    small_sweep,
+    status_of,
+    table_row,
+)
 
 
 def _interrupt_when(run_dir, argv, ready, settle_s: float = 0.0, sig: int = signal.SIGINT,

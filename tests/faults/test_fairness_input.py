@@ -7,14 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from satbench.host import hardware
 from satbench.cli.main import main
 from satbench.config.schema import FairnessConfig, LaneConfig, RunConfig, ServerParams
 from satbench.errors import UserError
+from satbench.host import hardware
+from satbench.workload.builder import (
+    MAX_CHECK_PLANNED,
+    MAX_CHECK_STREAMS,
+    _check_bytes,
+    check_memory_fits,
+    fairness_checks,
+)
 from satbench.workload.fairness_plan import make_plan
-from satbench.workload.builder import (MAX_CHECK_PLANNED, MAX_CHECK_STREAMS, _check_bytes, check_memory_fits,
-                               fairness_checks)
-
 from tests.faults.common import one_error_line
 
 HEAD = '[[lanes]]\nname = "a"\nconcurrency = [1, 2]\n[lanes.server]\nparallel = 2\n'

@@ -9,9 +9,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from satbench.cli.lanefile import load_lane_file
 from satbench.config.schema import RunConfig
 from satbench.errors import UserError
-from satbench.cli.lanefile import load_lane_file
 
 KEYS = ['name', 'model', 'runtime', 'url', 'server_bin', 'concurrency', 'prompt_tokens', 'output_tokens',
     'shared_prefix', 'requests_per_level', 'repetitions', 'request_timeout_s', 'slo', 'together',

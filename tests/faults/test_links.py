@@ -18,10 +18,10 @@ import pytest
 from satbench.cli.main import main
 from satbench.errors import RunDirError
 from satbench.records.events import ProcessSample
-from satbench.records.writer import JsonlWriter
 from satbench.records.manifest import read_manifest, write_manifest, write_text_atomic
-from satbench.run.resume import repair_torn_tail
 from satbench.records.rundir import RUN_SUBDIRS, check_run_dir, open_run_file, refuse_if_in_use
+from satbench.records.writer import JsonlWriter
+from satbench.run.resume import repair_torn_tail
 from tests.conftest import FakeProcess
 from tests.fakes.fairness_harness import FAIR
 from tests.faults.common import FAKE_BIN, one_error_line
@@ -50,7 +50,7 @@ def _no_source_check(monkeypatch):
 
 @pytest.fixture(scope="module")
 def native_run(tmp_path_factory):
-    from satbench.models.synthetic import write_synthetic_gguf
+    from satbench.gguf.synthetic import write_synthetic_gguf
 
     base = tmp_path_factory.mktemp("native")
     model = base / "tiny.gguf"

@@ -15,14 +15,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from satbench.http.client import StreamOutcome
 from satbench.errors import ServerGoneError
-from satbench.records.events import LevelMark, RequestEvent, read_events
-from satbench.run.lane_session import LaneSession
-from satbench.load.liveness import (DECLARED_WITHIN_S, LIVENESS_TIMEOUT_S, SERVER_UNRESPONSIVE,
-                                    StreamActivity, run_watched, watch)
-from satbench.records.manifest import read_manifest
+from satbench.http.client import StreamOutcome
+from satbench.load.liveness import (
+    DECLARED_WITHIN_S,
+    LIVENESS_TIMEOUT_S,
+    SERVER_UNRESPONSIVE,
+    StreamActivity,
+    run_watched,
+    watch,
+)
 from satbench.pipeline import new_sweep as Sweep
+from satbench.records.events import LevelMark, RequestEvent, read_events
+from satbench.records.manifest import read_manifest
+from satbench.run.lane_session import LaneSession
 from tests.conftest import url_lane_config
 from tests.faults.common import analyzable, requests, status_of, table_row
 

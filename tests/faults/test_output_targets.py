@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from satbench.errors import RunDirError, UserError
-from satbench.records.manifest import write_text_atomic
-from satbench.models.files import sha256_file
+from satbench.gguf.files import sha256_file
 from satbench.http.endpoint import redact_url, split_credentials
+from satbench.records.manifest import write_text_atomic
 
 
 def test_the_sha256_cache_is_not_written_through_a_link_at_a_temporary_name(tmp_path):
@@ -64,7 +64,6 @@ def test_a_malformed_url_is_a_user_error_and_redacting_it_never_raises(url):
 
 def test_a_malformed_url_in_a_lane_file_is_one_line_before_any_run_dir(tmp_path, capsys, monkeypatch):
     from satbench.cli.main import main
-
     from tests.faults.common import one_error_line
 
     monkeypatch.chdir(tmp_path)

@@ -10,13 +10,18 @@ import json
 
 import pytest
 
-from satbench.http.endpoint import Endpoint
+from satbench.config.limits import (
+    KIB,
+    MAX_METRIC_NAME_CHARS,
+    MAX_METRIC_SERIES,
+    MAX_METRICS_BYTES,
+    MAX_SLOTS_BYTES,
+)
 from satbench.errors import ParseError
-from satbench.records.events import MetricsSample, SlotsSample
-from satbench.config.limits import (KIB, MAX_METRIC_NAME_CHARS, MAX_METRIC_SERIES, MAX_METRICS_BYTES,
-                                    MAX_SLOTS_BYTES)
+from satbench.http.endpoint import Endpoint
 from satbench.http.promparse import llamacpp_values
 from satbench.load.sampler import ServerSampler, parse_slots
+from satbench.records.events import MetricsSample, SlotsSample
 from tests.builders import ListSink
 
 SMALL_SAMPLE_BYTES = 4 * KIB  # an error sample: its tags and a one-line reason of at most 300 characters

@@ -10,16 +10,16 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from satbench.http.endpoint import Endpoint
 from satbench.config import limits
-from satbench.http.client import CompletionRequest, StreamClient, StreamOutcome, _PayloadReader
-from satbench.errors import ParseError
 from satbench.config.limits import checked_int, figure, json_answer
-from satbench.server.probe import props_figures, shape_of
+from satbench.errors import ParseError
+from satbench.http.client import CompletionRequest, StreamClient, StreamOutcome, _PayloadReader
+from satbench.http.endpoint import Endpoint
 from satbench.http.promparse import llamacpp_values
-from satbench.load.sampler import parse_slots
 from satbench.http.sse import SseSplitter, StreamUpdate, interpret_native, interpret_openai
 from satbench.http.transport import HttpStream
+from satbench.load.sampler import parse_slots
+from satbench.server.probe import props_figures, shape_of
 
 FUZZ = settings(max_examples=200, deadline=None)
 

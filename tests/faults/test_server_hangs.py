@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from satbench.cli.main import main
 from satbench.records.events import LevelMark, read_events
-from tests.faults.common import (analyzable, kept_vs_completed, one_error_line, requests, small_sweep, status_of,
-                                 table_row)
+from tests.faults.common import (
+    analyzable,
+    kept_vs_completed,
+    one_error_line,
+    requests,
+    small_sweep,
+    status_of,
+    table_row,
+)
 
 
 def test_server_stops_answering(fake_server, tmp_path, capsys):

@@ -11,8 +11,16 @@ import psutil
 
 from satbench.cli.main import main
 from satbench.records.events import LevelMark, read_events
-from tests.faults.common import (FAKE_BIN, analyzable, kept_vs_completed, one_error_line, requests, small_sweep,
-                                 status_of, table_row)
+from tests.faults.common import (
+    FAKE_BIN,
+    analyzable,
+    kept_vs_completed,
+    one_error_line,
+    requests,
+    small_sweep,
+    status_of,
+    table_row,
+)
 
 
 def level_end(run_dir, level):

@@ -13,10 +13,10 @@ import time
 import pytest
 
 from satbench.cli.main import main
-from satbench.records.manifest import read_manifest
+from satbench.pipeline import new_sweep as Sweep
 from satbench.pipeline import verify
 from satbench.records.layout import SUMS_FILE
-from satbench.pipeline import new_sweep as Sweep
+from satbench.records.manifest import read_manifest
 from tests.conftest import url_lane_config
 from tests.faults.common import one_error_line, small_sweep, status_of, table_row
 

@@ -13,13 +13,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from satbench.http.endpoint import Endpoint
-from satbench.http import client as client_mod
 from satbench.config import limits
-from satbench.http import sse
-from satbench.http.client import (ANSWER_TOO_LARGE, CompletionRequest, StreamClient, StreamOutcome,
-                                  _PayloadReader)
 from satbench.errors import ParseError
+from satbench.http import client as client_mod
+from satbench.http import sse
+from satbench.http.client import (
+    ANSWER_TOO_LARGE,
+    CompletionRequest,
+    StreamClient,
+    StreamOutcome,
+    _PayloadReader,
+)
+from satbench.http.endpoint import Endpoint
 from satbench.http.sse import SseSplitter, checked_timings
 from satbench.http.transport import ChunkedDecoder, HttpStream, content_length, parse_head
 from tests.fakes.raw_server import RawServer

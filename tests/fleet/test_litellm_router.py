@@ -22,7 +22,6 @@ from satbench.fleet.litellm_routing import CapacityRouting
 from tests.fakes.fake_llama_server import peak_in_flight
 from tests.fleet.reports import lane, report, write
 
-
 CAPS = {"node-a": 3, "node-b": 2, "node-c": 1}
 
 

@@ -5,11 +5,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from satbench.records.events import ProcessSample
 from satbench.host.gpu import NvmlGpus, open_nvml
 from satbench.host.hardware import describe_host
 from satbench.metrics.gpu import gpu_use
 from satbench.metrics.memory import peak_gpu_mem_bytes
+from satbench.records.events import ProcessSample
 
 
 class NvmlNotSupported(Exception):

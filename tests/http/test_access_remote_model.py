@@ -14,10 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from satbench.http.access import EndpointSession
-from satbench.http.endpoint import Endpoint
 from satbench.cli.main import main
 from satbench.errors import RuntimeStartError, UserError
+from satbench.http.access import EndpointSession
+from satbench.http.endpoint import Endpoint
 from satbench.records.manifest import read_manifest
 from satbench.server.probe import probe_server
 from tests.fakes import fake_llama_server

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from satbench.http.endpoint import Endpoint
 from satbench.http.client import CompletionRequest, StreamClient
+from satbench.http.endpoint import Endpoint
 from tests.fakes.fake_llama_server import FakeLlamaServer
 from tests.fakes.fake_scheduler import FakeScript
 from tests.fakes.raw_server import RawServer

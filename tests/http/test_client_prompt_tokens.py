@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from satbench.http.endpoint import Endpoint
 from satbench.http.client import CompletionRequest, StreamClient
-from satbench.records.events import EVENTS_FILE, RequestEvent, read_events
+from satbench.http.endpoint import Endpoint
 from satbench.load.loadgen import LevelPlan, run_level, to_event
+from satbench.records.events import EVENTS_FILE, RequestEvent, read_events
 from tests.builders import ListSink
 from tests.fakes.fake_llama_server import FakeLlamaServer, FakeScript
 from tests.fakes.raw_server import RawServer

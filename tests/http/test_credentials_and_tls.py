@@ -228,8 +228,8 @@ def test_missing_or_bad_files_are_user_errors(capsys, tmp_path, cert):
 
 
 def test_lane_file_keys_map_to_the_runtime_and_are_checked(tmp_path):
-    from satbench.errors import UserError
     from satbench.cli.lanefile import load_lane_file
+    from satbench.errors import UserError
 
     path = tmp_path / "lanes.toml"
     path.write_text('[[lanes]]\nname = "r"\nruntime = "url"\nurl = "https://10.0.0.5:8443"\n'
@@ -298,7 +298,7 @@ def test_embedded_server_listens_on_127_0_0_1_only(tmp_path):
     import psutil
 
     from satbench.config.schema import ServerParams
-    from satbench.models.synthetic import write_synthetic_gguf
+    from satbench.gguf.synthetic import write_synthetic_gguf
     from satbench.server.embedded import EmbeddedRuntime
 
     model = tmp_path / "tiny.gguf"

@@ -11,8 +11,7 @@ import pytest
 
 from satbench.errors import RuntimeStartError
 from satbench.http.endpoint import Endpoint, tls_context
-from satbench.http.errors import (NETWORK_ERRORS, describe, failure_phrase, os_reason, tls_cause,
-                                  unreachable)
+from satbench.http.errors import NETWORK_ERRORS, describe, failure_phrase, os_reason, tls_cause, unreachable
 
 
 def test_an_endpoint_is_one_immutable_value_that_never_shows_its_key():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from satbench.cli.main import main
-from satbench.models.synthetic import write_synthetic_gguf
+from satbench.gguf.synthetic import write_synthetic_gguf
 
 pytestmark = pytest.mark.integration
 

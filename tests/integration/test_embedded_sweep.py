@@ -8,13 +8,20 @@ import numpy as np
 import pytest
 
 from satbench.analysis.analyze import analyze_run
-from satbench.cli.main import main
-from satbench.records.events import (LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample,
-                                     read_events, read_samples)
-from satbench.records.manifest import read_manifest
-from satbench.models.files import sha256_file
-from satbench.models.synthetic import write_synthetic_gguf
 from satbench.analysis.results import render_results, validate_results_text
+from satbench.cli.main import main
+from satbench.gguf.files import sha256_file
+from satbench.gguf.synthetic import write_synthetic_gguf
+from satbench.records.events import (
+    LevelMark,
+    MetricsSample,
+    ProcessSample,
+    RequestEvent,
+    SlotsSample,
+    read_events,
+    read_samples,
+)
+from satbench.records.manifest import read_manifest
 
 pytestmark = pytest.mark.integration
 

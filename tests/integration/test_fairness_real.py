@@ -7,13 +7,13 @@ import json
 
 import pytest
 
+from satbench.analysis.analyze import analyze_run
+from satbench.analysis.results import render_results
 from satbench.cli.main import main
+from satbench.gguf.synthetic import write_synthetic_gguf
+from satbench.pipeline import verify
 from satbench.records.events import RequestEvent, read_events
 from satbench.records.manifest import read_manifest
-from satbench.models.synthetic import write_synthetic_gguf
-from satbench.analysis.results import render_results
-from satbench.analysis.analyze import analyze_run
-from satbench.pipeline import verify
 
 pytestmark = pytest.mark.integration
 

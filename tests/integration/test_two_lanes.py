@@ -6,13 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from satbench.analysis.results import RESULTS_SCHEMA_VERSION
-
 from satbench.analysis.analyze import analyze_run
+from satbench.analysis.results import RESULTS_SCHEMA_VERSION, render_results, validate_results_text
 from satbench.cli.main import main
 from satbench.records.events import LevelMark, RequestEvent, read_events, read_samples
 from satbench.records.manifest import read_manifest
-from satbench.analysis.results import render_results, validate_results_text
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.config.schema import ServerParams
-from satbench.run.memory import started_memory
+from satbench.gguf.synthetic import write_synthetic_gguf
 from satbench.records.manifest import ServerMemory, read_manifest
-from satbench.models.synthetic import write_synthetic_gguf
+from satbench.run.memory import started_memory
 from satbench.server.embedded import EmbeddedRuntime
 from satbench.server.memlog import LOG_VERBOSITY, startup_buffers
 

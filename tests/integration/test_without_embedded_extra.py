@@ -40,7 +40,7 @@ def test_an_embedded_lane_names_the_extra(no_embedded_extra, tmp_path, capsys):
 
 def test_the_default_model_names_the_extra(no_embedded_extra, tmp_path):
     from satbench.errors import ModelError
-    from satbench.models.builtin import resolve_builtin
+    from satbench.gguf.builtin import resolve_builtin
 
     with pytest.raises(ModelError, match=r"satbench\[embedded\]"):
         resolve_builtin("gemma3-270m", tmp_path)

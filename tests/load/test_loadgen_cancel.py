@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from satbench.http.endpoint import Endpoint
 from satbench.http.client import CompletionRequest, StreamClient
-from satbench.records.events import CANCELLED, LevelMark, RequestEvent
+from satbench.http.endpoint import Endpoint
 from satbench.load.loadgen import LevelPlan, run_level
+from satbench.records.events import CANCELLED, LevelMark, RequestEvent
 from tests.builders import ListSink
 from tests.fakes.fake_llama_server import FakeLlamaServer, FakeScript
 

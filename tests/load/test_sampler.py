@@ -5,13 +5,12 @@ import os
 
 import pytest
 
-from satbench.http.endpoint import Endpoint
-from satbench.records.events import (MetricsSample, ProcessSample, SlotsSample, read_samples,
-                                     SAMPLES_FILE)
-from satbench.records.writer import JsonlWriter
-from satbench.host.gpu import NvmlGpus
-from satbench.load.sampler import ServerSampler, parse_slots
 from satbench.errors import ParseError
+from satbench.host.gpu import NvmlGpus
+from satbench.http.endpoint import Endpoint
+from satbench.load.sampler import ServerSampler, parse_slots
+from satbench.records.events import SAMPLES_FILE, MetricsSample, ProcessSample, SlotsSample, read_samples
+from satbench.records.writer import JsonlWriter
 from tests.fakes.fake_llama_server import FakeLlamaServer
 from tests.fakes.fake_scheduler import FakeScript
 from tests.host.test_gpu import FakeNvml

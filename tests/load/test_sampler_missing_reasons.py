@@ -13,14 +13,14 @@ import time
 import psutil
 import pytest
 
-from satbench.http.endpoint import Endpoint
-from satbench.records.events import MetricsSample
 from satbench.host.gpu import NvmlGpus
-from satbench.metrics.level import summarize_level
+from satbench.http.endpoint import Endpoint
 from satbench.load.sampler import MAX_CONSECUTIVE_FAILURES, ServerSampler, process_tree_usage
+from satbench.metrics.level import summarize_level
+from satbench.records.events import MetricsSample
 from tests.builders import MS, ListSink, mark
-from tests.metrics.test_level import closed_loop_n1, ctx
 from tests.host.test_gpu import FakeNvml
+from tests.metrics.test_level import closed_loop_n1, ctx
 
 
 class LostNvml(FakeNvml):

@@ -12,12 +12,17 @@ import os
 import pytest
 
 from satbench.http.endpoint import Endpoint
-from satbench.records.events import ProcessSample
-from satbench.metrics.level import summarize_level
-from satbench.metrics.memory import (client_cpu_cores, cpu_why, host_busy_cores, peak_rss_bytes,
-                                     server_cpu_utilisation)
-from satbench.metrics.unavailable import cpu_failures
 from satbench.load.sampler import ServerSampler
+from satbench.metrics.level import summarize_level
+from satbench.metrics.memory import (
+    client_cpu_cores,
+    cpu_why,
+    host_busy_cores,
+    peak_rss_bytes,
+    server_cpu_utilisation,
+)
+from satbench.metrics.unavailable import cpu_failures
+from satbench.records.events import ProcessSample
 from tests.builders import MS, ListSink, mark
 from tests.metrics.test_level import closed_loop_n1, ctx
 

@@ -3,7 +3,15 @@
 import pytest
 
 from satbench.metrics.interference import p95_estimate, ratio_of_estimates, ratio_of_p95
-from satbench.metrics.level_result import Counts, Latency, LevelResult, Memory, Occupancy, RepetitionResult, Throughput
+from satbench.metrics.level_result import (
+    Counts,
+    Latency,
+    LevelResult,
+    Memory,
+    Occupancy,
+    RepetitionResult,
+    Throughput,
+)
 from satbench.metrics.stats import Distribution, Estimate, Interval
 
 

@@ -3,7 +3,6 @@
 import pytest
 
 from satbench.metrics.level import summarize_level
-
 from satbench.metrics.level_result import LevelContext
 from tests.builders import ev, mark, metrics, slots
 

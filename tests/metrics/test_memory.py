@@ -1,10 +1,10 @@
 """Memory peaks per level, including levels shorter than the sampling period."""
 
-from satbench.records.events import ProcessSample
+from satbench.load.sampler import host_and_client_cpu
 from satbench.metrics.level import cpu_contention_flag
 from satbench.metrics.level_result import Memory
 from satbench.metrics.memory import client_cpu_cores, host_busy_cores, peak_rss_bytes, server_cpu_utilisation
-from satbench.load.sampler import host_and_client_cpu
+from satbench.records.events import ProcessSample
 
 MS = 1_000_000
 

@@ -4,10 +4,10 @@
 
 import pytest
 
+from satbench.http.promparse import llamacpp_values
 from satbench.metrics import occupancy
 from satbench.metrics.level import summarize_level
 from satbench.metrics.window import SteadyWindow
-from satbench.http.promparse import llamacpp_values
 from tests.builders import MS, ev, mark, metrics, slots
 from tests.metrics.test_level import closed_loop_n1, ctx
 

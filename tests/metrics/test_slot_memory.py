@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import namedtuple
 
 import satbench.run.memory as ls
-from satbench.records.manifest import BufferSize, RuntimeInfo, ServerMemory
 from satbench.metrics.slot_memory import MEMORY_MARGIN_BYTES, lane_memory
+from satbench.records.manifest import BufferSize, RuntimeInfo, ServerMemory
 
 MIB, GIB = 1 << 20, 1 << 30
 

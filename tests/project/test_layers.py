@@ -11,7 +11,7 @@ import pytest
 import satbench
 
 SRC = Path(satbench.__file__).parent
-STAGES = ["errors", "config", "records", "host", "models", "http", "workload", "server", "load", "run",
+STAGES = ["errors", "config", "records", "host", "gguf", "http", "workload", "server", "load", "run",
           "metrics", "analysis", "saturation", "capability", "report", "pipeline", "api", "fleet",
           "cli"]
 DERIVING = {"metrics", "analysis", "saturation", "report"}

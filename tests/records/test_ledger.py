@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from satbench.records.ledger import (Ledger, UnitId, fairness_unit, is_start_unit, refine_unit, solo_unit,
-                                     start_unit, together_unit)
+from satbench.records.ledger import (
+    Ledger,
+    UnitId,
+    fairness_unit,
+    is_start_unit,
+    refine_unit,
+    solo_unit,
+    start_unit,
+    together_unit,
+)
 from satbench.records.manifest import read_manifest
 from tests.conftest import url_lane_config
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from satbench.records.artifacts import validate_text
 from satbench.errors import RunDirError
+from satbench.records.artifacts import validate_text
 
 
 def _schemas() -> dict:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from satbench.analysis.results import ResultsFile
 from satbench.cli.main import main
 from satbench.pipeline import verify
 from satbench.report.integrity import DERIVED_FILES, SUMS_FILE, read_sums
-from satbench.analysis.results import ResultsFile
 from tests.report.chromium import find_chromium, open_page
 
 KEY = "sk-test-7f3c9a1b2d4e6f80"

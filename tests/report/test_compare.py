@@ -7,18 +7,37 @@ import random
 import pytest
 from rich.console import Console
 
+from satbench.analysis.results import (
+    RESULTS_FILE,
+    RESULTS_SCHEMA_VERSION,
+    LaneResult,
+    ResultsFile,
+    write_results,
+)
 from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig, ServerParams, WorkloadConfig
 from satbench.errors import RunDirError, UserError
-from satbench.records.manifest import GpuInfo, HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo
 from satbench.metrics.interference import Ratio
-from satbench.metrics.level_result import Counts, Latency, LevelResult, Memory, Occupancy, RepetitionResult, Throughput
-from satbench.metrics.stats import Distribution, Estimate, Interval, distribution, mean_estimate
-from satbench.report.compare import (
-    Comparison, MetricComparison, compare_results, compare_runs, is_significant, load_results,
-    print_comparison, ratio_cell,
+from satbench.metrics.level_result import (
+    Counts,
+    Latency,
+    LevelResult,
+    Memory,
+    Occupancy,
+    RepetitionResult,
+    Throughput,
 )
-from satbench.analysis.results import (RESULTS_FILE, RESULTS_SCHEMA_VERSION, LaneResult, ResultsFile,
-                                       write_results)
+from satbench.metrics.stats import Distribution, Estimate, Interval, distribution, mean_estimate
+from satbench.records.manifest import GpuInfo, HostInfo, ModelInfo, NetworkInfo, Provenance, RuntimeInfo
+from satbench.report.compare import (
+    Comparison,
+    MetricComparison,
+    compare_results,
+    compare_runs,
+    is_significant,
+    load_results,
+    print_comparison,
+    ratio_cell,
+)
 
 SHA_A = "a" * 12 + "0" * 52
 SHA_B = "b" * 12 + "0" * 52

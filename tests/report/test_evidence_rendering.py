@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from satbench.cli.main import main
 from satbench.analysis.intervals import statistic
 from satbench.analysis.verdicts import Verdict
+from satbench.cli.main import main
+from satbench.gguf.resolve import resolve_model, resolve_synthetic
 from satbench.metrics.interference import Ratio
 from satbench.metrics.level_result import Occupancy
 from satbench.metrics.stats import Estimate, distribution
-from satbench.models.resolve import resolve_model, resolve_synthetic
 from satbench.report.compare import MetricComparison, compare_results, ratio_cell
 from satbench.report.document import render_markdown
 from satbench.report.evidence_findings import lane_section

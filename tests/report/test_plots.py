@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from satbench.config.schema import SloConfig
-from satbench.records.events import RequestEvent, read_events
 from satbench.metrics.level_result import Occupancy
 from satbench.metrics.stats import Interval
+from satbench.records.events import RequestEvent, read_events
 from satbench.report.plot_style import DPI, SIZE_IN
 from satbench.report.plots import marker_lines, write_plots
 from satbench.report.plots_requests import segments

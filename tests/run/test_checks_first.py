@@ -20,7 +20,7 @@ def _no_source_check(monkeypatch):
 
 
 def test_a_server_failure_in_the_checks_caps_the_climb_that_follows(tmp_path, monkeypatch, capsys):
-    from satbench.models.synthetic import write_synthetic_gguf
+    from satbench.gguf.synthetic import write_synthetic_gguf
 
     model = tmp_path / "tiny.gguf"
     write_synthetic_gguf(model, "llama", "tiny", 1)
@@ -58,7 +58,7 @@ def test_which_lanes_run_their_checks_first(lane, first):
 def test_checks_before_the_sweep_stop_at_the_first_that_fails(tmp_path, monkeypatch, capsys):
     """A slot served at half its neighbours' rate fails F1 (4 in flight): every check left puts 4 or
     more in flight, so it could forbid only what F1 forbids; they are not run, and say so."""
-    from satbench.models.synthetic import write_synthetic_gguf
+    from satbench.gguf.synthetic import write_synthetic_gguf
 
     model = tmp_path / "tiny.gguf"
     write_synthetic_gguf(model, "llama", "tiny", 1)

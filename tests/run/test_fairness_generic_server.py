@@ -3,9 +3,9 @@ n_batch are unknown, so every check would be inconclusive whatever it measured."
 
 import json
 
+from satbench.analysis.results import VERDICTS_FILE
 from satbench.cli.main import main
 from satbench.records.events import RequestEvent, read_events
-from satbench.analysis.results import VERDICTS_FILE
 
 
 def test_a_generic_server_gets_no_fairness_request_and_inconclusive_verdicts(fake_server, tmp_path, capsys):

@@ -13,7 +13,7 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.errors import RuntimeStartError
-from satbench.models.synthetic import write_synthetic_gguf
+from satbench.gguf.synthetic import write_synthetic_gguf
 from satbench.records.manifest import read_manifest
 
 BIN = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_llama_server_bin.py")

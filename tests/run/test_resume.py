@@ -11,10 +11,9 @@ import sys
 import pytest
 
 from satbench.cli.main import main
-from satbench.records.events import LevelMark, RequestEvent, read_events
-from satbench.records.manifest import read_manifest, write_manifest
 from satbench.pipeline import verify
-from satbench.records.events import current_session_records
+from satbench.records.events import LevelMark, RequestEvent, current_session_records, read_events
+from satbench.records.manifest import read_manifest, write_manifest
 from satbench.run.resume import differences, repair_torn_tail
 from tests.run.interrupt import sweep_interrupted
 

@@ -4,9 +4,9 @@ finished are not repeated, and only the resumed session's arrivals count for eac
 from __future__ import annotations
 
 from satbench.cli.main import main
+from satbench.pipeline import results
 from satbench.records.events import LevelMark, RequestEvent, read_events
 from satbench.records.manifest import read_manifest
-from satbench.pipeline import results
 from tests.run.interrupt import sweep_interrupted
 
 FLAGS = ["--concurrency", "1", "--requests-per-level", "8", "--repetitions", "1", "--prompt-tokens", "16",

@@ -9,8 +9,14 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.errors import UserError
-from satbench.records.manifest import (LaneProvenance, ModelInfo, NetworkInfo, RuntimeInfo, read_manifest,
-                                       write_manifest)
+from satbench.records.manifest import (
+    LaneProvenance,
+    ModelInfo,
+    NetworkInfo,
+    RuntimeInfo,
+    read_manifest,
+    write_manifest,
+)
 from satbench.server.checks import check_same_server
 
 OLD_NAME = "remote server (given by --url)"  # what runs recorded before the rename

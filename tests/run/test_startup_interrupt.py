@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from satbench.gguf.synthetic import write_synthetic_gguf
 from satbench.records.manifest import read_manifest
-from satbench.models.synthetic import write_synthetic_gguf
 
 
 def _gone(pid: int) -> bool:

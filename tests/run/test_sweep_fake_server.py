@@ -6,11 +6,11 @@ import statistics
 
 import pytest
 
-from satbench.records.events import RequestEvent, read_events
-from satbench.metrics.latency import first_token_ns
-from satbench.analysis.results import render_results, validate_results_text
 from satbench.analysis.analyze import analyze_run
+from satbench.analysis.results import render_results, validate_results_text
+from satbench.metrics.latency import first_token_ns
 from satbench.pipeline import new_sweep as Sweep
+from satbench.records.events import RequestEvent, read_events
 from tests.conftest import sweep_fake, url_lane_config
 
 MS = 1e6

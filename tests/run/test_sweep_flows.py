@@ -11,10 +11,10 @@ import signal
 import pytest
 
 from satbench.cli.main import main
+from satbench.pipeline import new_sweep as Sweep
 from satbench.records.events import LevelMark, RequestEvent, read_events
 from satbench.records.manifest import read_manifest, write_manifest
 from satbench.run.plan import total_requests
-from satbench.pipeline import new_sweep as Sweep
 from tests.conftest import url_lane_config
 
 

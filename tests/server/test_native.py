@@ -12,8 +12,8 @@ import pytest
 from satbench.cli.main import main
 from satbench.config.schema import ServerParams
 from satbench.errors import UserError
+from satbench.gguf.synthetic import write_synthetic_gguf
 from satbench.records.manifest import read_manifest
-from satbench.models.synthetic import write_synthetic_gguf
 from satbench.server.native import NativeRuntime
 
 BIN = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_llama_server_bin.py")

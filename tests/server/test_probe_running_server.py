@@ -14,15 +14,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import satbench.run.lane_session as lane_session
-from satbench.http.access import EndpointSession
-from satbench.http.endpoint import Endpoint
-from satbench.run.server_preflight import server_preflight
 from satbench.cli.main import main
 from satbench.errors import RuntimeStartError
+from satbench.http.access import EndpointSession
+from satbench.http.endpoint import Endpoint
 from satbench.records.manifest import ModelInfo, NetworkInfo, RuntimeInfo
-from satbench.server.probe import probe_server
 from satbench.report.document import render_markdown
 from satbench.report.evidence import evidence_blocks
+from satbench.run.server_preflight import server_preflight
+from satbench.server.probe import probe_server
 from satbench.server.remote import UrlRuntime
 from tests.conftest import url_lane_config
 from tests.report.test_compare import lane as make_lane

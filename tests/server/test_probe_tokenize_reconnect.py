@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from satbench.errors import RuntimeStartError
 from satbench.http.access import EndpointSession
 from satbench.http.endpoint import Endpoint
-from satbench.errors import RuntimeStartError
 from satbench.server.probe import llamacpp_tokenizer
 from tests.fakes.raw_server import RawServer
 

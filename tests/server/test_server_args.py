@@ -11,7 +11,7 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.errors import UserError
-from satbench.models.synthetic import write_synthetic_gguf
+from satbench.gguf.synthetic import write_synthetic_gguf
 from satbench.records.manifest import read_manifest
 from satbench.server.server_args import (
     READS_FILE,

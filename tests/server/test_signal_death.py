@@ -11,7 +11,7 @@ import pytest
 from satbench.cli.main import main
 from satbench.config.schema import ServerParams
 from satbench.errors import RuntimeStartError
-from satbench.models.synthetic import write_synthetic_gguf
+from satbench.gguf.synthetic import write_synthetic_gguf
 from satbench.server.base import describe_exit
 from satbench.server.native import NativeRuntime
 

@@ -8,7 +8,6 @@ import json
 import re
 
 import pytest
-from tests.conftest import FakeProcess
 
 from satbench.cli.lanekeys import build_lane
 from satbench.config.schema import RunConfig
@@ -16,6 +15,7 @@ from satbench.pipeline import new_sweep as Sweep
 from satbench.records.events import RequestEvent, read_events
 from satbench.records.manifest import read_manifest
 from satbench.workload.lengths import Lengths
+from tests.conftest import FakeProcess
 
 _ID = re.compile(r"-r(\d+)-([wmb])(\d+)$")
 _PHASE = {"w": "warmup", "m": "measured", "b": "background"}

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from satbench.analysis.fairness_checks import backlogged_clients, equal_requests, mixed_sizes
 from satbench.analysis.guards import late_stamped, solo_spread
-from satbench.analysis.starvation_checks import decode_stall, prompt_admission, prompt_behind_prompt
+from satbench.analysis.starvation_checks import decode_stall, prompt_admission, prompt_vs_prompt
 from satbench.analysis.verdicts import Verdict, calibrate, inconclusive
 from satbench.config.schema import CHECK_NAMES, CheckName, FairnessConfig
 from satbench.metrics.latency import ttft_ms
@@ -68,7 +68,7 @@ def check_verdict(check: CheckName, events: Sequence[RequestEvent], plan: Fairne
              "F3": lambda: backlogged_clients(mine, plan, cfg),
              "S1": lambda: decode_stall(mine, plan, cal, cfg),
              "S2": lambda: prompt_admission(mine, plan, cfg),
-             "S3": lambda: prompt_behind_prompt(mine, plan, cal, cfg)}
+             "S3": lambda: prompt_vs_prompt(mine, plan, cal, cfg)}
     v = judge[check]()
     v.concurrency = in_flight(plan, check) or None
     return v

@@ -172,7 +172,7 @@ def prompt_admission(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: Fa
                               + (f"; {note}" if (note := stamp_note(solo + valid)) else "")))
 
 
-def prompt_behind_prompt(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration,
+def prompt_vs_prompt(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration,
                          cfg: FairnessConfig) -> Verdict:
     if plan.slots < 2:
         return inconclusive("S3", f"needs at least 2 slots (server has {plan.slots})")

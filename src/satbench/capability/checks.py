@@ -21,7 +21,7 @@ import jsonschema
 from pydantic import ValidationError
 
 from satbench.capability.node import NodeLane, build_from_info, build_id
-from satbench.models.architectures import described_architecture
+from satbench.gguf.architectures import described_architecture
 from satbench.records.artifacts import older_minor
 from satbench.records.manifest import HostInfo, RuntimeInfo
 from satbench.saturation.recommendations_file import (

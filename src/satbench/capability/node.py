@@ -89,7 +89,7 @@ def remote_identity(lane: LaneConfig) -> tuple[str | None, str | None, str | Non
 def node_lane(lane: LaneConfig) -> NodeLane:
     """Identify the lane's model and runtime on this node (models are hashed, servers not started;
     a remote server is asked through /props, and its model is compared by path)."""
-    from satbench.models.resolve import resolve_model
+    from satbench.gguf.resolve import resolve_model
 
     if lane.runtime.kind == "url":
         props, why = remote_props(lane)

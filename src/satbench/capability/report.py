@@ -34,9 +34,9 @@ from satbench.capability.node import NodeLane, node_lane
 from satbench.config.limits import MAX_CTX_TOKENS
 from satbench.config.ranges import MAX_BYTES, ByteCount, IntRange, LatencyMs, Level, TokPerS, shown
 from satbench.config.schema import RunConfig, Strict
+from satbench.gguf.architectures import architecture_label
 from satbench.host.gpu import open_nvml
 from satbench.host.hardware import describe_host
-from satbench.models.architectures import architecture_label
 from satbench.records.artifacts import published_schema, render
 from satbench.records.manifest import HostInfo, ModelInfo
 from satbench.saturation.recommendations_file import LaneRecommendation, RecommendationsFile

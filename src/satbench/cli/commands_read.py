@@ -146,9 +146,9 @@ def cmd_recommend(a: argparse.Namespace) -> int:
 
 
 def cmd_models(a: argparse.Namespace) -> int:
-    from satbench.models.shapes import parse_overrides, spec_for
-    from satbench.models.synthetic import write_synthetic_gguf
-    from satbench.models.synthetic_meta import output_path, refuse_to_replace
+    from satbench.gguf.shapes import parse_overrides, spec_for
+    from satbench.gguf.synthetic import write_synthetic_gguf
+    from satbench.gguf.synthetic_meta import output_path, refuse_to_replace
 
     overrides = parse_overrides(a.dim)
     spec_for(a.arch, a.size, a.vocab, overrides)  # a refused shape says so before the output is looked at

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from satbench.analysis.results import ResultsFile
 from satbench.config.schema import Strict
 from satbench.fleet.record import FleetRecord
-from satbench.models.synthetic_meta import SyntheticModelInfo
+from satbench.gguf.synthetic_meta import SyntheticModelInfo
 from satbench.records.artifacts import published_schema
 from satbench.report.bundle import ReportFiles
 from satbench.report.compare import Comparison

@@ -30,7 +30,7 @@ MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers
 
 
 class ModelInfo(Strict):
-    """The model file a lane served, and what its GGUF header says it is (models/header). The header's
+    """The model file a lane served, and what its GGUF header says it is (gguf/header). The header's
     figures are null for a url lane (the file is on the server's machine, not read) and in records
     written before run.json 2.10 (not recorded)."""
 

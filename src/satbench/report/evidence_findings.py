@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from satbench.analysis.results import LaneResult, ResultsFile
-from satbench.models.architectures import described_architecture
+from satbench.gguf.architectures import described_architecture
 from satbench.report.document import Block, Bullets, Heading, Image, Para, TableBlock
 from satbench.report.evidence_setup import afar, mib, server_where
 from satbench.report.plot_file import PlotFile

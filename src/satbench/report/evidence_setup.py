@@ -12,8 +12,8 @@ import shlex
 from collections.abc import Sequence
 
 from satbench.analysis.results import LaneResult, ResultsFile
+from satbench.gguf.architectures import described_architecture
 from satbench.metrics.slot_memory import MARGIN_TEXT
-from satbench.models.architectures import described_architecture
 from satbench.records.manifest import ResumeRecord, RuntimeInfo
 from satbench.report.document import Block, Bullets, Code, Heading, Para, TableBlock
 from satbench.report.integrity import SUMS_FILE

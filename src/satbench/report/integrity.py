@@ -47,7 +47,7 @@ from pydantic import BaseModel, Field
 from satbench.analysis.results import ResultsFile
 from satbench.config.schema import Strict
 from satbench.errors import RunDirError, SatbenchError
-from satbench.models.files import sha256_file  # called with cache=None: a bundle is always read
+from satbench.gguf.files import sha256_file  # called with cache=None: a bundle is always read
 from satbench.records.artifacts import (
     FLOAT_REL_TOL,
     older_minor,

@@ -310,7 +310,7 @@ class FairnessRunner:
             await asyncio.gather(*tasks)
         await self._rounds("S2", probing)
 
-    async def prompt_behind_prompt(self) -> None:
+    async def prompt_vs_prompt(self) -> None:
         p = self.plan
         if p.slots < 2:
             return
@@ -368,7 +368,7 @@ class FairnessRunner:
     def check_runs(self) -> dict[str, Callable[[], Awaitable[None]]]:
         """Each check's name → the coroutine function that sends its workload."""
         return {"F1": self.equal_requests, "F2": self.mixed_sizes, "F3": self.backlogged_clients,
-                "S1": self.decode_stall, "S2": self.prompt_admission, "S3": self.prompt_behind_prompt}
+                "S1": self.decode_stall, "S2": self.prompt_admission, "S3": self.prompt_vs_prompt}
 
     async def _watched(self, name: str, width: int, check) -> None:
         """One check under the liveness watchdog; LevelFailedError when the server stopped answering.

@@ -60,7 +60,7 @@ def local_model_file(lane: LaneConfig) -> Path | None:
 def check_prefix_bounds(cfg: RunConfig, lane_file: bool) -> None:
     """UserError for a lane whose model's vocabulary cannot fit even the fewest tokens its longest
     prefix could take (see models.prefix_bound) into prompt_tokens. No server is asked."""
-    from satbench.models.prefix_bound import min_tokens, pattern_of, read_vocabulary
+    from satbench.gguf.prefix_bound import min_tokens, pattern_of, read_vocabulary
 
     for lane in cfg.lanes:
         path = local_model_file(lane) if _needs_check(cfg, lane) else None

@@ -24,10 +24,10 @@ import satbench
 from satbench.config.limits import MAX_EVENTS, MAX_SAMPLES
 from satbench.config.schema import LaneConfig, RunConfig
 from satbench.errors import RunDirError, RuntimeStartError, SatbenchError, UserError
+from satbench.gguf.resolve import resolve_model
 from satbench.host.gpu import NvmlGpus, open_nvml
 from satbench.host.hardware import describe_host
 from satbench.load.liveness import LIVENESS_TIMEOUT_S
-from satbench.models.resolve import resolve_model
 from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, LevelMark, Scenario
 from satbench.records.layout import clear_derived
 from satbench.records.ledger import Ledger, utc_now

@@ -13,7 +13,7 @@ from pathlib import Path
 from satbench.config.limits import MAX_DEVICES, MAX_HEALTH_BYTES, MAX_SERVER_TEXT_CHARS, MAX_TOOL_OUTPUT_BYTES
 from satbench.config.schema import ServerParams
 from satbench.errors import ParseError, RuntimeStartError, UserError
-from satbench.models.files import sha256_file
+from satbench.gguf.files import sha256_file
 from satbench.server.base import ProcessRuntime, die_with_parent, llama_server_flags, server_port
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import gguf
 
-from satbench.models.vocab import N_VOCAB
+from satbench.gguf.vocab import N_VOCAB
 
 CONTEXT_LENGTH = 4096
 

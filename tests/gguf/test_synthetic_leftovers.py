@@ -7,9 +7,9 @@ import time
 import pytest
 
 from satbench.errors import ModelError
-from satbench.models.files import remove_stale_partials
-from satbench.models.resolve import resolve_model
-from satbench.models.synthetic import write_synthetic_gguf
+from satbench.gguf.files import remove_stale_partials
+from satbench.gguf.resolve import resolve_model
+from satbench.gguf.synthetic import write_synthetic_gguf
 
 
 def _partial(directory, name, age_s):
@@ -51,7 +51,7 @@ def test_an_older_synthetic_at_the_name_is_rewritten(tmp_path):
     write_synthetic_gguf(path, arch="llama", size="tiny", seed=5)  # ours, other metadata: replaceable
     resolved, info = resolve_model("synthetic:llama-tiny", tmp_path)
     assert resolved == path.absolute() and info.synthetic
-    from satbench.models.synthetic_meta import read_synthetic_metadata
+    from satbench.gguf.synthetic_meta import read_synthetic_metadata
     assert read_synthetic_metadata(path)["satbench.seed"] == 0
 
 

@@ -4,7 +4,7 @@ Tensor names come from the ``gguf`` package's own tables where it knows the arch
 (checked against ``gguf.MODEL_TENSORS``), so a new architecture is one ``ARCHS`` entry and one
 per-layer tensor-list function; optional metadata groups (experts, latent attention) follow the
 ``Dims`` fields an architecture sets. DeepSeek V4, which the package does not know, has its own
-module (:mod:`satbench.models.deepseek4`). Shapes are numpy's, i.e. ggml's ``ne`` reversed.
+module (:mod:`satbench.gguf.deepseek4`). Shapes are numpy's, i.e. ggml's ``ne`` reversed.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 import gguf
 
 from satbench.errors import ModelError
-from satbench.models import deepseek4
-from satbench.models.layout import CONTEXT_LENGTH, ArchSpec, Dims, TensorKind, TensorSpec
-from satbench.models.vocab import MAX_VOCAB, MIN_VOCAB
+from satbench.gguf import deepseek4
+from satbench.gguf.layout import CONTEXT_LENGTH, ArchSpec, Dims, TensorKind, TensorSpec
+from satbench.gguf.vocab import MAX_VOCAB, MIN_VOCAB
 
 __all__ = [
     "ARCHS",

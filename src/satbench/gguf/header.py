@@ -5,7 +5,7 @@ The key-value section is walked with every array skipped unread (a 262,144-token
 few seeks), then the tensor infos (name, dimensions, type, offset) are walked for the parameter count
 when `general.parameter_count` is absent and for the predominant tensor type when
 `general.file_type` is. The tensor data, which makes a model many GB, is never read. Every length
-and count the header claims is bounded (models/files: MAX_KEY_BYTES, MAX_VALUE_BYTES, MAX_KEYS,
+and count the header claims is bounded (gguf/files: MAX_KEY_BYTES, MAX_VALUE_BYTES, MAX_KEYS,
 MAX_TENSORS, MAX_ARRAY_ITEMS), so a truncated, corrupt or crafted header is one ModelError, never a
 MemoryError or a traceback.
 """
@@ -22,14 +22,14 @@ from typing import Any
 import gguf
 
 from satbench.errors import ModelError
-from satbench.models.files import (
+from satbench.gguf.files import (
     _GGUF_SCALARS,
     _GGUF_STRING,
     MAX_KEY_BYTES,
     _Header,
     counts,
 )
-from satbench.models.synthetic_meta import SYNTHETIC_KEY
+from satbench.gguf.synthetic_meta import SYNTHETIC_KEY
 
 GGML_MAX_DIMS = 4  # llama.cpp refuses a tensor of more dimensions
 MAX_ELEMENTS = (1 << 63) - 1  # llama.cpp refuses a tensor whose element count overflows int64

@@ -3,7 +3,7 @@
 The metadata keys (`satbench.synthetic`, `satbench.seed`, `satbench.size` and, when the table
 was overridden, `satbench.dims`), the model's general.name, the `SyntheticModelInfo` a write
 returns, and the refusals before a byte is written: a path that is no FILE.gguf, or an existing
-file satbench did not write. models/synthetic writes the weights.
+file satbench did not write. gguf/synthetic writes the weights.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from satbench.errors import ModelError
-from satbench.models.files import read_gguf_keys
-from satbench.models.shapes import Dims
+from satbench.gguf.files import read_gguf_keys
+from satbench.gguf.shapes import Dims
 
 SYNTHETIC_KEY = "satbench.synthetic"
 SEED_KEY = "satbench.seed"

@@ -6,7 +6,7 @@ import gguf
 import pytest
 
 from satbench.errors import ModelError
-from satbench.models.vocab import (
+from satbench.gguf.vocab import (
     BYTE_BASE,
     MAX_VOCAB,
     MIN_VOCAB,

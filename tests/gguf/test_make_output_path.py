@@ -7,9 +7,9 @@ import gguf
 import pytest
 
 from satbench.cli.main import main
-from satbench.models import synthetic
-from satbench.models.synthetic import write_synthetic_gguf
-from satbench.models.synthetic_meta import is_synthetic_gguf
+from satbench.gguf import synthetic
+from satbench.gguf.synthetic import write_synthetic_gguf
+from satbench.gguf.synthetic_meta import is_synthetic_gguf
 
 
 def real_gguf(path: Path) -> bytes:

@@ -8,10 +8,9 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.errors import ModelError, UserError
-from satbench.models import synthetic
-from satbench.models.shapes import MAX_LAYERS, spec_for
-from satbench.models.synthetic import MAX_SYNTHETIC_BYTES, write_synthetic_gguf
-
+from satbench.gguf import synthetic
+from satbench.gguf.shapes import MAX_LAYERS, spec_for
+from satbench.gguf.synthetic import MAX_SYNTHETIC_BYTES, write_synthetic_gguf
 from tests.faults.common import one_error_line
 
 HUGE = {"n_embd": 65536, "n_ff": 1_000_000, "n_layer": 100}

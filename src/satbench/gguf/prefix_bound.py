@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from satbench.errors import ModelError
-from satbench.models.files import _GGUF_ARRAY, _GGUF_SCALARS, _GGUF_STRING, _Header, key_count
+from satbench.gguf.files import _GGUF_ARRAY, _GGUF_SCALARS, _GGUF_STRING, _Header, key_count
 
 SPM_SPACE = "\u2581"
 GPT2_SPACE = "\u0120"

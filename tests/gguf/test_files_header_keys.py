@@ -7,9 +7,9 @@ import gguf
 import pytest
 
 from satbench.errors import ModelError
-from satbench.models import files
-from satbench.models.synthetic import write_synthetic_gguf
-from satbench.models.synthetic_meta import read_synthetic_metadata
+from satbench.gguf import files
+from satbench.gguf.synthetic import write_synthetic_gguf
+from satbench.gguf.synthetic_meta import read_synthetic_metadata
 
 KEYS = ("satbench.synthetic", "satbench.seed", "satbench.size", "general.architecture", "general.name")
 BIG_VOCAB = 262_144
@@ -136,7 +136,7 @@ def test_a_non_synthetic_file_with_a_large_vocabulary_is_walked_without_decoding
 
 
 def test_resolving_a_synthetic_spec_reads_its_header_once(tmp_path, monkeypatch):
-    from satbench.models import resolve
+    from satbench.gguf import resolve
 
     resolve.resolve_model("synthetic:llama-tiny", tmp_path)
     calls = []

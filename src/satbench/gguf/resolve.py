@@ -3,7 +3,7 @@
 Three spellings: `builtin:NAME` (assembled from a package, sha256-verified),
 `synthetic:ARCH-SIZE[-seedN]` (random weights, written once into the model directory and
 labelled synthetic everywhere), or a path. Whichever, the file is hashed and its GGUF header read
-(models/header: architecture, name, parameters, file type, trained context, experts) into the
+(gguf/header: architecture, name, parameters, file type, trained context, experts) into the
 lane's ModelInfo before any server starts.
 """
 
@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from satbench.errors import UserError
-from satbench.models.builtin import resolve_builtin
-from satbench.models.files import check_gguf, sha256_file
-from satbench.models.header import ModelHeader, read_model_header
-from satbench.models.synthetic import ARCHS, write_synthetic_gguf
-from satbench.models.synthetic_meta import read_synthetic_metadata, refuse_to_replace
+from satbench.gguf.builtin import resolve_builtin
+from satbench.gguf.files import check_gguf, sha256_file
+from satbench.gguf.header import ModelHeader, read_model_header
+from satbench.gguf.synthetic import ARCHS, write_synthetic_gguf
+from satbench.gguf.synthetic_meta import read_synthetic_metadata, refuse_to_replace
 from satbench.records.manifest import ModelInfo
 
 _SYNTHETIC = re.compile(r"^synthetic:(?P<arch>[a-z0-9]+)-(?P<size>[a-z0-9.]+)(?:-seed(?P<seed>\d+))?$")

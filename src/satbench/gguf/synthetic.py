@@ -1,10 +1,10 @@
 """Random-weight GGUF models that real llama.cpp loads and generates from.
 
 A synthetic model costs no download and no licence, yet makes the server do real work. The
-shapes live in :mod:`satbench.models.shapes` (one table of hyper-parameters per architecture
+shapes live in :mod:`satbench.gguf.shapes` (one table of hyper-parameters per architecture
 and size, tensor names from the ``gguf`` package), the vocabulary in
-:mod:`satbench.models.vocab`, the metadata keys and the checks on the target file in
-:mod:`satbench.models.synthetic_meta`; this module fills and writes the weights.
+:mod:`satbench.gguf.vocab`, the metadata keys and the checks on the target file in
+:mod:`satbench.gguf.synthetic_meta`; this module fills and writes the weights.
 
 Random output must stay valid UTF-8, or the server holds bytes back and merges stream chunks.
 Every non-byte piece is ASCII, and the weights keep a "bias channel": residual dimension 0 holds
@@ -37,9 +37,9 @@ import numpy as np
 import psutil
 
 from satbench.errors import ModelError
-from satbench.models import deepseek4
-from satbench.models.files import remember_sha256, remove_stale_partials
-from satbench.models.shapes import (
+from satbench.gguf import deepseek4
+from satbench.gguf.files import remember_sha256, remove_stale_partials
+from satbench.gguf.shapes import (
     ARCHS,
     ArchSpec,
     Dims,
@@ -50,7 +50,7 @@ from satbench.models.shapes import (
     tensor_list,
     tensor_name,
 )
-from satbench.models.synthetic_meta import (
+from satbench.gguf.synthetic_meta import (
     DIMS_KEY,
     SEED_KEY,
     SIZE_KEY,
@@ -60,7 +60,7 @@ from satbench.models.synthetic_meta import (
     model_name,
     output_path,
 )
-from satbench.models.vocab import (
+from satbench.gguf.vocab import (
     BYTE_BASE,
     N_VOCAB,
     add_tokenizer,

@@ -8,8 +8,8 @@ import json
 import os
 from pathlib import Path
 
-from satbench.models.files import HASH_CACHE, remember_sha256, sha256_file
-from satbench.models.synthetic import write_synthetic_gguf
+from satbench.gguf.files import HASH_CACHE, remember_sha256, sha256_file
+from satbench.gguf.synthetic import write_synthetic_gguf
 
 
 def test_a_remembered_digest_is_used_until_the_file_is_rewritten(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 import inspect
 import re
 
-from satbench.models import shapes
+from satbench.gguf import shapes
 
 
 def test_the_64e_comment_states_the_real_parameter_count():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from satbench.errors import ModelError
-from satbench.models.builtin import resolve_builtin
+from satbench.gguf.builtin import resolve_builtin
 
 CHUNKS = [b"GGUF" + bytes(range(256)) * 40, bytes(range(255, -1, -1)) * 40]
 

@@ -15,11 +15,11 @@ import pytest
 
 from satbench.cli.main import main
 from satbench.errors import ModelError
-from satbench.models.architectures import described_architecture
-from satbench.models.files import MAX_ARRAY_ITEMS, MAX_KEYS, MAX_TENSORS
-from satbench.models.header import ModelHeader, file_type_name, read_model_header
-from satbench.models.resolve import resolve_model
-from satbench.models.synthetic import parameter_count, write_synthetic_gguf
+from satbench.gguf.architectures import described_architecture
+from satbench.gguf.files import MAX_ARRAY_ITEMS, MAX_KEYS, MAX_TENSORS
+from satbench.gguf.header import ModelHeader, file_type_name, read_model_header
+from satbench.gguf.resolve import resolve_model
+from satbench.gguf.synthetic import parameter_count, write_synthetic_gguf
 
 # (arch, size) → what its header must say: architecture, file type, trained context, experts, experts used
 EXPECTED = {
