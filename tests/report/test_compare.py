@@ -16,6 +16,7 @@ from satbench.analysis.results import (
 )
 from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig, ServerParams, WorkloadConfig
 from satbench.errors import RunDirError, UserError
+from satbench.metrics.flags import Flag, FlagKind
 from satbench.metrics.interference import Ratio
 from satbench.metrics.level_result import (
     Counts,
@@ -313,10 +314,12 @@ def test_together_in_one_run_only_is_noted():
 
 def test_flags_of_compared_levels_travel_as_notes(a):
     b = derive(a)
-    b.lanes[0].levels[2].flags = ["queue_bound: 4 streams but 2 slots", "few_samples: p95 from 40 requests"]
+    b.lanes[0].levels[2].flags = [Flag.of(FlagKind.QUEUE_BOUND, "4 streams but 2 slots"),
+                                  Flag.of(FlagKind.FEW_SAMPLES, "p95 from 40 requests")]
     cmp = compare_results(a, b, "A", "B")
     assert "solo N=4 flags: A none · B queue_bound, few_samples" in cmp.lanes[0].notes
-    b.lanes[0].levels[0].flags = b.lanes[0].levels[1].flags = ["few_samples: p95 from 40 requests"]
+    few = [Flag.of(FlagKind.FEW_SAMPLES, "p95 from 40 requests")]
+    b.lanes[0].levels[0].flags = b.lanes[0].levels[1].flags = few
     notes = compare_results(a, b, "A", "B").lanes[0].notes
     assert "solo N=1, 2 flags: A none · B few_samples" in notes
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from satbench.analysis.results import ResultsFile
 from satbench.analysis.verdicts import inconclusive, make_verdict
+from satbench.metrics.flags import Flag, FlagKind
 from satbench.records.manifest import NetworkInfo, RuntimeInfo
 from satbench.report.document import render_html, render_markdown
 from satbench.report.evidence import evidence_blocks
@@ -102,9 +103,9 @@ def test_the_recommended_levels_flags_and_the_lanes_caveats_are_warnings():
     rec = recommend_lane(ln, results(ln))
     assert rec is not None and rec.recommended_concurrency is not None
     at = next(lv for lv in ln.levels if lv.concurrency == rec.recommended_concurrency)
-    at.flags = ["few_samples: p95 from 93 requests (< 100); read its CI"]
+    at.flags = [Flag.of(FlagKind.FEW_SAMPLES, "p95 from 93 requests (< 100); read its CI")]
     other = next(lv for lv in ln.levels if lv.concurrency != rec.recommended_concurrency)
-    other.flags = ["littles_law: not this one"]
+    other.flags = [Flag("littles_law: not this one")]
     answer = _answer(results(ln))
     assert f"- v4: flag at N={at.concurrency} — few_samples: p95 from 93 requests" in answer
     assert "littles_law" not in answer  # a flag of another level stays in "Flags raised"

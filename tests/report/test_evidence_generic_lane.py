@@ -3,6 +3,7 @@ server caption, build limitation and how its prompts were built (text, not token
 
 from __future__ import annotations
 
+from satbench.metrics.flags import Flag, FlagKind
 from satbench.records.manifest import RuntimeInfo
 from satbench.report.document import render_markdown
 from satbench.report.evidence import evidence_blocks
@@ -52,7 +53,7 @@ def test_token_figures_of_a_server_that_gave_no_count_are_marked_approximate():
 
     exact = make_level(2)
     approx = make_level(2)
-    approx.flags = ["token_count_approximate: the server reported no exact token count"]
+    approx.flags = [Flag.of(FlagKind.TOKEN_COUNT_APPROXIMATE, "the server reported no exact token count")]
     row, plain = level_row(approx), level_row(exact)
     assert [c[0] for c in (row[1], row[4], row[5])] == ["≈"] * 3
     assert row[2] == plain[2] and row[3] == plain[3]  # req/s and TTFT do not count tokens

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from satbench.metrics import memory
+from satbench.metrics.flags import Flag, FlagKind
 from satbench.metrics.level import CONTENDED_FRACTION, neighbours_crowd, repetition_intervals, summarize_level
 from satbench.metrics.level_result import LevelContext, LevelResult
 from satbench.records.events import LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample
@@ -69,15 +70,16 @@ def summarize_guarded(ctx: LevelContext, events: Sequence[RequestEvent], marks: 
     clean = reps - set(why)
     if not why or len(clean) < MIN_CLEAN_REPETITIONS:
         result = summarize_level(ctx, events, marks, samples)
-        if why:
-            result.contended = "; ".join(f"r{rep}: {w}" for rep, w in sorted(why.items()))
-            result.flags.append(f"contended: {result.contended}; this level neither makes nor moves the knee")
-        return result
+        if not why:
+            return result
+        contended = "; ".join(f"r{rep}: {w}" for rep, w in sorted(why.items()))
+        flag = Flag.of(FlagKind.CONTENDED, f"{contended}; this level neither makes nor moves the knee")
+        return result.model_copy(update={"contended": contended, "flags": [*result.flags, flag]})
     planned = max(ctx.repetitions_planned - len(why), 0)
     result = summarize_level(ctx.model_copy(update={"repetitions_planned": planned}),
                              [e for e in events if e.repetition in clean],
                              [m for m in marks if m.repetition in clean], samples)
-    result.excluded_repetitions = dict(sorted(why.items()))
-    result.flags.append("contended_repetitions_excluded: " + "; ".join(
-        f"r{rep} ({w})" for rep, w in sorted(why.items())))
-    return result
+    flag = Flag.of(FlagKind.CONTENDED_REPETITIONS_EXCLUDED,
+                   "; ".join(f"r{rep} ({w})" for rep, w in sorted(why.items())))
+    return result.model_copy(update={"excluded_repetitions": dict(sorted(why.items())),
+                                     "flags": [*result.flags, flag]})

@@ -13,6 +13,7 @@ import numpy as np
 
 from satbench.config.schema import design_minimum_requests
 from satbench.metrics import latency, memory, occupancy, throughput
+from satbench.metrics.flags import Flag, FlagKind
 from satbench.metrics.gpu import gpu_use
 from satbench.metrics.level_result import (
     Counts,
@@ -219,8 +220,8 @@ def summarize_level(
             result.goodput_req_per_s = goodput_req_per_s(thr.req_per_s.value, met, len(in_window))
     result.flags = level_flags(ctx, result, events)
     if (sparse := [x for x in occ.sparse if x]):
-        result.flags.append(f"few_occupancy_samples: {'; '.join(sparse)}; the time-weighted busy slots "
-                            "is rough (read the decode-weighted figure)")
+        result.flags.append(Flag.of(FlagKind.FEW_OCCUPANCY_SAMPLES, f"{'; '.join(sparse)}; the time-weighted "
+                                    "busy slots is rough (read the decode-weighted figure)"))
     intervals = _rep_intervals(events, marks)
     result.unavailable = unavailable_figures(ctx, result, endpoint_failures(metrics_s, intervals),
                                              endpoint_failures(slots_s, intervals),
@@ -282,7 +283,7 @@ def neighbours_crowd(host_busy_cores: float, others_cores: float, host_cores: in
                                                 or others_cores >= BUSY_NEIGHBOUR_CORES)
 
 
-def cpu_contention_flag(m: Memory, host_cores: int | None, server_here: bool = True) -> str | None:
+def cpu_contention_flag(m: Memory, host_cores: int | None, server_here: bool = True) -> Flag | None:
     """Flag a level whose numbers may be bent by CPU contention: the machine was (nearly) saturated,
     so server, load generator and any neighbour competed; or other processes took a real share.
     A server on another machine (`server_here` false) does not share this one: only satbench is slowed."""
@@ -302,7 +303,7 @@ def cpu_contention_flag(m: Memory, host_cores: int | None, server_here: bool = T
     why = ("other processes took CPU" if not saturated else "the load generator competes with the server "
                                                             "for CPU"
            if server_here else "the load generator itself may lag (the server runs on another machine)")
-    return f"cpu_contention: {parts}; {why}"
+    return Flag.of(FlagKind.CPU_CONTENTION, f"{parts}; {why}")
 
 
 def _cores(v: float | None) -> str:
@@ -313,53 +314,87 @@ def _ratio(value: float | None, slots: int) -> float | None:
     return None if value is None else value / slots
 
 
-def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent]) -> list[str]:
-    """Stability and validity flags that travel with the level's numbers."""
-    flags: list[str] = []
+def level_flags(ctx: LevelContext, r: LevelResult, events: Sequence[RequestEvent]) -> list[Flag]:
+    """Stability and validity flags that travel with the level's numbers, family by family: the
+    plan (queue-bound, few requests), the repetitions, the samples, the errors, the CPU, the tokens."""
+    cpu = cpu_contention_flag(r.memory, ctx.host_cores, not ctx.server_remote)
+    return (_plan_flags(ctx) + _repetition_flags(ctx, r.repetitions) + _sample_flags(ctx, r)
+            + _error_flags(r.counts, events) + ([cpu] if cpu is not None else []) + _token_flags(ctx, events))
+
+
+def _plan_flags(ctx: LevelContext) -> list[Flag]:
+    """What the level was planned with: more streams than slots, too little context per slot, fewer
+    measured requests than the design minimum."""
+    out = []
     if ctx.slots is not None and ctx.level > ctx.slots:
-        flags.append(f"queue_bound: {ctx.level} streams but {ctx.slots} slots")
+        out.append(Flag.of(FlagKind.QUEUE_BOUND, f"{ctx.level} streams but {ctx.slots} slots"))
     if ctx.per_slot_ctx is not None and ctx.per_slot_ctx < ctx.prompt_tokens + ctx.output_tokens:
-        flags.append(f"queue_bound: per-slot context {ctx.per_slot_ctx} < prompt+output "
-                     f"{ctx.prompt_tokens + ctx.output_tokens}")
+        out.append(Flag.of(FlagKind.QUEUE_BOUND, f"per-slot context {ctx.per_slot_ctx} < prompt+output "
+                                                 f"{ctx.prompt_tokens + ctx.output_tokens}"))
+    minimum = design_minimum_requests(ctx.level)
     if ctx.level_total_planned is not None:
-        if ctx.level_total_planned < design_minimum_requests(ctx.level):
-            flags.append(f"few_requests: {ctx.level_total_planned} measured over the level's repetitions "
-                         f"(adaptive), design minimum {design_minimum_requests(ctx.level)}")
-    elif ctx.measured_requests_planned < design_minimum_requests(ctx.level):
-        flags.append(f"few_requests: {ctx.measured_requests_planned} measured per repetition, "
-                     f"design minimum {design_minimum_requests(ctx.level)}")
-    if len(r.repetitions) < ctx.repetitions_planned:
-        flags.append(f"missing_repetitions: {len(r.repetitions)} of {ctx.repetitions_planned}")
-    for rep in r.repetitions:
+        if ctx.level_total_planned < minimum:
+            out.append(Flag.of(FlagKind.FEW_REQUESTS, f"{ctx.level_total_planned} measured over the level's "
+                                                      f"repetitions (adaptive), design minimum {minimum}"))
+    elif ctx.measured_requests_planned < minimum:
+        out.append(Flag.of(FlagKind.FEW_REQUESTS, f"{ctx.measured_requests_planned} measured per repetition, "
+                                                  f"design minimum {minimum}"))
+    return out
+
+
+def _repetition_flags(ctx: LevelContext, reps: list[RepetitionResult]) -> list[Flag]:
+    """Repetitions missing, not complete, without a steady window, or with rates from fewer streams than N."""
+    out = []
+    if len(reps) < ctx.repetitions_planned:
+        out.append(Flag.of(FlagKind.MISSING_REPETITIONS, f"{len(reps)} of {ctx.repetitions_planned}"))
+    for rep in reps:
         if rep.status != "complete":
-            flags.append(f"repetition_{rep.status}: r{rep.repetition} {rep.status_reason or ''}".strip())
+            out.append(Flag.repetition(rep.status, f"r{rep.repetition} {rep.status_reason or ''}".strip()))
         if rep.no_window_reason:
-            flags.append(f"no_steady_window: r{rep.repetition} {rep.no_window_reason}")
-    thin = [f"r{rep.repetition} {rep.throughput_streams}" for rep in r.repetitions
+            out.append(Flag.of(FlagKind.NO_STEADY_WINDOW, f"r{rep.repetition} {rep.no_window_reason}"))
+    thin = [f"r{rep.repetition} {rep.throughput_streams}" for rep in reps
             if rep.throughput_streams is not None and rep.throughput_streams < ctx.level]
     if thin:
-        flags.append(f"few_throughput_streams: streams with a measured request running in the window "
-                     f"({', '.join(thin)} of {ctx.level}): the rates are scaled to N from those; "
-                     "raise --requests-per-level")
+        out.append(Flag.of(FlagKind.FEW_THROUGHPUT_STREAMS,
+                           f"streams with a measured request running in the window ({', '.join(thin)} of "
+                           f"{ctx.level}): the rates are scaled to N from those; raise --requests-per-level"))
+    return out
+
+
+def _sample_flags(ctx: LevelContext, r: LevelResult) -> list[Flag]:
+    """A p95 from fewer than 100 requests; Little's law off by more than its tolerance."""
+    out = []
     if r.latency.ttft_ms.few_samples or r.latency.e2e_ms.few_samples:
-        flags.append(f"few_samples: p95 from {r.latency.e2e_ms.n} requests (< 100); read its CI")
+        out.append(Flag.of(FlagKind.FEW_SAMPLES,
+                           f"p95 from {r.latency.e2e_ms.n} requests (< 100); read its CI"))
     if r.littles_law is not None and not r.littles_law.within_tolerance:
-        flags.append(f"littles_law_mismatch: N={ctx.level} but X·E2E={r.littles_law.n_from_little:.2f} "
-                     f"({r.littles_law.relative_error:.1%} off)")
-    if (errors := r.counts.server_errors()):
-        flags.append("errors: " + ", ".join(f"{k}×{v}" for k, v in errors.items()))
-    if (cut := r.counts.errors_by_type.get(CANCELLED)):
-        flags.append(f"cancelled: {cut} request(s) in flight when satbench stopped the level (not server "
-                     "errors)")
-    if r.counts.retries:
+        out.append(Flag.of(FlagKind.LITTLES_LAW_MISMATCH,
+                           f"N={ctx.level} but X·E2E={r.littles_law.n_from_little:.2f} "
+                           f"({r.littles_law.relative_error:.1%} off)"))
+    return out
+
+
+def _error_flags(counts: Counts, events: Sequence[RequestEvent]) -> list[Flag]:
+    """The server's errors by type, the requests satbench cancelled, the retries (with the first reason)."""
+    out = []
+    if (errors := counts.server_errors()):
+        out.append(Flag.of(FlagKind.ERRORS, ", ".join(f"{k}×{v}" for k, v in errors.items())))
+    if (cut := counts.errors_by_type.get(CANCELLED)):
+        out.append(Flag.of(FlagKind.CANCELLED, f"{cut} request(s) in flight when satbench stopped the level "
+                                               "(not server errors)"))
+    if counts.retries:
         why = next((w for e in events for w in e.retry_reasons), None)
-        flags.append(f"retries: {r.counts.retries} request(s) retried after a dropped connection"
-                     + (f" (first: {why})" if why else ""))
-    if (cpu := cpu_contention_flag(r.memory, ctx.host_cores, not ctx.server_remote)) is not None:
-        flags.append(cpu)
+        out.append(Flag.of(FlagKind.RETRIES, f"{counts.retries} request(s) retried after a dropped connection"
+                                             + (f" (first: {why})" if why else "")))
+    return out
+
+
+def _token_flags(ctx: LevelContext, events: Sequence[RequestEvent]) -> list[Flag]:
+    """Token counts or timings the server did not give exactly."""
+    out = []
     if any(not e.token_count_exact for e in events):
-        flags.append("token_count_approximate: the server reported no exact token count")
+        out.append(Flag.of(FlagKind.TOKEN_COUNT_APPROXIMATE, "the server reported no exact token count"))
     if not ctx.llamacpp:
-        flags.append("token_timing_approximate: the usage total spread evenly over the SSE chunks "
-                     "(the server says no count per chunk)")
-    return flags
+        out.append(Flag.of(FlagKind.TOKEN_TIMING_APPROXIMATE, "the usage total spread evenly over the SSE "
+                                                              "chunks (the server says no count per chunk)"))
+    return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from satbench.config.schema import SloConfig, Strict
+from satbench.metrics.flags import Flag
 from satbench.metrics.gpu import GpuUse
 from satbench.metrics.little import LittleCheck
 from satbench.metrics.stats import Distribution, Estimate
@@ -121,7 +122,7 @@ class LevelResult(Strict):
                                         "(failed requests ending in the window count as missing it)")
     goodput_req_per_s: float | None = Field(None, description="req/s of requests meeting both SLO targets")
     counts: Counts
-    flags: list[str] = Field(default_factory=list)
+    flags: list[Flag] = Field(default_factory=list)  # "<kind>: <detail>" each (metrics/flags.py)
     unavailable: dict[str, str] = Field(default_factory=dict)
     contended: str | None = Field(None, description="why the level's repetitions ran contended (other "
                                   "processes took CPU, metrics/contention.py); such a level is kept but "

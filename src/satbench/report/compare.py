@@ -181,7 +181,7 @@ def _levels(xs: list[int]) -> str:
 
 
 def _flag_kinds(lv: LevelResult) -> str:
-    return ", ".join(dict.fromkeys(f.split(":")[0] for f in lv.flags)) or "none"
+    return ", ".join(dict.fromkeys(f.tag for f in lv.flags)) or "none"
 
 
 def _flag_notes(pairs: list[tuple[int, LevelResult, LevelResult]], scenario: Scenario) -> list[str]:

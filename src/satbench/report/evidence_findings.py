@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.gguf.architectures import described_architecture
+from satbench.metrics.flags import FlagKind, has_flag
 from satbench.report.document import Block, Bullets, Heading, Image, Para, TableBlock
 from satbench.report.evidence_setup import afar, mib, server_where
 from satbench.report.plot_file import PlotFile
@@ -203,7 +204,7 @@ def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[
                      "build, this model and this workload shape; as that hardware was not seen, the "
                      "capability "
                      "report refuses to advertise them anywhere.")
-    if any(f.startswith("cpu_contention") for lane in results.lanes for lv in lane.levels for f in lv.flags):
+    if any(has_flag(lv.flags, FlagKind.CPU_CONTENTION) for lane in results.lanes for lv in lane.levels):
         items.append("Some levels ran with the CPU saturated: the load generator shares the machine with the "
                      "server, so those levels measure the pair, not the server alone.")
     if results.status != "complete":

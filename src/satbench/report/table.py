@@ -12,6 +12,7 @@ from rich.table import Table
 from satbench.analysis.intervals import Statistic
 from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.analysis.verdicts import Verdict
+from satbench.metrics.flags import FlagKind, has_flag
 from satbench.metrics.level_result import LevelResult
 from satbench.metrics.slot_memory import size_text
 from satbench.metrics.stats import Distribution, Estimate, Interval
@@ -149,7 +150,7 @@ def interference_row(row) -> list[str]:
 def approx_tokens(lv: LevelResult) -> str:
     """"≈" before the figures that count tokens, where the server never said how many it sent (the
     SSE chunks were counted instead): out tok/s, ITL and TPOT."""
-    return "≈" if any(f.startswith("token_count_approximate") for f in lv.flags) else ""
+    return "≈" if has_flag(lv.flags, FlagKind.TOKEN_COUNT_APPROXIMATE) else ""
 
 
 def level_row(lv: LevelResult) -> list[str]:
