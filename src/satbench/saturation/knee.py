@@ -39,7 +39,7 @@ from satbench.saturation.gain import (
     shape,
 )
 
-__all__ = ["Knee", "Point", "kneedle", "marginal_gain_knee", "points_of"]
+__all__ = ["Knee", "Point", "answer_holds_within_ci", "kneedle", "marginal_gain_knee", "points_of"]
 
 
 class Knee(Strict):
@@ -138,6 +138,35 @@ def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_D
                f"plateau that rises again; between {cand.n} and {ceiling}")
         return Knee(knee=None, reason=why, undetermined=why, range_high=ceiling, **base)
     return Knee(knee=cand.n, reason=no_gain + (f", up to the ceiling N={ceiling}" if ceiling else ""), **base)
+
+
+def _shifted(points: Sequence[Point], n: int, to: float) -> list[Point]:
+    """`points` with level n's mean moved to `to`: its repetitions and CI ends moved alike."""
+    def move(p: Point) -> Point:
+        d = to - p.x
+        return p.model_copy(update={"x": to, "reps": [r + d for r in p.reps],
+                                    "ci_low": None if p.ci_low is None else p.ci_low + d,
+                                    "ci_high": None if p.ci_high is None else p.ci_high + d})
+    return [move(p) if p.n == n else p for p in points]
+
+
+def answer_holds_within_ci(points: Sequence[Point], n: int, ceiling: int, cap: int | None = None) -> bool:
+    """Whether the knee's answer (knee, candidate, range) stays the same with level n's throughput
+    at either end of its 95 % CI: then more precision at n cannot move it. With `cap` (one below the
+    first level seen to miss the SLO), the answer compared is the recommendation and the range's top,
+    each at most `cap`: the SLO binds wherever the curve puts them above it."""
+    def answer(pts: Sequence[Point]) -> tuple[int | None, ...]:
+        k = marginal_gain_knee(pts, ceiling=ceiling)
+        if cap is None:
+            return k.knee, k.last_real_gain_to, k.range_high
+        low = k.knee if k.knee is not None else k.last_real_gain_to
+        high = k.knee if k.knee is not None else k.range_high if k.range_high is not None else low
+        return min(low, cap), min(high, cap)
+    p = next((q for q in points if q.n == n), None)
+    if p is None or p.ci_low is None or p.ci_high is None:
+        return False
+    now = answer(points)
+    return all(answer(_shifted(points, n, end)) == now for end in (p.ci_low, p.ci_high))
 
 
 def kneedle(points: Sequence[Point]) -> int | None:

@@ -7,7 +7,7 @@ Rules, in the order `decide` applies them after each step:
    throughput 95 % CI half-width ÷ mean exceeds `ci_target`, up to `max_repetitions`; one whose p95
    estimate is over an SLO target needs no more, nor, once the climb is over, one whose throughput
    anywhere in its CI leaves the knee's answer as it is, at most one below a level seen to miss the
-   SLO (`answer_holds_within_ci`). These repetitions
+   SLO (knee.answer_holds_within_ci). These repetitions
    are interleaved: a level's second waits until the next level up has its first, and those beyond
    `min_repetitions` until the climb is over (or the budget leaves no room to climb); then the level
    with the fewest goes first. Each level's repetitions thus span the sweep, so a host that speeds up
@@ -52,9 +52,15 @@ from dataclasses import dataclass
 from satbench.config.schema import AdaptiveConfig, SloConfig
 from satbench.metrics.level_result import LevelResult
 from satbench.records.manifest import PlanAction, PlanDecision
-from satbench.saturation.knee import Knee, Point, marginal_gain_knee, points_of
+from satbench.saturation.knee import Knee, Point, answer_holds_within_ci, marginal_gain_knee, points_of
 from satbench.saturation.refine import refine_between
-from satbench.saturation.slo import cannot_bound, estimate_misses, fewest_to_bound_p95, slo_standing
+from satbench.saturation.slo import (
+    SloStanding,
+    cannot_bound,
+    estimate_misses,
+    fewest_to_bound_p95,
+    slo_standing,
+)
 
 MAX_DECISIONS = 500  # a lane's sweep never takes more steps than this (a guard, never reached by the rules)
 SLO_MAX_REPETITIONS = 30  # repetitions a level may get to bound the p95 its SLO judges
@@ -111,57 +117,41 @@ def _estimate_s(fb: Feedback, last: int | None, level: int, slots: int | None) -
     return fb.last_step_s * grow
 
 
-def _shifted(points: Sequence[Point], n: int, to: float) -> list[Point]:
-    """`points` with level n's mean moved to `to`: its repetitions and CI ends moved alike."""
-    def move(p: Point) -> Point:
-        d = to - p.x
-        return p.model_copy(update={"x": to, "reps": [r + d for r in p.reps],
-                                    "ci_low": None if p.ci_low is None else p.ci_low + d,
-                                    "ci_high": None if p.ci_high is None else p.ci_high + d})
-    return [move(p) if p.n == n else p for p in points]
+@dataclass(frozen=True)
+class _Tally:
+    """The sweep so far, as `decide` reads it: `levels` the lane's solo levels by concurrency, `runs`
+    each level's highest repetition number, `retries` its contended re-measurements, `top` the highest
+    level allowed (the ceiling, below the lowest level whose server failed), `last` the level of the
+    step just taken, `measured` the levels run at or below `top`, ascending."""
 
+    ctx: PlanContext
+    fb: Feedback
+    levels: dict[int, LevelResult]
+    runs: dict[int, int]
+    retries: dict[int, int]
+    top: int
+    last: int | None
+    measured: list[int]
 
-def answer_holds_within_ci(points: Sequence[Point], n: int, ceiling: int, cap: int | None = None) -> bool:
-    """Whether the knee's answer (knee, candidate, range) stays the same with level n's throughput
-    at either end of its 95 % CI: then more precision at n cannot move it. With `cap` (one below the
-    first level seen to miss the SLO), the answer compared is the recommendation and the range's top,
-    each at most `cap`: the SLO binds wherever the curve puts them above it."""
-    def answer(pts: Sequence[Point]) -> tuple[int | None, ...]:
-        k = marginal_gain_knee(pts, ceiling=ceiling)
-        if cap is None:
-            return k.knee, k.last_real_gain_to, k.range_high
-        low = k.knee if k.knee is not None else k.last_real_gain_to
-        high = k.knee if k.knee is not None else k.range_high if k.range_high is not None else low
-        return min(low, cap), min(high, cap)
-    p = next((q for q in points if q.n == n), None)
-    if p is None or p.ci_low is None or p.ci_high is None:
-        return False
-    now = answer(points)
-    return all(answer(_shifted(points, n, end)) == now for end in (p.ci_low, p.ci_high))
+    @classmethod
+    def of(cls, ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> _Tally:
+        """The tally of `done` (at least one decision) and `fb`."""
+        runs: dict[int, int] = {}
+        retries: dict[int, int] = {}
+        for d in done:
+            if d.level is not None and d.repetition is not None:
+                runs[d.level] = max(runs.get(d.level, 0), d.repetition)
+                retries[d.level] = retries.get(d.level, 0) + (d.action == "remeasure")
+        top = ctx.ceiling if fb.failed_at is None else min(ctx.ceiling, fb.failed_at - 1)
+        return cls(ctx, fb, {lv.concurrency: lv for lv in fb.levels}, runs, retries, top, done[-1].level,
+                   sorted(n for n in runs if n <= top))
 
-
-def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> PlanDecision:
-    """The next decision after `done` (rules in the module docstring)."""
-    a = ctx.adaptive
-    if not done:
-        why = f" (ceiling N={ctx.ceiling}: {ctx.ceiling_why})" if ctx.ceiling_why else ""
-        return _step("measure", 1, 1, f"the adaptive sweep starts at N=1{why}", fb)
-    if len(done) >= MAX_DECISIONS:
-        return _step("stop", None, None, f"{MAX_DECISIONS} steps taken", fb)
-    levels = {lv.concurrency: lv for lv in fb.levels}
-    runs: dict[int, int] = {}
-    retries: dict[int, int] = {}
-    for d in done:
-        if d.level is not None and d.repetition is not None:
-            runs[d.level] = max(runs.get(d.level, 0), d.repetition)
-            retries[d.level] = retries.get(d.level, 0) + (d.action == "remeasure")
-    top = ctx.ceiling if fb.failed_at is None else min(ctx.ceiling, fb.failed_at - 1)
-    last = done[-1].level
-    measured = sorted(n for n in runs if n <= top)
-
-    def go(action: PlanAction, level: int, why: str, requests: int | None = None) -> PlanDecision:
-        rep = runs.get(level, 0) + 1
-        est = _estimate_s(fb, last, level, ctx.slots)
+    def go(self, action: PlanAction, level: int, why: str, requests: int | None = None) -> PlanDecision:
+        """`action` at `level`'s next repetition (`requests`: its request count, when not N ×
+        requests_per_stream), or "stop" when its estimated length would end past the time budget."""
+        a, fb = self.ctx.adaptive, self.fb
+        rep = self.runs.get(level, 0) + 1
+        est = _estimate_s(fb, self.last, level, self.ctx.slots)
         if est is not None and requests is not None:
             est *= requests / (level * a.requests_per_stream)
         if a.budget_s is not None and est is not None and fb.elapsed_s + est > a.budget_s:
@@ -170,117 +160,188 @@ def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> Plan
                          f"~{est:.0f} s", fb)
         return _step(action, level, rep, why, fb, requests)
 
-    if last is not None and last <= top and (lv := levels.get(last)) is not None and (
-            lv.contended is not None and retries.get(last, 0) < a.contended_retries):
-        return go("remeasure", last, f"N={last} ran contended ({lv.contended}); measured again "
-                                     f"({retries.get(last, 0) + 1} of {a.contended_retries})")
-    known = [levels[n] for n in measured if n in levels]
+
+@dataclass(frozen=True)
+class _Judged:
+    """The curve after the step: `ceiling` the level its knee is judged against (the slots, at most
+    `top`; after a server failure at most the highest level measured), `points` and `knee` (knee.py),
+    `standing` the SLO's (slo.py), `nxt` the climb's next step (None: the climb is over, or a level
+    missed the SLO: rules 2 and 3) and `below_miss` one below the first level seen to miss the SLO."""
+
+    ceiling: int
+    points: list[Point]
+    knee: Knee
+    standing: SloStanding
+    nxt: tuple[PlanAction, int, str] | None
+    below_miss: int | None
+
+    @classmethod
+    def of(cls, t: _Tally, known: list[LevelResult]) -> _Judged:
+        """The judgement of the `known` levels (those of `t.measured` that have a result; not empty)."""
+        ceiling = min(t.top, t.ctx.slots) if t.ctx.slots else t.top
+        if t.fb.failed_at is not None:  # the highest level the server was seen to hold: none between is tried
+            ceiling = min(ceiling, t.measured[-1])
+        points = points_of(known)
+        knee = marginal_gain_knee(points, ceiling=ceiling)
+        standing = slo_standing(known, t.ctx.slo)
+        if standing.missed_at is not None:  # rule 2: a level seen to miss the SLO ends the climb
+            return cls(ceiling, points, knee, standing, None, standing.missed_at - 1)
+        return cls(ceiling, points, knee, standing, _next_level(t.ctx, t.measured[-1], t.top, ceiling, knee),
+                   None)
+
+
+def decide(ctx: PlanContext, fb: Feedback, done: Sequence[PlanDecision]) -> PlanDecision:
+    """The next decision after `done` (rules in the module docstring). In this order: the first step;
+    a stop after MAX_DECISIONS; a contended level measured again; a stop when nothing is measured; the
+    interleaved repetitions of rule 1; the climb's next level; then what ends the sweep
+    (`_after_climb`). Every step but a stop first passes the time budget (`_Tally.go`)."""
+    if not done:
+        why = f" (ceiling N={ctx.ceiling}: {ctx.ceiling_why})" if ctx.ceiling_why else ""
+        return _step("measure", 1, 1, f"the adaptive sweep starts at N=1{why}", fb)
+    if len(done) >= MAX_DECISIONS:
+        return _step("stop", None, None, f"{MAX_DECISIONS} steps taken", fb)
+    t = _Tally.of(ctx, fb, done)
+    if (again := _contended(t)) is not None:
+        return again
+    known = [t.levels[n] for n in t.measured if n in t.levels]
     if not known:
         return _step("stop", None, None, "no level below the failed one left to measure" if fb.failed_at
                      else "nothing measured", fb)
-    ceiling = min(top, ctx.slots) if ctx.slots else top
-    if fb.failed_at is not None:  # the highest level the server was seen to hold: none between is tried
-        ceiling = min(ceiling, measured[-1])
-    points = points_of(known)
-    knee = marginal_gain_knee(points, ceiling=ceiling)
-    standing = slo_standing(known, ctx.slo)
-    # rule 3: a level seen to miss the SLO ends the climb; else rule 4: climb to the ceiling
-    nxt = None if standing.missed_at is not None else _next_level(ctx, measured[-1], top, ceiling, knee)
-    below_miss = None if standing.missed_at is None else standing.missed_at - 1
+    j = _Judged.of(t, known)
+    climb = t.go(*j.nxt) if j.nxt is not None else None
+    if (repeat := _interleaved(t, j, climbing=climb is not None and climb.action != "stop")) is not None:
+        return repeat
+    return climb if climb is not None else _after_climb(t, j, done)
 
-    def wants(n: int) -> str | None:
-        """Rule 1: why level n needs another repetition; None when it needs no more (a level past the
-        slots gets one: it shows the queue, and the slots bind below it)."""
-        lv = levels.get(n)
-        if lv is None or (ctx.slots and n > ctx.slots):
-            return None
-        reps = runs[n] - retries.get(n, 0)  # the repetitions the CI rule ran (not the re-measured ones)
-        missed = ctx.slo is not None and bool(estimate_misses(lv, ctx.slo)) and reps >= a.min_repetitions
-        if reps >= a.max_repetitions or missed:
-            return None
-        if len(lv.repetitions) < a.min_repetitions:
-            return f"N={n}: {len(lv.repetitions)} clean repetition(s), at least {a.min_repetitions}"
-        frac = _ci_fraction(lv)
-        if frac is None:
-            return f"N={n}: no CI after {reps} repetitions"
-        settled = nxt is None and answer_holds_within_ci(points, n, ceiling, below_miss)
-        if frac > a.ci_target and not settled:
-            return f"N={n}: throughput CI ±{frac:.1%} > ±{a.ci_target:.0%} after {reps} repetitions"
+
+def _contended(t: _Tally) -> PlanDecision | None:
+    """Rule 1: the level just measured, when it ran contended and has `contended_retries` left, is
+    measured again at once; None otherwise."""
+    last, a = t.last, t.ctx.adaptive
+    if last is None or last > t.top or (lv := t.levels.get(last)) is None or lv.contended is None:
         return None
+    retried = t.retries.get(last, 0)
+    if retried >= a.contended_retries:
+        return None
+    return t.go("remeasure", last, f"N={last} ran contended ({lv.contended}); measured again "
+                                   f"({retried + 1} of {a.contended_retries})")
 
-    # rule 1, interleaved: a level's second repetition waits for the next level's first, and those the
-    # CI asks for beyond `min_repetitions` for the end of the climb (or a budget with no room left to
-    # climb); then the fewest-measured level first, so that each level's repetitions span the sweep
-    climb = go(*nxt) if nxt is not None else None
-    climbing = climb is not None and climb.action != "stop"
-    pending = [(n, need) for n in measured if (need := wants(n)) is not None]
+
+def _wants(t: _Tally, j: _Judged, n: int) -> str | None:
+    """Rule 1: why level n needs another repetition; None when it needs no more (a level past the
+    slots gets one: it shows the queue, and the slots bind below it)."""
+    a, lv = t.ctx.adaptive, t.levels.get(n)
+    if lv is None or (t.ctx.slots and n > t.ctx.slots):
+        return None
+    reps = t.runs[n] - t.retries.get(n, 0)  # the repetitions the CI rule ran (not the re-measured ones)
+    missed = t.ctx.slo is not None and bool(estimate_misses(lv, t.ctx.slo)) and reps >= a.min_repetitions
+    if reps >= a.max_repetitions or missed:
+        return None
+    if len(lv.repetitions) < a.min_repetitions:
+        return f"N={n}: {len(lv.repetitions)} clean repetition(s), at least {a.min_repetitions}"
+    frac = _ci_fraction(lv)
+    if frac is None:
+        return f"N={n}: no CI after {reps} repetitions"
+    settled = j.nxt is None and answer_holds_within_ci(j.points, n, j.ceiling, j.below_miss)
+    if frac > a.ci_target and not settled:
+        return f"N={n}: throughput CI ±{frac:.1%} > ±{a.ci_target:.0%} after {reps} repetitions"
+    return None
+
+
+def _interleaved(t: _Tally, j: _Judged, climbing: bool) -> PlanDecision | None:
+    """Rule 1, interleaved: the next repetition a level wants (`_wants`), None when none is due. While
+    `climbing` (the climb's next step passes the budget), only a level below `min_repetitions` with a
+    level above it already run is due; else every level that wants one. The fewest-measured level
+    goes first (then the lowest), so that each level's repetitions span the sweep."""
+    least = t.ctx.adaptive.min_repetitions
+    pending = [(n, need) for n in t.measured if (need := _wants(t, j, n)) is not None]
     ready = [(n, need) for n, need in pending if not climbing or (
-        any(m > n for m in runs) and len(levels[n].repetitions) < a.min_repetitions)]
-    if ready:
-        n, need = min(ready, key=lambda p: (len(levels[p[0]].repetitions), p[0]))
-        later = [m for m in runs if m > n]
-        if len(levels[n].repetitions) >= a.min_repetitions:
-            return go("repeat", n, need + " (interleaved: the fewest-measured level first)")
-        return go("repeat", n, need + (f" (after N={min(later)}'s first: interleaved)" if later else ""))
+        any(m > n for m in t.runs) and len(t.levels[n].repetitions) < least)]
+    if not ready:
+        return None
+    n, need = min(ready, key=lambda p: (len(t.levels[p[0]].repetitions), p[0]))
+    later = [m for m in t.runs if m > n]
+    if len(t.levels[n].repetitions) >= least:
+        return t.go("repeat", n, need + " (interleaved: the fewest-measured level first)")
+    return t.go("repeat", n, need + (f" (after N={min(later)}'s first: interleaved)" if later else ""))
 
-    def settle(why: str) -> PlanDecision:
-        """Rule 6: the climb is over for `why`; bound the level the answer rests on, then stop."""
-        answer = knee.knee if knee.knee is not None else knee.range_high if knee.undetermined else None
-        caps = [c for c in (answer, ctx.slots, top, below_miss) if c is not None]
-        unbounded = dict(standing.unbounded)  # level → the fewest samples of its judged p95s
-        skipped: list[str] = []  # the levels left unbounded, and why
-        for rests in sorted((n for n in measured if n in levels and n <= min(caps)), reverse=True):
-            if ctx.slo is None or (short := unbounded.get(rests)) is None:
-                break  # bounded already: the answer rests on it
-            if runs[rests] >= SLO_MAX_REPETITIONS:
-                return _step("stop", None, None, f"{why}; N={rests}'s p95 is still not bounded after "
-                             f"{runs[rests]} repetitions" + _skipped(skipped), fb)
-            per_stream = -(-(fewest_to_bound_p95() - short) // rests) + SLO_RAMP_REQUESTS
-            after = short + rests * (per_stream - SLO_RAMP_REQUESTS)
-            if futile := cannot_bound(levels[rests], ctx.slo, after):
-                skipped.append(f"N={rests} is left unbounded: {'; '.join(futile)}, and the bound from "
-                               f"{after} samples is their largest")
-                continue
-            return go("repeat", rests, f"N={rests}, the level the answer rests on ({why}"
-                                       f"{_skipped(skipped)}): the SLO's p95 needs "
-                                       f"{fewest_to_bound_p95()} requests in the window to bound it, "
-                                       f"{short} so far: one repetition of {rests} × {per_stream}",
-                      requests=rests * per_stream)
-        return _step("stop", None, None, why + _skipped(skipped), fb)
 
-    if climb is not None:
-        return climb
-    # rule 5: the profile is measured; where a level above the candidate may still gain, repetitions
-    # decide (those at or below the level the SLO allows)
-    allowed = top if standing.missed_at is None else standing.missed_at - 1
+def _after_climb(t: _Tally, j: _Judged, done: Sequence[PlanDecision]) -> PlanDecision:
+    """The climb is over: rule 4 (levels above the candidate that may still gain are resolved, those
+    at or below the level the SLO allows), then the stop for a level that missed the SLO, rule 5 (a
+    knee's refinement), and the stop at the highest level the climb could reach; each stop by rule 6
+    (`_settle`)."""
+    a, knee = t.ctx.adaptive, j.knee
+    allowed = t.top if j.below_miss is None else j.below_miss
     unsure = [n for n in knee.unresolved if n <= allowed]
     if knee.undetermined is not None and len(unsure) >= 2:
-        more = sorted((n for n in unsure if runs.get(n, 0) < a.max_repetitions),
-                      key=lambda n: (len(levels[n].repetitions), n))
+        more = sorted((n for n in unsure if t.runs.get(n, 0) < a.max_repetitions),
+                      key=lambda n: (len(t.levels[n].repetitions), n))
         if more:
-            return go("resolve", more[0], f"{knee.undetermined}: N={more[0]} measured again")
-        return settle(f"{knee.undetermined}; every level of it has {a.max_repetitions} repetitions")
-    if standing.missed_at is not None:
-        return settle(f"SLO: {standing.why}; higher levels only wait longer")
+            return t.go("resolve", more[0], f"{knee.undetermined}: N={more[0]} measured again")
+        return _settle(t, j, f"{knee.undetermined}; every level of it has {a.max_repetitions} repetitions")
+    if j.standing.missed_at is not None:
+        return _settle(t, j, f"SLO: {j.standing.why}; higher levels only wait longer")
     if knee.knee is not None:
-        climbed = [levels[d.level] for d in done if d.action in ("measure", "confirm") and d.level in levels]
-        wanted = [m for m in refine_between(climbed) if m <= top and (not ctx.slots or m <= ctx.slots)]
-        todo = [m for m in wanted if m not in runs]
-        if todo:
-            return go("refine", todo[0], f"knee at N={knee.knee}, judged against the ceiling N={ceiling}: "
-                                         f"refine {', '.join(map(str, wanted))} between its bracketing "
-                                         "levels")
-        return settle(f"knee at N={knee.knee}: {knee.reason}" +
-                      (f"; refined at {', '.join(map(str, wanted))}" if wanted else ""))
-    high = measured[-1]
-    if fb.failed_at is not None and top < ctx.ceiling:
-        return settle(f"the server failed at N={fb.failed_at}; {knee.reason}")
+        return _refine(t, j, done)
+    return _settle(t, j, _climb_end(t, j))
+
+
+def _refine(t: _Tally, j: _Judged, done: Sequence[PlanDecision]) -> PlanDecision:
+    """Rule 5: the first level between the knee's bracketing levels not run yet (refine.py, at most
+    `top` and the slots); once none is left, the stop by rule 6."""
+    slots, knee = t.ctx.slots, j.knee
+    climbed = [t.levels[d.level] for d in done if d.action in ("measure", "confirm") and d.level in t.levels]
+    wanted = [m for m in refine_between(climbed) if m <= t.top and (not slots or m <= slots)]
+    todo = [m for m in wanted if m not in t.runs]
+    if todo:
+        return t.go("refine", todo[0], f"knee at N={knee.knee}, judged against the ceiling N={j.ceiling}: "
+                                       f"refine {', '.join(map(str, wanted))} between its bracketing levels")
+    return _settle(t, j, f"knee at N={knee.knee}: {knee.reason}" +
+                   (f"; refined at {', '.join(map(str, wanted))}" if wanted else ""))
+
+
+def _climb_end(t: _Tally, j: _Judged) -> str:
+    """Why a climb that found no knee and no SLO miss ended: the server failed, the slots are reached,
+    or the ceiling is."""
+    ctx, high, reason = t.ctx, t.measured[-1], j.knee.reason
+    if t.fb.failed_at is not None and t.top < ctx.ceiling:
+        return f"the server failed at N={t.fb.failed_at}; {reason}"
     if ctx.slots and high >= ctx.slots:
-        return settle(f"N={high} reaches the server's {ctx.slots} slots; {knee.reason}" +
-                      ("" if ctx.past_slots else " (the slots satbench started it with; raise --parallel "
-                                                 "to look higher)"))
+        return (f"N={high} reaches the server's {ctx.slots} slots; {reason}" +
+                ("" if ctx.past_slots else " (the slots satbench started it with; raise --parallel "
+                                           "to look higher)"))
     why = f": {ctx.ceiling_why}" if ctx.ceiling_why else ""
-    return settle(f"N={high} is the highest level allowed (ceiling {ctx.ceiling}{why}); {knee.reason}")
+    return f"N={high} is the highest level allowed (ceiling {ctx.ceiling}{why}); {reason}"
+
+
+def _settle(t: _Tally, j: _Judged, why: str) -> PlanDecision:
+    """Rule 6: the climb is over for `why`; bound the level the answer rests on (the highest measured
+    at or below the knee or the range's top, the slots, `top` and one below a miss), or the next one
+    down where repetition cannot bound it; then stop."""
+    ctx, knee = t.ctx, j.knee
+    answer = knee.knee if knee.knee is not None else knee.range_high if knee.undetermined else None
+    caps = [c for c in (answer, ctx.slots, t.top, j.below_miss) if c is not None]
+    unbounded = dict(j.standing.unbounded)  # level → the fewest samples of its judged p95s
+    skipped: list[str] = []  # the levels left unbounded, and why
+    for rests in sorted((n for n in t.measured if n in t.levels and n <= min(caps)), reverse=True):
+        if ctx.slo is None or (short := unbounded.get(rests)) is None:
+            break  # bounded already: the answer rests on it
+        if t.runs[rests] >= SLO_MAX_REPETITIONS:
+            return _step("stop", None, None, f"{why}; N={rests}'s p95 is still not bounded after "
+                         f"{t.runs[rests]} repetitions" + _skipped(skipped), t.fb)
+        per_stream = -(-(fewest_to_bound_p95() - short) // rests) + SLO_RAMP_REQUESTS
+        after = short + rests * (per_stream - SLO_RAMP_REQUESTS)
+        if futile := cannot_bound(t.levels[rests], ctx.slo, after):
+            skipped.append(f"N={rests} is left unbounded: {'; '.join(futile)}, and the bound from "
+                           f"{after} samples is their largest")
+            continue
+        return t.go("repeat", rests, f"N={rests}, the level the answer rests on ({why}"
+                                     f"{_skipped(skipped)}): the SLO's p95 needs "
+                                     f"{fewest_to_bound_p95()} requests in the window to bound it, "
+                                     f"{short} so far: one repetition of {rests} × {per_stream}",
+                    requests=rests * per_stream)
+    return _step("stop", None, None, why + _skipped(skipped), t.fb)
 
 
 def _skipped(skipped: list[str]) -> str:
