@@ -17,6 +17,7 @@ pooled aiohttp session per user: bounded requests from the event loop).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import http.client
 import io
@@ -27,6 +28,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +39,14 @@ from satbench.config.limits import (
     MAX_API_KEY_FILE_BYTES,
     MAX_CA_CERT_BYTES,
     MAX_ERROR_BODY_BYTES,
+    json_answer,
     too_large,
     too_slow,
 )
 from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
-from satbench.errors import UserError
+from satbench.errors import ParseError, UserError
 from satbench.http.endpoint import Endpoint, redact_url, split_credentials, tls_context
-from satbench.http.errors import NETWORK_ERRORS
+from satbench.http.errors import NETWORK_ERRORS, request_failed
 from satbench.records.rundir import read_regular_file
 
 
@@ -288,19 +291,25 @@ class EndpointSession:
         url = self.endpoint.url(path)
         try:
             async with asyncio.timeout(deadline_s):
-                async with self._session.request(method, url, json=json_body, auto_decompress=False,
-                                                 headers={"Accept-Encoding": "identity"},
-                                                 timeout=aiohttp.ClientTimeout(total=2 * deadline_s)) as resp:
-                    buf = bytearray()
-                    while True:
-                        chunk = await resp.content.read(min(READ_CHUNK_BYTES, limit_bytes + 1 - len(buf)))
-                        if not chunk:
-                            return resp.status, bytes(buf)
-                        buf += chunk
-                        if len(buf) > limit_bytes:
-                            raise too_large(url, limit_bytes)
+                return await self._exchange(url, limit_bytes, deadline_s, method, json_body)
         except TimeoutError as exc:  # asyncio's deadline, or aiohttp's own (ServerTimeoutError)
             raise too_slow(url, deadline_s) from exc
+
+    async def _exchange(self, url: str, limit_bytes: int, deadline_s: float, method: str,
+                        json_body: object) -> tuple[int, bytes]:
+        """One request, no redirect followed (the key would follow it to any host); the body read in
+        chunks up to `limit_bytes` + 1 (AnswerTooLarge past it, not decompressed)."""
+        async with self._session.request(method, url, json=json_body, auto_decompress=False,
+                                         allow_redirects=False, headers={"Accept-Encoding": "identity"},
+                                         timeout=aiohttp.ClientTimeout(total=2 * deadline_s)) as resp:
+            buf = bytearray()
+            while True:
+                chunk = await resp.content.read(min(READ_CHUNK_BYTES, limit_bytes + 1 - len(buf)))
+                if not chunk:
+                    return resp.status, bytes(buf)
+                buf += chunk
+                if len(buf) > limit_bytes:
+                    raise too_large(url, limit_bytes)
 
     async def answers(self, path: str, timeout_s: float) -> bool:
         """Whether a GET of `path` gets a response head (any status) within `timeout_s`."""
@@ -310,3 +319,56 @@ class EndpointSession:
                 return True
         except NETWORK_ERRORS:
             return False
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One HTTP answer, whatever its status: `status`, `body` (raw bytes, not decompressed, within the
+    read's limit) and the credential-free `url` asked."""
+
+    status: int
+    body: bytes
+    url: str = ""
+
+    def json(self) -> object:
+        """The body's JSON value; ParseError naming the URL when it is not JSON."""
+        return json_answer(self.body, self.url)
+
+
+async def read(endpoint: Endpoint | EndpointSession, path: str, *, timeout_s: float, limit_bytes: int,
+               method: str = "GET", json_body: object = None) -> Answer:
+    """One request for `path` on `endpoint` (its headers and TLS policy; an EndpointSession's kept-alive
+    connections, else a connection of its own): the answer whatever its status, its body at most
+    `limit_bytes`, the whole exchange (connect, head, body) within `timeout_s`. No proxy, no redirect
+    followed. Only a RequestFailed escapes: TooLarge, TimedOut, TlsRefused, Unreachable, BadAnswer
+    (errors.request_failed, naming endpoint.url(path))."""
+    url = (endpoint.endpoint if isinstance(endpoint, EndpointSession) else endpoint).url(path)
+    try:
+        async with asyncio.timeout(timeout_s):
+            if isinstance(endpoint, EndpointSession):
+                status, body = await endpoint._exchange(url, limit_bytes, timeout_s, method, json_body)
+            else:
+                async with EndpointSession(endpoint, timeout_s) as own:
+                    status, body = await own._exchange(url, limit_bytes, timeout_s, method, json_body)
+    except TimeoutError as exc:  # asyncio's deadline, or aiohttp's own (ServerTimeoutError)
+        raise request_failed(url, too_slow(url, timeout_s)) from exc
+    except (*NETWORK_ERRORS, ParseError, ValueError) as exc:
+        raise request_failed(url, exc) from exc
+    return Answer(status, body, url)
+
+
+def read_sync(endpoint: Endpoint, path: str, *, timeout_s: float, limit_bytes: int, method: str = "GET",
+              json_body: object = None) -> Answer:
+    """`read` from synchronous code, on an event loop of its own: in this thread, or in a worker
+    thread when this one already runs a loop (which then waits, at most `timeout_s`, as for any
+    blocking call)."""
+    def run() -> Answer:
+        return asyncio.run(read(endpoint, path, timeout_s=timeout_s, limit_bytes=limit_bytes, method=method,
+                                json_body=json_body))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()

@@ -14,11 +14,13 @@ The texts: `describe` ('ClassName: message', what samples and probe failures rec
 from __future__ import annotations
 
 import http.client
+import os
 import ssl
 import urllib.error
 
 import aiohttp
 
+from satbench.config.limits import AnswerTimeoutError, AnswerTooLarge
 from satbench.errors import RuntimeStartError
 
 NETWORK_ERRORS = (OSError, http.client.HTTPException, aiohttp.ClientError)
@@ -78,3 +80,78 @@ def unreachable(url: str, exc: BaseException) -> RuntimeStartError:
         return tls_failure(url, tls)
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
     return RuntimeStartError(f"cannot reach {url}: {os_reason(reason)}")
+
+
+class RequestFailed(Exception):
+    """A request got no usable HTTP answer. `url`: the URL asked (credential-free); `reason`: one line
+    saying why; `detail`: what the HTTP stack or a limit raised, described ('ClassName: message'), the
+    text a sample records; `stale`: a pooled connection the server had closed (or reset when reused),
+    so that an idempotent request may be sent once more on a new one. str(): 'URL: reason'."""
+
+    def __init__(self, url: str, reason: str, detail: str | None = None, stale: bool = False) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url, self.reason, self.stale = url, reason, stale
+        self.detail = detail if detail is not None else describe(self)
+
+
+class Unreachable(RequestFailed):
+    """No connection, or it broke before the answer: refused, no route, a name that does not resolve,
+    a reset, closed by the server. `reason` is the system's phrase ('Connection refused')."""
+
+
+class TimedOut(RequestFailed):
+    """The whole exchange (connect, head, body) did not end within its deadline."""
+
+
+class TooLarge(RequestFailed):
+    """The answer's body was larger than its limit (read up to the limit + 1 byte, no further)."""
+
+
+class TlsRefused(RequestFailed):
+    """The TLS handshake failed: the certificate was refused (`reason` says why and how to trust it),
+    or the server does not speak TLS."""
+
+
+class BadAnswer(RequestFailed):
+    """The server answered something that is not a whole HTTP answer (a malformed head or body)."""
+
+
+def _strerror(exc: OSError) -> str:
+    """The system's phrase for a failed connection: asyncio's 'Connect call failed (...)' is told by
+    its errno ('Connection refused'), a resolver's failure by its own text."""
+    if isinstance(exc, TimeoutError):
+        return "no answer (timed out)"
+    if exc.errno and exc.errno > 0 and not isinstance(exc, ssl.SSLError):
+        return os.strerror(exc.errno)
+    return exc.strerror or str(exc) or exc.__class__.__name__
+
+
+def tls_reason(exc: BaseException) -> str:
+    """Why a TLS handshake failed, one line: the refused certificate and how to trust it, else the
+    handshake's error (probably not an https server)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        why = exc.verify_message or exc.reason or "unknown reason"
+        return f"certificate verify failed: {why}; {TLS_HINT}"
+    return f"TLS handshake failed: {getattr(exc, 'reason', None) or exc} (is it an https server?)"
+
+
+def request_failed(url: str, exc: BaseException) -> RequestFailed:
+    """The one map from what a request raised (a limit's ParseError, aiohttp, the socket, TLS) to
+    satbench's RequestFailed; `url` is credential-free. Its `detail` is describe(exc)."""
+    detail = describe(exc)
+    stale = isinstance(exc, STALE_CONNECTION)
+    if isinstance(exc, AnswerTooLarge | AnswerTimeoutError):  # their message is 'URL: reason'
+        kind: type[RequestFailed] = TooLarge if isinstance(exc, AnswerTooLarge) else TimedOut
+        return kind(url, str(exc).removeprefix(f"{url}: "), detail)
+    tls = tls_cause(exc)
+    if tls is not None:
+        return TlsRefused(url, tls_reason(tls), detail)
+    if isinstance(exc, TimeoutError):
+        return TimedOut(url, "no answer (timed out)", detail)
+    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ClientResponseError | http.client.HTTPException):
+        return BadAnswer(url, str(exc) or exc.__class__.__name__, detail, stale)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return Unreachable(url, _strerror(exc.os_error), detail, stale)
+    if isinstance(exc, OSError):
+        return Unreachable(url, _strerror(exc), detail, stale)
+    return Unreachable(url, str(exc) or exc.__class__.__name__, detail, stale)
