@@ -1,5 +1,5 @@
 """A fairness check's statistics with their confidence intervals, and the one rule that decides them
-(docs/fairness.md).
+(docs/definitions.md#fairness-cis, docs/definitions.md#verdict).
 
 A `Statistic` is an estimate of a property of the scheduler (not of the sample: it does not drift
 with the number of requests), its CI, and the bound it must not exceed. The decision rule:

@@ -1,4 +1,5 @@
-"""The verdict model and the pieces the six checks share (docs/fairness.md).
+"""The verdict model and the pieces the six checks share (docs/fairness.md; the rule:
+docs/definitions.md#verdict).
 
 A `Verdict` carries its statistics (each an estimate with its CI, its bound and its decision:
 analysis/intervals), the rounds it took, and how the bounds were derived from this lane's own

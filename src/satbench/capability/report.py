@@ -1,5 +1,5 @@
-"""The node's capability report: what each lane may advertise, read from recommendations.json
-and checked against the node as it is now. Nothing in it is a constant.
+"""The node's capability report (docs/definitions.md#capability-report): what each lane may advertise,
+read from recommendations.json and checked against the node as it is now. Nothing in it is a constant.
 
 A recommendations file that cannot be read or is not valid JSON is an error (exit 5). A
 recommendation is refused — and its lane advertised as `unmeasured` with max concurrency 1,

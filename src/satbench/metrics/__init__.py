@@ -1,2 +1,2 @@
-"""Metrics of one level computed from raw records alone (docs/metrics.md): one module per family,
-each a pure function of events and samples."""
+"""Metrics of one level computed from raw records alone (docs/definitions.md#measurement): one module
+per family, each a pure function of events and samples."""

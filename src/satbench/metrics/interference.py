@@ -1,4 +1,5 @@
-"""Cross-lane interference: a lane's figures when all lanes run together ÷ its solo figures."""
+"""Cross-lane interference: a lane's figures when all lanes run together ÷ its solo figures; CIs as
+docs/definitions.md#p95-across-repetitions states them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-request latency metrics (docs/metrics.md). Each function states its formula.
+"""Per-request latency metrics (docs/definitions.md#measurement). Each function states its formula.
 
 All take a successful `RequestEvent` and return milliseconds (None when undefined).
 """
@@ -18,7 +18,7 @@ def first_token_ns(ev: RequestEvent) -> int | None:
 
 
 def ttft_ms(ev: RequestEvent) -> float | None:
-    """TTFT = t(first chunk with ≥1 generated token) − sent_ns."""
+    """TTFT = t(first chunk with ≥1 generated token) − sent_ns (docs/definitions.md#ttft)."""
     first = first_token_ns(ev)
     return None if first is None else (first - ev.sent_ns) / NS_PER_MS
 
@@ -29,7 +29,8 @@ def e2e_ms(ev: RequestEvent) -> float:
 
 
 def tpot_ms(ev: RequestEvent) -> float | None:
-    """TPOT = (E2E − TTFT) ÷ (output tokens − 1); undefined for fewer than 2 tokens."""
+    """TPOT = (E2E − TTFT) ÷ (output tokens − 1); undefined for fewer than 2 tokens
+    (docs/definitions.md#itl-and-tpot)."""
     ttft = ttft_ms(ev)
     if ttft is None or ev.output_tokens < 2:
         return None
@@ -37,7 +38,8 @@ def tpot_ms(ev: RequestEvent) -> float | None:
 
 
 def queue_time_ms(ev: RequestEvent, overhead_ms: float) -> float | None:
-    """Queue-time estimate = max(0, TTFT − server prompt_ms − loopback overhead).
+    """Queue-time estimate = max(0, TTFT − server prompt_ms − loopback overhead)
+    (docs/definitions.md#queue-time).
 
     llama.cpp stamps no per-request queue time; this estimate folds in anything else that
     sits between sending and the first token besides prefill (clamped at zero).

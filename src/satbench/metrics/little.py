@@ -1,4 +1,4 @@
-"""Little's-law check (docs/sweep.md): in a closed loop, N ≈ X_req · E2E_mean.
+"""Little's-law check (docs/definitions.md#littles-law-check): in a closed loop, N ≈ X_req · E2E_mean.
 
 Per repetition, X_req is its reported req/s (throughput.req_per_s: per stream over whole requests,
 so without the window's boundary bias) and E2E_mean the mean E2E of the successful requests

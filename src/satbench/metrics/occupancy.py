@@ -1,4 +1,5 @@
-"""Occupancy three ways (docs/metrics.md). Their gap is roughly the queue length (Little)."""
+"""Occupancy three ways (docs/definitions.md#occupancy). Their gap is roughly the queue length
+(Little)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SLO attainment and goodput (docs/metrics.md): the share of a level's requests that met the lane's SLO."""
+"""SLO attainment and goodput (docs/definitions.md#slo-attainment-and-goodput): the share of a level's
+requests that met the lane's SLO."""
 
 from __future__ import annotations
 

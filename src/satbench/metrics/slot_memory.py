@@ -1,4 +1,5 @@
-"""Memory per slot of a lane, and how many slots the machine has room for (docs/metrics.md, memory per slot).
+"""Memory per slot of a lane, and how many slots the machine has room for
+(docs/definitions.md#memory-per-slot).
 
 From the buffers llama.cpp printed as the lane's server started (run.json ``runtime.memory``,
 see runtimes/memlog.py) and the memory left on the machine, read once the server answered and

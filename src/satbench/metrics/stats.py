@@ -1,4 +1,5 @@
-"""Percentiles and confidence intervals. Never a bare number: n and CI travel with it.
+"""Percentiles and confidence intervals (docs/definitions.md#percentile-ci,
+docs/definitions.md#mean-over-repetitions). Never a bare number: n and CI travel with it.
 
 - Percentiles use linear interpolation between order statistics (numpy's default, type 7).
 - A percentile's 95 % CI is distribution-free: the order statistics x(l), x(u) whose ranks

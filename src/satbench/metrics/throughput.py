@@ -1,4 +1,5 @@
-"""Steady-window throughput (docs/metrics.md): tokens and requests per second of one repetition.
+"""Steady-window throughput (docs/definitions.md#throughput): tokens and requests per second of one
+repetition.
 
 Rates are taken per stream from the start of a whole request to the window's end. In a closed
 loop a stream sends its next request the moment the previous one ends, so from the send of its

@@ -1,4 +1,4 @@
-"""The steady window of one level repetition (docs/metrics.md), from raw events alone."""
+"""The steady window of one level repetition (docs/definitions.md#steady-window), from raw events alone."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ class SteadyWindow(Strict):
 
 
 def window_start_ns(measured: list[RequestEvent], n_streams: int) -> int | None:
-    """Start = first moment every one of the N streams has received a token of a measured request.
+    """Start = first moment every one of the N streams has received a token of a measured request
+    (docs/definitions.md#steady-window).
 
     = max over streams s of min over measured requests r of s of t_first_token(r).
     None when some stream never got a measured token.

@@ -170,7 +170,8 @@ class HostInfo(Strict):
         return theirs == mine
 
     def fingerprint(self) -> str:
-        """sha256 of the canonical JSON of identity() (sorted keys, no spaces)."""
+        """sha256 of the canonical JSON of identity() (sorted keys, no spaces;
+        docs/definitions.md#hardware-fingerprint)."""
         canon = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canon.encode()).hexdigest()
 

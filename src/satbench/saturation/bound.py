@@ -1,4 +1,5 @@
-"""What saturated a lane: the GPU, the server's CPU side, or its slots (a queue).
+"""What saturated a lane: the GPU, the server's CPU side, or its slots, a queue
+(docs/definitions.md#what-saturated).
 
 Read at the first measured level past the knee, where adding requests stopped adding
 throughput. In order:

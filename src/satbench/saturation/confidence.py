@@ -1,5 +1,5 @@
-"""How sure a recommendation is: the probability that a level above it, which could still change the
-answer, gains over it.
+"""How sure a recommendation is (docs/definitions.md#confidence): the probability that a level above
+it, which could still change the answer, gains over it.
 
 The levels that could change the answer r are the clean measured levels h with r < h ≤ cap, where cap
 is the tightest limit other than the knee (slots, SLO bound, fairness, memory, errors, a failed

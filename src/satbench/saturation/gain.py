@@ -1,5 +1,6 @@
-"""Does a higher level gain over a lower one? The three answers the knee, the planner and the
-confidence line share: a gain shown, no gain shown, or not yet known.
+"""Does a higher level gain over a lower one (docs/definitions.md#gain-shown-no-gain-shown)? The three
+answers the knee, the planner and the confidence line share: a gain shown, no gain shown, or not yet
+known.
 
 A gain counts when it is at least `MIN_GAIN_PER_DOUBLING` (10 %) per doubling of N on average:
 X(b) ≥ g·X(a) with g = 1.1^log2(b/a).

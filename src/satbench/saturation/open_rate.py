@@ -1,4 +1,5 @@
-"""The highest open-loop rate a lane serves within its SLO (the rate a router may send it).
+"""The highest open-loop rate a lane serves within its SLO, the rate a router may send it
+(docs/definitions.md#highest-open-loop-rate).
 
 A rate is judged as a closed-loop level is (saturation/slo.py), on its latencies *from arrival*:
 it is *shown to meet* the SLO when it completed, lost no request, ≥ SLO_MIN_ATTAINMENT of its

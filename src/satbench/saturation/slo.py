@@ -1,4 +1,4 @@
-"""The SLO bound (docs/recommendations.md): the largest N whose own p95s are shown within the
+"""The SLO bound (docs/definitions.md#slo-bound): the largest N whose own p95s are shown within the
 lane's SLO, with no lower level seen to miss it.
 
 A level is *shown to meet* the SLO when the 95 % upper bounds of its p95 TTFT and p95 TPOT (and p95
@@ -40,8 +40,9 @@ def upper_is_largest(n: int) -> bool:
 
 
 def p95_upper(d: Distribution) -> float | None:
-    """A one-sided 95 % upper bound of the p95 (module docstring): the two-sided CI's upper end where
-    it has one, else the largest sample from `fewest_to_bound_p95` samples on; None below."""
+    """A one-sided 95 % upper bound of the p95 (docs/definitions.md#p95-upper-bound): the two-sided
+    CI's upper end where it has one, else the largest sample from `fewest_to_bound_p95` samples on;
+    None below."""
     ci = d.ci.get("p95")
     if ci is not None and ci.high is not None:
         return ci.high

@@ -1,4 +1,4 @@
-"""Universal Scalability Law fit (docs/recommendations.md):
+"""Universal Scalability Law fit (docs/definitions.md#usl):
 
     X(N) = λ·N / (1 + α(N−1) + β·N(N−1)),   λ > 0, α ≥ 0, β ≥ 0
 
