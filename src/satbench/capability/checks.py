@@ -1,4 +1,5 @@
-"""Why a recommendation may not be advertised on this node: the checks behind the capability report.
+"""Why a recommendation may not be advertised on this node: the checks behind the capability report
+(docs/definitions.md#refusals).
 
 `load_recommendations` refuses a file that cannot be read, is not valid JSON, fails its schema or
 predates OLDEST_TRUSTED (one the user named that cannot be read or is not JSON is an error

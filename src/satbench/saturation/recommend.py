@@ -1,5 +1,5 @@
-"""The rules of recommendations.json (docs/recommendations.md): per lane and machine, how many
-requests at once.
+"""The rules of recommendations.json (docs/definitions.md#recommended-concurrency): per lane and
+machine, how many requests at once.
 
 recommended = the largest measured level ≤ min(knee, SLO bound, slots, slots that fit in memory,
 fairness cap, server-failure cap, error cap), with the binding reason named; None when no measured
@@ -49,7 +49,8 @@ def _p95(d: Distribution) -> tuple[float | None, Interval | None]:
 
 
 def fairness_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
-    """A check that failed at concurrency c forbids recommending c or more."""
+    """A check that failed at concurrency c forbids recommending c or more
+    (docs/definitions.md#fairness-cap)."""
     failed = [v for v in lane.fairness if v.verdict == "fail" and v.concurrency]
     if not failed:
         return None, []
@@ -68,8 +69,9 @@ def fairness_marginal(lane: LaneResult) -> list[str]:
 
 
 def fairness_unverified(lane: LaneResult, answer: int) -> tuple[int | None, list[str]]:
-    """The checks inconclusive at a concurrency at or below `answer`: fairness there is not verified.
-    (The lowest such concurrency, a line per check), or (None, [])."""
+    """The checks inconclusive at a concurrency at or below `answer`: fairness there is not verified
+    (docs/definitions.md#unverified-fairness). (The lowest such concurrency, a line per check), or
+    (None, [])."""
     open_ = [v for v in lane.fairness if v.verdict == "inconclusive" and v.concurrency
              and v.concurrency <= answer]
     if not open_:
@@ -81,7 +83,8 @@ def fairness_unverified(lane: LaneResult, answer: int) -> tuple[int | None, list
 def server_failure_cap(lane: LaneResult) -> tuple[int | None, list[str]]:
     """A server that crashed or stopped answering with c requests in flight forbids recommending c
     or more: alone, in a fairness check, or while the run's other lanes ran with it (`together`:
-    a node serves its lanes at once, so a level that fails beside them is not a safe limit)."""
+    a node serves its lanes at once, so a level that fails beside them is not a safe limit;
+    docs/definitions.md#server-failure-cap)."""
     failed = [f for f in lane.server_failures if f.level > 0]
     if not failed:
         return None, []
@@ -112,7 +115,8 @@ def failed_share(lv: LevelResult) -> float:
 
 def error_cap(levels: list[LevelResult]) -> tuple[int | None, list[str]]:
     """A level where more than ERROR_SHARE_MAX of the measured requests failed (timeouts, HTTP
-    errors, cut streams) forbids recommending it or more: a router would see those failures."""
+    errors, cut streams) forbids recommending it or more: a router would see those failures
+    (docs/definitions.md#error-cap)."""
     bad = [lv for lv in sorted(levels, key=lambda x: x.concurrency) if failed_share(lv) > ERROR_SHARE_MAX]
     if not bad:
         return None, []
@@ -124,7 +128,8 @@ def error_cap(levels: list[LevelResult]) -> tuple[int | None, list[str]]:
 
 
 def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> ServerConfirmation:
-    """At the recommended level and the next one: are slots full, requests deferred, decode slower?"""
+    """At the recommended level and the next one: are slots full, requests deferred, decode slower?
+    (docs/definitions.md#server-side-confirmation)"""
     by_n = {lv.concurrency: lv for lv in levels}
     above = [n for n in sorted(by_n) if n > at]
     look = by_n[above[0]] if above else by_n[at]
@@ -157,11 +162,11 @@ def confirmation(levels: list[LevelResult], at: int, slots: int | None) -> Serve
 
 def knee_ceiling(lane: LaneResult, results: ResultsFile, levels: list[LevelResult],
                  crash_cap: int | None) -> int | None:
-    """The level the knee is judged against: the server's slot count, at most the lane's own ceiling
-    (its highest level; config.LaneConfig.ceiling) and below a failed fairness check (`fairness_cap`:
-    no level there may be recommended, so none there can move the knee); after a server failure, the
-    highest level measured below it (the highest the server was seen to hold: no level between is
-    tried); None when none of these is known."""
+    """The level the knee is judged against (docs/definitions.md#knee-ceiling): the server's slot
+    count, at most the lane's own ceiling (its highest level; config.LaneConfig.ceiling) and below a
+    failed fairness check (`fairness_cap`: no level there may be recommended, so none there can move
+    the knee); after a server failure, the highest level measured below it (the highest the server
+    was seen to hold: no level between is tried); None when none of these is known."""
     slots = lane.runtime.total_slots
     cfg = next((c for c in results.config.lanes if c.name == lane.lane), None)
     held = max((lv.concurrency for lv in levels if lv.concurrency <= crash_cap), default=None) \
@@ -197,9 +202,10 @@ def _caps(lane: LaneResult, slo: SloStanding) -> list[tuple[Reason, int, str]]:
 
 
 def slo_range_high(slo: SloStanding, answer: int, k: Knee, caps: list[tuple[Reason, int, str]]) -> int | None:
-    """The highest level above an SLO-bound `answer` that the SLO cannot rule out yet: measured, below
-    the first level seen to miss, its p95s unbounded (`SloStanding.unbounded`), and allowed by every
-    other limit and by the curve (a knee that stands, or the top of an undetermined range). None: none."""
+    """The highest level above an SLO-bound `answer` that the SLO cannot rule out yet
+    (docs/definitions.md#slo-range): measured, below the first level seen to miss, its p95s unbounded
+    (`SloStanding.unbounded`), and allowed by every other limit and by the curve (a knee that stands,
+    or the top of an undetermined range). None: none."""
     limits = [b[1] for b in caps if b[0] != "slo"]
     if k.knee is not None:
         limits.append(k.knee)
@@ -212,11 +218,11 @@ def slo_range_high(slo: SloStanding, answer: int, k: Knee, caps: list[tuple[Reas
 
 def _bounds(lane: LaneResult, levels: list[LevelResult], k: Knee, slo: SloStanding,
             caps: list[tuple[Reason, int, str]]) -> list[tuple[Reason, int, str]]:
-    """`caps` and the curve's own limit: the knee where it stands; "undetermined" at the level the
-    curve is known to reach when it is undetermined and nothing else binds at or below that level;
-    else the highest level measured (unless a failed server binds). The SLO binds where a level misses
-    it or none is shown to meet it; where only levels above its bound are unbounded, it comes last, so
-    that a tie names what the curve shows."""
+    """`caps` and the curve's own limit (docs/definitions.md#binding-reason): the knee where it stands;
+    "undetermined" at the level the curve is known to reach when it is undetermined and nothing else
+    binds at or below that level; else the highest level measured (unless a failed server binds). The
+    SLO binds where a level misses it or none is shown to meet it; where only levels above its bound
+    are unbounded, it comes last, so that a tie names what the curve shows."""
     bounds = list(caps)
     if k.undetermined is not None:
         if not bounds or min(b[1] for b in bounds) > k.last_real_gain_to:
