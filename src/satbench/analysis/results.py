@@ -16,6 +16,7 @@ from satbench.metrics.interference import Interference
 from satbench.metrics.level_result import LevelResult
 from satbench.metrics.open_loop import RateResult
 from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
+from satbench.metrics.specs import definitions
 from satbench.records.artifacts import published_schema, render, validate_text, write_artifact
 from satbench.records.layout import RESULTS_FILE, VERDICTS_FILE
 from satbench.records.manifest import (
@@ -35,25 +36,7 @@ MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far 
 RESULTS_SCHEMA_VERSION = "3.7"  # what each version added: docs/schemas.md
 
 DEFINITIONS = {
-    "ttft_ms": "first chunk carrying >=1 generated token - sent_ns",
-    "itl_ms": "gap between consecutive token-carrying chunks / tokens in the later chunk; pooled over "
-              "requests",
-    "tpot_ms": "(E2E - TTFT) / (output tokens - 1), per request",
-    "e2e_ms": "end_ns - sent_ns",
-    "queue_time_ms": "estimate: max(0, TTFT - server prompt_ms - median loopback RTT); llama.cpp has no "
-                     "queue stamp",
-    "output_tok_per_s": "per stream from the start of a whole request to the window's end E: N / used * sum "
-                        "over streams of (sum over its measured requests sent in [A_s, E] of output tokens "
-                        "* share) / (E - A_s), A_s the send of the stream's first measured request that had "
-                        "not ended when the window opened, share = the part of the request's life (sent to "
-                        "end) elapsed by E (1 when it ended by E), over the used streams with such a "
-                        "request (a closed-loop stream does nothing else in that span, all under full load; "
-                        "a request stalled at E holds its stream down; all tokens in the window / its "
-                        "length overstates a server whose streams move in step)",
-    "total_tok_per_s": "as output_tok_per_s, counting each request's prompt (server's count: timings "
-                       "prompt_n + cache_n, else usage prompt_tokens, else the requested length; 0 when no "
-                       "token came) and output tokens",
-    "req_per_s": "as output_tok_per_s, counting 1 per successful request (0 for a failed one)",
+    **definitions(),  # the figures of a level (metrics/specs.py)
     "few_throughput_streams": "flagged when a repetition's rates rest on fewer than N streams (a stream "
                               "with no measured request running in the window is left out and the rest "
                               "scaled to N)",
@@ -61,16 +44,6 @@ DEFINITIONS = {
                      "completion after the last request was issued",
     "latency_sample": "successful measured requests completing inside the steady window, pooled over "
                       "repetitions",
-    "time_weighted_busy_slots": "time-weighted mean over the window's covered time of busy slots from "
-                                "/slots (or requests_processing) readings; a reading holds until the next "
-                                "poll; one from before the window counts only if <= 2 poll intervals old; "
-                                "null when no reading inside the window succeeded",
-    "time_weighted_source": "where time_weighted_busy_slots came from: slots, requests_processing (when "
-                            "/slots gave no reading in a repetition's window), or both joined by + when "
-                            "repetitions differed",
-    "decode_weighted_busy_slots": "delta(n_busy_slots_per_decode * n_decode_total) / delta(n_decode_total) "
-                                  "over the window",
-    "client_in_flight": "time-weighted mean of requests between sent_ns and end_ns in the window",
     "percentiles": "linear interpolation; 95% CI from binomial order statistics of the pooled sample, "
                    "widened to contain the estimate (within-run sampling only: it does not carry "
                    "repetition-to-repetition variation); mean CI Student-t over repetitions",
@@ -87,8 +60,6 @@ DEFINITIONS = {
                                    "physical, usable), RAM class (multiple of 4 GiB at or above it), OS "
                                    "family (not the kernel release), and each GPU's name, memory (GiB), "
                                    "driver and CUDA version",
-    "host_busy_cores": "whole machine: delta(total - idle - iowait CPU seconds) / delta wall, over the "
-                       "level's process samples",
     "gpu": "NVML, device-wide: utilisation and SM clock of the busiest GPU and memory used (all GPUs), mean "
            "over the readings inside the steady windows; peak memory over the whole level",
     "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours "

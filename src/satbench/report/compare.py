@@ -13,7 +13,7 @@ and are only printed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import Field
 from rich.console import Console
@@ -26,6 +26,7 @@ from satbench.config.schema import ServerParams, Strict, WorkloadConfig
 from satbench.errors import UserError
 from satbench.metrics.interference import P95Metric, Ratio, ratio_of_estimates, ratio_of_p95
 from satbench.metrics.level_result import LevelResult
+from satbench.metrics.specs import LEVEL_METRICS, figure
 from satbench.records.manifest import HostInfo
 from satbench.records.rundir import require_dir
 
@@ -158,19 +159,21 @@ def _metric(name: str, a: float | None, b: float | None, ratio: Ratio, higher_is
     return MetricComparison(metric=name, a=a, b=b, ratio=ratio, significant=sig, direction=direction)
 
 
-_P95_METRICS: tuple[P95Metric, ...] = ("p95_ttft_ms", "p95_itl_ms", "p95_e2e_ms")
+COMPARED = tuple(s for s in LEVEL_METRICS if s.compare is not None)  # compare's figures, in order
 
 
 def compare_level(a: LevelResult, b: LevelResult, scenario: Scenario,
                   min_effect: float = MIN_EFFECT) -> LevelComparison:
-    """Throughput (mean over repetitions) and pooled p95 TTFT / ITL / E2E of one level: B ÷ A, the
-    p95s' CI from their spread over repetitions (`ratio_of_p95`)."""
-    ta, tb = a.throughput.output_tok_per_s, b.throughput.output_tok_per_s
-    metrics = [_metric("output_tok_per_s", ta.value, tb.value, ratio_of_estimates(tb, ta), True, min_effect)]
-    for name in _P95_METRICS:
-        ratio = ratio_of_p95(b, a, name)
-        pa, pb = (getattr(lv.latency, name.removeprefix("p95_")).p95 for lv in (a, b))
-        metrics.append(_metric(name, pa, pb, ratio, False, min_effect))
+    """Each compared figure of one level (metrics/specs.py: throughput as the mean over repetitions,
+    latencies as their pooled p95): B ÷ A, a p95's CI from its spread over repetitions (`ratio_of_p95`)."""
+    metrics = []
+    for spec in COMPARED:
+        fa, fb = figure(a, spec.path), figure(b, spec.path)
+        if spec.compare == "mean":
+            ratio, va, vb = ratio_of_estimates(fb, fa), fa.value, fb.value
+        else:
+            ratio, va, vb = ratio_of_p95(b, a, cast(P95Metric, spec.compare_name)), fa.p95, fb.p95
+        metrics.append(_metric(spec.compare_name, va, vb, ratio, spec.higher_is_better, min_effect))
     return LevelComparison(scenario=scenario, concurrency=a.concurrency, metrics=metrics)
 
 
@@ -274,8 +277,7 @@ def compare_runs(run_a: Path, run_b: Path, min_effect: float = MIN_EFFECT) -> Co
 
 # -------------------------------------------------------------------------------------- printing
 
-_COLUMNS = (("output_tok_per_s", "out tok/s"), ("p95_ttft_ms", "p95 TTFT"),
-            ("p95_itl_ms", "p95 ITL"), ("p95_e2e_ms", "p95 E2E"))
+_COLUMNS = tuple((s.compare_name, s.compare_label) for s in COMPARED)
 _MARKS = {"better": ("▲", "green"), "worse": ("▼", "red"), "same": ("", "")}
 
 

@@ -13,66 +13,19 @@ from pathlib import Path
 
 from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.metrics.level_result import LevelResult
-from satbench.metrics.stats import Distribution
+from satbench.metrics.specs import Part, csv_columns, figure, part_of
 from satbench.records.layout import CSV_FILE
 from satbench.records.manifest import write_text_atomic
 
 
-def _p(d: Distribution, key: str) -> float | None:
-    return getattr(d, key)
+def _level_cell(path: str, part: Part) -> Callable[[LevelResult], object]:
+    return lambda lv: part_of(figure(lv, path), part)
 
 
-def _ci(d: Distribution, key: str, end: str) -> float | None:
-    ci = d.ci.get(key)
-    return None if ci is None else getattr(ci, end)
-
-
-# (header, value of one level); the lane-level columns come first, see _lane_cells
+# (header, value of one level), from the figures' specs (metrics/specs.py); the lane-level columns
+# come first, see _lane_cells
 LEVEL_COLUMNS: list[tuple[str, Callable[[LevelResult], object]]] = [
-    ("concurrency", lambda lv: lv.concurrency),
-    ("output_tok_per_s", lambda lv: lv.throughput.output_tok_per_s.value),
-    ("output_tok_per_s_ci_low", lambda lv: lv.throughput.output_tok_per_s.ci_low),
-    ("output_tok_per_s_ci_high", lambda lv: lv.throughput.output_tok_per_s.ci_high),
-    ("total_tok_per_s", lambda lv: lv.throughput.total_tok_per_s.value),
-    ("req_per_s", lambda lv: lv.throughput.req_per_s.value),
-    ("req_per_s_ci_low", lambda lv: lv.throughput.req_per_s.ci_low),
-    ("req_per_s_ci_high", lambda lv: lv.throughput.req_per_s.ci_high),
-    ("ttft_p50_ms", lambda lv: _p(lv.latency.ttft_ms, "p50")),
-    ("ttft_p95_ms", lambda lv: _p(lv.latency.ttft_ms, "p95")),
-    ("ttft_p95_ci_low_ms", lambda lv: _ci(lv.latency.ttft_ms, "p95", "low")),
-    ("ttft_p95_ci_high_ms", lambda lv: _ci(lv.latency.ttft_ms, "p95", "high")),
-    ("ttft_p99_ms", lambda lv: _p(lv.latency.ttft_ms, "p99")),
-    ("itl_p50_ms", lambda lv: _p(lv.latency.itl_ms, "p50")),
-    ("itl_p95_ms", lambda lv: _p(lv.latency.itl_ms, "p95")),
-    ("itl_p99_ms", lambda lv: _p(lv.latency.itl_ms, "p99")),
-    ("tpot_p50_ms", lambda lv: _p(lv.latency.tpot_ms, "p50")),
-    ("tpot_p95_ms", lambda lv: _p(lv.latency.tpot_ms, "p95")),
-    ("e2e_p50_ms", lambda lv: _p(lv.latency.e2e_ms, "p50")),
-    ("e2e_p95_ms", lambda lv: _p(lv.latency.e2e_ms, "p95")),
-    ("e2e_p95_ci_low_ms", lambda lv: _ci(lv.latency.e2e_ms, "p95", "low")),
-    ("e2e_p95_ci_high_ms", lambda lv: _ci(lv.latency.e2e_ms, "p95", "high")),
-    ("e2e_p99_ms", lambda lv: _p(lv.latency.e2e_ms, "p99")),
-    ("queue_time_p50_ms_estimate", lambda lv: _p(lv.latency.queue_time_ms, "p50")),
-    ("queue_time_p95_ms_estimate", lambda lv: _p(lv.latency.queue_time_ms, "p95")),
-    ("slots", lambda lv: lv.occupancy.slots),
-    ("busy_slots_time_weighted", lambda lv: lv.occupancy.time_weighted_busy_slots),
-    ("busy_slots_decode_weighted", lambda lv: lv.occupancy.decode_weighted_busy_slots),
-    ("client_in_flight", lambda lv: lv.occupancy.client_in_flight),
-    ("requests_deferred_max", lambda lv: lv.occupancy.requests_deferred_max),
-    ("peak_rss_bytes", lambda lv: lv.memory.peak_rss_bytes),
-    ("peak_gpu_mem_bytes", lambda lv: lv.memory.peak_gpu_mem_bytes),
-    ("server_cpu_cores", lambda lv: lv.memory.server_cpu_cores),
-    ("host_busy_cores", lambda lv: lv.memory.host_busy_cores),
-    ("client_cpu_cores", lambda lv: lv.memory.client_cpu_cores),
-    ("slo_attainment", lambda lv: lv.slo_attainment),
-    ("goodput_req_per_s", lambda lv: lv.goodput_req_per_s),
-    ("latency_samples", lambda lv: lv.latency.e2e_ms.n),
-    ("requests_measured", lambda lv: lv.counts.requests_measured),
-    ("requests_ok", lambda lv: lv.counts.requests_ok),
-    ("errors", lambda lv: sum(lv.counts.errors_by_type.values())),
-    ("retries", lambda lv: lv.counts.retries),
-    ("flags", lambda lv: " | ".join(lv.flags)),
-]
+    (header, _level_cell(spec.path, part)) for header, spec, part in csv_columns()]
 LANE_COLUMNS = ["run_id", "lane", "scenario", "model", "model_sha256", "synthetic_weights", "runtime",
                 "llamacpp_build", "backend", "hardware_fingerprint", "prompt_tokens", "output_tokens"]
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -15,6 +16,7 @@ from satbench.analysis.verdicts import Verdict
 from satbench.metrics.flags import FlagKind, has_flag
 from satbench.metrics.level_result import LevelResult
 from satbench.metrics.slot_memory import size_text
+from satbench.metrics.specs import LEVEL_METRICS, Cell, MetricSpec, figure
 from satbench.metrics.stats import Distribution, Estimate, Interval
 from satbench.records.manifest import RuntimeInfo
 from satbench.report.cells import num_cell, pct_cell
@@ -56,8 +58,25 @@ def lane_title(lane: LaneResult) -> str:
             " · prompt {} / output {} tokens".format(*lane.workload.length_texts()))
 
 
-LEVEL_HEADERS = ("N", "out tok/s", "req/s", "TTFT p50/p95", "ITL p50/p95", "TPOT p50",
-                 "E2E p50/p95", "queue p50", "slots t/d/c", "RSS MiB", "flags")
+def _mib(v: int | None) -> str:
+    return "n/a" if v is None else f"{v / 2**20:.0f}"
+
+
+# how each kind of cell (metrics/specs.py Cell) prints its figure, to `digits` decimals
+_CELLS: dict[Cell, Callable[[Any, int], str]] = {
+    "int": lambda v, _: str(v),
+    "estimate": _est,
+    "p50/p95": _p50_p95,
+    "p50": lambda d, digits: pct_cell(d, "p50", digits),
+    "num1": lambda v, _: num_cell(v, "{:.1f}"),
+    "mib": lambda v, _: _mib(v),
+    "count": lambda v, _: str(len(v)) if v else "-",
+}
+# the level table's columns: (header, the figures in its cell), from the figures' specs
+LEVEL_TABLE: tuple[tuple[str, tuple[MetricSpec, ...]], ...] = tuple(
+    (header, tuple(s for s in LEVEL_METRICS if s.table is not None and s.table.header == header))
+    for header in dict.fromkeys(s.table.header for s in LEVEL_METRICS if s.table is not None))
+LEVEL_HEADERS = tuple(header for header, _ in LEVEL_TABLE)
 LEVEL_LEGEND = ("latencies in ms; ± = half the 95% CI over repetitions, [low–high] = the 95% CI where it is "
                 "not symmetric (a rate's CI is clipped at 0); * = p95 from < 100 samples (CI below); "
                 "≈ = tokens counted as SSE chunks (the server reported no count); "
@@ -153,21 +172,16 @@ def approx_tokens(lv: LevelResult) -> str:
     return "≈" if has_flag(lv.flags, FlagKind.TOKEN_COUNT_APPROXIMATE) else ""
 
 
+def _spec_cell(lv: LevelResult, spec: MetricSpec, approx: str) -> str:
+    t = spec.table
+    assert t is not None
+    return (approx if t.approx else "") + _CELLS[t.cell](figure(lv, spec.path), t.digits)
+
+
 def level_row(lv: LevelResult) -> list[str]:
-    lat, occ = lv.latency, lv.occupancy
-    rss = lv.memory.peak_rss_bytes
+    """The level's cells under LEVEL_HEADERS."""
     approx = approx_tokens(lv)
-    return [
-        str(lv.concurrency),
-        approx + _est(lv.throughput.output_tok_per_s),
-        _est(lv.throughput.req_per_s, 2),
-        _p50_p95(lat.ttft_ms), approx + _p50_p95(lat.itl_ms, 1), approx + pct_cell(lat.tpot_ms, "p50", 1),
-        _p50_p95(lat.e2e_ms), pct_cell(lat.queue_time_ms, "p50"),
-        "/".join(num_cell(v, "{:.1f}") for v in (occ.time_weighted_busy_slots,
-                                               occ.decode_weighted_busy_slots, occ.client_in_flight)),
-        "n/a" if rss is None else f"{rss / 2**20:.0f}",
-        str(len(lv.flags)) if lv.flags else "-",
-    ]
+    return ["/".join(_spec_cell(lv, spec, approx) for spec in specs) for _, specs in LEVEL_TABLE]
 
 
 def ci_note(name: str, d: Distribution, digits: int = 0) -> str | None:
@@ -181,9 +195,8 @@ def ci_note(name: str, d: Distribution, digits: int = 0) -> str | None:
 
 def level_ci_notes(lv: LevelResult, prefix: str = "") -> list[str]:
     """The CI of every p95 that level_row marks with * (TTFT, ITL, E2E), at the digits the row prints."""
-    lat = lv.latency
-    notes = (ci_note(f"{prefix}TTFT", lat.ttft_ms), ci_note(f"{prefix}ITL", lat.itl_ms, 1),
-             ci_note(f"{prefix}E2E", lat.e2e_ms))
+    notes = (ci_note(f"{prefix}{s.label}", figure(lv, s.path), s.table.digits) for s in LEVEL_METRICS
+             if s.table is not None and s.table.cell == "p50/p95")
     return [n for n in notes if n]
 
 
