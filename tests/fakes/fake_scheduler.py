@@ -66,6 +66,8 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import Protocol
 
 try:
     from .fake_script import (
@@ -138,18 +140,74 @@ class _Ticker:
                 return
 
 
+class Clock(Protocol):
+    """The engine's time: `now_ns`, and `arm(deadline_ns, tick)`, which calls ``tick(deadline_ns)`` once
+    that time has come (the latest arming replaces the one before); `stop` cancels it."""
+
+    def now_ns(self) -> int: ...
+    def arm(self, deadline_ns: int, tick: Callable[[int], None]) -> None: ...
+    def stop(self) -> None: ...
+
+
+class WallClock:
+    """``perf_counter_ns``; a deadline is kept on the running event loop, by `_Ticker`'s thread when
+    `precise` (asyncio's epoll has 1 ms steps), else by ``call_later``."""
+
+    def __init__(self, precise: bool = True):
+        self.precise = precise
+        self._timer: asyncio.TimerHandle | None = None
+        self._ticker: _Ticker | None = None
+
+    def now_ns(self) -> int:
+        return _perf_ns()
+
+    def arm(self, deadline_ns: int, tick: Callable[[int], None]) -> None:
+        if self.precise:
+            if self._ticker is None:
+                self._ticker = _Ticker(asyncio.get_running_loop(), tick)
+            self._ticker.arm(deadline_ns)
+        else:
+            delay = (deadline_ns - _perf_ns()) / 1e9
+            self._timer = asyncio.get_running_loop().call_later(max(delay, 0.0), tick, deadline_ns)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._ticker is not None:
+            self._ticker.close()
+            self._ticker = None
+
+
+class VirtualClock:
+    """Time that moves only when told (`scripted_time.Sim` steps it): `now` ns, and the deadline armed
+    last (`next_deadline`), which the stepper passes to `tick` when it gets there."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.next_deadline: int | None = None
+        self.tick: Callable[[int], None] | None = None
+
+    def now_ns(self) -> int:
+        return self.now
+
+    def arm(self, deadline_ns: int, tick: Callable[[int], None]) -> None:
+        self.next_deadline, self.tick = deadline_ns, tick
+
+    def stop(self) -> None:
+        self.next_deadline = None
+
+
 class Engine:
     """Slots, queue of deferred requests, the iteration timer and llama.cpp's metrics."""
 
-    def __init__(self, script: FakeScript):
+    def __init__(self, script: FakeScript, clock: Clock | None = None):
         self.s = script
+        self.clock: Clock = clock or WallClock(script.precise_timing)
         self.slots: list[FakeRequest | None] = [None] * script.n_slots
         self.waiting: deque[FakeRequest] = deque()
         self._batch: list[tuple[FakeRequest, int]] = []  # (req, prompt tokens; 0 = decode)
         self._deadline = 0
         self._running = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._ticker: _Ticker | None = None
         self._next_task = 0
         self._rng = random.Random(script.lifo_seed)  # lifo_share's draws
         self._span_ns = int(max(self.decode_ms(k) for k in range(1, script.n_slots + 1)) * 1e6)
@@ -162,8 +220,8 @@ class Engine:
         self.stats = {"iterations": 0, "chunks": 0, "overruns": 0, "late_ns_max": 0, "deferred_total": 0}
 
     def now_ns(self) -> int:
-        """The engine's clock (``perf_counter_ns``; scripted_time.SteppedEngine steps a virtual one)."""
-        return _perf_ns()
+        """The engine's clock: a `WallClock`, or the `VirtualClock` that scripted_time.Sim steps."""
+        return self.clock.now_ns()
 
     def decode_ms(self, n_generating: int) -> float:
         """T(k): the decode part of an iteration with k generating slots, ms (0 for none)."""
@@ -293,14 +351,8 @@ class Engine:
         self._arm(deadline)
 
     def _arm(self, deadline_ns: int) -> None:
-        """Call ``_tick(deadline_ns)`` on the event loop at that time."""
-        if self.s.precise_timing:
-            if self._ticker is None:
-                self._ticker = _Ticker(asyncio.get_running_loop(), self._tick)
-            self._ticker.arm(deadline_ns)
-        else:
-            delay = (deadline_ns - _perf_ns()) / 1e9
-            self._timer = asyncio.get_running_loop().call_later(max(delay, 0.0), self._tick, deadline_ns)
+        """Call ``_tick(deadline_ns)`` at that time (of the clock)."""
+        self.clock.arm(deadline_ns, self._tick)
 
     def _tick(self, deadline: int) -> None:
         if not self._running or deadline != self._deadline:
@@ -365,11 +417,7 @@ class Engine:
 
     def stop(self) -> None:
         self._running = False
-        if self._timer is not None:
-            self._timer.cancel()
-        if self._ticker is not None:
-            self._ticker.close()
-            self._ticker = None
+        self.clock.stop()
 
     # -- observation -----------------------------------------------------
     @property

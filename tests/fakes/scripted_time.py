@@ -15,43 +15,29 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 
-from tests.fakes.fake_scheduler import Engine, FakeRequest, FakeScript
+from tests.fakes.fake_scheduler import Engine, FakeRequest, FakeScript, VirtualClock
 
 MS = 1_000_000  # ns
-
-
-class SteppedEngine(Engine):
-    """The engine with a virtual clock; `Sim` ends each iteration at its deadline."""
-
-    def __init__(self, script: FakeScript):
-        super().__init__(script)
-        self.clock_ns = 0
-        self.next_deadline: int | None = None
-
-    def now_ns(self) -> int:
-        return self.clock_ns
-
-    def _arm(self, deadline_ns: int) -> None:
-        self.next_deadline = deadline_ns
 
 
 class Sim:
     """Requests on a virtual clock; ``then(req, sim)`` runs when `req` has its last token (closed loops)."""
 
     def __init__(self, script: FakeScript):
-        self.engine = SteppedEngine(script)
+        self.clock = VirtualClock()
+        self.engine = Engine(script, self.clock)
         self.requests: dict[str, FakeRequest] = {}
         self._arrivals: list[tuple[int, int, FakeRequest]] = []  # (ns, order, request): a heap
         self._then: dict[int, Callable[[FakeRequest, Sim], None]] = {}
 
     @property
     def now_ms(self) -> float:
-        return self.engine.clock_ns / MS
+        return self.clock.now / MS
 
     def send(self, at_ms: float, rid: str, prompt_n: int, n_predict: int,
              then: Callable[[FakeRequest, Sim], None] | None = None) -> FakeRequest:
         """A request arriving at `at_ms` (not before the clock)."""
-        at_ns = max(round(at_ms * MS), self.engine.clock_ns)
+        at_ns = max(round(at_ms * MS), self.clock.now)
         req = FakeRequest(rid, prompt_n, n_predict, {}, self, at_ns)
         self.requests[rid] = req
         if then is not None:
@@ -70,23 +56,23 @@ class Sim:
 
     def run(self, until_ms: float | None = None) -> dict[str, FakeRequest]:
         """Step until nothing is left to do (or the clock would pass `until_ms`); the requests by id."""
-        e = self.engine
+        e, clock = self.engine, self.clock
         stop = None if until_ms is None else round(until_ms * MS)
         while True:
             arrival = self._arrivals[0][0] if self._arrivals else None
-            deadline = e.next_deadline if e._running else None
+            deadline = clock.next_deadline if e._running else None
             if arrival is None and deadline is None:
                 break
             if deadline is None or (arrival is not None and arrival <= deadline):
                 assert arrival is not None
                 if stop is not None and arrival > stop:
                     break
-                e.clock_ns = arrival
+                clock.now = arrival
                 e.submit(heapq.heappop(self._arrivals)[2])
             else:
                 if stop is not None and deadline > stop:
                     break
-                e.clock_ns, e.next_deadline = deadline, None
+                clock.now, clock.next_deadline = deadline, None
                 e._tick(deadline)
         return self.requests
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.fakes.fake_scheduler import Engine
 from tests.fakes.fake_script import PLATEAU_ITERATION_MS, FakeScript
-from tests.fakes.scripted_time import MS, Sim, SteppedEngine, f2_slowdowns, ttft_ms
+from tests.fakes.scripted_time import MS, Sim, f2_slowdowns, ttft_ms
 
 FAKE_PATH = Path(__file__).with_name("fake_llama_server.py")
 # a prefill chunk (256 tok × 0.5 ms) far above a decode iteration (6 ms + 1 ms per generating slot)
@@ -223,8 +224,8 @@ def test_second_prompt_delay_holds_nobody_when_nothing_else_runs():
 
 # -- the plateau ----------------------------------------------------------------------------------
 def test_iteration_table_sets_the_decode_ms_per_batch_width():
-    engine = SteppedEngine(FakeScript(n_slots=8, decode_iteration_ms=99.0, decode_ms_per_busy_slot=9.0,
-                                      decode_iteration_ms_by_batch=[10.0, 20.0, 25.0]))
+    engine = Engine(FakeScript(n_slots=8, decode_iteration_ms=99.0, decode_ms_per_busy_slot=9.0,
+                               decode_iteration_ms_by_batch=[10.0, 20.0, 25.0]))
     assert [engine.decode_ms(k) for k in range(9)] == [0.0, 10.0, 20.0, 25.0, 25.0, 25.0, 25.0, 25.0, 25.0]
 
 
