@@ -1,6 +1,6 @@
 """Whether a check's workload really created the situation its definition needs (docs/fairness.md),
 and whether the client's clock can be trusted for it; a check whose evidence fails these is
-`inconclusive`, never a pass or fail by accident.
+`inconclusive` (docs/definitions.md#inconclusive), never a pass or fail by accident.
 
 Each guard is a small function of raw events, so `analyze` recomputes it like any figure.
 """

@@ -1,5 +1,6 @@
 """The fairness and starvation checks' configuration (docs/fairness.md): which checks a lane runs, their
-workload sizes, thresholds, base rounds and caps; config/schema re-exports it for the lane model.
+workload sizes, thresholds (docs/definitions.md#fairness-bounds), base rounds and caps; config/schema
+re-exports it for the lane model.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`satbench compare RUN_A RUN_B`: B ÷ A per lane and level, with CIs and a significance rule.
+"""`satbench compare RUN_A RUN_B`: B ÷ A per lane and level, with CIs and a significance rule
+(docs/definitions.md#p95-across-repetitions).
 
 A difference is significant when the ratio's 95 % CI (interval arithmetic on both runs' CIs, as
 for interference) excludes 1 on the side of the ratio AND the effect |ratio − 1| is at least

@@ -13,8 +13,8 @@ Rules, in the order `decide` applies them after each step:
    with the fewest goes first. Each level's repetitions thus span the sweep, so a host that speeds up
    or slows down mid-sweep widens their CIs instead of making a step between levels. A level past the
    slot count gets one repetition: it shows the server's queue, and the slots bind the answer below it.
-2. A level seen to miss the lane's SLO (saturation/slo.py) ends the climb: higher levels only wait
-   longer.
+2. A level seen to miss the lane's SLO (saturation/slo.py; docs/definitions.md#shown-to-meet-seen-to-miss)
+   ends the climb: higher levels only wait longer.
 3. Otherwise the climb goes on to the ceiling, whatever the curve did below it (a flat step may be a
    plateau that rises again): the level doubles up to the slot count, at most the lane's ceiling (a
    ceiling that is not a power of two is measured itself; the fairness checks, which run first, lower
@@ -23,15 +23,16 @@ Rules, in the order `decide` applies them after each step:
    after a server failure no level between is tried. Only then is the knee judged (saturation/knee.py),
    against that ceiling.
 4. Where a measured level above the knee's candidate may still gain (P(gain) ≥ 5 %: knee.py,
-   undetermined), the candidate and each such level are measured more, the one with fewer repetitions
-   first, up to `max_repetitions`; past that the answer is a range.
+   docs/definitions.md#undetermined), the candidate and each such level are measured more, the one
+   with fewer repetitions first, up to `max_repetitions`; past that the answer is a range.
 5. A knee that stands gets the levels between its bracketing points (saturation/refine.py, at most the
    slot count: above it requests only queue) measured next.
 6. When the climb ends, with an SLO: the level the answer rests on (the highest measured at or below
    the knee or the upper end of a range, the slots, the ceiling and the first level seen to miss) gets
    one longer repetition (the samples missing ÷ N + SLO_RAMP_REQUESTS per stream) when its p95s
-   cannot be bounded yet (59 samples in the window; at most SLO_MAX_REPETITIONS in all). If it then
-   misses, the level below it is the one the answer rests on. A level that repetition cannot bound
+   cannot be bounded yet (59 samples in the window, docs/definitions.md#p95-upper-bound; at most
+   SLO_MAX_REPETITIONS in all). If it then misses, the level below it is the one the answer rests on.
+   A level that repetition cannot bound
    (a sample over a target already, and the bound from the samples it brings is their largest:
    slo.cannot_bound) is left unbounded and the level below it is bounded instead; where the curve
    allows it, the answer is then a range up to it (recommend.slo_range_high). Lower levels are not

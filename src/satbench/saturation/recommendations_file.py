@@ -3,8 +3,8 @@
 `RecommendationsFile` holds one `LaneRecommendation` per lane with measured levels: the recommended
 concurrency, every cap on it and the binding one, what the lane delivers there (`Expected`) and
 what the server showed (`ServerConfirmation`); `DEFINITIONS` restates the rules behind each figure
-(saturation/recommend applies them). The published JSON Schema carries
-RECOMMENDATIONS_SCHEMA_VERSION.
+(saturation/recommend applies them; docs/definitions.md#recommendations states each). The published
+JSON Schema carries RECOMMENDATIONS_SCHEMA_VERSION.
 """
 
 from __future__ import annotations
