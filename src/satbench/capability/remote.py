@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from satbench.config.limits import MAX_PROPS_BYTES, PREFLIGHT_DEADLINE_S, json_answer
+from satbench.config.limits import MAX_PROPS_BYTES, PREFLIGHT_DEADLINE_S
 from satbench.config.schema import LaneConfig
 from satbench.errors import ParseError
 
@@ -14,19 +14,19 @@ def remote_props(lane: LaneConfig) -> tuple[dict | None, str | None]:
     refused the key, failed TLS verification, past its size or time limit, not a JSON object).
     The figures capability takes from it are checked (probe.props_figures): those refused are
     dropped from the returned dict, one warning line each on stderr."""
-    from satbench.http.access import get_bytes, remote_endpoint
-    from satbench.http.errors import NETWORK_ERRORS, failure_phrase
+    from satbench.http.access import read_sync, remote_endpoint
+    from satbench.http.errors import RequestFailed, status_phrase
     from satbench.server.probe import props_figures
 
     endpoint = remote_endpoint(lane)
     url = endpoint.base_url
     try:
-        props = json_answer(get_bytes(endpoint, "/props", PREFLIGHT_DEADLINE_S, limit_bytes=MAX_PROPS_BYTES),
-                            url + "/props")
-    except ParseError as exc:  # past a limit (the message names the endpoint), or not JSON
+        answer = read_sync(endpoint, "/props", timeout_s=PREFLIGHT_DEADLINE_S, limit_bytes=MAX_PROPS_BYTES)
+        if not 200 <= answer.status < 300:
+            return None, f"{url}/props: {status_phrase(answer.status)}"[:300]
+        props = answer.json()
+    except (RequestFailed, ParseError) as exc:  # no answer, past a limit (named), or not JSON
         return None, str(exc)[:300]
-    except NETWORK_ERRORS as exc:
-        return None, f"{url}/props: {failure_phrase(exc)}"[:300]
     if not isinstance(props, dict):
         return None, f"{url}/props did not answer a JSON object"
     fig = props_figures(props, url + "/props")

@@ -53,6 +53,14 @@ def failure_phrase(exc: BaseException) -> str:
     return describe(inner if isinstance(inner, BaseException) else exc)
 
 
+def status_phrase(status: int) -> str:
+    """'HTTP 401 Unauthorized': the status and its standard phrase ('HTTP 599' for a status without one)."""
+    try:
+        return f"HTTP {status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
+
+
 def tls_cause(exc: BaseException) -> BaseException | None:
     """The TLS error behind `exc` (aiohttp's ClientSSLError, urllib's URLError around an SSLError,
     an SSLError itself), else None."""

@@ -24,11 +24,10 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TypeVar
 
-from satbench.config.limits import MAX_CTX_TOKENS, MAX_SLOTS_BYTES, AnswerTooLarge
-from satbench.errors import ParseError
-from satbench.http.access import EndpointSession
+from satbench.config.limits import MAX_CTX_TOKENS, MAX_SLOTS_BYTES
+from satbench.http.access import EndpointSession, read
 from satbench.http.client import StreamOutcome
-from satbench.http.errors import NETWORK_ERRORS
+from satbench.http.errors import RequestFailed, TooLarge
 from satbench.records.events import RequestEvent
 
 LIVENESS_TIMEOUT_S = 20.0  # no evidence of life for this long: the server is declared failed
@@ -116,12 +115,12 @@ class LivenessProbe:
         if self.path == "/slots":
             assert self._slots is not None
             try:
-                status, body = await self._slots.read("/slots", limit_bytes=MAX_SLOTS_BYTES,
-                                                      deadline_s=deadline_s)
-            except AnswerTooLarge:
+                answer = await read(self._slots, "/slots", timeout_s=deadline_s, limit_bytes=MAX_SLOTS_BYTES)
+            except TooLarge:
                 return True
-            except (*NETWORK_ERRORS, ParseError):
+            except RequestFailed:
                 return False
+            status, body = answer.status, answer.body
             if status == 200:
                 self.slots_progress = slots_progress(body)
                 return True

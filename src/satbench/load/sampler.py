@@ -29,9 +29,9 @@ from satbench.config.limits import (
 )
 from satbench.errors import ParseError, RunDirError
 from satbench.host.gpu import NvmlGpus
-from satbench.http.access import EndpointSession
+from satbench.http.access import EndpointSession, read
 from satbench.http.endpoint import Endpoint
-from satbench.http.errors import NETWORK_ERRORS, describe
+from satbench.http.errors import RequestFailed, describe
 from satbench.http.promparse import llamacpp_values
 from satbench.records.events import (
     GPU_FAILED,
@@ -192,10 +192,11 @@ class ServerSampler:
             self._failed_write(exc)
 
     async def _get(self, path: str) -> tuple[int, bytes]:
-        """(status, body): past the endpoint's limit (_LIMIT_BYTES) or the poll's timeout, that
-        limit's ParseError (one line naming the endpoint and the limit)."""
+        """(status, body) within the endpoint's limit (_LIMIT_BYTES) and the poll's timeout; else the
+        RequestFailed of access.read (its `detail` is what the sample records)."""
         assert self._session is not None
-        return await self._session.read(path, limit_bytes=_LIMIT_BYTES[path], deadline_s=self._timeout_s)
+        answer = await read(self._session, path, timeout_s=self._timeout_s, limit_bytes=_LIMIT_BYTES[path])
+        return answer.status, answer.body
 
     async def _metrics(self) -> bool:
         sent = self.clock()
@@ -204,7 +205,7 @@ class ServerSampler:
             if status != 200:
                 raise ParseError(f"/metrics answered HTTP {status}")
             values = llamacpp_values(body.decode("utf-8", "replace"))
-        except (*NETWORK_ERRORS, ParseError) as exc:
+        except (RequestFailed, ParseError) as exc:
             self._last_error["metrics"] = _describe(exc)
             self.writer.write(MetricsSample(**self.tag, sent_ns=sent, t_ns=self.clock(),
                                             error=self._last_error["metrics"]))
@@ -219,7 +220,7 @@ class ServerSampler:
             if status != 200:
                 raise ParseError(f"/slots answered HTTP {status}")
             n, busy, decoded = parse_slots(json_answer(body, "/slots"), self.total_slots)
-        except (*NETWORK_ERRORS, ParseError) as exc:
+        except (RequestFailed, ParseError) as exc:
             self._last_error["slots"] = _describe(exc)
             self.writer.write(SlotsSample(**self.tag, sent_ns=sent, t_ns=self.clock(),
                                           error=self._last_error["slots"]))
@@ -295,4 +296,5 @@ def host_and_client_cpu() -> tuple[float, float]:
 
 
 def _describe(exc: BaseException) -> str:
-    return describe(exc)[:300]
+    """'ClassName: message' (of what the HTTP stack raised, for a failed request), at most 300 characters."""
+    return (exc.detail if isinstance(exc, RequestFailed) else describe(exc))[:300]

@@ -24,7 +24,7 @@ from typing import Protocol
 from satbench.config.schema import CheckName, FairnessConfig, WorkloadConfig
 from satbench.errors import LevelFailedError, SatbenchError
 from satbench.http.client import CompletionRequest, StreamOutcome
-from satbench.http.errors import NETWORK_ERRORS
+from satbench.http.errors import RequestFailed
 from satbench.load.liveness import ServerUnresponsive, StreamActivity
 from satbench.load.loadgen import LevelPlan, run_level, run_recorded, to_event
 from satbench.records.events import RequestEvent, itl_ms
@@ -356,7 +356,7 @@ class FairnessRunner:
                 await self._watched(name, width, check)
             except LevelFailedError:
                 raise  # the watchdog's verdict says it all
-            except (SatbenchError, *NETWORK_ERRORS) as exc:
+            except (SatbenchError, RequestFailed) as exc:
                 await self.s.check_alive(name, width, cause=exc)  # the server died mid-check: say so
                 raise
             await self.s.check_alive(name, width)  # a dead server fails loudly, not as verdicts

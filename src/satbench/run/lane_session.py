@@ -21,7 +21,7 @@ from satbench.host.gpu import NvmlGpus
 from satbench.http.access import EndpointSession, auth_headers, tls_context_for
 from satbench.http.client import Api, StreamClient
 from satbench.http.endpoint import Endpoint, is_loopback
-from satbench.http.errors import NETWORK_ERRORS
+from satbench.http.errors import RequestFailed
 from satbench.load.liveness import (
     LIVENESS_TIMEOUT_S,
     PROGRESS_TIMEOUT_S,
@@ -291,7 +291,7 @@ class LaneSession:
         count), its warmup requests only with `warmup`; LevelFailedError if the server is gone."""
         try:
             return await self._plan(level, repetition, background, warmup, measured)
-        except (SatbenchError, *NETWORK_ERRORS) as exc:
+        except (SatbenchError, RequestFailed) as exc:
             await self.check_alive(f"level {level} (repetition {repetition})", level, repetition, exc)
             raise
 

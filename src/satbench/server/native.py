@@ -12,7 +12,7 @@ from pathlib import Path
 
 from satbench.config.limits import MAX_DEVICES, MAX_HEALTH_BYTES, MAX_SERVER_TEXT_CHARS, MAX_TOOL_OUTPUT_BYTES
 from satbench.config.schema import ServerParams
-from satbench.errors import ParseError, RuntimeStartError, UserError
+from satbench.errors import RuntimeStartError, UserError
 from satbench.gguf.files import sha256_file
 from satbench.server.base import ProcessRuntime, die_with_parent, llama_server_flags, server_port
 
@@ -179,15 +179,16 @@ HEALTH_POLL_S = 1.0  # one /health poll while the started server loads, connect 
 
 def _healthy(base_url: str) -> bool:
     """/health answers 2xx, whole, within HEALTH_POLL_S and MAX_HEALTH_BYTES."""
-    from satbench.http.access import get_bytes
+    from satbench.http.access import read_sync
     from satbench.http.endpoint import Endpoint
-    from satbench.http.errors import NETWORK_ERRORS
+    from satbench.http.errors import RequestFailed
 
     try:
-        get_bytes(Endpoint.of(base_url), "/health", HEALTH_POLL_S, limit_bytes=MAX_HEALTH_BYTES)
-        return True
-    except (*NETWORK_ERRORS, ParseError, ValueError):
+        answer = read_sync(Endpoint.of(base_url), "/health", timeout_s=HEALTH_POLL_S,
+                           limit_bytes=MAX_HEALTH_BYTES)
+    except RequestFailed:
         return False
+    return 200 <= answer.status < 300
 
 
 def capped_output(argv: list[str], timeout_s: float, limit_bytes: int = MAX_TOOL_OUTPUT_BYTES) -> str | None:
