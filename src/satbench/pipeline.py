@@ -26,7 +26,7 @@ from satbench.workload.fairness_plan import FairnessPlan
 
 if TYPE_CHECKING:  # the measuring side is imported by a sweep alone: analyze, recommend, report need none
     from satbench.run.lane_session import Progress
-    from satbench.run.scenarios import PlanTick
+    from satbench.run.context import PlanTick
     from satbench.run.sweep import Sweep
 
 
@@ -49,7 +49,8 @@ FAIRNESS_JUDGE = Judge()
 
 
 class SweepDerivation:
-    """What a sweep asks of the deriving side (`satbench.run.scenarios.Derivation`)."""
+    """What a sweep asks of the deriving side (`satbench.run.context.Derivation`), its results a
+    ResultsFile."""
 
     judge = FAIRNESS_JUDGE
 
@@ -97,7 +98,7 @@ class SweepDerivation:
 
 
 def new_sweep(cfg: RunConfig, run_dir: Path, command_line: list[str], progress: Progress | None = None,
-              resume: RunManifest | None = None, **kwargs) -> Sweep:
+              resume: RunManifest | None = None, **kwargs) -> Sweep[ResultsFile]:
     """A sweep whose recorded run is derived by this pipeline."""
     from satbench.run.sweep import Sweep
 

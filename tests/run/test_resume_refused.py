@@ -116,7 +116,7 @@ def test_a_resume_that_lost_its_server_and_then_was_refused_is_failed_not_as_it_
                                                                                     tmp_path, capsys):
     """This session measured (a level whose server answered HTTP 500, recorded as a server failure)
     before the restarted server was refused: the run is not 'as it was', so it says failed."""
-    import satbench.run.sweep as sweep_module
+    import satbench.run.servers as servers_module
     from satbench.errors import UserError
 
     monkeypatch.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))
@@ -129,14 +129,14 @@ def test_a_resume_that_lost_its_server_and_then_was_refused_is_failed_not_as_it_
                                              "completed_units": m.completed_units[:1]}))
     fake_server(port=int(fake.base_url.rsplit(":", 1)[1]), n_slots=2, decode_iteration_ms=1.0,
                 completion_fault="http_500")
-    real, calls = sweep_module.check_same_server, []
+    real, calls = servers_module.check_same_server, []
 
     def refused_on_restart(*a, **k):
         calls.append(a[2])
         if len(calls) >= 2:  # the server restarted after the failure: now another shape
             raise UserError("cannot continue lane default: the server's total_slots is 3 now, 2 in the run")
         return real(*a, **k)
-    monkeypatch.setattr(sweep_module, "check_same_server", refused_on_restart)
+    monkeypatch.setattr(servers_module, "check_same_server", refused_on_restart)
     assert main(["sweep", "--resume", str(run)]) == 2
     after = read_manifest(run)
     assert any(f.session == after.resumes[-1].session for f in after.server_failures)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Generic, TypeVar
 
 import satbench
 from satbench.config.limits import MAX_EVENTS, MAX_SAMPLES
@@ -42,9 +42,10 @@ from satbench.records.manifest import (
 )
 from satbench.records.rundir import run_lock
 from satbench.records.writer import JsonlWriter
+from satbench.run.context import Derivation, SweepContext
 from satbench.run.failures import Failures
 from satbench.run.interrupts import ignore_second_interrupt, sigint_handler_kept
-from satbench.run.lane_session import LaneSession, Progress, SilentProgress, make_runtime, probe_buffers
+from satbench.run.lane_session import LaneSession, Progress, SilentProgress
 from satbench.run.plan import total_requests, without_credentials
 from satbench.run.resume import (
     begin_session,
@@ -55,11 +56,13 @@ from satbench.run.resume import (
     refused_session,
     units_not_to_run,
 )
-from satbench.run.scenarios import Derivation, LaneScenarios
-from satbench.server.checks import check_same_server, check_server_fits
+from satbench.run.scenarios import Fairness, Together, solo
+from satbench.run.servers import LaneServers, Models
 from satbench.server.embedded import require_wheel
 from satbench.server.server_args import check_lane_args
 from satbench.workload.builder import new_nonce
+
+R = TypeVar("R")
 
 
 def checks_first(lane: LaneConfig) -> bool:
@@ -69,12 +72,19 @@ def checks_first(lane: LaneConfig) -> bool:
     return lane.adaptive is not None and lane.runtime.kind != "url"
 
 
-class Sweep(LaneScenarios):
-    """One run (one or more lanes) into one run directory; `derivation` turns what it recorded into
-    results, at the end (inside the run lock) and for --refine. The sweep decides what runs when;
-    run.json is kept by `ledger` (records.ledger) and server failures by `failures` (run.failures)."""
+def this_host() -> tuple[NvmlGpus | None, HostInfo]:
+    """This machine's GPUs (None without NVML) and its description."""
+    gpus = open_nvml()
+    return gpus, describe_host(gpus)
 
-    def __init__(self, cfg: RunConfig, run_dir: Path, command_line: list[str], derivation: Derivation,
+
+class Sweep(Generic[R]):
+    """One run (one or more lanes) into one run directory; `derivation` turns what it recorded into
+    results (`R`: its record), at the end (inside the run lock) and for --refine. The sweep decides
+    which scenario (run.scenarios) runs when, over one context (run.context.SweepContext); run.json is
+    kept by `ledger` (records.ledger) and server failures by `failures` (run.failures)."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, command_line: list[str], derivation: Derivation[R],
                  progress: Progress | None = None, resume: RunManifest | None = None,
                  liveness_timeout_s: float = LIVENESS_TIMEOUT_S) -> None:
         self.derivation = derivation
@@ -82,7 +92,7 @@ class Sweep(LaneScenarios):
         self.run_dir, self.command_line = run_dir, command_line
         self.progress = progress or SilentProgress()
         self.nonce = new_nonce()
-        self.results: Any = None
+        self.results: R | None = None
         self.interrupted_by = "the user (Ctrl-C)"  # the CLI's SIGTERM handler says SIGTERM
         self.session = 0
         self.resuming = resume is not None
@@ -92,13 +102,18 @@ class Sweep(LaneScenarios):
         else:
             self.ledger = Ledger.new(run_dir, command_line, self.cfg)
         self.failures = Failures(self.ledger, self.cfg, self.progress)
-        self._models: dict[str, tuple[Path | None, ModelInfo]] = {}
+        self._models: Models = {}
         self._host: tuple[NvmlGpus | None, HostInfo] | None = None
         self._finished_before: str | None = None
-        self.refined: dict[str, list[int]] = {}
         self.liveness_timeout_s = liveness_timeout_s  # every lane session's bound (liveness.py)
+        self._servers: LaneServers | None = None  # this session's, once the run has begun
 
-    def run(self) -> Any:
+    @property
+    def manifest(self) -> RunManifest:
+        """run.json as this sweep keeps it (`ledger` writes it)."""
+        return self.ledger.manifest
+
+    def run(self) -> R:
         """Execute every lane, holding the run directory (`run_lock`); raises SatbenchError after
         writing what was measured. When the run fails, the error that stopped it is the one raised,
         even if recording the failure fails too (a full or read-only disk fails every later write).
@@ -113,16 +128,11 @@ class Sweep(LaneScenarios):
         if read_manifest(self.run_dir) != self.manifest:
             raise UserError(f"--resume {self.run_dir}: the run changed on disk while this resume started; "
                             "try again")
-        self._host = self._this_host()
+        self._host = this_host()
         check_same_source_and_host(self.manifest.provenance, satbench_source(), self._host[1])
         self.resolve_models()
         self._finished_before = self.manifest.finished_at  # a refused resume leaves it (measured_at reads it)
         self.session = begin_session(self.run_dir, self.manifest, self.command_line, satbench.__version__)
-
-    @staticmethod
-    def _this_host() -> tuple[NvmlGpus | None, HostInfo]:
-        gpus = open_nvml()
-        return gpus, describe_host(gpus)
 
     def resolve_models(self) -> None:
         """Find (or assemble) and hash every lane's model; a bad one is a UserError or ModelError."""
@@ -139,7 +149,7 @@ class Sweep(LaneScenarios):
                 found[key] = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
             self._models[lane.name] = found[key]
 
-    def _run_locked(self) -> Any:
+    def _run_locked(self) -> R:
         self.ledger.write()
         self.ledger.hold_room()  # so that a disk filled by the run still records how it ended
         ok, refused = False, None
@@ -162,19 +172,26 @@ class Sweep(LaneScenarios):
             self._finish("complete", None)
             ok = True
         finally:
-            if self.manifest.provenance is not None and self.manifest.provenance.lanes:
-                try:
-                    if ok:  # a Ctrl-C from here on leaves run.json complete and no stale derived file
-                        clear_derived(self.run_dir)
-                    self.results = self.derivation.derive(self.run_dir)
-                except SatbenchError:
-                    if ok:
-                        raise  # else the error already on its way out is the one to report
-            rewritten = ["run.json", "results.json"]  # by the refusal: a reported run's bundle is stale
-            if refused is not None and (note := self.derivation.stale_note(self.run_dir, rewritten)):
-                print(note, file=sys.stderr)
+            self._derive(ok, refused is not None)
         assert self.results is not None
         return self.results
+
+    def _derive(self, ok: bool, refused: bool) -> None:
+        """The results of what the run recorded (once a lane has a server recorded), however it ended:
+        after a complete run (`ok`) its derived files go first and a derivation error is raised; after
+        a failure the error already on its way out is the one to report. A `refused` resume says which
+        SHA256SUMS entries its rewrite made stale."""
+        if self.manifest.provenance is not None and self.manifest.provenance.lanes:
+            try:
+                if ok:  # a Ctrl-C from here on leaves run.json complete and no stale derived file
+                    clear_derived(self.run_dir)
+                self.results = self.derivation.derive(self.run_dir)
+            except SatbenchError:
+                if ok:
+                    raise  # else the error already on its way out is the one to report
+        rewritten = ["run.json", "results.json"]  # by the refusal: a reported run's bundle is stale
+        if refused and (note := self.derivation.stale_note(self.run_dir, rewritten)):
+            print(note, file=sys.stderr)
 
     def _finish_quietly(self, status: RunStatus, reason: str | None, keep_finished: bool = False) -> None:
         """`_finish`, on the way out of an error (`reason`): one that cannot be recorded is said, not
@@ -192,7 +209,7 @@ class Sweep(LaneScenarios):
 
     async def _run_all(self) -> None:
         ignore_second_interrupt()
-        gpus, host = self._host or self._this_host()
+        gpus, host = self._host or this_host()
         if self.manifest.provenance is None:
             commit, changed = satbench_source()
             self.manifest.provenance = Provenance(satbench_version=satbench.__version__,
@@ -209,24 +226,14 @@ class Sweep(LaneScenarios):
             print(f"satbench: {line}", file=sys.stderr)
         self.progress.begin(total_requests(self.cfg, units_not_to_run(self.manifest),
                                            self.manifest.refine_levels))
-        checked = [lane for lane in self.cfg.lanes if self.cfg.with_fairness or self.cfg.fairness_only]
-        first = [lane for lane in checked if self.cfg.fairness_only or checks_first(lane)]
+        self._servers = LaneServers(self.cfg, self.run_dir, self.ledger, self.session, self._models,
+                                    self._secrets, self.nonce, self.liveness_timeout_s, samples, gpus)
         try:
-            for lane in self.cfg.lanes:
-                if lane in first:  # before its sweep: they cap its climb, and stop at the first that fails
-                    await self._fairness(lane, events, samples, gpus, stop_at_fail=not self.cfg.fairness_only)
-                if not self.cfg.fairness_only:
-                    try:
-                        await self._solo(lane, events, samples, gpus)
-                    except RuntimeStartError as exc:
-                        self._lane_did_not_start(lane, "solo", exc)
-            if self.cfg.together and not self.cfg.fairness_only:
-                await self._together(events, samples, gpus)
-            for lane in checked:
-                if lane not in first:
-                    await self._fairness(lane, events, samples, gpus)
-            if (error := self.failures.nothing_measured_error()) is not None:  # nothing at all was measured
-                raise error
+            await run_scenarios(SweepContext(
+                cfg=self.cfg, run_dir=self.run_dir, ledger=self.ledger, failures=self.failures,
+                progress=self.progress, nonce=self.nonce, session=self.session, derivation=self.derivation,
+                events=events, samples=samples, gpus=gpus, start=self._start, stop=self._stop,
+                log_path=self._servers.log_path))
         finally:
             try:
                 events.close()
@@ -236,32 +243,36 @@ class Sweep(LaneScenarios):
                 finally:
                     self.progress.end()
 
-    async def _start(self, lane: LaneConfig, scenario: Scenario, samples: JsonlWriter,
-                     gpus: NvmlGpus | None, restart: int = 0) -> LaneSession:
-        path, model = self._models[lane.name]
-        prov = self.manifest.provenance
-        assert prov is not None
-        buffers = None  # the lane's memory, read once: from a start of its own at log verbosity 4
-        # described: the lane's own server is in run.json, not only its fairness checks' server
-        described = lane.name in prov.lanes and prov.lanes[lane.name].solo_recorded()
-        if scenario == "solo" and not restart and not described:
-            buffers = await probe_buffers(lane, path, self._log_path(lane, "memory"))
-        runtime = make_runtime(lane, path, self._log_path(lane, scenario, restart))
-        session = LaneSession(lane, scenario, runtime, model, self._secrets[lane.name], self.nonce)
-        session.session_index, session.liveness_timeout_s = self.session, self.liveness_timeout_s
-        try:
-            await runtime.start_async()  # Ctrl-C / SIGTERM during a slow start lands here and stops it
-            await session.open(samples, gpus, buffers)
-            if scenario != "fairness":
-                check_server_fits(lane, session.runtime_info(), self.cfg.strict)
-            if lane.name in prov.lanes:
-                check_same_server(lane.name, prov.lanes[lane.name], scenario, session.model_info(),
-                                  session.runtime_info())
-        except BaseException:
-            await session.close()
-            runtime.stop()
-            raise
-        if restart:
-            return session  # recorded with its ServerFailure
-        self.ledger.record_server(lane.name, scenario, self.session, session)
-        return session
+    async def _start(self, lane: LaneConfig, scenario: Scenario, restart: int = 0) -> LaneSession:
+        """Every scenario's server start (`LaneServers.start`)."""
+        assert self._servers is not None
+        return await self._servers.start(lane, scenario, restart)
+
+    async def _stop(self, session: LaneSession) -> None:
+        """Every scenario's server stop (`LaneServers.stop`)."""
+        await LaneServers.stop(session)
+
+
+async def run_scenarios(ctx: SweepContext) -> None:
+    """Every lane's fairness checks (first, when `checks_first`) and solo scenario, one lane after the
+    other, then the together scenario, then the fairness checks that come after; raises the error of
+    a run that measured nothing at all."""
+    cfg = ctx.cfg
+    checked = [lane for lane in cfg.lanes if cfg.with_fairness or cfg.fairness_only]
+    first = [lane for lane in checked if cfg.fairness_only or checks_first(lane)]
+    fairness = Fairness(ctx)
+    for lane in cfg.lanes:
+        if lane in first:  # before its sweep: they cap its climb, and stop at the first that fails
+            await fairness.run(lane, stop_at_fail=not cfg.fairness_only)
+        if not cfg.fairness_only:
+            try:
+                await solo(ctx, lane)
+            except RuntimeStartError as exc:
+                ctx.lane_did_not_start(lane, "solo", exc)
+    if cfg.together and not cfg.fairness_only:
+        await Together(ctx).run()
+    for lane in checked:
+        if lane not in first:
+            await fairness.run(lane)
+    if (error := ctx.failures.nothing_measured_error()) is not None:  # nothing at all was measured
+        raise error
