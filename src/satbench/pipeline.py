@@ -25,8 +25,8 @@ from satbench.saturation.refine import refine_levels
 from satbench.workload.fairness_plan import FairnessPlan
 
 if TYPE_CHECKING:  # the measuring side is imported by a sweep alone: analyze, recommend, report need none
-    from satbench.run.lane_session import Progress
     from satbench.run.context import PlanTick
+    from satbench.run.lane_session import Progress
     from satbench.run.sweep import Sweep
 
 
