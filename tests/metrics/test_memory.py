@@ -1,7 +1,7 @@
 """Memory peaks per level, including levels shorter than the sampling period."""
 
 from satbench.load.sampler import host_and_client_cpu
-from satbench.metrics.level import cpu_contention_flag
+from satbench.metrics.level_flags import cpu_contention_flag
 from satbench.metrics.level_result import Memory
 from satbench.metrics.memory import client_cpu_cores, host_busy_cores, peak_rss_bytes, server_cpu_utilisation
 from satbench.records.events import ProcessSample

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from satbench.config.schema import AdaptiveConfig
-from satbench.metrics import contention, level
+from satbench.metrics import contention, level_flags
 from satbench.saturation import planner
 from satbench.saturation.slo import fewest_to_bound_p95
 
@@ -19,7 +19,8 @@ def test_every_bold_figure_is_the_codes():
     expected = [a.min_repetitions, a.contended_retries, a.ci_target * 100, a.max_repetitions,
                 fewest_to_bound_p95(), planner.SLO_MAX_REPETITIONS, planner.GROWTH_EXPONENT,
                 a.requests_per_stream,
-                level.NEIGHBOUR_CORES, level.CONTENDED_FRACTION * 100, contention.SATURATED_OTHERS_CORES,
+                level_flags.NEIGHBOUR_CORES, level_flags.CONTENDED_FRACTION * 100,
+                contention.SATURATED_OTHERS_CORES,
                 contention.MIN_CLEAN_REPETITIONS]
     text = DOC.read_text(encoding="utf-8")
     shown = [float(m.group(1)) for m in re.finditer(r"\*\*([\d.]+)(?: %)?\*\*", text)]

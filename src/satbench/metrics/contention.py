@@ -25,7 +25,8 @@ from collections.abc import Sequence
 
 from satbench.metrics import memory
 from satbench.metrics.flags import Flag, FlagKind
-from satbench.metrics.level import CONTENDED_FRACTION, neighbours_crowd, repetition_intervals, summarize_level
+from satbench.metrics.level import repetition_intervals, summarize_level
+from satbench.metrics.level_flags import CONTENDED_FRACTION, neighbours_crowd
 from satbench.metrics.level_result import LevelContext, LevelResult
 from satbench.records.events import LevelMark, MetricsSample, ProcessSample, RequestEvent, SlotsSample
 from satbench.records.samples import LaneSamples, ProcessColumns, lane_samples

@@ -77,41 +77,58 @@ def unavailable_figures(ctx: LevelContext, r: LevelResult, metrics_why: str = ""
     `metrics_why` / `slots_why` carry the sampler's recorded failures, if any; `decode_why` why
     the decode-weighted figure is missing (occupancy.decode_weighted); `gpu_why` the sampler's latest
     failed NVML reading, if any; `cpu_reasons` why each null CPU figure is null (cpu_failures)."""
-    out: dict[str, str] = {}
-    if not ctx.llamacpp:
-        why = "not a llama.cpp server (no /props): llama.cpp-only figure"
-        for key in ("queue_time_ms", "time_weighted_busy_slots", "decode_weighted_busy_slots",
-                    "requests_deferred_max", "slots"):
-            out[key] = why
-    else:
-        if r.occupancy.time_weighted_busy_slots is None:
-            out["time_weighted_busy_slots"] = ("no /slots or requests_processing samples in the window"
-                                               + (slots_why or metrics_why))
-        if r.occupancy.decode_weighted_busy_slots is None:
-            out["decode_weighted_busy_slots"] = ((decode_why or "fewer than two /metrics samples in the "
-                                                                "window")
-                                                 + metrics_why)
-        if r.occupancy.requests_deferred_max is None:
-            out["requests_deferred_max"] = "no /metrics samples in the window" + metrics_why
-        if r.latency.queue_time_ms.n == 0:
-            out["queue_time_ms"] = "the server reported no prompt_ms timings"
+    out = _server_figures(ctx, r, metrics_why, slots_why, decode_why)
     if r.memory.peak_rss_bytes is None:
         out["peak_rss_bytes"] = "server process not local or not sampled"
+    out |= _cpu_figures(r, cpu_reasons or {})
+    out |= _gpu_figures(ctx, r, gpu_why)
+    return out
+
+
+def _server_figures(ctx: LevelContext, r: LevelResult, metrics_why: str, slots_why: str,
+                    decode_why: str | None) -> dict[str, str]:
+    """The llama.cpp-only figures: all of them for another server, else those its endpoints did not give."""
+    if not ctx.llamacpp:
+        why = "not a llama.cpp server (no /props): llama.cpp-only figure"
+        return dict.fromkeys(("queue_time_ms", "time_weighted_busy_slots", "decode_weighted_busy_slots",
+                              "requests_deferred_max", "slots"), why)
+    out: dict[str, str] = {}
+    if r.occupancy.time_weighted_busy_slots is None:
+        out["time_weighted_busy_slots"] = ("no /slots or requests_processing samples in the window"
+                                           + (slots_why or metrics_why))
+    if r.occupancy.decode_weighted_busy_slots is None:
+        out["decode_weighted_busy_slots"] = ((decode_why or "fewer than two /metrics samples in the window")
+                                             + metrics_why)
+    if r.occupancy.requests_deferred_max is None:
+        out["requests_deferred_max"] = "no /metrics samples in the window" + metrics_why
+    if r.latency.queue_time_ms.n == 0:
+        out["queue_time_ms"] = "the server reported no prompt_ms timings"
+    return out
+
+
+def _cpu_figures(r: LevelResult, cpu_reasons: dict[str, str]) -> dict[str, str]:
+    """Why each null CPU figure is null: the recorded reason, else the default for it."""
+    out: dict[str, str] = {}
     for key in CPU_FIGURES:
         if getattr(r.memory, key) is None:
             default = ("no two readings of the one server process that ran the level (not started by "
                        "satbench, not sampled, or readings of different processes)"
                        if key == "server_cpu_cores" else "no two readings of the one satbench process that "
                                                          "ran the level")
-            out[key] = (cpu_reasons or {}).get(key) or default
-    if r.memory.peak_gpu_mem_bytes is None:
-        out["peak_gpu_mem_bytes"] = out["gpu"] = (
-            "the server runs on another machine (url lane, remote network path): its GPU is not visible "
-            "to satbench, and this machine's was not sampled" if ctx.server_remote
-            else f"NVML failed: {gpu_why}" if gpu_why else "no GPU visible through NVML")
-    elif r.gpu is not None and r.gpu.util_mean_pct is None:
-        out["gpu_util_pct"] = ("GPU present, utilisation not reported by NVML (MIG/vGPU?): "
-                               f"{r.gpu.samples} memory reading(s) in the steady window, none with "
-                               "utilisation"
-                               if r.gpu.samples else "NVML gave no reading inside the steady window")
+            out[key] = cpu_reasons.get(key) or default
     return out
+
+
+def _gpu_figures(ctx: LevelContext, r: LevelResult, gpu_why: str | None) -> dict[str, str]:
+    """No GPU memory: why (a remote server, NVML failed, no GPU); a GPU without utilisation readings."""
+    if r.memory.peak_gpu_mem_bytes is None:
+        why = ("the server runs on another machine (url lane, remote network path): its GPU is not visible "
+               "to satbench, and this machine's was not sampled" if ctx.server_remote
+               else f"NVML failed: {gpu_why}" if gpu_why else "no GPU visible through NVML")
+        return {"peak_gpu_mem_bytes": why, "gpu": why}
+    if r.gpu is not None and r.gpu.util_mean_pct is None:
+        why = ("GPU present, utilisation not reported by NVML (MIG/vGPU?): "
+               f"{r.gpu.samples} memory reading(s) in the steady window, none with utilisation"
+               if r.gpu.samples else "NVML gave no reading inside the steady window")
+        return {"gpu_util_pct": why}
+    return {}

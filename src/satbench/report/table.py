@@ -271,6 +271,7 @@ def status_line(results: ResultsFile, run_dir: Path | str | None = None) -> str 
 
 def print_results(results: ResultsFile, console: Console | None = None,
                   run_dir: Path | str | None = None) -> None:
+    """The host line, each lane's tables, legend and notes (print_lane), then how the run ended."""
     if console is None:
         console = Console()
         if not console.is_terminal:
@@ -280,25 +281,30 @@ def print_results(results: ResultsFile, console: Console | None = None,
                   f"{'; ' + ', '.join(g.name for g in h.gpus) if h.gpus else ''} · fingerprint "
                   f"{h.fingerprint_sha256[:16]}", markup=False, highlight=False)
     for lane in results.lanes:
-        if lane.levels:
-            console.print(*lane_tables(console, lane))
-        if lane.together_levels:
-            console.print(*lane_tables(console, lane, lane.together_levels, "together with the other lanes"))
-            console.print(*interference_tables(console, lane))
-        if lane.levels:
-            console.print(LEVEL_LEGEND, markup=False, highlight=False)
-        if lane.memory is not None:
-            console.print(f"  {lane.lane}: memory: {lane.memory.statement}", markup=False, highlight=False)
-        print_rates(console, lane)
-        if lane.fairness:
-            console.print(verdict_table(lane))
-        for tag, levels in (("", lane.levels), (" together", lane.together_levels)):
-            for lv in levels:
-                for line in level_ci_notes(lv) + lv.flags:
-                    console.print(f"  {lane.lane}{tag} N={lv.concurrency}: {line}", markup=False,
-                                  highlight=False)
+        print_lane(console, lane)
     if (status := status_line(results, run_dir)) is not None:
         console.print(status, markup=False, highlight=False)
+
+
+def print_lane(console: Console, lane: LaneResult) -> None:
+    """One lane: its level tables (alone, together, interference), the legend, memory, rates, fairness
+    verdicts, then each level's CI notes and flags."""
+    if lane.levels:
+        console.print(*lane_tables(console, lane))
+    if lane.together_levels:
+        console.print(*lane_tables(console, lane, lane.together_levels, "together with the other lanes"))
+        console.print(*interference_tables(console, lane))
+    if lane.levels:
+        console.print(LEVEL_LEGEND, markup=False, highlight=False)
+    if lane.memory is not None:
+        console.print(f"  {lane.lane}: memory: {lane.memory.statement}", markup=False, highlight=False)
+    print_rates(console, lane)
+    if lane.fairness:
+        console.print(verdict_table(lane))
+    for tag, levels in (("", lane.levels), (" together", lane.together_levels)):
+        for lv in levels:
+            for line in level_ci_notes(lv) + lv.flags:
+                console.print(f"  {lane.lane}{tag} N={lv.concurrency}: {line}", markup=False, highlight=False)
 
 
 def print_recommendations(recs, console: Console | None = None) -> None:
