@@ -83,8 +83,8 @@ def this_node(lanes: list[LaneConfig], node_id: str | None = None, api_base: lis
     names = [lane.name for lane in lanes]
     bases = parse_api_bases(api_base or [], names)
     for lane in lanes:
-        if lane.name not in bases and lane.runtime.kind == "url" and lane.runtime.url:
-            own = openai_base(lane.runtime.url)
+        if lane.name not in bases and (url := lane.runtime.remote_url):
+            own = openai_base(url)
             if (problem := api_base_problem(own)) is not None:
                 raise UserError(f"lane {lane.name}: its url gives the api_base {shown_base(own)}: {problem}; "
                                 f"give it with --api-base {lane.name}=URL")

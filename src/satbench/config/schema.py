@@ -3,17 +3,18 @@
 Everything the CLI or a lane file says ends up in one `RunConfig` (a list of `LaneConfig`),
 which is written into `run.json` so that a run directory says exactly how it was produced.
 Each field's type, range and default are written here only (the range types of its numbers in
-config/ranges, the fairness checks' fields in config/fairness); the flag and the lane-file key that
-set a lane's field are named in one table, cli/lanekeys.py (LANE_KEYS).
+config/ranges, the fairness checks' fields in config/fairness, the runtime's in config/runtime, the
+adaptive sweep's in config/profiles); the flag and the lane-file key that set a lane's field are named
+in one table, cli/lanekeys.py (LANE_KEYS). What a lane's runtime kind means is its class's
+(config/runtime); what its levels, adaptive sweep and rates mean is its load profiles'
+(`LaneConfig.profile`, `LaneConfig.open_loop`: config/profiles).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import re
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import (
     Field,
@@ -26,17 +27,24 @@ from pydantic import (
 from satbench.config.fairness import CHECK_NAMES as CHECK_NAMES
 from satbench.config.fairness import CheckName as CheckName
 from satbench.config.fairness import FairnessConfig as FairnessConfig
+from satbench.config.flagtext import list_items as list_items
+from satbench.config.flagtext import parse_duration as parse_duration
+from satbench.config.flagtext import parse_levels as parse_levels
+from satbench.config.flagtext import parse_rates as parse_rates
 from satbench.config.limits import MAX_SERVER_ARG_CHARS, MAX_SERVER_ARGS
+from satbench.config.profiles import DEFAULT_CI_TARGET as DEFAULT_CI_TARGET
+from satbench.config.profiles import MAX_RATE_SPAN_S as MAX_RATE_SPAN_S
+from satbench.config.profiles import RATE_MIN_REQUESTS as RATE_MIN_REQUESTS
+from satbench.config.profiles import RATE_WINDOW_S as RATE_WINDOW_S
+from satbench.config.profiles import AdaptiveConfig as AdaptiveConfig
+from satbench.config.profiles import AdaptiveSweep, ClosedLoop, FixedLevels, OpenRates
+from satbench.config.profiles import design_minimum_requests as design_minimum_requests
 from satbench.config.ranges import (
     MAX_LANES,
-    MAX_LEVEL,
     MAX_LEVELS_PER_LANE,
-    MAX_REQUESTS_PER_LEVEL,
     BatchTokens,
-    Budget,
     CtxTokens,
     Flag,
-    Fraction,
     GpuLayers,
     Level,
     Milliseconds,
@@ -44,18 +52,23 @@ from satbench.config.ranges import (
     RateRps,
     Repetitions,
     RequestsPerLevel,
-    RequestsPerStream,
-    Retries,
     SampleInterval,
     Slots,
     Threads,
     Timeout,
     WarmupPerStream,
-    number_chars,
-    number_text,
     recorded,
-    shown,
 )
+from satbench.config.runtime import BUILTIN_MODEL as BUILTIN_MODEL
+from satbench.config.runtime import DEFAULT_MODEL_DIR as DEFAULT_MODEL_DIR
+from satbench.config.runtime import MODEL_DIR_ENV as MODEL_DIR_ENV
+from satbench.config.runtime import EmbeddedRuntime as EmbeddedRuntime
+from satbench.config.runtime import NativeRuntime as NativeRuntime
+from satbench.config.runtime import RuntimeConfig as RuntimeConfig
+from satbench.config.runtime import RuntimeKind as RuntimeKind
+from satbench.config.runtime import UrlRuntime as UrlRuntime
+from satbench.config.runtime import resolve_model_dir as resolve_model_dir
+from satbench.config.runtime import runtime_class as runtime_class
 from satbench.config.strict import Strict
 from satbench.config.workload import CHAT_TEMPLATE_TOKENS, WorkloadConfig
 from satbench.config.workload import DEFAULT_OUTPUT_TOKENS as DEFAULT_OUTPUT_TOKENS
@@ -64,13 +77,9 @@ from satbench.config.workload import LengthDistribution as LengthDistribution
 
 DEFAULT_LEVELS = (1, 2, 4, 8)
 DEFAULT_REPETITIONS = 3
-DEFAULT_CI_TARGET = 0.05
 DEFAULT_REQUEST_TIMEOUT_S = 300.0
 DEFAULT_BATCH_TOKENS = 2048
 DEFAULT_UBATCH_TOKENS = 512
-BUILTIN_MODEL = "builtin:gemma3-270m"
-MODEL_DIR_ENV = "SATBENCH_MODEL_DIR"
-DEFAULT_MODEL_DIR = os.path.join(".satbench", "models")
 
 
 ServerArg = Annotated[str, StringConstraints(min_length=1, max_length=MAX_SERVER_ARG_CHARS)]
@@ -97,55 +106,6 @@ class ServerParams(Strict):
                     "'q8_0']), checked against the server (server/server_args.py) and recorded")
 
 
-RuntimeKind = Literal["embedded", "native", "url"]
-
-
-class RuntimeConfig(Strict):
-    """Which server satbench measures and how it gets one."""
-
-    kind: RuntimeKind = "embedded"
-    model: str | None = Field(BUILTIN_MODEL, description="GGUF path, builtin:NAME or synthetic:ARCH-SIZE; "
-                              "None for url")
-    model_dir: str = DEFAULT_MODEL_DIR
-    server_bin: str | None = None
-    url: str | None = None
-    served_model: str | None = Field(None, min_length=1, description="url: the model id (one of /v1/models) "
-                                     "requests name; None = the server's first listed model")
-    api_key_env: str | None = Field(None, description="environment variable holding the API key")
-    api_key_file: str | None = Field(None, description="file holding the API key (its path is recorded, "
-                                     "never the key)")
-    ca_cert: str | None = Field(None, description="PEM file of a CA or self-signed certificate trusted "
-                                "besides the system's CAs")
-    insecure: Flag = Field(False, description="TLS certificate verification turned OFF by the user")
-    startup_timeout_s: Timeout = 180.0
-
-    @model_validator(mode="after")
-    def _consistent(self) -> RuntimeConfig:
-        if self.kind == "url" and not self.url:
-            raise ValueError("runtime kind 'url' needs a url")
-        self._remote_options_consistent()
-        if self.kind == "native" and not self.server_bin:
-            raise ValueError("runtime kind 'native' needs server_bin")
-        if self.served_model is not None and self.kind != "url":
-            raise ValueError("served_model: only for a remote server (runtime 'url'); a started server "
-                             "serves its model")
-        if self.kind != "url" and not self.model:
-            raise ValueError(f"runtime kind {self.kind!r} needs a model")
-        return self
-
-    def _remote_options_consistent(self) -> None:
-        """Keys and TLS options belong to a remote server; the key has one source."""
-        given = [k for k in ("api_key_env", "api_key_file", "ca_cert", "insecure") if getattr(self, k)]
-        if given and self.kind != "url":
-            raise ValueError(f"{', '.join(given)}: only for a remote server (runtime 'url')")
-        if self.api_key_env and self.api_key_file:
-            raise ValueError("api_key_env and api_key_file are mutually exclusive: give one")
-        if self.ca_cert and self.insecure:
-            raise ValueError("ca_cert and insecure contradict each other: give one")
-        if (self.ca_cert or self.insecure) and not (self.url or "").lower().startswith("https://"):
-            raise ValueError("ca_cert and insecure apply to an https:// url only")
-
-
 class SloConfig(Strict):
     """A lane's latency objective: p95 TTFT and p95 TPOT, and optionally p95 E2E, in milliseconds."""
 
@@ -157,35 +117,13 @@ class SloConfig(Strict):
 LANE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
-class AdaptiveConfig(Strict):
-    """The adaptive sweep (saturation/planner.py): levels doubling from 1, each level's repetitions
-    (interleaved with its neighbours') until its throughput CI is narrow enough. A lane without it runs
-    its fixed levels × repetitions, interleaved."""
-
-    ci_target: Fraction = Field(DEFAULT_CI_TARGET, description="stop a level's repetitions once the "
-                                "throughput 95 % CI half-width ÷ mean is at most this")
-    min_repetitions: Repetitions = Field(2, description="repetitions every level gets (a CI needs two)")
-    max_repetitions: Repetitions = Field(5, description="most repetitions of one level (contended ones "
-                                         "re-measured besides)")
-    requests_per_stream: RequestsPerStream = Field(4, description="measured requests per stream and "
-                                                   "repetition (a repetition is N × this)")
-    contended_retries: Retries = Field(2, description="extra repetitions of a level measured while other "
-                                       "processes took CPU")
-    budget_s: Budget | None = Field(None, description="wall-clock budget of the lane's adaptive sweep, "
-                                    "at least 1 s; None: no budget")
-
-    @model_validator(mode="after")
-    def _reps_ordered(self) -> AdaptiveConfig:
-        if self.min_repetitions > self.max_repetitions:
-            raise ValueError(f"min_repetitions {self.min_repetitions} > max_repetitions "
-                             f"{self.max_repetitions}")
-        return self
-
-
 class LaneConfig(Strict):
     """One lane (one model on one runtime configuration) and its sweep. With `adaptive`, `levels`
     bound the adaptive sweep (its highest is the ceiling of the doubling) instead of being run
     as given."""
+
+    # (the docstring is the lane's description in the published schemas.) What levels, repetitions,
+    # adaptive and rates mean is read once into load profiles: `profile`, `open_loop` (config/profiles).
 
     name: str = Field("default", pattern=LANE_NAME_PATTERN)
     levels: list[Level] = Field(default_factory=lambda: list(DEFAULT_LEVELS),
@@ -201,7 +139,7 @@ class LaneConfig(Strict):
     sample_interval_s: SampleInterval = Field(0.1, description="server sampler period")
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     server: ServerParams = Field(default_factory=ServerParams)
-    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    runtime: RuntimeConfig = Field(default_factory=EmbeddedRuntime)
     slo: SloConfig | None = None
     fairness: FairnessConfig = Field(default_factory=FairnessConfig)
     adaptive: AdaptiveConfig | None = Field(None, description="the adaptive sweep; None: the fixed levels")
@@ -230,32 +168,43 @@ class LaneConfig(Strict):
 
     @model_validator(mode="after")
     def _open_loop_consistent(self, info: ValidationInfo) -> LaneConfig:
-        """Every field acts (NEEDS); a rate's arrivals must span at most MAX_RATE_SPAN_S (a rate of
-        0.0001/s would send its 100 arrivals over 11.6 days)."""
+        """Every field acts (NEEDS); a rate's arrivals must span at most MAX_RATE_SPAN_S
+        (`OpenRates.span_problem`)."""
         if recorded(info):
             return self
         for field, acts, needs in NEEDS:
             if _set(self, field) and not acts(self):
                 raise NeedsError(field, needs)
-        for rate in self.rates or ():
-            span_s = self.arrivals_per_rate(rate) / rate
-            if span_s > MAX_RATE_SPAN_S:
-                raise ValueError(f"rate {rate:g}/s: its {self.arrivals_per_rate(rate):,} arrivals would take "
-                                 f"about {_span_text(span_s)}, more than {_span_text(MAX_RATE_SPAN_S)}: "
-                                 "raise the rate or lower rate_requests")
+        if (problem := self._open_rules().span_problem()) is not None:
+            raise ValueError(problem)
         return self
 
+    @property
+    def profile(self) -> ClosedLoop:
+        """The lane's closed loop, the one place it is chosen: the adaptive sweep when the lane has
+        `adaptive`, else its fixed levels."""
+        if self.adaptive is not None:
+            return AdaptiveSweep(levels=self.levels, adaptive=self.adaptive,
+                                 requests_per_level=self.requests_per_level)
+        return FixedLevels(levels=self.levels, repetitions=self.repetitions,
+                           requests_per_level=self.requests_per_level)
+
+    @property
+    def open_loop(self) -> OpenRates | None:
+        """The lane's open-loop rates, None when it gives none."""
+        return None if self.rates is None else self._open_rules()
+
+    def _open_rules(self) -> OpenRates:
+        return OpenRates(rates=self.rates or [], rate_requests=self.rate_requests,
+                         max_concurrency=self.max_concurrency)
+
     def arrivals_per_rate(self, rate_rps: float) -> int:
-        """Measured arrivals of one open-loop rate: the user's rate_requests, else
-        max(RATE_MIN_REQUESTS, ⌈RATE_WINDOW_S × rate⌉) (about RATE_WINDOW_S seconds of arrivals, and
-        enough for a p95 with a bounded CI), at most MAX_REQUESTS_PER_LEVEL."""
-        if self.rate_requests is not None:
-            return self.rate_requests
-        return min(max(RATE_MIN_REQUESTS, math.ceil(RATE_WINDOW_S * rate_rps)), MAX_REQUESTS_PER_LEVEL)
+        """Measured arrivals of one open-loop rate (`OpenRates.arrivals`)."""
+        return self._open_rules().arrivals(rate_rps)
 
     def open_cap(self, slots: int) -> int:
-        """Requests in flight at most in the open loop: max_concurrency, else 2 × the server's slots."""
-        return self.max_concurrency or min(2 * max(slots, 1), MAX_LEVEL)
+        """Requests in flight at most in the open loop (`OpenRates.cap`)."""
+        return self._open_rules().cap(slots)
 
     @field_validator("levels")
     @classmethod
@@ -269,27 +218,17 @@ class LaneConfig(Strict):
         return sorted(levels)
 
     def measured_requests(self, level: int) -> int:
-        """Measured requests per repetition of `level`: the user's number, else (adaptive) N ×
-        requests_per_stream, else max(8N, 32)."""
-        if self.requests_per_level is not None:
-            return self.requests_per_level
-        if self.adaptive is not None:
-            return level * self.adaptive.requests_per_stream
-        return design_minimum_requests(level)
+        """Measured requests per repetition of `level` (the profile's `measured_requests`)."""
+        return self.profile.measured_requests(level)
 
     def ceiling(self, slots: int | None) -> int:
-        """The highest level the lane may run: max(levels); adaptive on a running server (url) whose
-        slot count is known, at least one doubling past it (2 × slots), to see the server queue."""
-        if self.adaptive is not None and self.runtime.kind == "url" and slots:
-            return min(max(max(self.levels), 2 * slots), MAX_LEVEL)
-        return max(self.levels)
+        """The highest level the lane may run (the profile's `ceiling`): `slots` counts only on a
+        running server, whose slots are its own; a server satbench starts gets the slots it asks for."""
+        return self.profile.ceiling(None if self.runtime.starts_server else slots)
 
     def most_repetitions(self) -> int:
-        """The most repetitions one level can get: fixed, `repetitions`; adaptive, its maximum and
-        the contended ones re-measured."""
-        if self.adaptive is None:
-            return self.repetitions
-        return self.adaptive.max_repetitions + self.adaptive.contended_retries
+        """The most repetitions one level can get (the profile's `most_repetitions`)."""
+        return self.profile.most_repetitions()
 
     def slots_wanted(self) -> int:
         """Slots to ask a server satbench starts for: the user's --parallel, else the top level."""
@@ -336,11 +275,11 @@ def _drawn(lane: LaneConfig) -> bool:
 # The one table of "this field acts only with that one": (field set, does it act?, the refusal). A lane
 # setting a field that would not act is refused, as a flag or a lane-file key that changes nothing.
 NEEDS: tuple[tuple[str, Callable[[LaneConfig], bool], str], ...] = (
-    ("rate_requests", lambda lane: lane.rates is not None,
+    ("rate_requests", lambda lane: lane.open_loop is not None,
      "it acts on open-loop rates only, and no rates are given: add rates (--rate) or drop it"),
-    ("max_concurrency", lambda lane: lane.rates is not None,
+    ("max_concurrency", lambda lane: lane.open_loop is not None,
      "it acts on open-loop rates only, and no rates are given: add rates (--rate) or drop it"),
-    ("workload.seed", lambda lane: _drawn(lane) or lane.rates is not None,
+    ("workload.seed", lambda lane: _drawn(lane) or lane.open_loop is not None,
      "it draws request lengths and open-loop arrivals, but both lengths are fixed and no --rate is "
      "given: give a length as a distribution (normal:MEAN,SD, uniform:LO-HI, jsonl:PATH) or rates"),
 )
@@ -353,65 +292,7 @@ REPETITIONS_NEED = ("it repeats fixed levels and together steps, and neither is 
 
 def idle_repetitions(lane: LaneConfig, together: bool) -> bool:
     """Whether the lane sets repetitions that nothing in its run repeats (REPETITIONS_NEED)."""
-    return lane.adaptive is not None and not together and _set(lane, "repetitions")
-
-
-def design_minimum_requests(level: int) -> int:
-    """At least max(8·N, 32) measured requests per level (docs/sweep.md)."""
-    return max(8 * level, 32)
-
-
-MAX_RATE_SPAN_S = 86_400.0  # one day: the longest an open-loop rate's arrivals may span
-
-
-def _span_text(seconds: float) -> str:
-    """'11.6 days', '3.2 h', '45 s': a time span as a refusal names it."""
-    if seconds >= 86_400:
-        return f"{seconds / 86_400:.3g} days"
-    return f"{seconds / 3600:.3g} h" if seconds >= 3600 else f"{seconds:.3g} s"
-
-
-RATE_WINDOW_S = 20.0  # an open-loop rate's default arrivals span about this long
-RATE_MIN_REQUESTS = 100  # an open-loop rate's fewest default arrivals: a p95 needs 59 for an upper bound
-
-
-def list_items(text: str, what: str) -> list[str]:
-    """The items of a comma-separated flag value, each stripped of the spaces around it; ValueError
-    for an empty item (two commas, one at an end, or no item at all). Repeats are the model's to refuse."""
-    parts = [p.strip() for p in text.split(",")]
-    if any(not p for p in parts):
-        raise ValueError(f"{what}: an empty item (two commas, or one at an end) in {shown(text)}")
-    return parts
-
-
-def parse_rates(text: str, what: str = "rates") -> list[float]:
-    """Parse a comma-separated list of rates such as "0.5,1,2" (requests/s) into numbers, each by the
-    number rule (the range check is the model's); ValueError naming `what` (the flag)."""
-    return [float(number_text(p, what)) for p in list_items(text, what)]
-
-
-def parse_levels(text: str, what: str = "concurrency levels") -> list[int]:
-    """Parse a comma-separated list such as "1,2,4,8" into integers, each by the number rule (validation
-    is the model's); ValueError naming `what` (the flag)."""
-    return [int(number_text(p, what, integer=True)) for p in list_items(text, what)]
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from "90", "90s", "2m", "1.5h" or "1m30s" (ASCII digits: `number_chars`); ValueError
-    naming the text otherwise."""
-    number_chars(text, "")
-    t = text.strip().lower()
-    num = r"([0-9]+(?:\.[0-9]+)?)"
-    parts = re.fullmatch(rf"(?:{num}h)?(?:{num}m)?(?:{num}s?)?", t)
-    if not t or parts is None or not any(parts.groups()):
-        raise ValueError(f"a duration like 90s, 2m or 1h30m, got {shown(text)}")
-    h, m, sec = (float(g) if g else 0.0 for g in parts.groups())
-    return h * 3600 + m * 60 + sec
-
-
-def resolve_model_dir(cli_value: str | None) -> str:
-    """--model-dir, else $SATBENCH_MODEL_DIR, else .satbench/models under the working directory."""
-    return cli_value or os.environ.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR
+    return not lane.profile.given_levels and not together and _set(lane, "repetitions")
 
 
 class RunConfig(Strict):
@@ -435,7 +316,7 @@ class RunConfig(Strict):
             raise ValueError(f"lane names repeat: {', '.join(dup)}")
         if self.together and len(self.lanes) < 2:
             raise ValueError("together needs at least two lanes")
-        if self.refine and not recorded(info) and all(lane.adaptive is not None for lane in self.lanes):
+        if self.refine and not recorded(info) and not any(lane.profile.given_levels for lane in self.lanes):
             raise ValueError("refine: it measures extra levels between fixed levels, and every lane runs "
                              "the adaptive sweep: give fixed levels (--concurrency, concurrency = [...]) or "
                              "drop it")

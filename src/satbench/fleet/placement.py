@@ -78,11 +78,11 @@ def node_config(cfg: RunConfig, entry: NodeEntry, node: RayNode) -> RunConfig:
     for lane in cfg.lanes:
         runtime = lane.runtime
         if lane.name in entry.urls:
-            if runtime.kind != "url":
+            if runtime.starts_server:
                 raise UserError(f"inventory node {entry.name or entry.selector()}: lane {lane.name} is "
                                 f"{runtime.kind}, not url: it has no URL to set")
             runtime = runtime.model_copy(update={"url": entry.urls[lane.name]})
-        if entry.model_dir and runtime.kind != "url":
+        if entry.model_dir and runtime.starts_server:
             runtime = runtime.model_copy(update={"model_dir": entry.model_dir})
         lanes.append(lane.model_copy(update={"runtime": runtime}))
     return cfg.model_copy(update={"lanes": lanes})
@@ -99,8 +99,8 @@ def api_bases(inv: Inventory, entry: NodeEntry, name: str, node: RayNode, cfg: R
         elif given:
             out |= given
     for lane in cfg.lanes:
-        if lane.name not in out and lane.runtime.kind == "url" and lane.runtime.url:
-            base = openai_base(lane.runtime.url)
+        if lane.name not in out and (url := lane.runtime.remote_url):
+            base = openai_base(url)
             if is_loopback(base):
                 parts = urllib.parse.urlsplit(base)
                 netloc = node.address + (f":{parts.port}" if parts.port else "")

@@ -130,7 +130,7 @@ def check_remote_access(cfg: RunConfig) -> list[str]:
     warnings = []
     for lane in cfg.lanes:
         rc = lane.runtime
-        if rc.kind != "url":
+        if rc.starts_server:  # keys and TLS options are a running server's
             continue
         api_key(rc, lane.name)
         tls_context_for(rc)

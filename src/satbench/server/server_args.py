@@ -29,6 +29,7 @@ import stat
 from collections.abc import Callable
 from typing import Any
 
+from satbench.config.runtime import runtime_class
 from satbench.errors import UserError
 
 # llama-server flag → satbench's own (a lane file key, in brackets when there is no flag)
@@ -181,14 +182,16 @@ def check_environment(environ: dict[str, str] | None = None) -> None:
 
 def check_lane_args(kind: str, args: list[str], server_bin: str | None) -> None:
     """The lane's extra args, and the environment its server would inherit, checked for its runtime
-    (module docstring)."""
-    if kind != "url":
+    (module docstring): a server satbench starts inherits the environment; its binary's --help, else
+    its engine's parser, checks the args; a running server takes none."""
+    runtime = runtime_class(kind)
+    if runtime.starts_server:
         check_environment()
     if not args:
         return
-    if kind == "embedded":
+    if runtime.engine_package is not None:
         parse_embedded(args)
-    elif kind == "native" and server_bin:
+    elif runtime.needs_binary and server_bin:
         from satbench.server.native import capped_output
 
         check_native(args, capped_output([server_bin, "--help"], timeout_s=20), server_bin)

@@ -124,13 +124,8 @@ class WorkloadBuilder:
             prefix = await self._tokenize(prefix_text, True)
             n_prompt = _fitted(len(prefix), n_prompt, grow)
             prompt = prefix + _cycle(self._filler, n_prompt - len(prefix))
-        return CompletionRequest(
-            request_id=request_id,
-            prompt=prompt,
-            prompt_tokens=n_prompt,
-            max_tokens=n_out,
-            cache_prompt=self.cfg.shared_prefix,
-        )
+        return CompletionRequest(request_id=request_id, prompt=prompt, prompt_tokens=n_prompt,
+                                 max_tokens=n_out, cache_prompt=self.cfg.shared_prefix)
 
     async def _chat_text(self, prefix_text: str, n_prompt: int, grow: bool) -> tuple[str, int]:
         """(text, its length asked for): `prefix_text` and the text of the first n_prompt − (prefix
@@ -255,12 +250,12 @@ def open_bytes(lane: LaneConfig) -> int:
     """satbench's own memory for the lane's largest open-loop rate, by `workload_bytes`'s rule: its
     requests are built before the first arrives, and at most `open_cap` of them are in flight (the cap
     of a server with the slots the lane asks for)."""
-    assert lane.rates is not None
+    rates = lane.open_loop
+    assert rates is not None
     w = lane.workload
-    planned = (lane.arrivals_per_rate(max(lane.rates))
-               * (REQUEST_BYTES + w.prompt_tokens * BYTES_PER_PROMPT_ID))
-    streams = lane.open_cap(lane.slots_wanted()) * (STREAM_BYTES + w.prompt_tokens * BYTES_PER_SENT_ID
-                                                    + w.output_tokens * BYTES_PER_OUTPUT_TOKEN)
+    planned = rates.arrivals(max(rates.rates)) * (REQUEST_BYTES + w.prompt_tokens * BYTES_PER_PROMPT_ID)
+    streams = rates.cap(lane.slots_wanted()) * (STREAM_BYTES + w.prompt_tokens * BYTES_PER_SENT_ID
+                                                + w.output_tokens * BYTES_PER_OUTPUT_TOKEN)
     return planned + streams
 
 
@@ -269,10 +264,8 @@ MAX_CHECK_PLANNED = MAX_REQUESTS_PER_LEVEL  # requests one fairness check builds
 
 
 def check_memory_fits(cfg: RunConfig, lane_file: bool, available_bytes: int | None = None) -> None:
-    """UserError when the largest level of a lane (alone), or of every lane at once (together: their
-    top levels' `workload_bytes` summed), or (with fairness) the largest fairness check of a lane
-    (`fairness_checks`), needs more of satbench's own memory than is available (`available_bytes`,
-    default hardware.ram_available()). Fairness settings are checked first (`check_fairness_sizes`)."""
+    """UserError when one of `_memory_needs` needs more of satbench's own memory than is available
+    (`available_bytes`, default hardware.ram_available()), after `check_fairness_sizes` of each lane."""
     fairness = cfg.with_fairness or cfg.fairness_only
     if fairness:
         for lane in cfg.lanes:
@@ -281,27 +274,32 @@ def check_memory_fits(cfg: RunConfig, lane_file: bool, available_bytes: int | No
         from satbench.host import hardware
 
         available_bytes = hardware.ram_available()
-    need: list[tuple[str, int]] = []
-    if not cfg.fairness_only:
-        need += [(f"{f'lane {lane.name}: concurrency' if lane_file else '--concurrency'} {max(lane.levels)}",
-                  workload_bytes(lane, max(lane.levels), False)) for lane in cfg.lanes]
-    if not cfg.fairness_only:
-        need += [(f"{_lane(lane, lane_file)}--rate {max(lane.rates):g}", open_bytes(lane))
-                 for lane in cfg.lanes if lane.rates]
-    if cfg.together and not cfg.fairness_only:
-        need.append(("the together scenario (every lane's top level at once)",
-                     sum(workload_bytes(lane, max(lane.levels), True) for lane in cfg.lanes)))
-    if fairness:
-        for lane in cfg.lanes:
-            sizes = fairness_checks(lane)
-            check = max(sizes, key=lambda c: _check_bytes(*sizes[c]), default=None)
-            if check is not None:
-                need.append((f"{_lane(lane, lane_file)}fairness check {check}", _check_bytes(*sizes[check])))
-    for where, nbytes in need:
+    for where, nbytes in _memory_needs(cfg, lane_file, fairness):
         if nbytes > available_bytes:
             raise UserError(f"{where}: satbench would need about {_gib(nbytes)} for its requests and "
                             f"streams, more than the {_gib(available_bytes)} of memory available; use lower "
                             "levels, fewer requests per level or shorter prompts")
+
+
+def _memory_needs(cfg: RunConfig, lane_file: bool, fairness: bool) -> list[tuple[str, int]]:
+    """(what, bytes of satbench's own memory it needs), in this order: the largest level of each lane
+    (alone) and its largest open-loop rate, the together scenario (every lane's top level at once:
+    their `workload_bytes` summed), and (`fairness`) each lane's largest check (`fairness_checks`)."""
+    need: list[tuple[str, int]] = []
+    if not cfg.fairness_only:
+        need += [(f"{f'lane {lane.name}: concurrency' if lane_file else '--concurrency'} {max(lane.levels)}",
+                  workload_bytes(lane, max(lane.levels), False)) for lane in cfg.lanes]
+        need += [(f"{_lane(lane, lane_file)}--rate {max(lane.rates):g}", open_bytes(lane))
+                 for lane in cfg.lanes if lane.rates]
+        if cfg.together:
+            need.append(("the together scenario (every lane's top level at once)",
+                         sum(workload_bytes(lane, max(lane.levels), True) for lane in cfg.lanes)))
+    for lane in cfg.lanes if fairness else ():
+        sizes = fairness_checks(lane)
+        check = max(sizes, key=lambda c: _check_bytes(*sizes[c]), default=None)
+        if check is not None:
+            need.append((f"{_lane(lane, lane_file)}fairness check {check}", _check_bytes(*sizes[check])))
+    return need
 
 
 def fixed_records(cfg: RunConfig) -> int:
@@ -316,12 +314,13 @@ def fixed_records(cfg: RunConfig) -> int:
 
     total = 0
     for lane in cfg.lanes:
-        if lane.adaptive is None and not cfg.fairness_only:
-            per_pass = sum(lane.repetitions * (level_requests(lane, n, False) + 2) for n in lane.levels)
+        profile, rates = lane.profile, lane.open_loop
+        if profile.given_levels and not cfg.fairness_only:
+            per_pass = sum(level_requests(lane, n, False) + 2 for n, _rep in profile.solo_steps())
             total += per_pass * (2 if cfg.together else 1)
-        if lane.rates and not cfg.fairness_only:
-            total += sum(lane.arrivals_per_rate(r) + 2 for r in lane.rates)
-        all_checks_run = lane.adaptive is None and lane.runtime.kind != "url"
+        if rates is not None and not cfg.fairness_only:
+            total += sum(rates.arrivals(r) + 2 for r in rates.rates)
+        all_checks_run = profile.given_levels and lane.runtime.starts_server
         if (cfg.with_fairness or cfg.fairness_only) and all_checks_run:
             total += first_round_requests(make_plan(lane, lane.slots_wanted()), lane.fairness)
     return total
@@ -364,7 +363,7 @@ def check_fairness_sizes(lane: LaneConfig, lane_file: bool) -> None:
     or MAX_CHECK_PLANNED requests."""
     f, where = lane.fairness, _lane(lane, lane_file)
     slots = lane.slots_wanted()
-    if "S1" in f.checks and f.s1_decoders and lane.runtime.kind != "url" and slots >= 2 \
+    if "S1" in f.checks and f.s1_decoders and lane.runtime.starts_server and slots >= 2 \
             and f.s1_decoders > slots - 1:
         raise UserError(f"{where}fairness s1_decoders {f.s1_decoders}: S1 needs a slot for each decoder and "
                         f"one for the injected prompt, and the lane has {slots} slots; use at most "
