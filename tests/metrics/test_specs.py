@@ -58,3 +58,13 @@ def test_docs_metrics_md_holds_the_generated_table():
     found = re.search(r"<!-- figures: [^\n]*-->\n(.*?)<!-- end of figures -->", text, re.S)
     assert found is not None, "docs/metrics.md lost its figures table"
     assert found.group(1) == docs_table(), "regenerate it from satbench.metrics.specs.docs_table()"
+
+
+def test_every_unavailable_figure_is_a_named_figure():
+    """unavailable's keys name figures of the registry (and the GPU block, which has its own table)."""
+    from satbench.metrics.level import summarize_level
+    from tests.metrics.test_level import closed_loop_n1, ctx
+
+    r = summarize_level(ctx(llamacpp=False), closed_loop_n1(), [], [])
+    assert r.unavailable
+    assert set(r.unavailable) <= {s.name for s in LEVEL_METRICS} | {"gpu", "gpu_util_pct"}, r.unavailable
