@@ -1,7 +1,7 @@
 """Where more concurrency stops paying: the knee of throughput X(N), and whether it stands.
 
-Marginal-gain knee (docs/recommendations.md): starting from the lowest clean level, the candidate moves to a
-higher level N_j only when N_j shows a gain over it (saturation/gain.py: ≥ 10 % per doubling on
+Marginal-gain knee (docs/definitions.md#knee): starting from the lowest clean level, the candidate moves
+to a higher level N_j only when N_j shows a gain over it (saturation/gain.py: ≥ 10 % per doubling on
 average and above the candidate's 95 % CI), against every later level, so a noisy dip neither ends
 the climb early nor extends it. The candidate k is then judged:
 
@@ -16,7 +16,8 @@ the climb early nor extends it. The candidate k is then judged:
   whose repetitions decide it; an unmeasured ceiling is decided by measuring it, not by repetitions.
 
 A contended level (metrics/contention.py) is left out: it neither makes nor moves the knee.
-Kneedle (§7.2, with ≥ 5 levels) on (log2 N, X) is reported beside it for comparison.
+Kneedle (§7.2, with ≥ 5 levels) on (log2 N, X) is reported beside it for comparison
+(docs/definitions.md#kneedle).
 """
 
 from __future__ import annotations
@@ -50,13 +51,15 @@ class Knee(Strict):
     reason: str
     undetermined: str | None = None
     """Why no knee can be named (a level above may still gain, the ceiling is not measured, every
-    level contended); None: decided."""
+    level contended; docs/definitions.md#undetermined); None: decided."""
     unresolved: list[int] = Field(default_factory=list)
     """The measured levels whose repetitions decide it: the candidate and those that may still gain."""
     range_high: int | None = None
-    """Undetermined: the answer lies between last_real_gain_to and this level."""
+    """Undetermined: the answer lies between last_real_gain_to and this level
+    (docs/definitions.md#range-between-a-and-b)."""
     ceiling: int | None = None
-    """The level the knee is judged against (the slot count, or the highest the server can hold)."""
+    """The level the knee is judged against (the slot count, or the highest the server can hold;
+    docs/definitions.md#knee-ceiling)."""
     ceiling_measured: bool = True
     p_gain: dict[int, float | None] = Field(default_factory=dict)
     """P(X(h) ≥ 1.1^log2(h/k) X(k)) for each clean measured level h above the candidate k."""
