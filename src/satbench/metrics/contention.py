@@ -1,5 +1,5 @@
-"""The contention guard: which repetitions of a level ran while other processes took CPU, and the
-level summarized from the others.
+"""The contention guard (docs/definitions.md#contended-repetition): which repetitions of a level ran
+while other processes took CPU, and the level summarized from the others.
 
 Per repetition, from the process samples over its interval (level_start to level_end):
 others = host busy cores − server cores − satbench's cores. A repetition is contended when
