@@ -107,7 +107,8 @@ class ServerParams(Strict):
 
 
 class SloConfig(Strict):
-    """A lane's latency objective: p95 TTFT and p95 TPOT, and optionally p95 E2E, in milliseconds."""
+    """A lane's latency objective: p95 TTFT and p95 TPOT, and optionally p95 E2E, in milliseconds
+    (docs/definitions.md#slo)."""
 
     p95_ttft_ms: Milliseconds
     p95_tpot_ms: Milliseconds
