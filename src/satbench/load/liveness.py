@@ -180,6 +180,33 @@ def _what_arrived(bytes_: int, payloads: int, uncommented: int) -> str:
     return "SSE comments only" if not payloads and not uncommented else "bytes without a token"
 
 
+class _ProgressWatch:
+    """What `watch` last saw of progress (requests finished, tokens in flight, /slots work) and when
+    it last moved, with the wire's counts then (what arrived since, when nothing moved)."""
+
+    def __init__(self, activity: StreamActivity, slots_progress: Callable[[], int | None],
+                 clock: Callable[[], float]) -> None:
+        self.activity, self.slots_progress, self.clock = activity, slots_progress, clock
+        self.moved, self.last_move = activity.progress(), clock()
+        self.wire_then, self.slots_then = activity.wire(), slots_progress()
+
+    def stalled(self, timeout_s: float, probed: Callable[[], str]) -> str | None:
+        """The failure when nothing moved for `timeout_s` while requests were in flight (`probed()`
+        names the probe); else None (and a move, or nothing in flight, starts the wait again)."""
+        activity = self.activity
+        now_moved, now_slots = activity.progress(), self.slots_progress()
+        if now_moved != self.moved or now_slots != self.slots_then or not activity.in_flight:
+            self.moved, self.slots_then, self.last_move = now_moved, now_slots, self.clock()
+            self.wire_then = activity.wire()
+            return None
+        if self.clock() - self.last_move < timeout_s:
+            return None
+        n = activity.in_flight
+        what = _what_arrived(*(now - then for now, then in zip(activity.wire(), self.wire_then, strict=True)))
+        return (f"the server made no progress: no token on any of {n} stream{'s' if n != 1 else ''} "
+                f"and no decode or prompt progress in {probed()} for {timeout_s:g} s ({what})")
+
+
 async def watch(activity: StreamActivity, alive: Callable[[], bool],
                 answers: Callable[[float], Awaitable[bool]], timeout_s: float = LIVENESS_TIMEOUT_S,
                 clock: Callable[[], float] = time.monotonic,
@@ -197,23 +224,15 @@ async def watch(activity: StreamActivity, alive: Callable[[], bool],
     period_s = min(LIVENESS_PERIOD_S, timeout_s / 4)
     wait_s = min(PROBE_WAIT_S, timeout_s / 4)
     seen, last_evidence = activity.received(), clock()
-    moved, last_move, wire_then, slots_then = activity.progress(), clock(), activity.wire(), slots_progress()
+    progress = _ProgressWatch(activity, slots_progress, clock)
     probe: asyncio.Future[bool] | None = None
     try:
         while True:
             await asyncio.sleep(period_s)
             if not alive():
                 return "the server process ended"
-            now_moved, now_slots = activity.progress(), slots_progress()
-            if now_moved != moved or now_slots != slots_then or not activity.in_flight:
-                moved, slots_then, last_move, wire_then = now_moved, now_slots, clock(), activity.wire()
-            elif clock() - last_move >= progress_timeout_s:
-                n = activity.in_flight
-                wire_now = activity.wire()
-                what = _what_arrived(*(now - then for now, then in zip(wire_now, wire_then, strict=True)))
-                return (f"the server made no progress: no token on any of {n} stream{'s' if n != 1 else ''} "
-                        f"and no decode or prompt progress in {probed()} for {progress_timeout_s:g} s "
-                        f"({what})")
+            if (stalled := progress.stalled(progress_timeout_s, probed)) is not None:
+                return stalled
             now_seen = activity.received()
             if now_seen != seen or not activity.in_flight:
                 seen, last_evidence = now_seen, clock()
@@ -226,9 +245,7 @@ async def watch(activity: StreamActivity, alive: Callable[[], bool],
                 if answered:
                     last_evidence = clock()
                     continue
-            if activity.received() != seen:  # something arrived while the probe was asked
-                continue
-            if clock() - last_evidence >= timeout_s:
+            if activity.received() == seen and clock() - last_evidence >= timeout_s:  # none came meanwhile
                 n = activity.in_flight
                 streams = f"{n} stream{'s' if n != 1 else ''}"
                 return (f"the server stopped answering: nothing arrived on any of {streams} "

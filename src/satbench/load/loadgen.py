@@ -18,11 +18,11 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from satbench.config.limits import MAX_CTX_TOKENS, MAX_SERVER_MS
 from satbench.config.schema import Strict
-from satbench.http.client import CompletionRequest, StreamClient, StreamOutcome
+from satbench.http.client import CompletionRequest, StreamOutcome
 from satbench.load.liveness import SERVER_UNRESPONSIVE, StreamActivity
 from satbench.records.events import (
     CANCELLED,
@@ -38,10 +38,19 @@ from satbench.records.events import (
 
 # failures that mean "the server is gone or hung"; N + 3 of them in a row stop a level
 UNREACHABLE = frozenset({"connection_dropped", "timeout"})
+MarkKind = Literal["level_start", "level_end"]
 
 
 class Sink(Protocol):
     def write(self, record: Strict) -> None: ...
+
+
+class CompletionStreamer(Protocol):
+    """What the load generator needs of a client (http.client.StreamClient is the one it runs; a
+    test passes its own): send `req` and fill `out` as its answer streams, each chunk stamped as it
+    is read, then return `out`. A failed request is data (`out.error_type`), never an exception."""
+
+    async def run(self, req: CompletionRequest, out: StreamOutcome) -> StreamOutcome: ...
 
 
 @dataclass
@@ -62,24 +71,6 @@ class LevelPlan:
     background: list[CompletionRequest] = field(default_factory=list)
     check: str | None = None
     session: int = 0
-
-
-@dataclass
-class _Shared:
-    queue: deque[tuple[int, CompletionRequest]]
-    consecutive_unreachable: int = 0
-    abort_reason: str | None = None
-    done: list[RequestEvent] = field(default_factory=list)
-    measured_ok: int = 0
-    measured_errors: Counter = field(default_factory=Counter)
-    first_error: str = ""
-
-    def nothing_succeeded(self) -> str | None:
-        """'every measured request failed (…)' when there were measured requests and none succeeded."""
-        if self.measured_ok or not self.measured_errors:
-            return None
-        kinds = ", ".join(f"{k} ×{v}" for k, v in self.measured_errors.most_common())
-        return f"every measured request failed ({kinds}; first: {self.first_error})"
 
 
 def server_timings(raw: dict) -> ServerTimings:
@@ -103,7 +94,7 @@ def server_timings(raw: dict) -> ServerTimings:
                          predicted_n=count("predicted_n"), predicted_ms=ms("predicted_ms"))
 
 
-async def run_recorded(client: StreamClient, req: CompletionRequest,
+async def run_recorded(client: CompletionStreamer, req: CompletionRequest,
                        event_of: Callable[[StreamOutcome], RequestEvent],
                        sink: Sink, clock: Callable[[], int] = time.perf_counter_ns,
                        out: StreamOutcome | None = None,
@@ -233,8 +224,125 @@ async def cancel_all(tasks) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def level_mark(plan: LevelPlan, kind: MarkKind, t_ns: int, status: LevelStatus = "running",
+               reason: str | None = None) -> LevelMark:
+    """The start or end mark of `plan`'s level repetition (its n_requests: the measured ones), at `t_ns`."""
+    return LevelMark(kind=kind, lane=plan.lane, scenario=plan.scenario, level=plan.level,
+                     repetition=plan.repetition, t_ns=t_ns, n_requests=len(plan.measured), status=status,
+                     reason=reason, session=plan.session)
+
+
+@dataclass
+class _Level:
+    """One closed-loop level repetition while it runs: what its streams share (the queue of measured
+    requests, the failure counts) and how one request, one stream and the end mark go (run_level)."""
+
+    client: CompletionStreamer
+    plan: LevelPlan
+    sink: Sink
+    clock: Callable[[], int]
+    activity: StreamActivity | None
+    on_done: Callable[[RequestEvent], None] | None
+    keep_busy: asyncio.Event | None
+    measured_done: Callable[[], None] | None
+    start_offsets_s: list[float] | None
+    limit: int  # unreachable failures in a row that stop the level
+    queue: deque[tuple[int, CompletionRequest]]
+    streams_left: int  # streams whose measured part has not ended
+    turns: TurnGate = field(default_factory=TurnGate)
+    told: bool = False  # measured_done was called
+    consecutive_unreachable: int = 0
+    abort_reason: str | None = None
+    measured_ok: int = 0
+    measured_errors: Counter = field(default_factory=Counter)
+    first_error: str = ""
+
+    def mark(self, kind: MarkKind, status: LevelStatus = "running", reason: str | None = None) -> LevelMark:
+        """The level's start or end mark, stamped now."""
+        return level_mark(self.plan, kind, self.clock(), status, reason)
+
+    def tell_measured_done(self) -> None:
+        if not self.told:
+            self.told = True
+            if self.measured_done is not None:
+                self.measured_done()
+
+    async def one(self, stream: int, seq: int, phase: Phase, req: CompletionRequest) -> None:
+        """Run one request, write its event, count it; N + 3 unreachable failures in a row (the
+        limit) end the level: the queue is emptied and `abort_reason` says why."""
+        targeted = self.clock()
+        event = await run_recorded(self.client, req,
+                                   lambda o: to_event(self.plan, stream, seq, phase, req, targeted, o),
+                                   self.sink, self.clock, activity=self.activity, turns=self.turns)
+        err = event.error
+        if phase == "measured":
+            self.count_measured(err)
+        if err is not None and err.type in UNREACHABLE:
+            self.consecutive_unreachable += 1
+            if self.consecutive_unreachable >= self.limit and self.abort_reason is None:
+                self.abort_reason = (
+                    f"{self.consecutive_unreachable} requests in a row could not reach the server "
+                    f"or got no answer ({err.type}: {err.message})"
+                )
+                self.queue.clear()
+        else:
+            self.consecutive_unreachable = 0
+        if self.on_done is not None:
+            self.on_done(event)
+
+    def count_measured(self, err: RequestErrorInfo | None) -> None:
+        if err is None:
+            self.measured_ok += 1
+        else:
+            self.first_error = self.first_error or (err.message or err.type)[:200]
+            self.measured_errors[err.type] += 1
+
+    async def measured_part(self, stream: int) -> None:
+        """Stream `stream`'s warmup requests, then measured ones from the shared queue until it is empty."""
+        n = self.plan.level
+        if self.start_offsets_s:
+            await asyncio.sleep(self.start_offsets_s[stream])
+        for seq in range(stream, len(self.plan.warmup), n):
+            if self.abort_reason:
+                return
+            await self.one(stream, seq, "warmup", self.plan.warmup[seq])
+        while self.queue and not self.abort_reason:
+            seq, req = self.queue.popleft()
+            await self.one(stream, seq, "measured", req)
+
+    async def stream_loop(self, stream: int) -> None:
+        """One of the N streams: its measured part, then background requests while `keep_busy` is unset."""
+        try:
+            await self.measured_part(stream)
+        finally:
+            self.streams_left -= 1
+            if self.streams_left == 0:
+                self.tell_measured_done()
+        n, background, k = self.plan.level, self.plan.background, stream
+        while (self.keep_busy is not None and background and not self.keep_busy.is_set()
+               and not self.abort_reason):
+            await self.one(stream, k, "background", background[k % len(background)])
+            k += n
+
+    def nothing_succeeded(self) -> str | None:
+        """'every measured request failed (…)' when there were measured requests and none succeeded."""
+        if self.measured_ok or not self.measured_errors:
+            return None
+        kinds = ", ".join(f"{k} ×{v}" for k, v in self.measured_errors.most_common())
+        return f"every measured request failed ({kinds}; first: {self.first_error})"
+
+    def ended(self, status: LevelStatus, reason: str | None) -> tuple[LevelStatus, str | None]:
+        """How the level ended: failed when the unreachable limit stopped it or (otherwise complete)
+        when every measured request failed; else `status`, `reason` as the gather ended."""
+        if self.abort_reason:
+            return "failed", self.abort_reason
+        if status == "complete" and (why := self.nothing_succeeded()):
+            return "failed", why
+        return status, reason
+
+
 async def run_level(
-    client: StreamClient,
+    client: CompletionStreamer,
     plan: LevelPlan,
     sink: Sink,
     *,
@@ -255,72 +363,13 @@ async def run_level(
     declared the server failed (`activity.verdict`) ends `failed` with that reason.
     """
     n = plan.level
-    limit = max_consecutive_unreachable or (n + 3)
-    shared = _Shared(queue=deque(enumerate(plan.measured)))
-    sink.write(LevelMark(kind="level_start", lane=plan.lane, scenario=plan.scenario, level=n,
-                         repetition=plan.repetition, t_ns=clock(), n_requests=len(plan.measured),
-                         session=plan.session))
-    measuring = {"left": n, "told": False}
-    turns = TurnGate()
-
-    def tell_measured_done() -> None:
-        if not measuring["told"]:
-            measuring["told"] = True
-            if measured_done is not None:
-                measured_done()
-
-    async def one(stream: int, seq: int, phase: Phase, req: CompletionRequest) -> None:
-        targeted = clock()
-        event = await run_recorded(client, req,
-                                   lambda o: to_event(plan, stream, seq, phase, req, targeted, o),
-                                   sink, clock, activity=activity, turns=turns)
-        err = event.error
-        if phase == "measured":
-            if err is None:
-                shared.measured_ok += 1
-            else:
-                shared.first_error = shared.first_error or (err.message or err.type)[:200]
-                shared.measured_errors[err.type] += 1
-        if err is not None and err.type in UNREACHABLE:
-            shared.consecutive_unreachable += 1
-            if shared.consecutive_unreachable >= limit and shared.abort_reason is None:
-                shared.abort_reason = (
-                    f"{shared.consecutive_unreachable} requests in a row could not reach the server "
-                    f"or got no answer ({err.type}: {err.message})"
-                )
-                shared.queue.clear()
-        else:
-            shared.consecutive_unreachable = 0
-        if on_done is not None:
-            on_done(event)
-
-    async def measured_part(stream: int) -> None:
-        if start_offsets_s:
-            await asyncio.sleep(start_offsets_s[stream])
-        for seq in range(stream, len(plan.warmup), n):
-            if shared.abort_reason:
-                return
-            await one(stream, seq, "warmup", plan.warmup[seq])
-        while shared.queue and not shared.abort_reason:
-            seq, req = shared.queue.popleft()
-            await one(stream, seq, "measured", req)
-
-    async def stream_loop(stream: int) -> None:
-        try:
-            await measured_part(stream)
-        finally:
-            measuring["left"] -= 1
-            if measuring["left"] == 0:
-                tell_measured_done()
-        k = stream
-        while (keep_busy is not None and plan.background and not keep_busy.is_set()
-               and not shared.abort_reason):
-            await one(stream, k, "background", plan.background[k % len(plan.background)])
-            k += n
-
+    level = _Level(client, plan, sink, clock, activity, on_done, keep_busy, measured_done, start_offsets_s,
+                   limit=max_consecutive_unreachable or (n + 3), queue=deque(enumerate(plan.measured)),
+                   streams_left=n)
+    sink.write(level.mark("level_start"))
     status: LevelStatus = "complete"
     reason: str | None = None
-    streams = [asyncio.ensure_future(stream_loop(i)) for i in range(n)]
+    streams = [asyncio.ensure_future(level.stream_loop(i)) for i in range(n)]
     try:
         with gc_paused():
             await asyncio.gather(*streams)
@@ -332,13 +381,7 @@ async def run_level(
         status, reason = "failed", f"{exc.__class__.__name__}: {exc}"
         raise
     finally:
-        tell_measured_done()  # also when the level failed or was cancelled: never leave others waiting
-        if shared.abort_reason:
-            status, reason = "failed", shared.abort_reason
-        elif status == "complete" and (why := shared.nothing_succeeded()):
-            status, reason = "failed", why
-        end = LevelMark(kind="level_end", lane=plan.lane, scenario=plan.scenario, level=n,
-                        repetition=plan.repetition, t_ns=clock(), n_requests=len(plan.measured),
-                        status=status, reason=reason, session=plan.session)
+        level.tell_measured_done()  # also when the level failed or was cancelled: never leave others waiting
+        end = level.mark("level_end", *level.ended(status, reason))
         sink.write(end)
     return end

@@ -26,14 +26,16 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from satbench.http.client import CompletionRequest, StreamClient
+from satbench.http.client import CompletionRequest
 from satbench.load.liveness import StreamActivity
 from satbench.load.loadgen import (
+    CompletionStreamer,
     LevelPlan,
     Sink,
     TurnGate,
     cancel_all,
     gc_paused,
+    level_mark,
     run_recorded,
     stopped,
     to_event,
@@ -71,7 +73,95 @@ class OpenPlan:
     seed: int
 
 
-async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
+class _OpenRate:
+    """One open-loop rate while it runs: its request tasks, the free in-flight slots (a heap: the
+    lowest is taken first), the error type of each failed request, and the first request task that
+    raised (its record not written), which stops the arrivals (run_open)."""
+
+    def __init__(self, client: CompletionStreamer, plan: OpenPlan, sink: Sink, clock: Callable[[], int],
+                 activity: StreamActivity | None, on_done: Callable[[RequestEvent], None] | None) -> None:
+        self.client, self.plan, self.sink, self.clock = client, plan.level, sink, clock
+        self.activity, self.on_done = activity, on_done
+        self.free = list(range(plan.max_concurrency))
+        self.slot_free = asyncio.Condition()
+        self.turns = TurnGate()
+        self.tasks: set[asyncio.Task] = set()
+        self.errors: list[str] = []
+        self.failure: BaseException | None = None
+        self.failed = asyncio.Event()
+
+    def note(self, exc: BaseException) -> None:
+        """A request task raised (its record could not be written): the arrivals stop, and the arrival
+        loop raises it, as a failed stream stops a closed-loop level."""
+        if self.failure is None:
+            self.failure = exc
+            self.failed.set()
+
+    def finished(self, task: asyncio.Task) -> None:
+        """A request's task ended: forgotten, its exception retrieved (and noted)."""
+        self.tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self.note(exc)
+
+    async def until(self, delay_s: float) -> None:
+        """Sleep `delay_s`, or less when a request task fails; then raise its exception, if any."""
+        if delay_s > 0 and not self.failed.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.failed.wait(), timeout=delay_s)
+        if self.failure is not None:
+            raise self.failure
+
+    async def one(self, stream: int, seq: int, req: CompletionRequest, arrival_ns: int) -> None:
+        try:
+            event = await run_recorded(
+                self.client, req, lambda o: to_event(self.plan, stream, seq, "measured", req, arrival_ns, o),
+                self.sink, self.clock, activity=self.activity, turns=self.turns)
+            if event.error is not None:
+                self.errors.append(event.error.type)
+            if self.on_done is not None:
+                self.on_done(event)
+        except Exception as exc:  # noted before its slot is freed: no arrival takes the slot first
+            self.note(exc)
+            raise
+        finally:
+            async with self.slot_free:
+                heapq.heappush(self.free, stream)
+                self.slot_free.notify()
+
+    async def send_all(self, offsets_ns: list[int]) -> None:
+        """Send each request at its arrival (the first now, the others `offsets_ns` after it) in the
+        lowest free slot, then wait for the last to end; a request task's exception is raised."""
+        start = self.clock()
+        for seq, (req, off) in enumerate(zip(self.plan.measured, offsets_ns)):
+            arrival = start + off
+            await self.until((arrival - self.clock()) / NS_PER_S)
+            async with self.slot_free:
+                await self.slot_free.wait_for(lambda: bool(self.free) or self.failure is not None)
+                await self.until(0)
+                stream = heapq.heappop(self.free)
+            task = asyncio.ensure_future(self.one(stream, seq, req, arrival))
+            self.tasks.add(task)
+            task.add_done_callback(self.finished)
+        while self.tasks:
+            done, _ = await asyncio.wait(set(self.tasks), return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                self.finished(task)
+            await self.until(0)
+
+
+def rate_status(status: LevelStatus, reason: str | None, n_requests: int,
+                errors: list[str]) -> tuple[LevelStatus, str | None]:
+    """How a rate ended: failed when it would end complete but more than MOSTLY_FAILED of its
+    `n_requests` failed (`errors`: the error type of each), the commonest error named; else as given."""
+    if status != "complete" or not n_requests or len(errors) <= MOSTLY_FAILED * n_requests:
+        return status, reason
+    kind, count = Counter(errors).most_common(1)[0]
+    said = (f"every one of the {n_requests} requests failed" if len(errors) == n_requests
+            else f"{len(errors)} of its {n_requests} requests failed")
+    return "failed", f"{said} (most: {kind}, {count})"
+
+
+async def run_open(client: CompletionStreamer, plan: OpenPlan, sink: Sink, *,
                    on_done: Callable[[RequestEvent], None] | None = None,
                    clock: Callable[[], int] = time.perf_counter_ns,
                    activity: StreamActivity | None = None) -> LevelMark:
@@ -79,93 +169,24 @@ async def run_open(client: StreamClient, plan: OpenPlan, sink: Sink, *,
     the end mark (also written to `sink`); a cancelled run records its requests in flight as
     cancelled and its end mark as interrupted, as a closed-loop level does."""
     lp = plan.level
-    reqs = lp.measured
-    offsets = arrival_offsets_ns(plan.rate_rps, len(reqs), plan.seed)
-    free = list(range(plan.max_concurrency))  # the free in-flight slots, a heap: the lowest is taken first
-    slot_free = asyncio.Condition()
-    turns = TurnGate()
-    sink.write(LevelMark(kind="level_start", lane=lp.lane, scenario=lp.scenario, level=lp.level,
-                         repetition=lp.repetition, t_ns=clock(), n_requests=len(reqs), session=lp.session))
-    tasks: set[asyncio.Task] = set()
-    errors: list[str] = []  # the error type of each failed request
-    failure: list[BaseException] = []  # the first request task that raised (its record not written)
-    failed = asyncio.Event()
-
-    def note(exc: BaseException) -> None:
-        """A request task raised (its record could not be written): the arrivals stop, and the arrival
-        loop raises it, as a failed stream stops a closed-loop level."""
-        if not failure:
-            failure.append(exc)
-            failed.set()
-
-    def finished(task: asyncio.Task) -> None:
-        """A request's task ended: forgotten, its exception retrieved (and noted)."""
-        tasks.discard(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            note(exc)
-
-    async def until(delay_s: float) -> None:
-        """Sleep `delay_s`, or less when a request task fails; then raise its exception, if any."""
-        if delay_s > 0 and not failed.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(failed.wait(), timeout=delay_s)
-        if failure:
-            raise failure[0]
-
-    async def one(stream: int, seq: int, req: CompletionRequest, arrival_ns: int) -> None:
-        try:
-            event = await run_recorded(client, req, lambda o: to_event(lp, stream, seq, "measured", req,
-                                                                       arrival_ns, o),
-                                       sink, clock, activity=activity, turns=turns)
-            if event.error is not None:
-                errors.append(event.error.type)
-            if on_done is not None:
-                on_done(event)
-        except Exception as exc:  # noted before its slot is freed: no arrival takes the slot first
-            note(exc)
-            raise
-        finally:
-            async with slot_free:
-                heapq.heappush(free, stream)
-                slot_free.notify()
-
+    offsets = arrival_offsets_ns(plan.rate_rps, len(lp.measured), plan.seed)
+    rate = _OpenRate(client, plan, sink, clock, activity, on_done)
+    sink.write(level_mark(lp, "level_start", clock()))
     status: LevelStatus = "complete"
     reason: str | None = None
     try:
         with gc_paused():
-            start = clock()
-            for seq, (req, off) in enumerate(zip(reqs, offsets)):
-                arrival = start + off
-                await until((arrival - clock()) / NS_PER_S)
-                async with slot_free:
-                    await slot_free.wait_for(lambda: bool(free) or bool(failure))
-                    await until(0)
-                    stream = heapq.heappop(free)
-                task = asyncio.ensure_future(one(stream, seq, req, arrival))
-                tasks.add(task)
-                task.add_done_callback(finished)
-            while tasks:
-                done, _ = await asyncio.wait(set(tasks), return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    finished(task)
-                await until(0)
+            await rate.send_all(offsets)
     except asyncio.CancelledError as exc:
         status, reason = stopped(exc, activity)
-        await cancel_all(list(tasks))
+        await cancel_all(list(rate.tasks))
         raise
     except Exception as exc:
-        await cancel_all(list(tasks))
+        await cancel_all(list(rate.tasks))
         status, reason = "failed", f"{exc.__class__.__name__}: {exc}"
         raise
     finally:
-        if status == "complete" and reqs and len(errors) > MOSTLY_FAILED * len(reqs):
-            common = Counter(errors).most_common(1)[0]
-            status, reason = "failed", (f"every one of the {len(reqs)} requests failed"
-                                        if len(errors) == len(reqs)
-                                        else f"{len(errors)} of its {len(reqs)} requests failed")
-            reason += f" (most: {common[0]}, {common[1]})"
-        end = LevelMark(kind="level_end", lane=lp.lane, scenario=lp.scenario, level=lp.level,
-                        repetition=lp.repetition, t_ns=clock(), n_requests=len(reqs), status=status,
-                        reason=reason, session=lp.session)
+        status, reason = rate_status(status, reason, len(lp.measured), rate.errors)
+        end = level_mark(lp, "level_end", clock(), status, reason)
         sink.write(end)
     return end
