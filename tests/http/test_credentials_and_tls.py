@@ -264,7 +264,7 @@ def test_capability_asks_props_with_the_lanes_key_and_tls_policy(fake_server, ce
         return LaneConfig(runtime=RuntimeConfig(kind="url", model=None, url=fake.base_url, **rt))
 
     path, build, why = remote_identity(lane())  # certificate not trusted
-    assert path is None and build is None and "CERTIFICATE_VERIFY_FAILED" in why
+    assert path is None and build is None and "certificate verify failed: self-signed certificate" in why
     path, build, why = remote_identity(lane(ca_cert=str(cert[0])))  # 401: no key
     assert path is None and "401" in why
     path, build, why = remote_identity(lane(ca_cert=str(cert[0]), api_key_file=str(tmp_path / "k")))

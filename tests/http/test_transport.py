@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from satbench.errors import ParseError
-from satbench.http.transport import ChunkedDecoder, parse_head
+from satbench.http.framing import ChunkedDecoder, parse_head
 
 
 def chunked(*parts: bytes) -> bytes:
@@ -56,7 +56,7 @@ def test_fuzz_parse_head_raises_only_parse_error(head):
 def test_body_bytes_before_a_bad_chunk_frame_in_the_same_read_are_kept():
     """Tokens that arrived in the same read as a malformed frame count: the decoder hands them over
     with its error, whatever the read boundaries were."""
-    from satbench.http.transport import BadChunk, ChunkedDecoder
+    from satbench.http.framing import BadChunk, ChunkedDecoder
 
     body = b"5\r\nhello\r\n3\r\nabc\r\nzz\r\n"
     whole = ChunkedDecoder()

@@ -2,7 +2,7 @@
 
 `endpoint` (Endpoint: base URL, headers, TLS policy; the URL helpers), `errors` (the one map from
 what a server or the network raises to what satbench records), `access` (API key, TLS policy,
-bounded reads), `transport` + `sse` + `client` (streamed completions), `promparse` (/metrics).
+bounded reads), `transport` + `framing` + `sse` + `client` (streamed completions), `promparse` (/metrics).
 
 Three HTTP stacks, the two borrowed ones each behind one entry point of access.py:
 - satbench's own asyncio transport (transport.py): the load generator's streams, stamped in

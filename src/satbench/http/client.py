@@ -24,7 +24,7 @@ from satbench.errors import ParseError, UserError
 from satbench.http.endpoint import Endpoint
 from satbench.http.errors import NETWORK_ERRORS
 from satbench.http.sse import StreamUpdate, interpret_native, interpret_openai, interpret_openai_chat
-from satbench.http.transport import HttpResult, HttpStream, ReadBuffer, request_bytes
+from satbench.http.transport import HttpResult, HttpStream, ReadBuffer, StreamTimeout, Watchdog, request_bytes
 
 Api = Literal["native", "openai", "chat"]  # /completion, /v1/completions, /v1/chat/completions
 Clock = Callable[[], int]
@@ -108,10 +108,6 @@ class _Dropped(Exception):
     """Connection closed or refused before any byte of the answer arrived (retry once)."""
 
 
-class _Timeout(Exception):
-    """No byte for `read_timeout_s`, or the whole request past `request_timeout_s`."""
-
-
 class StreamClient:
     """Streams completions to `endpoint` (its headers, its TLS policy) over satbench's own HTTP/1.1
     transport (one connection per request)."""
@@ -173,7 +169,7 @@ class StreamClient:
                     continue
                 self._fail(out, "connection_dropped", str(exc))
                 break
-            except _Timeout as exc:
+            except StreamTimeout as exc:
                 self._fail(out, "timeout", str(exc))
                 break
             self._read_result(req, result, out)
@@ -207,7 +203,7 @@ class StreamClient:
             assert proto.transport is not None
             proto.transport.write(request_bytes(self._url, self._path, body, headers))
             out.sent_ns = self._clock()
-        watchdog = _Watchdog(loop, proto, out.sent_ns, self._read_timeout_ns, self._request_timeout_ns)
+        watchdog = Watchdog(loop, proto, out.sent_ns, self._read_timeout_ns, self._request_timeout_ns)
         out.wire = proto
         try:
             result = await proto.done
@@ -216,7 +212,7 @@ class StreamClient:
             watchdog.cancel()
             if not proto.done.done():  # cancelled (Ctrl-C): do not leave the socket open
                 proto.transport.abort()
-        if isinstance(result.failure, _Timeout):
+        if isinstance(result.failure, StreamTimeout):
             # what the head said, if it came
             out.headers_ns, out.http_status = result.headers_ns, result.status
             raise result.failure
@@ -282,14 +278,7 @@ class StreamClient:
         out.saw_final = out.saw_final or upd.final
         if upd.textless is not None and upd.textless not in out.textless:
             out.textless.append(upd.textless)
-        if upd.slot_id is not None:
-            out.slot_id = upd.slot_id
-        if upd.timings is not None:
-            out.timings = upd.timings
-        if upd.usage_prompt_tokens is not None:
-            out.server_prompt_tokens = upd.usage_prompt_tokens
-        if upd.usage_completion_tokens is not None and not upd.exact:
-            out.pending_usage = (upd.usage_completion_tokens, len(out.chunks))  # spread when the answer ends
+        _take_facts(upd, out)
         if self.api == "native":
             return upd.final
         if upd.done_marker:
@@ -303,6 +292,19 @@ class StreamClient:
                 "wrong_token_count",
                 f"asked for {req.max_tokens} tokens, received {out.output_tokens}",
             )
+
+
+def _take_facts(upd: StreamUpdate, out: StreamOutcome) -> None:
+    """What an update says besides its tokens: the slot, the timings, the usage counts (an inexact
+    completion count is spread over the chunks when the answer ends: settle_usage)."""
+    if upd.slot_id is not None:
+        out.slot_id = upd.slot_id
+    if upd.timings is not None:
+        out.timings = upd.timings
+    if upd.usage_prompt_tokens is not None:
+        out.server_prompt_tokens = upd.usage_prompt_tokens
+    if upd.usage_completion_tokens is not None and not upd.exact:
+        out.pending_usage = (upd.usage_completion_tokens, len(out.chunks))
 
 
 def settle_usage(out: StreamOutcome) -> None:
@@ -372,29 +374,6 @@ class _PayloadReader:
                 self.stop(_TooManyTokens(out.error_message))
         if out.error_type is not None:
             out.end_ns = t_ns
-
-
-class _Watchdog:
-    """Checks once a second (not per chunk) for read silence and the total deadline."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, proto: HttpStream, start_ns: int,
-                 read_ns: int, total_ns: int) -> None:
-        self.loop, self.proto = loop, proto
-        self.start_ns, self.read_ns, self.total_ns = start_ns, read_ns, total_ns
-        self.period_s = min(1.0, read_ns / 1e9 / 4, total_ns / 1e9 / 4)
-        self.handle = loop.call_later(self.period_s, self.check)
-
-    def check(self) -> None:
-        now = self.proto.clock()
-        if now - self.start_ns > self.total_ns:
-            self.proto.abort(_Timeout(f"request took longer than {self.total_ns / 1e9:.0f} s"))
-        elif now - max(self.proto.last_data_ns, self.start_ns) > self.read_ns:
-            self.proto.abort(_Timeout(f"no byte from the server for {self.read_ns / 1e9:.0f} s"))
-        else:
-            self.handle = self.loop.call_later(self.period_s, self.check)
-
-    def cancel(self) -> None:
-        self.handle.cancel()
 
 
 def _error_message(text: str) -> str:

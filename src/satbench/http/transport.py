@@ -19,20 +19,14 @@ so framing (chunk extensions) cannot carry an unbounded answer.
 from __future__ import annotations
 
 import asyncio
-import re
+import sys
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from satbench.config.limits import (
-    MAX_CHUNK_SIZE_LINE_BYTES,
-    MAX_CONTENT_LENGTH_DIGITS,
-    MAX_ERROR_BODY_BYTES,
-    MAX_HEADER_BYTES,
-    size_text,
-    too_large,
-)
+from satbench.config.limits import MAX_ERROR_BODY_BYTES, MAX_HEADER_BYTES, size_text, too_large
 from satbench.errors import ParseError
+from satbench.http.framing import BadChunk, ChunkedDecoder, content_length, parse_head
 from satbench.http.sse import SseSplitter
 
 
@@ -51,21 +45,6 @@ class HttpResult:
     failure: BaseException | None = None
 
 
-_HEX_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
-_STATUS = re.compile(rb"[1-5][0-9][0-9]")
-_DIGITS = re.compile(rb"[0-9]{1,%d}" % MAX_CONTENT_LENGTH_DIGITS)
-_CRLF_WINDOW = MAX_CHUNK_SIZE_LINE_BYTES + 2  # a size line and its CRLF
-
-
-class BadChunk(ParseError):
-    """A chunk frame that is not `Transfer-Encoding: chunked`; `decoded` holds the body bytes of the
-    same feed that came before it (they were received and count, whatever the read boundaries)."""
-
-    def __init__(self, message: str, decoded: bytes) -> None:
-        super().__init__(message)
-        self.decoded = decoded
-
-
 READ_BUFFER_BYTES = 64 << 10  # one read at most; below glibc's default mmap threshold (128 KiB)
 
 
@@ -76,107 +55,6 @@ class ReadBuffer:
 
     def __init__(self, size_bytes: int = READ_BUFFER_BYTES) -> None:
         self.view = memoryview(bytearray(size_bytes))
-
-
-class ChunkedDecoder:
-    """Incremental `Transfer-Encoding: chunked` decoder; `feed()` returns body bytes.
-
-    Linear in what it is fed: a feed walks its bytes with an offset and keeps only the undecoded
-    tail (at most a partial size line) for the next one. A size line is hex digits (at most 16),
-    optionally `;extensions`, in at most MAX_CHUNK_SIZE_LINE_BYTES; else BadChunk (a ParseError)."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self._remaining = -1  # -1: expecting a size line; -2: expecting CRLF after data
-        self.done = False
-
-    def whole_chunk(self, data: bytes) -> bytes | None:
-        """The data of `data` when it is exactly one whole non-empty chunk (`<hex size>\\r\\n<data>\\r\\n`,
-        no extensions) and the decoder is between chunks, as `feed` would return it (the decoder's
-        state is the same after either); else None, and nothing changed."""
-        if self._remaining != -1 or self._buf or self.done:
-            return None
-        nl = data.find(b"\r\n", 0, _CRLF_WINDOW)
-        if nl <= 0 or not _HEX_SIZE.fullmatch(data, 0, nl):
-            return None
-        end = nl + 2 + int(data[:nl], 16)
-        if end == nl + 2 or len(data) != end + 2 or not data.endswith(b"\r\n"):
-            return None
-        return data[nl + 2 : end]
-
-    def feed(self, data: bytes) -> bytes:
-        whole = self.whole_chunk(data)  # the common read
-        if whole is not None:
-            return whole
-        out = bytearray()
-        try:
-            return self._feed(data, out)
-        except ParseError as exc:
-            raise BadChunk(str(exc), bytes(out)) from None
-
-    def _feed(self, data: bytes, out: bytearray) -> bytes:
-        buf = self._buf + data if self._buf else data
-        pos, n = 0, len(buf)
-        while not self.done and pos < n:
-            if self._remaining == -1:
-                nl = buf.find(b"\r\n", pos, pos + _CRLF_WINDOW)
-                if nl < 0:
-                    if n - pos >= _CRLF_WINDOW:
-                        raise ParseError(f"chunk size line longer than {MAX_CHUNK_SIZE_LINE_BYTES} bytes")
-                    break
-                size_text = buf[pos:nl].split(b";", 1)[0].strip()
-                if not _HEX_SIZE.fullmatch(size_text):
-                    raise ParseError(f"bad chunk size {size_text[:20]!r}")
-                size = int(size_text, 16)
-                pos = nl + 2
-                if size == 0:
-                    self.done = True  # trailers, if any, are ignored
-                    break
-                self._remaining = size
-            elif self._remaining == -2:
-                if n - pos < 2:
-                    break
-                if buf[pos : pos + 2] != b"\r\n":
-                    raise ParseError("chunk data not followed by CRLF")
-                pos += 2
-                self._remaining = -1
-            else:
-                take = min(self._remaining, n - pos)
-                out += memoryview(buf)[pos : pos + take]
-                pos += take
-                self._remaining -= take
-                if self._remaining == 0:
-                    self._remaining = -2
-        self._buf = buf[pos:] if pos < n else b""
-        return bytes(out)
-
-
-def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    """Status code (exactly three ASCII digits, 100..599) and lower-cased headers of an HTTP/1.x
-    response head (without the blank line); ParseError for anything else."""
-    lines = head.split(b"\r\n")
-    parts = lines[0].split(b" ", 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-        raise ParseError(f"not an HTTP/1.x status line: {lines[0][:60]!r}")
-    if not _STATUS.fullmatch(parts[1]):
-        raise ParseError(f"bad status code {parts[1][:10]!r}")
-    status = int(parts[1])
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep:
-            raise ParseError(f"bad header line {line[:60]!r}")
-        headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-    return status, headers
-
-
-def content_length(value: str) -> int:
-    """A Content-Length header's value: ASCII digits only (no sign, `_` or base prefix), at most
-    MAX_CONTENT_LENGTH_DIGITS of them; else ParseError."""
-    raw = value.encode("latin-1")
-    if not _DIGITS.fullmatch(raw):
-        raise ParseError(f"bad Content-Length {raw[:20]!r}")
-    return int(raw)
 
 
 class HttpStream(asyncio.BufferedProtocol):
@@ -194,6 +72,7 @@ class HttpStream(asyncio.BufferedProtocol):
         self.clock = clock
         self.on_payload = on_payload
         self.max_body_bytes, self.where = max_body_bytes, where
+        self._cap_bytes = max_body_bytes if max_body_bytes is not None else sys.maxsize  # None: no limit
         self.result = HttpResult()
         self.done: asyncio.Future[HttpResult] = asyncio.get_running_loop().create_future()
         self.last_data_ns = 0
@@ -236,12 +115,11 @@ class HttpStream(asyncio.BufferedProtocol):
         streaming = self._streaming
         if streaming is not None:
             # The common read of a streamed answer: one whole chunk holding one whole event; what
-            # the general path below would do with it, without its steps (nothing else can apply).
+            # the general path (_read_at) would do with it, without its steps (nothing else can apply).
             body = streaming.whole_chunk(data)
             if body is not None:
                 payload = self._sse.one_event(body)
-                limit = self.max_body_bytes
-                if payload is not None and (limit is None or self._received + len(data) <= limit):
+                if payload is not None and self._received + len(data) <= self._cap_bytes:
                     self._received += len(data)
                     self._body_bytes += len(body)
                     self.result.n_payloads += 1
@@ -250,6 +128,10 @@ class HttpStream(asyncio.BufferedProtocol):
                     except ParseError as exc:
                         self._finish(t, exc)
                     return
+        self._read_at(t, data)
+
+    def _read_at(self, t: int, data: bytes) -> None:
+        """`data`, read at `t`, by the general path: the limit, the head, then the body's framing."""
         r = self.result
         if r.first_byte_ns is None:
             r.first_byte_ns = t
@@ -257,30 +139,40 @@ class HttpStream(asyncio.BufferedProtocol):
             return
         try:
             self._received += len(data)
-            if self.max_body_bytes is not None and self._received > self.max_body_bytes:
-                raise too_large(self.where, self.max_body_bytes)
+            if self._received > self._cap_bytes:
+                raise too_large(self.where, self._cap_bytes)
             if r.status is None:
-                seen = len(self._head)
-                self._head += data
-                end = self._head.find(b"\r\n\r\n", max(0, seen - 3))  # resumes where the last search ended
-                if end < 0:
-                    if len(self._head) > MAX_HEADER_BYTES:
-                        raise ParseError(f"{self.where}: response headers larger than "
-                                         f"{size_text(MAX_HEADER_BYTES)}")
+                rest = self._head_at(t, data)
+                if rest is None:
                     return
-                r.status, headers = parse_head(bytes(self._head[:end]))
-                r.headers_ns = t
-                data, self._head = bytes(self._head[end + 4 :]), bytearray()
-                if (coding := headers.get("content-encoding", "").strip()).lower() not in ("", "identity"):
-                    r.content_encoding = coding
-                if "chunked" in headers.get("transfer-encoding", "").lower():
-                    self._chunked = ChunkedDecoder()
-                    self._streaming = self._chunked if r.status == 200 else None
-                elif "content-length" in headers:
-                    self._length = content_length(headers["content-length"])
+                data = rest
             self._body(t, data)
         except ParseError as exc:
             self._finish(t, exc)
+
+    def _head_at(self, t: int, data: bytes) -> bytes | None:
+        """`data` of the response head, read at `t`: once the head is whole, its status, headers and
+        framing are taken and the bytes after it returned; None while it is not (ParseError past
+        MAX_HEADER_BYTES)."""
+        r = self.result
+        seen = len(self._head)
+        self._head += data
+        end = self._head.find(b"\r\n\r\n", max(0, seen - 3))  # resumes where the last search ended
+        if end < 0:
+            if len(self._head) > MAX_HEADER_BYTES:
+                raise ParseError(f"{self.where}: response headers larger than {size_text(MAX_HEADER_BYTES)}")
+            return None
+        r.status, headers = parse_head(bytes(self._head[:end]))
+        r.headers_ns = t
+        rest, self._head = bytes(self._head[end + 4 :]), bytearray()
+        if (coding := headers.get("content-encoding", "").strip()).lower() not in ("", "identity"):
+            r.content_encoding = coding
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._chunked = ChunkedDecoder()
+            self._streaming = self._chunked if r.status == 200 else None
+        elif "content-length" in headers:
+            self._length = content_length(headers["content-length"])
+        return rest
 
     def _body(self, t: int, data: bytes) -> None:
         if self._chunked is not None:
@@ -338,6 +230,34 @@ class HttpStream(asyncio.BufferedProtocol):
 
     def abort(self, failure: BaseException) -> None:
         self._finish(self.clock(), failure)
+
+
+class StreamTimeout(Exception):
+    """No byte for the read timeout, or the whole request past its deadline (Watchdog)."""
+
+
+class Watchdog:
+    """Ends an exchange (`proto.abort` with StreamTimeout) after `read_ns` without a byte or `total_ns`
+    since `start_ns`; checks once a second at most (not per chunk)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, proto: HttpStream, start_ns: int,
+                 read_ns: int, total_ns: int) -> None:
+        self.loop, self.proto = loop, proto
+        self.start_ns, self.read_ns, self.total_ns = start_ns, read_ns, total_ns
+        self.period_s = min(1.0, read_ns / 1e9 / 4, total_ns / 1e9 / 4)
+        self.handle = loop.call_later(self.period_s, self.check)
+
+    def check(self) -> None:
+        now = self.proto.clock()
+        if now - self.start_ns > self.total_ns:
+            self.proto.abort(StreamTimeout(f"request took longer than {self.total_ns / 1e9:.0f} s"))
+        elif now - max(self.proto.last_data_ns, self.start_ns) > self.read_ns:
+            self.proto.abort(StreamTimeout(f"no byte from the server for {self.read_ns / 1e9:.0f} s"))
+        else:
+            self.handle = self.loop.call_later(self.period_s, self.check)
+
+    def cancel(self) -> None:
+        self.handle.cancel()
 
 
 def request_bytes(url: urllib.parse.SplitResult, path: str, body: bytes, headers: dict[str, str]) -> bytes:
