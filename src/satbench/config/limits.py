@@ -7,8 +7,9 @@ range before use. A read past a limit raises `AnswerTooLarge` / `AnswerTimeoutEr
 range is a `ParseError` naming the field, its value and the range (`checked_int`), which the
 caller records as an unavailable figure with that reason.
 
-The read helpers that apply these limits: `access.get_bytes` (urllib, preflight and capability)
-and `access.EndpointSession.read` (aiohttp, probe and sampler); the streamed answers: transport.HttpStream.
+The read that applies these limits: `http.access.read` / `read_sync` (preflight, capability, probe,
+sampler), which answers them as http.errors.TooLarge / TimedOut with the same message; the streamed
+answers: transport.HttpStream.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ PROBE_DEADLINE_S = 30.0
 """The whole of one probe read (/props, /v1/models, /health, /tokenize) at a lane's start: a
 loaded server answers in milliseconds; a busy one in well under this."""
 PREFLIGHT_DEADLINE_S = 10.0
-"""The whole of one preflight / capability read (urllib): the server is idle then."""
+"""The whole of one preflight / capability read: the server is idle then."""
 RTT_DEADLINE_S = 5.0
 """One round trip of the RTT measurement (GET /health): a loopback answer takes ~0.1 ms."""
 

@@ -7,6 +7,7 @@ text may go into messages, logs and run.json. Its headers (the API key) never ap
 
 from __future__ import annotations
 
+import socket
 import ssl
 import urllib.parse
 from collections.abc import Mapping
@@ -142,6 +143,16 @@ def redact_url(url: str) -> str:
         return url
     return urllib.parse.urlunsplit((parsed.scheme, "***@" + parsed.netloc.rsplit("@", 1)[1],
                                     parsed.path, parsed.query, parsed.fragment))
+
+
+def resolved_addresses(url: str) -> set[str]:
+    """The addresses the URL's host resolves to (getaddrinfo); none when it does not resolve or the
+    text is not a URL."""
+    try:
+        host = urllib.parse.urlsplit(url).hostname
+        return {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError, ValueError):
+        return set()
 
 
 def is_loopback(url: str) -> bool:

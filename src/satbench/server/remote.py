@@ -7,7 +7,7 @@ import ipaddress
 import socket
 import urllib.parse
 
-from satbench.http.endpoint import is_loopback, split_credentials
+from satbench.http.endpoint import is_loopback, resolved_addresses, split_credentials
 from satbench.server.base import Runtime
 
 
@@ -17,11 +17,7 @@ def served_here(url: str) -> bool:
     allows non-local binds, as VIP hosts do). False when the name does not resolve."""
     if is_loopback(url):
         return True
-    try:
-        host = urllib.parse.urlsplit(url).hostname
-        resolved = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
-    except (OSError, UnicodeError, ValueError):
-        return False
+    resolved = resolved_addresses(url)
     return bool(resolved) and all(_local(a) for a in resolved)
 
 
