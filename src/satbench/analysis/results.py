@@ -12,6 +12,7 @@ from satbench.analysis.verdicts import Verdict
 from satbench.config.ranges import RECORDED
 from satbench.config.schema import RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
 from satbench.errors import RunDirError
+from satbench.metrics.flags import flag_definitions
 from satbench.metrics.interference import Interference
 from satbench.metrics.level_result import LevelResult
 from satbench.metrics.open_loop import RateResult
@@ -37,9 +38,7 @@ RESULTS_SCHEMA_VERSION = "3.7"  # what each version added: docs/schemas.md
 
 DEFINITIONS = {
     **definitions(),  # the figures of a level (metrics/specs.py)
-    "few_throughput_streams": "flagged when a repetition's rates rest on fewer than N streams (a stream "
-                              "with no measured request running in the window is left out and the rest "
-                              "scaled to N)",
+    **flag_definitions(),  # what some flags mean (metrics/flags.py)
     "steady_window": "from the moment every stream has a token of a measured request to the first "
                      "completion after the last request was issued",
     "latency_sample": "successful measured requests completing inside the steady window, pooled over "
@@ -62,19 +61,6 @@ DEFINITIONS = {
                                    "driver and CUDA version",
     "gpu": "NVML, device-wide: utilisation and SM clock of the busiest GPU and memory used (all GPUs), mean "
            "over the readings inside the steady windows; peak memory over the whole level",
-    "cpu_contention": "flagged when the host was >= 90% busy (server, load generator and neighbours "
-                      "competed; for a server on another machine, the load generator and neighbours) or "
-                      "other processes used >= 0.25 core while less than 1 core stayed idle, or >= 1 core "
-                      "(not judged when the server's own CPU is not read: a url lane)",
-    "contended": "a repetition during which other processes used >= 0.25 core while less than 1 core stayed "
-                 "idle, or >= 1 core, or the host was >= 90% "
-                 "busy and others used >= 0.1 core (server on this machine, its CPU read); for a server "
-                 "elsewhere, the host >= 90% busy. Contended repetitions are left out of a level's "
-                 "figures while >= 2 clean ones remain; else the level is contended and the knee rule "
-                 "does not use it",
-    "few_occupancy_samples": "flagged when a window's time-weighted busy slots rests on fewer than 10 good "
-                             "/slots (or requests_processing) readings, or one reading stands for more than "
-                             "25% of the window",
     "fairness_evidence": "a verdict needs its situation: F2 rounds whose N requests were in flight at once; "
                          "F3 more requests than slots in flight for >= 80% of each round's window; S3 pairs "
                          "whose second prompt came before the first's first token; no client TTFT more than "

@@ -87,3 +87,28 @@ class Flag(str):
 def has_flag(flags: list[Flag], kind: FlagKind) -> bool:
     """Whether any of `flags` is of `kind`."""
     return any(f.kind is kind for f in flags)
+
+
+# what results.json `definitions` says of these kinds (under the kind's tag)
+FLAG_DEFINITIONS: dict[FlagKind, str] = {
+    FlagKind.FEW_THROUGHPUT_STREAMS: "flagged when a repetition's rates rest on fewer than N streams (a "
+                                     "stream with no measured request running in the window is left out and "
+                                     "the rest scaled to N)",
+    FlagKind.CPU_CONTENTION: "flagged when the host was >= 90% busy (server, load generator and neighbours "
+                             "competed; for a server on another machine, the load generator and neighbours) "
+                             "or other processes used >= 0.25 core while less than 1 core stayed idle, or "
+                             ">= 1 core (not judged when the server's own CPU is not read: a url lane)",
+    FlagKind.CONTENDED: "a repetition during which other processes used >= 0.25 core while less than 1 core "
+                        "stayed idle, or >= 1 core, or the host was >= 90% busy and others used >= 0.1 core "
+                        "(server on this machine, its CPU read); for a server elsewhere, the host >= 90% "
+                        "busy. Contended repetitions are left out of a level's figures while >= 2 clean "
+                        "ones remain; else the level is contended and the knee rule does not use it",
+    FlagKind.FEW_OCCUPANCY_SAMPLES: "flagged when a window's time-weighted busy slots rests on fewer than "
+                                    "10 good /slots (or requests_processing) readings, or one reading "
+                                    "stands for more than 25% of the window",
+}
+
+
+def flag_definitions() -> dict[str, str]:
+    """The flags' entries of results.json `definitions`."""
+    return {kind.value: text for kind, text in FLAG_DEFINITIONS.items()}
