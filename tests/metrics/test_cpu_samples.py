@@ -127,10 +127,9 @@ def test_a_url_lane_samples_host_and_satbench_cpu():
 
     assert asyncio.run(started()) == 1  # the process poller runs for a url lane too
     # the level then has host and satbench figures, and says why the server's is missing
-    for r in w.records:
-        r.t_ns += 100 * MS
+    later = [r.model_copy(update={"t_ns": r.t_ns + 100 * MS}) for r in w.records]
     r = summarize_level(ctx(llamacpp=False), closed_loop_n1(), [mark("level_start", 0), mark("level_end", 600)],
-                        w.records[:3])
+                        later[:3])
     assert r.memory.host_busy_cores is not None and r.memory.client_cpu_cores is not None
     assert r.memory.server_cpu_cores is None and "server_cpu_cores" in r.unavailable
-    assert "not started by satbench" in cpu_failures(w.records[:3], [(0, 600 * MS)])["server_cpu_cores"]
+    assert "not started by satbench" in cpu_failures(later[:3], [(0, 600 * MS)])["server_cpu_cores"]

@@ -17,8 +17,7 @@ def test_time_weighted_busy_slots_is_a_step_function_integral():
 
 def test_time_weighted_ignores_failed_samples_and_needs_one():
     assert occupancy.time_weighted_busy_slots([], W) is None
-    bad = slots(100, [0, 1])
-    bad.error = "timeout"
+    bad = slots(100, [0, 1]).model_copy(update={"error": "timeout"})
     assert occupancy.time_weighted_busy_slots([bad], W) is None
 
 

@@ -15,15 +15,11 @@ W = SteadyWindow(start_ns=0, end_ns=1000 * MS)
 
 
 def failed_slots(t_ms: float):
-    s = slots(t_ms, [])
-    s.error = "ParseError: /slots answered HTTP 503"
-    return s
+    return slots(t_ms, []).model_copy(update={"error": "ParseError: /slots answered HTTP 503"})
 
 
 def failed_metrics(t_ms: float, error: str = "ParseError: /metrics answered HTTP 501"):
-    s = metrics(t_ms)
-    s.error = error
-    return s
+    return metrics(t_ms).model_copy(update={"error": error})
 
 
 # ------------------------------------------------------------------------------- D1: stale readings
