@@ -67,12 +67,12 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
 
 def _rates(lane: LaneConfig, prov: LaneProvenance, records: list) -> list[RateResult]:
     """Every open-loop rate of the lane that left a record (scenario "open", level = its position)."""
-    if not lane.rates:
+    if (rates := lane.open_loop) is None:
         return []
-    cap = lane.open_cap(prov.runtime.total_slots or 1)
+    cap = rates.cap(prov.runtime.total_slots or 1)
     mine = [r for r in records if r.lane == lane.name and r.scenario == "open"]
     out = []
-    for k, rate in enumerate(lane.rates, start=1):
+    for k, rate in enumerate(rates.rates, start=1):
         events = [r for r in mine if isinstance(r, RequestEvent) and r.level == k and r.phase == "measured"]
         marks = [r for r in mine if isinstance(r, LevelMark) and r.level == k]
         if events or marks:

@@ -224,7 +224,7 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
         # a model id only means something to a running server's API; for a server satbench starts,
         # llama-server's alias is the measuring machine's file path
         served = configured.get(node.lane) or (
-            rec.runtime.model_alias if rec is not None and rec.runtime.kind == "url" else None)
+            rec.runtime.model_alias if rec is not None and not rec.runtime.starts_server else None)
         base = _identity(node, rec, served)
         if why is not None:
             out.append(LaneCapability(**base, status="unmeasured", reason=why,
@@ -263,7 +263,7 @@ def _identity(node: NodeLane, rec: LaneRecommendation | None, served: str | None
     lane) what the recommendation recorded, whose header fields are null (the file was not read)."""
     m = node.model or (rec.model if rec is not None else ModelInfo())
     notes = []
-    if rec is not None and rec.runtime.kind != "url" and rec.model.architecture is None:
+    if rec is not None and rec.runtime.starts_server and rec.model.architecture is None:
         notes.append(NOT_RECORDED)
     return _LaneIdentity(
         lane=node.lane, model_path=node.model_path, model_sha256=node.model_sha256, served_model=served,

@@ -36,6 +36,7 @@ from pydantic import Field, ValidationError, create_model, model_validator
 
 from satbench.cli.lanekeys import LANE_KEYS, LaneValueError, build_lane, file_fields
 from satbench.config.ranges import MAX_LANES, Flag
+from satbench.config.runtime import runtime_class
 from satbench.config.schema import REPETITIONS_NEED, LaneConfig, RunConfig, Strict, idle_repetitions
 from satbench.errors import UserError
 
@@ -59,31 +60,46 @@ class _LaneRules(Strict):
 
     @model_validator(mode="after")
     def _runtime_needs(self) -> _LaneRules:
-        if self.runtime == "url" and not self.url:
+        """The keys the table's runtime kind (its class: config/runtime) needs, and none it would not use:
+        a key of another runtime would be recorded yet never used, and the figures credited to a server
+        that was not measured."""
+        kind = runtime_class(self.runtime)
+        if kind.starts_server:
+            self._started_needs(kind.needs_binary)
+        else:
+            self._running_needs()
+        return self
+
+    def _running_needs(self) -> None:
+        """runtime 'url': a url, and no model, server_bin or server flag (the running server has its own)."""
+        if not self.url:
             raise ValueError("runtime 'url' needs a url")
-        # a key of another runtime would be recorded yet never used: the figures would be credited
-        # to a server that was not measured
-        if self.url and self.runtime != "url":
-            raise ValueError(f"url is given but runtime is {self.runtime!r}: add runtime = \"url\" "
-                             "(or remove url)")
-        if self.server_bin and self.runtime != "native":
+        if self.server_bin:
             raise ValueError(f"server_bin is given but runtime is {self.runtime!r}: add runtime = \"native\" "
                              f"(or remove server_bin)")
-        if self.runtime == "url" and "model" in self.model_fields_set:
+        if "model" in self.model_fields_set:
             raise ValueError("runtime 'url' measures a model the running server has loaded: remove model "
                              "(served_model = \"ID\" names one of the ids its /v1/models lists)")
-        if self.served_model is not None and self.runtime != "url":
+        # batch_size: declares the server's n_batch to the fairness checks
+        applied = sorted(self.server.model_fields_set - {"batch_size"})
+        if applied:
+            raise ValueError(f"runtime 'url' measures a running server, which satbench does not start: "
+                             f"server.{', server.'.join(applied)} cannot be applied to it")
+
+    def _started_needs(self, needs_binary: bool) -> None:
+        """A server satbench starts: no url or served_model; server_bin where the kind runs a binary."""
+        if self.url:
+            raise ValueError(f"url is given but runtime is {self.runtime!r}: add runtime = \"url\" "
+                             "(or remove url)")
+        if self.server_bin and not needs_binary:
+            raise ValueError(f"server_bin is given but runtime is {self.runtime!r}: add runtime = \"native\" "
+                             f"(or remove server_bin)")
+        if self.served_model is not None:
             raise ValueError(f"served_model is given but runtime is {self.runtime!r}: it chooses among a "
                              "running server's models (runtime = \"url\"); a lane satbench starts serves its "
                              "model")
-        # batch_size: declares the server's n_batch to the fairness checks
-        applied = sorted(self.server.model_fields_set - {"batch_size"})
-        if self.runtime == "url" and applied:
-            raise ValueError(f"runtime 'url' measures a running server, which satbench does not start: "
-                             f"server.{', server.'.join(applied)} cannot be applied to it")
-        if self.runtime == "native" and not self.server_bin:
+        if needs_binary and not self.server_bin:
             raise ValueError("runtime 'native' needs server_bin (the llama-server binary)")
-        return self
 
 
 FileLane = create_model("FileLane", __base__=_LaneRules,

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 
 from satbench.config.ranges import MAX_LEVELS_PER_LANE, Level, number_chars
+from satbench.config.runtime import class_of
 from satbench.config.schema import (
     DEFAULT_LEVELS,
     DEFAULT_MODEL_DIR,
@@ -299,10 +300,10 @@ class LaneValueError(ValueError):
 
 def build_lane(values: Mapping[str, object]) -> LaneConfig:
     """A LaneConfig from given values (dotted field path → value). None is "not given": the schema's
-    default applies, except that runtime.model_dir is resolve_model_dir's choice and a url lane
-    (runtime.kind "url") has no model (its server's is measured). Each section (workload, server,
-    runtime) is validated before the lane's own fields, in LaneConfig's field order, so the first
-    complaint is that order's. Raises LaneValueError."""
+    default applies, except that runtime.model_dir is resolve_model_dir's choice and a lane whose
+    runtime satbench does not start (runtime.kind "url") has no model (its server's is measured).
+    Each section (workload, server, runtime) is validated before the lane's own fields, in
+    LaneConfig's field order, so the first complaint is that order's. Raises LaneValueError."""
     given: dict[str, Any] = {}
     for path, value in values.items():
         head, _, rest = path.partition(".")
@@ -314,7 +315,7 @@ def build_lane(values: Mapping[str, object]) -> LaneConfig:
     _lengths(given)
     runtime = given.setdefault("runtime", {})
     runtime["model_dir"] = resolve_model_dir(runtime.get("model_dir"))
-    if runtime.get("kind") == "url":
+    if not class_of(runtime).starts_server:  # a running server's model is its own
         runtime["model"] = None
     for section, info in LaneConfig.model_fields.items():
         if isinstance(given.get(section), dict):

@@ -13,6 +13,7 @@ so both give the kind's class; a dict without `kind` is an embedded runtime.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, Self, cast
 
 from pydantic import (
@@ -73,11 +74,11 @@ class RuntimeConfig(Strict):
     """The Python package that serves in satbench's process (embedded: xllamacpp): its version is the
     build, its parser checks the server args."""
     label: ClassVar[str] = "server"
-    """What serves the lane, as a report names it before the server's flags."""
+    """What serves the lane, as a report's command line names it before the server's flags."""
 
     def __new__(cls, *args: Any, **data: Any) -> Self:
         if cls is RuntimeConfig:
-            cls = cast(type[Self], _class_of(data, cls))
+            cls = cast(type[Self], class_of(data, cls))
         return super().__new__(cls)
 
     @model_validator(mode="wrap")
@@ -87,7 +88,7 @@ class RuntimeConfig(Strict):
         so that a dump of the fields set (exclude_unset) validates again as the same kind."""
         if not isinstance(data, dict):
             return handler(data)
-        if cls is RuntimeConfig and (chosen := _class_of(data, cls)) is not cls:
+        if cls is RuntimeConfig and (chosen := class_of(data, cls)) is not cls:
             return cast(Self, chosen.model_validate(data, context=info.context))
         if cls is not RuntimeConfig and "kind" not in data:
             data = {"kind": cls.model_fields["kind"].default, **data}
@@ -132,7 +133,7 @@ class EmbeddedRuntime(RuntimeConfig):
 
     kind: Literal["embedded"] = "embedded"
     engine_package: ClassVar[str | None] = "xllamacpp"
-    label: ClassVar[str] = "embedded (xllamacpp, llama-server's flags)"
+    label: ClassVar[str] = "embedded (xllamacpp, llama-server's flags):"
 
 
 class NativeRuntime(RuntimeConfig):
@@ -171,9 +172,10 @@ RUNTIME_CLASSES: dict[str, type[RuntimeConfig]] = {
     "embedded": EmbeddedRuntime, "native": NativeRuntime, "url": UrlRuntime}
 
 
-def _class_of(data: dict[str, Any], base: type[RuntimeConfig]) -> type[RuntimeConfig]:
-    """The class of the kind `data` names (none named: embedded); `base` for a kind that is not one,
-    which base's own validation then refuses."""
+def class_of(data: Mapping[str, Any], base: type[RuntimeConfig] | None = None) -> type[RuntimeConfig]:
+    """The class of the kind `data` names (none named: embedded); `base` (default RuntimeConfig) for a
+    kind that is not one, which its own validation then refuses."""
+    base = base or RuntimeConfig
     kind = data.get("kind", DEFAULT_KIND)
     return RUNTIME_CLASSES.get(kind, base) if isinstance(kind, str) else base
 

@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from satbench.config.ranges import RECORDED
+from satbench.config.runtime import runtime_class
 from satbench.config.schema import RunConfig, RuntimeKind, Strict
 from satbench.errors import RunDirError
 
@@ -112,6 +113,11 @@ class RuntimeInfo(Strict):
     pid: int | None = None
     memory: ServerMemory | None = Field(None, description="the server's buffers once started (null: a "
                                         "running server, whose log satbench does not read, or before 2.7)")
+
+    @property
+    def starts_server(self) -> bool:
+        """satbench started this server (its kind's class says: config/runtime); False for a running one."""
+        return runtime_class(self.kind).starts_server
 
 
 class GpuInfo(Strict):

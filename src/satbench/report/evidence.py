@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from satbench.analysis.results import VERDICTS_SCHEMA_VERSION, LaneResult, ResultsFile
+from satbench.config.runtime import runtime_class
 from satbench.records.manifest import ResumeRecord
 from satbench.report.document import Block, Bullets, Heading, Para, TableBlock
 from satbench.report.evidence_answer import answer
@@ -107,14 +108,14 @@ def capability_command(results: ResultsFile) -> str:
         opts = ["--lanes", lanes_file]
     elif len(results.lanes) == 1:
         lane, rt = results.lanes[0], results.lanes[0].runtime
-        if rt.kind == "url":
+        if not rt.starts_server:
             opts = ["--url", rt.base_url]
             opts += [x for flag in _URL_ACCESS_FLAGS if (v := _flag_value(argv, flag)) is not None
                      for x in (flag, v)]
             opts += ["--insecure"] if "--insecure" in argv else []
         else:
             opts = ["--model", lane.model.path or "MODEL.gguf"]
-            if rt.kind == "native":
+            if runtime_class(rt.kind).needs_binary:
                 opts += ["--server-bin", _flag_value(argv, "--server-bin") or "LLAMA_SERVER"]
     return shell_line(["satbench", "capability", "--recommendations", "recommendations.json", *opts])
 

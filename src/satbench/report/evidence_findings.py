@@ -178,7 +178,7 @@ def limitations(results: ResultsFile, recs: RecommendationsFile | None) -> list[
     items = []
     for lane in results.lanes:
         items += [f"{lane.lane}: {caveat}" for caveat in lane_caveats(lane)]
-        if lane.runtime.kind == "url" and not afar(lane):  # on another machine: lane_caveats says it
+        if not lane.runtime.starts_server and not afar(lane):  # on another machine: lane_caveats says it
             items.append(f"{lane.lane}: a running server {server_where(lane)}, given by --url — satbench did "
                          "not start it, so its process memory and CPU were not sampled"
                          + ("; GPU figures are NVML's device-wide readings of this machine."

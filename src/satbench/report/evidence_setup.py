@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Sequence
 
 from satbench.analysis.results import LaneResult, ResultsFile
+from satbench.config.runtime import runtime_class
 from satbench.gguf.architectures import described_architecture
 from satbench.metrics.slot_memory import MARGIN_TEXT
 from satbench.records.manifest import ResumeRecord, RuntimeInfo
@@ -53,7 +54,7 @@ def run_status(results: ResultsFile) -> list[Block]:
 
 def afar(lane: LaneResult) -> bool:
     """A url lane whose server ran on another machine than satbench (its hardware was not seen)."""
-    return lane.runtime.kind == "url" and not lane.network.on_this_machine
+    return not lane.runtime.starts_server and not lane.network.on_this_machine
 
 
 def server_where(lane: LaneResult) -> str:
@@ -64,11 +65,9 @@ def server_where(lane: LaneResult) -> str:
 
 
 def _server_command(rt: RuntimeInfo, model: str | None, where: str) -> str:
-    if rt.kind == "url":
+    if not rt.starts_server:
         return f"a running server at {rt.base_url} {where}, given by --url; satbench did not start it"
-    args = shell_line(["--model", model or "?", *rt.server_args])
-    return (f"llama-server {args}" if rt.kind == "native"
-            else f"embedded (xllamacpp, llama-server's flags): {args}")
+    return f"{runtime_class(rt.kind).label} {shell_line(['--model', model or '?', *rt.server_args])}"
 
 
 def commands(results: ResultsFile, resumes: Sequence[ResumeRecord] = ()) -> list[Block]:
@@ -141,7 +140,7 @@ def header_row(lane: LaneResult) -> list[str]:
     A url lane's file is on its server's machine and is not read; a run before run.json 2.10 did
     not record it."""
     m = lane.model
-    if lane.runtime.kind == "url":
+    if not lane.runtime.starts_server:
         return [lane.lane, "not read (the server's own file)"] + ["n/a"] * 5
     if m.architecture is None and m.file_type is None and m.parameter_count is None:
         return [lane.lane, "not recorded (a run before run.json 2.10)"] + ["n/a"] * 5
@@ -164,7 +163,7 @@ def lanes_table(results: ResultsFile) -> list[Block]:
         weights = "SYNTHETIC" if m.synthetic else ("real" if m.synthetic is False else "n/a")
         models.append([lane.lane, m.path or rt.model_alias or "remote", mib(m.size_bytes), weights,
                        f"`{m.sha256}`" if m.sha256 else "n/a"])
-        name = f"running server {server_where(lane)}" if rt.kind == "url" else rt.name
+        name = rt.name if rt.starts_server else f"running server {server_where(lane)}"
         runtimes.append([lane.lane, f"{name} {rt.version or ''}".strip(),
                          f"{build}{' ' + rt.build_commit if rt.build_commit else ''}"
                          + (f"; binary sha256 `{rt.binary_sha256[:16]}…`" if rt.binary_sha256 else ""),

@@ -21,8 +21,8 @@ def planned_units(cfg: RunConfig, refined: dict[str, list[int]] | None = None) -
     if not cfg.fairness_only:
         out += [(unit, level(lane, n)) for lane in cfg.lanes
                 for unit, n in _solo_units(lane, refined.get(lane.name, []))]
-        out += [(open_unit(lane.name), sum(lane.arrivals_per_rate(r) for r in lane.rates))
-                for lane in cfg.lanes if lane.rates]
+        out += [(open_unit(lane.name), sum(rates.arrivals(r) for r in rates.rates))
+                for lane in cfg.lanes if (rates := lane.open_loop) is not None]
         if cfg.together:
             steps, reps = together_shape(cfg)
             out += [(together_unit(k, rep), level(lane, n)) for lane in cfg.lanes
@@ -34,15 +34,10 @@ def planned_units(cfg: RunConfig, refined: dict[str, list[int]] | None = None) -
 
 
 def _solo_units(lane: LaneConfig, refined: list[int]) -> list[tuple[str, int]]:
-    """(unit, level) of the lane's solo part: fixed, every level × repetition (with `refined`);
-    adaptive, the estimate the progress bar starts from: the doubling levels up to the lane's highest,
-    `min_repetitions` each (the sweep corrects it as the planner decides)."""
-    if lane.adaptive is None:
-        return [(solo_unit(lane.name, n, rep), n) for rep in range(1, lane.repetitions + 1)
-                for n in lane.levels + refined]
-    doubling = [1 << i for i in range(max(lane.levels).bit_length()) if 1 << i <= max(lane.levels)]
-    return [(solo_unit(lane.name, n, rep), n) for n in doubling
-            for rep in range(1, lane.adaptive.min_repetitions + 1)]
+    """(unit, level) of the lane's solo part, as its profile plans it (`solo_steps`): fixed, every level
+    × repetition (with `refined`); adaptive, the estimate the progress bar starts from (the sweep
+    corrects it as the planner decides)."""
+    return [(solo_unit(lane.name, n, rep), n) for n, rep in lane.profile.solo_steps(refined)]
 
 
 def planned_solo_units(lane: LaneConfig) -> list[str]:
