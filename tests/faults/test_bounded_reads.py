@@ -8,10 +8,8 @@ few MiB: the bound checked is limit + SOCKET_SLACK, against the gigabytes an unb
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import time
-import urllib.error
 
 import pytest
 
@@ -20,13 +18,16 @@ from satbench.config import limits
 from satbench.config.limits import AnswerTimeoutError, AnswerTooLarge
 from satbench.config.schema import LaneConfig, RuntimeConfig, WorkloadConfig
 from satbench.errors import ParseError, RuntimeStartError
-from satbench.http.access import EndpointSession, _read_sync, get_bytes
+from satbench.http.access import EndpointSession, read, read_sync
 from satbench.http.client import ANSWER_TOO_LARGE, CompletionRequest, StreamClient
 from satbench.http.endpoint import Endpoint
+from satbench.http.errors import TimedOut, TooLarge
 from satbench.load.sampler import ServerSampler
 from satbench.records.events import SAMPLES_FILE, MetricsSample, SlotsSample, read_samples
 from satbench.records.writer import JsonlWriter
-from satbench.server.probe import llamacpp_tokenizer, probe_server, server_shape
+from satbench.server.checks import server_shape
+from satbench.server.facts import read_facts
+from satbench.server.probe import llamacpp_tokenizer, probe_server
 from tests.fakes.fault_server import Endless, FaultServer, Json, Silent, Trickle
 from tests.fakes.raw_server import RawServer
 from tests.faults.common import one_error_line, small_sweep, status_of
@@ -45,31 +46,12 @@ async def probe(url: str, deadline_s: float = 2.0):
         return await probe_server(session, deadline_s=deadline_s)
 
 
-# -- the two read helpers, byte for byte ---------------------------------------------------------
+# -- the read (access.read / read_sync), byte for byte --------------------------------------------
 
-class CountingBody:
-    """A urllib response whose body never ends; counts what was read from it."""
-
-    def __init__(self) -> None:
-        self.read_bytes = 0
-
-    def read1(self, n: int) -> bytes:
-        self.read_bytes += n
-        return b"x" * n
-
-
-def test_the_urllib_reader_stops_one_byte_past_its_limit():
-    body = CountingBody()
-    with pytest.raises(AnswerTooLarge, match=r"^http://h/props: answer larger than 1 KiB; not a llama.cpp"):
-        _read_sync(body, 1024, "http://h/props")
-    assert body.read_bytes == 1025
-    assert _read_sync(io.BufferedReader(io.BytesIO(b"abc")), 3, "x") == b"abc"  # at the limit: kept
-
-
-def test_an_endless_props_is_refused_by_the_urllib_reader_with_bounded_bytes():
+def test_an_endless_props_is_refused_by_the_read_with_bounded_bytes():
     with FaultServer({"/props": Endless()}) as srv:
-        with pytest.raises(AnswerTooLarge) as exc:
-            get_bytes(Endpoint.of(srv.base_url), "/props", 10, limit_bytes=limits.MAX_PROPS_BYTES)
+        with pytest.raises(TooLarge) as exc:
+            read_sync(Endpoint.of(srv.base_url), "/props", timeout_s=10, limit_bytes=limits.MAX_PROPS_BYTES)
         assert str(exc.value) == srv.base_url + PROPS_REFUSED
         time.sleep(0.2)
         assert limits.MAX_PROPS_BYTES < srv.sent["/props"] < limits.MAX_PROPS_BYTES + SOCKET_SLACK
@@ -77,20 +59,20 @@ def test_an_endless_props_is_refused_by_the_urllib_reader_with_bounded_bytes():
 
 def test_a_trickle_is_cut_at_the_whole_reads_deadline_not_only_the_socket_timeout():
     with FaultServer({"/props": Trickle(interval_s=0.05)}) as srv:
-        with pytest.raises(AnswerTimeoutError) as exc:
-            get_bytes(Endpoint.of(srv.base_url), "/props", 1.0, limit_bytes=limits.MAX_PROPS_BYTES)
+        with pytest.raises(TimedOut) as exc:
+            read_sync(Endpoint.of(srv.base_url), "/props", timeout_s=1.0, limit_bytes=limits.MAX_PROPS_BYTES)
     # each byte came within the socket timeout: only the whole read's deadline can have ended it
     assert str(exc.value) == f"{srv.base_url}/props: no answer within 1 s"
 
 
 def test_a_silent_props_names_the_endpoint_and_the_deadline():
     with FaultServer({"/props": Silent()}) as srv:
-        with pytest.raises(AnswerTimeoutError, match=r"/props: no answer within 0.5 s$"):
-            get_bytes(Endpoint.of(srv.base_url), "/props", 0.5, limit_bytes=limits.MAX_PROPS_BYTES)
-        assert server_shape(url_lane(srv.base_url), timeout_s=0.5) is None  # the probe says why later
+        with pytest.raises(TimedOut, match=r"/props: no answer within 0.5 s$"):
+            read_sync(Endpoint.of(srv.base_url), "/props", timeout_s=0.5, limit_bytes=limits.MAX_PROPS_BYTES)
+        assert server_shape(read_facts(url_lane(srv.base_url), timeout_s=0.5)) is None  # the probe says why
 
 
-def test_an_error_body_is_read_to_its_own_limit():
+def test_an_error_body_is_bounded_as_any_answer():
     class EndlessError(RawServer):
         async def handle(self, reader, writer):
             await reader.readuntil(b"\r\n\r\n")
@@ -105,17 +87,10 @@ def test_an_error_body_is_read_to_its_own_limit():
 
     async def go():
         async with EndlessError() as srv:
-            return await asyncio.to_thread(_error_body, srv.url)
+            await read(Endpoint.of(srv.url), "/health", timeout_s=10, limit_bytes=limits.MAX_HEALTH_BYTES)
 
-    def _error_body(url):
-        try:
-            get_bytes(Endpoint.of(url), "/health", 10, limit_bytes=limits.MAX_HEALTH_BYTES)
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
-        raise AssertionError("an HTTP 503 must raise HTTPError")
-
-    code, body = asyncio.run(go())
-    assert code == 503 and body == b"e" * limits.MAX_ERROR_BODY_BYTES
+    with pytest.raises(TooLarge, match=r"/health: answer larger than 64 KiB"):
+        asyncio.run(go())
 
 
 # -- the probe at a lane's start (aiohttp) -----------------------------------------------------
@@ -150,7 +125,7 @@ def test_an_absurd_total_slots_is_an_unavailable_figure_with_its_reason(slots, w
              "model_path": {"not": "text"}, "build_info": "b1-abc"}
     with FaultServer({"/props": Json(props)}) as srv:
         facts = asyncio.run(probe(srv.base_url))
-        shape = server_shape(url_lane(srv.base_url))
+        shape = server_shape(read_facts(url_lane(srv.base_url)))
     assert facts.llamacpp and facts.total_slots is None and facts.per_slot_ctx is None
     assert facts.model_path is None and facts.build_info == "b1-abc"
     assert f"{srv.base_url}/props: {why}; recorded as unavailable" in facts.unavailable
@@ -186,9 +161,9 @@ def test_read_capped_is_bounded_whatever_the_status():
     with FaultServer({"/v1/models": Endless()}) as srv:
         async def go():
             async with EndpointSession(Endpoint.of(srv.base_url)) as session:
-                return await session.read("/v1/models", limit_bytes=1000, deadline_s=5)
+                return await read(session, "/v1/models", timeout_s=5, limit_bytes=1000)
 
-        with pytest.raises(AnswerTooLarge, match=r"/v1/models: answer larger than 1000 bytes"):
+        with pytest.raises(TooLarge, match=r"/v1/models: answer larger than 1000 bytes"):
             asyncio.run(go())
 
 

@@ -19,7 +19,7 @@ from satbench.http.promparse import llamacpp_values
 from satbench.http.sse import SseSplitter, StreamUpdate, interpret_native, interpret_openai
 from satbench.http.transport import HttpStream
 from satbench.load.sampler import parse_slots
-from satbench.server.probe import props_figures, shape_of
+from satbench.server.facts import props_figures, shape_of
 
 FUZZ = settings(max_examples=200, deadline=None)
 

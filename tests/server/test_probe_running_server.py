@@ -89,7 +89,7 @@ def test_the_probe_says_a_loading_server_is_loading_not_that_it_is_no_inference_
 def test_the_sweep_refuses_a_loading_server_in_one_line_before_the_run_directory(loading_server, tmp_path,
                                                                                   capsys, monkeypatch):
     url, _ = loading_server
-    monkeypatch.setattr("satbench.server.probe.LOADING_WAIT_S", 0.0)
+    monkeypatch.setattr("satbench.server.facts.LOADING_WAIT_S", 0.0)
     run = tmp_path / "r"
     code = main(["sweep", "--url", url, "--concurrency", "1", "--requests-per-level", "3", "--repetitions", "1",
                  "-o", str(run)])
@@ -101,12 +101,13 @@ def test_the_sweep_refuses_a_loading_server_in_one_line_before_the_run_directory
 
 
 def test_the_preflight_waits_for_a_model_that_finishes_loading(loading_server, capsys):
-    from satbench.server.probe import wait_while_loading
+    from satbench.http.access import remote_endpoint
+    from satbench.server.facts import answered, wait_while_loading
 
     url, handler = loading_server
     handler.loading_for = 2  # two 503s on /health, then 200
     lane = url_lane_config(url, [1]).lanes[0]
-    assert wait_while_loading(lane, wait_s=600.0, poll_s=0.0) is True
+    assert answered(wait_while_loading(lane, remote_endpoint(lane), wait_s=600.0, poll_s=0.0))
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"satbench: lane default: the server at {url} is still loading its model (HTTP 503); waiting up "
                    "to 600 s for /health to answer 200"]

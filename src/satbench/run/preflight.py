@@ -8,17 +8,22 @@ one. Two checks run before anything starts instead:
   lower bound on the prefix's token count, read off the file's vocabulary (models.prefix_bound);
   if even the bound does not fit, the prompt cannot. The run's nonce is not drawn yet: its
   positions match any hex digit, so the bound holds whatever it will be.
-- a url lane whose llama.cpp server answers: the prefixes tokenized by its /tokenize, for a few
-  sample nonces; refused when none of them fits.
+- a url lane whose llama.cpp server answers: the prefixes tokenized by its /tokenize (read once
+  with the rest of its server's facts, server.facts.read_facts), for a few sample nonces; refused
+  when none of them fits.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from satbench.config.schema import LaneConfig, RunConfig
-from satbench.errors import ModelError, SatbenchError
+from satbench.errors import ModelError
 from satbench.workload.builder import NONCE_BYTES, TOGETHER_SUFFIX, check_prompt_room, longest_prefixes
+
+if TYPE_CHECKING:
+    from satbench.server.facts import PreflightFacts
 
 _NONCE = "\x00" * (2 * NONCE_BYTES)  # a placeholder no lane name or number contains
 _HEX = frozenset("0123456789abcdef")
@@ -79,44 +84,23 @@ def check_prefix_bounds(cfg: RunConfig, lane_file: bool) -> None:
             check_prompt_room(lane.workload, max(known), _where(lane, lane_file), bound=True)
 
 
-def check_prefix_remote(cfg: RunConfig, lane: LaneConfig, lane_file: bool) -> None:
-    """For a url lane whose server is llama.cpp: UserError when, for every sample nonce, the longest
-    prefix as its /tokenize counts it leaves no room in prompt_tokens. A server that does not
-    tokenize is left to the check at the lane's start."""
+def prefix_texts(cfg: RunConfig, lane: LaneConfig) -> list[list[str]]:
+    """Per sample nonce, the longest prefixes a url lane's /tokenize is asked to count (none when the
+    lane needs no check)."""
     if not _needs_check(cfg, lane):
-        return
-    import asyncio
-
-    counts = asyncio.run(_remote_counts(cfg, lane))
-    if counts:
-        check_prompt_room(lane.workload, min(counts), _where(lane, lane_file))
-
-
-async def _remote_counts(cfg: RunConfig, lane: LaneConfig) -> list[int]:
-    """Per sample nonce, the token count of the longest prefix; [] when /tokenize does not answer."""
-    from satbench.config.limits import PREFLIGHT_DEADLINE_S, json_answer, tokenize_limit
-    from satbench.http.access import EndpointSession, remote_endpoint
-    from satbench.http.errors import NETWORK_ERRORS
-
-    endpoint = remote_endpoint(lane)
-    url = endpoint.base_url
-    out: list[int] = []
-    try:
-        async with EndpointSession(endpoint) as session:
-            for nonce in SAMPLE_NONCES:
-                longest = 0
-                for name in _names(cfg, lane):
-                    for text in longest_prefixes(nonce, name, max(lane.levels), lane.repetitions):
-                        status, body = await session.read(
-                            "/tokenize", limit_bytes=tokenize_limit(len(text.encode())),
-                            deadline_s=PREFLIGHT_DEADLINE_S, method="POST",
-                            json_body={"content": text, "add_special": True})
-                        tokens = json_answer(body, url + "/tokenize") if status == 200 else None
-                        tokens = tokens.get("tokens") if isinstance(tokens, dict) else None
-                        if not isinstance(tokens, list):
-                            return []
-                        longest = max(longest, len(tokens))
-                out.append(longest)
-    except (SatbenchError, *NETWORK_ERRORS, ValueError):
         return []
-    return out
+    return [[text for name in _names(cfg, lane)
+             for text in longest_prefixes(nonce, name, max(lane.levels), lane.repetitions)]
+            for nonce in SAMPLE_NONCES]
+
+
+def check_prefix_remote(cfg: RunConfig, lane: LaneConfig, facts: PreflightFacts, lane_file: bool) -> None:
+    """For a url lane whose server is llama.cpp: UserError when, for every sample nonce, the longest
+    prefix as its /tokenize counted it (facts.token_counts) leaves no room in prompt_tokens. A server
+    that did not tokenize them all is left to the check at the lane's start."""
+    counts = facts.token_counts
+    texts = prefix_texts(cfg, lane)
+    if counts is None or not texts or any(t not in counts for group in texts for t in group):
+        return
+    check_prompt_room(lane.workload, min(max(counts[t] for t in group) for group in texts),
+                      _where(lane, lane_file))

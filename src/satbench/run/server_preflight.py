@@ -5,9 +5,13 @@ a fleet node run them the same way (api.prepare_sweep)."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from satbench.config.schema import LaneConfig, RunConfig
 from satbench.errors import UserError
+
+if TYPE_CHECKING:
+    from satbench.server.facts import PreflightFacts
 
 
 def remote_preflight(cfg: RunConfig) -> None:
@@ -24,8 +28,8 @@ def server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     small for one request per slot, a port in use (or asked by two lanes that run together), levels
     whose requests and streams satbench's memory cannot hold (workload.check_memory_fits) or whose
     records its analysis cannot read (check_records_fit), a prompt too short for its unique prefix by
-    the model file's own vocabulary (prefix_preflight). Then the
-    running servers: a served_model its server does not list, and a run of running servers none of
+    the model file's own vocabulary (prefix_preflight). Then the running servers, each read once
+    (running_server_checks): a served_model its server does not list, and a run of running servers none of
     which answers (where one answers, the others become recorded lane failures). A running server
     still loading its model is waited for (a bounded time), one whose slots or per-slot context the
     workload does not fit, or whose /tokenize leaves no room after the prefix, is refused, and one
@@ -34,7 +38,6 @@ def server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     from satbench.server.base import check_port_free
     from satbench.server.checks import check_planned_fit
     from satbench.server.native import check_server_bin
-    from satbench.server.probe import check_served_model, wait_while_loading
     from satbench.workload.builder import check_memory_fits, check_records_fit
 
     ports: dict[int, str] = {}
@@ -57,45 +60,47 @@ def server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     check_memory_fits(cfg, lane_file)
     check_records_fit(cfg)
     check_prefix_bounds(cfg, lane_file)
-    for lane in cfg.lanes:
-        if lane.runtime.kind != "url":
-            continue
-        answers = wait_while_loading(lane)
-        check_served_model(lane)
-        if answers:
-            running_server_checks(cfg, lane, lane_file)
-    if all(lane.runtime.kind == "url" for lane in cfg.lanes):
-        some_url_answers(cfg)
+    running = [running_server_checks(cfg, lane, lane_file) for lane in cfg.lanes
+               if lane.runtime.kind == "url"]
+    if len(running) == len(cfg.lanes):
+        some_url_answers(cfg, running)
 
 
-def running_server_checks(cfg: RunConfig, lane: LaneConfig, lane_file: bool = False) -> None:
-    """A url lane whose server answers: the workload must fit its per-slot context, its prompts the
-    longest unique prefix as its /tokenize counts it, and with --strict its levels its slots (all
-    checked again at the lane's start, which also warns of queueing levels); a disabled /metrics or
-    /slots is one warning line each."""
-    from satbench.run.preflight import check_prefix_remote
-    from satbench.server.checks import check_fits
-    from satbench.server.probe import endpoint_warnings, server_shape
+def running_server_checks(cfg: RunConfig, lane: LaneConfig, lane_file: bool = False) -> PreflightFacts:
+    """A url lane's server, read once (server.facts.read_facts: waiting a bounded time while it loads
+    its model), and its facts: a served_model it must list; then, if it answers, the workload must fit
+    its per-slot context, its prompts the longest unique prefix as its /tokenize counts it, and with
+    --strict its levels its slots (all checked again at the lane's start, which also warns of
+    queueing levels); a disabled /metrics or /slots is one warning line each. Returns the facts."""
+    from satbench.run.preflight import check_prefix_remote, prefix_texts
+    from satbench.server.checks import check_fits, check_served_model, endpoint_warnings, server_shape
+    from satbench.server.facts import read_facts
 
-    shape = server_shape(lane)
+    facts = read_facts(lane, [text for group in prefix_texts(cfg, lane) for text in group])
+    check_served_model(lane, facts)
+    if not facts.answers:
+        return facts
+    shape = server_shape(facts)
     if shape is not None and not cfg.fairness_only:  # the fairness checks size their own requests
         check_fits(lane, *shape, cfg.strict, warn=False)
     if shape is not None:  # a llama.cpp server: it tokenizes
-        check_prefix_remote(cfg, lane, lane_file)
-    for line in endpoint_warnings(lane):
+        check_prefix_remote(cfg, lane, facts, lane_file)
+    for line in endpoint_warnings(lane, facts):
         print(line, file=sys.stderr)
+    return facts
 
 
-def some_url_answers(cfg: RunConfig) -> None:
-    """A run whose lanes are all running servers: RuntimeStartError when none of them answers (there
-    would be nothing to measure). One that answers is enough: the others become recorded lane failures."""
+def some_url_answers(cfg: RunConfig, facts: list[PreflightFacts]) -> None:
+    """A run whose lanes are all running servers (`facts`: theirs, in the lanes' order):
+    RuntimeStartError when none of them answered (there would be nothing to measure). One that answers
+    is enough: the others become recorded lane failures."""
     from satbench.errors import RuntimeStartError
-    from satbench.server.probe import check_reachable
+    from satbench.server.checks import check_reachable
 
     down: list[str] = []
-    for lane in cfg.lanes:
+    for lane, lane_facts in zip(cfg.lanes, facts):
         try:
-            check_reachable(lane)
+            check_reachable(lane_facts)
             return
         except RuntimeStartError as exc:
             if len(cfg.lanes) == 1:

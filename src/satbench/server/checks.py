@@ -10,6 +10,8 @@
   the run directory exists).
 - On `--resume`, the server must be the one the run started with: same model file, same build
   (an OpenAI-compatible server that is not llama.cpp: the same model id on /v1/models).
+- A running server (--url), before the run and at its lane's start: what it answered (a reading of
+  server.facts) decides, each check a pure function of the lane's config and those answers.
 """
 
 from __future__ import annotations
@@ -17,8 +19,19 @@ from __future__ import annotations
 import sys
 
 from satbench.config.schema import LaneConfig
-from satbench.errors import UserError
+from satbench.errors import RuntimeStartError, UserError
+from satbench.http.access import Answer
+from satbench.http.errors import BadAnswer, TimedOut, TlsRefused, TooLarge
 from satbench.records.manifest import LaneProvenance, ModelInfo, RuntimeInfo
+from satbench.server.facts import (
+    PreflightFacts,
+    Reading,
+    is_loading,
+    json_200,
+    model_ids,
+    shape_of,
+    still_loading,
+)
 
 CTX_PAD = 256  # llama.cpp pads a slot's context up to a multiple of this
 
@@ -115,3 +128,102 @@ def check_same_server(lane: str, stored: LaneProvenance, scenario: str, model: M
         if a != b and not (field == "binary_sha256" and a is None):  # a run from before 2.3 has none
             raise UserError(f"cannot continue lane {lane}: the server's {field} is {b!r} now, "
                             f"{a!r} in the run")
+
+
+# -- a running server (--url): pure functions of what it answered ---------------------------------
+
+MAX_OFFERS_SHOWN = 20  # model ids a refusal lists (a gateway may offer thousands)
+
+
+def refused_access(base_url: str, status: int, key_sent: bool, path: str = "/props") -> str:
+    if key_sent:
+        return (f"{base_url} refused the API key (HTTP {status} on {path}): "
+                "check --api-key-env / --api-key-file")
+    return (f"{base_url} needs an API key (HTTP {status} on {path}): pass --api-key-env VAR or "
+            "--api-key-file FILE")
+
+
+def chosen_model(base_url: str, ids: list[str], served_model: str | None) -> str | None:
+    """The model requests name: `served_model` when the server lists it (else a UserError naming
+    what it offers), otherwise the first listed id (None when it lists none)."""
+    if served_model is None:
+        return ids[0] if ids else None
+    if served_model not in ids:
+        shown = [i[:100] for i in ids[:MAX_OFFERS_SHOWN]]
+        more = f" (and {len(ids) - MAX_OFFERS_SHOWN} more)" if len(ids) > MAX_OFFERS_SHOWN else ""
+        offers = ", ".join(shown) + more if ids else "none (no model list on /v1/models)"
+        raise UserError(f"{base_url} does not serve model {served_model!r} (served_model / --served-model); "
+                        f"its /v1/models offers: {offers}")
+    return served_model
+
+
+def check_probe_reading(base_url: str, key_sent: bool, reading: Reading, path: str) -> None:
+    """At a lane's start, one probe read (/props, /v1/models) of the server at `base_url`:
+    RuntimeStartError when nothing usable came (past a limit: its one line; a TLS refusal: why and
+    how to trust it; else 'cannot reach URL: ClassName: message'), when the server is still loading
+    its model, or when it refuses the key (HTTP 401/403 on `path`)."""
+    if isinstance(reading, TooLarge | TimedOut):
+        raise RuntimeStartError(str(reading))
+    if isinstance(reading, TlsRefused):
+        raise RuntimeStartError(f"{base_url}: {reading.reason}")
+    if not isinstance(reading, Answer):
+        raise RuntimeStartError(f"cannot reach {base_url}: {reading.detail}")
+    if is_loading(reading.status, reading.body):
+        raise RuntimeStartError(still_loading(base_url))
+    if reading.status in (401, 403):
+        raise RuntimeStartError(refused_access(base_url, reading.status, key_sent, path))
+
+
+def check_reachable(facts: PreflightFacts) -> None:
+    """Before the run: whether a url lane's server answered /health at all. Any HTTP answer will do
+    (/props decides later what serves); RuntimeStartError when none came ('URL/health: no answer
+    within 10 s', a TLS refusal, 'cannot reach URL: Connection refused')."""
+    health = facts.health
+    if isinstance(health, Answer | TooLarge | BadAnswer):
+        return  # it answers, if not with 200
+    if isinstance(health, TimedOut):
+        raise RuntimeStartError(str(health))
+    if isinstance(health, TlsRefused):
+        raise RuntimeStartError(f"{facts.base_url}: {health.reason}")
+    raise RuntimeStartError(f"cannot reach {facts.base_url}: {health.reason}")
+
+
+def check_served_model(lane: LaneConfig, facts: PreflightFacts) -> None:
+    """Before the run: a url lane's `served_model` must be among the ids its server lists on
+    /v1/models (UserError naming them). A server that does not answer, or lists nothing readable,
+    is left to the probe at the lane's start, which says why."""
+    if lane.runtime.served_model is None:
+        return
+    ids = model_ids(json_200(facts.models, facts.base_url + "/v1/models"))
+    if ids:
+        chosen_model(facts.base_url, ids, lane.runtime.served_model)
+
+
+def server_shape(facts: PreflightFacts) -> tuple[int | None, int | None] | None:
+    """(total_slots, per-slot context) from a url lane's llama.cpp /props (each None when refused:
+    see facts.props_figures); None when it did not answer them (not llama.cpp, an error, past a
+    limit): the probe at the lane's start says why."""
+    props = facts.llamacpp_props()
+    return None if props is None else shape_of(props)
+
+
+# What a llama.cpp server started without the endpoint's flag loses (it answers HTTP 501 there).
+_ENDPOINT_LOSS = {
+    "/metrics": ("--metrics", "decode-weighted busy slots and requests_deferred (the queue cross-check), and "
+                              "the slot-bound reading of what saturated"),
+    "/slots": ("--slots (drop --no-slots)", "busy slots sampled from /slots (time-weighted occupancy then "
+                                            "comes from /metrics requests_processing, if that is on)"),
+}
+
+
+def endpoint_warnings(lane: LaneConfig, facts: PreflightFacts) -> list[str]:
+    """Before the run: one warning line per llama.cpp endpoint a url lane's server has disabled
+    (HTTP 501, llama.cpp's "not supported"), naming the flag to start it with and what is lost."""
+    out = []
+    for path, reading in (("/metrics", facts.metrics), ("/slots", facts.slots)):
+        flag, lost = _ENDPOINT_LOSS[path]
+        if isinstance(reading, Answer) and reading.status == 501:
+            out.append(f"satbench: warning: lane {lane.name}: the server at {facts.base_url} has {path} "
+                       f"disabled (HTTP 501): start it with {flag} to measure {lost}; without it those "
+                       "figures are null")
+    return out
