@@ -58,15 +58,15 @@ def build_from_info(build_info: str | None) -> str | None:
 def runtime_build_now(lane: LaneConfig) -> str | None:
     """The build this node would serve the lane with, without starting it."""
     rc = lane.runtime
-    if rc.kind == "embedded":
+    if rc.engine_package is not None:
         try:
-            v = metadata.version("xllamacpp")
+            v = metadata.version(rc.engine_package)
         except metadata.PackageNotFoundError:
             return None
         m = re.match(r"^\d+\.\d+\.(\d+)$", v)
         return m[1] if m else v
-    if rc.kind == "native" and rc.server_bin:
-        text = capped_output([rc.server_bin, "--version"], timeout_s=20)  # bounded; bad UTF-8 replaced
+    if rc.binary:
+        text = capped_output([rc.binary, "--version"], timeout_s=20)  # bounded; bad UTF-8 replaced
         if text is None:
             return None
         return build_in_version(text) or version_line(text, first_if_none=False)
@@ -91,15 +91,14 @@ def node_lane(lane: LaneConfig) -> NodeLane:
     a remote server is asked through /props, and its model is compared by path)."""
     from satbench.gguf.resolve import resolve_model
 
-    if lane.runtime.kind == "url":
+    if not lane.runtime.starts_server:
         props, why = remote_props(lane)
         (model_path, build), (slots, ctx) = ((None, None), (None, None)) if props is None else (
             identity_of(props), shape_of(props))
         return NodeLane(lane=lane.name, model_path=model_path, model_sha256=None, runtime_kind="url",
                         runtime_build=build, unreachable=why, total_slots=slots, per_slot_ctx=ctx)
     _path, info = resolve_model(lane.runtime.model, Path(lane.runtime.model_dir))
-    binary = (server_binary_sha256(lane.runtime.server_bin)
-              if lane.runtime.kind == "native" and lane.runtime.server_bin else None)
+    binary = server_binary_sha256(lane.runtime.binary) if lane.runtime.binary else None
     return NodeLane(lane=lane.name, model_path=info.path, model_sha256=info.sha256,
                     runtime_kind=lane.runtime.kind, runtime_build=runtime_build_now(lane),
                     runtime_binary_sha256=binary, extra_server_args=list(lane.server.extra_args), model=info)
