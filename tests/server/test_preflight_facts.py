@@ -167,3 +167,26 @@ def test_what_the_probe_concludes_from_props_and_models():
         probed_facts(URL, ok(status=404), ok(status=404), None)
     with pytest.raises(UserError, match="does not serve model 'c'"):
         probed_facts(URL, ok(PROPS), ok({"data": [{"id": "a"}]}), "c")
+
+
+def test_the_preflight_reads_each_endpoint_of_a_running_server_once(fake_server, monkeypatch):
+    import collections
+
+    import satbench.http.access as access
+    from satbench.run.server_preflight import server_preflight
+
+    asked: collections.Counter[str] = collections.Counter()
+    real = access.read
+
+    async def counting(endpoint, path, **kw):
+        asked[path] += 1
+        return await real(endpoint, path, **kw)
+
+    monkeypatch.setattr(access, "read", counting)
+    fake = fake_server(n_slots=2)
+    cfg = url_lane_config(fake.base_url, [1])
+    cfg.lanes[0].runtime.served_model = "fake-model"
+    server_preflight(cfg, False)
+    tokenized = sum(len(group) for group in prefix_texts(cfg, cfg.lanes[0]))
+    assert asked == {"/health": 1, "/v1/models": 1, "/props": 1, "/metrics": 1, "/slots": 1,
+                     "/tokenize": tokenized}
