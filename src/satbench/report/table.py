@@ -14,6 +14,7 @@ from satbench.analysis.intervals import Statistic
 from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.analysis.verdicts import Verdict
 from satbench.metrics.flags import FlagKind, has_flag
+from satbench.metrics.interference import Interference
 from satbench.metrics.level_result import LevelResult
 from satbench.metrics.slot_memory import size_text
 from satbench.metrics.specs import LEVEL_METRICS, Cell, MetricSpec, figure
@@ -82,7 +83,10 @@ LEVEL_LEGEND = ("latencies in ms; ± = half the 95% CI over repetitions, [low–
                 "≈ = tokens counted as SSE chunks (the server reported no count); "
                 "slots t/d/c = busy slots time-weighted / decode-weighted / client in-flight; "
                 "queue = TTFT − prompt_ms − RTT (an estimate: llama.cpp stamps no queue time)")
-INTERFERENCE_HEADERS = ("N", "out tok/s ratio", "p95 TTFT ratio", "p95 ITL ratio")
+# the figures an interference row holds (metrics/interference.py Interference), by their specs
+_COMPARED_BY_NAME = {s.compare_name: s for s in LEVEL_METRICS if s.compare is not None}
+INTERFERED = tuple(_COMPARED_BY_NAME[f] for f in Interference.model_fields if f in _COMPARED_BY_NAME)
+INTERFERENCE_HEADERS = ("N", *(f"{s.compare_label} ratio" for s in INTERFERED))
 VERDICT_HEADERS = ("check", "verdict", "estimate [CI] ≤ bound", "rounds", "how the bound was derived / why "
                    "inconclusive")
 VERDICT_LEGEND = ("pass: every statistic's CI lies at or below its bound; fail: one CI lies above it; "
@@ -161,9 +165,8 @@ def interference_tables(console: Console, lane: LaneResult) -> list[Table]:
                          [interference_row(r) for r in lane.interference])
 
 
-def interference_row(row) -> list[str]:
-    return [str(row.concurrency), _ratio(row.output_tok_per_s), _ratio(row.p95_ttft_ms),
-            _ratio(row.p95_itl_ms)]
+def interference_row(row: Interference) -> list[str]:
+    return [str(row.concurrency), *(_ratio(getattr(row, s.compare_name)) for s in INTERFERED)]
 
 
 def approx_tokens(lv: LevelResult) -> str:
