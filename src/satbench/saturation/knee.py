@@ -81,6 +81,35 @@ def _p_text(p: float | None) -> str:
     return "unknown (fewer than 2 repetitions and no CI)" if p is None else f"{p:.2f}"
 
 
+def _candidate(pts: Sequence[Point], min_gain: float) -> int:
+    """The index in `pts` (clean, in level order; not empty) of the candidate: from the first, it
+    moves to a higher point only when that point shows a real gain over it (gain.real_gain)."""
+    k = 0
+    while True:
+        nxt = next((j for j in range(k + 1, len(pts)) if real_gain(pts[k], pts[j], min_gain)), None)
+        if nxt is None:
+            return k
+        k = nxt
+
+
+def _top_candidate(cand: int, judged: int, reached: bool, ceiling: int | None, gain_words: str,
+                   base: dict[str, Any]) -> Knee:
+    """No knee when the candidate `cand` is the highest of the `judged` levels: a single level, or
+    still rising; undetermined up to the ceiling when that is not `reached` (measured)."""
+    if judged == 1 and reached:
+        return Knee(knee=None, reason="a single level: no knee can be seen", **base)
+    if judged == 1:
+        why = f"one level measured (N={cand}), not the ceiling N={ceiling}: between {cand} and {ceiling}"
+        return Knee(knee=None, reason=why, undetermined=why, range_high=ceiling, **base)
+    if reached:
+        return Knee(knee=None, reason=f"throughput still gains {gain_words} up to the highest level "
+                                      f"N={cand}" + (f" (the ceiling N={ceiling})" if ceiling else ""),
+                    **base)
+    why = (f"throughput still gains {gain_words} up to N={cand}, but the ceiling N={ceiling} is not "
+           f"measured: between {cand} and {ceiling}")
+    return Knee(knee=None, reason=why, undetermined=why, range_high=ceiling, **base)
+
+
 def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_DOUBLING,
                        ceiling: int | None = None) -> Knee:
     """The knee of `points` judged against `ceiling` (module docstring); None: no ceiling to reach."""
@@ -96,12 +125,7 @@ def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_D
         return Knee(knee=None, last_real_gain_to=every[0].n, reason="every level ran contended",
                     undetermined=why, range_high=max(top_n, ceiling or top_n), ceiling=ceiling,
                     ceiling_measured=reached, shape=shape(clean))
-    k = 0
-    while True:
-        nxt = next((j for j in range(k + 1, len(pts)) if real_gain(pts[k], pts[j], min_gain)), None)
-        if nxt is None:
-            break
-        k = nxt
+    k = _candidate(pts, min_gain)
     cand, higher = pts[k], pts[k + 1:]
     probs = {h.n: p_gain(cand, h, min_gain) for h in higher}
     unclear = [n for n, p in probs.items() if p is None or p >= P_GAIN_MAX]
@@ -120,19 +144,7 @@ def marginal_gain_knee(points: Sequence[Point], min_gain: float = MIN_GAIN_PER_D
         return Knee(knee=None, reason=why, undetermined=why, unresolved=[cand.n, *unclear], range_high=high,
                     **base)
     if not higher:
-        if len(pts) == 1 and reached:
-            return Knee(knee=None, reason="a single level: no knee can be seen", **base)
-        if len(pts) == 1:
-            why = (f"one level measured (N={cand.n}), not the ceiling N={ceiling}: between {cand.n} and "
-                   f"{ceiling}")
-            return Knee(knee=None, reason=why, undetermined=why, range_high=ceiling, **base)
-        if reached:
-            return Knee(knee=None, reason=f"throughput still gains {gain_words} up to the highest level "
-                                          f"N={cand.n}" + (f" (the ceiling N={ceiling})" if ceiling else ""),
-                        **base)
-        why = (f"throughput still gains {gain_words} up to N={cand.n}, but the ceiling N={ceiling} is not "
-               f"measured: between {cand.n} and {ceiling}")
-        return Knee(knee=None, reason=why, undetermined=why, range_high=ceiling, **base)
+        return _top_candidate(cand.n, len(pts), reached, ceiling, gain_words, base)
     worst = max(p for p in probs.values() if p is not None)
     no_gain = (f"no level above N={cand.n} (X={cand.x:.1f}) gains {gain_words} (P(gain) ≤ {worst:.2f} "
                f"for each of {', '.join(str(h.n) for h in higher)}, < {P_GAIN_MAX:.0%})")

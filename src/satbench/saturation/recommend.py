@@ -63,8 +63,8 @@ def fairness_marginal(lane: LaneResult) -> list[str]:
     def end(x: float | None, unbounded: str) -> str:
         return unbounded if x is None else f"{x:.4g}"
     return [f"{v.check} ({v.name}) marginal at {v.concurrency} in flight: "
-            + "; ".join(f"{s.name} {s.estimate:.4g} [{end(s.ci_low, '−∞')}, {end(s.ci_high, '∞')}] vs bound "
-                        f"{s.bound:.4g}" for s in v.statistics if s.decision == "marginal")
+            + "; ".join(f"{s.name} {s.estimate:.4g} [{end(s.ci_low, '−∞')}, {end(s.ci_high, '∞')}] vs "
+                        f"bound {s.bound:.4g}" for s in v.statistics if s.decision == "marginal")
             + f" after {v.rounds} of {v.rounds_max} rounds" for v in lane.fairness if v.verdict == "marginal"]
 
 
@@ -237,7 +237,30 @@ def _bounds(lane: LaneResult, levels: list[LevelResult], k: Knee, slo: SloStandi
     return bounds
 
 
+def _level_note(rec: int | None, limit: int) -> str:
+    """What the binding's detail adds of `rec`, the largest measured level at or below `limit`: what
+    to measure when there is none, and that it lies below the limit when it does."""
+    if rec is None:
+        return (f"; no measured level is at or below {limit}: " +
+                ("no concurrency is safe to advertise" if limit < 1
+                 else f"measure N ≤ {limit} (e.g. --concurrency "
+                      f"{','.join(str(n) for n in range(1, limit + 1))})"))
+    return "" if rec == limit else (f"; the largest measured level at or below {limit} is {rec} "
+                                    "(--refine measures between levels)")
+
+
+def _expected_at(lv: LevelResult) -> Expected:
+    """The expected figures of the recommended level `lv`: its throughput, p95 TTFT and TPOT with their
+    CIs, and its peak memory."""
+    ttft, ttft_ci = _p95(lv.latency.ttft_ms)
+    tpot, tpot_ci = _p95(lv.latency.tpot_ms)
+    return Expected(concurrency=lv.concurrency, output_tok_per_s=lv.throughput.output_tok_per_s,
+                    p95_ttft_ms=ttft, p95_ttft_ci=ttft_ci, p95_tpot_ms=tpot, p95_tpot_ci=tpot_ci,
+                    peak_rss_bytes=lv.memory.peak_rss_bytes, peak_gpu_mem_bytes=lv.memory.peak_gpu_mem_bytes)
+
+
 def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation | None:
+    """The lane's recommendation by the module docstring's rules; None when no level has a throughput."""
     crash_cap, crashes = server_failure_cap(lane)
     measured_levels = sorted((lv for lv in lane.levels if lv.throughput.output_tok_per_s.value),
                              key=lambda lv: lv.concurrency)
@@ -293,23 +316,8 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
         rec, reason, resource, limit = below, "fairness", None, below
         detail = (f"{'; '.join(unverified)}: fairness at or above {unverified_at} in flight is not verified, "
                   f"so the answer lies between {span[0]} and {span[1]}")
-    expected = None
-    if rec is None:
-        detail += (f"; no measured level is at or below {limit}: " +
-                   ("no concurrency is safe to advertise" if limit < 1
-                    else f"measure N ≤ {limit} (e.g. --concurrency "
-                         f"{','.join(str(n) for n in range(1, limit + 1))})"))
-    else:
-        if rec != limit:
-            detail += (f"; the largest measured level at or below {limit} is {rec} "
-                       "(--refine measures between levels)")
-        at = next(lv for lv in levels if lv.concurrency == rec)
-        ttft, ttft_ci = _p95(at.latency.ttft_ms)
-        tpot, tpot_ci = _p95(at.latency.tpot_ms)
-        expected = Expected(concurrency=rec, output_tok_per_s=at.throughput.output_tok_per_s,
-                            p95_ttft_ms=ttft, p95_ttft_ci=ttft_ci, p95_tpot_ms=tpot, p95_tpot_ci=tpot_ci,
-                            peak_rss_bytes=at.memory.peak_rss_bytes,
-                            peak_gpu_mem_bytes=at.memory.peak_gpu_mem_bytes)
+    detail += _level_note(rec, limit)
+    expected = None if rec is None else _expected_at(next(lv for lv in levels if lv.concurrency == rec))
     return LaneRecommendation(
         lane=lane.lane, hardware_fingerprint=lane.hardware.fingerprint_sha256, hardware=lane.hardware,
         server_on_measuring_machine=lane.network.server_on_this_machine,
