@@ -161,15 +161,35 @@ def recommendation_problems(rec: LaneRecommendation) -> list[str]:
 def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint: str, now: dt.datetime,
                max_age: dt.timedelta, host: HostInfo | None = None,
                accept_contended: bool = False) -> str | None:
-    """Why this recommendation may not be advertised on this node (None: it may). A recommendation that
-    rests on levels measured while other processes took CPU is refused unless `accept_contended`."""
+    """Why this recommendation may not be advertised on this node (None: it may): the first refusal
+    of, in this order, `_unconfirmable_server`, `_other_machine`, `_other_model`, `_other_runtime`,
+    `_out_of_date` and `_not_advertisable`. A recommendation that rests on levels measured while other
+    processes took CPU is refused unless `accept_contended`."""
     if rec is None:
         return "no recommendation for this lane"
+    checks = (lambda: _unconfirmable_server(node),
+              lambda: _other_machine(rec, host_fingerprint, host),
+              lambda: _other_model(rec, node),
+              lambda: _other_runtime(rec, node),
+              lambda: _out_of_date(rec, now, max_age),
+              lambda: _not_advertisable(rec, accept_contended))
+    return next((why for check in checks if (why := check()) is not None), None)
+
+
+def _unconfirmable_server(node: NodeLane) -> str | None:
+    """The lane's server cannot be asked what it runs, or (a url lane) does not say which model."""
     if node.unreachable:
         return f"cannot ask the lane's server what it runs: {node.unreachable}"
     if node.runtime_kind == "url" and node.model_path is None:
         return ("the lane's server does not say which model it serves (no model_path on /props): "
                 "cannot confirm it")
+    return None
+
+
+def _other_machine(rec: LaneRecommendation, host_fingerprint: str, host: HostInfo | None) -> str | None:
+    """Measured through a remote URL from another machine (`measured_from_afar`), or on a machine
+    whose hardware fingerprint is not this node's (`host`: this machine's description, to tell an
+    earlier fingerprint scheme of the same machine)."""
     if (why := measured_from_afar(rec)) is not None:
         return why
     if (rec.hardware_fingerprint != host_fingerprint and host is not None
@@ -179,6 +199,12 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
     if rec.hardware_fingerprint != host_fingerprint:
         return (f"measured on another machine (fingerprint {rec.hardware_fingerprint[:16]} ≠ this node's "
                 f"{host_fingerprint[:16]})")
+    return None
+
+
+def _other_model(rec: LaneRecommendation, node: NodeLane) -> str | None:
+    """Measured with a model of another architecture, another model file (by sha256 where the node
+    knows it), or another model path."""
     if (why := architecture_mismatch(rec, node)) is not None:
         return why
     if node.model_sha256 is not None and rec.model.sha256 != node.model_sha256:
@@ -186,6 +212,12 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
                 f"(sha256 {str(rec.model.sha256)[:16]} ≠ {node.model_sha256[:16]})")
     if node.model_sha256 is None and node.model_path and rec.model.path != node.model_path:
         return f"measured with another model ({rec.model.path} ≠ {node.model_path})"
+    return None
+
+
+def _other_runtime(rec: LaneRecommendation, node: NodeLane) -> str | None:
+    """The node's runtime build is unknown, or the recommendation was measured with another build,
+    llama-server binary, server shape or flags."""
     rec_build = recorded_build(rec, node.runtime_kind)
     if node.runtime_build is None:
         return "cannot confirm this node's runtime build"
@@ -196,8 +228,12 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
         return why
     if (why := shape_mismatch(rec.runtime, node)) is not None:
         return why
-    if (why := flags_mismatch(rec.runtime, node)) is not None:
-        return why
+    return flags_mismatch(rec.runtime, node)
+
+
+def _out_of_date(rec: LaneRecommendation, now: dt.datetime, max_age: dt.timedelta) -> str | None:
+    """The measurement time is unreadable, older than `max_age` at `now`, or more than 5 minutes in
+    the future (a time without a zone is UTC)."""
     try:
         measured = dt.datetime.fromisoformat(rec.measured_at)
     except ValueError:
@@ -209,6 +245,12 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
         return f"stale: measured {age.days} days ago, the limit is {max_age.days} days"
     if age < dt.timedelta(minutes=-5):
         return "measured in the future (clock or file tampered)"
+    return None
+
+
+def _not_advertisable(rec: LaneRecommendation, accept_contended: bool) -> str | None:
+    """Its numbers do not hold together (`recommendation_problems`), it names no safe concurrency, or
+    it was measured contended and `accept_contended` is not given."""
     problems = recommendation_problems(rec)
     if problems:
         return "inconsistent recommendation (tampered?): " + "; ".join(problems)
