@@ -61,8 +61,9 @@ from satbench.records.events import RequestEvent, itl_ms
 from satbench.workload.fairness_plan import EDGE_MS, F1_DECODE_TARGET_MS, MIN_SHARED_MS, FairnessPlan
 
 
-def equal_requests(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration,
-                   cfg: FairnessConfig) -> Verdict:
+def _f1_unjudgeable(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration) -> Verdict | None:
+    """F1 inconclusive before its events are paired: fewer than 2 streams, no events, failed requests,
+    no prefill-rate calibration, or streams that did not keep the closed loop; None: none of these."""
     n = plan.f1_streams
     if n < 2:
         return inconclusive("F1", f"needs at least 2 slots (server has {plan.slots})")
@@ -74,6 +75,18 @@ def equal_requests(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Cali
         return inconclusive("F1", "no prefill-rate calibration")
     if (broken := off_closed_loop(events, n, "F1")):
         return inconclusive("F1", broken, len(events))
+    return None
+
+
+def equal_requests(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Calibration,
+                   cfg: FairnessConfig) -> Verdict:
+    """F1: each pair of the `plan.f1_streams` equal streams gets the same service while decoding side
+    by side, and each measured request's TTFT is within its bound (docs/fairness.md);
+    `_f1_unjudgeable` first."""
+    if (refused := _f1_unjudgeable(events, plan, cal)) is not None:
+        return refused
+    n = plan.f1_streams
+    assert cal.prefill_tok_per_s is not None  # _f1_unjudgeable refuses a lane without it
     streams = sorted({e.stream for e in events})
     blocks = pair_blocks(events)
     wanted = {(i, j) for k, i in enumerate(streams) for j in streams[k + 1:]}
@@ -126,10 +139,10 @@ def equal_requests(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Cali
                                  f"≥ {F1_DECODE_TARGET_MS:g} ms alone at the calibrated iteration"
                                  + (f" {cal.decode_iteration_ms:.1f} ms" if cal.decode_iteration_ms else "")
                                  + f"); service_ratio = max over the {len(blocks)} pairs of streams of "
-                                 "(Σ its tokens + 1) ÷ (Σ the other's + 1) over the intervals they decoded "
-                                 "side by side (a host-wide slowdown or a "
-                                 f"narrower batch slows both alike); TTFT bound = Σprompt {n}×{plan.prompt} "
-                                 f"tok ÷ prefill {cal.prefill_tok_per_s:.0f} tok/s + "
+                                 "(Σ its tokens + 1) ÷ (Σ the other's + 1) over the intervals they "
+                                 "decoded side by side (a host-wide slowdown or a narrower batch slows both "
+                                 f"alike); TTFT bound = Σprompt {n}×{plan.prompt} tok ÷ prefill "
+                                 f"{cal.prefill_tok_per_s:.0f} tok/s + "
                                  f"{cfg.f1_ttft_iterations:g} × iteration {iteration:.1f} ms (median ITL at "
                                  f"N={n}) + RTT jitter {plan.jitter_ms:.2f} ms"))
     # a TTFT over the bound that the server spent computing slower than calibrated (a stalled host) says
