@@ -253,9 +253,6 @@ def _rederive(run_dir: Path,
     derived JSON of an older minor schema that is consistent under the current one; derived JSON
     equal to the fresh one only within floating-point rounding)."""
     from satbench.analysis.results import VerdictsFile, render_results, render_verdicts, verdicts_of
-    from satbench.records.layout import RECOMMENDATIONS_FILE
-    from satbench.saturation.recommend import recommendations_differ
-    from satbench.saturation.recommendations_file import RecommendationsFile
 
     out: list[str] = []
     older: list[str] = []
@@ -285,20 +282,32 @@ def _rederive(run_dir: Path,
             _compare_derived(name, _derived_text(path), text, model, out, older, rounding)
         except (OSError, *_UNREADABLE) as exc:
             out.append(f"{name}: cannot be read or compared ({_why(exc)})")
-    rec_path = run_dir / RECOMMENDATIONS_FILE
-    if os.path.lexists(rec_path):
-        was: str | None = None
-        try:
-            old = _derived_text(rec_path)
-            differs = recommendations_differ(run_dir, old)
-            was = schema_version_of(old)
-        except (OSError, *_UNREADABLE) as exc:  # e.g. results.json unreadable: reported above
-            differs = f"cannot be recomputed ({_why(exc)})"
-        if differs:
-            out.append(f"{RECOMMENDATIONS_FILE}: {differs}")
-        elif was != RecommendationsFile.model_fields["schema_version"].default:
-            older.append(f"{RECOMMENDATIONS_FILE}: schema {was}")
+    _check_recommendations(run_dir, out, older)
     return out, older, rounding
+
+
+def _check_recommendations(run_dir: Path, out: list[str], older: list[str]) -> None:
+    """recommendations.json, where present, against what the recommendation rules give now from the
+    run directory's results.json: a line in `out` when it differs or cannot be recomputed, else one
+    in `older` when it was written under another schema version."""
+    from satbench.records.layout import RECOMMENDATIONS_FILE
+    from satbench.saturation.recommend import recommendations_differ
+    from satbench.saturation.recommendations_file import RecommendationsFile
+
+    rec_path = run_dir / RECOMMENDATIONS_FILE
+    if not os.path.lexists(rec_path):
+        return
+    was: str | None = None
+    try:
+        old = _derived_text(rec_path)
+        differs = recommendations_differ(run_dir, old)
+        was = schema_version_of(old)
+    except (OSError, *_UNREADABLE) as exc:  # e.g. results.json unreadable: reported above
+        differs = f"cannot be recomputed ({_why(exc)})"
+    if differs:
+        out.append(f"{RECOMMENDATIONS_FILE}: {differs}")
+    elif was != RecommendationsFile.model_fields["schema_version"].default:
+        older.append(f"{RECOMMENDATIONS_FILE}: schema {was}")
 
 
 def _derived_text(path: Path) -> str:
