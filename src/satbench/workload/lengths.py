@@ -174,27 +174,34 @@ def _values(data: bytes, where: str, what: What) -> list[int]:
             continue
         if len(out) >= MAX_LENGTHS_LINES:
             raise ValueError(f"{where}: more than {MAX_LENGTHS_LINES:,} lengths")
-        opening = line[:len(line) - len(line.lstrip("[{ \t"))]
-        if opening.count("[") + opening.count("{") > MAX_LENGTH_LINE_NESTING:  # before json recurses
-            raise ValueError(f"{where}:{lineno}: nested deeper than {MAX_LENGTH_LINE_NESTING} levels; "
-                             f"expected an integer or an object with \"{KEY[what]}\"")
-        try:
-            item = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            deep = " (nested too deep)" if isinstance(exc, RecursionError) else ""
-            raise ValueError(f"{where}:{lineno}: not JSON{deep}; expected an integer or an object with "
-                             f"\"{KEY[what]}\"") from None
-        if isinstance(item, dict):
-            if KEY[what] not in item:
-                raise ValueError(f"{where}:{lineno}: the object has no \"{KEY[what]}\" key")
-            item = item[KEY[what]]
-        if type(item) is not int or not FLOOR[what] <= item <= CAP[what]:
-            raise ValueError(f"{where}:{lineno}: a {what} length must be an integer {_bounds(what)}, "
-                             f"got {shown(item)}")
-        out.append(item)
+        out.append(_length(line, where, lineno, what))
     if not out:
         raise ValueError(f"{where}: no lengths in the file")
     return out
+
+
+def _length(line: str, where: str, lineno: int, what: What) -> int:
+    """The length line `lineno` (not blank) of file `where` holds: an integer, or an object with
+    KEY[what], within FLOOR[what] and CAP[what]; ValueError naming the line. Its nesting is checked
+    before json.loads recurses into it."""
+    opening = line[:len(line) - len(line.lstrip("[{ \t"))]
+    if opening.count("[") + opening.count("{") > MAX_LENGTH_LINE_NESTING:  # before json recurses
+        raise ValueError(f"{where}:{lineno}: nested deeper than {MAX_LENGTH_LINE_NESTING} levels; "
+                         f"expected an integer or an object with \"{KEY[what]}\"")
+    try:
+        item = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        deep = " (nested too deep)" if isinstance(exc, RecursionError) else ""
+        raise ValueError(f"{where}:{lineno}: not JSON{deep}; expected an integer or an object with "
+                         f"\"{KEY[what]}\"") from None
+    if isinstance(item, dict):
+        if KEY[what] not in item:
+            raise ValueError(f"{where}:{lineno}: the object has no \"{KEY[what]}\" key")
+        item = item[KEY[what]]
+    if type(item) is not int or not FLOOR[what] <= item <= CAP[what]:
+        raise ValueError(f"{where}:{lineno}: a {what} length must be an integer {_bounds(what)}, "
+                         f"got {shown(item)}")
+    return item
 
 
 def _num(x: float) -> str:
