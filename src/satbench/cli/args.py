@@ -149,9 +149,8 @@ def build_parser() -> _Parser:
                     help="refuse older recommendations (default 30)")
     ca.add_argument("--format", choices=["json", "litellm"], default="json",
                     help="json: the capability report; litellm: a LiteLLM proxy model_list fragment")
-    ca.add_argument("--accept-contended", action="store_true",
-                    help="advertise a recommendation measured while other processes took CPU (refused "
-                         "by default)")
+    ca.add_argument("--accept-contended", action="store_true", help="advertise a recommendation measured "
+                    "while other processes took CPU (refused by default)")
     ca.add_argument("--node-id", help="the node's name for the router and a fleet merge (default: the "
                     "hostname)")
     ca.add_argument("--api-base", action="append", default=[], metavar="[LANE=]URL",
@@ -177,7 +176,12 @@ def build_parser() -> _Parser:
                         "completion bash)\"; fish: satbench completion fish | source)")
     cp.add_argument("shell", choices=["bash", "zsh", "fish"])
     cp.set_defaults(json=False, quiet=False, stdout_product=True)
-    mo = sub.add_parser("models", help="model files")
+    _models_args(sub.add_parser("models", help="model files"))
+    return parser
+
+
+def _models_args(mo: argparse.ArgumentParser) -> None:
+    """The subcommands of `models` (`mo`): `models make`, a synthetic GGUF, with its flags."""
     mo_sub = mo.add_subparsers(dest="models_command", required=True, parser_class=_Parser)
     mk = mo_sub.add_parser("make", help="write a SYNTHETIC random-weight GGUF that llama.cpp loads")
     mk.add_argument("--arch", required=True, choices=["llama", "qwen3moe", "deepseek2", "deepseek4"],
@@ -187,9 +191,8 @@ def build_parser() -> _Parser:
                          "128,256 (3.0 GB); 64e: deepseek2, 64 experts top-6 + 2 shared, 7.0 B parameters, "
                          "vocab 102,400 (13.9 GB); gpu: deepseek4, V4-Flash's attention and routing, 64 "
                          "experts top-6 + 1 shared, 4.5 B parameters, vocab 129,280 (9.1 GB)")
-    mk.add_argument("--vocab", type=number_type("--vocab", integer=True),
-                    help="vocabulary size instead of the size's own (512 to 262,144), "
-                    "every other dimension unchanged")
+    mk.add_argument("--vocab", type=number_type("--vocab", integer=True), help="vocabulary size instead of "
+                    "the size's own (512 to 262,144), every other dimension unchanged")
     mk.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                     help="replace one dimension of the size (repeatable), e.g. head_dim=256 or "
                          "compress_ratios=0,4,128,0; a shape llama.cpp is known to crash on is refused")
@@ -198,7 +201,6 @@ def build_parser() -> _Parser:
     mk.add_argument("--force", action="store_true",
                     help="replace an existing file at -o that is not a synthetic GGUF written by satbench")
     _output_args(mk, "models-make", "what was written: path, shape, parameters, bytes, sha256")
-    return parser
 
 
 QUIET_HELP = "no progress bar and no tables; warnings and errors still on stderr"
