@@ -289,8 +289,8 @@ def _memory_needs(cfg: RunConfig, lane_file: bool, fairness: bool) -> list[tuple
     if not cfg.fairness_only:
         need += [(f"{f'lane {lane.name}: concurrency' if lane_file else '--concurrency'} {max(lane.levels)}",
                   workload_bytes(lane, max(lane.levels), False)) for lane in cfg.lanes]
-        need += [(f"{_lane(lane, lane_file)}--rate {max(lane.rates):g}", open_bytes(lane))
-                 for lane in cfg.lanes if lane.rates]
+        need += [(f"{_lane(lane, lane_file)}--rate {max(rates.rates):g}", open_bytes(lane))
+                 for lane in cfg.lanes if (rates := lane.open_loop) is not None]
         if cfg.together:
             need.append(("the together scenario (every lane's top level at once)",
                          sum(workload_bytes(lane, max(lane.levels), True) for lane in cfg.lanes)))
