@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the measuring side is imported by a sweep alone: analyze, r
 
 
 class Judge:
-    """The fairness runner's view of the verdicts (`satbench.run.fairness.FairnessJudge`): the very
+    """The fairness runner's view of the verdicts (`satbench.run.fairness_traffic.FairnessJudge`): the very
     functions `analyze` uses, so a check tops up exactly while its recorded verdict would be marginal."""
 
     def verdict(self, check: CheckName, events: Sequence[RequestEvent], plan: FairnessPlan,

@@ -18,7 +18,7 @@ from satbench.records.ledger import Ledger, StartScenario, solo_unit
 from satbench.records.manifest import PlanDecision, RunManifest, ServerFailure
 from satbench.records.writer import JsonlWriter
 from satbench.run.failures import Failures
-from satbench.run.fairness import FairnessJudge
+from satbench.run.fairness_traffic import FairnessJudge
 from satbench.run.lane_session import LaneSession, Progress
 
 R = TypeVar("R", covariant=True)

@@ -1,45 +1,31 @@
-"""One lane's server for one scenario: start it, describe it, measure levels on it, stop it.
+"""One lane's server for one scenario: start it, describe it, open what talks to it, stop it.
 
-The sweep (sweep.py) decides the order; a `LaneSession` does the work for one lane: start (or
-reach) the server, probe it, build the workload, run the sampler, run level plans through the
-load generator, and stop. Each session has its own server process, so memory and CPU figures
-belong to that lane alone.
+The sweep (sweep.py) decides the order; a `LaneSession` holds one lane's server: start (or reach)
+it, probe it, build the workload, run the sampler, and stop. Its levels run through run.levels, its
+liveness is run.watch's. Each session has its own server process, so memory and CPU figures belong
+to that lane alone.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from satbench.config.schema import LaneConfig
-from satbench.errors import LevelFailedError, RuntimeStartError, SatbenchError
+from satbench.errors import RuntimeStartError
 from satbench.host.gpu import NvmlGpus
 from satbench.http.access import EndpointSession, auth_headers, tls_context_for
 from satbench.http.client import Api, StreamClient
 from satbench.http.endpoint import Endpoint, is_loopback
-from satbench.http.errors import RequestFailed
-from satbench.load.liveness import (
-    LIVENESS_TIMEOUT_S,
-    PROGRESS_TIMEOUT_S,
-    LivenessProbe,
-    ServerUnresponsive,
-    StreamActivity,
-    prefill_ms_per_token,
-    progress_bound_s,
-    run_watched,
-    watch,
-)
-from satbench.load.loadgen import UNREACHABLE, LevelPlan, run_level
-from satbench.load.open_loop import OpenPlan, open_seed, run_open
+from satbench.load.liveness import LIVENESS_TIMEOUT_S, PROGRESS_TIMEOUT_S, LivenessProbe
 from satbench.load.sampler import ServerSampler
-from satbench.records.events import LevelMark, RequestEvent, Scenario
+from satbench.records.events import RequestEvent, Scenario
 from satbench.records.manifest import ModelInfo, NetworkInfo, RuntimeInfo, ServerMemory
 from satbench.records.writer import JsonlWriter
 from satbench.run.memory import started_memory
+from satbench.run.watch import ServerWatch
 from satbench.server.base import Runtime
 from satbench.server.embedded import EmbeddedRuntime
 from satbench.server.memlog import LOG_VERBOSITY, StartupBuffers, startup_buffers
@@ -54,9 +40,7 @@ from satbench.server.probe import (
 )
 from satbench.server.remote import UrlRuntime, listening_pid, served_here
 from satbench.server.server_args import read_files
-from satbench.workload.builder import BACKGROUND_POOL_PER_STREAM, TOGETHER_SUFFIX, WorkloadBuilder
-
-T = TypeVar("T")
+from satbench.workload.builder import TOGETHER_SUFFIX, WorkloadBuilder
 
 
 class Progress(Protocol):
@@ -148,7 +132,8 @@ class LaneSession:
     """The server of one lane in one scenario, and everything that talks to it."""
 
     def __init__(self, lane: LaneConfig, scenario: Scenario, runtime: Runtime, model: ModelInfo,
-                 url_secret: str | None, nonce: str) -> None:
+                 url_secret: str | None, nonce: str, session_index: int = 0,
+                 liveness_timeout_s: float = LIVENESS_TIMEOUT_S) -> None:
         self.lane, self.scenario, self.runtime, self.model = lane, scenario, runtime, model
         self.headers = api_headers(lane, url_secret)
         self.tls = tls_context_for(lane.runtime)  # the one TLS policy of every connection to the server
@@ -157,15 +142,14 @@ class LaneSession:
         self.rtts: list[float] = []
         self.memory: ServerMemory | None = None
         self._session: EndpointSession | None = None
-        self._sampler: ServerSampler | None = None
         self.client: StreamClient | None = None
         self.workload: WorkloadBuilder | None = None
-        self.session_index = 0  # which session of the run (0, or the n-th --resume) its records belong to
+        self.session_index = session_index  # the run's session (0, or the n-th --resume) its records are of
         self._on_this_machine: bool | None = None  # served_here(base URL), resolved once
-        self.liveness_timeout_s = LIVENESS_TIMEOUT_S  # silent this long while requests are in flight: failed
-        self.progress_timeout_s = PROGRESS_TIMEOUT_S  # no token and no /slots progress this long: failed
-        self.prefill_ms_per_token: float | None = None  # the slowest prefill seen (liveness.progress_bound_s)
-        self._probe: LivenessProbe | None = None  # the watchdog's evidence probe: /slots or /health
+        # failed when silent `liveness_timeout_s` with requests in flight, or PROGRESS_TIMEOUT_S without
+        # a token or /slots progress; its probe and sampler are this session's once open
+        self.watch = ServerWatch(lane, scenario, runtime, self._answers, liveness_timeout_s,
+                                 PROGRESS_TIMEOUT_S)
 
     async def open(self, samples: JsonlWriter, gpus: NvmlGpus | None,
                    buffers: StartupBuffers | None = None) -> None:
@@ -177,7 +161,7 @@ class LaneSession:
         self.facts = await probe_server(self._session, self.lane.runtime.served_model)
         self._check_served_model()
         self.rtts = await measure_rtt_ms(self._session)
-        self._probe = LivenessProbe(self._answers, self._session if self.facts.llamacpp else None)
+        self.watch.probe = LivenessProbe(self._answers, self._session if self.facts.llamacpp else None)
         here = gpus if self.network_info().on_this_machine else None
         self.memory = started_memory(buffers, here, self.model.path) if buffers is not None else None
         tokenizer = llamacpp_tokenizer(self._session) if self.facts.llamacpp else None
@@ -186,22 +170,22 @@ class LaneSession:
         await self.workload.prepare()
         lane = self.lane
         if self.scenario != "fairness":  # the checks lengthen a prompt too short for its prefix
-            await self.workload.check_prefix_fits(self._id_name, lane.ceiling(self.facts.total_slots),
+            await self.workload.check_prefix_fits(self.id_name, lane.ceiling(self.facts.total_slots),
                                                   lane.most_repetitions())
         # NVML sees this machine's GPUs: a server on another machine computes on its own
         pid = self.runtime.pid
         if pid is None and self.network_info().on_this_machine:  # a running server here: its process
             pid = listening_pid(self.runtime.base_url)
-        self._sampler = ServerSampler(endpoint, lane.name, samples, interval_s=lane.sample_interval_s,
-                                      llamacpp=self.facts.llamacpp, pid=pid,
-                                      gpus=gpus if self.network_info().on_this_machine else None,
-                                      scenario=self.scenario,
-                                      total_slots=self.facts.total_slots)
+        sampler = ServerSampler(endpoint, lane.name, samples, interval_s=lane.sample_interval_s,
+                                llamacpp=self.facts.llamacpp, pid=pid,
+                                gpus=gpus if self.network_info().on_this_machine else None,
+                                scenario=self.scenario, total_slots=self.facts.total_slots)
+        self.watch.sampler = sampler
         self.client = StreamClient(endpoint, client_api(lane, self.facts),
                                    model_name=self.facts.openai_model,
                                    request_timeout_s=lane.request_timeout_s,
                                    read_timeout_s=lane.read_timeout_s)
-        await self._sampler.start()
+        await sampler.start()
 
     def _check_served_model(self) -> None:
         """A server satbench started serves the lane's model file: /props' model_path is that file
@@ -219,34 +203,10 @@ class LaneSession:
         assert self._session is not None
         return await self._session.answers("/health", timeout_s)
 
-    async def _watchdog(self, activity: StreamActivity) -> str:
-        """Returns when the server is to be declared failed (liveness.watch): its process is gone,
-        nothing arrived on the requests in flight and its probe (LivenessProbe: /slots, or /health) was
-        silent for `liveness_timeout_s`, or no token came and /slots showed no progress for
-        `progress_bound_s` (`progress_timeout_s`, longer when PREFILL_BATCHES batches at the slowest
-        prefill seen in this session take longer)."""
-        probe = self._probe or LivenessProbe(self._answers)  # /health until open() knows better
-        bound = progress_bound_s(self.progress_timeout_s, self.prefill_ms_per_token, self.lane.server.n_batch)
-        return await watch(activity, self.runtime.alive, probe, self.liveness_timeout_s,
-                           probed=lambda: probe.path, progress_timeout_s=bound,
-                           slots_progress=lambda: probe.slots_progress)
-
-    async def watched(self, work: Coroutine[object, object, T], activity: StreamActivity) -> T:
-        """`await work` (whose requests report to `activity`) under the liveness watchdog; raises
-        ServerUnresponsive when the watchdog stopped it (its requests in flight are recorded), and
-        the sampler's RunDirError as soon as server_samples.jsonl cannot be written (the work is
-        stopped then, its requests in flight recorded), also when the work ended first."""
-        sampler = self._sampler
-        result = await run_watched(work, activity, self._watchdog,
-                                   stop=sampler.write_failed if sampler is not None else None)
-        if sampler is not None:
-            sampler.check_written()
-        return result
-
     async def close(self) -> None:
-        if self._sampler is not None:
-            await self._sampler.stop()
-            self._sampler = None
+        if self.watch.sampler is not None:
+            await self.watch.sampler.stop()
+            self.watch.sampler = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -281,164 +241,6 @@ class LaneSession:
         return self.model
 
     @property
-    def _id_name(self) -> str:
+    def id_name(self) -> str:
         """The lane name this session's request ids carry (another for requests not run solo)."""
         return self.lane.name if self.scenario == "solo" else self.lane.name + TOGETHER_SUFFIX
-
-    async def plan(self, level: int, repetition: int, background: bool, warmup: bool = True,
-                   measured: int | None = None) -> LevelPlan:
-        """The level's requests (tokenized by the server): `measured` of them (None: the lane's own
-        count), its warmup requests only with `warmup`; LevelFailedError if the server is gone."""
-        try:
-            return await self._plan(level, repetition, background, warmup, measured)
-        except (SatbenchError, RequestFailed) as exc:
-            await self.check_alive(f"level {level} (repetition {repetition})", level, repetition, exc)
-            raise
-
-    async def _plan(self, level: int, repetition: int, background: bool, warmup: bool = True,
-                    measured: int | None = None) -> LevelPlan:
-        assert self.workload is not None
-        lane, w = self.lane, self.workload
-        name = self._id_name
-        return LevelPlan(
-            lane=lane.name, level=level, repetition=repetition, scenario=self.scenario,
-            session=self.session_index,
-            warmup=(await w.build(name, level, repetition, "warmup", level * lane.warmup_per_stream)
-                    if warmup else []),
-            measured=await w.build(name, level, repetition, "measured",
-                                   measured or lane.measured_requests(level)),
-            background=(await w.build(name, level, repetition, "background",
-                                      level * BACKGROUND_POOL_PER_STREAM) if background else []),
-        )
-
-    async def run(self, plan: LevelPlan, sink: JsonlWriter, progress: Progress,
-                  keep_busy: asyncio.Event | None = None,
-                  measured_done: asyncio.Event | None = None) -> LevelMark:
-        """One level repetition; raises LevelFailedError if it failed (what finished is on disk),
-        also when the liveness watchdog declared the server failed (liveness.py: silent for
-        `liveness_timeout_s` while requests are in flight, or its process gone)."""
-        assert self.client is not None
-        client = self.client
-        told = measured_done.set if measured_done is not None else None
-        return await self._drive(plan, progress, lambda done, activity: run_level(
-            client, plan, sink, on_done=done, keep_busy=keep_busy, measured_done=told, activity=activity))
-
-    async def run_open(self, rate_index: int, repetition: int, seed: int, sink: JsonlWriter,
-                       progress: Progress) -> LevelMark:
-        """The lane's `rate_index`-th open-loop rate (1-based), once (load/open_loop.py), under the
-        liveness watchdog; LevelFailedError if it lost the server (what finished is on disk)."""
-        assert self.client is not None and self.workload is not None
-        assert self.facts is not None and self.lane.rates is not None
-        lane, rate, client = self.lane, self.lane.rates[rate_index - 1], self.client
-        reqs = await self.workload.build_open(self._id_name, rate_index, repetition,
-                                              lane.arrivals_per_rate(rate))
-        plan = OpenPlan(LevelPlan(lane=lane.name, level=rate_index, repetition=repetition, warmup=[],
-                                  measured=reqs, scenario="open", session=self.session_index),
-                        rate, lane.open_cap(self.facts.total_slots or 1),
-                        open_seed(seed, rate_index, repetition))
-        return await self._drive(plan.level, progress, lambda done, activity: run_open(
-            client, plan, sink, on_done=done, activity=activity))
-
-    async def _drive(self, plan: LevelPlan, progress: Progress,
-                     load: Callable[[Callable[[RequestEvent], None], StreamActivity],
-                                    Coroutine[object, object, LevelMark]]) -> LevelMark:
-        """Run `load(on_done, activity)` (a closed- or open-loop level) between two sampler snapshots,
-        under the liveness watchdog; LevelFailedError when it failed, its server is gone, or the server
-        no longer answers after a last request that could not reach it."""
-        assert self._sampler is not None
-        progress.level(self.lane.name, plan.scenario, plan.level, plan.repetition)
-        await self._sampler.snapshot()
-        last: list[RequestEvent] = []
-
-        def done(event: RequestEvent) -> None:
-            last[:] = [event]
-            if (ms := prefill_ms_per_token(event)) is not None:
-                self.prefill_ms_per_token = max(ms, self.prefill_ms_per_token or 0.0)
-            progress.request_done(event)
-
-        activity = StreamActivity()
-        try:
-            end = await self.watched(load(done, activity), activity)
-        except ServerUnresponsive as exc:  # the level is on disk, failed, its requests in flight recorded
-            raise self._level_failed(plan, self.why_unresponsive(exc)) from None
-        await self._sampler.snapshot()
-        self._sampler.check_written()  # server_samples.jsonl unwritable (disk full): stop, say so
-        # a level can end on unreachable failures too few for run_level's "N + 3 in a row": ask the server
-        tail = last[0].error if last and last[0].error and last[0].error.type in UNREACHABLE else None
-        silent = tail is not None and end.status != "failed" and not await self._answers()
-        if end.status == "failed" or not self.runtime.alive() or silent:
-            if not self.runtime.alive():
-                why = self._exit_words()
-            elif silent and tail is not None:
-                why = f"the server stopped answering (last request: {tail.type}: {tail.message})"
-            else:
-                why = str(end.reason)
-            raise self._level_failed(plan, why)
-        return end
-
-    def _level_failed(self, plan: LevelPlan, why: str) -> LevelFailedError:
-        what = (f"rate {self.lane.rates[plan.level - 1]:g}/s" if plan.scenario == "open" and self.lane.rates
-                else f"level {plan.level}")
-        return LevelFailedError(f"lane {self.lane.name}: {what} (repetition "
-                                f"{plan.repetition}{', together' if self.scenario == 'together' else ''}) "
-                                f"failed: {why}", lane=self.lane.name, scenario=plan.scenario,
-                                level=plan.level, repetition=plan.repetition)
-
-    def why_unresponsive(self, exc: ServerUnresponsive) -> str:
-        """The watchdog's reason, or how the server process ended when it is gone."""
-        return self._exit_words() if not self.runtime.alive() else str(exc)
-
-    def _exit_words(self) -> str:
-        """How the server ended, for a failure's reason: "the server process was killed by SIGFPE
-        (signal 8)", "the server process exited with status 1"."""
-        ended = self.runtime.ended()
-        if ended is None:
-            return "the server process exited"
-        return f"the server process {'was ' if ended.startswith('killed') else ''}{ended}"
-
-    async def check_alive(self, what: str, level: int, repetition: int = 1,
-                          cause: BaseException | None = None) -> None:
-        """After a fairness check, or when talking to the server raised `cause`: raise
-        LevelFailedError if the server died or stopped answering; return if it is well."""
-        if self.runtime.alive() and await self._answers():
-            return
-        why = self._exit_words() if not self.runtime.alive() else "the server stopped answering"
-        if cause is not None:
-            why += f" ({cause.__class__.__name__}: {cause})"[:300]
-        raise self.check_failed(what, level, why, repetition) from cause
-
-    def check_failed(self, what: str, level: int, why: str, repetition: int = 1) -> LevelFailedError:
-        """The LevelFailedError of a fairness check (or other work) `what` that lost its server: `why`."""
-        where = what if self.scenario != "fairness" else f"fairness {what} ({level} in flight)"
-        return LevelFailedError(f"lane {self.lane.name}: {where} failed: {why}", lane=self.lane.name,
-                                scenario=self.scenario, level=level, repetition=repetition)
-
-
-async def together_step(active: list[LaneSession], k: int, rep: int, events: JsonlWriter,
-                        progress: Progress) -> None:
-    """The k-th level of every active lane at once: each lane's streams stay busy with background
-    requests until every lane has its measured requests, so each is measured under the others'
-    full load; one lane's failure stops the others' levels too (their marks say so)."""
-    keep_busy = asyncio.Event()
-    done = [asyncio.Event() for _ in active]
-    plans = [await s.plan(s.lane.levels[k], rep, background=True) for s in active]
-
-    async def release_when_all_measured() -> None:
-        await asyncio.gather(*(d.wait() for d in done))
-        keep_busy.set()
-
-    releaser = asyncio.create_task(release_when_all_measured())
-    tasks = [asyncio.create_task(s.run(p, events, progress, keep_busy=keep_busy, measured_done=d))
-             for s, p, d in zip(active, plans, done)]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        failed = next((s.lane.name for s, t in zip(active, tasks) if t.done() and not t.cancelled()
-                       and t.exception() is not None), "another lane")
-        for t in tasks:
-            t.cancel(f"stopped: lane {failed} failed in the together scenario")
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    finally:
-        keep_busy.set()
-        releaser.cancel()

@@ -17,7 +17,8 @@ from satbench.records.ledger import fairness_unit, together_unit
 from satbench.run.adaptive import AdaptiveSolo
 from satbench.run.context import SweepContext
 from satbench.run.fairness import FairnessRunner
-from satbench.run.lane_session import LaneSession, together_step
+from satbench.run.lane_session import LaneSession
+from satbench.run.levels import together_step
 from satbench.run.plan import fairness_lane
 from satbench.run.solo import FixedSolo
 from satbench.workload.fairness_plan import fairness_plan

@@ -55,8 +55,8 @@ class LaneServers:
         if scenario == "solo" and not restart and not described:
             buffers = await probe_buffers(lane, path, self.log_path(lane, "memory"))
         runtime = make_runtime(lane, path, self.log_path(lane, scenario, restart))
-        session = LaneSession(lane, scenario, runtime, model, self.secrets[lane.name], self.nonce)
-        session.session_index, session.liveness_timeout_s = self.session, self.liveness_timeout_s
+        session = LaneSession(lane, scenario, runtime, model, self.secrets[lane.name], self.nonce,
+                              session_index=self.session, liveness_timeout_s=self.liveness_timeout_s)
         try:
             await runtime.start_async()  # Ctrl-C / SIGTERM during a slow start lands here and stops it
             await session.open(self.samples, self.gpus, buffers)

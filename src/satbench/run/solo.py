@@ -14,6 +14,7 @@ from satbench.records.ledger import open_unit, refine_unit, solo_unit
 from satbench.records.manifest import ServerFailure
 from satbench.run.context import SweepContext
 from satbench.run.lane_session import LaneSession
+from satbench.run.levels import LevelRunner
 from satbench.run.memory import memory_at_end
 from satbench.run.plan import requests_in
 
@@ -31,8 +32,9 @@ async def solo_units(ctx: SweepContext, session: LaneSession, units: list[Unit],
         if not ctx.wanted(lane.name, n, rep):
             continue
         try:
-            plan = await session.plan(n, rep, background=False, warmup=warmup, measured=requests)
-            await session.run(plan, ctx.events, ctx.progress)
+            levels = LevelRunner(session)
+            plan = await levels.plan(n, rep, background=False, warmup=warmup, measured=requests)
+            await levels.run(plan, ctx.events, ctx.progress)
         except LevelFailedError as exc:
             skipped = [solo_unit(lane.name, m, r) for r, m in units if m >= n and (r, m) != (rep, n)
                        and not ctx.ledger.done(solo_unit(lane.name, m, r))]
@@ -85,7 +87,7 @@ async def _open_rates(ctx: SweepContext, session: LaneSession) -> LaneSession | 
     assert lane.rates is not None
     for k in range(1, len(lane.rates) + 1):
         try:
-            await session.run_open(k, 1, lane.workload.seed, ctx.events, ctx.progress)
+            await LevelRunner(session).run_open(k, 1, lane.workload.seed, ctx.events, ctx.progress)
         except LevelFailedError as exc:
             await ctx.record_failure(session, exc, open_unit(lane.name), [])
             return None
