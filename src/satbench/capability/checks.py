@@ -22,6 +22,7 @@ import jsonschema
 from pydantic import ValidationError
 
 from satbench.capability.node import NodeLane, build_from_info, build_id
+from satbench.config.runtime import runtime_class
 from satbench.gguf.architectures import described_architecture
 from satbench.records.artifacts import older_minor
 from satbench.records.manifest import HostInfo, RuntimeInfo
@@ -40,7 +41,7 @@ SLO_TRUSTED = "1.7"
 def recorded_build(rec: LaneRecommendation, node_kind: str) -> str | None:
     """The measured build, derived as the node's is: a url lane's from build_info (as
     `remote_identity` does), any other from the build number, else the version string."""
-    if node_kind == "url" and rec.runtime.build_info is not None:
+    if not runtime_class(node_kind).starts_server and rec.runtime.build_info is not None:
         return build_from_info(rec.runtime.build_info)
     return build_id(rec.runtime.build_number, rec.runtime.version)
 
@@ -50,7 +51,7 @@ def binary_mismatch(measured: str | None, node: NodeLane, build_known: bool = Tr
     string alone cannot tell two builds apart that were compiled outside git ("0 (unknown)").
     A recommendation that recorded no binary hash (satbench before 0.1's results schema 2.3) is
     accepted on its build number, and refused when it has none (`build_known` False)."""
-    if node.runtime_kind != "native":
+    if not node.runtime.needs_binary:
         return None
     if measured is None:
         return None if build_known else ("the recommendation records no llama-server binary hash and its "
@@ -69,7 +70,7 @@ def shape_mismatch(measured: RuntimeInfo, node: NodeLane) -> str | None:
     context (/props). Fewer slots queue what the recommendation sends at once; more slots or
     another context change the KV cache the figures were measured with. (A server satbench
     starts gets its shape from whoever deploys it, which capability cannot see.)"""
-    if node.runtime_kind != "url":
+    if node.runtime.starts_server:
         return None
     for what, was, now in (("slots", measured.total_slots, node.total_slots),
                            ("per-slot context", measured.per_slot_ctx, node.per_slot_ctx)):
@@ -109,7 +110,7 @@ def measured_from_afar(rec: LaneRecommendation) -> str | None:
     recorded is the measuring machine's, not the server's, so it vouches for nothing on the node that
     serves it. A recommendation from before this was recorded: its URL must be served by this machine."""
     measured, here = rec.runtime, rec.server_on_measuring_machine
-    if measured.kind != "url" or here or (here is None and served_here(measured.base_url)):
+    if measured.starts_server or here or (here is None and served_here(measured.base_url)):
         return None
     return (f"measured through a remote URL ({measured.base_url}) from another machine: the server's "
             "hardware was not seen, so the figure cannot be matched to this node; run satbench on the node "
@@ -180,7 +181,7 @@ def _unconfirmable_server(node: NodeLane) -> str | None:
     """The lane's server cannot be asked what it runs, or (a url lane) does not say which model."""
     if node.unreachable:
         return f"cannot ask the lane's server what it runs: {node.unreachable}"
-    if node.runtime_kind == "url" and node.model_path is None:
+    if not node.runtime.starts_server and node.model_path is None:
         return ("the lane's server does not say which model it serves (no model_path on /props): "
                 "cannot confirm it")
     return None

@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import Field
 
 from satbench.capability.remote import remote_props
+from satbench.config.runtime import RuntimeConfig, runtime_class
 from satbench.config.schema import LaneConfig, Strict
 from satbench.records.manifest import ModelInfo
 from satbench.server.native import build_in_version, capped_output, server_binary_sha256, version_line
@@ -42,6 +43,11 @@ class NodeLane(Strict):
     model: ModelInfo | None = Field(None, description="the lane's model file as found now: its path, "
                                     "sha256 and what its GGUF header says (None: a url lane, whose file is "
                                     "not here)")
+
+    @property
+    def runtime(self) -> type[RuntimeConfig]:
+        """The class of the lane's runtime kind (config/runtime): what that kind means."""
+        return runtime_class(self.runtime_kind)
 
 
 def build_id(number: int | None, version: str | None) -> str | None:
