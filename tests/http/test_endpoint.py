@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import ssl
-import urllib.error
 
 import aiohttp
 import pytest
 
-from satbench.errors import RuntimeStartError
 from satbench.http.endpoint import Endpoint, tls_context
-from satbench.http.errors import NETWORK_ERRORS, describe, failure_phrase, os_reason, tls_cause, unreachable
+from satbench.http.errors import (
+    NETWORK_ERRORS,
+    TlsRefused,
+    Unreachable,
+    describe,
+    request_failed,
+    status_phrase,
+    tls_cause,
+)
 
 
 def test_an_endpoint_is_one_immutable_value_that_never_shows_its_key():
@@ -38,19 +44,19 @@ def test_the_tls_policy_of_an_endpoint():
 
 
 def test_the_exception_map():
-    for exc in (OSError(), TimeoutError(), ssl.SSLError(), urllib.error.URLError("x"),
-                aiohttp.ClientConnectionError(), aiohttp.ServerDisconnectedError()):
+    for exc in (OSError(), TimeoutError(), ssl.SSLError(), aiohttp.ClientConnectionError(),
+                aiohttp.ServerDisconnectedError()):
         assert isinstance(exc, NETWORK_ERRORS)
     assert describe(ValueError("bad")) == "ValueError: bad" and describe(TimeoutError()) == "TimeoutError"
-    assert os_reason(TimeoutError()) == "no answer (timed out)"
-    assert os_reason(ConnectionRefusedError(111, "Connection refused")) == "Connection refused"
-    refused = urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
-    assert failure_phrase(refused) == "ConnectionRefusedError: [Errno 111] Connection refused"
-    assert str(unreachable("http://h:1", refused)) == "cannot reach http://h:1: Connection refused"
+    refused = request_failed("http://h:1/health", ConnectionRefusedError(111, "Connect call failed ('h', 1)"))
+    assert isinstance(refused, Unreachable) and refused.reason == "Connection refused"  # the system's phrase
+    assert str(refused) == "http://h:1/health: Connection refused"
+    assert refused.detail == "ConnectionRefusedError: [Errno 111] Connect call failed ('h', 1)"
+    assert status_phrase(401) == "HTTP 401 Unauthorized" and status_phrase(599) == "HTTP 599"
     cert = ssl.SSLCertVerificationError(1, "x")
     cert.verify_message = "self-signed certificate"
-    assert tls_cause(urllib.error.URLError(cert)) is cert and tls_cause(refused) is None
-    failed = unreachable("https://h", urllib.error.URLError(cert))
-    assert isinstance(failed, RuntimeStartError)
+    assert tls_cause(cert) is cert and tls_cause(ConnectionRefusedError()) is None
+    failed = request_failed("https://h", cert)
+    assert isinstance(failed, TlsRefused)
     assert str(failed).startswith("https://h: certificate verify failed: self-signed certificate; "
                                   "pass --ca-cert")

@@ -10,27 +10,19 @@ the user says `insecure` (a warning line, and run.json records it). Every connec
 server (probe, sampler, request client, `satbench capability`) takes its SSL context from the
 lane's Endpoint, made by `tls_context_for`.
 
-Reads: `get_bytes` (urllib, one bounded GET from synchronous code) and `EndpointSession` (one
-pooled aiohttp session per user: bounded requests from the event loop).
+Reads: `read` (one bounded request: (status, body) within a byte limit and a deadline, errors
+mapped once to http.errors.RequestFailed), over an `EndpointSession` (one pooled aiohttp session
+per user: kept-alive connections) or a connection of its own; `read_sync` for synchronous code.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
-import http.client
-import io
 import os
-import socket
 import ssl
-import threading
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
@@ -38,7 +30,6 @@ from satbench.config.limits import (
     KIB,
     MAX_API_KEY_FILE_BYTES,
     MAX_CA_CERT_BYTES,
-    MAX_ERROR_BODY_BYTES,
     json_answer,
     too_large,
     too_slow,
@@ -140,128 +131,7 @@ def check_remote_access(cfg: RunConfig) -> list[str]:
     return warnings
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):  # the key would follow a redirect to any host
-        return None
-
-
 READ_CHUNK_BYTES = 64 * KIB  # one read of a body; a refused answer is read to its limit + 1 byte, no further
-
-
-class _Sockets:
-    """The sockets one urllib read opened, so that its deadline can cut them (a server trickling
-    one byte at a time never trips a per-recv socket timeout)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._socks: list[socket.socket] = []
-        self.expired = False
-
-    def add(self, sock: socket.socket) -> socket.socket:
-        with self._lock:
-            self._socks.append(sock)
-            if self.expired:
-                _cut(sock)
-        return sock
-
-    def expire(self) -> None:
-        with self._lock:
-            self.expired = True
-            for sock in self._socks:
-                _cut(sock)
-
-
-def _cut(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-
-
-def _connection_class(base: type[http.client.HTTPConnection],
-                      sockets: _Sockets) -> type[http.client.HTTPConnection]:
-    class _Connection(base):  # type: ignore[misc, valid-type]  # a base chosen at run time
-        _create_connection: Callable[..., socket.socket]  # set by http.client's __init__ (undocumented)
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            create = self._create_connection
-            self._create_connection = lambda *a, **k: sockets.add(create(*a, **k))
-
-    return _Connection
-
-
-class _HttpHandler(urllib.request.HTTPHandler):
-    def __init__(self, sockets: _Sockets) -> None:
-        super().__init__()
-        self._connection = _connection_class(http.client.HTTPConnection, sockets)
-
-    def http_open(self, req):
-        return self.do_open(self._connection, req)
-
-
-class _HttpsHandler(urllib.request.HTTPSHandler):
-    def __init__(self, sockets: _Sockets, context: ssl.SSLContext | None) -> None:
-        super().__init__(context=context)
-        self._tls = context
-        self._connection = _connection_class(http.client.HTTPSConnection, sockets)
-
-    def https_open(self, req):
-        return self.do_open(self._connection, req, context=self._tls)
-
-
-def _read_sync(resp, limit_bytes: int, where: str, truncate: bool = False) -> bytes:
-    """The body, read in chunks up to `limit_bytes` + 1: AnswerTooLarge past the limit, or (with
-    `truncate`) its first `limit_bytes`."""
-    buf = bytearray()
-    while True:
-        chunk = resp.read1(min(READ_CHUNK_BYTES, limit_bytes + 1 - len(buf)))
-        if not chunk:
-            return bytes(buf)
-        buf += chunk
-        if len(buf) > limit_bytes:
-            if truncate:
-                return bytes(buf[:limit_bytes])
-            raise too_large(where, limit_bytes)
-
-
-def _timed_out(exc: BaseException) -> bool:
-    return isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
-
-
-def get_bytes(endpoint: Endpoint, path: str, timeout_s: float, *, limit_bytes: int) -> bytes:
-    """One GET of `path` on the endpoint: its headers and TLS policy, no proxies, no redirects (urllib
-    keeps the Authorization header across hosts). Errors name endpoint.url(path).
-
-    Bounded: AnswerTooLarge past `limit_bytes`; AnswerTimeoutError when the whole exchange (connect,
-    head, body) takes longer than `timeout_s`. A non-2xx answer raises urllib's HTTPError, its
-    body read up to MAX_ERROR_BODY_BYTES; a failed connection URLError / OSError as urllib does."""
-    url = endpoint.url(path)
-    sockets = _Sockets()
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _HttpHandler(sockets),
-                                         _HttpsHandler(sockets, endpoint.tls), _NoRedirect())
-    timer = threading.Timer(timeout_s, sockets.expire)
-    timer.daemon = True
-    timer.start()
-    try:
-        try:
-            request = urllib.request.Request(url, headers=endpoint.headers)
-            with opener.open(request, timeout=timeout_s) as resp:
-                body = _read_sync(resp, limit_bytes, url)
-        except urllib.error.HTTPError as exc:
-            error_body = _read_sync(exc, MAX_ERROR_BODY_BYTES, url, truncate=True)
-            exc.close()
-            raise urllib.error.HTTPError(exc.url, exc.code, exc.msg, exc.hdrs,
-                                         io.BytesIO(error_body)) from None
-    except urllib.error.HTTPError:
-        raise
-    except NETWORK_ERRORS as exc:
-        if sockets.expired or _timed_out(exc):
-            raise too_slow(url, timeout_s) from exc
-        raise
-    finally:
-        timer.cancel()
-    if sockets.expired:  # cut at the deadline: what came is not the whole answer
-        raise too_slow(url, timeout_s)
-    return body
 
 
 class EndpointSession:
@@ -282,18 +152,6 @@ class EndpointSession:
 
     async def close(self) -> None:
         await self._session.close()
-
-    async def read(self, path: str, *, limit_bytes: int, deadline_s: float, method: str = "GET",
-                   json_body: object = None) -> tuple[int, bytes]:
-        """(status, body) of one request for `path`, whatever the status: the body read in chunks up to
-        `limit_bytes` + 1 (AnswerTooLarge past it, not decompressed), the whole exchange within
-        `deadline_s` (AnswerTimeoutError). aiohttp's connection errors pass through."""
-        url = self.endpoint.url(path)
-        try:
-            async with asyncio.timeout(deadline_s):
-                return await self._exchange(url, limit_bytes, deadline_s, method, json_body)
-        except TimeoutError as exc:  # asyncio's deadline, or aiohttp's own (ServerTimeoutError)
-            raise too_slow(url, deadline_s) from exc
 
     async def _exchange(self, url: str, limit_bytes: int, deadline_s: float, method: str,
                         json_body: object) -> tuple[int, bytes]:
