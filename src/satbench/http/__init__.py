@@ -4,13 +4,13 @@
 what a server or the network raises to what satbench records), `access` (API key, TLS policy,
 bounded reads), `transport` + `framing` + `sse` + `client` (streamed completions), `promparse` (/metrics).
 
-Three HTTP stacks, the two borrowed ones each behind one entry point of access.py:
+Two HTTP stacks:
 - satbench's own asyncio transport (transport.py): the load generator's streams, stamped in
   buffer_updated (read into one lent buffer); one connection per request (Connection: close).
-- aiohttp (access.EndpointSession): probe, RTT, /tokenize, sampler, liveness; kept-alive
-  connections, so no connect lands in a recorded RTT or a sampler poll: a new connection per GET
-  /health takes 2.2-2.3x the kept-alive round trip on loopback (p50 0.37 vs 0.16-0.17 ms,
-  benchmarks/http_keepalive.py). Its error texts are recorded.
-- urllib (access.get_bytes): the synchronous callers (preflight checks, capability, native's
-  /health poll); its error texts (strerror) are what those callers report.
+- aiohttp, behind access.read / read_sync (one bounded read: (status, body) within a byte limit and
+  a deadline; only http.errors.RequestFailed escapes): probe, RTT, /tokenize, sampler, liveness,
+  preflight, capability, native's /health poll. An EndpointSession keeps connections alive, so no
+  connect lands in a recorded RTT or a sampler poll: a new connection per GET /health takes
+  2.2-2.3x the kept-alive round trip on loopback (p50 0.37 vs 0.16-0.17 ms,
+  benchmarks/http_keepalive.py). read_sync runs it on an event loop of its own.
 """
