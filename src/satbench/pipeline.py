@@ -12,6 +12,7 @@ from satbench.analysis.analyze import analyze_and_write, analyze_run, solo_level
 from satbench.analysis.checks import check_verdict, unsteady_references
 from satbench.analysis.results import ResultsFile, read_results
 from satbench.analysis.verdicts import calibrate
+from satbench.config.profiles import AdaptiveSweep
 from satbench.config.schema import CheckName, FairnessConfig, LaneConfig, RunConfig
 from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, JsonlTail, RequestEvent
 from satbench.records.layout import RECOMMENDATIONS_FILE, RESULTS_FILE
@@ -62,7 +63,8 @@ class SweepDerivation:
                 recorded: list[PlanDecision]) -> Generator[PlanDecision, PlanTick, None]:
         """saturation.planner.plan_lane, each tick turned into its Feedback: the lane's solo levels as
         the raw files hold them now."""
-        assert lane.adaptive is not None
+        profile = lane.profile
+        assert isinstance(profile, AdaptiveSweep)
         ceiling, why = lane.ceiling(slots), None
         found = read_manifest(run_dir)
         lp = found.provenance.lanes.get(lane.name) if found.provenance is not None else None
@@ -71,7 +73,7 @@ class SweepDerivation:
             cap, cap_why = checks_cap(checked) if checked is not None else (None, None)
             if cap is not None and cap < ceiling:
                 ceiling, why = cap, cap_why
-        ctx = PlanContext(lane=lane.name, adaptive=lane.adaptive, ceiling=ceiling, slots=slots,
+        ctx = PlanContext(lane=lane.name, adaptive=profile.adaptive, ceiling=ceiling, slots=slots,
                           past_slots=past_slots, slo=lane.slo, ceiling_why=why)
         inner = plan_lane(ctx, recorded)
         events, samples = JsonlTail(run_dir / EVENTS_FILE), JsonlTail(run_dir / SAMPLES_FILE, samples=True)
