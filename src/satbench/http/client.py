@@ -268,9 +268,8 @@ class StreamClient:
         if upd.error is not None:
             self._fail(out, "server_error_event", upd.error)
             return False
-        n = upd.n_tokens
-        if upd.tokens_so_far is not None:  # llama.cpp's running count covers held-back tokens
-            n = max(0, upd.tokens_so_far - out.output_tokens)
+        # llama.cpp's running count (tokens_so_far) covers held-back tokens
+        n = upd.n_tokens if upd.tokens_so_far is None else max(0, upd.tokens_so_far - out.output_tokens)
         if n:
             out.chunks.append((t_ns, n))
             out.output_tokens += n
@@ -278,7 +277,14 @@ class StreamClient:
         out.saw_final = out.saw_final or upd.final
         if upd.textless is not None and upd.textless not in out.textless:
             out.textless.append(upd.textless)
-        _take_facts(upd, out)
+        if upd.slot_id is not None:
+            out.slot_id = upd.slot_id
+        if upd.timings is not None:
+            out.timings = upd.timings
+        if upd.usage_prompt_tokens is not None:
+            out.server_prompt_tokens = upd.usage_prompt_tokens
+        if upd.usage_completion_tokens is not None and not upd.exact:
+            out.pending_usage = (upd.usage_completion_tokens, len(out.chunks))  # spread when the answer ends
         if self.api == "native":
             return upd.final
         if upd.done_marker:
@@ -292,19 +298,6 @@ class StreamClient:
                 "wrong_token_count",
                 f"asked for {req.max_tokens} tokens, received {out.output_tokens}",
             )
-
-
-def _take_facts(upd: StreamUpdate, out: StreamOutcome) -> None:
-    """What an update says besides its tokens: the slot, the timings, the usage counts (an inexact
-    completion count is spread over the chunks when the answer ends: settle_usage)."""
-    if upd.slot_id is not None:
-        out.slot_id = upd.slot_id
-    if upd.timings is not None:
-        out.timings = upd.timings
-    if upd.usage_prompt_tokens is not None:
-        out.server_prompt_tokens = upd.usage_prompt_tokens
-    if upd.usage_completion_tokens is not None and not upd.exact:
-        out.pending_usage = (upd.usage_completion_tokens, len(out.chunks))
 
 
 def settle_usage(out: StreamOutcome) -> None:
