@@ -24,9 +24,8 @@ def test_a_server_that_is_not_llamacpp_gets_inconclusive_everywhere():
 def test_failed_requests_make_a_check_inconclusive():
     lane = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16), server=ServerParams(n_batch=256))
     plan = make_plan(lane, 4)
-    events = [ev(sent_ms=0, chunks_ms=[10, 20], error="http_400")]
-    for e in events:
-        e.check, e.role = "S1", "injected"
+    events = [ev(sent_ms=0, chunks_ms=[10, 20], error="http_400").model_copy(
+        update={"check": "S1", "role": "injected"})]
     v = decode_stall(events, plan, Calibration(prefill_tok_per_s=1000.0, decode_iteration_ms=5.0),
                      FairnessConfig())
     assert v.verdict == "inconclusive" and "http_400" in v.reason
@@ -46,8 +45,8 @@ def test_iterations_below_the_clients_resolution_are_inconclusive():
     dec = ev(stream=0, sent_ms=0, chunks_ms=[0.1 * k for k in range(1, 200)])  # 0.1 ms iterations
     probe = ev(stream=1, sent_ms=5, chunks_ms=[5.5, 5.6])
     solo = ev(stream=2, sent_ms=30, chunks_ms=[30.4, 30.5])
-    for e, role in ((dec, "decoder"), (probe, "probe"), (solo, "solo")):
-        e.check, e.role = "S2", role
+    dec, probe, solo = (e.model_copy(update={"check": "S2", "role": role})
+                        for e, role in ((dec, "decoder"), (probe, "probe"), (solo, "solo")))
     v = prompt_admission([dec, probe, solo], plan, FairnessConfig())
     assert v.verdict == "inconclusive" and "resolves" in v.reason
 

@@ -75,9 +75,8 @@ def test_a_level_keeps_its_memory_figures_when_nvml_fails():
     s, w = sampler(pid=os.getpid(), gpus=NvmlGpus(LostNvml()))
     for _ in range(3):
         asyncio.run(s._process())
-    for r in w.records:  # move the readings into the level
-        r.t_ns += 10_100 * MS
-    r = summarize_level(ctx(), closed_loop_n1(), [mark("level_start", 0), mark("level_end", 600)], w.records)
+    moved = [r.model_copy(update={"t_ns": r.t_ns + 10_100 * MS}) for r in w.records]  # into the level
+    r = summarize_level(ctx(), closed_loop_n1(), [mark("level_start", 0), mark("level_end", 600)], moved)
     assert r.memory.peak_rss_bytes and r.memory.peak_rss_bytes > 0
     assert r.memory.peak_gpu_mem_bytes is None
     assert "NVML failed" in r.unavailable["peak_gpu_mem_bytes"] and "GPU_IS_LOST" in r.unavailable["gpu"]

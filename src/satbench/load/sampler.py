@@ -28,7 +28,7 @@ from satbench.config.limits import (
     json_answer,
 )
 from satbench.errors import ParseError, RunDirError
-from satbench.host.gpu import NvmlGpus
+from satbench.host.gpu import GpuReading, NvmlGpus
 from satbench.http.access import EndpointSession, read
 from satbench.http.endpoint import Endpoint
 from satbench.http.errors import RequestFailed, describe
@@ -235,39 +235,44 @@ class ServerSampler:
         poller; after MAX_CONSECUTIVE_FAILURES of them in a row the GPU is no longer read. Every
         sample names the server and satbench processes it read, so a level never takes figures from
         another session's or a restarted server's process (metrics/memory.py)."""
-        sample = ProcessSample(**self._process_tag(), t_ns=self.clock())
+        t_ns = self.clock()
+        rss = cpu = busy = own = None
+        error = None
         try:
             if self.pid is not None:
-                sample.rss_bytes, sample.cpu_seconds = process_tree_usage(self.pid)
-            sample.host_busy_cpu_seconds, sample.client_cpu_seconds = host_and_client_cpu()
+                rss, cpu = process_tree_usage(self.pid)
+            busy, own = host_and_client_cpu()
         except (psutil.Error, OSError) as exc:
-            sample.error = self._last_error["process"] = _describe(exc)
-        gpu_error = self._read_gpu(sample)
+            error = self._last_error["process"] = _describe(exc)
+        gpu, gpu_error = self._read_gpu()
+        sample = ProcessSample(
+            **self._process_tag(), t_ns=t_ns, rss_bytes=rss, cpu_seconds=cpu, host_busy_cpu_seconds=busy,
+            client_cpu_seconds=own, gpu_mem_used_bytes=None if gpu is None else gpu.mem_used_bytes,
+            gpu_util_pct=None if gpu is None else gpu.util_pct,
+            gpu_sm_clock_mhz=None if gpu is None else gpu.sm_clock_mhz, error=error)
         self.writer.write(sample)
         if gpu_error is not None:
-            self.writer.write(ProcessSample(**self._process_tag(), t_ns=sample.t_ns,
-                                            error=GPU_FAILED + gpu_error))
-        return sample.error is None
+            self.writer.write(ProcessSample(**self._process_tag(), t_ns=t_ns, error=GPU_FAILED + gpu_error))
+        return error is None
 
     def _process_tag(self) -> dict:
         return {**self.tag, "server_pid": self.pid, "client_pid": os.getpid()}
 
-    def _read_gpu(self, sample: ProcessSample) -> str | None:
-        """Fill the GPU fields of `sample`; the error to record when NVML failed, else None."""
+    def _read_gpu(self) -> tuple[GpuReading | None, str | None]:
+        """(NVML's reading, None), or (None, the error to record) when NVML failed; (None, None) when
+        no GPU is read."""
         if self.gpus is None or "gpu" in self.disabled:
-            return None
+            return None, None
         try:
             gpu = self.gpus.reading()
         except Exception as exc:  # NVML raises its own types; keep sampling
             self._gpu_failures += 1
             if self._gpu_failures < MAX_CONSECUTIVE_FAILURES:
-                return _describe(exc)
+                return None, _describe(exc)
             self.disabled["gpu"] = f"{self._gpu_failures} consecutive failures; stopped reading NVML"
-            return f"{STOPPED} {self._gpu_failures} consecutive failures; last: {_describe(exc)}"
+            return None, f"{STOPPED} {self._gpu_failures} consecutive failures; last: {_describe(exc)}"
         self._gpu_failures = 0
-        sample.gpu_mem_used_bytes, sample.gpu_util_pct = gpu.mem_used_bytes, gpu.util_pct
-        sample.gpu_sm_clock_mhz = gpu.sm_clock_mhz
-        return None
+        return gpu, None
 
 
 def process_tree_usage(pid: int) -> tuple[int, float]:

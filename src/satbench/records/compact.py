@@ -3,9 +3,9 @@
 A request validated as a pydantic record takes ~7.8 KB (measured on the committed bundle: 36 chunks a
 request). Most of it is not the data: a set of the 28 field names each record was given (2.3 KB, the
 same set for every line satbench wrote), a tuple and two ints per chunk (~90 bytes a pair), and a new
-copy of the lane, scenario and phase names per line. `compact` replaces these in a validated record
-without changing a value it reads back as: the chunks become a `Chunks` (16 bytes a pair), the field
-set is shared, the names are interned. ~2 KB a request remains.
+copy of the lane, scenario and phase names per line. A read avoids these without changing a value it
+reads back as: the chunks are validated as a `Chunks` (16 bytes a pair), the names are interned
+(`intern_names`) and `compact` gives the record its class's shared field set. ~2 KB a request remains.
 """
 
 from __future__ import annotations
@@ -61,6 +61,11 @@ class Chunks(Sequence[tuple[int, int]]):
     def __repr__(self) -> str:
         return f"Chunks({list(self)!r})"
 
+    def tokens_within(self, lo: int, hi: int) -> bool:
+        """Whether every pair's token count lies in lo..hi (its stamps are int64 by construction)."""
+        tokens = self._flat[1::2]
+        return not tokens or (lo <= min(tokens) and max(tokens) <= hi)
+
 
 def _share_fields_set(model: BaseModel, shared: dict[type, set[str]]) -> None:
     """Give `model` the one set of its class's field names when it was given them all."""
@@ -80,11 +85,9 @@ def intern_names(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def compact(record: BaseModel, chunks: list[tuple[int, int]] | None = None) -> None:
-    """Shrink a validated record in place (see the module); `chunks`: the request's pairs, already
-    checked, to be held as Chunks."""
-    if chunks is not None:
-        object.__setattr__(record, "chunks", Chunks(chunks))
+def compact(record: BaseModel) -> None:
+    """Give a validated record, and the records in it, the one shared set of field names of its
+    class (see the module): pydantic's bookkeeping, no field changes."""
     for value in record.__dict__.values():
         if isinstance(value, BaseModel):
             _share_fields_set(value, _SHARED)

@@ -21,13 +21,21 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, TypeAdapter, ValidationError, field_serializer, model_validator
+from pydantic import (
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from satbench.config.limits import MAX_CTX_TOKENS, MAX_EVENTS, MAX_METRIC_VALUE, MAX_SERVER_MS, MAX_SLOTS
 from satbench.config.ranges import FloatRange, IntRange
-from satbench.config.schema import Strict
 from satbench.errors import RunDirError
-from satbench.records.compact import compact, intern_names
+from satbench.records.compact import Chunks, compact, intern_names
+from satbench.records.record import Record
 from satbench.records.rundir import iter_lines, open_run_file, read_tail
 
 EVENTS_FILE = "events.jsonl"
@@ -57,6 +65,31 @@ HttpStatus = Annotated[int, IntRange(0, 999)]
 Percent = Annotated[float, FloatRange(0.0, 100.0, lo_open=False)]
 ClockMhz = Annotated[float, FloatRange(0.0, 1e6, lo_open=False)]
 
+def _bounds(alias: object) -> tuple[int, int]:
+    """(lo, hi) of an `Annotated[int, IntRange(lo, hi)]` alias."""
+    rng = next(m for m in get_args(alias)[1:] if isinstance(m, IntRange))
+    return rng.lo, rng.hi
+
+
+_STAMP_LO, _STAMP_HI = _bounds(NsStamp)
+_TOKENS_LO, _TOKENS_HI = _bounds(TokenCount)
+
+
+def _tuple_pairs(value: object) -> bool:
+    """Whether `value` is a list of `(t_ns, tokens)` tuples of two integers (not bools) in the ranges
+    of NsStamp and TokenCount, as the load generator builds a request's chunks."""
+    if type(value) is not list:
+        return False
+    lo, hi, least, most = _STAMP_LO, _STAMP_HI, _TOKENS_LO, _TOKENS_HI
+    for pair in value:
+        if type(pair) is not tuple or len(pair) != 2:
+            return False
+        t, n = pair
+        if type(t) is not int or type(n) is not int or not lo <= t <= hi or not least <= n <= most:
+            return False
+    return True
+
+
 # "solo": the lane alone on the machine; "together": every lane of the run at once;
 # "fairness": the workloads of the fairness and starvation checks (each request names its check and role);
 # "open": the lane's open-loop rates (load/open_loop.py), its level the rate's 1-based position in `rates`
@@ -65,7 +98,7 @@ Phase = Literal["warmup", "measured", "background"]  # a request's part of its l
 LevelStatus = Literal["running", "complete", "failed", "interrupted"]  # how a level repetition ended
 
 
-class ServerTimings(Strict):
+class ServerTimings(Record):
     """The server's own `timings` from the final stream event (llama.cpp only)."""
 
     cache_n: TokenCount | None = None
@@ -83,7 +116,7 @@ GPU_FAILED = "NVML: "
 NS_PER_MS = 1_000_000.0
 
 
-class RequestErrorInfo(Strict):
+class RequestErrorInfo(Record):
     """Why a request failed: a stable `type` for grouping and the original message."""
 
     type: str
@@ -91,7 +124,7 @@ class RequestErrorInfo(Strict):
     http_status: HttpStatus | None = None
 
 
-class RequestEvent(Strict):
+class RequestEvent(Record):
     """One request, from intent to last byte. `chunks` holds [t_ns, tokens_in_chunk] pairs.
     Stamps are ordered: sent_ns <= headers_ns (when the head came) <= end_ns."""
 
@@ -137,6 +170,17 @@ class RequestEvent(Strict):
             raise ValueError(f"headers_ns {self.headers_ns} is outside sent_ns..end_ns")
         return self
 
+    @field_validator("chunks", mode="wrap")
+    @classmethod
+    def _pairs_in_one_pass(cls, value: object, handler: ValidatorFunctionWrapHandler) -> object:
+        """Chunks as the load generator builds them (`_tuple_pairs`) are checked in one pass and held
+        as a new list, ~10x cheaper than the type's validator per number on a 128-chunk answer; a
+        request read back gives its pairs as a `Chunks` (records.compact), its tokens checked; anything
+        else is validated by the field's type (which names what is wrong). Same values either way."""
+        if type(value) is Chunks and value.tokens_within(_TOKENS_LO, _TOKENS_HI):
+            return value
+        return list(value) if _tuple_pairs(value) else handler(value)  # type: ignore[call-overload]
+
     @field_serializer("chunks")
     def _pairs(self, chunks: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         """As a list: a request read back holds its chunks compactly (records.compact.Chunks)."""
@@ -147,7 +191,7 @@ class RequestEvent(Strict):
         return self.error is None
 
 
-class LevelMark(Strict):
+class LevelMark(Record):
     """Start or end of one repetition of one level, as the load generator saw it."""
 
     kind: Literal["level_start", "level_end"]
@@ -162,7 +206,7 @@ class LevelMark(Strict):
     session: Count = 0
 
 
-class MetricsSample(Strict):
+class MetricsSample(Record):
     """One scrape of `/metrics`: every `llamacpp:*` sample, name without the prefix."""
 
     kind: Literal["metrics"] = "metrics"
@@ -174,7 +218,7 @@ class MetricsSample(Strict):
     error: str | None = None
 
 
-class SlotsSample(Strict):
+class SlotsSample(Record):
     """One read of `/slots`: which slots were processing and how far each was."""
 
     kind: Literal["slots"] = "slots"
@@ -188,7 +232,7 @@ class SlotsSample(Strict):
     error: str | None = None
 
 
-class ProcessSample(Strict):
+class ProcessSample(Record):
     """Server process resources: RSS (with children), CPU seconds; GPU memory, utilisation and SM
     clock where NVML sees a GPU (device-wide figures, see gpu.py)."""
 
@@ -229,16 +273,6 @@ def _why(exc: Exception) -> str:
     return exc.__class__.__name__
 
 
-def _bounds(alias: object) -> tuple[int, int]:
-    """(lo, hi) of an `Annotated[int, IntRange(lo, hi)]` alias."""
-    rng = next(m for m in get_args(alias)[1:] if isinstance(m, IntRange))
-    return rng.lo, rng.hi
-
-
-_STAMP_LO, _STAMP_HI = _bounds(NsStamp)
-_TOKENS_LO, _TOKENS_HI = _bounds(TokenCount)
-
-
 def _plain_chunks(value: object) -> list[tuple[int, int]] | None:
     """`value` as `RequestEvent.chunks` holds it when it is a list of [stamp, tokens] pairs of
     integers (not bools) in the ranges of NsStamp and TokenCount, as satbench writes them; None for
@@ -262,9 +296,8 @@ def _event(data: object) -> RequestEvent | LevelMark:
     if type(data) is dict:
         intern_names(data)
         if data.get("kind") == "request" and (pairs := _plain_chunks(data.get("chunks"))) is not None:
-            event = _EVENT_ADAPTER.validate_python({**data, "chunks": []})
-            assert isinstance(event, RequestEvent)  # kind "request"
-            compact(event, pairs)
+            event = _EVENT_ADAPTER.validate_python({**data, "chunks": Chunks(pairs)})
+            compact(event)
             return event
     record = _EVENT_ADAPTER.validate_python(data)
     compact(record)
