@@ -15,7 +15,16 @@ from satbench.records.ledger import (
     start_unit,
     together_unit,
 )
-from satbench.records.manifest import read_manifest
+from satbench.records.manifest import (
+    HostInfo,
+    ModelInfo,
+    NetworkInfo,
+    PlanDecision,
+    Provenance,
+    RuntimeInfo,
+    ServerFailure,
+    read_manifest,
+)
 from tests.conftest import url_lane_config
 
 WRITTEN = {  # the strings run directories already hold, and the unit each one is
@@ -66,3 +75,48 @@ def test_the_ledger_writes_each_change(tmp_path):
     assert ledger.done("solo/default/1/1") and ledger.refine_levels("default") == [3]
     ledger.finish("complete", None, "2024-01-01T00:00:00+00:00")
     assert read_manifest(tmp_path).status == "complete"
+
+
+class StartedAt:
+    """A started server as run.json records it (ledger.StartedServer), named by `name`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def model_info(self) -> ModelInfo:
+        return ModelInfo(path="/m.gguf")
+
+    def runtime_info(self) -> RuntimeInfo:
+        return RuntimeInfo(kind="url", name=self.name, llamacpp=True, base_url="http://127.0.0.1:9")
+
+    def network_info(self) -> NetworkInfo:
+        return NetworkInfo(path="loopback")
+
+
+def test_a_change_makes_a_new_manifest_and_leaves_the_old_one(tmp_path):
+    cfg = url_lane_config("http://127.0.0.1:9", [1], requests=4, reps=1)
+    ledger = Ledger.new(tmp_path, ["t"], cfg)
+    ledger.keep_provenance(Provenance(satbench_version="0", host=HostInfo(
+        cpu_model="c", cores_logical=1, ram_bytes=1 << 30, os="Linux", python="3.11")))
+    before = ledger.manifest
+    dump = before.model_dump_json()
+    ledger.record_server("default", "fairness", 0, StartedAt("fair"))
+    ledger.record_server("default", "solo", 0, StartedAt("solo"))
+    ledger.record_server("default", "together", 0, StartedAt("both"))
+    ledger.complete("solo/default/1/1")
+    decision = PlanDecision(action="measure", level=1, repetition=1, reason="starts at N=1", elapsed_s=0.0)
+    ledger.keep_decision("default", decision)
+    failure = ServerFailure(lane="default", scenario="solo", level=1, repetition=1, unit="solo/default/1/1",
+                            reason="gone")
+    ledger.add_failure(failure)
+    ledger.replace_failure(failure, failure.model_copy(update={"restarted": True}))
+    ledger.finish("complete", None, "2024-01-01T00:00:00+00:00")
+    assert before.model_dump_json() == dump and ledger.manifest is not before
+    on_disk = read_manifest(tmp_path)
+    assert on_disk == ledger.manifest
+    assert on_disk.provenance is not None
+    lane = on_disk.provenance.lanes["default"]
+    assert (lane.runtime.name, lane.fairness_runtime, lane.together_runtime) == (
+        "solo", StartedAt("fair").runtime_info(), StartedAt("both").runtime_info())
+    assert on_disk.completed_units == ["solo/default/1/1"] and on_disk.plan == {"default": [decision]}
+    assert [f.restarted for f in on_disk.server_failures] == [True] and on_disk.status == "complete"

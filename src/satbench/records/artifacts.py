@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from satbench.config.ranges import RECORDED
 from satbench.errors import RunDirError
-from satbench.records.manifest import write_text_atomic
+from satbench.records.atomic import write_text_atomic
 
 
 def published_schema(model: type[BaseModel], name: str, version: str, title: str | None = None) -> dict:

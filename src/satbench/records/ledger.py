@@ -30,9 +30,11 @@ from satbench.records.manifest import (
     ModelInfo,
     NetworkInfo,
     PlanDecision,
+    Provenance,
     RunManifest,
     RunStatus,
     RuntimeInfo,
+    ServerFailure,
     write_manifest,
 )
 from satbench.records.rundir import free_room, hold_room
@@ -164,7 +166,8 @@ class StartedServer(Protocol):
 
 class Ledger:
     """The run.json of one run directory while a sweep writes it. Every change is written at once
-    (atomically, `write_manifest`), so run.json on disk is always what --resume continues from.
+    (atomically, `write_manifest`), so run.json on disk is always what --resume continues from; a
+    change makes a new `manifest` (`model_copy(update=...)`), never edits the one there was.
 
     Invariants: a unit enters `completed_units` once, in the order it finished; the extra levels
     --refine chose for a lane are fixed once chosen (a resume runs those, never a new choice)."""
@@ -187,14 +190,18 @@ class Ledger:
         """Write run.json as the manifest is now (RunDirError when it cannot be written)."""
         write_manifest(self.run_dir, self.manifest)
 
+    def _update(self, **changes: object) -> None:
+        """The manifest with `changes` (field → new value) becomes the ledger's; run.json is written."""
+        self.manifest = self.manifest.model_copy(update=changes)
+        self.write()
+
     def done(self, unit: str) -> bool:
         """Whether `unit` finished, in this session or an earlier one (what --resume skips)."""
         return unit in self.manifest.completed_units
 
     def complete(self, unit: str) -> None:
         """Enter a finished unit in the ledger, and write run.json."""
-        self.manifest.completed_units.append(unit)
-        self.write()
+        self._update(completed_units=[*self.manifest.completed_units, unit])
 
     def any_completed(self) -> bool:
         """Whether any unit has finished, in any session."""
@@ -206,8 +213,7 @@ class Ledger:
 
     def keep_refine_levels(self, lane: str, levels: list[int]) -> None:
         """Fix the extra levels --refine chose for `lane` (once), and write run.json."""
-        self.manifest.refine_levels[lane] = levels
-        self.write()
+        self._update(refine_levels={**self.manifest.refine_levels, lane: levels})
 
     def plan(self, lane: str) -> list[PlanDecision]:
         """The adaptive sweep's decisions for `lane` so far, in order (none for a fixed lane)."""
@@ -215,8 +221,8 @@ class Ledger:
 
     def keep_decision(self, lane: str, decision: PlanDecision) -> None:
         """Append a decision of `lane`'s adaptive sweep, and write run.json."""
-        self.manifest.plan.setdefault(lane, []).append(decision)
-        self.write()
+        plan = self.manifest.plan
+        self._update(plan={**plan, lane: [*plan.get(lane, []), decision]})
 
     def hold_room(self) -> None:
         """Hold space for run.json's last write while the run goes on (rundir.hold_room): four times
@@ -228,9 +234,8 @@ class Ledger:
     def finish(self, status: RunStatus, reason: str | None, finished_at: str | None) -> None:
         """Record how the run ended (status, reason, ISO-8601 end time), and write run.json, into the
         space `hold_room` kept for it (a full disk still records how the run ended)."""
-        self.manifest.status = status
-        self.manifest.status_reason = reason
-        self.manifest.finished_at = finished_at
+        self.manifest = self.manifest.model_copy(
+            update={"status": status, "status_reason": reason, "finished_at": finished_at})
         free_room(self.run_dir)
         self.write()
 
@@ -242,16 +247,32 @@ class Ledger:
         fairness server, from their latest start."""
         prov = self.manifest.provenance
         assert prov is not None
+        resumes = self.manifest.resumes
         if session:
-            self.manifest.resumes[-1].servers[f"{lane}/{scenario}"] = server.runtime_info()
+            last = resumes[-1]
+            servers = {**last.servers, f"{lane}/{scenario}": server.runtime_info()}
+            resumes = [*resumes[:-1], last.model_copy(update={"servers": servers})]
         rt, net = server.runtime_info(), server.network_info()
         lp = prov.lanes.get(lane)
         if lp is None:
-            lp = prov.lanes[lane] = LaneProvenance(model=server.model_info(), runtime=rt, network=net)
+            lp = LaneProvenance(model=server.model_info(), runtime=rt, network=net)
         elif not lp.solo_recorded():  # still its fairness server's: the latest start's, whichever
-            lp.runtime, lp.network = rt, net
+            lp = lp.model_copy(update={"runtime": rt, "network": net})
         if scenario == "together":
-            lp.together_runtime = rt
+            lp = lp.model_copy(update={"together_runtime": rt})
         elif scenario == "fairness":
-            lp.fairness_runtime, lp.fairness_network = rt, net
-        self.write()
+            lp = lp.model_copy(update={"fairness_runtime": rt, "fairness_network": net})
+        self._update(provenance=prov.model_copy(update={"lanes": {**prov.lanes, lane: lp}}), resumes=resumes)
+
+    def keep_provenance(self, provenance: Provenance) -> None:
+        """Record the run's provenance (the satbench source, the host), and write run.json."""
+        self._update(provenance=provenance)
+
+    def add_failure(self, failure: ServerFailure) -> None:
+        """Enter a server failure in run.json's `server_failures`, and write run.json."""
+        self._update(server_failures=[*self.manifest.server_failures, failure])
+
+    def replace_failure(self, old: ServerFailure, new: ServerFailure) -> None:
+        """Put `new` (a restart's outcome: `old.model_copy(update=...)`) where the failure `old` (that
+        very record) stands in `server_failures`, and write run.json."""
+        self._update(server_failures=[new if f is old else f for f in self.manifest.server_failures])

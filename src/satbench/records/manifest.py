@@ -6,15 +6,11 @@ needs besides the raw JSONL files comes from here.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
-import stat
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -24,6 +20,8 @@ from satbench.config.ranges import RECORDED
 from satbench.config.runtime import runtime_class
 from satbench.config.schema import RunConfig, RuntimeKind, Strict
 from satbench.errors import RunDirError
+from satbench.records.atomic import write_text_atomic as write_text_atomic  # its callers' import
+from satbench.records.record import Record
 
 MANIFEST_FILE = "run.json"
 MANIFEST_SCHEMA_VERSION = "2.11"  # what each version added: docs/schemas.md
@@ -59,7 +57,7 @@ class ModelInfo(Strict):
 BufferKind = Literal["model", "kv", "state", "compute", "output"]
 
 
-class BufferSize(Strict):
+class BufferSize(Record):
     """One buffer line of llama.cpp's log: what it allocated, on which backend buffer."""
 
     kind: BufferKind = Field(description="model weights, KV cache, recurrent or compressor state (RS, DSV4), "
@@ -68,7 +66,7 @@ class BufferSize(Strict):
     bytes: int = Field(description="as printed, in MiB with 2 decimals, times 2^20 (within 5.3 KB)")
 
 
-class ServerMemory(Strict):
+class ServerMemory(Record):
     """What a started server's memory held, from llama.cpp's own log (its buffer lines, printed at
     log verbosity >= 4, for this start only), and the memory left on the machine right after."""
 
@@ -120,7 +118,7 @@ class RuntimeInfo(Strict):
         return runtime_class(self.kind).starts_server
 
 
-class GpuInfo(Strict):
+class GpuInfo(Record):
     name: str
     memory_total_bytes: int | None = None
     driver: str | None = None
@@ -230,7 +228,7 @@ class Provenance(Strict):
     lanes: dict[str, LaneProvenance] = Field(default_factory=dict)
 
 
-class ClockAnchor(Strict):
+class ClockAnchor(Record):
     """One wall-clock stamp per run, paired with the monotonic clock at the same moment."""
 
     wall_time_ns: int
@@ -240,7 +238,7 @@ class ClockAnchor(Strict):
 RunStatus = Literal["running", "complete", "failed", "interrupted"]
 
 
-class ResumeRecord(Strict):
+class ResumeRecord(Record):
     """One `sweep --resume` of this run: when, by what command, from what state."""
 
     session: int = Field(description="records written in this session carry this number")
@@ -279,7 +277,7 @@ class ServerFailure(Strict):
 PlanAction = Literal["measure", "repeat", "remeasure", "resolve", "confirm", "refine", "stop"]
 
 
-class PlanDecision(Strict):
+class PlanDecision(Record):
     """One decision of a lane's adaptive sweep (saturation/planner.py), in the order taken: measure
     repetition `repetition` of `level`, or (action "stop", level None) end the lane's sweep. `reason`
     says why, with the figures it rests on; `elapsed_s` is the lane's sweep time (s) when it was taken."""
@@ -316,74 +314,6 @@ class RunManifest(Strict):
         description="lane → the adaptive sweep's decisions in order: a resume replays them, then plans on")
     resumes: list[ResumeRecord] = Field(default_factory=list)
     server_failures: list[ServerFailure] = Field(default_factory=list)
-
-
-STDOUT_NAMES = {"/dev/stdout": 1, "/dev/stderr": 2}  # -o names for the process's own output streams
-
-
-def write_text_atomic(path: Path, text: str | bytes, *, run_dir: Path | None = None,
-                      output_flag: str | None = None) -> None:
-    """Write to a temporary file beside `path`, fsync it, then rename over `path`: a crash or a
-    full disk leaves the old file (or none), never a half-written one, and no temporary file.
-
-    The rename replaces the name `path`, so it never writes through a link; still, a `path` that
-    exists and is not a regular file with one link owned by this user (a symbolic link, a hard
-    link to a file elsewhere, a directory, a pipe) is refused, not replaced: RunDirError naming it
-    (satbench.records.rundir.check_writable_file). That check applies to every target, in a run directory
-    or not (capability -o). With `run_dir` (a file in a subdirectory of a run directory, such as
-    plots/), every directory between `run_dir` and `path` must also be a real directory, not a
-    link out of it; without it the parent directory is taken as the caller named it.
-
-    `output_flag` (e.g. "-o"): `path` is a file the user named outside any run directory. A refusal
-    then says "choose another -o"; /dev/stdout, /dev/stderr and a character device (/dev/null, a
-    terminal) are streams, not files to replace: written directly, not atomically."""
-    from satbench.records.rundir import check_parents, check_writable_file
-
-    if run_dir is not None:
-        check_parents(run_dir, path)
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    if output_flag is not None and _write_stream(path, data):
-        return
-    check_writable_file(path, None if output_flag is None else f"choose another {output_flag}")
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are meant to be shared
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def _write_stream(path: Path, data: bytes) -> bool:
-    """Write `data` to `path` when it names an output stream of this process or a character
-    device; False (nothing written) for anything else."""
-    fd = STDOUT_NAMES.get(os.fspath(path))
-    try:
-        if fd is None:
-            if not stat.S_ISCHR(os.stat(path).st_mode):
-                return False
-            with open(path, "wb", buffering=0) as fh:
-                fh.write(data)
-            return True
-        sys.stdout.flush()
-        sys.stderr.flush()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    except FileNotFoundError:
-        return False
-    except OSError as exc:
-        raise RunDirError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    return True
 
 
 def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
