@@ -47,7 +47,7 @@ class AdaptiveSolo:
             return  # --resume: this lane's adaptive sweep is finished
         first = await ctx.start(lane, "solo")
         slots = first.runtime_info().total_slots
-        past_slots = lane.runtime.kind == "url" and not ctx.cfg.strict  # --strict: never above the slots
+        past_slots = not lane.runtime.starts_server and not ctx.cfg.strict  # --strict: never above the slots
         planner = ctx.derivation.planner(ctx.run_dir, lane, slots, past_slots, recorded)
         climb = _Climb(lane, first, time.monotonic() - (recorded[-1].elapsed_s if recorded else 0.0),
                        set(planned_solo_units(lane)), (first, set()))

@@ -85,7 +85,7 @@ async def probe_buffers(lane: LaneConfig, model_path: Path | None, log_path: Pat
     flags. RuntimeStartError when it does not start (the lane's start failure: a second start would
     fail alike, or wait out the same timeout); None for a running server (its log is not
     satbench's) or when nothing was printed."""
-    if lane.runtime.kind == "url":
+    if not lane.runtime.starts_server:
         return None
     runtime = make_runtime(lane, model_path, log_path, verbosity=LOG_VERBOSITY)
     try:

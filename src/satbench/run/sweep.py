@@ -69,7 +69,7 @@ def checks_first(lane: LaneConfig) -> bool:
     """Whether the lane's fairness checks run before its sweep: an adaptive lane whose server satbench
     starts, so that what they forbid caps its climb. A running server (--url) is not restarted: its
     checks, which put the most requests in flight, come after what it measured."""
-    return lane.adaptive is not None and lane.runtime.kind != "url"
+    return lane.adaptive is not None and lane.runtime.starts_server
 
 
 def this_host() -> tuple[NvmlGpus | None, HostInfo]:
@@ -138,7 +138,7 @@ class Sweep(Generic[R]):
         """Find (or assemble) and hash every lane's model; a bad one is a UserError or ModelError."""
         found: dict[tuple[str | None, str], tuple[Path | None, ModelInfo]] = {}
         for lane in self.cfg.lanes:  # fail on a bad model before any server starts; each file hashed once
-            if lane.runtime.kind == "embedded":
+            if lane.runtime.engine_package is not None:
                 require_wheel(lane.name)
             try:
                 check_lane_args(lane.runtime.kind, lane.server.extra_args, lane.runtime.server_bin)
