@@ -43,7 +43,8 @@ def mark(kind: str, t_ms: float, level: int = 1, repetition: int = 1, status: st
 
 
 def slots(t_ms: float, busy: list[int], n: int = 4) -> SlotsSample:
-    return SlotsSample(lane="default", sent_ns=int(t_ms * MS) - 1, t_ns=int(t_ms * MS), n_slots=n, busy_ids=busy)
+    return SlotsSample(lane="default", sent_ns=int(t_ms * MS) - 1, t_ns=int(t_ms * MS), n_slots=n,
+                       busy_ids=busy)
 
 
 def metrics(t_ms: float, **values: float) -> MetricsSample:

@@ -70,7 +70,8 @@ def test_a_chunked_prefill_passes_s1_on_the_virtual_clock():
 
 
 def test_a_prefill_that_holds_the_decoders_fails_s1_on_the_virtual_clock():
-    v = _verdict(3.0)  # ⌊3·n_batch⌋ − K prompt tokens in an iteration with decode tokens: 1.5 is the bound
+    # ⌊3·n_batch⌋ − K prompt tokens in an iteration with decode tokens: 1.5 is the bound
+    v = _verdict(3.0)
     assert v.verdict == "fail", v
     itl = next(s for s in v.statistics if s.name == "max_itl_ms")
     assert itl.estimate > itl.bound

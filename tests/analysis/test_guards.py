@@ -10,7 +10,8 @@ from satbench.config.schema import FairnessConfig, LaneConfig, ServerParams, Wor
 from satbench.workload.fairness_plan import make_plan
 from tests.builders import MS, ev
 
-LANE = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16), server=ServerParams(n_batch=256))
+LANE = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16),
+                  server=ServerParams(n_batch=256))
 PLAN = make_plan(LANE, 4)
 CAL = Calibration(prefill_tok_per_s=100_000.0, decode_iteration_ms=5.0)
 
@@ -34,8 +35,8 @@ def _f1_rounds(itl_of_round) -> list:
         itl = itl_of_round(r)
         for s in range(4):
             chunks = [t + 2 + itl * k for k in range(64)]
-            events.append(_tag(ev(stream=s, seq=r, sent_ms=t, chunks_ms=chunks), "F1", "equal", stream=s, seq=r,
-                               phase="warmup" if r == 0 else "measured"))
+            events.append(_tag(ev(stream=s, seq=r, sent_ms=t, chunks_ms=chunks), "F1", "equal",
+                               stream=s, seq=r, phase="warmup" if r == 0 else "measured"))
         t += 2 + itl * 63
     return events
 
@@ -56,8 +57,8 @@ def test_a_stream_served_at_half_rate_beside_the_others_is_unfair():
     for s in range(4):
         itl, t = (20.0 if s == 1 else 10.0), 0.0
         for j in range(7 if s == 1 else 14):
-            events.append(_tag(ev(stream=s, seq=j, sent_ms=t, chunks_ms=[t + 2 + itl * k for k in range(64)]), "F1",
-                               "equal", stream=s, seq=j, phase="warmup" if j == 0 else "measured"))
+            events.append(_tag(ev(stream=s, seq=j, sent_ms=t, chunks_ms=[t + 2 + itl * k for k in range(64)]),
+                               "F1", "equal", stream=s, seq=j, phase="warmup" if j == 0 else "measured"))
             t += 2 + itl * 63
     v = equal_requests(events, PLAN, CAL, FairnessConfig())
     assert v.verdict == "fail" and stat(v, "service_ratio").estimate > 1.9, v.statistics
@@ -67,14 +68,15 @@ def test_a_stream_served_at_half_rate_beside_the_others_is_unfair():
 # -- F2: the N requests must share the server ------------------------------------------------
 
 def _f2_events(overlap: bool) -> list:
-    events = [_tag(ev(seq=i, sent_ms=1000 * rep + 100 * i, chunks_ms=[1000 * rep + 100 * i + 10 * k
-                                                                     for k in range(1, 5)]), "F2", "alone", seq=i,
-                   rep=rep + 1) for rep in range(3) for i in range(4)]
+    events = [_tag(ev(seq=i, sent_ms=1000 * rep + 100 * i,
+                      chunks_ms=[1000 * rep + 100 * i + 10 * k for k in range(1, 5)]),
+                   "F2", "alone", seq=i, rep=rep + 1) for rep in range(3) for i in range(4)]
     for rep in range(3):
         t = 5000 + 1000 * rep
         for i in range(4):
             sent = t + (1 * i if overlap else 50 * i)  # one after another: each ends before the next is sent
-            events.append(_tag(ev(stream=i, seq=i, sent_ms=sent, chunks_ms=[sent + 10 * k for k in range(1, 5)]),
+            events.append(_tag(ev(stream=i, seq=i, sent_ms=sent,
+                                  chunks_ms=[sent + 10 * k for k in range(1, 5)]),
                                "F2", "together", stream=i, seq=i, rep=rep + 1))
     return events
 
@@ -93,7 +95,8 @@ def _f3_events(duration_ms: float, stagger_ms: float, idle_ms: float = 0.0) -> l
     for c in range(6):
         t = stagger_ms * c
         for j in range(7):
-            events.append(_tag(ev(stream=c, seq=j, sent_ms=t, chunks_ms=[t + duration_ms / 2, t + duration_ms]),
+            events.append(_tag(ev(stream=c, seq=j, sent_ms=t,
+                                  chunks_ms=[t + duration_ms / 2, t + duration_ms]),
                                "F3", "client", stream=c, seq=j, phase="warmup" if j == 0 else "measured"))
             t += duration_ms + idle_ms
     return events
@@ -126,7 +129,8 @@ def test_f3_clients_that_did_not_stay_backlogged_are_inconclusive():
 
 def _s1_events(solo_ttfts: list[float], solo_prompt_ms: list[float], injected_ttft: float) -> list:
     solos = [_tag(ev(seq=i, sent_ms=1000 * i, chunks_ms=[1000 * i + t, 1000 * i + t + 1], prompt_n=768,
-                     prompt_ms=p), "S1", "solo", seq=i) for i, (t, p) in enumerate(zip(solo_ttfts, solo_prompt_ms))]
+                     prompt_ms=p), "S1", "solo", seq=i)
+             for i, (t, p) in enumerate(zip(solo_ttfts, solo_prompt_ms))]
     out = solos
     for r in range(2):  # two injections, 0.2 ms apart in their prefill time
         t, ttft = 5000 + 2000 * r, injected_ttft + 0.2 * r
@@ -157,8 +161,8 @@ def test_s1_with_a_hiccup_in_its_solo_references_is_inconclusive():
 
 
 def test_s2_leaves_out_probes_stamped_late():
-    solos = [_tag(ev(seq=i, sent_ms=100 * i, chunks_ms=[100 * i + 10, 100 * i + 12], prompt_ms=8), "S2", "solo",
-                  seq=i) for i in range(3)]
+    solos = [_tag(ev(seq=i, sent_ms=100 * i, chunks_ms=[100 * i + 10, 100 * i + 12], prompt_ms=8),
+                  "S2", "solo", seq=i) for i in range(3)]
     decs = [_tag(ev(stream=d, sent_ms=990, chunks_ms=[1000 + 10 * k for k in range(201)]), "S2", "decoder",
                  stream=d, seq=d) for d in range(3)]
     # every probe's client TTFT (1 ms) is below the server's prompt time (8 ms): no probe can be timed
@@ -175,7 +179,8 @@ def _s3_events(first_ttft: float, gap: float, second_ttft: float, solo_prompt_ms
                 "S3", "solo", seq=i) for i in range(2)]
     for k in range(pairs):
         t, t2 = 400 + 100 * k, second_ttft + 0.5 * k
-        evs.append(_tag(ev(sent_ms=t, chunks_ms=[t + first_ttft, t + 1 + first_ttft]), "S3", "first", rep=k + 1))
+        evs.append(_tag(ev(sent_ms=t, chunks_ms=[t + first_ttft, t + 1 + first_ttft]), "S3", "first",
+                        rep=k + 1))
         evs.append(_tag(ev(sent_ms=t + gap, chunks_ms=[t + gap + t2, t + 1 + gap + t2]), "S3", "second",
                         stream=1, rep=k + 1))
     return evs
@@ -208,7 +213,8 @@ def test_checks_a_lost_server_kept_from_running_say_so():
     verdicts = {v.check: v for v in lane_verdicts(evs, PLAN, FairnessConfig(), True, lost=lost)}
     for c in ("F1", "F2", "F3", "S1", "S2"):
         assert verdicts[c].verdict == "inconclusive" and verdicts[c].reason == f"not run: {lost}"
-    assert verdicts["S3"].verdict == "inconclusive" and "calibration" in verdicts["S3"].reason  # judged, not "not run"
+    # judged, not "not run"
+    assert verdicts["S3"].verdict == "inconclusive" and "calibration" in verdicts["S3"].reason
 
 
 def test_f1_takes_the_decode_rate_from_the_servers_timings():
@@ -248,8 +254,9 @@ def test_f1_passes_equal_shares_while_the_batch_narrows_and_widens():
                 st["chunks"].append(t)
                 st["left"] -= 1
                 if st["left"] == 0:
-                    events.append(_tag(ev(stream=s, seq=st["seq"], sent_ms=st["sent"], chunks_ms=st["chunks"]), "F1",
-                                       "equal", stream=s, seq=st["seq"], phase="warmup" if st["seq"] == 0 else "measured"))
+                    events.append(_tag(ev(stream=s, seq=st["seq"], sent_ms=st["sent"],
+                                          chunks_ms=st["chunks"]), "F1", "equal", stream=s, seq=st["seq"],
+                                       phase="warmup" if st["seq"] == 0 else "measured"))
                     st.update(seq=st["seq"] + 1, sent=None, chunks=[], left=64, wait=3 + s)
             it += 1
         return events
@@ -345,7 +352,8 @@ def test_f1_does_not_pass_while_leaving_out_the_stream_the_scheduler_favours():
         return chunks_of
     assert equal_requests(_f1_closed(favoured(128)), PLAN, CAL, FairnessConfig()).verdict == "fail"
     short = equal_requests(_f1_closed(favoured(64)), PLAN, CAL, FairnessConfig())  # stream 0: 256 ms decodes
-    assert short.verdict == "inconclusive" and "stream pair(s) [(0, 1), (0, 2), (0, 3)]" in short.reason, short
+    assert short.verdict == "inconclusive", short
+    assert "stream pair(s) [(0, 1), (0, 2), (0, 3)]" in short.reason, short
 
 
 def test_f1_requests_are_sized_to_decode_long_enough_to_compare():
@@ -370,8 +378,8 @@ def _with_prompt_ms(events, wait_ms: float) -> list:
     from satbench.metrics.latency import ttft_ms
     from satbench.records.events import ServerTimings
 
-    return [e.model_copy(update={"timings": ServerTimings(prompt_ms=max(0.0, ttft_ms(e) - wait_ms), prompt_n=32,
-                                                          cache_n=0)}) for e in events]
+    return [e.model_copy(update={"timings": ServerTimings(prompt_ms=max(0.0, ttft_ms(e) - wait_ms),
+                                                          prompt_n=32, cache_n=0)}) for e in events]
 
 
 def _one_late_first_token(delay_ms: float):

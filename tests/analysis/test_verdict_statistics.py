@@ -15,7 +15,8 @@ from satbench.saturation.recommend import fairness_cap, fairness_marginal
 from satbench.workload.fairness_plan import make_plan
 from tests.builders import ev
 
-LANE = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16), server=ServerParams(n_batch=256))
+LANE = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16),
+                  server=ServerParams(n_batch=256))
 PLAN = make_plan(LANE, 4)
 CAL = Calibration(prefill_tok_per_s=100_000.0, decode_iteration_ms=5.0)
 
@@ -132,7 +133,8 @@ def test_a_verdict_is_the_same_from_the_same_events_in_any_order():
     cfg = FairnessConfig(checks=["S3"])
     cal = [_tag(ev(sent_ms=-50, chunks_ms=[-45, -44]), "CAL", "prefill"),
            _tag(ev(sent_ms=-40, chunks_ms=[-35 + 5 * k for k in range(6)]), "CAL", "decode")]
-    assert lane_verdicts(cal + evs, PLAN, cfg, True) == lane_verdicts(list(reversed(cal + evs)), PLAN, cfg, True)
+    reordered = list(reversed(cal + evs))
+    assert lane_verdicts(cal + evs, PLAN, cfg, True) == lane_verdicts(reordered, PLAN, cfg, True)
 
 
 # -- a marginal verdict warns, it does not cap ---------------------------------------------------
@@ -163,8 +165,8 @@ async def test_the_runner_adds_rounds_while_marginal_and_stops_once_decided():
     assert v.rounds >= 2 and pairs == list(range(1, v.rounds + 1)), (v.rounds, pairs, v.statistics)
     assert v.verdict != "marginal" or v.rounds == 5  # it stops at the first decided look, else at the cap
     earlier = [e for e in events if not (e.check == "S3" and e.repetition == v.rounds and e.role != "solo")]
-    [before] = lane_verdicts(earlier, PLAN, FairnessConfig(checks=["S3"], **cfg.model_dump(exclude={"checks"})),
-                             True)
+    s3_only = FairnessConfig(checks=["S3"], **cfg.model_dump(exclude={"checks"}))
+    [before] = lane_verdicts(earlier, PLAN, s3_only, True)
     assert before.verdict == "marginal"  # why the runner sent the last pair
 
 
@@ -175,9 +177,10 @@ def test_the_reports_name_a_marginal_check_beside_the_recommendation():
     marginal = prompt_vs_prompt(_s3([0.0, 20.0, 10.0]), PLAN, CAL, FairnessConfig()).model_copy(
         update={"concurrency": 2})
     summary = verdict_summary(SimpleNamespace(fairness=[marginal]))
-    assert summary == "1 checks: 0 pass, 0 fail, 1 marginal, 0 inconclusive; marginal (does not bind): S3 prompt " \
-                      "behind prompt at 2 in flight"
-    rec = SimpleNamespace(undetermined=None, contended=False, confidence=None, curve_shape="rising from 1 to 4",
+    assert summary == ("1 checks: 0 pass, 0 fail, 1 marginal, 0 inconclusive; marginal (does not bind): "
+                       "S3 prompt behind prompt at 2 in flight")
+    rec = SimpleNamespace(undetermined=None, contended=False, confidence=None,
+                          curve_shape="rising from 1 to 4",
                           fairness_marginal=fairness_marginal(SimpleNamespace(fairness=[marginal])),
                           fairness_unverified=[])
     [line] = doubts(rec)

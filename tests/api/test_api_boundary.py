@@ -4,6 +4,8 @@ OverflowError or pydantic ValidationError)."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from satbench import api
@@ -24,7 +26,7 @@ def _one_line(call) -> str:
 @pytest.mark.parametrize("value", WRONG)
 def test_a_wrong_run_dir_is_one_line(value):
     for fn in (api.load_results, api.analyze, api.recommend):
-        msg = _one_line(lambda: fn(value))
+        msg = _one_line(functools.partial(fn, value))
         if not isinstance(value, str) or value in ("", "a\0b"):
             assert "run_dir" in msg, msg
 

@@ -13,7 +13,8 @@ from satbench.cli.main import main
 def sweep(fake, tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["sweep", "--url", fake.base_url, "--concurrency", "1,2", "--repetitions", "1",
-                 "--requests-per-level", "6", "--prompt-tokens", "16", "--output-tokens", "4", "-o", str(run)]) == 0
+                 "--requests-per-level", "6", "--prompt-tokens", "16", "--output-tokens", "4",
+                 "-o", str(run)]) == 0
     capsys.readouterr()
     return run / "recommendations.json"
 
@@ -28,7 +29,8 @@ def capability(recs, url, capsys, fmt="json") -> str:
 SLOW = 10.0
 
 
-def test_a_server_restarted_with_fewer_slots_is_not_advertised_at_the_measured_number(fake_server, tmp_path, capsys):
+def test_a_server_restarted_with_fewer_slots_is_not_advertised_at_the_measured_number(fake_server, tmp_path,
+                                                                                       capsys):
     recs = sweep(fake_server(n_slots=2, decode_iteration_ms=SLOW), tmp_path, capsys)
     assert json.loads(recs.read_text())["lanes"][0]["recommended_concurrency"] == 2
     now = fake_server(n_slots=1, decode_iteration_ms=1.0)  # same model file and build, one slot
@@ -67,11 +69,12 @@ def test_a_lane_measured_through_a_remote_url_is_not_vouched_for_by_the_measurin
         fake_server, tmp_path, capsys):
     fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
     recs = sweep(fake, tmp_path, capsys)
-    as_measured_from(recs, "http://192.0.2.7:8080")  # TEST-NET-1, not held here (the default: from before the sweep recorded where its server was)
+    # TEST-NET-1, not held here (the default: from before the sweep recorded where its server was)
+    as_measured_from(recs, "http://192.0.2.7:8080")
     (lane,) = json.loads(capability(recs, fake.base_url, capsys))["lanes"]
     assert lane["status"] == "unmeasured" and lane["max_concurrency"] == 1
-    assert lane["reason"].startswith("measured through a remote URL (http://192.0.2.7:8080) from another machine: "
-                                     "the server's hardware was not seen")
+    assert lane["reason"].startswith("measured through a remote URL (http://192.0.2.7:8080) "
+                                     "from another machine: the server's hardware was not seen")
 
 
 @pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]"])
@@ -158,7 +161,8 @@ def test_capability_refuses_an_slo_lane_from_a_1_6_file_after_its_other_checks(f
     data["lanes"][0]["slo"] = {"p95_ttft_ms": 1e6, "p95_tpot_ms": 1e6, "p95_e2e_ms": None}
     recs.write_text(json.dumps(data))
     (lane,) = json.loads(capability(recs, fake.base_url, capsys))["lanes"]
-    assert lane["status"] == "unmeasured" and lane["reason"].startswith("recommendations schema 1.6 with an SLO")
+    assert lane["status"] == "unmeasured"
+    assert lane["reason"].startswith("recommendations schema 1.6 with an SLO")
     now = fake_server(n_slots=1, decode_iteration_ms=1.0)  # also another shape: that reason comes first
     (lane,) = json.loads(capability(recs, now.base_url, capsys))["lanes"]
     assert lane["reason"].startswith("measured with 2 slots"), lane["reason"]

@@ -58,8 +58,9 @@ def test_shipped_example_is_valid():
     (("parallel = 4", 'parallel = "four"'), 10, "lanes[0].server.parallel"),
     (("p95_ttft_ms = 900", "p95_ttft_ms = -1"), 7, "lanes[0].slo"),
     (('url = "http://10.0.0.5:8080"', ""), 13, "lanes[1]: runtime 'url' needs a url"),
-    (('api_key_env = "NODE_KEY"', 'api_key_env = "NODE_KEY"\n[lanes.server]\nthreads = 8\nbatch_size = 512'), 13,
-     "lanes[1]: runtime 'url' measures a running server, which satbench does not start: server.threads cannot"),
+    (('api_key_env = "NODE_KEY"', 'api_key_env = "NODE_KEY"\n[lanes.server]\nthreads = 8\nbatch_size = 512'),
+     13, "lanes[1]: runtime 'url' measures a running server, which satbench does not start: "
+         "server.threads cannot"),
     (('name = "remote"', 'name = "dense"'), 14, "lanes[1].name: lane names repeat: dense"),
     (('name = "dense"', 'name = "no spaces allowed"'), 4, "lanes[0].name"),
     (('name = "remote"', 'name = "remote"\nserver . "threads" = "two"'), 15, "lanes[1].server.threads"),

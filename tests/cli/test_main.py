@@ -30,7 +30,8 @@ def test_llama_server_knobs_and_workload_flags():
                  "--threads", "2", "--n-gpu-layers", "99")
     assert cfg.levels == [1, 2, 4, 8, 16] and cfg.measured_requests(16) == 64
     s = cfg.server
-    assert (s.n_parallel, s.n_ctx, s.n_batch, s.n_ubatch, s.n_threads, s.n_gpu_layers) == (16, 8192, 1024, 256, 2, 99)
+    assert (s.n_parallel, s.n_ctx, s.n_batch, s.n_ubatch, s.n_threads, s.n_gpu_layers) \
+        == (16, 8192, 1024, 256, 2, 99)
     assert cfg.ctx_wanted() == 8192
 
 
