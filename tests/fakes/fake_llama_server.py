@@ -23,6 +23,7 @@ import ssl
 import sys
 import time
 from collections import deque
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 try:
@@ -59,8 +60,8 @@ _perf_ns = time.perf_counter_ns
 _REASON = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 500: "Internal Server Error",
            501: "Not Implemented", 503: "Service Unavailable"}
 _JSON = "application/json; charset=utf-8"
-_ERR_TYPE = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error", 500: "server_error",
-             501: "not_supported_error", 503: "unavailable_error"}
+_ERR_TYPE = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+             500: "server_error", 501: "not_supported_error", 503: "unavailable_error"}
 
 
 def _dumps(obj) -> bytes:
@@ -291,12 +292,14 @@ class FakeLlamaServer:
         self._n_connections = 0
         self._n_completions = 0  # completion requests so far (the fault knobs count them)
         self.stalling = False  # FakeScript.stall in force (SIGUSR1 or stall_from_completion)
-        self._auth: dict[str, dict[str, int]] = {"authorized": {}, "refused": {}}  # path → requests (api_key)
+        # path → requests (api_key)
+        self._auth: dict[str, dict[str, int]] = {"authorized": {}, "refused": {}}
         self._records: list[dict] = []
         self._words: dict[int, str] = {}  # token id → the word /tokenize made it from (for /detokenize)
         self._log = None
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task | None = None
+        self._stalls: set[asyncio.Future] = set()  # the running `_stall` writers
 
     async def __aenter__(self) -> FakeLlamaServer:
         await self.start()
@@ -314,7 +317,8 @@ class FakeLlamaServer:
         if self.script.tls_cert is not None:
             tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             tls.load_cert_chain(self.script.tls_cert, self.script.tls_key)
-        self._server = await loop.create_server(lambda: _Conn(self), self.host, self.port, backlog=2048, ssl=tls)
+        self._server = await loop.create_server(lambda: _Conn(self), self.host, self.port, backlog=2048,
+                                                ssl=tls)
         self.port = self._server.sockets[0].getsockname()[1]
         self.base_url = f"{'https' if tls else 'http'}://{self.host}:{self.port}"
         self._sweeper = asyncio.create_task(self._sweep())
@@ -358,9 +362,9 @@ class FakeLlamaServer:
     # -- records --------------------------------------------------------
     def _record(self, req: FakeRequest, status: str):
         rec = {"id": req.rid, "task_id": req.task_id, "slot": req.slot, "status": status,
-               "endpoint": req.extra.get("endpoint"), "prompt_tokens": req.prompt_n, "n_predict": req.n_predict,
-               "n_decoded": req.n_decoded, "truncated": req.truncated, "arrival_ns": req.arrival_ns,
-               "admit_ns": req.admit_ns, "prompt_start_ns": req.prompt_start_ns,
+               "endpoint": req.extra.get("endpoint"), "prompt_tokens": req.prompt_n,
+               "n_predict": req.n_predict, "n_decoded": req.n_decoded, "truncated": req.truncated,
+               "arrival_ns": req.arrival_ns, "admit_ns": req.admit_ns, "prompt_start_ns": req.prompt_start_ns,
                "headers_ns": req.headers_ns, "chunk_ns": req.chunk_ns,
                "chunk_deadline_ns": req.chunk_deadline_ns, "end_ns": req.end_ns,
                "late_ns_max": req.late_ns_max}
@@ -423,7 +427,8 @@ class FakeLlamaServer:
             return self._later(s.slots_delay_s, lambda: conn.respond(200, _dumps(self.engine.slots_json())))
         if route == ("GET", "/metrics"):
             if not s.endpoint_metrics:
-                raise _HttpError(501, "This server does not support metrics endpoint. Start it with `--metrics`")
+                raise _HttpError(501, "This server does not support metrics endpoint. "
+                                      "Start it with `--metrics`")
             if s.metrics_fail:
                 raise _HttpError(500, "fake: /metrics failed")
             return self._later(s.metrics_delay_s, lambda: conn.respond(
@@ -498,7 +503,9 @@ class FakeLlamaServer:
                 if s.stall == "nohead":
                     return  # read, never answered, while /health and /slots answer
                 conn.begin_stream(req)
-                asyncio.ensure_future(self._stall(conn))
+                stall = asyncio.ensure_future(self._stall(conn))
+                self._stalls.add(stall)  # held until done: the loop keeps only a weak reference
+                stall.add_done_callback(self._stalls.discard)
                 return  # a head, then comments or single bytes, never a token; the engine never sees it
         hdr_late = s.llamacpp if s.headers_at_first_token is None else s.headers_at_first_token
         if stream and not hdr_late:
@@ -559,7 +566,8 @@ class FakeLlamaServer:
             return "stall"
         if s.completion_fault is None or k % s.fault_every:
             return None
-        if s.completion_fault == "http_400_ctx":  # llama.cpp's answer to a prompt longer than the slot context
+        # llama.cpp's answer to a prompt longer than the slot context
+        if s.completion_fault == "http_400_ctx":
             raise _HttpError(400, f"request ({prompt_n} tokens) exceeds the available context size "
                                   f"({prompt_n - 1} tokens), try increasing it", "exceed_context_size_error",
                              n_prompt_tokens=prompt_n, n_ctx=prompt_n - 1)
@@ -614,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--script", help="JSON file with FakeScript fields")
     ap.add_argument("--ready-file", help="write {\"base_url\": ...} here once listening")
     args = ap.parse_args(argv)
-    script = FakeScript.model_validate_json(open(args.script).read()) if args.script else FakeScript()
+    script = FakeScript.model_validate_json(Path(args.script).read_text()) if args.script else FakeScript()
 
     async def run() -> None:
         stop = asyncio.Event()

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.fakes.fake_llama_server import FakeLlamaServer  # noqa: E402
-from tests.fakes.fake_scheduler import FakeScript  # noqa: E402
+from tests.fakes.fake_llama_server import FakeLlamaServer
+from tests.fakes.fake_scheduler import FakeScript
 
 
 def main() -> int:
@@ -50,7 +50,8 @@ def main() -> int:
         return 0
     if os.environ.get("FAKE_BIN_FAIL"):
         print("0.00.001.000 I main: loading model", flush=True)
-        print(f"0.00.002.000 E llama_model_load: error loading model: fake failure for {args.model}", flush=True)
+        print(f"0.00.002.000 E llama_model_load: error loading model: fake failure for {args.model}",
+              flush=True)
         print("0.00.002.100 E main: exiting due to model loading error", flush=True)
         return 1
     if os.environ.get("FAKE_BIN_MAX_CTX") and args.ctx_size > int(os.environ["FAKE_BIN_MAX_CTX"]):

@@ -126,8 +126,8 @@ class FakeScript(BaseModel):
     decode_iteration_ms_by_batch: list[NonNegativeFloat] | None = Field(
         None, min_length=1, description="decode ms of an iteration with k generating slots = element k−1 "
         "(the last one for wider batches), instead of decode_iteration_ms + k·decode_ms_per_busy_slot; "
-        "PLATEAU_ITERATION_MS (X(2) = X(1), X(4) = 1.4·X(1), X(8) = 1.6·X(1)) is a CPU's batch of 2 costing "
-        "twice a batch of 1")
+        "PLATEAU_ITERATION_MS (X(2) = X(1), X(4) = 1.4·X(1), X(8) = 1.6·X(1)) is a CPU's batch of 2 "
+        "costing twice a batch of 1")
     first_token_extra_ms: float = Field(0.0, ge=0)
     tokens_per_chunk: int = Field(1, ge=1)
     build_info: str = "b11549-fake"
@@ -170,8 +170,8 @@ class FakeScript(BaseModel):
     slow_slot_rate: float = Field(
         0.5, gt=0, le=1, description="F1/F2 degree r: a request in a slow slot gains r credit per decode "
         "iteration and emits on each one where its credit reaches 1 (then spends 1), so over n iterations "
-        "it gets ⌊n·r⌋ tokens; true per-stream decode-rate ratio max/min = 1/r (F1's bound 1.10 ⇔ r = 1/1.1; "
-        "r = 11/12 → 1.0909); 1 = fair")
+        "it gets ⌊n·r⌋ tokens; true per-stream decode-rate ratio max/min = 1/r (F1's bound 1.10 ⇔ "
+        "r = 1/1.1; r = 11/12 → 1.0909); 1 = fair")
     queue_order: Literal["fifo", "lifo"] = Field(
         "fifo", description="which waiting request a freed slot takes: lifo = the most recently arrived")
     lifo_share: float = Field(
@@ -186,22 +186,23 @@ class FakeScript(BaseModel):
         "(its prompt chunk or its decode token); the others wait")
     prefill_chunk_factor: float = Field(
         1.0, ge=1, description="S1 degree f: an iteration that carries decode tokens takes up to "
-        "⌊f·n_batch⌋ − n_generating prompt tokens (fair f = 1: n_batch − n_generating); with K decoders and "
-        "p = prefill_ms_per_token the decoders' max ITL during a long prefill is (⌊f·n_batch⌋ − K)·p + "
-        "decode ms of K (the last chunk may be smaller), i.e. (max ITL − baseline) ÷ (n_batch ÷ prefill "
-        "rate) = (⌊f·n_batch⌋ − K) ÷ n_batch against S1's 1.5; the prefill itself takes no longer")
+        "⌊f·n_batch⌋ − n_generating prompt tokens (fair f = 1: n_batch − n_generating); with K "
+        "decoders and p = prefill_ms_per_token the decoders' max ITL during a long prefill is "
+        "(⌊f·n_batch⌋ − K)·p + decode ms of K (the last chunk may be smaller), i.e. (max ITL − "
+        "baseline) ÷ (n_batch ÷ prefill rate) = (⌊f·n_batch⌋ − K) ÷ n_batch against S1's 1.5; the "
+        "prefill itself takes no longer")
     admit_delay_iterations: float = Field(
         0.0, ge=0, description="S2 degree d: a request arriving while some slot is generating waits ⌊d⌋ "
         "iteration boundaries in the queue (requests_deferred; an idle server holds nobody), and the "
-        "iteration that completes its prompt lasts (d − ⌊d⌋) × that iteration's decode ms longer: its TTFT "
-        "grows by exactly d decode iterations of the slots beside it (S2: admission delay = fair + d·T(K), "
-        "bound 2·T(K))")
+        "iteration that completes its prompt lasts (d − ⌊d⌋) × that iteration's decode ms longer: its "
+        "TTFT grows by exactly d decode iterations of the slots beside it (S2: admission delay = "
+        "fair + d·T(K), bound 2·T(K))")
     second_prompt_delay_iterations: float = Field(
         0.0, ge=0, description="S3 degree d: a prompt arriving while another busy slot has prompt left is "
         "left out of the first ⌊d⌋ iterations that would have carried its tokens, and the iteration that "
-        "completes it lasts (d − ⌊d⌋) × that iteration's decode ms longer (one generating slot at least): "
-        "in S3 (prompts ≤ n_batch) the second TTFT grows by exactly d·T(1); with n_batch-token prompts "
-        "the fair one is 10 ms (the gap between the prompts) under S3's bound")
+        "completes it lasts (d − ⌊d⌋) × that iteration's decode ms longer (one generating slot at "
+        "least): in S3 (prompts ≤ n_batch) the second TTFT grows by exactly d·T(1); with n_batch-token "
+        "prompts the fair one is 10 ms (the gap between the prompts) under S3's bound")
     # -- injected faults (tests/faults), all off by default. "The k-th completion" counts completion
     #    requests from 1 in arrival order (a sweep's first ones are its warmups); a faulted request
     #    is logged with status "fault_<kind>" ("hung" for a hang), a fully served one with "ok". --

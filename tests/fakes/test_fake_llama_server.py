@@ -40,7 +40,8 @@ def metrics(text: str) -> dict[str, float]:
 
 
 async def test_native_stream_exact_tokens_and_final_event():
-    async with FakeLlamaServer(FakeScript(decode_iteration_ms=1)) as srv, httpx.AsyncClient(base_url=srv.base_url) as c:
+    async with FakeLlamaServer(FakeScript(decode_iteration_ms=1)) as srv, \
+            httpx.AsyncClient(base_url=srv.base_url) as c:
         out = await stream(c, "/completion", {"prompt": "one two three", "n_predict": 7, "ignore_eos": True})
     assert out["status"] == 200
     assert out["headers"]["content-type"] == "text/event-stream"
@@ -134,7 +135,8 @@ async def test_ttft_is_prefill_and_itl_is_iteration_at_low_load():
 async def test_fifo_deferral_when_all_slots_busy():
     script = FakeScript(n_slots=2, decode_iteration_ms=10.0, prefill_ms_per_token=0.1)
     async with FakeLlamaServer(script) as srv, httpx.AsyncClient(base_url=srv.base_url) as c:
-        first = [asyncio.create_task(stream(c, "/completion", {"prompt": "a b", "n_predict": 20}, rid=f"r{i}"))
+        first = [asyncio.create_task(stream(c, "/completion", {"prompt": "a b", "n_predict": 20},
+                                            rid=f"r{i}"))
                  for i in range(2)]
         await asyncio.sleep(0.03)
         late = [asyncio.create_task(stream(c, "/completion", {"prompt": "a b", "n_predict": 5}, rid=f"r{i}"))
@@ -161,7 +163,8 @@ async def test_fifo_order_with_one_slot():
             httpx.AsyncClient(base_url=srv.base_url) as c:
         tasks = []
         for i in range(4):
-            tasks.append(asyncio.create_task(stream(c, "/completion", {"prompt": "x", "n_predict": 3}, rid=str(i))))
+            body = {"prompt": "x", "n_predict": 3}
+            tasks.append(asyncio.create_task(stream(c, "/completion", body, rid=str(i))))
             await asyncio.sleep(0.005)
         await asyncio.gather(*tasks)
         recs = srv.schedule()
@@ -184,7 +187,8 @@ async def test_metrics_counters_add_up_and_gauges_reset():
     assert m["llamacpp:prompt_tokens_total"] == sum(prompts)
     assert m["llamacpp:tokens_predicted_total"] == sum(n_pred)
     assert m["llamacpp:n_decode_total"] == stats["iterations"]
-    assert m["llamacpp:prompt_seconds_total"] == pytest.approx(sum(r["prompt_ms"] for r in recs) / 1e3, rel=1e-3)
+    assert m["llamacpp:prompt_seconds_total"] == pytest.approx(
+        sum(r["prompt_ms"] for r in recs) / 1e3, rel=1e-3)
     assert m["llamacpp:tokens_predicted_seconds_total"] == pytest.approx(
         sum(r["predicted_ms"] for r in recs) / 1e3, rel=1e-3)
     assert 1.0 <= m["llamacpp:n_busy_slots_per_decode"] <= 3.0
@@ -242,7 +246,8 @@ async def test_generic_openai_mode():
         rec = srv.schedule()[-1]
     *chunks, final, usage, done = out["events"]
     assert len(chunks) == 3 and done == "[DONE]"
-    assert final["choices"][0]["finish_reason"] == "length" and "timings" not in final and "usage" not in final
+    assert final["choices"][0]["finish_reason"] == "length"
+    assert "timings" not in final and "usage" not in final
     assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 3
     assert out["headers"].get("server") != "llama.cpp"
     assert rec["headers_ns"] < rec["chunk_ns"][0]  # generic servers send headers at once
@@ -274,7 +279,8 @@ async def test_schedule_log_written(tmp_path):
 async def test_client_disconnect_cancels_and_frees_slot():
     async with FakeLlamaServer(FakeScript(n_slots=1, decode_iteration_ms=5)) as srv, \
             httpx.AsyncClient(base_url=srv.base_url) as c:
-        async with c.stream("POST", "/completion", json={"prompt": "a", "n_predict": 1000, "stream": True}) as r:
+        body = {"prompt": "a", "n_predict": 1000, "stream": True}
+        async with c.stream("POST", "/completion", json=body) as r:
             async for _ in r.aiter_lines():
                 break
         await asyncio.sleep(0.05)
@@ -336,7 +342,8 @@ async def test_http_threads_limit_holds_extra_connections_unread():
         r2, w2 = await asyncio.open_connection("127.0.0.1", srv.port)
         w2.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(r2.readuntil(b"\r\n\r\n"), 0.3)  # its keep-alive neighbour holds the thread
+            # its keep-alive neighbour holds the thread
+            await asyncio.wait_for(r2.readuntil(b"\r\n\r\n"), 0.3)
         w1.close()
         assert (await asyncio.wait_for(r2.readuntil(b"\r\n\r\n"), 2.0)).startswith(b"HTTP/1.1 200 OK")
         w2.close()

@@ -29,8 +29,8 @@ def gaps_ms(rec: dict, t0_ns: int = 0, t1_ns: int | None = None, key: str = "chu
 
 
 def go(c: httpx.AsyncClient, rid: str, prompt_n: int, n_predict: int) -> asyncio.Task:
-    return asyncio.create_task(stream(c, "/completion", {"prompt": list(range(prompt_n)), "n_predict": n_predict},
-                                      rid=rid))
+    body = {"prompt": list(range(prompt_n)), "n_predict": n_predict}
+    return asyncio.create_task(stream(c, "/completion", body, rid=rid))
 
 
 async def _decode_stall(prefill_first: bool) -> tuple[float, float, float]:
@@ -106,7 +106,8 @@ async def test_hold_while_decoding_holds_the_free_slot_until_a_completion():
 
 
 async def test_hold_while_decoding_admits_requests_that_arrive_during_a_prefill():
-    script = FakeScript(n_slots=2, decode_iteration_ms=5.0, prefill_ms_per_token=1.0, hold_while_decoding=True)
+    script = FakeScript(n_slots=2, decode_iteration_ms=5.0, prefill_ms_per_token=1.0,
+                        hold_while_decoding=True)
     async with FakeLlamaServer(script) as srv, httpx.AsyncClient(base_url=srv.base_url) as c:
         await c.get("/health")
         a = go(c, "a", 40, 5)  # 40 ms of prefill: nobody is generating yet
