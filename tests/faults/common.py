@@ -31,7 +31,8 @@ def cli_subprocess(argv: list[str]) -> list[str]:
 
 
 def one_error_line(err: str) -> str:
-    """The user sees exactly one satbench line, last, and no traceback (lines above are the progress bar's)."""
+    """The user sees exactly one satbench line, last, and no traceback (lines above are the progress
+    bar's)."""
     assert "Traceback" not in err, err[-3000:]
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     ours = [ln for ln in lines if ln.startswith("satbench:")]
@@ -47,7 +48,8 @@ def requests(run_dir: Path) -> list[RequestEvent]:
 def served_ok(schedule: list[dict], before_ns: int | None = None) -> set[str]:
     """Request ids the fake served completely and correctly (its schedule log says "ok"), those
     finished before `before_ns` only when given (the fake's clock is CLOCK_MONOTONIC, like ours)."""
-    return {r["id"] for r in schedule if r.get("status") == "ok" and (before_ns is None or r["end_ns"] < before_ns)}
+    return {r["id"] for r in schedule
+            if r.get("status") == "ok" and (before_ns is None or r["end_ns"] < before_ns)}
 
 
 def kept_vs_completed(run_dir: Path, schedule: list[dict], before_ns: int | None = None) -> tuple[int, int]:
@@ -81,8 +83,10 @@ def all_lines_valid(path: Path) -> int:
     return len(complete)
 
 
-def table_row(fault: str, injected: str, code: int, line: str, status: str, kept: object, completed: object) -> None:
-    print(f"\nFAULT | {fault} | {injected} | exit {code}: {line} | {status} | kept {kept} / completed {completed}")
+def table_row(fault: str, injected: str, code: int, line: str, status: str, kept: object,
+              completed: object) -> None:
+    print(f"\nFAULT | {fault} | {injected} | exit {code}: {line} | {status} | "
+          f"kept {kept} / completed {completed}")
 
 
 def native_bundle(base: Path) -> Path:

@@ -58,9 +58,8 @@ def test_an_endless_props_is_refused_by_the_read_with_bounded_bytes():
 
 
 def test_a_trickle_is_cut_at_the_whole_reads_deadline_not_only_the_socket_timeout():
-    with FaultServer({"/props": Trickle(interval_s=0.05)}) as srv:
-        with pytest.raises(TimedOut) as exc:
-            read_sync(Endpoint.of(srv.base_url), "/props", timeout_s=1.0, limit_bytes=limits.MAX_PROPS_BYTES)
+    with FaultServer({"/props": Trickle(interval_s=0.05)}) as srv, pytest.raises(TimedOut) as exc:
+        read_sync(Endpoint.of(srv.base_url), "/props", timeout_s=1.0, limit_bytes=limits.MAX_PROPS_BYTES)
     # each byte came within the socket timeout: only the whole read's deadline can have ended it
     assert str(exc.value) == f"{srv.base_url}/props: no answer within 1 s"
 
@@ -106,9 +105,8 @@ def test_an_endless_props_stops_the_probe_with_one_line_and_bounded_bytes():
 
 @pytest.mark.parametrize("fault", [Silent(), Trickle(interval_s=0.05)], ids=["silent", "trickle"])
 def test_a_props_that_never_answers_whole_names_the_endpoint_and_the_deadline(fault):
-    with FaultServer({"/props": fault}) as srv:
-        with pytest.raises(RuntimeStartError) as exc:
-            asyncio.run(probe(srv.base_url, deadline_s=1.0))
+    with FaultServer({"/props": fault}) as srv, pytest.raises(RuntimeStartError) as exc:
+        asyncio.run(probe(srv.base_url, deadline_s=1.0))
     assert str(exc.value) == f"{srv.base_url}/props: no answer within 1 s"  # never an empty "TimeoutError: "
 
 

@@ -65,8 +65,8 @@ def test_a_native_server_that_crashes_at_4_in_flight_is_restarted_and_the_run_co
     evidence = (run_dir / "EVIDENCE.md").read_text()
     assert "## Server failures" in evidence and "level 4 (repetition 1) failed" in evidence
     assert main(["verify", str(run_dir)]) == 0
-    table_row("server crashes at 4 in flight (native)", "stand-in llama-server, die_at_busy_slots=4", code, line,
-              "complete", 0, 0)
+    table_row("server crashes at 4 in flight (native)", "stand-in llama-server, die_at_busy_slots=4",
+              code, line, "complete", 0, 0)
 
 
 def test_a_crashing_lane_does_not_stop_the_other_lane(fake_server, tmp_path, capsys):
@@ -111,11 +111,12 @@ def test_a_server_that_dies_in_a_fairness_check_is_recorded_and_caps_the_recomme
     assert verdicts["S3"]["verdict"] in ("pass", "fail", "marginal")  # 2 in flight: judged, before the crash
     for c in ("F2", "F3", "S1", "S2"):  # not run, and they say why
         assert verdicts[c]["verdict"] == "inconclusive", verdicts[c]
-        assert verdicts[c]["reason"].startswith("not run: lane default: fairness F1 (4 in flight) failed"), verdicts[c]
+        assert verdicts[c]["reason"].startswith(
+            "not run: lane default: fairness F1 (4 in flight) failed"), verdicts[c]
 
 
-def test_a_server_that_dies_while_a_check_is_still_building_requests_is_a_server_failure(fake_server, tmp_path,
-                                                                                         capsys):
+def test_a_server_that_dies_while_a_check_is_still_building_requests_is_a_server_failure(
+        fake_server, tmp_path, capsys):
     """S2 tokenizes its probes while its decoders run: with the server dead by then, the /tokenize
     error must surface as the server failure it is, not as a start error that ends the run."""
     fake = fake_server(n_slots=8, decode_iteration_ms=3.0, die_at_busy_slots=8)
@@ -136,7 +137,8 @@ def test_a_server_that_dies_while_a_check_is_still_building_requests_is_a_server
         assert not lost.search(judged[check]["reason"] or ""), judged[check]
 
 
-def test_a_fairness_server_that_cannot_start_keeps_the_measured_sweep(tiny_gguf, tmp_path, capsys, monkeypatch):
+def test_a_fairness_server_that_cannot_start_keeps_the_measured_sweep(tiny_gguf, tmp_path, capsys,
+                                                                      monkeypatch):
     """The checks need a longer context than the sweep (S1's long prompt in every slot); where that
     does not fit (GPU memory), the sweep's figures and recommendation stand and the failure is named."""
     monkeypatch.setenv("FAKE_BIN_MAX_CTX", "4096")
@@ -164,7 +166,8 @@ def test_a_server_that_fails_only_beside_the_other_lane_caps_that_lanes_recommen
     lanes = tmp_path / "lanes.toml"
     lanes.write_text("together = true\n" + "\n".join(
         f'[[lanes]]\nname = "{name}"\nruntime = "url"\nurl = "{shared.base_url}"\nconcurrency = [1, 2]\n'
-        f'repetitions = 1\nrequests_per_level = 8\nprompt_tokens = 16\noutput_tokens = 4\n' for name in ("a", "b")))
+        f'repetitions = 1\nrequests_per_level = 8\nprompt_tokens = 16\noutput_tokens = 4\n'
+        for name in ("a", "b")))
     run_dir = tmp_path / "run"
     code = main(["sweep", "--lanes", str(lanes), "-o", str(run_dir)])
     line = one_error_line(capsys.readouterr().err)
@@ -259,7 +262,8 @@ def test_a_one_lane_run_whose_server_never_starts_is_a_start_error(tmp_path, cap
 def _lanes_file(path, lanes) -> None:
     path.write_text("together = true\n" + "\n".join(
         f'[[lanes]]\nname = "{name}"\nruntime = "url"\nurl = "{url}"\nconcurrency = [1, 2]\n'
-        f'repetitions = 1\nrequests_per_level = 8\nprompt_tokens = 32\noutput_tokens = 4\n' for name, url in lanes))
+        f'repetitions = 1\nrequests_per_level = 8\nprompt_tokens = 32\noutput_tokens = 4\n'
+        for name, url in lanes))
 
 
 def test_a_lane_that_was_down_is_measured_by_resume_once_its_server_is_up(fake_server, tmp_path, capsys):
@@ -276,9 +280,11 @@ def test_a_lane_that_was_down_is_measured_by_resume_once_its_server_is_up(fake_s
     capsys.readouterr()
     assert status_of(run_dir) == "complete"  # complete, yet resumable: a lane was never measured
     fake_server(port=port, n_slots=4, decode_iteration_ms=4.0)
-    assert main(["sweep", "--resume", str(run_dir)]) == 0, capsys.readouterr().err  # the old failure is resolved
+    # the old failure is resolved
+    assert main(["sweep", "--resume", str(run_dir)]) == 0, capsys.readouterr().err
     manifest = json.loads((run_dir / "run.json").read_text())
-    assert {"solo/late/1/1", "solo/late/2/1", "together/0/1", "together/1/1"} <= set(manifest["completed_units"])
+    assert {"solo/late/1/1", "solo/late/2/1", "together/0/1", "together/1/1"} \
+        <= set(manifest["completed_units"])
     recs = json.loads((run_dir / "recommendations.json").read_text())["lanes"]
     assert sorted(r["lane"] for r in recs) == ["good", "late"]
     assert analyzable(run_dir)["lanes_not_started"] == []
@@ -287,7 +293,6 @@ def test_a_lane_that_was_down_is_measured_by_resume_once_its_server_is_up(fake_s
 def test_a_server_that_will_not_start_for_the_together_scenario_keeps_the_solo_figures(
         fake_server, tmp_path, capsys, monkeypatch):
     from satbench.errors import RuntimeStartError
-    from satbench.pipeline import new_sweep as Sweep
 
     a, b = fake_server(n_slots=4, decode_iteration_ms=4.0), fake_server(n_slots=4, decode_iteration_ms=4.0)
     lanes = tmp_path / "lanes.toml"
@@ -310,7 +315,8 @@ def test_a_server_that_will_not_start_for_the_together_scenario_keeps_the_solo_f
     failure, = json.loads((run_dir / "run.json").read_text())["server_failures"]
     assert (failure["lane"], failure["scenario"], failure["unit"]) == ("b", "together", "together/b/start")
     recs = {r["lane"]: r for r in json.loads((run_dir / "recommendations.json").read_text())["lanes"]}
-    assert recs["a"]["recommended_concurrency"] and recs["b"]["recommended_concurrency"]  # the solo figures stand
+    # the solo figures stand
+    assert recs["a"]["recommended_concurrency"] and recs["b"]["recommended_concurrency"]
     assert recs["b"]["server_failure_cap"] is None and recs["b"]["binding"]["reason"] != "server_failed"
 
 

@@ -27,8 +27,8 @@ def _interrupt_when(run_dir, argv, ready, settle_s: float = 0.0, sig: int = sign
     """Start the sweep, SIGINT it once `ready(events text)`; (exit code, stderr, signal time). It must
     exit within 30 s of the signal (far less than the rest of the sweep or a hung request's timeout)."""
     ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
-    proc = subprocess.Popen(cli_subprocess(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=ignore)
+    proc = subprocess.Popen(cli_subprocess(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=ignore)
     events = run_dir / "events.jsonl"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not (events.exists() and ready(events.read_text())):
@@ -60,7 +60,8 @@ def test_ctrl_c_mid_level(fake_server, tmp_path):
                                          lambda text: text.count('"phase":"measured"') >= 6)
     line, results = _checks(run_dir, code, err)
     schedule = fake.stop()
-    kept, completed = kept_vs_completed(run_dir, schedule, before_ns=sent_ns - 20_000_000)  # 20 ms: in transit
+    kept, completed = kept_vs_completed(run_dir, schedule,
+                                        before_ns=sent_ns - 20_000_000)  # 20 ms: in transit
     assert completed >= 6 and results["lanes"][0]["levels"][0]["counts"]["requests_ok"] >= 6
     # what the fake finished in the moment between the signal and satbench stopping was in flight: not kept
     after = len(served_ok(schedule)) - len(served_ok(schedule, before_ns=sent_ns))

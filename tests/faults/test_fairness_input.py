@@ -78,7 +78,7 @@ def test_the_fairness_memory_rule_sizes_the_largest_check():
     assert need == max(_check_bytes(*s) for s in sizes.values())
     cfg = RunConfig(lanes=[lane], fairness_only=True)
     check_memory_fits(cfg, True, available_bytes=need)  # exactly fits
-    with pytest.raises(UserError, match="lane .*: fairness check F3: satbench would need"):
+    with pytest.raises(UserError, match=r"lane .*: fairness check F3: satbench would need"):
         check_memory_fits(cfg, True, available_bytes=need - 1)
     check_memory_fits(RunConfig(lanes=[lane]), True, available_bytes=need - 1)  # no fairness: not counted
 

@@ -3,6 +3,8 @@ another exception (OverflowError, RecursionError, IndexError). The lane through 
 
 from __future__ import annotations
 
+import contextlib
+
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -61,7 +63,5 @@ def test_embedded_server_args(args):
 def test_a_flag_gives_a_lane_or_one_line(flag, value):
     def parse() -> None:
         lane_config(build_parser().parse_args(["sweep", "--url", "http://127.0.0.1:9", flag, value]))
-    try:
+    with contextlib.suppress(SystemExit):  # argparse refused a flag-like value: its own one-line usage error
         _one_line_error(parse)
-    except SystemExit:  # argparse refused the value (a flag-like text): its own one-line usage error
-        pass

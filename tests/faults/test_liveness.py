@@ -48,7 +48,7 @@ def _run(coro_fn, seconds: float):
         t0 = time.monotonic()
         try:
             why = await asyncio.wait_for(coro_fn(), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             why = None
         return why, time.monotonic() - t0
     return asyncio.run(go())

@@ -34,7 +34,8 @@ def test_request_fault_is_recorded_as_data(fault, fake_server, tmp_path, capsys)
     assert code == 0 and "satbench: error" not in err and "Traceback" not in err
     assert status_of(run_dir) == "complete"
     schedule = fake.stop()
-    faulted = {r["id"]: r for r in schedule if r["status"] in (f"fault_{fault}", f"http_{EXPECTED[fault][5:]}")}
+    statuses = (f"fault_{fault}", f"http_{EXPECTED[fault][5:]}")
+    faulted = {r["id"]: r for r in schedule if r["status"] in statuses}
     assert len(faulted) == 3
     events = {e.request_id: e for e in requests(run_dir)}
     assert len(events) == 10 and set(events) == {r["id"] for r in schedule}
@@ -47,7 +48,8 @@ def test_request_fault_is_recorded_as_data(fault, fake_server, tmp_path, capsys)
     if fault == "http_400_ctx":
         assert all("exceeds the available context size" in events[rid].error.message for rid in faulted)
     if fault in ("drop", "bad_chunk", "invalid_json", "malformed_sse", "error_event"):
-        assert all(sum(n for _, n in events[rid].chunks) == 2 for rid in faulted)  # the tokens before the fault
+        # the tokens before the fault
+        assert all(sum(n for _, n in events[rid].chunks) == 2 for rid in faulted)
     kept, completed = kept_vs_completed(run_dir, schedule)
     assert kept == completed == 7
     level = analyzable(run_dir)["lanes"][0]["levels"][0]
@@ -58,7 +60,8 @@ def test_request_fault_is_recorded_as_data(fault, fake_server, tmp_path, capsys)
               "complete", kept, completed)
 
 
-def test_a_level_where_every_measured_request_fails_stops_the_run_naming_the_error(fake_server, tmp_path, capsys):
+def test_a_level_where_every_measured_request_fails_stops_the_run_naming_the_error(fake_server, tmp_path,
+                                                                                   capsys):
     """A server that refuses every request (here HTTP 400, context exceeded) is not a result: the
     level fails with the error counts and the server's own message, instead of a 'complete' run
     with nothing to recommend."""
@@ -67,7 +70,8 @@ def test_a_level_where_every_measured_request_fails_stops_the_run_naming_the_err
     code = main(small_sweep(fake.base_url, run_dir, output=6))
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 4
-    assert line.startswith("satbench: error: lane default: level ") and "failed: every measured request failed " \
-        "(http_400 ×" in line and "exceeds the available context size" in line, line
+    assert line.startswith("satbench: error: lane default: level "), line
+    assert "failed: every measured request failed (http_400 ×" in line, line
+    assert "exceeds the available context size" in line, line
     assert status_of(run_dir) == "failed"
     assert all(e.error is not None for e in requests(run_dir))  # each refusal is on disk as data

@@ -51,8 +51,8 @@ def test_killed_mid_level(fake_server, tmp_path, capsys):
     assert {e.error.type for e in lost} <= {"connection_dropped", "stream_broken"}
     results = analyzable(run_dir)
     assert results["lanes"][0]["levels"][0]["counts"]["requests_ok"] == 8
-    table_row("SIGKILL mid-level", "fake die_at_completion=14 (level 2, 3rd measured)", code, line, "complete",
-              kept, completed)
+    table_row("SIGKILL mid-level", "fake die_at_completion=14 (level 2, 3rd measured)", code, line,
+              "complete", kept, completed)
 
 
 def test_killed_during_warmup(fake_server, tmp_path, capsys):
@@ -67,8 +67,8 @@ def test_killed_during_warmup(fake_server, tmp_path, capsys):
     warm = [e for e in requests(run_dir) if e.level == 2 and e.phase == "warmup"]
     assert len(warm) == 2 and not any(e.ok for e in warm)
     analyzable(run_dir)
-    table_row("SIGKILL during warmup", "fake die_at_completion=10 (level 2's first warmup)", code, line, "complete",
-              kept, completed)
+    table_row("SIGKILL during warmup", "fake die_at_completion=10 (level 2's first warmup)", code, line,
+              "complete", kept, completed)
 
 
 def test_killed_during_startup(tiny_gguf, tmp_path, capsys, monkeypatch):
@@ -86,7 +86,8 @@ def test_killed_during_startup(tiny_gguf, tmp_path, capsys, monkeypatch):
     # nothing was measured: analyze says so in one line instead of failing obscurely
     assert main(["analyze", str(run_dir)]) == 5
     assert "nothing to analyze" in one_error_line(capsys.readouterr().err)
-    table_row("SIGKILL during startup", "stand-in llama-server, FAKE_BIN_DIE_AT_STARTUP", code, line, "failed", 0, 0)
+    table_row("SIGKILL during startup", "stand-in llama-server, FAKE_BIN_DIE_AT_STARTUP", code, line,
+              "failed", 0, 0)
 
 
 def test_native_server_killed_mid_level_leaves_no_process(tiny_gguf, tmp_path, capsys, monkeypatch):
@@ -108,8 +109,8 @@ def test_native_server_killed_mid_level_leaves_no_process(tiny_gguf, tmp_path, c
     # which #6 follows); the death at #6 leaves nothing after it served
     assert completed in (4, 5), completed
     analyzable(run_dir)
-    table_row("SIGKILL mid-level (native)", "stand-in llama-server, die_at_completion=6", code, line, "failed",
-              kept, completed)
+    table_row("SIGKILL mid-level (native)", "stand-in llama-server, die_at_completion=6", code, line,
+              "failed", kept, completed)
 
 
 def test_killed_by_the_last_requests_of_the_run(fake_server, tmp_path, capsys):

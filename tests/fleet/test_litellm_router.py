@@ -23,12 +23,13 @@ from tests.fakes.fake_llama_server import peak_in_flight
 from tests.fleet.reports import lane, report, write
 
 CAPS = {"node-a": 3, "node-b": 2, "node-c": 1}
+CAP_VALUES = tuple(CAPS.values())
 
 
 @pytest.fixture
 def nodes(fake_server, tmp_path, capsys, monkeypatch):
     """Fake nodes with 3, 2 and 1 slots, each measured at its slot count; (LiteLLM model_list, fakes)."""
-    def start(caps=tuple(CAPS.values()), decode_ms=4.0):
+    def start(caps=CAP_VALUES, decode_ms=4.0):
         fakes, paths = {}, []
         for i, cap in enumerate(caps):
             name = f"node-{'abc'[i]}"
