@@ -71,7 +71,7 @@ def test_same_answer_as_the_full_reader_on_other_files(tmp_path, synthetic, endi
 def test_a_file_that_is_not_gguf_is_refused_in_one_line(tmp_path):
     path = tmp_path / "notes.gguf"
     path.write_bytes(b"hello world, not a model at all")
-    with pytest.raises(ModelError, match="cannot read GGUF .*truncated or corrupt"):
+    with pytest.raises(ModelError, match=r"cannot read GGUF .*truncated or corrupt"):
         read_synthetic_metadata(path)
 
 

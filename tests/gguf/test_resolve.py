@@ -30,18 +30,20 @@ def test_synthetic_model_is_written_once_and_labelled(tmp_path):
 
 def test_user_file_is_hashed_and_checked(tmp_path):
     path, _ = resolve_model("synthetic:llama-tiny", tmp_path)
-    p, info = resolve_model(str(path), tmp_path)
+    _, info = resolve_model(str(path), tmp_path)
     assert info.source == "user file" and info.synthetic is True and len(info.sha256) == 64
     assert resolve_model(None, tmp_path)[0] is None
 
 
 def test_models_make_cli(tmp_path, capsys):
     out = tmp_path / "moe.gguf"
-    assert main(["models", "make", "--arch", "deepseek2", "--size", "tiny", "--seed", "3", "-o", str(out)]) == 0
+    assert main(["models", "make", "--arch", "deepseek2", "--size", "tiny", "--seed", "3",
+                 "-o", str(out)]) == 0
     line = capsys.readouterr().out
     assert "SYNTHETIC" in line and "deepseek2" in line and "seed 3" in line
     assert is_synthetic_gguf(out)
     first = out.read_bytes()
-    assert main(["models", "make", "--arch", "deepseek2", "--size", "tiny", "--seed", "3", "-o", str(out)]) == 0
+    assert main(["models", "make", "--arch", "deepseek2", "--size", "tiny", "--seed", "3",
+                 "-o", str(out)]) == 0
     assert out.read_bytes() == first  # same seed, same bytes
     assert main(["models", "make", "--arch", "gpt2", "--size", "tiny", "-o", str(out)]) == 2

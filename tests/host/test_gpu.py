@@ -68,7 +68,8 @@ def test_no_nvml_here_means_no_gpu_not_zero():
 
 
 def test_peak_gpu_memory_per_level():
-    samples = [ProcessSample(lane="l", t_ns=t, gpu_mem_used_bytes=v) for t, v in [(0, 5), (10, 9), (20, 7), (30, 1)]]
+    samples = [ProcessSample(lane="l", t_ns=t, gpu_mem_used_bytes=v)
+               for t, v in [(0, 5), (10, 9), (20, 7), (30, 1)]]
     assert peak_gpu_mem_bytes(samples, 5, 25) == 9
 
 

@@ -23,7 +23,8 @@ def test_a_kernel_that_reserves_a_little_more_memory_or_a_kernel_update_is_the_s
     seen = 25_276_510_208
     assert host(ram_bytes=seen).fingerprint() == host(ram_bytes=seen - 50 * 2**20).fingerprint()
     assert host(ram_bytes=seen).fingerprint() == host(ram_bytes=seen - 2 * 2**30).fingerprint()
-    assert host(ram_bytes=seen).fingerprint() != host(ram_bytes=seen + 2 * 2**30).fingerprint()  # 28 GiB class
+    # 28 GiB class
+    assert host(ram_bytes=seen).fingerprint() != host(ram_bytes=seen + 2 * 2**30).fingerprint()
     assert host(os="Linux 6.18.44-fc").fingerprint() == host(os="Linux 6.18.45-fc").fingerprint()
     assert host(os="Linux 6.1").fingerprint() != host(os="Darwin 24.1").fingerprint()
 

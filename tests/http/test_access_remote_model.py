@@ -40,7 +40,8 @@ class _VllmLike(BaseHTTPRequestHandler):
         if self.path == "/health":
             return self._send(200, {})
         if self.path == "/v1/models":
-            return self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
+            listed = [{"id": m, "object": "model"} for m in self.models]
+            return self._send(200, {"object": "list", "data": listed})
         return self._send(404, {"detail": "Not Found"})
 
     def _send(self, status: int, body: dict) -> None:
@@ -145,7 +146,8 @@ def two_models(monkeypatch):
 
 def test_served_model_is_sent_with_every_request_and_recorded(two_models, tmp_path, capsys):
     run = tmp_path / "run"
-    assert main(["sweep", "--url", two_models.base_url, "--served-model", "model-B", *TINY, "-o", str(run)]) == 0
+    assert main(["sweep", "--url", two_models.base_url, "--served-model", "model-B", *TINY,
+                 "-o", str(run)]) == 0
     assert two_models.asked and set(two_models.asked) == {"model-B"}
     m = read_manifest(run)
     assert m.config.lanes[0].runtime.served_model == "model-B"
@@ -159,7 +161,8 @@ def test_without_a_choice_the_first_listed_model_is_measured(two_models, tmp_pat
     assert read_manifest(run).config.lanes[0].runtime.served_model is None
 
 
-def test_a_model_the_server_does_not_list_is_one_line_before_anything_is_measured(two_models, tmp_path, capsys):
+def test_a_model_the_server_does_not_list_is_one_line_before_anything_is_measured(two_models, tmp_path,
+                                                                                   capsys):
     code = main(["sweep", "--url", two_models.base_url, "--served-model", "model-C", *TINY,
                  "-o", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip().splitlines()
@@ -175,11 +178,13 @@ def test_served_model_belongs_to_a_url_lane_only(tmp_path, capsys):
     from satbench.cli.lanefile import load_lane_file
 
     good = tmp_path / "good.toml"
-    good.write_text('[[lanes]]\nname = "v"\nruntime = "url"\nurl = "http://127.0.0.1:1"\nserved_model = "model-B"\n')
+    good.write_text('[[lanes]]\nname = "v"\nruntime = "url"\nurl = "http://127.0.0.1:1"\n'
+                    'served_model = "model-B"\n')
     assert load_lane_file(good).lanes[0].runtime.served_model == "model-B"
     bad = tmp_path / "bad.toml"
     bad.write_text('[[lanes]]\nname = "e"\nserved_model = "model-B"\n')
-    with pytest.raises(UserError, match=r"bad.toml:1: lanes\[0\]: served_model is given but runtime is 'embedded'"):
+    with pytest.raises(UserError,
+                       match=r"bad.toml:1: lanes\[0\]: served_model is given but runtime is 'embedded'"):
         load_lane_file(bad)
     both = tmp_path / "both.toml"
     both.write_text('[[lanes]]\nname = "u"\nruntime = "url"\nurl = "http://127.0.0.1:1"\nmodel = "m"\n')
@@ -206,7 +211,8 @@ def test_a_resumed_non_llamacpp_lane_must_serve_the_same_model_id():
     _, same = _provenance("model-A")
     check_same_server("v", stored, "solo", ModelInfo(), same)
     _, other = _provenance("model-B")
-    with pytest.raises(UserError, match=r"cannot continue lane v: the server now serves 'model-B', not 'model-A'"):
+    with pytest.raises(UserError,
+                       match=r"cannot continue lane v: the server now serves 'model-B', not 'model-A'"):
         check_same_server("v", stored, "solo", ModelInfo(), other)
     unknown, _ = _provenance(None)  # a run that recorded no model id is not refused for lacking it
     check_same_server("v", unknown, "solo", ModelInfo(), other)
@@ -260,7 +266,8 @@ def test_the_litellm_fragment_names_the_served_model_else_the_lane():
     from satbench.config.schema import LaneConfig, RunConfig, RuntimeConfig
     from satbench.records.manifest import HostInfo
 
-    host = HostInfo(cpu_model="AMD EPYC", cores_logical=2, cores_physical=2, ram_bytes=2**34, os="Linux", python="3.11")
+    host = HostInfo(cpu_model="AMD EPYC", cores_logical=2, cores_physical=2, ram_bytes=2**34, os="Linux",
+                    python="3.11")
     lanes = [LaneCapability(lane="chat", status="unmeasured", reason="r", model_path=None, model_sha256=None,
                             served_model="meta-llama/Llama-3.1-8B-Instruct", max_concurrency=1),
              LaneCapability(lane="other", status="unmeasured", reason="r", model_path=None, model_sha256=None,
@@ -277,10 +284,11 @@ def test_capability_takes_the_served_model_from_the_recommendation(monkeypatch, 
     fake = ThreadedFake(monkeypatch)
     run = tmp_path / "run"
     try:
-        assert main(["sweep", "--url", fake.base_url, "--served-model", "model-B", *TINY, "-o", str(run)]) == 0
+        assert main(["sweep", "--url", fake.base_url, "--served-model", "model-B", *TINY,
+                     "-o", str(run)]) == 0
         capsys.readouterr()
-        assert main(["capability", "--recommendations", str(run / "recommendations.json"), "--url", fake.base_url,
-                     "--format", "litellm"]) == 0
+        assert main(["capability", "--recommendations", str(run / "recommendations.json"),
+                     "--url", fake.base_url, "--format", "litellm"]) == 0
         litellm = capsys.readouterr().out
         assert main(["capability", "--recommendations", str(run / "recommendations.json"), "--url",
                      fake.base_url]) == 0

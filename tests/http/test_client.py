@@ -48,7 +48,8 @@ class ScriptedServer(RawServer):
             await asyncio.sleep(5)
             writer.close()
             return
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                     + body)
         await writer.drain()
         writer.close()
 
@@ -57,7 +58,8 @@ async def test_a_connection_dropped_before_any_byte_is_retried_once_and_counted(
     async with ScriptedServer(["drop", "ok"]) as srv, StreamClient(Endpoint.of(srv.url)) as client:
         out = await client.run(req())
     assert out.error_type is None and out.retries == 1 and out.output_tokens == 4
-    assert out.retry_reasons == ["connection closed before any byte of the answer arrived"]  # why, not only how many
+    # why, not only how many
+    assert out.retry_reasons == ["connection closed before any byte of the answer arrived"]
     assert srv.connections == 2
 
 
@@ -106,7 +108,8 @@ class HeldBackServer(ScriptedServer):
                   {"content": "", "tokens": [], "stop": True, "id_slot": 0, "tokens_predicted": 4,
                    "timings": {"prompt_n": 4, "prompt_ms": 1.0, "predicted_n": 4}}]
         body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                     + body)
         await writer.drain()
         writer.close()
 
@@ -143,7 +146,8 @@ async def test_a_request_that_times_out_keeps_its_response_head_and_tokens():
     async with ScriptedServer(["stall"]) as srv:
         out = await StreamClient(Endpoint.of(srv.url), read_timeout_s=0.5).run(req())
     assert out.error_type == "timeout" and out.output_tokens == 2
-    assert out.http_status == 200 and out.headers_ns is not None and out.sent_ns < out.headers_ns <= out.end_ns
+    assert out.http_status == 200 and out.headers_ns is not None
+    assert out.sent_ns < out.headers_ns <= out.end_ns
 
 
 class OpenAiServer(ScriptedServer):

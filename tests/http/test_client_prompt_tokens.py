@@ -30,7 +30,8 @@ class OpenAIServer(RawServer):
         if self.usage is not None:
             events.append({"choices": [], "usage": self.usage})
         body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                     + body)
         await writer.drain()
         writer.close()
 

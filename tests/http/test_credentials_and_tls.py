@@ -39,7 +39,8 @@ def cert(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def https_fake(fake_server, cert, **script):
-    return fake_server(n_slots=1, decode_iteration_ms=2.0, tls_cert=str(cert[0]), tls_key=str(cert[1]), **script)
+    return fake_server(n_slots=1, decode_iteration_ms=2.0, tls_cert=str(cert[0]), tls_key=str(cert[1]),
+                       **script)
 
 
 def sweep(capsys, *args) -> tuple[int, str, str]:
@@ -79,7 +80,8 @@ def assert_key_nowhere(run_dir: Path, *texts: str, key: str = KEY) -> None:
 # -- TLS -----------------------------------------------------------------------------------------
 
 
-def test_an_untrusted_certificate_fails_in_one_line_and_nothing_is_measured(fake_server, cert, capsys, tmp_path):
+def test_an_untrusted_certificate_fails_in_one_line_and_nothing_is_measured(fake_server, cert, capsys,
+                                                                             tmp_path):
     fake = https_fake(fake_server, cert)
     code, _, err = sweep(capsys, "--url", fake.base_url, *TINY, "-o", str(tmp_path / "run"))
     assert code != 0
@@ -126,7 +128,8 @@ def test_the_insecure_warning_never_shows_url_credentials(fake_server, cert, cap
 
 def test_a_server_that_needs_a_key_says_so_in_one_line(fake_server, cert, capsys, tmp_path):
     fake = https_fake(fake_server, cert, api_key=KEY)
-    code, _, err = sweep(capsys, "--url", fake.base_url, "--ca-cert", str(cert[0]), *TINY, "-o", str(tmp_path / "r"))
+    code, _, err = sweep(capsys, "--url", fake.base_url, "--ca-cert", str(cert[0]), *TINY,
+                         "-o", str(tmp_path / "r"))
     assert code != 0 and "Traceback" not in err
     [line] = error_lines(err)
     assert "needs an API key (HTTP 401" in line and "--api-key-file" in line
@@ -136,8 +139,8 @@ def test_a_server_that_needs_a_key_says_so_in_one_line(fake_server, cert, capsys
 def test_a_wrong_key_is_reported_as_refused(fake_server, cert, capsys, tmp_path, monkeypatch):
     fake = https_fake(fake_server, cert, api_key=KEY)
     monkeypatch.setenv("WRONG_KEY", "sk-not-the-key")
-    code, _, err = sweep(capsys, "--url", fake.base_url, "--ca-cert", str(cert[0]), "--api-key-env", "WRONG_KEY",
-                         *TINY, "-o", str(tmp_path / "r"))
+    code, _, err = sweep(capsys, "--url", fake.base_url, "--ca-cert", str(cert[0]),
+                         "--api-key-env", "WRONG_KEY", *TINY, "-o", str(tmp_path / "r"))
     assert code != 0
     [line] = error_lines(err)
     assert "refused the API key (HTTP 401" in line and "sk-not-the-key" not in err
@@ -154,12 +157,14 @@ def test_the_key_reaches_the_server_and_no_file(source, fake_server, cert, capsy
         monkeypatch.setenv("SATBENCH_TEST_KEY", KEY)
         how = ["--api-key-env", "SATBENCH_TEST_KEY"]
     run = tmp_path / "run"
-    code, out, err = sweep(capsys, "--url", fake.base_url, "--ca-cert", str(cert[0]), *how, *TINY, "-o", str(run))
+    code, out, err = sweep(capsys, "--url", fake.base_url, "--ca-cert", str(cert[0]), *how, *TINY,
+                           "-o", str(run))
     assert code == 0, err
     stats = fake_stats(fake)
     assert stats["auth"]["refused"] == {}
     authorized = stats["auth"]["authorized"]
-    for path in ("/props", "/tokenize", "/completion", "/metrics", "/slots"):  # probe, workload, requests, sampler
+    # probe, workload, requests, sampler
+    for path in ("/props", "/tokenize", "/completion", "/metrics", "/slots"):
         assert authorized.get(path, 0) >= 1, (path, authorized)
     assert authorized["/completion"] == 4
     assert_key_nowhere(run, out, err)
@@ -213,13 +218,16 @@ def test_missing_or_bad_files_are_user_errors(capsys, tmp_path, cert):
     empty.write_text("\n  \n")
     spaced.write_text(f"{KEY} extra\n")
     notpem.write_text("hello")
-    cases = [(["--api-key-file", str(tmp_path / "absent.key")], f"API key file {tmp_path / 'absent.key'}: No such file"),
+    cases = [(["--api-key-file", str(tmp_path / "absent.key")],
+              f"API key file {tmp_path / 'absent.key'}: No such file"),
              (["--api-key-file", str(empty)], f"API key file {empty} is empty"),
              (["--api-key-file", str(spaced)], "contains whitespace or control characters"),
-             (["--ca-cert", str(tmp_path / "absent.pem")], f"--ca-cert {tmp_path / 'absent.pem'}: No such file"),
+             (["--ca-cert", str(tmp_path / "absent.pem")],
+              f"--ca-cert {tmp_path / 'absent.pem'}: No such file"),
              (["--ca-cert", str(notpem)], "not a PEM certificate")]
     for args, needle in cases:
-        code, _, err = sweep(capsys, "--url", "https://127.0.0.1:9", *args, *TINY, "-o", str(tmp_path / "run"))
+        code, _, err = sweep(capsys, "--url", "https://127.0.0.1:9", *args, *TINY,
+                             "-o", str(tmp_path / "run"))
         assert code == 2, (args, err)
         [line] = error_lines(err)
         assert needle in line, (needle, line)

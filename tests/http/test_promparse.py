@@ -1,5 +1,6 @@
 """/metrics parsing, including llama.cpp's real exposition; fuzzed briefly."""
 
+import contextlib
 import math
 
 import pytest
@@ -38,13 +39,12 @@ def test_malformed_lines_raise_parse_error(text):
 @settings(max_examples=400, deadline=None)
 @given(st.text(max_size=200))
 def test_fuzz_only_parse_error_escapes(text):
-    try:
+    with contextlib.suppress(ParseError):
         llamacpp_values(text)
-    except ParseError:
-        pass
 
 
-_NAME = st.sampled_from(["llamacpp:n_decode_total", "llamacpp:requests_processing", "x", "llamacpp:", "a:b:c", ""])
+_NAME = st.sampled_from(["llamacpp:n_decode_total", "llamacpp:requests_processing", "x", "llamacpp:", "a:b:c",
+                         ""])
 _LABELS = st.sampled_from(["", "{}", '{le="0.5"}', '{a="}"}', "{", '{a="x",b="y"}', "{a=}"])
 _VALUE = st.sampled_from(["1", "-2.5e3", "NaN", "+Inf", "-Inf", "1e999", "0x10", "", "abc", "1_0"])
 _TAIL = st.sampled_from(["", " 1700000000", " x", " 1 2", "\t", " # comment"])
@@ -68,7 +68,8 @@ def test_fuzz_structured_exposition_only_parse_error_escapes(lines):
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
                      lambda kids: st.lists(kids, max_size=3) | st.dictionaries(
-                         st.sampled_from(["id", "is_processing", "next_token", "n_decoded", "x"]), kids, max_size=4),
+                         st.sampled_from(["id", "is_processing", "next_token", "n_decoded", "x"]), kids,
+                         max_size=4),
                      max_leaves=12)
 
 

@@ -20,7 +20,8 @@ def measured(tmp_path_factory):
     run = tmp / "run"
     # one level: its recommendation cannot hang on CIs that a busy test machine widens (saturation/knee)
     assert main(["sweep", "--model", str(model), "--concurrency", "1", "--repetitions", "2",
-                 "--requests-per-level", "8", "--prompt-tokens", "32", "--output-tokens", "12", "-o", str(run)]) == 0
+                 "--requests-per-level", "8", "--prompt-tokens", "32", "--output-tokens", "12",
+                 "-o", str(run)]) == 0
     return model, run / "recommendations.json"
 
 
@@ -58,7 +59,8 @@ def test_the_nodes_own_recommendation_is_advertised(measured, capsys):
 def test_litellm_fragment(measured, capsys):
     model, recs = measured
     capsys.readouterr()
-    assert main(["capability", "--recommendations", str(recs), "--model", str(model), "--format", "litellm"]) == 0
+    assert main(["capability", "--recommendations", str(recs), "--model", str(model),
+                 "--format", "litellm"]) == 0
     text = capsys.readouterr().out
     rec = json.loads(recs.read_text())["lanes"][0]
     assert "model_list:" in text and f"max_parallel_requests: {rec['recommended_concurrency']}" in text
@@ -89,8 +91,8 @@ def test_litellm_fragment_without_a_p95(measured, capsys, tmp_path):
                 lv["p95_ttft_ms"] = None
 
     capsys.readouterr()
-    assert main(["capability", "--recommendations", str(edited(tmp_path, recs, drop_ttft)), "--model", str(model),
-                 "--format", "litellm"]) == 0
+    assert main(["capability", "--recommendations", str(edited(tmp_path, recs, drop_ttft)),
+                 "--model", str(model), "--format", "litellm"]) == 0
     assert "satbench_expected_p95_ttft_ms: null" in capsys.readouterr().out
 
 
@@ -110,9 +112,11 @@ def test_a_recommendation_that_recorded_no_architecture_is_advertised_and_says_s
     ("tampered latency", lambda r: r["expected"].update(p95_ttft_ms=1.0), "p95 TTFT or TPOT differs"),
     ("no safe level", lambda r: r.update(recommended_concurrency=None, expected=None), "no safe concurrency"),
     ("figures without a level", lambda r: r.update(recommended_concurrency=None), "expected figures without"),
-    ("edited hardware block", lambda r: r["hardware"].update(cores_logical=999), "not the hash of its own hardware"),
-    ("an earlier satbench's fingerprint", lambda r: (r["hardware"].update(cpu_signature=None, cores_usable=None),
-                                                      r.update(hardware_fingerprint="1" * 64)),
+    ("edited hardware block", lambda r: r["hardware"].update(cores_logical=999),
+     "not the hash of its own hardware"),
+    ("an earlier satbench's fingerprint",
+     lambda r: (r["hardware"].update(cpu_signature=None, cores_usable=None),
+                r.update(hardware_fingerprint="1" * 64)),
      "measured on this machine, but its hardware fingerprint was computed by an earlier satbench"),
     ("another architecture", lambda r: r["model"].update(architecture="deepseek4"),
      "measured with another model architecture: deepseek4 (DeepSeek V4) then, llama in this node's file"),
@@ -136,8 +140,8 @@ def test_a_file_with_one_recommendation_per_machine_gives_this_machines(measured
     from satbench.records.manifest import HostInfo
 
     other["hardware_fingerprint"] = HostInfo.model_validate(other["hardware"]).fingerprint()
-    other["recommended_concurrency"] = other["expected"]["concurrency"] = data["lanes"][0]["measured_levels"][0][
-        "concurrency"]
+    first_level = data["lanes"][0]["measured_levels"][0]["concurrency"]
+    other["recommended_concurrency"] = other["expected"]["concurrency"] = first_level
     data["lanes"].append(other)  # the lane's last entry: a dict keyed by lane alone took it
     both = tmp_path / "recommendations.json"
     both.write_text(json.dumps(data))

@@ -41,7 +41,8 @@ def test_sweep_with_fairness_on_real_llamacpp(tmp_path):
     assert render_results(analyze_run(out)) == (out / "results.json").read_text()
     # the evidence bundle of a real run: every plot kind, S1's starvation plot included, and it verifies
     plots = sorted(p.name for p in (out / "plots").iterdir())
-    assert plots == [f"default-{k}.png" for k in ("latency", "occupancy", "starvation", "throughput", "timeline")]
+    kinds = ("latency", "occupancy", "starvation", "throughput", "timeline")
+    assert plots == [f"default-{k}.png" for k in kinds]
     evidence = (out / "EVIDENCE.md").read_text()
     assert "### Fairness and starvation (default)" in evidence and "SYNTHETIC" in evidence
     assert f"`{prov.runtime.build_number}`" in evidence or f"b{prov.runtime.build_number}" in evidence

@@ -55,8 +55,10 @@ def test_each_lane_had_its_own_server_and_provenance(run_dir):
     assert dense.model.synthetic and moe.model.synthetic
     assert dense.model.sha256 != moe.model.sha256
     assert dense.runtime.pid != moe.runtime.pid
-    assert dense.together_runtime is not None and dense.together_runtime.pid not in (dense.runtime.pid, moe.runtime.pid)
-    for name in ("server-dense.log", "server-moe.log", "server-dense-together.log", "server-moe-together.log"):
+    assert dense.together_runtime is not None
+    assert dense.together_runtime.pid not in (dense.runtime.pid, moe.runtime.pid)
+    for name in ("server-dense.log", "server-moe.log", "server-dense-together.log",
+                 "server-moe-together.log"):
         assert (run_dir / name).stat().st_size > 0, name
     assert "deepseek2" in (run_dir / "server-moe.log").read_text()
 
@@ -68,7 +70,8 @@ def test_events_are_keyed_by_lane_and_scenario(run_dir):
         for scenario in ("solo", "together"):
             mine = [r for r in reqs if r.lane == lane and r.scenario == scenario and r.phase == "measured"]
             assert len(mine) == 12 and all(r.ok and r.output_tokens == 12 for r in mine), (lane, scenario)
-    marks = [r for r in records if isinstance(r, LevelMark) and r.scenario == "together" and r.kind == "level_start"]
+    marks = [r for r in records
+             if isinstance(r, LevelMark) and r.scenario == "together" and r.kind == "level_start"]
     # lockstep: both lanes start level 1, then both start level 2
     assert [m.level for m in marks] == [1, 1, 2, 2]
     samples = read_samples(run_dir)

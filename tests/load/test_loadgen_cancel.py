@@ -5,6 +5,7 @@ tokens each got — never silently dropped (DESIGN.md §3)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from satbench.http.client import CompletionRequest, StreamClient
 from satbench.http.endpoint import Endpoint
@@ -21,15 +22,14 @@ def requests(tag: str, k: int, out: int) -> list[CompletionRequest]:
 
 async def test_requests_in_flight_when_a_level_is_stopped_are_recorded_as_cancelled():
     async with FakeLlamaServer(FakeScript(n_slots=4, decode_iteration_ms=5)) as server:
-        plan = LevelPlan(lane="a", level=4, repetition=1, warmup=requests("w", 4, 4), measured=requests("m", 32, 60))
+        plan = LevelPlan(lane="a", level=4, repetition=1, warmup=requests("w", 4, 4),
+                         measured=requests("m", 32, 60))
         sink = ListSink()
         task = asyncio.create_task(run_level(StreamClient(Endpoint.of(server.base_url)), plan, sink))
         await asyncio.sleep(0.8)
         task.cancel("stopped: lane b failed in the together scenario")
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await task
-        except asyncio.CancelledError:
-            pass
         await asyncio.sleep(0.3)
         seen = {r["id"] for r in server.schedule()}
     events = {e.request_id: e for e in sink.records if isinstance(e, RequestEvent)}

@@ -3,6 +3,7 @@ max_concurrency requests in flight and the wait for a free one recorded (load/op
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 
@@ -22,7 +23,7 @@ def test_the_schedule_is_seeded_poisson():
     a, b = arrival_offsets_ns(4.0, 3000, seed=7), arrival_offsets_ns(4.0, 3000, seed=7)
     assert a == b and a[0] == 0 and a == sorted(a)
     assert arrival_offsets_ns(4.0, 3000, seed=8) != a
-    gaps = [(y - x) / 1e9 for x, y in zip(a, a[1:])]
+    gaps = [(y - x) / 1e9 for x, y in itertools.pairwise(a)]
     # exponential gaps: mean 1/rate and standard deviation equal to the mean (seeded: no flakiness)
     assert statistics.mean(gaps) == pytest.approx(0.25, rel=0.05)
     assert statistics.stdev(gaps) == pytest.approx(0.25, rel=0.08)

@@ -52,7 +52,8 @@ def test_a_restarted_server_after_a_kill_is_another_process():
     # server 100 was SIGKILLed during the level (its last readings failed: error samples), satbench
     # restarted it as 300; the first good reading after the level is 300's
     samples = [s(-1, 100, 10, 40.0, 5.0, 1000.0), s(400, 100, 10, 40.8, 5.1, 1000.9),
-               ProcessSample(lane="default", t_ns=900 * MS, server_pid=100, client_pid=10, error="NoSuchProcess"),
+               ProcessSample(lane="default", t_ns=900 * MS, server_pid=100, client_pid=10,
+                             error="NoSuchProcess"),
                s(3000, 300, 10, 0.3, 5.5, 1004.0)]
     cores = server_cpu_utilisation(samples, 0, 1000 * MS)
     assert cores is not None and cores > 0
@@ -128,8 +129,8 @@ def test_a_url_lane_samples_host_and_satbench_cpu():
     assert asyncio.run(started()) == 1  # the process poller runs for a url lane too
     # the level then has host and satbench figures, and says why the server's is missing
     later = [r.model_copy(update={"t_ns": r.t_ns + 100 * MS}) for r in w.records]
-    r = summarize_level(ctx(llamacpp=False), closed_loop_n1(), [mark("level_start", 0), mark("level_end", 600)],
-                        later[:3])
+    r = summarize_level(ctx(llamacpp=False), closed_loop_n1(),
+                        [mark("level_start", 0), mark("level_end", 600)], later[:3])
     assert r.memory.host_busy_cores is not None and r.memory.client_cpu_cores is not None
     assert r.memory.server_cpu_cores is None and "server_cpu_cores" in r.unavailable
     assert "not started by satbench" in cpu_failures(later[:3], [(0, 600 * MS)])["server_cpu_cores"]

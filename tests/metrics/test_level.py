@@ -121,8 +121,8 @@ def test_an_e2e_target_counts_in_attainment_when_the_slo_sets_one():
 
     events = closed_loop_n1(n_requests=5)  # E2E 100 ms each
     marks = [mark("level_start", 0), mark("level_end", 600)]
-    loose = summarize_level(ctx(slo=SloConfig(p95_ttft_ms=100.0, p95_tpot_ms=100.0, p95_e2e_ms=150.0)), events,
-                            marks, [])
-    tight = summarize_level(ctx(slo=SloConfig(p95_ttft_ms=100.0, p95_tpot_ms=100.0, p95_e2e_ms=90.0)), events,
-                            marks, [])
+    loose = summarize_level(ctx(slo=SloConfig(p95_ttft_ms=100.0, p95_tpot_ms=100.0, p95_e2e_ms=150.0)),
+                            events, marks, [])
+    tight = summarize_level(ctx(slo=SloConfig(p95_ttft_ms=100.0, p95_tpot_ms=100.0, p95_e2e_ms=90.0)),
+                            events, marks, [])
     assert loose.slo_attainment == 1.0 and tight.slo_attainment == 0.0

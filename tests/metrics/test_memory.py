@@ -56,7 +56,8 @@ def test_a_real_sample_reads_this_machine():
 
 def test_without_the_servers_own_cpu_no_neighbour_is_claimed_but_a_saturated_host_still_is():
     """A running server (--url) on this machine: its CPU is not read, so what the host spent beyond
-    satbench cannot be told from a neighbour's; a saturated host is still flagged, naming the server among the others."""
+    satbench cannot be told from a neighbour's; a saturated host is still flagged, naming the server
+    among the others."""
     url_lane = Memory(server_cpu_cores=None, client_cpu_cores=0.2, host_busy_cores=1.2)
     assert cpu_contention_flag(url_lane, 2) is None  # 1.0 core 'other': the server itself
     saturated = Memory(server_cpu_cores=None, client_cpu_cores=0.3, host_busy_cores=1.95)

@@ -27,7 +27,8 @@ def _repetition(rep: int, itl_ms: float, n_requests: int = 40):
 
     events = [request(t0, phase="warmup")]
     events += [request(t0 + dur * (i + 1), seq=i) for i in range(n_requests)]
-    marks = [mark("level_start", t0, repetition=rep), mark("level_end", t0 + dur * (n_requests + 1), repetition=rep)]
+    marks = [mark("level_start", t0, repetition=rep),
+             mark("level_end", t0 + dur * (n_requests + 1), repetition=rep)]
     return events, marks
 
 
@@ -38,9 +39,9 @@ def level(*itls_ms: float) -> LevelResult:
         e, m = _repetition(rep, itl)
         events += e
         marks += m
-    ctx = LevelContext(lane="default", level=1, repetitions_planned=len(itls_ms), measured_requests_planned=40,
-                       slots=1, per_slot_ctx=256, prompt_tokens=16, output_tokens=TOKENS, overhead_ms=0.0,
-                       llamacpp=True)
+    ctx = LevelContext(lane="default", level=1, repetitions_planned=len(itls_ms),
+                       measured_requests_planned=40, slots=1, per_slot_ctx=256, prompt_tokens=16,
+                       output_tokens=TOKENS, overhead_ms=0.0, llamacpp=True)
     return summarize_level(ctx, events, marks, [])
 
 

@@ -25,7 +25,7 @@ def test_every_figure_is_where_its_spec_says_and_every_column_reads():
         assert all(r in {s.name for s in LEVEL_METRICS} for r in spec.reads), spec.name
     headers = [h for h, _, _ in csv_columns()]
     assert len(set(headers)) == len(headers)
-    for header, spec, part in csv_columns():
+    for _, spec, part in csv_columns():
         part_of(figure(lv, spec.path), part)  # no AttributeError: each part fits its figure
 
 

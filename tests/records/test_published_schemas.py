@@ -3,6 +3,8 @@ against it without checking the schema itself each time: records/artifacts.valid
 
 from __future__ import annotations
 
+import re
+
 import jsonschema
 import pytest
 
@@ -31,7 +33,8 @@ def test_each_published_schema_holds_to_its_metaschema(name):
 def test_a_text_that_breaks_the_schema_is_refused_naming_the_file():
     schema = {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}}
     validate_text('{"a": 1}', schema, "x.json")
-    with pytest.raises(RunDirError, match="x.json does not match its schema: 'b' is not of type 'integer'"):
+    with pytest.raises(RunDirError,
+                       match=re.escape("x.json does not match its schema: 'b' is not of type 'integer'")):
         validate_text('{"a": "b"}', schema, "x.json")
-    with pytest.raises(RunDirError, match="x.json does not match its schema"):
+    with pytest.raises(RunDirError, match=re.escape("x.json does not match its schema")):
         validate_text("not json", schema, "x.json")

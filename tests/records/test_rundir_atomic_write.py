@@ -19,7 +19,7 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, mon
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", full_disk)
-    with pytest.raises(RunDirError, match="cannot write .*results.json: No space left on device"):
+    with pytest.raises(RunDirError, match=r"cannot write .*results\.json: No space left on device"):
         write_text_atomic(path, '{"new": true, "half": ')
     assert path.read_text() == '{"old": true}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
