@@ -66,7 +66,8 @@ class _Cdp:
             method, params = data.get("method"), data.get("params", {})
             if method == "Runtime.exceptionThrown":
                 d = params["exceptionDetails"]
-                self.report.errors.append(f"exception: {d.get('exception', {}).get('description') or d['text']}")
+                what = d.get("exception", {}).get("description") or d["text"]
+                self.report.errors.append(f"exception: {what}")
             elif method == "Runtime.consoleAPICalled" and params["type"] in ("error", "assert"):
                 self.report.errors.append(f"console.{params['type']}: {params['args']}")
             elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
@@ -105,8 +106,8 @@ async def _drive(port: int, page: Path, report: PageReport) -> None:
             report.images = json.loads(evaluate["result"]["value"])
             title = await cdp.call("Runtime.evaluate", expression="document.title", returnByValue=True)
             report.title = title["result"]["value"]
-            tables = await cdp.call("Runtime.evaluate", expression="document.querySelectorAll('table').length",
-                                    returnByValue=True)
+            count_tables = "document.querySelectorAll('table').length"
+            tables = await cdp.call("Runtime.evaluate", expression=count_tables, returnByValue=True)
             report.tables = tables["result"]["value"]
             shot = await cdp.call("Page.captureScreenshot", format="png")
             report.screenshot_png = base64.b64decode(shot["data"])

@@ -43,7 +43,8 @@ def run_dir(tmp_path_factory) -> Path:
 
 
 def test_a_sweep_ends_with_the_whole_bundle(run_dir):
-    for name in ("EVIDENCE.md", "report.html", "results.csv", SUMS_FILE, "results.json", "recommendations.json"):
+    for name in ("EVIDENCE.md", "report.html", "results.csv", SUMS_FILE, "results.json",
+                 "recommendations.json"):
         assert (run_dir / name).stat().st_size > 0, name
     kinds = sorted(p.name for p in (run_dir / "plots").iterdir())
     assert kinds == ["default-latency.png", "default-occupancy.png", "default-throughput.png",
@@ -54,8 +55,8 @@ def test_evidence_names_commands_build_hardware_model_and_every_raw_file(run_dir
     text = (run_dir / "EVIDENCE.md").read_text()
     results = ResultsFile.model_validate_json((run_dir / "results.json").read_text())
     for section in ("## What was run", "## Machine", "## Lanes: models and runtimes", "## Lane default",
-                    "## Recommendations", "## Flags raised", "## Limitations", "## Raw files and their hashes",
-                    "## Handoff"):
+                    "## Recommendations", "## Flags raised", "## Limitations",
+                    "## Raw files and their hashes", "## Handoff"):
         assert section in text, section
     assert "satbench sweep --url 'http://***@127.0.0.1:" in text  # the recorded command, credentials gone
     assert results.provenance.host.fingerprint_sha256 in text
@@ -139,7 +140,8 @@ def test_a_rehashed_edit_of_results_csv_is_caught(run_dir, tmp_path):
     (copy / "results.csv").write_text(buf.getvalue())
     write_sums(copy)
     v = verify(copy)
-    assert not v.modified and v.inconsistent == ["results.csv: row 1 differs from a fresh analysis (output_tok_per_s)"]
+    assert not v.modified
+    assert v.inconsistent == ["results.csv: row 1 differs from a fresh analysis (output_tok_per_s)"]
     rows[0][rows[0].index("run_id")] = "run"  # a renamed column must not switch the comparison off
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(rows)
@@ -157,7 +159,8 @@ def test_a_rehashed_edit_of_results_csv_is_caught(run_dir, tmp_path):
     csv.writer(buf, lineterminator="\n").writerows(rows)
     (copy / "results.csv").write_text(buf.getvalue())
     write_sums(copy)
-    assert verify(copy).inconsistent == ["results.csv: row 1 differs from a fresh analysis (output_tok_per_s)"]
+    assert verify(copy).inconsistent == [
+        "results.csv: row 1 differs from a fresh analysis (output_tok_per_s)"]
 
 
 def test_an_emptied_sha256sums_fails_and_an_invented_verdicts_file_is_caught(run_dir, tmp_path, capsys):
@@ -165,7 +168,8 @@ def test_an_emptied_sha256sums_fails_and_an_invented_verdicts_file_is_caught(run
     shutil.copytree(run_dir, copy)
     (copy / SUMS_FILE).write_text("")
     v = verify(copy)
-    assert not v.ok and {"run.json", "events.jsonl", "results.json", "recommendations.json"} <= set(v.uncovered)
+    assert not v.ok
+    assert {"run.json", "events.jsonl", "results.json", "recommendations.json"} <= set(v.uncovered)
     assert main(["verify", str(copy)]) == 7
     assert "NOT COVERED by SHA256SUMS: run.json" in capsys.readouterr().out
     from satbench.report.integrity import write_sums
@@ -227,7 +231,8 @@ def results_schema_one_minor_later(monkeypatch):
 
 @pytest.mark.parametrize("results_version, change, consistent", [
     ("3.0", None, True),  # an additive change since: the old bundle still verifies
-    ("3.0", lambda d: _drop_keys(d, "p95_ttft_ms", "p95_itl_ms", "p95_e2e_ms"), True),  # fields 3.1 added (figures)
+    # fields 3.1 added (figures)
+    ("3.0", lambda d: _drop_keys(d, "p95_ttft_ms", "p95_itl_ms", "p95_e2e_ms"), True),
     ("3.0", lambda d: d["lanes"][0]["levels"][0]["throughput"]["output_tok_per_s"].update(value=1.0), False),
     ("2.6", None, False),  # another major version is not read under this one
 ])
@@ -308,10 +313,12 @@ def test_deleting_every_derived_file_and_regenerating_gives_the_same_report(run_
     assert main(["analyze", str(copy)]) == 0
     assert main(["report", str(copy)]) == 0
     after = (copy / "EVIDENCE.md").read_text().replace(str(copy), "RUN").replace(str(run_dir), "RUN")
-    # identical but for recommendations.json's hash (its created_at is new)
-    strip = [line for line in before.splitlines() if "sha256 `" not in line or "recommendations.json" not in line]
-    strip_after = [line for line in after.splitlines() if "sha256 `" not in line or "recommendations.json" not in line]
-    assert strip == strip_after
+
+    def strip(text):  # identical but for recommendations.json's hash (its created_at is new)
+        return [line for line in text.splitlines()
+                if "sha256 `" not in line or "recommendations.json" not in line]
+
+    assert strip(before) == strip(after)
     assert (copy / "results.csv").read_text() == before_csv
     assert sorted(p.name for p in (copy / "plots").iterdir()) == plots_before
     assert verify(copy).ok
@@ -363,7 +370,8 @@ def test_definitions_worded_otherwise_under_the_same_schema_still_verify(run_dir
     write_sums(copy)
     v = verify(copy)
     if consistent:
-        assert v.ok and any("definitions worded otherwise" in o for o in v.older_schema), (v.inconsistent, v.older_schema)
+        assert v.ok and any("definitions worded otherwise" in o for o in v.older_schema), \
+            (v.inconsistent, v.older_schema)
     else:
         assert not v.ok and v.inconsistent[0].startswith("results.json: differs"), v.inconsistent
 
@@ -377,7 +385,8 @@ def test_recommend_on_a_reported_run_says_the_bundle_needs_writing_again(run_dir
     copy = tmp_path / "copy"
     shutil.copytree(run_dir, copy)
     rec = copy / "recommendations.json"  # written long ago: a rewrite now cannot be byte-identical
-    rec.write_text(rec.read_text().replace(json.loads(rec.read_text())["created_at"], "2020-01-01T00:00:00+00:00"))
+    created_at = json.loads(rec.read_text())["created_at"]
+    rec.write_text(rec.read_text().replace(created_at, "2020-01-01T00:00:00+00:00"))
     write_sums(copy)
     assert main(["analyze", str(copy)]) == 0
     assert "no longer matches" not in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from rich.console import Console
@@ -51,7 +52,8 @@ def _dist(rng: random.Random, n: int, median_ms: float) -> Distribution:
 
 
 def level(n: int, seed: int = 0, tok_per_s: float = 100.0) -> LevelResult:
-    """A realistic level: three repetitions of throughput and of p95s (±3 %), 200 latency samples per metric."""
+    """A realistic level: three repetitions of throughput and of p95s (±3 %), 200 latency samples per
+    metric."""
     rng = random.Random(seed + n)
     ttft, itl = 20.0 * n, 5.0 + n
     lat = Latency(ttft_ms=_dist(rng, 200, ttft), itl_ms=_dist(rng, 3000, itl),
@@ -139,7 +141,8 @@ def test_a_run_compared_with_itself_has_every_ratio_one_and_nothing_significant(
     cmp = compare_results(a, a, "A", "B")
     assert [lv.concurrency for lv in cmp.lanes[0].levels] == [1, 2, 4]
     for lv in cmp.lanes[0].levels:
-        assert [m.metric for m in lv.metrics] == ["output_tok_per_s", "p95_ttft_ms", "p95_itl_ms", "p95_e2e_ms"]
+        assert [m.metric for m in lv.metrics] == ["output_tok_per_s", "p95_ttft_ms", "p95_itl_ms",
+                                                  "p95_e2e_ms"]
         for m in lv.metrics:
             assert m.ratio.value == pytest.approx(1.0)
             assert m.ratio.ci_low < 1.0 < m.ratio.ci_high
@@ -256,8 +259,8 @@ def test_every_difference_is_named_on_one_line(a):
         compare_results(a, b, "A", "B")
     msg = str(exc.value)
     assert "\n" not in msg
-    for part in ("lane moe only in B", "prompt_tokens 64 in A, 128 in B", "shared_prefix False in A, True in B",
-                 "runtime embedded in A, native in B"):
+    for part in ("lane moe only in B", "prompt_tokens 64 in A, 128 in B",
+                 "shared_prefix False in A, True in B", "runtime embedded in A, native in B"):
         assert part in msg
 
 
@@ -337,7 +340,7 @@ def test_load_results_on_a_missing_dir_is_a_run_directory_error(tmp_path):
 
 
 def test_load_results_without_results_json_says_to_analyze(tmp_path):
-    with pytest.raises(RunDirError, match="no results.json; run `satbench analyze"):
+    with pytest.raises(RunDirError, match=re.escape("no results.json; run `satbench analyze")):
         load_results(tmp_path)
 
 
@@ -346,7 +349,7 @@ def test_load_results_on_a_broken_file_is_a_run_directory_error(tmp_path):
     with pytest.raises(RunDirError, match="cannot read it"):
         load_results(tmp_path)
     (tmp_path / RESULTS_FILE).write_text(f'{{"schema_version": "{RESULTS_SCHEMA_VERSION}", "run_id": 3}}')
-    with pytest.raises(RunDirError, match="not a valid results.json"):
+    with pytest.raises(RunDirError, match=re.escape("not a valid results.json")):
         load_results(tmp_path)
     (tmp_path / RESULTS_FILE).write_text('{"schema_version": "1.0"}')
     with pytest.raises(RunDirError, match=f"results schema 1.0 is not {RESULTS_SCHEMA_VERSION}"):
@@ -389,8 +392,9 @@ def test_print_comparison_marks_the_significant_row_and_explains_the_marks(a):
 
 def test_a_ratio_next_to_the_threshold_prints_three_decimals():
     def cell(v: float, direction: str = "same") -> str:
-        return ratio_cell(MetricComparison(metric="p95_itl_ms", a=1.0, b=v, ratio=Ratio(value=v, ci_low=v - 0.02,
-                          ci_high=None), significant=direction != "same", direction=direction)).plain
+        ratio = Ratio(value=v, ci_low=v - 0.02, ci_high=None)
+        return ratio_cell(MetricComparison(metric="p95_itl_ms", a=1.0, b=v, ratio=ratio,
+                                           significant=direction != "same", direction=direction)).plain
     assert cell(1.0451) == "×1.045 [1.03–?]"
     assert cell(0.9468, "better") == "×0.947 [0.93–?] ▲"
     assert cell(1.2) == "×1.20 [1.18–?]"

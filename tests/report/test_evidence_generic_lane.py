@@ -31,7 +31,8 @@ def test_a_generic_lane_title_does_not_claim_llama_cpp():
 
 def test_evidence_of_a_generic_lane_says_text_prompts_and_no_llama_cpp_server():
     text = _evidence(_generic())
-    assert "own llama.cpp server" not in text and "token ids" not in text and "this llama.cpp build" not in text
+    assert "own llama.cpp server" not in text and "token ids" not in text
+    assert "this llama.cpp build" not in text
     assert "Each lane's own server" in text and "this server build" in text
     assert "vllm: text: a unique prefix, then filler words, about 64 words per sweep request" in text
     assert "server_prompt_tokens" in text

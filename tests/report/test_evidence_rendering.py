@@ -49,7 +49,8 @@ def run_dir(tmp_path_factory) -> Path:
     out.parent.mkdir()
     try:
         assert main(["sweep", "--url", fake.base_url, "--concurrency", "1,2", "--requests-per-level", "8",
-                     "--repetitions", "2", "--prompt-tokens", "16", "--output-tokens", "4", "-o", str(out)]) == 0
+                     "--repetitions", "2", "--prompt-tokens", "16", "--output-tokens", "4",
+                     "-o", str(out)]) == 0
     finally:
         fake.stop()
     return out
@@ -87,7 +88,8 @@ def test_evidence_commands_run_inside_the_run_directory_and_name_no_typed_path(r
     pasted = subprocess.run(["bash", "-e", "-c", block], cwd=run_dir, env=env, capture_output=True, text=True,
                             check=False)
     assert pasted.returncode == 0, pasted.stderr[-2000:]
-    sums = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=run_dir, capture_output=True, text=True, check=False)
+    sums = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=run_dir, capture_output=True, text=True,
+                          check=False)
     assert sums.returncode == 0, sums.stdout[-2000:]
 
 
@@ -153,8 +155,8 @@ def test_the_knee_cell_says_still_rising_only_when_throughput_still_rises(run_di
     single = r.model_copy(update={"knee": None, "knee_reason": "a single level: no knee can be seen",
                                   "recommended_range": None})
     assert recommendation_row(single)[3] == "none (a single level: no knee can be seen)"
-    rising = r.model_copy(update={"knee": None, "knee_reason": "throughput still gains ≥ 10% per doubling up to "
-                                                               "the highest level N=8", "recommended_range": None})
+    still_gains = "throughput still gains ≥ 10% per doubling up to the highest level N=8"
+    rising = r.model_copy(update={"knee": None, "knee_reason": still_gains, "recommended_range": None})
     assert recommendation_row(rising)[3] == "none (still rising)"
     ranged = rising.model_copy(update={"recommended_range": (2, 8)})
     assert recommendation_row(ranged)[3] == "undetermined"
@@ -195,8 +197,9 @@ def test_compare_notes_a_different_slot_count_and_context():
 
 
 def test_a_ci_end_that_is_not_1_never_prints_as_1_00():
-    m = MetricComparison(metric="output_tok_per_s", a=1.0, b=2.0, ratio=Ratio(value=2.0, ci_low=1.004, ci_high=3.0),
-                         significant=True, direction="better")
+    m = MetricComparison(metric="output_tok_per_s", a=1.0, b=2.0,
+                         ratio=Ratio(value=2.0, ci_low=1.004, ci_high=3.0), significant=True,
+                         direction="better")
     assert ratio_cell(m).plain == "×2.00 [1.004–3.00] ▲"
     m.ratio = Ratio(value=0.5, ci_low=0.2, ci_high=0.9996)
     assert "[0.20–0.9996]" in ratio_cell(m).plain
@@ -213,7 +216,8 @@ def test_compare_on_a_missing_directory_fails_like_report(tmp_path, capsys):
 def test_the_occupancy_plot_leaves_out_a_zero_on_its_log_scale():
     lane = make_lane(levels=(1, 2, 4))
     for lv, busy in zip(lane.levels, (0.0, 1.5, 3.0)):
-        lv.occupancy = Occupancy(slots=4, time_weighted_busy_slots=busy, client_in_flight=float(lv.concurrency))
+        lv.occupancy = Occupancy(slots=4, time_weighted_busy_slots=busy,
+                                 client_in_flight=float(lv.concurrency))
     fig, _, _ = _occupancy(lane)
     line = next(ln for ln in fig.axes[0].lines if ln.get_label() == "busy slots, time-weighted")
     assert list(line.get_ydata()) == [1.5, 3.0] and list(line.get_xdata()) == [2, 4]
@@ -226,5 +230,5 @@ def test_the_missing_sums_hint_quotes_a_path_with_a_space(tmp_path):
     from satbench.report.integrity import read_sums
     run = tmp_path / "sp ace"
     run.mkdir()
-    with pytest.raises(RunDirError, match="satbench report '.*sp ace'`"):
+    with pytest.raises(RunDirError, match=r"satbench report '.*sp ace'`"):
         read_sums(run)

@@ -27,8 +27,10 @@ def run(tmp_path_factory):
     from tests.conftest import sweep_fake
 
     results, run_dir, _ = sweep_fake(tmp_path_factory.mktemp("plots"),
-                                     dict(n_slots=2, prefill_ms_per_token=0.05, decode_iteration_ms=3.0), [1, 2, 4],
-                                     requests=40, reps=2, prompt=16, output=12,  # >= 72 samples: an SLO can be met
+                                     dict(n_slots=2, prefill_ms_per_token=0.05, decode_iteration_ms=3.0),
+                                     [1, 2, 4],
+                                     # >= 72 samples: an SLO can be met
+                                     requests=40, reps=2, prompt=16, output=12,
                                      slo=SloConfig(p95_ttft_ms=500, p95_tpot_ms=50))
     events = [e for e in read_events(run_dir) if isinstance(e, RequestEvent)]
     return results, recommend(run_dir), events
@@ -94,7 +96,8 @@ def test_the_knee_and_the_recommendation_are_marked(run):
 def test_starvation_plot_only_with_s1_events(run, tmp_path):
     results, recs, events = run
     other_lane = s1_events(lane="elsewhere")
-    assert "starvation" not in [p.kind for p in write_plots(tmp_path / "a", results, recs, events + other_lane)]
+    plots = write_plots(tmp_path / "a", results, recs, events + other_lane)
+    assert "starvation" not in [p.kind for p in plots]
     plots = write_plots(tmp_path / "b", results, recs, events + s1_events())
     assert plots[-1].kind == "starvation" and plots[-1].file == "plots/default-starvation.png"
     assert png_size(tmp_path / "b" / plots[-1].file) == expected_size("starvation")
@@ -103,8 +106,9 @@ def test_starvation_plot_only_with_s1_events(run, tmp_path):
 
 def test_the_timeline_draws_200_requests_and_says_so(run, tmp_path):
     results, _, _ = run
-    many = [ev(stream=i % 4, seq=i, sent_ms=10.0 * i, chunks_ms=[10.0 * i + 5 + k for k in range(5)] + [10.0 * i + 60],
-               level=4, prompt_ms=2.0) for i in range(250)]
+    many = [ev(stream=i % 4, seq=i, sent_ms=10.0 * i,
+               chunks_ms=[10.0 * i + 5 + k for k in range(5)] + [10.0 * i + 60], level=4, prompt_ms=2.0)
+            for i in range(250)]
     many[3] = ev(stream=3, seq=3, sent_ms=30, end_ms=40, level=4, error="http_500")
     plots = write_plots(tmp_path, results, None, many)
     timeline = next(p for p in plots if p.kind == "timeline")

@@ -22,7 +22,7 @@ def sweep_interrupted(url: str, flags: list[str], run_dir: Path, after_units: in
         try:
             if len(read_manifest(run_dir).completed_units) >= after_units:
                 break
-        except Exception:  # noqa: BLE001 - not written yet
+        except Exception:  # not written yet
             pass
         time.sleep(0.02)
     time.sleep(into_next_s)

@@ -9,7 +9,8 @@ from satbench.records.events import RequestEvent, read_events
 
 
 def test_a_generic_server_gets_no_fairness_request_and_inconclusive_verdicts(fake_server, tmp_path, capsys):
-    fake = fake_server(n_slots=4, n_batch=256, llamacpp=False, prefill_ms_per_token=0.01, decode_iteration_ms=1.0)
+    fake = fake_server(n_slots=4, n_batch=256, llamacpp=False, prefill_ms_per_token=0.01,
+                       decode_iteration_ms=1.0)
     out = tmp_path / "run"
     assert main(["fairness", "--url", fake.base_url, "--batch-size", "256", "--prompt-tokens", "32",
                  "--output-tokens", "16", "--checks", "F1,S1,S3", "-o", str(out)]) == 0
@@ -22,7 +23,8 @@ def test_a_generic_server_gets_no_fairness_request_and_inconclusive_verdicts(fak
     assert all(v["verdict"] == "inconclusive" and "not llama.cpp" in v["reason"] for v in verdicts)
     assert "S1 decode stall" in printed and "the server is not llama.cpp" in printed  # the table says why
     run = json.loads((out / "run.json").read_text())
-    assert [u for u in run["completed_units"] if u.startswith("fairness/")] == [f"fairness/{run['config']['lanes'][0]['name']}"]
+    lane_name = run["config"]["lanes"][0]["name"]
+    assert [u for u in run["completed_units"] if u.startswith("fairness/")] == [f"fairness/{lane_name}"]
 
 
 class _Counting:

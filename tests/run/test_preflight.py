@@ -35,8 +35,10 @@ def busy_port():
 
 
 def _lane(name: str, model: Path, server_bin: str, port: int | None = None) -> str:
-    return (f'[[lanes]]\nname = "{name}"\nmodel = "{model}"\nruntime = "native"\nserver_bin = "{server_bin}"\n'
-            "concurrency = [1]\nrepetitions = 1\nrequests_per_level = 4\nprompt_tokens = 16\noutput_tokens = 4\n"
+    return (f'[[lanes]]\nname = "{name}"\nmodel = "{model}"\nruntime = "native"\n'
+            f'server_bin = "{server_bin}"\n'
+            "concurrency = [1]\nrepetitions = 1\nrequests_per_level = 4\n"
+            "prompt_tokens = 16\noutput_tokens = 4\n"
             + (f"[lanes.server]\nport = {port}\n" if port else ""))
 
 
@@ -52,11 +54,13 @@ def test_a_bad_server_bin_or_a_port_in_use_leaves_no_run_directory(tmp_path, mod
     noexec = tmp_path / "noexec.sh"
     noexec.write_text("#!/bin/sh\n")
     run = tmp_path / "run"
-    code, err = _refused(["sweep", "--server-bin", str(tmp_path / "gone"), "--model", str(model)], run, capsys)
+    code, err = _refused(["sweep", "--server-bin", str(tmp_path / "gone"), "--model", str(model)], run,
+                         capsys)
     assert code == 2 and f"--server-bin {tmp_path / 'gone'}: no such file" in err
     code, err = _refused(["sweep", "--server-bin", str(noexec), "--model", str(model)], run, capsys)
     assert code == 2 and f"--server-bin {noexec}: not an executable file" in err
-    code, err = _refused(["sweep", "--server-bin", BIN, "--model", str(model), "--port", str(busy_port)], run, capsys)
+    code, err = _refused(["sweep", "--server-bin", BIN, "--model", str(model), "--port", str(busy_port)],
+                         run, capsys)
     assert code == 2 and f"--port {busy_port}: 127.0.0.1:{busy_port} is not free" in err
 
 
@@ -86,7 +90,8 @@ def test_a_url_with_a_query_is_refused_naming_the_paths_used(tmp_path, capsys):
     assert "/completion, /v1/completions or /v1/chat/completions" in err
 
 
-def test_a_lane_files_bad_server_bin_or_shared_port_is_named_before_the_run(tmp_path, model, busy_port, capsys):
+def test_a_lane_files_bad_server_bin_or_shared_port_is_named_before_the_run(tmp_path, model, busy_port,
+                                                                            capsys):
     noexec = tmp_path / "noexec.sh"
     noexec.write_text("#!/bin/sh\n")
     lanes = tmp_path / "lanes.toml"
@@ -158,7 +163,8 @@ def test_several_url_lanes_none_of_which_answers_leave_no_run_directory(tmp_path
     code = main(["sweep", "--lanes", str(lanes), "-o", str(run)])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 3 and not run.exists(), err
-    assert err.startswith("satbench: error: no lane's server answers (lane a: cannot reach http://127.0.0.1:1"), err
+    assert err.startswith(
+        "satbench: error: no lane's server answers (lane a: cannot reach http://127.0.0.1:1"), err
     assert "lane b: cannot reach http://127.0.0.1:9" in err
 
 
@@ -167,7 +173,8 @@ def test_several_url_lanes_one_of_which_answers_run(fake_server, tmp_path, capsy
     good = fake_server(n_slots=2, decode_iteration_ms=2.0)
     lanes = tmp_path / "lanes.toml"
     lanes.write_text("".join(f'[[lanes]]\nname = "{n}"\nruntime = "url"\nurl = "{u}"\nconcurrency = [1]\n'
-                             'repetitions = 1\nrequests_per_level = 4\nprompt_tokens = 16\noutput_tokens = 4\n'
+                             'repetitions = 1\nrequests_per_level = 4\n'
+                             'prompt_tokens = 16\noutput_tokens = 4\n'
                              for n, u in (("down", "http://127.0.0.1:1"), ("good", good.base_url))))
     run = tmp_path / "r"
     code = main(["sweep", "--lanes", str(lanes), "-o", str(run)])

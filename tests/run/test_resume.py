@@ -36,7 +36,7 @@ def _measured(run_dir, level, rep):
 
 
 def test_resume_runs_only_the_unfinished_units_and_counts_the_last_attempt(interrupted, capsys):
-    fake, run_dir = interrupted
+    _, run_dir = interrupted
     before = read_manifest(run_dir)
     assert before.status == "interrupted" and before.completed_units == ["solo/default/1/1"]
     cut_short = _measured(run_dir, 2, 1)
@@ -46,7 +46,8 @@ def test_resume_runs_only_the_unfinished_units_and_counts_the_last_attempt(inter
     assert main(["sweep", "--resume", str(run_dir)]) == 0
     m = read_manifest(run_dir)
     assert m.status == "complete"
-    assert m.completed_units == ["solo/default/1/1", "solo/default/2/1", "solo/default/1/2", "solo/default/2/2"]
+    assert m.completed_units == ["solo/default/1/1", "solo/default/2/1", "solo/default/1/2",
+                                 "solo/default/2/2"]
     assert len(m.resumes) == 1 and m.resumes[0].from_status == "interrupted"
     assert m.resumes[0].units_already_complete == 1 and m.resumes[0].session == 1
     assert list(m.resumes[0].servers) == ["default/solo"]  # the session's own server is on record
@@ -66,7 +67,8 @@ def test_resume_runs_only_the_unfinished_units_and_counts_the_last_attempt(inter
     assert not any(f.startswith("repetition_") for f in lv2["flags"])
     assert verify(run_dir).ok  # the bundle of the resumed run holds together
     evidence = (run_dir / "EVIDENCE.md").read_text()
-    assert "The run was resumed" in evidence and "| 1 | " in evidence and "satbench sweep --resume" in evidence
+    assert "The run was resumed" in evidence and "| 1 | " in evidence
+    assert "satbench sweep --resume" in evidence
 
     assert main(["sweep", "--resume", str(run_dir)]) == 2  # complete: nothing to resume
     assert "the run is complete; nothing to resume" in capsys.readouterr().err
@@ -75,10 +77,12 @@ def test_resume_runs_only_the_unfinished_units_and_counts_the_last_attempt(inter
 def test_resume_with_another_configuration_is_refused_naming_the_difference(interrupted, capsys):
     fake, run_dir = interrupted
     code = main(["sweep", "--resume", str(run_dir), "--url", fake.base_url, "--concurrency", "1,2,4",
-                 "--requests-per-level", "40", "--repetitions", "2", "--prompt-tokens", "16", "--output-tokens", "16"])
+                 "--requests-per-level", "40", "--repetitions", "2", "--prompt-tokens", "16",
+                 "--output-tokens", "16"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0
-    assert "cannot resume with a different configuration: lanes[0].levels: [1, 2] in the run, [1, 2, 4] now" in err
+    assert ("cannot resume with a different configuration: lanes[0].levels: [1, 2] in the run, [1, 2, 4] now"
+            in err)
     # the same flags as the run are accepted
     assert main(["sweep", "--resume", str(run_dir), "--url", fake.base_url, *FLAGS]) == 0
 

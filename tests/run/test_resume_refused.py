@@ -5,6 +5,8 @@ refused because the server differs leaves the run resumable once the server is r
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from satbench.cli.main import main
@@ -32,7 +34,8 @@ def _url_rt(name: str, **change) -> RuntimeInfo:
 
 
 def _stored() -> LaneProvenance:
-    return LaneProvenance(model=ModelInfo(path="/m/dense.gguf", source="reported by the remote server's /props"),
+    return LaneProvenance(model=ModelInfo(path="/m/dense.gguf",
+                                          source="reported by the remote server's /props"),
                           runtime=_url_rt(OLD_NAME), network=NetworkInfo(path="loopback"))
 
 
@@ -56,7 +59,7 @@ def test_a_url_lanes_build_and_shape_are_still_compared(change, field):
 
 
 def test_a_url_lanes_model_path_is_still_compared():
-    with pytest.raises(UserError, match="now serves /m/other.gguf, not /m/dense.gguf"):
+    with pytest.raises(UserError, match=re.escape("now serves /m/other.gguf, not /m/dense.gguf")):
         check_same_server("default", _stored(), "solo", ModelInfo(path="/m/other.gguf"),
                           _url_rt("running server (given by --url)"))
 
@@ -64,7 +67,8 @@ def test_a_url_lanes_model_path_is_still_compared():
 def test_a_started_servers_name_is_still_compared():
     """A native lane's name carries its binary's path: another binary is another server."""
     def native(name):
-        return RuntimeInfo(kind="native", name=name, llamacpp=True, build_info="b1-x", base_url="http://127.0.0.1:1")
+        return RuntimeInfo(kind="native", name=name, llamacpp=True, build_info="b1-x",
+                           base_url="http://127.0.0.1:1")
 
     stored = LaneProvenance(model=ModelInfo(path="/m.gguf"), runtime=native("llama-server binary (/a)"),
                             network=NetworkInfo(path="loopback"))
@@ -122,10 +126,12 @@ def test_a_resume_that_lost_its_server_and_then_was_refused_is_failed_not_as_it_
     monkeypatch.setattr("satbench.run.sweep.satbench_source", lambda: (None, []))
     fake = fake_server(n_slots=2, decode_iteration_ms=1.0)
     run = tmp_path / "run"  # two repetitions: after N=2 fails, N=1's second one needs the server restarted
-    assert main(["sweep", "--url", fake.base_url, *TINY[:4], "--repetitions", "2", *TINY[6:], "-o", str(run)]) == 0
+    assert main(["sweep", "--url", fake.base_url, *TINY[:4], "--repetitions", "2", *TINY[6:],
+                 "-o", str(run)]) == 0
     fake.stop()
     m = read_manifest(run)
-    write_manifest(run, m.model_copy(update={"status": "interrupted", "status_reason": "interrupted by Ctrl-C",
+    write_manifest(run, m.model_copy(update={"status": "interrupted",
+                                             "status_reason": "interrupted by Ctrl-C",
                                              "completed_units": m.completed_units[:1]}))
     fake_server(port=int(fake.base_url.rsplit(":", 1)[1]), n_slots=2, decode_iteration_ms=1.0,
                 completion_fault="http_500")
@@ -167,4 +173,5 @@ def test_a_refused_resume_of_a_killed_run_keeps_it_unfinished_and_says_once_why(
     after = read_manifest(run)
     assert after.status == "running" and after.finished_at is None
     assert after.status_reason.count("a resume was refused") == 1, after.status_reason
-    assert "SHA256SUMS no longer matches" in err and "`satbench recommend" in err  # the bundle is stale: said so
+    # the bundle is stale: said so
+    assert "SHA256SUMS no longer matches" in err and "`satbench recommend" in err

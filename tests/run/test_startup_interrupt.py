@@ -56,8 +56,8 @@ def test_a_signal_during_server_startup_interrupts_the_run(tmp_path, sig):
         if server_pid is not None and not _gone(server_pid):
             os.kill(server_pid, signal.SIGKILL)
     assert proc.returncode == 130, err
-    assert err.strip().splitlines()[-1] == f"satbench: error: interrupted; what was measured is in {run_dir} " \
-                                           "(status: interrupted)"
+    assert err.strip().splitlines()[-1] == (
+        f"satbench: error: interrupted; what was measured is in {run_dir} (status: interrupted)")
     manifest = read_manifest(run_dir)
     assert manifest.status == "interrupted"
     assert ("SIGTERM" if sig == signal.SIGTERM else "Ctrl-C") in manifest.status_reason  # says which it was

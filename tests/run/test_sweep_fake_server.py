@@ -32,7 +32,7 @@ def level(results, n):
 
 
 def test_every_request_is_recorded_and_exact(two_slot_run):
-    results, schedule, events, _ = two_slot_run
+    _, schedule, events, _ = two_slot_run
     # per repetition: warmups N + 12 measured; levels 1, 2, 4; two repetitions
     assert len(events) == 2 * ((1 + 12) + (2 + 12) + (4 + 12))
     assert all(e.ok and e.output_tokens == 16 and e.prompt_tokens == 32 for e in events)
@@ -87,7 +87,16 @@ def test_ttft_and_queue_time_agree_with_the_server(two_slot_run):
     assert abs(statistics.median(queue_err)) < 5.0
 
 
-def test_throughput_equals_what_the_server_did_from_each_streams_request_start_to_the_windows_end(two_slot_run):
+def _credit(r, window_end_ns):
+    """Tokens of schedule record `r` credited to a window ending at `window_end_ns`: all of them when the
+    request finished inside it, else the share of its life (arrival → last write) elapsed by then."""
+    born, done = r["arrival_ns"], r["chunk_ns"][-1]
+    whole = 1.0 if done <= window_end_ns else max(0.0, (window_end_ns - born) / (done - born))
+    return len(r["chunk_ns"]) * whole
+
+
+def test_throughput_equals_what_the_server_did_from_each_streams_request_start_to_the_windows_end(
+        two_slot_run):
     """The server's own clock: per stream, from the arrival of its request that was running when
     the window opened to the window's end, the tokens it wrote for those requests, the one still
     running at the end by the share of its life (arrival → last write) elapsed, summed over streams."""
@@ -100,12 +109,8 @@ def test_throughput_equals_what_the_server_did_from_each_streams_request_start_t
                 if e.level == n and e.repetition == rep.repetition and e.phase == "measured" \
                         and e.end_ns >= lo and e.sent_ns < hi:
                     per_stream.setdefault(e.stream, []).append(schedule[e.request_id])
-
-            def credit(r):
-                born, done = r["arrival_ns"], r["chunk_ns"][-1]
-                return len(r["chunk_ns"]) * (1.0 if done <= hi else max(0.0, (hi - born) / (done - born)))
-
-            server_tok_s = sum(sum(credit(r) for r in recs) / ((hi - min(r["arrival_ns"] for r in recs)) / 1e9)
+            server_tok_s = sum(sum(_credit(r, hi) for r in recs)
+                               / ((hi - min(r["arrival_ns"] for r in recs)) / 1e9)
                                for recs in per_stream.values()) * n / len(per_stream)
             assert rep.throughput_streams == len(per_stream)
             assert rep.output_tok_per_s == pytest.approx(server_tok_s, rel=0.05)
@@ -158,7 +163,8 @@ def test_url_credentials_and_api_keys_never_reach_the_run_directory(fake_server,
     secret_url = fake.base_url.replace("http://", "http://user:hunter2-url-secret@")
     run_dir = tmp_path / "run"
     assert main(["sweep", "--url", secret_url, "--concurrency", "1", "--requests-per-level", "3",
-                 "--repetitions", "1", "--prompt-tokens", "16", "--output-tokens", "4", "-o", str(run_dir)]) == 0
+                 "--repetitions", "1", "--prompt-tokens", "16", "--output-tokens", "4",
+                 "-o", str(run_dir)]) == 0
     monkeypatch.setenv("MY_KEY", "sk-env-secret-123")
     run2 = tmp_path / "run2"
     assert main(["sweep", "--url", fake.base_url, "--api-key-env", "MY_KEY", "--concurrency", "1",

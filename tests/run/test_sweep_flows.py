@@ -47,7 +47,8 @@ class Recorder:
 
 def _refine_cfg(url: str):
     # 2 slots, levels 1 and 4: 1 → 4 scales at ~50 %, so --refine measures 2 and 3
-    return url_lane_config(url, [1, 4], requests=16, reps=1, prompt=16, output=16).model_copy(update={"refine": True})
+    cfg = url_lane_config(url, [1, 4], requests=16, reps=1, prompt=16, output=16)
+    return cfg.model_copy(update={"refine": True})
 
 
 def test_a_resume_after_an_interrupt_during_refine_reruns_the_levels_first_chosen(fake_server, tmp_path,
@@ -74,7 +75,8 @@ def test_a_resume_after_an_interrupt_during_refine_reruns_the_levels_first_chose
     assert m.refine_levels == {"default": [2, 3]}
     lv2 = next(lv for lv in json.loads((run_dir / "results.json").read_text())["lanes"][0]["levels"]
                if lv["concurrency"] == 2)
-    assert lv2["counts"]["requests_measured"] == 16 and not any(f.startswith("repetition_") for f in lv2["flags"])
+    assert lv2["counts"]["requests_measured"] == 16
+    assert not any(f.startswith("repetition_") for f in lv2["flags"])
     # the resume's bar expects the two refine levels (not 0, as before they were on record)
     assert progress.total == expected == (16 + 2) + (16 + 3)
     assert progress.done == progress.total - progress.skipped
@@ -111,7 +113,8 @@ def test_together_runs_only_what_every_lane_has_and_names_what_it_leaves_out(fak
     assert "satbench: warning: --together: lane a: N=4, repetition 2 measured alone only, not together" in err
     assert "lane b:" not in err
     results = json.loads((run_dir / "results.json").read_text())
-    together = {lane["lane"]: [lv["concurrency"] for lv in lane["together_levels"]] for lane in results["lanes"]}
+    together = {lane["lane"]: [lv["concurrency"] for lv in lane["together_levels"]]
+                for lane in results["lanes"]}
     assert together == {"a": [1, 2], "b": [1, 2]}
 
 
@@ -127,7 +130,8 @@ def test_analyze_of_a_run_that_died_says_how_to_continue_it(fake_server, tmp_pat
     assert main(["analyze", str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert "None" not in out
-    assert "run status: running — the sweep stopped unexpectedly" in out and "satbench sweep --resume" in out
+    assert "run status: running — the sweep stopped unexpectedly" in out
+    assert "satbench sweep --resume" in out
 
     m.status, m.status_reason = "failed", None
     write_manifest(run_dir, m)
@@ -174,4 +178,5 @@ def test_the_evidence_names_the_levels_measured_alone_only():
     assert "measured alone only" not in render_markdown(evidence_blocks(res, recs, "abc", [], []))
     res.config.together = True
     text = render_markdown(evidence_blocks(res, recs, "abc", [], []))
-    assert "lane dense: N=4 measured alone only, not together" in text and text.count("measured alone only") == 1
+    assert "lane dense: N=4 measured alone only, not together" in text
+    assert text.count("measured alone only") == 1

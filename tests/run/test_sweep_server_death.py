@@ -32,7 +32,8 @@ def test_server_killed_mid_level(fake_server, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 4
     last = err.splitlines()[-1]  # lines above it are the progress bar's
-    assert last.startswith("satbench: error: lane default: level 2 (repetition 1) failed") and f"(run directory: {run_dir})" in last
+    assert last.startswith("satbench: error: lane default: level 2 (repetition 1) failed")
+    assert f"(run directory: {run_dir})" in last
     assert "could not reach the server" in last and "Traceback" not in err
     m = read_manifest(run_dir)
     assert m.status == "failed"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from satbench.config.schema import AdaptiveConfig, SloConfig
@@ -213,7 +215,7 @@ def test_a_host_that_speeds_up_makes_no_step_between_neighbouring_levels():
     assert any(s.level == 1 and i > firsts[2] for i, s in enumerate(steps))  # interleaved
     assert any(s.level == 2 and i > firsts[4] for i, s in enumerate(steps))
     after_climb = [s.level for s in steps[firsts[4] + 1:]]  # the CI's repetitions go round the levels
-    assert len(after_climb) >= 4 and all(a != b for a, b in zip(after_climb, after_climb[1:])), after_climb
+    assert len(after_climb) >= 4 and all(a != b for a, b in itertools.pairwise(after_climb)), after_climb
     assert d.action == "stop" and "between 1 and 2" in d.reason and "knee" not in d.reason, d.reason
 
 

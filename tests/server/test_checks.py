@@ -10,26 +10,30 @@ TINY = ["--requests-per-level", "4", "--repetitions", "1", "--prompt-tokens", "1
 
 def test_a_level_above_the_slot_count_warns_and_is_flagged(fake_server, tmp_path, capsys):
     fake = fake_server(n_slots=2, decode_iteration_ms=2.0)
-    assert main(["sweep", "--url", fake.base_url, "--concurrency", "1,4", *TINY, "-o", str(tmp_path / "r")]) == 0
+    assert main(["sweep", "--url", fake.base_url, "--concurrency", "1,4", *TINY,
+                 "-o", str(tmp_path / "r")]) == 0
     err = capsys.readouterr().err
-    assert ("satbench: warning: lane default: level 4 exceeds the server's 2 slots: the extra requests queue at "
-            "the server") in err
+    assert ("satbench: warning: lane default: level 4 exceeds the server's 2 slots: "
+            "the extra requests queue at the server") in err
 
 
 def test_strict_refuses_it_before_anything_is_measured(fake_server, tmp_path, capsys):
     fake = fake_server(n_slots=2, decode_iteration_ms=2.0)
     run = tmp_path / "r"
-    code = main(["sweep", "--url", fake.base_url, "--concurrency", "1,4,8", "--strict", *TINY, "-o", str(run)])
+    code = main(["sweep", "--url", fake.base_url, "--concurrency", "1,4,8", "--strict", *TINY,
+                 "-o", str(run)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert err[-1].startswith("satbench: error: lane default: levels 4, 8 exceed the server's 2 slots (--strict)")
+    assert err[-1].startswith(
+        "satbench: error: lane default: levels 4, 8 exceed the server's 2 slots (--strict)")
     assert not run.exists()  # refused before the run directory is made: the corrected command can reuse -o
 
 
 def test_a_workload_that_cannot_fit_a_slot_is_refused_naming_the_fix(fake_server, tmp_path, capsys):
     fake = fake_server(n_slots=2, n_ctx=64, decode_iteration_ms=2.0)  # 32 tokens per slot
     code = main(["sweep", "--url", fake.base_url, "--concurrency", "1", "--requests-per-level", "4",
-                 "--repetitions", "1", "--prompt-tokens", "24", "--output-tokens", "16", "-o", str(tmp_path / "r")])
+                 "--repetitions", "1", "--prompt-tokens", "24", "--output-tokens", "16",
+                 "-o", str(tmp_path / "r")])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2
     assert "a request needs prompt 24 + output 16 = 40 tokens but the server's per-slot context is 32" in err
@@ -48,8 +52,9 @@ def test_a_resumed_or_restarted_lane_must_run_the_same_llama_server_bytes():
     from satbench.server.checks import check_same_server
 
     def rt(digest):
-        return RuntimeInfo(kind="native", name="llama-server binary (/opt/llama-server)", version="version: 0 (unknown)",
-                           llamacpp=True, build_info="b0-unknown", binary_sha256=digest, base_url="http://127.0.0.1:1")
+        return RuntimeInfo(kind="native", name="llama-server binary (/opt/llama-server)",
+                           version="version: 0 (unknown)", llamacpp=True, build_info="b0-unknown",
+                           binary_sha256=digest, base_url="http://127.0.0.1:1")
 
     model = ModelInfo(path="/m.gguf", sha256="c" * 64)
     stored = LaneProvenance(model=model, runtime=rt("a" * 64), network=NetworkInfo(path="loopback"))
@@ -64,17 +69,18 @@ def test_a_ctx_size_too_small_for_a_slot_is_refused_before_a_server_or_run_direc
     """-c 512 over 8 slots gives each slot at most 64 tokens: refused before the model is even
     resolved (a model that does not exist is not the error reported) and nothing is left behind."""
     run = tmp_path / "r"
-    code = main(["sweep", "--model", str(tmp_path / "absent.gguf"), "--ctx-size", "512", "--concurrency", "1,8",
-                 "--prompt-tokens", "300", "--output-tokens", "16", "-o", str(run)])
+    code = main(["sweep", "--model", str(tmp_path / "absent.gguf"), "--ctx-size", "512",
+                 "--concurrency", "1,8", "--prompt-tokens", "300", "--output-tokens", "16", "-o", str(run)])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and not run.exists()
-    assert ("a request needs prompt 300 + output 16 = 316 tokens but --ctx-size 512 over 8 slots gives each slot "
-            "at most 256") in err, err
+    assert ("a request needs prompt 300 + output 16 = 316 tokens but --ctx-size 512 over 8 slots "
+            "gives each slot at most 256") in err, err
 
 
 def test_the_planned_fit_refuses_only_what_cannot_fit():
     from satbench.server.checks import slot_ctx_at_most
 
-    assert slot_ctx_at_most(500, 3, False) == 256 and slot_ctx_at_most(1000, 3, False) == 512  # b11434 said so
+    # b11434 said so
+    assert slot_ctx_at_most(500, 3, False) == 256 and slot_ctx_at_most(1000, 3, False) == 512
     assert slot_ctx_at_most(512, 8, True) == 512  # unified: every slot may use the whole cache
     assert slot_ctx_at_most(4096, 1, False) == 4096

@@ -18,6 +18,8 @@ def test_the_embedded_child_is_killed_by_the_kernel_when_satbench_dies(tmp_path)
               f"rt = EmbeddedRuntime('/m.gguf', ServerParams(), 1, 256, Path({str(tmp_path / 's.log')!r}))\n"
               f"real = subprocess.Popen\n"
               f"# the child's stand-in: a process that never reads stdin, like a child still loading\n"
-              f"subprocess.Popen = lambda argv, **kw: real([sys.executable, '-c', 'import time; time.sleep(120)'], **kw)\n"
+              f"subprocess.Popen = lambda argv, **kw: "
+              f"real([sys.executable, '-c', 'import time; time.sleep(120)'], **kw)\n"
               f"rt._launch(); print(rt.pid, flush=True); time.sleep(120)\n")
-    assert outlives_its_parent(script) is None, "the embedded child outlived the satbench process that started it"
+    assert outlives_its_parent(script) is None, \
+        "the embedded child outlived the satbench process that started it"

@@ -17,7 +17,8 @@ LOG_ASSERT = """0.00.001.000 I load_tensors: loading model tensors
 
 def test_specific_error_beats_generic_ones():
     reason = failure_reason(LOG_MISSING_TENSOR)
-    assert reason == "llama_model_load: error loading model: check_tensor_dims: tensor 'output_norm.weight' not found"
+    assert reason == ("llama_model_load: error loading model: "
+                      "check_tensor_dims: tensor 'output_norm.weight' not found")
 
 
 def test_an_assert_wins():

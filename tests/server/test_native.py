@@ -33,7 +33,8 @@ def test_flags_follow_llama_server(tmp_path, monkeypatch):
     argv = json.loads(argv_file.read_text())
     joined = " ".join(argv)
     for flag in ("--host 127.0.0.1", "--parallel 4", "--ctx-size 2048", "--batch-size 1024",
-                 "--ubatch-size 256", "--threads 2", "--n-gpu-layers 99", "--kv-unified", "--metrics", "--slots"):
+                 "--ubatch-size 256", "--threads 2", "--n-gpu-layers 99", "--kv-unified", "--metrics",
+                 "--slots"):
         assert flag in joined, flag
 
 
@@ -65,7 +66,7 @@ def test_missing_binary_is_a_user_error_before_the_run_and_a_start_error_at_star
     from satbench.errors import RuntimeStartError
     from satbench.server.native import check_server_bin
 
-    with pytest.raises(UserError, match="--server-bin .*nope: no such file"):
+    with pytest.raises(UserError, match=r"--server-bin .*nope: no such file"):
         check_server_bin(str(tmp_path / "nope"), "--server-bin")
     rt = NativeRuntime(str(tmp_path / "nope"), "/m.gguf", ServerParams(), 1, 512, tmp_path / "server.log")
     with pytest.raises(RuntimeStartError, match="nope: no such file"):  # the lane's failure, not the run's
@@ -190,7 +191,8 @@ def test_the_server_dies_with_satbench_even_when_satbench_is_killed(tmp_path):
     script = (f"import sys, time; from pathlib import Path\n"
               f"from satbench.config.schema import ServerParams\n"
               f"from satbench.server.native import NativeRuntime\n"
-              f"rt = NativeRuntime({BIN!r}, '/m.gguf', ServerParams(), 1, 256, Path({str(tmp_path / 'server.log')!r}))\n"
+              f"rt = NativeRuntime({BIN!r}, '/m.gguf', ServerParams(), 1, 256, "
+              f"Path({str(tmp_path / 'server.log')!r}))\n"
               f"rt.start(); print(rt.pid, flush=True); time.sleep(120)\n")
     assert outlives_its_parent(script) is None, "llama-server outlived the satbench process that started it"
 

@@ -10,6 +10,7 @@ import asyncio
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -80,8 +81,8 @@ def test_the_probe_says_a_loading_server_is_loading_not_that_it_is_no_inference_
         async with EndpointSession(Endpoint.of(url)) as session:
             return await probe_server(session)
 
-    with pytest.raises(RuntimeStartError, match=r"still loading its model \(HTTP 503 Loading model\): wait until "
-                                                r"/health answers 200") as info:
+    with pytest.raises(RuntimeStartError, match=r"still loading its model \(HTTP 503 Loading model\): "
+                                                r"wait until /health answers 200") as info:
         asyncio.run(go())
     assert "not an inference server" not in str(info.value)
 
@@ -91,12 +92,12 @@ def test_the_sweep_refuses_a_loading_server_in_one_line_before_the_run_directory
     url, _ = loading_server
     monkeypatch.setattr("satbench.server.facts.LOADING_WAIT_S", 0.0)
     run = tmp_path / "r"
-    code = main(["sweep", "--url", url, "--concurrency", "1", "--requests-per-level", "3", "--repetitions", "1",
-                 "-o", str(run)])
+    code = main(["sweep", "--url", url, "--concurrency", "1", "--requests-per-level", "3",
+                 "--repetitions", "1", "-o", str(run)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 3 and "Traceback" not in "\n".join(err)
-    assert err[-1] == (f"satbench: error: the server at {url} is still loading its model (HTTP 503 Loading model): "
-                       "wait until /health answers 200, then run again")
+    assert err[-1] == (f"satbench: error: the server at {url} is still loading its model "
+                       "(HTTP 503 Loading model): wait until /health answers 200, then run again")
     assert not run.exists()
 
 
@@ -109,8 +110,8 @@ def test_the_preflight_waits_for_a_model_that_finishes_loading(loading_server, c
     lane = url_lane_config(url, [1]).lanes[0]
     assert answered(wait_while_loading(lane, remote_endpoint(lane), wait_s=600.0, poll_s=0.0))
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"satbench: lane default: the server at {url} is still loading its model (HTTP 503); waiting up "
-                   "to 600 s for /health to answer 200"]
+    assert err == [f"satbench: lane default: the server at {url} is still loading its model (HTTP 503); "
+                   "waiting up to 600 s for /health to answer 200"]
     assert handler.answered == 3
 
 
@@ -118,7 +119,7 @@ def test_the_preflight_waits_for_a_model_that_finishes_loading(loading_server, c
 
 
 class _RecordingSampler:
-    made: list[dict] = []
+    made: ClassVar[list[dict]] = []
 
     def __init__(self, *args, **kwargs) -> None:
         type(self).made.append(kwargs)
@@ -132,7 +133,8 @@ def _open_url_lane(fake, monkeypatch, loopback: bool, here: bool):
     network info it records and the GPUs its sampler was given (this machine's, or None)."""
     lane = url_lane_config(fake.base_url, [1]).lanes[0]
     monkeypatch.setattr(lane_session, "ServerSampler", _RecordingSampler)
-    monkeypatch.setattr(lane_session, "is_loopback", lambda url: loopback)  # the fake can only be on 127.0.0.1
+    # the fake can only be on 127.0.0.1
+    monkeypatch.setattr(lane_session, "is_loopback", lambda url: loopback)
     monkeypatch.setattr(lane_session, "served_here", lambda url: here)
     _RecordingSampler.made = []
     this_machines_gpus = object()
@@ -171,8 +173,8 @@ def test_a_url_lane_that_served_here_places_on_this_machine_keeps_its_gpu(fake_s
 def _url_results(path: str):
     lane = make_lane()
     url = "http://127.0.0.1:8080" if path == "loopback" else "http://10.1.2.3:8080"
-    lane.runtime = RuntimeInfo(kind="url", name="running server (given by --url)", llamacpp=True, build_number=11434,
-                               base_url=url)
+    lane.runtime = RuntimeInfo(kind="url", name="running server (given by --url)", llamacpp=True,
+                               build_number=11434, base_url=url)
     lane.network = NetworkInfo(path=path, rtt_ms_median=0.4, rtt_ms_p95=0.9, rtt_samples=20)
     res = make_results(lane)
     res.command_line = ["satbench", "sweep", "--url", url, "--api-key-env", "KEY", "-o", "/r"]
@@ -223,7 +225,8 @@ def test_the_handoff_names_a_started_servers_model_file():
     from satbench.report.evidence import capability_command
 
     res = make_results(make_lane())
-    assert capability_command(res) == "satbench capability --recommendations recommendations.json --model /m/dense.gguf"
+    assert capability_command(res) == ("satbench capability --recommendations recommendations.json "
+                                       "--model /m/dense.gguf")
     res.command_line = ["satbench", "sweep", "--lanes", "lanes.toml", "-o", "r"]
     assert capability_command(res).endswith("--lanes lanes.toml")
 
@@ -236,8 +239,8 @@ def test_a_server_without_metrics_or_slots_is_warned_about_naming_the_flag(fake_
     server_preflight(url_lane_config(fake.base_url, [1]), False)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2
-    assert err[0].startswith(f"satbench: warning: lane default: the server at {fake.base_url} has /metrics disabled "
-                             "(HTTP 501): start it with --metrics")
+    assert err[0].startswith(f"satbench: warning: lane default: the server at {fake.base_url} has /metrics "
+                             "disabled (HTTP 501): start it with --metrics")
     assert "requests_deferred" in err[0]
     assert "/slots disabled (HTTP 501): start it with --slots" in err[1]
 

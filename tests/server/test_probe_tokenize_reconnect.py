@@ -24,7 +24,8 @@ class DroppingServer(RawServer):
     async def handle(self, reader, writer):
         self.connections += 1
         head = await reader.readuntil(b"\r\n\r\n")
-        length = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")))
+        length = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n")
+                          if ln.lower().startswith(b"content-length")))
         await reader.readexactly(length)
         if self.connections <= self.drops:
             writer.close()

@@ -41,7 +41,7 @@ def test_help_entries_read_each_flag_s_aliases_and_value():
                                   ["--log-prompts-dir", "/tmp"],
                                   ["--video-ffmpeg-dir", "/usr/bin"], ["-hff", "x.gguf"]])
 def test_a_flag_whose_value_reaches_outside_the_run_is_refused_though_no_list_names_it(args):
-    with pytest.raises(UserError, match="outside the run that satbench does not record|network"):
+    with pytest.raises(UserError, match=r"outside the run that satbench does not record|network"):
         _native(args)
 
 

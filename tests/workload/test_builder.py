@@ -24,7 +24,8 @@ async def test_token_prompts_are_exact_unique_and_uncached():
 
 
 async def test_shared_prefix_mode_repeats_the_prompt_and_allows_the_cache():
-    b = WorkloadBuilder(WorkloadConfig(prompt_tokens=32, output_tokens=8, shared_prefix=True), fake_tokenize, "n")
+    b = WorkloadBuilder(WorkloadConfig(prompt_tokens=32, output_tokens=8, shared_prefix=True), fake_tokenize,
+                        "n")
     await b.prepare()
     reqs = await b.build("default", 2, 1, "measured", 3)
     assert len({tuple(r.prompt) for r in reqs}) == 1 and all(r.cache_prompt for r in reqs)
