@@ -100,11 +100,15 @@ class SweepDerivation:
 
 
 def new_sweep(cfg: RunConfig, run_dir: Path, command_line: list[str], progress: Progress | None = None,
-              resume: RunManifest | None = None, **kwargs) -> Sweep[ResultsFile]:
-    """A sweep whose recorded run is derived by this pipeline."""
+              resume: RunManifest | None = None,
+              liveness_timeout_s: float | None = None) -> Sweep[ResultsFile]:
+    """A sweep whose recorded run is derived by this pipeline; `liveness_timeout_s`: every lane
+    session's liveness bound (None: LIVENESS_TIMEOUT_S)."""
+    from satbench.load.liveness import LIVENESS_TIMEOUT_S
     from satbench.run.sweep import Sweep
 
-    return Sweep(cfg, run_dir, command_line, SweepDerivation(), progress, resume, **kwargs)
+    bound_s = LIVENESS_TIMEOUT_S if liveness_timeout_s is None else liveness_timeout_s
+    return Sweep(cfg, run_dir, command_line, SweepDerivation(), progress, resume, bound_s)
 
 
 def results(run_dir: Path) -> ResultsFile:
