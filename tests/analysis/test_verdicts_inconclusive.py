@@ -22,7 +22,8 @@ def test_a_server_that_is_not_llamacpp_gets_inconclusive_everywhere():
 
 
 def test_failed_requests_make_a_check_inconclusive():
-    lane = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16), server=ServerParams(n_batch=256))
+    lane = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16),
+                      server=ServerParams(n_batch=256))
     plan = make_plan(lane, 4)
     events = [ev(sent_ms=0, chunks_ms=[10, 20], error="http_400").model_copy(
         update={"check": "S1", "role": "injected"})]
@@ -69,19 +70,22 @@ def test_a_pair_cut_in_half_by_an_interrupted_run_is_left_out_of_s3():
     evs.append(_tag(ev(sent_ms=500, chunks_ms=[520, 522]), "S3", "first", rep=2))  # its second never sent
     [v] = lane_verdicts(evs, make_plan(lane, 4), lane.fairness, llamacpp=True)
     assert v.verdict == "marginal" and v.samples == 1  # judged on the one complete pair: no CI from one
-    only_half = [e for e in evs if not (e.check == "S3" and e.repetition == 1 and e.role in ("first", "second"))]
+    only_half = [e for e in evs
+                 if not (e.check == "S3" and e.repetition == 1 and e.role in ("first", "second"))]
     [v] = lane_verdicts(only_half, make_plan(lane, 4), lane.fairness, llamacpp=True)
     assert v.verdict == "inconclusive" and "complete pair" in v.reason
 
 
 def _s2_events(delays_ms: list[float]):
-    evs = [_tag(ev(sent_ms=100 * i, chunks_ms=[10 + 100 * i, 20 + 100 * i]), "S2", "solo", seq=i) for i in range(3)]
+    evs = [_tag(ev(sent_ms=100 * i, chunks_ms=[10 + 100 * i, 20 + 100 * i]), "S2", "solo", seq=i)
+           for i in range(3)]
     for d in range(3):  # three decoders, a token every 10 ms from t = 1000 to 3000 ms
         evs.append(_tag(ev(sent_ms=990, chunks_ms=[1000 + 10 * k for k in range(201)]), "S2", "decoder",
                         stream=d, seq=d))
     for i, late in enumerate(delays_ms):
         t = 1100 + 120 * i
-        evs.append(_tag(ev(sent_ms=t, chunks_ms=[t + 10 + late, t + 12 + late]), "S2", "probe", stream=3, seq=i))
+        evs.append(_tag(ev(sent_ms=t, chunks_ms=[t + 10 + late, t + 12 + late]), "S2", "probe",
+                        stream=3, seq=i))
     return evs
 
 
@@ -99,7 +103,8 @@ def test_s2_judges_the_median_delay_of_its_probes():
 
 
 def test_s1_p99_interpolates_instead_of_reporting_the_maximum():
-    lane = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16), server=ServerParams(n_batch=256))
+    lane = LaneConfig(workload=WorkloadConfig(prompt_tokens=32, output_tokens=16),
+                      server=ServerParams(n_batch=256))
     plan = make_plan(lane, 4)
     solo = _tag(ev(sent_ms=0, chunks_ms=[100, 101], prompt_n=1024, prompt_ms=100), "S1", "solo")
     inj = _tag(ev(sent_ms=1000, chunks_ms=[1200, 1201], prompt_n=1024), "S1", "injected", stream=1)

@@ -29,7 +29,8 @@ class LostNvml(FakeNvml):
 
 
 def sampler(**kw) -> tuple[ServerSampler, ListSink]:
-    tick = itertools.count(-10_000 * MS, 100 * MS)  # a controllable clock: 100 ms per reading, long before t=0
+    # a controllable clock: 100 ms per reading, long before t=0
+    tick = itertools.count(-10_000 * MS, 100 * MS)
     w = ListSink()
     return ServerSampler(Endpoint.of("http://127.0.0.1:9"), "default", w, interval_s=0.0,
                          clock=lambda: next(tick), **kw), w
@@ -47,7 +48,8 @@ def test_a_poller_that_gives_up_says_so_and_later_levels_keep_the_reason():
     asyncio.run(s._loop("metrics", s._metrics))
     assert len(w.records) == MAX_CONSECUTIVE_FAILURES + 1 and "metrics" in s.disabled
     last = w.records[-1]
-    assert isinstance(last, MetricsSample) and last.error.startswith("stopped polling after 20 consecutive failures")
+    assert isinstance(last, MetricsSample)
+    assert last.error.startswith("stopped polling after 20 consecutive failures")
     assert "HTTP 501" in last.error
     # a level measured after the poller stopped (its samples all lie seconds before it)
     r = summarize_level(ctx(), closed_loop_n1(), [mark("level_start", 0), mark("level_end", 600)], w.records)
