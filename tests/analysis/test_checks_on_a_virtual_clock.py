@@ -1,5 +1,5 @@
 """S1 (decode_stall) judged on a schedule, not on the wall clock: the fake's scheduler runs on a
-`VirtualClock` (tests/fakes/scripted_time.Sim), the requests are sent as run/fairness.py sends S1's
+`VirtualClock` (tests/fakes/scripted_time.Sim), the requests are sent as run/fairness_checks.py sends S1's
 (one solo long prompt, then per round the decoders and, once they are steady, the injected prompt),
 and the check reads the events those exact timelines make. A busy host cannot move a figure here."""
 
@@ -11,13 +11,12 @@ from satbench.analysis.starvation_checks import decode_stall
 from satbench.analysis.verdicts import Calibration
 from satbench.config.schema import FairnessConfig, LaneConfig, RuntimeConfig, ServerParams, WorkloadConfig
 from satbench.records.events import RequestEvent
+from satbench.run.fairness_checks import WATCH_TOKENS
 from satbench.workload.fairness_plan import S1_REFERENCES, FairnessPlan, make_plan
 from tests.fakes.fairness_harness import FAIR
 from tests.fakes.fake_scheduler import FakeRequest
 from tests.fakes.fake_script import FakeScript
 from tests.fakes.scripted_time import Sim
-
-WATCH_TOKENS = 8  # run/fairness.py: the decoders are steady once each has this many tokens
 
 
 def _event(req: FakeRequest, role: str, rep: int, stream: int, plan: FairnessPlan) -> RequestEvent:

@@ -89,7 +89,7 @@ def ttft_ms(req: FakeRequest) -> float:
 
 def f2_slowdowns(script: FakeScript, sizes: Sequence[tuple[int, int]], gap_ms: float = 1.0) -> list[float]:
     """F2's slowdown per size (E2E together ÷ E2E alone, arrival to last token) on this script, with
-    the requests sent as run/fairness.py sends them: each size alone on an idle server, then all
+    the requests sent as run/fairness_checks.py sends them: each size alone on an idle server, then all
     together, biggest (prompt + output) first, `gap_ms` apart. `sizes` = (prompt, output) tokens."""
     alone = []
     for prompt, output in sizes:

@@ -148,7 +148,7 @@ def make_plan(lane: LaneConfig, slots: int, per_slot_ctx: int | None = None,
     return FairnessPlan(
         slots=slots, per_slot_ctx=per_slot_ctx, jitter_ms=jitter_ms, n_batch=n_batch, prompt=p, output=o,
         f1_streams=min(f.f1_streams or min(slots, 4), slots) if slots >= 2 else 0,
-        # the floor; the runner lengthens them to decode F1_DECODE_TARGET_MS alone (run/fairness.py)
+        # the floor; the runner lengthens to decode F1_DECODE_TARGET_MS alone (run/fairness.py f1_output)
         f1_output=max(F1_OUTPUT_MIN, o),
         f2_sizes=sizes,
         f3_clients=slots + (f.f3_extra_clients or max(2, slots // 2)),
