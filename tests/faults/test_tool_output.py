@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from satbench.capability.node import runtime_build_now
 from satbench.config.limits import MAX_DEVICES, MAX_SERVER_TEXT_CHARS, MAX_TOOL_OUTPUT_BYTES
+from satbench.config.runtime import runtime_class
 from satbench.config.schema import ServerParams
 from satbench.server.native import NativeRuntime, list_devices_backend
 
@@ -21,7 +22,8 @@ def _bin(tmp_path: Path, python_body: str) -> str:
 
 
 def _lane(server_bin: str) -> SimpleNamespace:
-    return SimpleNamespace(runtime=SimpleNamespace(kind="native", server_bin=server_bin))
+    """A native lane: its runtime is the real native kind, unvalidated (no model file needed)."""
+    return SimpleNamespace(runtime=runtime_class("native").model_construct(server_bin=server_bin))
 
 
 def test_invalid_utf8_in_version_output_is_no_error(tmp_path):
