@@ -192,7 +192,7 @@ class LaneSession:
         (RuntimeStartError otherwise: another process on the port, or a flag that replaced the model).
         A server that does not say is taken at its start's word; a url lane's file is its own."""
         reported = self.facts.model_path if self.facts is not None else None
-        if self.runtime.kind == "url" or not reported or self.model.path is None:
+        if not self.lane.runtime.starts_server or not reported or self.model.path is None:
             return
         if os.path.realpath(reported) != os.path.realpath(self.model.path):
             raise RuntimeStartError(f"lane {self.lane.name}: the server at {self.runtime.base_url} serves "
@@ -215,6 +215,7 @@ class LaneSession:
         assert self.facts is not None
         name, version = self.runtime.name_and_version()
         number, commit = parse_build(self.facts.build_info, self.runtime)
+        started = self.lane.runtime.starts_server  # a url lane's flags are its server's, not the lane's
         return RuntimeInfo(
             kind=self.runtime.kind, name=name, version=version, llamacpp=self.facts.llamacpp,
             build_info=self.facts.build_info, build_number=number, build_commit=commit,
@@ -223,8 +224,8 @@ class LaneSession:
             total_slots=self.facts.total_slots, per_slot_ctx=self.facts.per_slot_ctx,
             model_alias=self.facts.model_alias or self.facts.openai_model,
             server_args=self.runtime.server_args, pid=self.runtime.pid, memory=self.memory,
-            extra_server_args=list(self.lane.server.extra_args) if self.runtime.kind != "url" else [],
-            server_arg_files=read_files(self.lane.server.extra_args) if self.runtime.kind != "url" else {},
+            extra_server_args=list(self.lane.server.extra_args) if started else [],
+            server_arg_files=read_files(self.lane.server.extra_args) if started else {},
         )
 
     def network_info(self) -> NetworkInfo:
@@ -236,7 +237,7 @@ class LaneSession:
                            server_on_this_machine=self._on_this_machine)
 
     def model_info(self) -> ModelInfo:
-        if self.runtime.kind == "url" and self.facts is not None and self.facts.model_path:
+        if not self.lane.runtime.starts_server and self.facts is not None and self.facts.model_path:
             return ModelInfo(path=self.facts.model_path, source="reported by the running server's /props")
         return self.model
 

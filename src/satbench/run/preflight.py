@@ -46,7 +46,7 @@ def _names(cfg: RunConfig, lane: LaneConfig) -> list[str]:
 def local_model_file(lane: LaneConfig) -> Path | None:
     """The GGUF a started lane will serve, when it is on disk already (nothing is assembled or written)."""
     model = lane.runtime.model
-    if lane.runtime.kind == "url" or model is None or model.startswith("synthetic:"):
+    if not lane.runtime.starts_server or model is None or model.startswith("synthetic:"):
         return None
     if model.startswith("builtin:"):
         try:

@@ -47,10 +47,10 @@ def server_preflight(cfg: RunConfig, lane_file: bool) -> None:
         def where(key: str, name: str = lane.name) -> str:
             return f"lane {name}: {key}" if lane_file else f"--{key.replace('_', '-')}"
 
-        if rc.kind == "native" and rc.server_bin is not None:
-            check_server_bin(rc.server_bin, where("server_bin"))
+        if rc.binary is not None:
+            check_server_bin(rc.binary, where("server_bin"))
         check_planned_fit(lane)
-        if rc.kind == "url" or port is None:
+        if not rc.starts_server or port is None:
             continue
         if cfg.together and port in ports:
             raise UserError(f"lanes {ports[port]} and {lane.name} both ask for port {port} and the together "
@@ -61,7 +61,7 @@ def server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     check_records_fit(cfg)
     check_prefix_bounds(cfg, lane_file)
     running = [running_server_checks(cfg, lane, lane_file) for lane in cfg.lanes
-               if lane.runtime.kind == "url"]
+               if not lane.runtime.starts_server]
     if len(running) == len(cfg.lanes):
         some_url_answers(cfg, running)
 

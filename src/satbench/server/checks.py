@@ -60,7 +60,7 @@ def check_planned_fit(lane: LaneConfig) -> None:
     """Before a server is started (and a run directory made): refuse a --ctx-size that cannot hold
     one request per slot even at its most generous. What the server really gives is checked once
     it answers (check_server_fits)."""
-    if lane.runtime.kind == "url" or lane.server.n_ctx is None:
+    if not lane.runtime.starts_server or lane.server.n_ctx is None:
         return  # a running server's context is its own; without --ctx-size satbench asks for enough
     most = slot_ctx_at_most(lane.server.n_ctx, lane.slots_wanted(), lane.server.kv_unified)
     if most < lane.workload.longest_request():
@@ -118,7 +118,7 @@ def check_same_server(lane: str, stored: LaneProvenance, scenario: str, model: M
     same_scenario = {"solo": stored.runtime if stored.solo_recorded() else None,
                      "together": stored.together_runtime,
                      "fairness": stored.fairness_runtime}.get(scenario)
-    label = () if stored.runtime.kind == rt.kind == "url" else ("name",)
+    label = () if not (stored.runtime.starts_server or rt.starts_server) else ("name",)
     checks = [(stored.runtime, f) for f in (*label, "version", "build_info", "build_number", "binary_sha256",
                                                 "llamacpp")]
     if same_scenario is not None:
