@@ -143,7 +143,8 @@ class SweepOutcome:
 
 @_edge
 def prepare_sweep(config: RunConfig, run_dir: str | Path, *, progress: Progress | None = None,
-                  command_line: Sequence[str] = ("satbench", "api"), lane_file: bool | None = None) -> Sweep:
+                  command_line: Sequence[str] = ("satbench", "api"),
+                  lane_file: bool | None = None) -> Sweep[ResultsFile]:
     """A new sweep of `config` into `run_dir` (which must not hold a run), every preflight passed and
     the directory made; `.run()` measures. Refusals name lanes (`lane_file`, default: more than one
     lane) or flags."""

@@ -35,8 +35,10 @@ from satbench.http.endpoint import redact_url
 from satbench.records.rundir import refuse_if_in_use
 
 if TYPE_CHECKING:
+    from satbench.analysis.results import ResultsFile
     from satbench.cli.output import SweepOutput
     from satbench.run.lane_session import Progress
+    from satbench.run.sweep import Sweep
 
 TRACEBACK_ENV = "SATBENCH_TRACEBACK"  # set (to anything) to see an internal error's traceback
 
@@ -116,7 +118,7 @@ def sweep_new_run(cfg: RunConfig, run_dir: Path, argv: list[str], progress: Prog
     return _run_sweep(sweep, run_dir)
 
 
-def _run_sweep(sweep, run_dir: Path) -> int:
+def _run_sweep(sweep: Sweep[ResultsFile], run_dir: Path) -> int:
     with _interruptible(sweep):
         try:
             results = sweep.run()
