@@ -14,10 +14,11 @@ from satbench.analysis.results import ResultsFile, read_results
 from satbench.analysis.verdicts import calibrate
 from satbench.config.profiles import AdaptiveSweep
 from satbench.config.schema import CheckName, FairnessConfig, LaneConfig, RunConfig
-from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, JsonlTail, RequestEvent
+from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, RequestEvent
 from satbench.records.layout import RECOMMENDATIONS_FILE, RESULTS_FILE
 from satbench.records.manifest import PlanDecision, RunManifest, read_manifest
 from satbench.records.samples import SampleBuilder
+from satbench.records.tail import JsonlTail
 from satbench.report import bundle, integrity
 from satbench.saturation.planner import Feedback, PlanContext, plan_lane
 from satbench.saturation.recommend import checks_cap, recommend

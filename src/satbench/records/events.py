@@ -36,7 +36,7 @@ from satbench.config.ranges import FloatRange, IntRange
 from satbench.errors import RunDirError
 from satbench.records.compact import Chunks, compact, intern_names
 from satbench.records.record import Record
-from satbench.records.rundir import iter_lines, open_run_file, read_tail
+from satbench.records.rundir import iter_lines, read_tail
 
 EVENTS_FILE = "events.jsonl"
 SAMPLES_FILE = "server_samples.jsonl"
@@ -264,7 +264,7 @@ _SAMPLE_ADAPTER: TypeAdapter[MetricsSample | SlotsSample | ProcessSample] = Type
 validate_sample = _SAMPLE_ADAPTER.validate_python  # one server_samples.jsonl record from its JSON value
 
 
-def _why(exc: Exception) -> str:
+def why_invalid(exc: Exception) -> str:
     """The first failure of a record, one short line: the field and pydantic's message."""
     if isinstance(exc, ValidationError):
         from satbench.records.manifest import first_error
@@ -289,7 +289,7 @@ def _plain_chunks(value: object) -> list[tuple[int, int]] | None:
     return pairs if len(pairs) == len(value) else None
 
 
-def _event(data: object) -> RequestEvent | LevelMark:
+def validate_event(data: object) -> RequestEvent | LevelMark:
     """One events.jsonl record from its JSON value: a request's chunks are checked in bulk
     (`_plain_chunks`), everything else by the model, which gives the same event as validating all;
     held small (records.compact)."""
@@ -325,7 +325,7 @@ def read_jsonl(path: Path, validate: Callable[[object], Any], cap: int | None = 
         except (ValueError, ValidationError, RecursionError) as exc:  # not UTF-8, not JSON, too deep
             if not line.endswith(b"\n"):
                 return  # a last line cut short by a crash: everything before it stands
-            raise RunDirError(f"{path}:{lineno}: not a valid record ({_why(exc)})") from exc
+            raise RunDirError(f"{path}:{lineno}: not a valid record ({why_invalid(exc)})") from exc
         count += 1
         yield record
 
@@ -350,7 +350,7 @@ def present(path: Path) -> bool:
 def read_events(run_dir: Path, cap: int = MAX_EVENTS) -> list[RequestEvent | LevelMark]:
     """Every line of events.jsonl, in file order (a torn last line is ignored), held small
     (records.compact); RunDirError at a line after the `cap`-th record, without reading the rest."""
-    return list(read_jsonl(run_dir / EVENTS_FILE, _event, cap))
+    return list(read_jsonl(run_dir / EVENTS_FILE, validate_event, cap))
 
 
 def read_samples(run_dir: Path) -> list[MetricsSample | SlotsSample | ProcessSample]:
@@ -388,37 +388,3 @@ def itl_ms(ev: RequestEvent) -> list[float]:
             gaps.append((t_ns - prev) / NS_PER_MS / n)
         prev = t_ns
     return gaps
-
-
-class JsonlTail:
-    """The records appended to a JSONL file of a run directory since the last `read` (a sweep that
-    derives while it writes reads each line once). The file is opened by the run directory's rule
-    (open_run_file: never through a link); a line still being written is left for the next read;
-    a line over MAX_RECORD_BYTES or not a valid record is a RunDirError naming it."""
-
-    def __init__(self, path: Path, samples: bool = False) -> None:
-        self.path = path
-        self._validate = validate_sample if samples else _event
-        self._offset = 0
-        self._lineno = 0
-
-    def read(self) -> list:
-        if not present(self.path):
-            return []
-        with open_run_file(self.path, "r+b") as fh:
-            fh.seek(self._offset)
-            data = fh.read()
-        end = data.rfind(b"\n") + 1
-        out = []
-        for line in data[:end].splitlines():
-            self._lineno += 1
-            if len(line) > MAX_RECORD_BYTES:
-                raise RunDirError(f"{self.path}:{self._lineno}: a line over {MAX_RECORD_BYTES} bytes")
-            if not line.strip():
-                continue
-            try:
-                out.append(self._validate(json.loads(line.decode("utf-8"))))
-            except (ValueError, ValidationError, RecursionError) as exc:
-                raise RunDirError(f"{self.path}:{self._lineno}: not a valid record ({_why(exc)})") from exc
-        self._offset += end
-        return out
