@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+from pydantic import BaseModel
+
 from satbench.records.events import (
     LevelMark,
     MetricsSample,
@@ -12,6 +16,7 @@ from satbench.records.events import (
 )
 
 MS = 1_000_000  # ns per ms
+T = TypeVar("T")
 
 
 def ev(
@@ -61,3 +66,29 @@ class ListSink:
         self.records.append(record)
 
     def close(self) -> None: ...
+
+
+def replaced(model: T, changes: dict[str, object]) -> T:
+    """`model` (a record, or a list or dict of them) with each dotted path of `changes` (field names,
+    list indexes, dict keys) set to its value: every record along a path is a `model_copy(update=...)`,
+    every list or dict on it a copy, so a frozen record is never assigned and the one given is left as
+    it was. Later paths see the earlier ones: {"lanes.0.levels": [...], "lanes.0.levels.1.gpu": None}."""
+    out: object = model
+    for path, value in changes.items():
+        out = _set(out, path.split("."), value)
+    return out  # type: ignore[return-value]
+
+
+def _set(obj: object, parts: list[str], value: object) -> object:
+    if not parts:
+        return value
+    key, rest = parts[0], parts[1:]
+    if isinstance(obj, BaseModel):
+        return obj.model_copy(update={key: _set(getattr(obj, key), rest, value)})
+    if isinstance(obj, list):
+        i = range(len(obj))[int(key)]  # -1: the last; IndexError beyond either end
+        return [*obj[:i], _set(obj[i], rest, value), *obj[i + 1:]]
+    if isinstance(obj, dict):
+        k: object = key if key in obj or not key.lstrip("-").isdigit() else int(key)
+        return {**obj, k: _set(obj.get(k), rest, value)}
+    raise TypeError(f"cannot step into {type(obj).__name__} at {key!r}")

@@ -92,8 +92,8 @@ def _copy(run: Path, tmp_path: Path) -> Path:
 def _reopened(run: Path, tmp_path: Path) -> Path:
     """A copy of `run` as if it had been interrupted before its first unit: a resume measures it all."""
     dest = _copy(run, tmp_path)
-    m = read_manifest(dest)
-    m.status, m.completed_units, m.finished_at = "interrupted", [], None
+    m = read_manifest(dest).model_copy(
+        update={"status": "interrupted", "completed_units": [], "finished_at": None})
     write_manifest(dest, m)
     return dest
 

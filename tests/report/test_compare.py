@@ -40,6 +40,7 @@ from satbench.report.compare import (
     print_comparison,
     ratio_cell,
 )
+from tests.builders import replaced
 
 SHA_A = "a" * 12 + "0" * 52
 SHA_B = "b" * 12 + "0" * 52
@@ -78,8 +79,7 @@ def level(n: int, seed: int = 0, tok_per_s: float = 100.0) -> LevelResult:
 def host(gpu: str = "NVIDIA H200") -> HostInfo:
     h = HostInfo(cpu_model="Xeon", cores_logical=16, ram_bytes=128 * 2**30, os="Linux", python="3.12",
                  gpus=[GpuInfo(name=gpu, memory_total_bytes=141 * 2**30)])
-    h.fingerprint_sha256 = h.fingerprint()
-    return h
+    return h.model_copy(update={"fingerprint_sha256": h.fingerprint()})
 
 
 def lane(name: str = "dense", levels=(1, 2, 4), together=(), build: int = 11549,
@@ -109,14 +109,16 @@ def scale_estimate(e: Estimate, k: float) -> Estimate:
     return e.model_copy(update={"value": e.value * k, "ci_low": e.ci_low * k, "ci_high": e.ci_high * k})
 
 
-def scale_p95(lv: LevelResult, metric: str, k: float) -> None:
-    """Scale the level's pooled p95 of `metric` ("ttft_ms", ...), its CI and every repetition's p95 by k."""
+def scale_p95(lv: LevelResult, metric: str, k: float) -> LevelResult:
+    """The level with its pooled p95 of `metric` ("ttft_ms", ...), its CI and every repetition's p95
+    scaled by k."""
     d = getattr(lv.latency, metric)
     ci = d.ci["p95"]
-    setattr(lv.latency, metric, d.model_copy(update={
-        "p95": d.p95 * k, "ci": {**d.ci, "p95": Interval(low=ci.low * k, high=ci.high * k)}}))
-    for r in lv.repetitions:
-        setattr(r, f"p95_{metric}", getattr(r, f"p95_{metric}") * k)
+    d = d.model_copy(update={"p95": d.p95 * k,
+                             "ci": {**d.ci, "p95": Interval(low=ci.low * k, high=ci.high * k)}})
+    name = f"p95_{metric}"
+    reps = [r.model_copy(update={name: getattr(r, name) * k}) for r in lv.repetitions]
+    return lv.model_copy(update={"latency": lv.latency.model_copy(update={metric: d}), "repetitions": reps})
 
 
 def metric(cmp: Comparison, name: str, n: int, lane_i: int = 0, scenario: str = "solo"):
@@ -130,9 +132,7 @@ def a() -> ResultsFile:
 
 
 def derive(a: ResultsFile) -> ResultsFile:
-    b = a.model_copy(deep=True)
-    b.run_id = "run-b"
-    return b
+    return a.model_copy(deep=True, update={"run_id": "run-b"})
 
 
 # -------------------------------------------------------------------------------------- ratios
@@ -152,8 +152,8 @@ def test_a_run_compared_with_itself_has_every_ratio_one_and_nothing_significant(
 
 def test_throughput_half_as_much_again_is_significantly_better(a):
     b = derive(a)
-    tp = b.lanes[0].levels[1].throughput
-    tp.output_tok_per_s = scale_estimate(tp.output_tok_per_s, 1.5)
+    faster = scale_estimate(b.lanes[0].levels[1].throughput.output_tok_per_s, 1.5)
+    b = replaced(b, {"lanes.0.levels.1.throughput.output_tok_per_s": faster})
     m = metric(compare_results(a, b, "A", "B"), "output_tok_per_s", 2)
     assert m.ratio.value == pytest.approx(1.5) and m.ratio.ci_low > 1.0
     assert m.a == pytest.approx(200.0) and m.b == pytest.approx(300.0)
@@ -163,9 +163,8 @@ def test_throughput_half_as_much_again_is_significantly_better(a):
 
 def test_two_percent_is_not_significant_even_when_the_ci_excludes_one(a):
     tight = Estimate(value=100.0, ci_low=99.9, ci_high=100.1, n=3, ci_method="t over repetitions")
-    a.lanes[0].levels[0].throughput.output_tok_per_s = tight
-    b = derive(a)
-    b.lanes[0].levels[0].throughput.output_tok_per_s = scale_estimate(tight, 1.02)
+    a = replaced(a, {"lanes.0.levels.0.throughput.output_tok_per_s": tight})
+    b = replaced(derive(a), {"lanes.0.levels.0.throughput.output_tok_per_s": scale_estimate(tight, 1.02)})
     m = metric(compare_results(a, b, "A", "B"), "output_tok_per_s", 1)
     assert m.ratio.ci_low > 1.0
     assert not m.significant and m.direction == "same"
@@ -176,8 +175,8 @@ def test_two_percent_is_not_significant_even_when_the_ci_excludes_one(a):
 def test_a_wide_ci_overlapping_one_is_not_significant(a):
     b = derive(a)
     e = b.lanes[0].levels[2].throughput.output_tok_per_s
-    b.lanes[0].levels[2].throughput.output_tok_per_s = e.model_copy(
-        update={"value": e.value * 1.3, "ci_low": e.value * 0.5, "ci_high": e.value * 2.1})
+    b = replaced(b, {"lanes.0.levels.2.throughput.output_tok_per_s": e.model_copy(
+        update={"value": e.value * 1.3, "ci_low": e.value * 0.5, "ci_high": e.value * 2.1})})
     m = metric(compare_results(a, b, "A", "B"), "output_tok_per_s", 4)
     assert m.ratio.value == pytest.approx(1.3) and m.ratio.ci_low < 1.0
     assert not m.significant and m.direction == "same"
@@ -185,8 +184,8 @@ def test_a_wide_ci_overlapping_one_is_not_significant(a):
 
 def test_halved_p95_latency_is_better_and_doubled_is_worse(a):
     b = derive(a)
-    scale_p95(b.lanes[0].levels[0], "ttft_ms", 0.5)
-    scale_p95(b.lanes[0].levels[0], "e2e_ms", 2.0)
+    b = replaced(b, {"lanes.0.levels.0": scale_p95(b.lanes[0].levels[0], "ttft_ms", 0.5)})
+    b = replaced(b, {"lanes.0.levels.0": scale_p95(b.lanes[0].levels[0], "e2e_ms", 2.0)})
     cmp = compare_results(a, b, "A", "B")
     ttft, e2e, itl = (metric(cmp, k, 1) for k in ("p95_ttft_ms", "p95_e2e_ms", "p95_itl_ms"))
     assert ttft.ratio.value == pytest.approx(0.5) and ttft.significant and ttft.direction == "better"
@@ -197,8 +196,8 @@ def test_halved_p95_latency_is_better_and_doubled_is_worse(a):
 def test_an_open_ci_end_cannot_exclude_one(a):
     """A with one repetition: its p95 has no CI over repetitions, however tight its pooled CI."""
     b = derive(a)
-    del a.lanes[0].levels[0].repetitions[1:]
-    scale_p95(b.lanes[0].levels[0], "ttft_ms", 2.0)
+    a = replaced(a, {"lanes.0.levels.0.repetitions": a.lanes[0].levels[0].repetitions[:1]})
+    b = replaced(b, {"lanes.0.levels.0": scale_p95(b.lanes[0].levels[0], "ttft_ms", 2.0)})
     m = metric(compare_results(a, b, "A", "B"), "p95_ttft_ms", 1)
     assert m.ratio.value == pytest.approx(2.0) and m.ratio.ci_low is None and m.ratio.ci_high is None
     assert not m.significant and m.direction == "same"
@@ -206,8 +205,9 @@ def test_an_open_ci_end_cannot_exclude_one(a):
 
 def test_a_results_file_without_repetition_p95s_gets_a_note(a):
     b = derive(a)
-    for lv in a.lanes[0].levels:
-        lv.repetitions = [RepetitionResult(repetition=i, status="complete", window_s=1.0) for i in (1, 2, 3)]
+    bare = [RepetitionResult(repetition=i, status="complete", window_s=1.0) for i in (1, 2, 3)]
+    a = replaced(a, {"lanes.0.levels": [lv.model_copy(update={"repetitions": bare})
+                                        for lv in a.lanes[0].levels]})
     cmp = compare_results(a, b, "A", "B")
     assert any(n.startswith("A has no per-repetition p95s") for n in cmp.lanes[0].notes)
     assert not any(n.startswith("B has no") for n in cmp.lanes[0].notes)
@@ -223,9 +223,8 @@ def test_significance_rule_on_bare_ratios():
 
 
 def test_no_throughput_ci_gives_a_ratio_without_significance(a):
-    a.lanes[0].levels[0].throughput.output_tok_per_s = Estimate(value=100.0, n=1)
-    b = derive(a)
-    b.lanes[0].levels[0].throughput.output_tok_per_s = Estimate(value=300.0, n=1)
+    a = replaced(a, {"lanes.0.levels.0.throughput.output_tok_per_s": Estimate(value=100.0, n=1)})
+    b = replaced(derive(a), {"lanes.0.levels.0.throughput.output_tok_per_s": Estimate(value=300.0, n=1)})
     m = metric(compare_results(a, b, "A", "B"), "output_tok_per_s", 1)
     assert m.ratio == Ratio(value=3.0) and not m.significant
 
@@ -252,9 +251,8 @@ def test_a_different_model_file_is_refused_with_both_short_hashes():
 
 
 def test_every_difference_is_named_on_one_line(a):
-    b = results(lane(prompt=128), lane("moe"))
-    b.lanes[0].runtime.kind = "native"
-    b.lanes[0].workload.shared_prefix = True
+    b = replaced(results(lane(prompt=128), lane("moe")),
+                 {"lanes.0.runtime.kind": "native", "lanes.0.workload.shared_prefix": True})
     with pytest.raises(UserError) as exc:
         compare_results(a, b, "A", "B")
     msg = str(exc.value)
@@ -299,8 +297,8 @@ def test_a_lane_without_a_common_level_gets_a_note():
 def test_together_levels_are_compared_when_both_runs_have_them():
     a = results(lane(together=(1, 2)), lane("moe", sha=SHA_B, together=(1, 2)))
     b = results(lane(together=(1, 2, 4)), lane("moe", sha=SHA_B, together=(1, 2)))
-    b.lanes[1].together_levels[0].throughput.output_tok_per_s = scale_estimate(
-        b.lanes[1].together_levels[0].throughput.output_tok_per_s, 0.5)
+    b = replaced(b, {"lanes.1.together_levels.0.throughput.output_tok_per_s": scale_estimate(
+        b.lanes[1].together_levels[0].throughput.output_tok_per_s, 0.5)})
     cmp = compare_results(a, b, "A", "B")
     assert [(lv.scenario, lv.concurrency) for lv in cmp.lanes[0].levels] == [
         ("solo", 1), ("solo", 2), ("solo", 4), ("together", 1), ("together", 2)]
@@ -317,12 +315,12 @@ def test_together_in_one_run_only_is_noted():
 
 def test_flags_of_compared_levels_travel_as_notes(a):
     b = derive(a)
-    b.lanes[0].levels[2].flags = [Flag.of(FlagKind.QUEUE_BOUND, "4 streams but 2 slots"),
-                                  Flag.of(FlagKind.FEW_SAMPLES, "p95 from 40 requests")]
+    b = replaced(b, {"lanes.0.levels.2.flags": [Flag.of(FlagKind.QUEUE_BOUND, "4 streams but 2 slots"),
+                                                Flag.of(FlagKind.FEW_SAMPLES, "p95 from 40 requests")]})
     cmp = compare_results(a, b, "A", "B")
     assert "solo N=4 flags: A none · B queue_bound, few_samples" in cmp.lanes[0].notes
     few = [Flag.of(FlagKind.FEW_SAMPLES, "p95 from 40 requests")]
-    b.lanes[0].levels[0].flags = b.lanes[0].levels[1].flags = few
+    b = replaced(b, {"lanes.0.levels.0.flags": few, "lanes.0.levels.1.flags": few})
     notes = compare_results(a, b, "A", "B").lanes[0].notes
     assert "solo N=1, 2 flags: A none · B few_samples" in notes
 
@@ -358,8 +356,8 @@ def test_load_results_on_a_broken_file_is_a_run_directory_error(tmp_path):
 
 def test_written_results_load_back_and_compare_end_to_end(a, tmp_path):
     b = derive(a)
-    b.lanes[0].levels[1].throughput.output_tok_per_s = scale_estimate(
-        b.lanes[0].levels[1].throughput.output_tok_per_s, 1.5)
+    b = replaced(b, {"lanes.0.levels.1.throughput.output_tok_per_s": scale_estimate(
+        b.lanes[0].levels[1].throughput.output_tok_per_s, 1.5)})
     for name, r in (("a", a), ("b", b)):
         (tmp_path / name).mkdir()
         write_results(tmp_path / name, r)  # validates the hand-built results against the schema
@@ -372,10 +370,10 @@ def test_written_results_load_back_and_compare_end_to_end(a, tmp_path):
 
 def test_print_comparison_marks_the_significant_row_and_explains_the_marks(a):
     b = derive(a)
-    b.lanes[0].levels[1].throughput.output_tok_per_s = scale_estimate(
-        b.lanes[0].levels[1].throughput.output_tok_per_s, 1.5)
-    scale_p95(b.lanes[0].levels[2], "ttft_ms", 2.0)
-    b.lanes[0].levels = b.lanes[0].levels + [level(8)]
+    b = replaced(b, {"lanes.0.levels.1.throughput.output_tok_per_s": scale_estimate(
+        b.lanes[0].levels[1].throughput.output_tok_per_s, 1.5)})
+    b = replaced(b, {"lanes.0.levels.2": scale_p95(b.lanes[0].levels[2], "ttft_ms", 2.0)})
+    b = replaced(b, {"lanes.0.levels": b.lanes[0].levels + [level(8)]})
     console = Console(record=True, width=160)
     print_comparison(compare_results(a, b, "runs/a", "runs/b"), console)
     text = console.export_text()

@@ -14,6 +14,7 @@ from satbench.report.document import render_html, render_markdown
 from satbench.report.evidence import evidence_blocks
 from satbench.saturation.recommend import recommend_lane
 from satbench.saturation.recommendations_file import Binding, RecommendationsFile
+from tests.builders import replaced
 from tests.report.test_compare import lane, results
 
 PROVENANCE = ("What was run", "Machine", "Lanes: models and runtimes")
@@ -63,9 +64,9 @@ def test_each_lane_has_its_number_binding_and_verdicts_in_the_answer():
 
 
 def test_a_failed_and_an_inconclusive_verdict_are_counted_and_named():
-    ln = lane("dense", levels=(1, 2, 4, 8))
-    ln.fairness = [make_verdict("F1", "fail", concurrency=4), make_verdict("S1", "pass", concurrency=3),
-                   inconclusive("S2", "too few probes")]
+    ln = lane("dense", levels=(1, 2, 4, 8)).model_copy(update={"fairness": [
+        make_verdict("F1", "fail", concurrency=4), make_verdict("S1", "pass", concurrency=3),
+        inconclusive("S2", "too few probes")]})
     answer = _answer(results(ln))
     # nothing at or above 4; the curve still gains at 2 and N=3 was not measured: a range, its top set by F1
     assert ("| dense | 2 (2 to 3?) | undetermined | 3 checks: 1 pass, 1 fail, 1 inconclusive; failed: "
@@ -76,8 +77,8 @@ def test_a_failed_and_an_inconclusive_verdict_are_counted_and_named():
 
 def test_a_contended_lane_says_so_in_the_answer():
     ln = lane("dense", levels=(1, 2, 4))
-    for lv in ln.levels:
-        lv.contended = "other processes took 0.9 of 2 cores"
+    why = "other processes took 0.9 of 2 cores"
+    ln = ln.model_copy(update={"levels": [lv.model_copy(update={"contended": why}) for lv in ln.levels]})
     answer = _answer(results(ln))
     assert "(contended) |" in answer
     assert "- dense: CONTENDED — levels 1, 2, 4 ran while other processes took CPU" in answer
@@ -98,14 +99,15 @@ def test_an_undetermined_lane_says_so_plainly_once():
 
 
 def test_the_recommended_levels_flags_and_the_lanes_caveats_are_warnings():
-    ln = lane("v4", levels=(1, 2, 4))
-    ln.model.synthetic = True
+    ln = replaced(lane("v4", levels=(1, 2, 4)), {"model.synthetic": True})
     rec = recommend_lane(ln, results(ln))
     assert rec is not None and rec.recommended_concurrency is not None
-    at = next(lv for lv in ln.levels if lv.concurrency == rec.recommended_concurrency)
-    at.flags = [Flag.of(FlagKind.FEW_SAMPLES, "p95 from 93 requests (< 100); read its CI")]
-    other = next(lv for lv in ln.levels if lv.concurrency != rec.recommended_concurrency)
-    other.flags = [Flag("littles_law: not this one")]
+    at = next(k for k, lv in enumerate(ln.levels) if lv.concurrency == rec.recommended_concurrency)
+    other = next(k for k, lv in enumerate(ln.levels) if lv.concurrency != rec.recommended_concurrency)
+    few = Flag.of(FlagKind.FEW_SAMPLES, "p95 from 93 requests (< 100); read its CI")
+    ln = replaced(ln, {f"levels.{at}.flags": [few],
+                       f"levels.{other}.flags": [Flag("littles_law: not this one")]})
+    at = ln.levels[at]
     answer = _answer(results(ln))
     assert f"- v4: flag at N={at.concurrency} — few_samples: p95 from 93 requests" in answer
     assert "littles_law" not in answer  # a flag of another level stays in "Flags raised"
@@ -117,8 +119,7 @@ def test_a_server_on_another_machine_and_an_unfinished_run_are_warnings():
         "runtime": RuntimeInfo(kind="url", name="running server", llamacpp=True, build_number=1,
                                base_url="http://192.0.2.7:8080"),
         "network": NetworkInfo(path="remote", server_on_this_machine=False)})
-    res = results(far)
-    res.status, res.status_reason = "interrupted", "SIGINT at level 4"
+    res = results(far).model_copy(update={"status": "interrupted", "status_reason": "SIGINT at level 4"})
     answer = _answer(res)
     assert "- run status: interrupted — SIGINT at level 4\n" in answer
     assert "- remote: a server on another machine (given by --url, remote network path)" in answer

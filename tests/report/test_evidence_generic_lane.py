@@ -53,8 +53,8 @@ def test_token_figures_of_a_server_that_gave_no_count_are_marked_approximate():
     from tests.report.test_compare import level as make_level
 
     exact = make_level(2)
-    approx = make_level(2)
-    approx.flags = [Flag.of(FlagKind.TOKEN_COUNT_APPROXIMATE, "the server reported no exact token count")]
+    approx = make_level(2).model_copy(update={"flags": [
+        Flag.of(FlagKind.TOKEN_COUNT_APPROXIMATE, "the server reported no exact token count")]})
     row, plain = level_row(approx), level_row(exact)
     assert [c[0] for c in (row[1], row[4], row[5])] == ["≈"] * 3
     assert row[2] == plain[2] and row[3] == plain[3]  # req/s and TTFT do not count tokens

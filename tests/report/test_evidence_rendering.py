@@ -33,6 +33,7 @@ from satbench.report.table import (
     verdict_row,
 )
 from satbench.saturation.recommendations_file import RecommendationsFile
+from tests.builders import replaced
 from tests.report.test_compare import lane as make_lane
 from tests.report.test_compare import level as make_level
 from tests.report.test_compare import results as make_results
@@ -58,11 +59,11 @@ def run_dir(tmp_path_factory) -> Path:
 
 def _clipped_level(n: int = 2):
     """A level whose throughput CIs are clipped at 0 (t-interval wider than the mean)."""
-    lv = make_level(n)
-    lv.throughput.output_tok_per_s = Estimate(value=1962.5, ci_low=0.0, ci_high=14053.8, n=2)
-    lv.throughput.req_per_s = Estimate(value=226.17, ci_low=0.0, ci_high=1601.42, n=2)
-    lv.latency.itl_ms = distribution([0.3 + 0.01 * i for i in range(98)])  # n = 98 < 100: p95 gets a CI note
-    return lv
+    return replaced(make_level(n), {
+        "throughput.output_tok_per_s": Estimate(value=1962.5, ci_low=0.0, ci_high=14053.8, n=2),
+        "throughput.req_per_s": Estimate(value=226.17, ci_low=0.0, ci_high=1601.42, n=2),
+        # n = 98 < 100: p95 gets a CI note
+        "latency.itl_ms": distribution([0.3 + 0.01 * i for i in range(98)])})
 
 
 # ------------------------------------------------------------------ 1: an asymmetric CI is not "±"
@@ -114,8 +115,7 @@ def test_a_relative_model_path_is_recorded_absolute(tmp_path, monkeypatch):
 # --------------------------------------------------------------- 4: every starred p95 gets its CI
 
 def test_an_itl_p95_from_few_samples_has_its_ci_in_the_terminal_and_the_evidence():
-    lane = make_lane(levels=())
-    lane.levels = [_clipped_level()]
+    lane = make_lane(levels=()).model_copy(update={"levels": [_clipped_level()]})
     console = Console(width=132, file=io.StringIO(), record=True)
     print_results(make_results(lane), console)
     assert "N=2: ITL p95 1.2 ms from n=98, 95% CI [" in console.export_text()
@@ -167,8 +167,7 @@ def test_the_knee_cell_says_still_rising_only_when_throughput_still_rises(run_di
 
 @pytest.mark.parametrize("width", [132, 80, 60])
 def test_the_level_table_keeps_every_figure_and_n_whole_on_a_narrow_console(width):
-    lane = make_lane(levels=())
-    lane.levels = [_clipped_level(n) for n in (1, 2, 16)]
+    lane = make_lane(levels=()).model_copy(update={"levels": [_clipped_level(n) for n in (1, 2, 16)]})
     console = Console(width=width, file=io.StringIO(), record=True)
     print_results(make_results(lane), console)
     text = console.export_text()
@@ -186,9 +185,8 @@ def test_the_level_table_keeps_every_figure_and_n_whole_on_a_narrow_console(widt
 # ------------------------------------------------------------------------------------ 8, 9: compare
 
 def test_compare_notes_a_different_slot_count_and_context():
-    a, b = make_lane(), make_lane()
-    a.runtime.total_slots, b.runtime.total_slots = 4, 8
-    a.runtime.per_slot_ctx, b.runtime.per_slot_ctx = 4096, 2048
+    a = replaced(make_lane(), {"runtime.total_slots": 4, "runtime.per_slot_ctx": 4096})
+    b = replaced(make_lane(), {"runtime.total_slots": 8, "runtime.per_slot_ctx": 2048})
     notes = compare_results(make_results(a), make_results(b, run_id="run-b"), "A", "B").lanes[0].notes
     assert "slots 4 in A, 8 in B (as the servers reported them)" in notes
     assert "per-slot context 4096 in A, 2048 in B (as the servers reported them)" in notes
@@ -215,9 +213,10 @@ def test_compare_on_a_missing_directory_fails_like_report(tmp_path, capsys):
 
 def test_the_occupancy_plot_leaves_out_a_zero_on_its_log_scale():
     lane = make_lane(levels=(1, 2, 4))
-    for lv, busy in zip(lane.levels, (0.0, 1.5, 3.0)):
-        lv.occupancy = Occupancy(slots=4, time_weighted_busy_slots=busy,
-                                 client_in_flight=float(lv.concurrency))
+    lane = lane.model_copy(update={"levels": [
+        lv.model_copy(update={"occupancy": Occupancy(slots=4, time_weighted_busy_slots=busy,
+                                                     client_in_flight=float(lv.concurrency))})
+        for lv, busy in zip(lane.levels, (0.0, 1.5, 3.0))]})
     fig, _, _ = _occupancy(lane)
     line = next(ln for ln in fig.axes[0].lines if ln.get_label() == "busy slots, time-weighted")
     assert list(line.get_ydata()) == [1.5, 3.0] and list(line.get_xdata()) == [2, 4]

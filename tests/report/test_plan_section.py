@@ -10,10 +10,9 @@ from tests.report.test_compare import lane, results
 
 
 def _adaptive(slo: SloConfig | None):
-    ln = lane()
-    ln.slo = slo
-    ln.plan = [PlanDecision(action="measure", level=1, repetition=1, reason="starts at N=1", elapsed_s=0.0),
-               PlanDecision(action="stop", reason="N=4 reaches the server's 4 slots", elapsed_s=9.0)]
+    ln = lane().model_copy(update={"slo": slo, "plan": [
+        PlanDecision(action="measure", level=1, repetition=1, reason="starts at N=1", elapsed_s=0.0),
+        PlanDecision(action="stop", reason="N=4 reaches the server's 4 slots", elapsed_s=9.0)]})
     res = results(ln)
     res.config.lanes[0].adaptive = AdaptiveConfig()
     return plan_section(res)

@@ -17,7 +17,7 @@ from satbench.report.plot_style import DPI, SIZE_IN
 from satbench.report.plots import marker_lines, write_plots
 from satbench.report.plots_requests import segments
 from satbench.saturation.recommend import recommend
-from tests.builders import ev
+from tests.builders import ev, replaced
 
 MS = 1_000_000
 
@@ -128,18 +128,16 @@ def test_queued_and_prefill_split_on_prompt_ms_clipped_at_sent():
 
 def test_missing_figures_do_not_crash_and_skip_what_has_no_data(run, tmp_path):
     results, _, _ = run
-    results = results.model_copy(deep=True)
-    lane = results.lanes[0]
-    lane.slo, lane.model.synthetic = None, True
-    for lv in lane.levels:
-        lv.throughput.output_tok_per_s.ci_low = lv.throughput.output_tok_per_s.ci_high = None
-        lv.latency.ttft_ms.ci["p95"] = Interval(low=None, high=None)
-        lv.latency.itl_ms.ci.clear()
-        lv.latency.tpot_ms.p95 = None
-        lv.occupancy = Occupancy(slots=None)
+    levels = [replaced(lv, {"throughput.output_tok_per_s.ci_low": None,
+                            "throughput.output_tok_per_s.ci_high": None,
+                            "latency.ttft_ms.ci.p95": Interval(low=None, high=None), "latency.itl_ms.ci": {},
+                            "latency.tpot_ms.p95": None, "occupancy": Occupancy(slots=None)})
+              for lv in results.lanes[0].levels]
+    results = replaced(results, {"lanes.0.slo": None, "lanes.0.model.synthetic": True,
+                                 "lanes.0.levels": levels})
     plots = write_plots(tmp_path, results, None, [])
     assert [p.kind for p in plots] == ["throughput", "latency"]
     assert all("SYNTHETIC weights" in p.title for p in plots)
     assert all(png_size(tmp_path / p.file) == expected_size(p.kind) for p in plots)
-    lane.levels = []
+    results = replaced(results, {"lanes.0.levels": []})
     assert [p.kind for p in write_plots(tmp_path, results, None, s1_events())] == ["starvation"]

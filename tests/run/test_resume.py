@@ -15,6 +15,7 @@ from satbench.pipeline import verify
 from satbench.records.events import LevelMark, RequestEvent, current_session_records, read_events
 from satbench.records.manifest import read_manifest, write_manifest
 from satbench.run.resume import differences, repair_torn_tail
+from tests.builders import replaced
 from tests.run.interrupt import sweep_interrupted
 
 FLAGS = ["--concurrency", "1,2", "--requests-per-level", "40", "--repetitions", "2", "--prompt-tokens", "16",
@@ -90,16 +91,15 @@ def test_resume_with_another_configuration_is_refused_naming_the_difference(inte
 def test_resume_refuses_another_machine_and_a_finished_or_missing_run(interrupted, tmp_path, capsys):
     _, run_dir = interrupted
     m = read_manifest(run_dir)
-    fingerprint, m.provenance.host.fingerprint_sha256 = m.provenance.host.fingerprint_sha256, "0" * 64
-    write_manifest(run_dir, m)
+    fingerprint = m.provenance.host.fingerprint_sha256
+    write_manifest(run_dir, replaced(m, {"provenance.host.fingerprint_sha256": "0" * 64}))
     before = _snapshot(run_dir)
     assert main(["sweep", "--resume", str(run_dir)]) == 2
     assert "cannot resume on this machine" in capsys.readouterr().err
     assert _snapshot(run_dir) == before  # a refused resume writes nothing: no failed status, no session
     m = read_manifest(run_dir)
-    m.provenance.host.fingerprint_sha256 = fingerprint
-    m.provenance.satbench_commit = "0" * 40  # same version string, other code
-    write_manifest(run_dir, m)
+    write_manifest(run_dir, replaced(m, {"provenance.host.fingerprint_sha256": fingerprint,
+                                         "provenance.satbench_commit": "0" * 40}))  # same version, other code
     before = _snapshot(run_dir)
     assert main(["sweep", "--resume", str(run_dir)]) == 2
     assert "cannot resume: the run was measured by satbench commit 000000000000" in capsys.readouterr().err

@@ -20,6 +20,7 @@ from satbench.records.manifest import (
     write_manifest,
 )
 from satbench.server.checks import check_same_server
+from tests.builders import replaced
 
 OLD_NAME = "remote server (given by --url)"  # what runs recorded before the rename
 TINY = ["--concurrency", "1,2", "--requests-per-level", "3", "--repetitions", "1", "--prompt-tokens", "16",
@@ -89,10 +90,9 @@ def test_resume_of_a_run_recorded_under_the_old_name_goes_on(fake_server, monkey
     port = int(fake.base_url.rsplit(":", 1)[1])
     m = read_manifest(run)
     assert m.provenance is not None and m.completed_units[0] == "solo/default/1/1"
-    lane = m.provenance.lanes["default"]
-    lane.runtime = lane.runtime.model_copy(update={"name": OLD_NAME})
-    m = m.model_copy(update={"status": "interrupted", "completed_units": m.completed_units[:1],
-                             "finished_at": "2026-01-01T00:00:00+00:00"})  # long before any refusal here
+    m = replaced(m, {"provenance.lanes.default.runtime.name": OLD_NAME, "status": "interrupted",
+                     "completed_units": m.completed_units[:1],
+                     "finished_at": "2026-01-01T00:00:00+00:00"})  # long before any refusal here
     write_manifest(run, m)
 
     wrong = fake_server(port=port, n_slots=3, decode_iteration_ms=1.0)

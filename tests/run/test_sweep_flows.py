@@ -124,7 +124,7 @@ def test_analyze_of_a_run_that_died_says_how_to_continue_it(fake_server, tmp_pat
     run_dir.mkdir()
     Sweep(url_lane_config(fake.base_url, [1], requests=4, reps=1, output=4), run_dir, ["t"]).run()
     m = read_manifest(run_dir)
-    m.status, m.status_reason, m.finished_at = "running", None, None  # as SIGKILL leaves it
+    m = m.model_copy(update={"status": "running", "status_reason": None, "finished_at": None})  # as SIGKILL
     write_manifest(run_dir, m)
     capsys.readouterr()
     assert main(["analyze", str(run_dir)]) == 0
@@ -133,8 +133,7 @@ def test_analyze_of_a_run_that_died_says_how_to_continue_it(fake_server, tmp_pat
     assert "run status: running — the sweep stopped unexpectedly" in out
     assert "satbench sweep --resume" in out
 
-    m.status, m.status_reason = "failed", None
-    write_manifest(run_dir, m)
+    write_manifest(run_dir, m.model_copy(update={"status": "failed", "status_reason": None}))
     assert main(["analyze", str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert "run status: failed\n" in out and "None" not in out

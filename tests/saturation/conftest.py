@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from satbench.host.gpu import NvmlGpus
+from tests.builders import replaced
 from tests.host.test_gpu import FakeNvml
 
 
@@ -28,11 +29,13 @@ def flat_run(tmp_path_factory):
                                    [1, 2, 4], requests=32, reps=2, prompt=16, output=16)
     finally:
         mp.undo()
-    for lv in results.lanes[0].levels:
+    for k, lv in enumerate(results.lanes[0].levels):
         # tokens/s: one token per stream per iteration of 2 ms + 6 ms per busy slot
         rate = lv.concurrency / ((2.0 + 6.0 * lv.concurrency) / 1000.0)
-        est = lv.throughput.output_tok_per_s
-        est.value, est.ci_low, est.ci_high = rate, rate * 0.99, rate * 1.01
-        for i, rep in enumerate(lv.repetitions):  # the knee's P(gain) reads the repetitions
-            rep.output_tok_per_s = rate * (1.0 + 0.005 * (-1) ** i)
+        est = lv.throughput.output_tok_per_s.model_copy(
+            update={"value": rate, "ci_low": rate * 0.99, "ci_high": rate * 1.01})
+        reps = [rep.model_copy(update={"output_tok_per_s": rate * (1.0 + 0.005 * (-1) ** i)})
+                for i, rep in enumerate(lv.repetitions)]  # the knee's P(gain) reads the repetitions
+        results = replaced(results, {f"lanes.0.levels.{k}.throughput.output_tok_per_s": est,
+                                     f"lanes.0.levels.{k}.repetitions": reps})
     return results

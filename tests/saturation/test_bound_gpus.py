@@ -5,19 +5,16 @@ a layer split over several GPUs makes the busiest one's low utilisation no proof
 from __future__ import annotations
 
 from satbench.saturation.bound import busy_slots, busy_slots_variant, gpu_devices, saturated_by
+from tests.builders import replaced
 
 ONE_GPU = "CUDA0: NVIDIA H200"
 TWO_GPUS = "CUDA0: NVIDIA H200; CUDA1: NVIDIA H200"
 
 
 def _lane_and_level(results, backend=ONE_GPU, util=30.0):
-    results = results.model_copy(deep=True)
-    lane = results.lanes[0]
-    lane.runtime.backend = backend
+    lane = replaced(results.lanes[0], {"runtime.backend": backend})
     lv = next(lv for lv in lane.levels if lv.concurrency == 4)
-    lv.gpu.util_mean_pct = util
-    lv.occupancy.requests_deferred_max = 0.0
-    return lane, lv
+    return lane, replaced(lv, {"gpu.util_mean_pct": util, "occupancy.requests_deferred_max": 0.0})
 
 
 def test_a_gpu_without_utilisation_is_present_not_missing(flat_run):
@@ -26,7 +23,7 @@ def test_a_gpu_without_utilisation_is_present_not_missing(flat_run):
     sat = saturated_by(lane, lv)
     assert "GPU present, utilisation not reported by NVML (MIG/vGPU?)" in sat.statement
     assert "no GPU through NVML" not in sat.statement and sat.resource == "undetermined"
-    lv.gpu = None  # really no GPU: the old words stay
+    lv = replaced(lv, {"gpu": None})  # really no GPU: the old words stay
     assert "no GPU through NVML" in saturated_by(lane, lv).statement
 
 
@@ -36,34 +33,36 @@ def test_a_layer_split_over_two_gpus_at_half_each_is_not_called_cpu_bound(flat_r
     sat = saturated_by(lane, lv)
     assert sat.resource == "undetermined"
     assert "2 GPUs" in sat.statement and "busiest of 2 GPUs" in sat.statement
-    lv.gpu.util_mean_pct = 95.0  # one device busy ≥ 80 %: still the bottleneck
+    lv = replaced(lv, {"gpu.util_mean_pct": 95.0})  # one device busy ≥ 80 %: still the bottleneck
     assert saturated_by(lane, lv).resource == "gpu"
     # a url lane (backend unknown) on a host where NVML sees two GPUs cannot say which the server uses
-    lane.runtime.backend = None
-    lv.gpu.util_mean_pct = 50.0
+    lane = replaced(lane, {"runtime.backend": None})
+    lv = replaced(lv, {"gpu.util_mean_pct": 50.0})
     assert len(lane.hardware.gpus) == 2 and saturated_by(lane, lv).resource == "undetermined"
 
 
 def test_a_single_gpu_lane_keeps_its_verdicts(flat_run):
     lane, lv = _lane_and_level(flat_run, backend=ONE_GPU, util=50.0)
     assert gpu_devices(lane) == 1 and saturated_by(lane, lv).resource == "server_cpu"
-    lv.gpu.util_mean_pct = 95.0
+    lv = replaced(lv, {"gpu.util_mean_pct": 95.0})
     assert saturated_by(lane, lv).resource == "gpu"
-    lv.gpu.util_mean_pct = 70.0
+    lv = replaced(lv, {"gpu.util_mean_pct": 70.0})
     assert saturated_by(lane, lv).resource == "undetermined"
     # the embedded runtime's device list counts the same way; a CPU-only backend has no GPU
-    lane.runtime.backend = "CPU (AMD EPYC 9654), CUDA0 (NVIDIA H200)"
+    lane = replaced(lane, {"runtime.backend": "CPU (AMD EPYC 9654), CUDA0 (NVIDIA H200)"})
     assert gpu_devices(lane) == 1
-    lane.runtime.backend = "CPU"
+    lane = replaced(lane, {"runtime.backend": "CPU"})
     assert gpu_devices(lane) == 0
 
 
 def test_busy_slots_is_public_and_names_its_variant(flat_run):
     lane, lv = _lane_and_level(flat_run)
-    lv.occupancy.decode_weighted_busy_slots, lv.occupancy.time_weighted_busy_slots = None, 0.7
+    lv = replaced(lv, {"occupancy.decode_weighted_busy_slots": None,
+                       "occupancy.time_weighted_busy_slots": 0.7})
     assert busy_slots(lv) == 0.7 and busy_slots_variant(lv) == "time-weighted"
     assert f"0.7 of {lane.runtime.total_slots} slots busy (time-weighted)" in saturated_by(lane, lv).statement
-    lv.occupancy.decode_weighted_busy_slots = 3.9
+    lv = replaced(lv, {"occupancy.decode_weighted_busy_slots": 3.9})
     assert busy_slots(lv) == 3.9 and busy_slots_variant(lv) == "per decode"
-    lv.occupancy.decode_weighted_busy_slots = lv.occupancy.time_weighted_busy_slots = None
+    lv = replaced(lv, {"occupancy.decode_weighted_busy_slots": None,
+                       "occupancy.time_weighted_busy_slots": None})
     assert busy_slots(lv) is None and "busy slots n/a" in saturated_by(lane, lv).statement

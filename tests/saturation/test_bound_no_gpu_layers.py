@@ -7,21 +7,18 @@ from __future__ import annotations
 import pytest
 
 from satbench.saturation.bound import gpu_devices, saturated_by
+from tests.builders import replaced
 
 TWO_GPUS = "CUDA0: NVIDIA H200; CUDA1: NVIDIA H200"
 
 
 def _lane_and_level(results, n_gpu_layers, backend=TWO_GPUS, util=2.0, cpu=1.95):
-    results = results.model_copy(deep=True)
     lane = results.lanes[0]
-    lane.runtime.backend = backend
-    lane.server_params.n_gpu_layers = n_gpu_layers
-    lane.server_params.n_threads = 2
+    params = lane.server_params.model_copy(update={"n_gpu_layers": n_gpu_layers, "n_threads": 2})
+    lane = replaced(lane, {"runtime.backend": backend, "server_params": params})
     lv = next(lv for lv in lane.levels if lv.concurrency == 4)
-    lv.gpu.util_mean_pct = util
-    lv.occupancy.requests_deferred_max = 0.0
-    lv.memory.server_cpu_cores = cpu
-    return lane, lv
+    return lane, replaced(lv, {"gpu.util_mean_pct": util, "occupancy.requests_deferred_max": 0.0,
+                               "memory.server_cpu_cores": cpu})
 
 
 def test_no_layers_offloaded_uses_no_gpu(flat_run):
@@ -42,7 +39,7 @@ def test_the_hosts_gpu_figures_do_not_classify_a_cpu_only_server(flat_run, util)
     assert sat.resource == "undetermined" and "--n-gpu-layers 0" in sat.statement, sat.statement
     assert "GPU-bound" not in sat.statement.split("; ")[-1]
     assert sat.gpu_util_pct == util  # the figure is still reported
-    lv.memory.server_cpu_cores = 1.9
+    lv = replaced(lv, {"memory.server_cpu_cores": 1.9})
     assert saturated_by(lane, lv).resource == "server_cpu"
 
 
@@ -52,10 +49,10 @@ def test_an_offloading_server_keeps_its_verdicts(flat_run, ngl):
     assert gpu_devices(lane) == 2
     sat = saturated_by(lane, lv)
     assert sat.resource == "undetermined" and "the server splits its layers over 2 GPUs" in sat.statement
-    lv.gpu.util_mean_pct = 95.0
+    lv = replaced(lv, {"gpu.util_mean_pct": 95.0})
     assert saturated_by(lane, lv).resource == "gpu"
-    lane.runtime.backend = "CUDA0: NVIDIA H200"
-    lv.gpu.util_mean_pct = 30.0
+    lane = replaced(lane, {"runtime.backend": "CUDA0: NVIDIA H200"})
+    lv = replaced(lv, {"gpu.util_mean_pct": 30.0})
     assert saturated_by(lane, lv).resource == "server_cpu"
 
 

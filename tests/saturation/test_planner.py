@@ -8,6 +8,7 @@ import pytest
 
 from satbench.config.schema import AdaptiveConfig, SloConfig
 from satbench.saturation.planner import Feedback, PlanContext, decide, plan_lane
+from tests.builders import replaced
 from tests.saturation.planner_fixtures import lane_result
 
 
@@ -122,20 +123,17 @@ def test_budget_durations(text, seconds):
 
 def _met(lv):
     """`lv` with every window request meeting the SLO."""
-    lv.slo_attainment = 1.0
-    return lv
+    return lv.model_copy(update={"slo_attainment": 1.0})
 
 
 def _few(lv, n_samples: int = 30):
     """`lv` with only `n_samples` latency samples (too few for its p95's CI to have an upper end), all
     meeting the SLO."""
     from satbench.metrics.stats import distribution
-    _met(lv)
     lat = lv.latency
-    for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
-        d = getattr(lat, name)
-        setattr(lat, name, distribution([d.p50] * n_samples))
-    return lv
+    few = {name: distribution([getattr(lat, name).p50] * n_samples)
+           for name in ("ttft_ms", "tpot_ms", "e2e_ms")}
+    return _met(lv).model_copy(update={"latency": lat.model_copy(update=few)})
 
 
 def _done(*levels: int) -> list:
@@ -177,7 +175,8 @@ def test_a_p95_estimate_over_the_slo_ends_the_climb_without_more_samples():
     from tests.saturation.planner_fixtures import level
 
     lv = level(4, [400.0, 400.4])
-    lv.latency.ttft_ms.n = 30  # too few to bound, but its estimate (80 ms) is over the target already
+    # too few to bound, but its estimate (80 ms) is over the target already
+    lv = replaced(lv, {"latency.ttft_ms.n": 30})
     done = [decide(ctx(), Feedback([], 0.0, None), [])]
     done.append(done[0].model_copy(update={"level": 4, "repetition": 2, "action": "repeat"}))
     d = decide(ctx(slo=SloConfig(p95_ttft_ms=50, p95_tpot_ms=500)), Feedback([lv], 2.0, 1.0), done)
@@ -227,9 +226,7 @@ def test_a_level_with_a_sample_over_the_slo_is_not_topped_up_to_a_bound_it_canno
     from tests.saturation.planner_fixtures import level
 
     def with_tpot(lv, worst: float):
-        lv = _few(lv)
-        lv.latency.tpot_ms = distribution([30.0] * 29 + [worst])
-        return lv
+        return replaced(_few(lv), {"latency.tpot_ms": distribution([30.0] * 29 + [worst])})
 
     slo = SloConfig(p95_ttft_ms=5000, p95_tpot_ms=60)
     levels = [_few(level(1, [100.0, 100.2])), with_tpot(level(2, [200.0, 200.4]), 70.0)]

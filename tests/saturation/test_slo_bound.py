@@ -6,17 +6,15 @@ import random
 from satbench.config.schema import SloConfig
 from satbench.metrics.stats import distribution
 from satbench.saturation.slo import fewest_to_bound_p95, p95_upper, slo_standing
+from tests.builders import replaced
 from tests.saturation.planner_fixtures import level
 
 SLO = SloConfig(p95_ttft_ms=100, p95_tpot_ms=50)
 
 
 def _with(n_samples: int, ttft_ms: list[float]):
-    lv = level(1, [10.0, 10.1])
-    lv.slo_attainment = 1.0
-    lv.latency.ttft_ms = distribution(ttft_ms)
-    lv.latency.tpot_ms = distribution([5.0] * n_samples)
-    return lv
+    return replaced(level(1, [10.0, 10.1]), {"slo_attainment": 1.0, "latency.ttft_ms": distribution(ttft_ms),
+                                              "latency.tpot_ms": distribution([5.0] * n_samples)})
 
 
 def test_59_samples_bound_a_p95_and_58_do_not():

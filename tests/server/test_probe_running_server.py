@@ -25,6 +25,7 @@ from satbench.report.evidence import evidence_blocks
 from satbench.run.server_preflight import server_preflight
 from satbench.server.probe import probe_server
 from satbench.server.remote import UrlRuntime
+from tests.builders import replaced
 from tests.conftest import url_lane_config
 from tests.report.test_compare import lane as make_lane
 from tests.report.test_compare import results as make_results
@@ -171,14 +172,13 @@ def test_a_url_lane_that_served_here_places_on_this_machine_keeps_its_gpu(fake_s
 
 
 def _url_results(path: str):
-    lane = make_lane()
     url = "http://127.0.0.1:8080" if path == "loopback" else "http://10.1.2.3:8080"
-    lane.runtime = RuntimeInfo(kind="url", name="running server (given by --url)", llamacpp=True,
-                               build_number=11434, base_url=url)
-    lane.network = NetworkInfo(path=path, rtt_ms_median=0.4, rtt_ms_p95=0.9, rtt_samples=20)
-    res = make_results(lane)
-    res.command_line = ["satbench", "sweep", "--url", url, "--api-key-env", "KEY", "-o", "/r"]
-    return res
+    lane = make_lane().model_copy(update={
+        "runtime": RuntimeInfo(kind="url", name="running server (given by --url)", llamacpp=True,
+                               build_number=11434, base_url=url),
+        "network": NetworkInfo(path=path, rtt_ms_median=0.4, rtt_ms_p95=0.9, rtt_samples=20)})
+    return make_results(lane).model_copy(
+        update={"command_line": ["satbench", "sweep", "--url", url, "--api-key-env", "KEY", "-o", "/r"]})
 
 
 def _evidence(path: str) -> str:
@@ -205,7 +205,7 @@ def test_a_url_lane_through_this_machines_own_address_is_described_as_here():
     """Reached through a LAN address this machine holds: the network path is remote (a real network
     round trip), but the server, its hardware and its GPU are this machine's."""
     res = _url_results("remote")
-    res.lanes[0].network.server_on_this_machine = True
+    res = replaced(res, {"lanes.0.network.server_on_this_machine": True})
     text = render_markdown(evidence_blocks(res, None, "abc", [], []))
     assert "network RTT" in text and "on this machine (its own address)" in text
     assert "on another machine" not in text and "refuses to advertise them" not in text
@@ -227,7 +227,7 @@ def test_the_handoff_names_a_started_servers_model_file():
     res = make_results(make_lane())
     assert capability_command(res) == ("satbench capability --recommendations recommendations.json "
                                        "--model /m/dense.gguf")
-    res.command_line = ["satbench", "sweep", "--lanes", "lanes.toml", "-o", "r"]
+    res = res.model_copy(update={"command_line": ["satbench", "sweep", "--lanes", "lanes.toml", "-o", "r"]})
     assert capability_command(res).endswith("--lanes lanes.toml")
 
 

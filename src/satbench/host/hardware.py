@@ -96,8 +96,7 @@ def describe_host(gpus: NvmlGpus | None) -> HostInfo:
         python=platform.python_version(),
         gpus=gpus.describe() if gpus is not None else [],
     )
-    host.fingerprint_sha256 = host.fingerprint()
-    return host
+    return host.model_copy(update={"fingerprint_sha256": host.fingerprint()})
 
 
 def ram_available() -> int:

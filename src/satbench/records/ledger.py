@@ -31,6 +31,7 @@ from satbench.records.manifest import (
     NetworkInfo,
     PlanDecision,
     Provenance,
+    ResumeRecord,
     RunManifest,
     RunStatus,
     RuntimeInfo,
@@ -263,6 +264,12 @@ class Ledger:
         elif scenario == "fairness":
             lp = lp.model_copy(update={"fairness_runtime": rt, "fairness_network": net})
         self._update(provenance=prov.model_copy(update={"lanes": {**prov.lanes, lane: lp}}), resumes=resumes)
+
+    def resume(self, record: ResumeRecord) -> None:
+        """Open the resume session `record` (appended to `resumes`): the run is running again, with
+        no reason and no end time yet; run.json is written."""
+        self._update(resumes=[*self.manifest.resumes, record], status="running", status_reason=None,
+                     finished_at=None)
 
     def keep_provenance(self, provenance: Provenance) -> None:
         """Record the run's provenance (the satbench source, the host), and write run.json."""

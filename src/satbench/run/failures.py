@@ -41,10 +41,8 @@ class Failures:
     def add(self, failure: ServerFailure) -> ServerFailure:
         """Enter a server failure in run.json (the CLI names each one when the run ends); the
         progress bar stops expecting the units it skips."""
-        manifest = self.ledger.manifest
-        manifest.server_failures.append(failure)
-        self.ledger.write()
-        self.progress.skip(requests_in(self.cfg, failure.skipped_units, manifest.refine_levels))
+        self.ledger.add_failure(failure)
+        self.progress.skip(requests_in(self.cfg, failure.skipped_units, self.ledger.manifest.refine_levels))
         return failure
 
     def level_failed(self, exc: LevelFailedError, unit: str, skipped: list[str], server_log: Path | None,
@@ -75,16 +73,16 @@ class Failures:
             server_log=log.name))
 
     def restarted(self, failure: ServerFailure, server: RuntimeInfo) -> None:
-        """A fresh server runs the lane's remaining units after `failure`."""
-        failure.restarted, failure.restarted_server = True, server
-        self.ledger.write()
+        """A fresh server runs the lane's remaining units after `failure` (the record `add` returned)."""
+        self.ledger.replace_failure(failure, failure.model_copy(
+            update={"restarted": True, "restarted_server": server}))
 
     def restart_failed(self, failure: ServerFailure, exc: RuntimeStartError, skipped: list[str]) -> None:
         """The fresh server after `failure` did not start: the lane's remaining units `skipped`
         are not run either (the progress bar is not told of them)."""
-        failure.reason += f"; the restart failed: {exc}"
-        failure.skipped_units += skipped
-        self.ledger.write()
+        self.ledger.replace_failure(failure, failure.model_copy(update={
+            "reason": f"{failure.reason}; the restart failed: {exc}",
+            "skipped_units": [*failure.skipped_units, *skipped]}))
 
     def ceiling(self, lane: str) -> int | None:
         """The lowest level at which this lane's server failed alone (this session or an earlier one):

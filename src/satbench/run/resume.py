@@ -23,7 +23,7 @@ from satbench.config.ranges import shown
 from satbench.config.schema import RunConfig
 from satbench.errors import RunDirError, UserError
 from satbench.records.events import EVENTS_FILE, MAX_RECORD_BYTES, SAMPLES_FILE, RequestEvent
-from satbench.records.ledger import utc_now
+from satbench.records.ledger import Ledger, utc_now
 from satbench.records.manifest import ClockAnchor, HostInfo, Provenance, ResumeRecord, RunManifest
 
 RESUMABLE = ("interrupted", "failed", "running")  # "running": the process died without a word
@@ -199,8 +199,9 @@ def refused_reason(record: ResumeRecord, exc: Exception) -> str:
     return f"{before}{REFUSED}{exc}"
 
 
-def begin_session(run_dir: Path, m: RunManifest, command_line: list[str], satbench_version: str) -> int:
-    """Checks that need no server, then a new session in the manifest; returns its number."""
+def begin_session(run_dir: Path, ledger: Ledger, command_line: list[str], satbench_version: str) -> int:
+    """Checks that need no server, then a new session in the ledger's run.json; returns its number."""
+    m = ledger.manifest
     if m.provenance is not None and m.provenance.satbench_version != satbench_version:
         raise UserError(f"cannot resume: the run was measured by satbench {m.provenance.satbench_version}, "
                         f"this is {satbench_version}")
@@ -210,10 +211,9 @@ def begin_session(run_dir: Path, m: RunManifest, command_line: list[str], satben
                         "old and new stamps would overlap — start a new run")
     torn = sum(repair_torn_tail(run_dir / name) for name in (EVENTS_FILE, SAMPLES_FILE))
     session = len(m.resumes) + 1
-    m.resumes.append(ResumeRecord(
+    ledger.resume(ResumeRecord(
         session=session, started_at=utc_now(),
         command_line=command_line, from_status=m.status, from_reason=m.status_reason,
         clock_anchor=ClockAnchor(wall_time_ns=time.time_ns(), perf_counter_ns=now),
         units_already_complete=len(m.completed_units), torn_bytes_removed=torn))
-    m.status, m.status_reason, m.finished_at = "running", None, None
     return session

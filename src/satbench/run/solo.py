@@ -99,11 +99,13 @@ def _memory_after_levels(ctx: SweepContext, session: LaneSession) -> None:
     """Read the memory left again once the lane's levels have run (its prompt cache at its
     fullest), beside the reading taken when its server started; once per run."""
     prov, lane = ctx.manifest.provenance, session.lane
-    rt = prov.lanes[lane.name].runtime if prov is not None and lane.name in prov.lanes else None
-    if rt is None or rt.memory is None or rt.memory.ram_available_end_bytes is not None:
+    lp = prov.lanes.get(lane.name) if prov is not None else None
+    memory = lp.runtime.memory if lp is not None else None
+    if prov is None or lp is None or memory is None or memory.ram_available_end_bytes is not None:
         return
-    rt.memory = memory_at_end(rt.memory, ctx.gpus if session.network_info().on_this_machine else None)
-    ctx.ledger.write()
+    memory = memory_at_end(memory, ctx.gpus if session.network_info().on_this_machine else None)
+    lp = lp.model_copy(update={"runtime": lp.runtime.model_copy(update={"memory": memory})})
+    ctx.ledger.keep_provenance(prov.model_copy(update={"lanes": {**prov.lanes, lane.name: lp}}))
 
 
 class FixedSolo:

@@ -132,7 +132,7 @@ class Sweep(Generic[R]):
         check_same_source_and_host(self.manifest.provenance, satbench_source(), self._host[1])
         self.resolve_models()
         self._finished_before = self.manifest.finished_at  # a refused resume leaves it (measured_at reads it)
-        self.session = begin_session(self.run_dir, self.manifest, self.command_line, satbench.__version__)
+        self.session = begin_session(self.run_dir, self.ledger, self.command_line, satbench.__version__)
 
     def resolve_models(self) -> None:
         """Find (or assemble) and hash every lane's model; a bad one is a UserError or ModelError."""
@@ -212,10 +212,11 @@ class Sweep(Generic[R]):
         gpus, host = self._host or this_host()
         if self.manifest.provenance is None:
             commit, changed = satbench_source()
-            self.manifest.provenance = Provenance(satbench_version=satbench.__version__,
-                                                  satbench_commit=commit, satbench_modified_files=changed,
-                                                  host=host)
-        self.ledger.write()
+            self.ledger.keep_provenance(Provenance(
+                satbench_version=satbench.__version__, satbench_commit=commit,
+                satbench_modified_files=changed, host=host))
+        else:
+            self.ledger.write()
         if not self._models:
             self.resolve_models()
         # capped at what analysis reads; each lane's level in progress keeps room for its end mark
