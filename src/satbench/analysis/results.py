@@ -10,7 +10,7 @@ from pydantic import Field, ValidationError
 
 from satbench.analysis.verdicts import Verdict
 from satbench.config.ranges import RECORDED
-from satbench.config.schema import RunConfig, ServerParams, SloConfig, Strict, WorkloadConfig
+from satbench.config.schema import RunConfig, ServerParams, SloConfig, WorkloadConfig
 from satbench.errors import RunDirError
 from satbench.metrics.flags import flag_definitions
 from satbench.metrics.interference import Interference
@@ -30,6 +30,7 @@ from satbench.records.manifest import (
     ServerFailure,
     first_error,
 )
+from satbench.records.record import Record
 from satbench.records.rundir import read_regular_file
 from satbench.server.memlog import LOG_VERBOSITY
 
@@ -99,7 +100,7 @@ DEFINITIONS = {
 }
 
 
-class LaneResult(Strict):
+class LaneResult(Record):
     """Everything about one lane, keyed by lane and (through `hardware`) by machine."""
 
     lane: str
@@ -125,7 +126,7 @@ class LaneResult(Strict):
                                     "first; empty when none ran")
 
 
-class ResultsFile(Strict):
+class ResultsFile(Record):
     schema_version: str = RESULTS_SCHEMA_VERSION
     run_id: str
     status: str
@@ -193,7 +194,7 @@ def write_results(run_dir: Path, results: ResultsFile) -> Path:
 VERDICTS_SCHEMA_VERSION = "2.0"  # what each version added: docs/schemas.md
 
 
-class LaneVerdicts(Strict):
+class LaneVerdicts(Record):
     lane: str
     model_sha256: str | None
     hardware_fingerprint: str
@@ -201,7 +202,7 @@ class LaneVerdicts(Strict):
     verdicts: list[Verdict]
 
 
-class VerdictsFile(Strict):
+class VerdictsFile(Record):
     """verdicts.json: the fairness and starvation verdicts of every lane of a run."""
 
     schema_version: str = VERDICTS_SCHEMA_VERSION

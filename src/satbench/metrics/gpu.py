@@ -12,11 +12,11 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import Field
 
-from satbench.config.schema import Strict
+from satbench.records.record import Record
 from satbench.records.samples import ProcessColumns, SampleColumns, as_columns
 
 
-class GpuUse(Strict):
+class GpuUse(Record):
     samples: int = Field(description="NVML readings inside the steady windows")
     mem_used_mean_bytes: int | None = None
     mem_used_peak_bytes: int | None = Field(None, description="over the whole level, warm-up included")

@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from satbench.config.schema import Strict
 from satbench.metrics.level_result import LevelResult
 from satbench.metrics.stats import Estimate, mean_estimate
+from satbench.records.record import Record
 
 RATIO_METHOD = ("together ÷ solo; CI by interval arithmetic on the two 95 % CIs (conservative); a p95's CI "
                 "is Student-t over the repetitions' own p95s (none from fewer than 2 repetitions)")
@@ -18,13 +18,13 @@ P95_CI_METHOD = "t over repetitions' own p95s, widened to contain the pooled p95
 P95Metric = Literal["p95_ttft_ms", "p95_itl_ms", "p95_e2e_ms"]
 
 
-class Ratio(Strict):
+class Ratio(Record):
     value: float | None
     ci_low: float | None = None
     ci_high: float | None = None
 
 
-class Interference(Strict):
+class Interference(Record):
     """At one concurrency: throughput and p95 TTFT / ITL of the lane under the others' load."""
 
     concurrency: int

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from satbench.config.schema import SloConfig, Strict
+from satbench.config.schema import SloConfig
 from satbench.metrics.flags import Flag
 from satbench.metrics.gpu import GpuUse
 from satbench.metrics.little import LittleCheck
 from satbench.metrics.stats import Distribution, Estimate
 from satbench.records.events import CANCELLED
+from satbench.records.record import Record
 
 
-class LevelContext(Strict):
+class LevelContext(Record):
     """What a level's analysis needs besides the records: server shape and workload."""
 
     lane: str
@@ -35,7 +36,7 @@ class LevelContext(Strict):
                                 "process and GPU are on another machine")
 
 
-class RepetitionResult(Strict):
+class RepetitionResult(Record):
     repetition: int
     status: str
     status_reason: str | None = None
@@ -60,13 +61,13 @@ class RepetitionResult(Strict):
     retries: int = 0
 
 
-class Throughput(Strict):
+class Throughput(Record):
     output_tok_per_s: Estimate
     total_tok_per_s: Estimate
     req_per_s: Estimate
 
 
-class Latency(Strict):
+class Latency(Record):
     ttft_ms: Distribution
     itl_ms: Distribution
     tpot_ms: Distribution
@@ -74,7 +75,7 @@ class Latency(Strict):
     queue_time_ms: Distribution = Field(description="estimate: TTFT − prompt_ms − loopback overhead")
 
 
-class Occupancy(Strict):
+class Occupancy(Record):
     slots: int | None
     time_weighted_busy_slots: float | None = None
     time_weighted_source: str | None = None
@@ -86,7 +87,7 @@ class Occupancy(Strict):
     requests_deferred_max: float | None = None
 
 
-class Memory(Strict):
+class Memory(Record):
     peak_rss_bytes: int | None = None
     peak_gpu_mem_bytes: int | None = None
     server_cpu_cores: float | None = None
@@ -95,7 +96,7 @@ class Memory(Strict):
     client_cpu_cores: float | None = Field(None, description="satbench's own process, mean over repetitions")
 
 
-class Counts(Strict):
+class Counts(Record):
     requests_measured: int
     requests_ok: int
     requests_in_window: int
@@ -108,7 +109,7 @@ class Counts(Strict):
         return {k: v for k, v in self.errors_by_type.items() if k != CANCELLED}
 
 
-class LevelResult(Strict):
+class LevelResult(Record):
     concurrency: int
     repetitions: list[RepetitionResult]
     throughput: Throughput

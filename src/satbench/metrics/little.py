@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from satbench.config.schema import Strict
 from satbench.records.events import RequestEvent
+from satbench.records.record import Record
 
 TOLERANCE = 0.05
 
 
-class LittleCheck(Strict):
+class LittleCheck(Record):
     n_expected: int
     n_from_little: float
     relative_error: float

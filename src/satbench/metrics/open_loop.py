@@ -13,10 +13,11 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from satbench.config.schema import SloConfig, Strict
+from satbench.config.schema import SloConfig
 from satbench.metrics import latency
 from satbench.metrics.stats import FEW_SAMPLES, Distribution, distribution
 from satbench.records.events import LevelMark, RequestEvent
+from satbench.records.record import Record
 
 FELL_BEHIND = "fell_behind"  # the server completed clearly fewer requests/s than arrived
 FEW = "few_samples"  # fewer than FEW_SAMPLES requests: read the p95s with their CIs
@@ -24,7 +25,7 @@ INCOMPLETE = "incomplete"  # the rate's level did not end complete (its mark say
 KEEP_UP = 0.9  # completed ÷ arrival rate below this: FELL_BEHIND
 
 
-class RateResult(Strict):
+class RateResult(Record):
     """One open-loop rate of one lane (scenario "open"); times in ms unless the name says otherwise."""
 
     rate_rps: float = Field(description="offered Poisson arrival rate, requests/s")

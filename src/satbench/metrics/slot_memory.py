@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from satbench.config.schema import Strict
 from satbench.records.manifest import RuntimeInfo, ServerMemory
+from satbench.records.record import Record
 from satbench.server.memlog import is_gpu_buffer
 
 MEMORY_MARGIN_BYTES = 1 << 30  # left free on the device, as llama.cpp's own --fit-target default (1024 MiB)
@@ -33,7 +33,7 @@ def size_text(n: int | None) -> str:
 MARGIN_TEXT = size_text(MEMORY_MARGIN_BYTES)
 
 
-class LaneMemory(Strict):
+class LaneMemory(Record):
     """What a lane's server holds per slot, and the slots that fit in the memory left after loading.
 
     Formula:

@@ -19,20 +19,20 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import Field
 
-from satbench.config.schema import Strict
 from satbench.metrics.quantiles import binomial_quantile, t_quantile_975
+from satbench.records.record import Record
 
 PERCENTILES = (50, 90, 95, 99)
 FEW_SAMPLES = 100
 CONFIDENCE = 0.95
 
 
-class Interval(Strict):
+class Interval(Record):
     low: float | None
     high: float | None
 
 
-class Distribution(Strict):
+class Distribution(Record):
     """Summary of one latency sample (milliseconds unless the field name says otherwise)."""
 
     n: int
@@ -48,7 +48,7 @@ class Distribution(Strict):
     few_samples: bool = Field(False, description="fewer than 100 samples: read p95/p99 with their CI")
 
 
-class Estimate(Strict):
+class Estimate(Record):
     """A mean with its 95 % CI and how the CI was obtained."""
 
     value: float | None

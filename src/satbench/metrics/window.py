@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from satbench.config.schema import Strict
 from satbench.metrics.latency import first_token_ns
 from satbench.records.events import RequestEvent
+from satbench.records.record import Record
 
 
-class SteadyWindow(Strict):
+class SteadyWindow(Record):
     start_ns: int
     end_ns: int
 

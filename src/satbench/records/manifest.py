@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError
 
 from satbench.config.ranges import RECORDED
 from satbench.config.runtime import runtime_class
-from satbench.config.schema import RunConfig, RuntimeKind, Strict
+from satbench.config.schema import RunConfig, RuntimeKind
 from satbench.errors import RunDirError
 from satbench.records.atomic import write_text_atomic as write_text_atomic  # its callers' import
 from satbench.records.record import Record
@@ -28,7 +28,7 @@ MANIFEST_SCHEMA_VERSION = "2.11"  # what each version added: docs/schemas.md
 MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers: a few hundred KiB at most
 
 
-class ModelInfo(Strict):
+class ModelInfo(Record):
     """The model file a lane served, and what its GGUF header says it is (gguf/header). The header's
     figures are null for a url lane (the file is on the server's machine, not read) and in records
     written before run.json 2.10 (not recorded)."""
@@ -86,7 +86,7 @@ class ServerMemory(Record):
     log_lines: list[str] = Field(default_factory=list, description="the lines read (time stamp cut)")
 
 
-class RuntimeInfo(Strict):
+class RuntimeInfo(Record):
     kind: RuntimeKind
     name: str = Field(description="xllamacpp wheel, llama-server binary, or running server (--url)")
     version: str | None = None
@@ -128,7 +128,7 @@ class GpuInfo(Record):
 RAM_CLASS_GIB = 4  # RAM is identified by the multiple of 4 GiB at or above it (installed size, roughly)
 
 
-class HostInfo(Strict):
+class HostInfo(Record):
     cpu_model: str
     cpu_signature: str | None = Field(
         None, description="x86: 'family F model M stepping S' from /proc/cpuinfo "
@@ -180,7 +180,7 @@ class HostInfo(Strict):
         return hashlib.sha256(canon.encode()).hexdigest()
 
 
-class NetworkInfo(Strict):
+class NetworkInfo(Record):
     path: Literal["loopback", "remote"]
     rtt_ms_median: float | None = None
     rtt_ms_p95: float | None = None
@@ -198,7 +198,7 @@ class NetworkInfo(Strict):
         return self.path == "loopback"
 
 
-class LaneProvenance(Strict):
+class LaneProvenance(Record):
     """What one lane served and how: model file, server build and backend, network path."""
 
     model: ModelInfo
@@ -217,7 +217,7 @@ class LaneProvenance(Strict):
                                                                                  self.fairness_network)
 
 
-class Provenance(Strict):
+class Provenance(Record):
     """Recorded once per run; every lane result carries the host part and its own lane part."""
 
     satbench_version: str
@@ -255,7 +255,7 @@ class ResumeRecord(Record):
         description="'LANE/SCENARIO' → the server this session started (new process, same build)")
 
 
-class ServerFailure(Strict):
+class ServerFailure(Record):
     """A level (or scenario) whose server crashed, stopped answering or failed every request. The
     run goes on without the lane's higher levels (a server that falls over at N is not asked for
     more than N again); a started server is restarted for what remains below N."""
@@ -292,7 +292,7 @@ class PlanDecision(Record):
                                  "lane's own (N × requests_per_stream)")
 
 
-class RunManifest(Strict):
+class RunManifest(Record):
     schema_version: str = MANIFEST_SCHEMA_VERSION
     run_id: str
     command_line: list[str]

@@ -1,4 +1,4 @@
-"""The base of every record satbench writes (events, samples, run.json): built once, never changed."""
+"""The base of every record satbench writes (events, samples, run.json, results.json): never changed."""
 
 from __future__ import annotations
 
