@@ -69,9 +69,7 @@ def check_verdict(check: CheckName, events: Sequence[RequestEvent], plan: Fairne
              "S1": lambda: decode_stall(mine, plan, cal, cfg),
              "S2": lambda: prompt_admission(mine, plan, cfg),
              "S3": lambda: prompt_vs_prompt(mine, plan, cal, cfg)}
-    v = judge[check]()
-    v.concurrency = in_flight(plan, check) or None
-    return v
+    return judge[check]().model_copy(update={"concurrency": in_flight(plan, check) or None})
 
 
 def lane_verdicts(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig,
@@ -94,9 +92,8 @@ def lane_verdicts(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: Fairn
         if skipped is None:
             out.append(check_verdict(c, events, plan, cfg))
             continue
-        v = inconclusive(c, skipped[:600])
-        v.concurrency = in_flight(plan, c) or None
-        out.append(v)
+        concurrency = in_flight(plan, c) or None
+        out.append(inconclusive(c, skipped[:600]).model_copy(update={"concurrency": concurrency}))
     return out
 
 

@@ -31,15 +31,15 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from satbench.config.schema import Strict
 from satbench.metrics.quantiles import binomial_quantile, t_two_sided_quantile
 from satbench.metrics.stats import CONFIDENCE
+from satbench.records.record import Record
 
 BOOTSTRAP_RESAMPLES = 2000
 Decision = Literal["pass", "fail", "marginal"]
 
 
-class Statistic(Strict):
+class Statistic(Record):
     """One statistic of a check: estimate, CI at the decision level, bound and decision."""
 
     name: str = Field(description="what it estimates, with its unit in the name (max_itl_ms)")

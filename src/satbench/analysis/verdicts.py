@@ -19,10 +19,11 @@ from typing import Any, Literal
 from pydantic import Field
 
 from satbench.analysis.intervals import Statistic
-from satbench.config.schema import CheckName, Strict
+from satbench.config.schema import CheckName
 from satbench.metrics.latency import first_token_ns, ttft_ms
 from satbench.metrics.throughput import counted_prompt_tokens
 from satbench.records.events import RequestEvent, itl_ms
+from satbench.records.record import Record
 from satbench.workload.fairness_plan import NAMES
 
 MS = 1e6
@@ -32,7 +33,7 @@ NO_TRUSTED = "cannot be timed, leaving no reference or no measured request"
 VerdictKind = Literal["pass", "fail", "marginal", "inconclusive"]
 
 
-class Verdict(Strict):
+class Verdict(Record):
     check: CheckName
     name: str
     verdict: VerdictKind = Field(description="fail: a statistic's CI lies beyond its bound; pass: every "
@@ -50,7 +51,7 @@ class Verdict(Strict):
     concurrency: int | None = Field(None, description="requests in flight while the check ran")
 
 
-class Calibration(Strict):
+class Calibration(Record):
     prefill_tok_per_s: float | None
     decode_iteration_ms: float | None
 
