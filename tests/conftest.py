@@ -1,17 +1,15 @@
-"""Shared fixtures (the fake llama.cpp server in its own process, so `Sweep.run` can own its loop) and
-the xdist scheduling that runs the tests of one module- or session-scoped fixture on one worker."""
+"""Shared fixtures: the fake llama.cpp server in its own process, so `Sweep.run` can own its loop.
+xdist hands out whole modules (`--dist loadscope`, pyproject.toml), so a module-scoped fixture is
+built once."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -21,20 +19,6 @@ FAKE = Path(__file__).parent / "fakes" / "fake_llama_server.py"
 # an exception satbench did not expect propagates in the tests (the CLI would make it one line): a
 # test that drives input which hits a bug fails with its traceback instead of passing on an exit code
 os.environ.setdefault("SATBENCH_TRACEBACK", "1")
-
-SHARED_SCOPES = ("package", "module", "session")
-PER_WORKER = frozenset({"tiny_gguf"})  # shared fixtures cheaper than a test: each xdist worker builds its own
-GROUPS_DIR_ENV = "SATBENCH_TEST_GROUPS_DIR"  # set by the xdist controller; its workers write there
-
-
-def shared_fixture_home(item: pytest.Item) -> str | None:
-    """Where the most widely shared module- or session-scoped fixture that `item` uses is defined
-    (a module's or a conftest directory's node id), or None if it uses none but PER_WORKER's."""
-    info = getattr(item, "_fixtureinfo", None)
-    homes = {d.baseid for defs in (info.name2fixturedefs.values() if info else ()) for d in defs[-1:]
-             if d.scope in SHARED_SCOPES and d.baseid and d.argname not in PER_WORKER}
-    return min(homes, key=lambda h: (len(h), h)) if homes else None
-
 
 def _no_contention(*_args, **_kwargs) -> None:
     return None
@@ -53,61 +37,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if REAL_CONTENTION is None:
         REAL_CONTENTION = guard.contention
     guard.contention = _no_contention  # type: ignore[assignment]
-    if not hasattr(config, "workerinput"):  # the controller, or a run without workers
-        groups_dir = tempfile.mkdtemp(prefix="satbench-test-groups-")
-        os.environ[GROUPS_DIR_ENV] = groups_dir  # before xdist starts its workers (at session start)
-        config.add_cleanup(lambda: shutil.rmtree(groups_dir, ignore_errors=True))
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On an xdist worker: write, for the controller's scheduler, each test's shared fixture home and
-    the tests marked `integration` (the real llama.cpp: the longest). A worker reports its collection
-    after this hook, so the file is there before scheduling begins."""
-    if not hasattr(config, "workerinput"):
-        return
-    plan = {"groups": {item.nodeid: home for item in items if (home := shared_fixture_home(item))},
-            "first": [item.nodeid for item in items if item.get_closest_marker("integration")]}
-    path = Path(os.environ[GROUPS_DIR_ENV]) / f"{config.workerinput['workerid']}.json"
-    path.with_suffix(".tmp").write_text(json.dumps(plan))
-    path.with_suffix(".tmp").replace(path)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """`-n N` (addopts): xdist's load scheduling, except that the tests sharing a module- or
-    session-scoped fixture (a sweep of the fake, a real llama.cpp run) go to one worker as one unit,
-    so the fixture is built once, not once per worker; units with an `integration` test are handed
-    out first, then the largest. (xdist's own `--dist loadgroup` does not group under pytest 9.2:
-    pytest-xdist#1386.)"""
-    if config.getvalue("dist") != "load":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class SharedFixtureScheduling(LoadScopeScheduling):
-        """A work unit is a shared fixture's tests, or one test."""
-
-        groups: dict[str, str] | None = None
-        first: frozenset[str] = frozenset()
-        ordered = False
-
-        def _split_scope(self, nodeid: str) -> str:
-            if self.groups is None:
-                self.groups, first = {}, set()
-                for part in sorted(Path(os.environ[GROUPS_DIR_ENV]).glob("*.json")):
-                    plan = json.loads(part.read_text())
-                    self.groups.update(plan["groups"])
-                    first.update(plan["first"])
-                self.first = frozenset(first)
-            return self.groups.get(nodeid, nodeid)
-
-        def _assign_work_unit(self, node) -> None:
-            if not self.ordered:  # the queue is complete by the first assignment
-                self.ordered = True
-                self.workqueue = OrderedDict(sorted(self.workqueue.items(), key=lambda unit: (
-                    self.first.isdisjoint(unit[1]), -len(unit[1]))))
-            super()._assign_work_unit(node)
-
-    return SharedFixtureScheduling(config, log)
 
 
 class FakeProcess:
