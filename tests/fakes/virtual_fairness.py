@@ -29,7 +29,8 @@ from satbench.config.schema import (
 )
 from satbench.load.loadgen import server_timings
 from satbench.records.events import Phase, RequestEvent, itl_ms
-from satbench.run.fairness_checks import PAIR_GAP_S, WATCH_TOKENS, f1_output
+from satbench.run.fairness_checks import PAIR_GAP_S, SIZES_GAP_S, WATCH_TOKENS, f1_output
+from satbench.run.fairness_traffic import POLL_S
 from satbench.workload.fairness_plan import (
     CAL_PREFILLS,
     REFERENCES,
@@ -43,8 +44,8 @@ from tests.fakes.fake_scheduler import FakeRequest
 from tests.fakes.fake_script import FakeScript
 from tests.fakes.scripted_time import MS, Sim
 
-POLL_MS = 2.0  # run/fairness_traffic.wait_for_tokens looks at the streams every 2 ms
-SEND_GAP_MS = 1.0  # F2 sends its sizes together 1 ms apart (run/fairness_checks.mixed_sizes)
+POLL_MS = POLL_S * 1000.0
+SEND_GAP_MS = SIZES_GAP_S * 1000.0
 
 
 @dataclass

@@ -24,6 +24,7 @@ from satbench.workload.fairness_plan import (
 
 WATCH_TOKENS = 8  # decoders are "steady" once each has this many tokens
 PAIR_GAP_S = 0.010  # S3: the second prompt follows the first by 10 ms
+SIZES_GAP_S = 0.001  # F2: its sizes are sent together, this far apart
 F1_OUTPUT_MAX = 1024  # F1's requests stay this short however fast the server decodes
 
 
@@ -104,7 +105,7 @@ async def mixed_sizes(t: CheckTraffic) -> None:
         for i in order:
             tasks.append(t.spawn(t.send("F2", "together", i, built[f"together{rep}-", i],
                                         level=len(sizes), rep=rep, stream=i)))
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(SIZES_GAP_S)
         await asyncio.gather(*tasks)
     await rounds(t, "F2", together)
 

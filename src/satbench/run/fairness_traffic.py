@@ -131,10 +131,13 @@ class CheckTraffic:
         return outs, tasks
 
 
+POLL_S = 0.002  # wait_for_tokens looks at the watched streams this often
+
+
 async def wait_for_tokens(outs: list[StreamOutcome], tokens: int, timeout_s: float = 120.0) -> None:
     """Wait until every watched stream has received `tokens` tokens (or finished)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if all(o.output_tokens >= tokens or o.end_ns for o in outs):
             return
-        await asyncio.sleep(0.002)
+        await asyncio.sleep(POLL_S)
