@@ -20,8 +20,8 @@ from satbench.capability.remote import remote_props
 from satbench.config.runtime import RuntimeConfig, runtime_class
 from satbench.config.schema import LaneConfig, Strict
 from satbench.records.manifest import ModelInfo
+from satbench.server.facts import shape_of
 from satbench.server.native import build_in_version, capped_output, server_binary_sha256, version_line
-from satbench.server.probe import shape_of
 
 
 class NodeLane(Strict):

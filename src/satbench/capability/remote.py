@@ -16,7 +16,7 @@ def remote_props(lane: LaneConfig) -> tuple[dict | None, str | None]:
     dropped from the returned dict, one warning line each on stderr."""
     from satbench.http.access import read_sync, remote_endpoint
     from satbench.http.errors import RequestFailed, status_phrase
-    from satbench.server.probe import props_figures
+    from satbench.server.facts import props_figures
 
     endpoint = remote_endpoint(lane)
     url = endpoint.base_url

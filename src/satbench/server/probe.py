@@ -31,7 +31,6 @@ from satbench.http.access import EndpointSession, read
 from satbench.http.errors import RequestFailed, TimedOut, TooLarge
 from satbench.server.checks import check_probe_reading, chosen_model
 from satbench.server.facts import Reading, json_200, model_ids, props_figures
-from satbench.server.facts import shape_of as shape_of  # capability/node.py imports it from here
 from satbench.workload.builder import Detokenizer, Tokenizer
 
 
