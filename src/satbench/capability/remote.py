@@ -12,7 +12,7 @@ from satbench.errors import ParseError
 def remote_props(lane: LaneConfig) -> tuple[dict | None, str | None]:
     """(/props, None) of a running server, or (None, why) when it cannot be asked (unreachable,
     refused the key, failed TLS verification, past its size or time limit, not a JSON object).
-    The figures capability takes from it are checked (probe.props_figures): those refused are
+    The figures capability takes from it are checked (facts.props_figures): those refused are
     dropped from the returned dict, one warning line each on stderr."""
     from satbench.http.access import read_sync, remote_endpoint
     from satbench.http.errors import RequestFailed, status_phrase
