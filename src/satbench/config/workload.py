@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from satbench.config.ranges import Flag, OutputTokens, PromptTokens, Seed
+from satbench.config.ranges import MAX_PROMPT_TOKENS, Flag, IntRange, OutputTokens, PromptTokens, Seed
 from satbench.config.strict import Strict
 
 DEFAULT_PROMPT_TOKENS = 64
@@ -17,6 +17,7 @@ DEFAULT_OUTPUT_TOKENS = 32
 
 LengthKind = Literal["normal", "uniform", "jsonl"]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+SystemPromptTokens = Annotated[int, IntRange(0, MAX_PROMPT_TOKENS)]
 
 
 class LengthDistribution(Strict):
@@ -53,6 +54,26 @@ def _unset(value: object) -> bool:
 
 EndpointKind = Literal["completions", "chat"]
 CHAT_TEMPLATE_TOKENS = 64  # context allowed per slot for a chat template's own tokens (endpoint chat)
+CHAT_MESSAGE_TOKENS = 8  # chat workload: context allowed per message of a history for its template tokens
+MAX_TURNS = 64  # turns of one conversation at most
+MAX_THINK_S = 3600.0  # a user's think time between turns at most, seconds
+
+
+class ChatWorkload(Strict):
+    """Synthetic conversations (`--workload chat:TURNS[,think=SECONDS]`, workload/chat.py): each
+    closed-loop stream is a user who holds a conversation of `turns` turns. Turn k sends the system
+    prompt (`WorkloadConfig.system_prompt_tokens`, shared by every conversation), the k − 1 earlier
+    user messages and answers, and a new user message, through the server's chat template; the user
+    waits `think_s` after each answer, and starts a new conversation after the last turn."""
+
+    turns: int = Field(ge=1, le=MAX_TURNS, description="turns per conversation")
+    think_s: float = Field(0.0, ge=0.0, le=MAX_THINK_S, description="seconds a user waits between an "
+                           "answer and its next turn")
+
+    @property
+    def spec(self) -> str:
+        """The canonical text, as --workload takes it: chat:4 or chat:4,think=2."""
+        return f"chat:{self.turns}" + (f",think={self.think_s:g}" if self.think_s else "")
 
 
 class WorkloadConfig(Strict):
@@ -77,11 +98,48 @@ class WorkloadConfig(Strict):
         None, exclude_if=_unset, description="each request's max_tokens drawn from this; None: output_tokens")
     seed: Seed = Field(0, exclude_if=_unset, description="the seed of the drawn lengths "
                        "(workload/lengths.py) and of the open-loop arrivals (load/open_loop.py)")
+    chat: ChatWorkload | None = Field(
+        None, exclude_if=_unset, description="conversations (endpoint chat): prompt_tokens is then "
+        "each user message's length, output_tokens each answer's; None: one independent prompt each")
+    system_prompt_tokens: SystemPromptTokens = Field(
+        0, exclude_if=_unset, description="chat: the length of the system prompt every conversation "
+        "shares, tokens (0: none)")
 
-    def prompt_bounds(self) -> tuple[int, int]:
-        """(shortest, longest) prompt a request can get, tokens."""
+    @model_validator(mode="after")
+    def _chat_shape(self) -> WorkloadConfig:
+        if self.chat is None and self.system_prompt_tokens:
+            raise ValueError("system_prompt_tokens belongs to the chat workload (--workload chat:TURNS)")
+        if self.chat is not None and self.endpoint != "chat":
+            raise ValueError("the chat workload sends conversations to the chat endpoint (endpoint chat)")
+        if self.chat is not None and self.shared_prefix:
+            raise ValueError("shared_prefix and the chat workload exclude each other: a conversation "
+                             "shares its system prompt and its own history")
+        return self
+
+    @property
+    def kind_text(self) -> str:
+        """What kind of traffic this is, as reports and recommendations name it: random, shared-prefix,
+        or the chat workload's canonical text (chat:4,think=2) with its system prompt (+system=256)."""
+        if self.chat is not None:
+            return self.chat.spec + (f",system={self.system_prompt_tokens}" if self.system_prompt_tokens
+                                     else "")
+        return "shared-prefix" if self.shared_prefix else "random"
+
+    def message_bounds(self) -> tuple[int, int]:
+        """(shortest, longest) prompt or user message a request can get, tokens."""
         d = self.prompt_lengths
         return (self.prompt_tokens, self.prompt_tokens) if d is None else (d.min_tokens, d.max_tokens)
+
+    def prompt_bounds(self) -> tuple[int, int]:
+        """(shortest, longest) prompt a request can get, tokens. The chat workload's longest is its last
+        turn: the system prompt, every turn's longest user message, the longest answer of each earlier
+        turn, and CHAT_MESSAGE_TOKENS per message for the template's own tokens."""
+        lo, hi = self.message_bounds()
+        if self.chat is None:
+            return lo, hi
+        turns, messages = self.chat.turns, 2 * self.chat.turns + (1 if self.system_prompt_tokens else 0)
+        return lo, (self.system_prompt_tokens + turns * hi + (turns - 1) * self.output_bounds()[1]
+                    + messages * CHAT_MESSAGE_TOKENS)
 
     def output_bounds(self) -> tuple[int, int]:
         """(fewest, most) output tokens a request can ask for."""

@@ -33,15 +33,32 @@ NO_TEXT = "no_text"  # error type of an answer whose chunks held tool calls, con
 COMPRESSED = "compressed_stream"  # error type of an answer sent with a Content-Encoding
 
 
+Role = Literal["system", "user", "assistant"]
+
+
+class ChatMessage(Strict):
+    """One message of a conversation's history, as /v1/chat/completions takes it."""
+
+    role: Role
+    content: str
+
+
 class CompletionRequest(Strict):
     """One request as the workload built it; `prompt` is token ids when the server can tokenize
-    (text for the chat endpoint, which sends it as one user message)."""
+    (text for the chat endpoint, which sends it as one user message). A chat workload's turn carries
+    the whole conversation in `messages` (the last one its new user message; `prompt` is then that
+    message's text), its `conversation` and 1-based `turn`, and `think_s`, the seconds its user
+    waits after the previous turn's answer before sending it."""
 
     request_id: str
     prompt: str | list[int]
     prompt_tokens: int
     max_tokens: int
     cache_prompt: bool = False
+    messages: tuple[ChatMessage, ...] | None = None
+    conversation: int | None = None
+    turn: int | None = None
+    think_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -77,9 +94,9 @@ class StreamOutcome:
 
 
 def build_body(req: CompletionRequest, api: Api, model_name: str | None) -> dict:
-    """Request body asking for exactly `max_tokens` tokens (`ignore_eos`) and no cache reuse; for
-    "chat", the (text) prompt is the content of one user message, which the server's chat template
-    wraps."""
+    """Request body asking for exactly `max_tokens` tokens (`ignore_eos`), with the prompt cache as
+    the request says; for "chat", the request's `messages` (else its text prompt as one user message),
+    which the server's chat template wraps."""
     if api == "chat" and not isinstance(req.prompt, str):
         raise UserError(f"request {req.request_id}: the chat endpoint takes a text prompt, not token ids")
     if api == "native":
@@ -90,8 +107,10 @@ def build_body(req: CompletionRequest, api: Api, model_name: str | None) -> dict
             "stream": True,
             "cache_prompt": req.cache_prompt,
         }
-    body: dict = {"messages": [{"role": "user", "content": req.prompt}]} if api == "chat" else {
-        "prompt": req.prompt}
+    body: dict = {"prompt": req.prompt}
+    if api == "chat":
+        messages = req.messages or (ChatMessage(role="user", content=str(req.prompt)),)
+        body = {"messages": [{"role": m.role, "content": m.content} for m in messages]}
     body.update({
         "max_tokens": req.max_tokens,
         "ignore_eos": True,

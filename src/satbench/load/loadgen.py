@@ -173,7 +173,7 @@ def to_event(
         http_status=out.http_status, slot_id=out.slot_id, timings=timings,
         retries=out.retries, retry_reasons=list(out.retry_reasons), error=error, check=plan.check,
         role=role or (phase if plan.check else None),
-        session=plan.session,
+        session=plan.session, conversation=req.conversation, turn=req.turn,
     )
 
 

@@ -161,6 +161,10 @@ class RequestEvent(Record):
     session: Count = Field(0, description="0 = the run's first session; n = its n-th --resume")
     role: str | None = Field(None, description="fairness scenario: its part in the check (decoder, probe, "
                                                "solo, …)")
+    conversation: Count | None = Field(None, description="chat workload: the conversation's number in its "
+                                       "level repetition and phase (None: not a conversation)")
+    turn: Count | None = Field(None, description="chat workload: the turn's 1-based number in its "
+                               "conversation; turn k > 1 resends turns 1..k − 1")
 
     @model_validator(mode="after")
     def _ordered(self) -> RequestEvent:
