@@ -76,6 +76,22 @@ class ChatWorkload(Strict):
         return f"chat:{self.turns}" + (f",think={self.think_s:g}" if self.think_s else "")
 
 
+MAX_TRACE_SPEED = 1000.0  # a trace's times compressed at most this many times
+
+
+class TraceWorkload(Strict):
+    """A replayed trace (`--trace FILE`, Mooncake JSONL; workload/trace.py reads and checks it): each
+    line's request is sent at its `timestamp` ÷ `speed`, with its `input_length` prompt tokens (equal
+    `hash_ids` blocks give equal tokens) and `output_length` output tokens."""
+
+    path: str = Field(min_length=1, description="the trace file, as given")
+    sha256: Sha256 = Field(description="the trace file's sha256")
+    requests: int = Field(ge=1, description="requests (lines) in the trace")
+    duration_s: float = Field(ge=0.0, description="the last request's timestamp minus the first's, seconds")
+    speed: float = Field(1.0, gt=0.0, le=MAX_TRACE_SPEED, description="--trace-speed: the recorded times "
+                         "are divided by this")
+
+
 class WorkloadConfig(Strict):
     """What every request of a sweep looks like. Each length is fixed (`prompt_tokens`,
     `output_tokens`) or drawn per request from `prompt_lengths` / `output_lengths` under `seed`;
@@ -105,6 +121,10 @@ class WorkloadConfig(Strict):
         0, exclude_if=_unset, description="chat: the length of the system prompt every conversation "
         "shares, tokens (0: none)")
 
+    trace: TraceWorkload | None = Field(
+        None, exclude_if=_unset, description="a replayed trace (open loop at its recorded times); None: "
+        "the requests are built from prompt_tokens and output_tokens")
+
     @model_validator(mode="after")
     def _chat_shape(self) -> WorkloadConfig:
         if self.chat is None and self.system_prompt_tokens:
@@ -119,7 +139,11 @@ class WorkloadConfig(Strict):
     @property
     def kind_text(self) -> str:
         """What kind of traffic this is, as reports and recommendations name it: random, shared-prefix,
-        or the chat workload's canonical text (chat:4,think=2) with its system prompt (+system=256)."""
+        the chat workload's canonical text with its system prompt (chat:4,think=2,system=256), or
+        trace: and the first 12 hex digits of the trace's sha256 (with its speed when not 1)."""
+        if self.trace is not None:
+            return f"trace:{self.trace.sha256[:12]}" + (f",speed={self.trace.speed:g}"
+                                                        if self.trace.speed != 1 else "")
         if self.chat is not None:
             return self.chat.spec + (f",system={self.system_prompt_tokens}" if self.system_prompt_tokens
                                      else "")
