@@ -14,7 +14,7 @@ from satbench.errors import UserError
 from satbench.gguf.prefix_bound import min_tokens, pattern_of, read_vocabulary
 from satbench.gguf.vocab import build_vocab
 from satbench.host import hardware
-from satbench.workload.builder import check_memory_fits, workload_bytes
+from satbench.workload.budget import check_memory_fits, workload_bytes
 from tests.faults.common import one_error_line
 
 

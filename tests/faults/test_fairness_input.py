@@ -11,7 +11,7 @@ from satbench.cli.main import main
 from satbench.config.schema import FairnessConfig, LaneConfig, RunConfig, ServerParams
 from satbench.errors import UserError
 from satbench.host import hardware
-from satbench.workload.builder import (
+from satbench.workload.budget import (
     MAX_CHECK_PLANNED,
     MAX_CHECK_STREAMS,
     _check_bytes,

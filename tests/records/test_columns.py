@@ -20,7 +20,7 @@ from satbench.records.events import (
     read_samples,
 )
 from satbench.records.samples import lane_samples, read_sample_set, sample_set
-from satbench.workload.builder import check_records_fit, fixed_records
+from satbench.workload.budget import check_records_fit, fixed_records
 
 REQUEST = {"kind": "request", "lane": "a", "scenario": "solo", "level": 2, "repetition": 1, "stream": 0,
            "seq": 3, "phase": "measured", "request_id": "m3", "prompt_tokens": 16, "max_tokens": 4,

@@ -10,7 +10,8 @@ import pytest
 
 from satbench.config.schema import LaneConfig, LengthDistribution, WorkloadConfig
 from satbench.errors import UserError
-from satbench.workload.builder import WorkloadBuilder, check_prompt_room, workload_bytes
+from satbench.workload.budget import workload_bytes
+from satbench.workload.builder import WorkloadBuilder, check_prompt_room
 from satbench.workload.lengths import Lengths, parse_lengths
 
 

@@ -26,7 +26,7 @@ def server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     """Refused before a new run's directory exists, in one line naming the lane (lane file) or the
     flag. First every check that needs no server: a server_bin that cannot run, a --ctx-size too
     small for one request per slot, a port in use (or asked by two lanes that run together), levels
-    whose requests and streams satbench's memory cannot hold (workload.check_memory_fits) or whose
+    whose requests and streams satbench's memory cannot hold (workload.budget.check_memory_fits) or whose
     records its analysis cannot read (check_records_fit), a prompt too short for its unique prefix by
     the model file's own vocabulary (prefix_preflight). Then the running servers, each read once
     (running_server_checks): a served_model its server does not list, and a run of running servers none of
@@ -38,7 +38,7 @@ def server_preflight(cfg: RunConfig, lane_file: bool) -> None:
     from satbench.server.base import check_port_free
     from satbench.server.checks import check_planned_fit
     from satbench.server.native import check_server_bin
-    from satbench.workload.builder import check_memory_fits, check_records_fit
+    from satbench.workload.budget import check_memory_fits, check_records_fit
 
     ports: dict[int, str] = {}
     for lane in cfg.lanes:

@@ -20,9 +20,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
-from satbench.config.limits import MAX_EVENTS
-from satbench.config.ranges import MAX_LEVEL, MAX_REQUESTS_PER_LEVEL
-from satbench.config.schema import LaneConfig, RunConfig, WorkloadConfig
+from satbench.config.schema import WorkloadConfig
 from satbench.errors import UserError
 from satbench.http.client import CompletionRequest
 from satbench.workload.lengths import Lengths
@@ -89,7 +87,12 @@ class WorkloadBuilder:
         self, lane: str, level: int, repetition: int, phase: Phase, count: int
     ) -> list[CompletionRequest]:
         """`count` requests for one level repetition and phase, each with its own id and its lengths
-        (`Lengths.of(phase, repetition, seq)`: the fixed ones, or its draw under the lane's seed)."""
+        (`Lengths.of(phase, repetition, seq)`: the fixed ones, or its draw under the lane's seed); the
+        chat workload's are conversations (workload/chat.py)."""
+        if self.cfg.chat is not None:
+            from satbench.workload.chat import conversations
+
+            return await conversations(self, lane, level, repetition, phase, count)
         out = []
         for seq in range(count):
             rid = self.request_id(lane, level, repetition, phase, seq)
@@ -111,15 +114,13 @@ class WorkloadBuilder:
         """One request of exactly `n_prompt` prompt tokens (when the server tokenizes) and
         `n_out` output tokens, with the unique prefix `request_id`. With `grow`, a prompt too
         short for the prefix is lengthened to prefix + 8 tokens instead of refused. For the chat
-        endpoint the prompt is text (`_chat_text`, or words where the server does not tokenize)."""
+        endpoint the prompt is text (`text`)."""
         if self._tokenize is not None and len(self._filler) < 1:
             raise UserError("WorkloadBuilder.prepare() must run before requests are built")
         prefix_text = "" if self.cfg.shared_prefix else prefix_of(request_id)
         prompt: str | list[int]
-        if self.cfg.endpoint == "chat" and self._tokenize is not None and self._detokenize is not None:
-            prompt, n_prompt = await self._chat_text(prefix_text, n_prompt, grow)
-        elif self._tokenize is None or self.cfg.endpoint == "chat":
-            prompt = prefix_text + _words(n_prompt - len(prefix_text.split()))
+        if self.cfg.endpoint == "chat" or self._tokenize is None:
+            prompt, n_prompt = await self.text(prefix_text, n_prompt, grow)
         else:
             prefix = await self._tokenize(prefix_text, True)
             n_prompt = _fitted(len(prefix), n_prompt, grow)
@@ -127,17 +128,27 @@ class WorkloadBuilder:
         return CompletionRequest(request_id=request_id, prompt=prompt, prompt_tokens=n_prompt,
                                  max_tokens=n_out, cache_prompt=self.cfg.shared_prefix)
 
-    async def _chat_text(self, prefix_text: str, n_prompt: int, grow: bool) -> tuple[str, int]:
-        """(text, its length asked for): `prefix_text` and the text of the first n_prompt − (prefix
-        tokens, no BOS: the chat template adds its own) filler tokens, each length detokenized once.
-        With `grow`, as `one`."""
-        assert self._tokenize is not None and self._detokenize is not None
+    async def text(self, prefix_text: str, n_tokens: int, grow: bool = False) -> tuple[str, int]:
+        """(text, its length asked for): `prefix_text` and the text of the first n_tokens − (prefix
+        tokens, no BOS: a chat template adds its own) filler tokens, each length detokenized once; where
+        the server does not tokenize, words (about a token each). With `grow`, as `one`."""
+        if self._tokenize is None or self._detokenize is None:
+            return prefix_text + _words(n_tokens - len(prefix_text.split())), n_tokens
         prefix = await self._tokenize(prefix_text, False) if prefix_text else []
-        n_prompt = _fitted(len(prefix), n_prompt, grow)
-        n = n_prompt - len(prefix)
+        n_tokens = _fitted(len(prefix), n_tokens, grow)
+        n = n_tokens - len(prefix)
         if n not in self._filler_text:
             self._filler_text[n] = await self._detokenize(_cycle(self._filler, n))
-        return prefix_text + self._filler_text[n].lstrip(" "), n_prompt
+        return prefix_text + self._filler_text[n].lstrip(" "), n_tokens
+
+    @property
+    def lengths(self) -> Lengths:
+        """Each request's (prompt, output) lengths under the lane's seed."""
+        return self._lengths
+
+    @property
+    def nonce(self) -> str:
+        return self._nonce
 
 
 def _fitted(n_prefix: int, n_prompt: int, grow: bool) -> int:
@@ -212,182 +223,6 @@ def check_prompt_room(w: WorkloadConfig, longest: int, where: str = "--prompt-to
         raise UserError(f"{where} {w.prompt_lengths.spec}: its shortest prompt, {shortest} tokens, is too "
                         f"small for the unique request prefix ({at_least}{longest} tokens in this run); "
                         f"make every prompt at least {longest + 8} tokens")
-
-
-# satbench's own memory per request and per stream (see `workload_bytes`)
-REQUEST_BYTES = 4096  # the request, its id, its prefix's ids, its event record
-BYTES_PER_PROMPT_ID = 8  # one list slot per prompt token id (the filler's ints are shared)
-STREAM_BYTES = 256 * 1024  # one connection: its task, socket buffers, response and SSE parser buffers
-BYTES_PER_SENT_ID = 8  # a prompt id in flight, as JSON text (up to 7 digits and a comma)
-BYTES_PER_OUTPUT_TOKEN = 128  # a streamed token: its SSE event text and its (time, tokens) record
-
-
-def level_requests(lane: LaneConfig, level: int, background: bool) -> int:
-    """Requests a level's plan builds before it runs: warmup, measured and (together) background."""
-    pool = level * BACKGROUND_POOL_PER_STREAM if background else 0
-    return level * lane.warmup_per_stream + lane.measured_requests(level) + pool
-
-
-def workload_bytes(lane: LaneConfig, level: int, background: bool) -> int:
-    """satbench's own memory for one level of `lane`, in bytes:
-
-        requests(N) × (REQUEST_BYTES + prompt_tokens × BYTES_PER_PROMPT_ID)
-        + N × (STREAM_BYTES + prompt_tokens × BYTES_PER_SENT_ID + output_tokens × BYTES_PER_OUTPUT_TOKEN)
-
-    where requests(N) = N × warmup_per_stream + measured requests + (together) N × background pool per
-    stream: every request of the level is built, each with its prompt's token ids, before the first is
-    sent, and each of the N streams holds one connection with a request in flight. prompt_tokens and
-    output_tokens are the most a request can draw (`WorkloadConfig.prompt_bounds`, `output_bounds`)."""
-    prompt, output = lane.workload.prompt_bounds()[1], lane.workload.output_bounds()[1]
-    per_request = REQUEST_BYTES + prompt * BYTES_PER_PROMPT_ID
-    per_stream = STREAM_BYTES + prompt * BYTES_PER_SENT_ID + output * BYTES_PER_OUTPUT_TOKEN
-    planned = level_requests(lane, level, background) * per_request
-    streams = level * per_stream
-    return planned + streams
-
-
-def open_bytes(lane: LaneConfig) -> int:
-    """satbench's own memory for the lane's largest open-loop rate, by `workload_bytes`'s rule: its
-    requests are built before the first arrives, and at most `open_cap` of them are in flight (the cap
-    of a server with the slots the lane asks for)."""
-    rates = lane.open_loop
-    assert rates is not None
-    w = lane.workload
-    planned = rates.arrivals(max(rates.rates)) * (REQUEST_BYTES + w.prompt_tokens * BYTES_PER_PROMPT_ID)
-    streams = rates.cap(lane.slots_wanted()) * (STREAM_BYTES + w.prompt_tokens * BYTES_PER_SENT_ID
-                                                + w.output_tokens * BYTES_PER_OUTPUT_TOKEN)
-    return planned + streams
-
-
-MAX_CHECK_STREAMS = MAX_LEVEL  # requests in flight at once in one fairness check, as in one level
-MAX_CHECK_PLANNED = MAX_REQUESTS_PER_LEVEL  # requests one fairness check builds, as one level may
-
-
-def check_memory_fits(cfg: RunConfig, lane_file: bool, available_bytes: int | None = None) -> None:
-    """UserError when one of `_memory_needs` needs more of satbench's own memory than is available
-    (`available_bytes`, default hardware.ram_available()), after `check_fairness_sizes` of each lane."""
-    fairness = cfg.with_fairness or cfg.fairness_only
-    if fairness:
-        for lane in cfg.lanes:
-            check_fairness_sizes(lane, lane_file)
-    if available_bytes is None:
-        from satbench.host import hardware
-
-        available_bytes = hardware.ram_available()
-    for where, nbytes in _memory_needs(cfg, lane_file, fairness):
-        if nbytes > available_bytes:
-            raise UserError(f"{where}: satbench would need about {_gib(nbytes)} for its requests and "
-                            f"streams, more than the {_gib(available_bytes)} of memory available; use lower "
-                            "levels, fewer requests per level or shorter prompts")
-
-
-def _memory_needs(cfg: RunConfig, lane_file: bool, fairness: bool) -> list[tuple[str, int]]:
-    """(what, bytes of satbench's own memory it needs), in this order: the largest level of each lane
-    (alone) and its largest open-loop rate, the together scenario (every lane's top level at once:
-    their `workload_bytes` summed), and (`fairness`) each lane's largest check (`fairness_checks`)."""
-    need: list[tuple[str, int]] = []
-    if not cfg.fairness_only:
-        need += [(f"{f'lane {lane.name}: concurrency' if lane_file else '--concurrency'} {max(lane.levels)}",
-                  workload_bytes(lane, max(lane.levels), False)) for lane in cfg.lanes]
-        need += [(f"{_lane(lane, lane_file)}--rate {max(rates.rates):g}", open_bytes(lane))
-                 for lane in cfg.lanes if (rates := lane.open_loop) is not None]
-        if cfg.together:
-            need.append(("the together scenario (every lane's top level at once)",
-                         sum(workload_bytes(lane, max(lane.levels), True) for lane in cfg.lanes)))
-    for lane in cfg.lanes if fairness else ():
-        sizes = fairness_checks(lane)
-        check = max(sizes, key=lambda c: _check_bytes(*sizes[c]), default=None)
-        if check is not None:
-            need.append((f"{_lane(lane, lane_file)}fairness check {check}", _check_bytes(*sizes[check])))
-    return need
-
-
-def fixed_records(cfg: RunConfig) -> int:
-    """Records a run writes to events.jsonl at least, if its servers serve: per repetition of each
-    fixed level (lanes without an adaptive sweep, alone and again with --together) its
-    `level_requests` and two level marks; per open-loop rate its arrivals and two marks; and the
-    fairness checks of a lane whose checks all run (one that satbench starts and that has no adaptive
-    sweep, which stops its checks at the first that fails): the prefill calibration and each check's
-    lone references and first round (`fairness_plan.first_round_requests`). Adaptive climbs, top-up
-    rounds and background requests add to it; the run's writer stops at MAX_EVENTS (records.writer)."""
-    from satbench.workload.fairness_plan import first_round_requests, make_plan
-
-    total = 0
-    for lane in cfg.lanes:
-        profile, rates = lane.profile, lane.open_loop
-        if profile.given_levels and not cfg.fairness_only:
-            per_pass = sum(level_requests(lane, n, False) + 2 for n, _rep in profile.solo_steps())
-            total += per_pass * (2 if cfg.together else 1)
-        if rates is not None and not cfg.fairness_only:
-            total += sum(rates.arrivals(r) + 2 for r in rates.rates)
-        all_checks_run = profile.given_levels and lane.runtime.starts_server
-        if (cfg.with_fairness or cfg.fairness_only) and all_checks_run:
-            total += first_round_requests(make_plan(lane, lane.slots_wanted()), lane.fairness)
-    return total
-
-
-def check_records_fit(cfg: RunConfig) -> None:
-    """UserError when what the run writes at least (`fixed_records`) is more records than
-    events.jsonl's readers hold (MAX_EVENTS): such a run could be measured but not analyzed."""
-    if (n := fixed_records(cfg)) > MAX_EVENTS:
-        raise UserError(f"this run would record at least {n:,} requests and level marks, more than the "
-                        f"{MAX_EVENTS:,} satbench analyzes in one run; use fewer levels, repetitions or "
-                        "requests per level, or split it into several runs")
-
-
-def fairness_checks(lane: LaneConfig) -> dict[str, tuple[int, int, int, int]]:
-    """(requests built, streams in flight, prompt tokens, output tokens) of each fairness check the
-    lane runs, from the plan for the slots the lane asks for (`LaneConfig.slots_wanted`: what a
-    server satbench starts has; a guess for a running server). The requests built are those of one
-    round with the lone references (a round's closed loop builds all its requests before the first
-    is sent): `fairness_plan.check_requests`."""
-    from satbench.workload.fairness_plan import check_requests, make_plan
-
-    f, plan = lane.fairness, make_plan(lane, lane.slots_wanted())
-    counts = check_requests(plan, f)
-    shapes = {
-        "F1": (plan.f1_streams, plan.prompt, plan.f1_output),
-        "F2": (len(plan.f2_sizes), max(p for p, _ in plan.f2_sizes), max(o for _, o in plan.f2_sizes)),
-        "F3": (plan.f3_clients, plan.prompt, plan.output),
-        "S1": (plan.s1_decoders + 1, max(plan.s1_prompt, plan.prompt), plan.s1_decoder_output),
-        "S2": (plan.s2_decoders + 1, plan.prompt, plan.s2_decoder_output),
-        "S3": (2, plan.s3_prompt, plan.s3_output),
-    }
-    return {c: (sum(counts[c]), *shapes[c]) for c in counts if c in f.checks}
-
-
-def check_fairness_sizes(lane: LaneConfig, lane_file: bool) -> None:
-    """UserError, before anything starts, for fairness settings a check cannot run as meant: S1's
-    explicit s1_decoders beyond the slots - 1 of a server satbench starts (each decoder holds a slot
-    while the long prompt is injected), or a check with more than MAX_CHECK_STREAMS streams in flight
-    or MAX_CHECK_PLANNED requests."""
-    f, where = lane.fairness, _lane(lane, lane_file)
-    slots = lane.slots_wanted()
-    if "S1" in f.checks and f.s1_decoders and lane.runtime.starts_server and slots >= 2 \
-            and f.s1_decoders > slots - 1:
-        raise UserError(f"{where}fairness s1_decoders {f.s1_decoders}: S1 needs a slot for each decoder and "
-                        f"one for the injected prompt, and the lane has {slots} slots; use at most "
-                        f"{slots - 1}, or leave it unset")
-    for check, (planned, streams, _, _) in fairness_checks(lane).items():
-        if streams > MAX_CHECK_STREAMS or planned > MAX_CHECK_PLANNED:
-            raise UserError(f"{where}fairness check {check} would run {streams:,} streams and build "
-                            f"{planned:,} requests; at most {MAX_CHECK_STREAMS:,} streams and "
-                            f"{MAX_CHECK_PLANNED:,} requests per check (lower its clients, decoders or "
-                            "requests per client)")
-
-
-def _check_bytes(planned: int, streams: int, prompt: int, output: int) -> int:
-    """satbench's own memory for one fairness check, by the same rule as `workload_bytes`."""
-    return (planned * (REQUEST_BYTES + prompt * BYTES_PER_PROMPT_ID)
-            + streams * (STREAM_BYTES + prompt * BYTES_PER_SENT_ID + output * BYTES_PER_OUTPUT_TOKEN))
-
-
-def _lane(lane: LaneConfig, lane_file: bool) -> str:
-    return f"lane {lane.name}: " if lane_file else ""
-
-
-def _gib(nbytes: int) -> str:
-    return f"{nbytes / 2**30:.1f} GiB"
 
 
 def _cycle(items: list, n: int) -> list:
