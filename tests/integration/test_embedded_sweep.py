@@ -163,3 +163,21 @@ def test_a_chat_sweep_on_the_real_server_counts_from_usage(tiny_model, tmp_path)
     assert all(1 <= len(e.chunks) <= 8 and sum(n for _, n in e.chunks) == 8 for e in events)
     assert all(e.sent_ns < e.chunks[0][0] for e in events)
     assert read_manifest(out).config.lanes[0].workload.endpoint == "chat"
+
+
+def test_a_two_turn_chat_on_the_real_server_hits_the_prompt_cache(tiny_model, tmp_path):
+    """`--workload chat:2` on the real server: turn 2 resends turn 1 (system prompt, user message,
+    answer) and a new message on the same stream; the server's cache supplies part of it (cache_n > 0),
+    and no turn 1 finds anything of its own conversation beyond the shared system prompt."""
+    out = tmp_path / "run"
+    assert main(["sweep", "--model", str(tiny_model), "--workload", "chat:2", "--system-prompt-tokens", "32",
+                 "--concurrency", "1", "--requests-per-level", "4", "--repetitions", "1",
+                 "--prompt-tokens", "40", "--output-tokens", "8", "-o", str(out)]) == 0
+    measured = [e for e in read_events(out) if isinstance(e, RequestEvent) and e.phase == "measured"]
+    assert [(e.conversation, e.turn) for e in measured] == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    assert all(e.ok and e.timings is not None and e.timings.cache_n is not None for e in measured)
+    first, second = measured[0], measured[1]
+    assert second.stream == first.stream and second.prompt_tokens == 32 + 40 + 8 + 40
+    assert second.timings.cache_n > 0 and second.timings.cache_n >= first.server_prompt_tokens // 2
+    workload = read_manifest(out).config.lanes[0].workload
+    assert workload.chat is not None and workload.chat.turns == 2 and workload.endpoint == "chat"

@@ -76,3 +76,30 @@ async def test_a_level_where_every_measured_request_fails_ends_failed():
     end = await run_level(client, plan, ListSink(), clock=client.now, max_consecutive_unreachable=10)
     assert end.status == "failed" and end.reason is not None
     assert end.reason == "every measured request failed (timeout ×4; first: no byte for 60 s)"
+
+
+async def test_a_conversation_stays_on_its_stream_in_order_and_waits_its_think_time(monkeypatch):
+    """Two conversations of 3 turns on 2 streams: each conversation's turns run on one stream in turn
+    order, each turn after 2 and 3 waits its think time, and events carry conversation and turn."""
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float, *args):
+        if delay:
+            slept.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    turns = [CompletionRequest(request_id=f"c{c}t{t}", prompt="hi", prompt_tokens=8, max_tokens=2,
+                               cache_prompt=True, conversation=c, turn=t, think_s=0.25 if t > 1 else 0.0)
+             for c in range(2) for t in (1, 2, 3)]
+    clock = [0]
+    client = ScriptedStreamer(clock, tokens=2)
+    sink = ListSink()
+    plan = LevelPlan(lane="a", level=2, repetition=1, warmup=[], measured=turns)
+    await run_level(client, plan, sink, clock=client.now)
+    events = [r for r in sink.records if isinstance(r, RequestEvent)]
+    for c in range(2):
+        mine = sorted((e for e in events if e.conversation == c), key=lambda e: e.sent_ns)
+        assert [e.turn for e in mine] == [1, 2, 3] and len({e.stream for e in mine}) == 1
+    assert slept == [0.25] * 4

@@ -37,6 +37,7 @@ from satbench.config.schema import (
     parse_duration,
     resolve_model_dir,
 )
+from satbench.workload.chat import parse_workload
 from satbench.workload.lengths import parse_lengths
 
 ONE_LANE = "one lane (without --lanes)"
@@ -133,6 +134,14 @@ LANE_KEYS: tuple[LaneKey, ...] = (
             help="default {default}"),
     LaneKey("workload.shared_prefix", "shared_prefix", "--shared-prefix", group=WORKLOAD,
             help="same prompt for all, prompt cache on"),
+    LaneKey("workload.chat", "workload", "--workload", group=WORKLOAD, metavar="KIND",
+            help="random (default: independent prompts, no cache) or chat:TURNS[,think=SECONDS]: each "
+                 "stream holds conversations that resend their history (prompt cache on; --prompt-tokens "
+                 "is each user message, --output-tokens each answer)", file_type=(str | None, None),
+            text=True),
+    LaneKey("workload.system_prompt_tokens", "system_prompt_tokens", "--system-prompt-tokens",
+            group=WORKLOAD, help="with --workload chat: a system prompt this long, shared by every "
+                                 "conversation (default {default}: none)"),
     LaneKey("workload.endpoint", "endpoint", "--endpoint", group=WORKLOAD,
             help="completions (default: raw prompts of exact length) or chat (/v1/chat/completions "
                  "through the server's chat template; prompt and output counts from its usage)"),
@@ -201,6 +210,22 @@ def _lengths(given: dict[str, Any]) -> None:
             raise LaneValueError("workload", None, (name,), str(exc)) from exc
         if dist is not None:
             workload[f"{what}_lengths"] = dist
+
+
+def _chat(given: dict[str, Any]) -> None:
+    """The workload's kind as given (workload.chat: "random" or "chat:TURNS[,think=SECONDS]",
+    workload/chat.py), as ChatWorkload's fields; the chat workload's endpoint is chat unless given."""
+    workload = given.get("workload", {})
+    if not isinstance(workload.get("chat"), str):
+        return
+    try:
+        workload["chat"] = parse_workload(workload["chat"])
+    except ValueError as exc:
+        raise LaneValueError("workload", None, ("chat",), str(exc)) from exc
+    if workload["chat"] is None:
+        del workload["chat"]
+    else:
+        workload.setdefault("endpoint", "chat")
 
 
 def schema_field(path: str) -> FieldInfo:
@@ -313,6 +338,7 @@ def build_lane(values: Mapping[str, object]) -> LaneConfig:
             given[path] = value
     _adaptive(given)
     _lengths(given)
+    _chat(given)
     runtime = given.setdefault("runtime", {})
     runtime["model_dir"] = resolve_model_dir(runtime.get("model_dir"))
     if not class_of(runtime).starts_server:  # a running server's model is its own

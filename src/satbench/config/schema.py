@@ -283,6 +283,9 @@ NEEDS: tuple[tuple[str, Callable[[LaneConfig], bool], str], ...] = (
     ("workload.seed", lambda lane: _drawn(lane) or lane.open_loop is not None,
      "it draws request lengths and open-loop arrivals, but both lengths are fixed and no --rate is "
      "given: give a length as a distribution (normal:MEAN,SD, uniform:LO-HI, jsonl:PATH) or rates"),
+    ("workload.chat", lambda lane: lane.open_loop is None,
+     "conversations run closed loop, and open-loop rates send independent arrivals: drop the rates "
+     "(--rate) or the chat workload"),
 )
 # repetitions act on fixed levels and on the together scenario's steps, which a lane cannot see: the
 # lane file and the flags check them where `together` is known (cli.lanefile, cli.args)

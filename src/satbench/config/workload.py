@@ -54,7 +54,7 @@ def _unset(value: object) -> bool:
 
 EndpointKind = Literal["completions", "chat"]
 CHAT_TEMPLATE_TOKENS = 64  # context allowed per slot for a chat template's own tokens (endpoint chat)
-CHAT_MESSAGE_TOKENS = 8  # chat workload: context allowed per message of a history for its template tokens
+CHAT_MESSAGE_TOKENS = 16  # chat workload: context allowed per message of a history for its template tokens
 MAX_TURNS = 64  # turns of one conversation at most
 MAX_THINK_S = 3600.0  # a user's think time between turns at most, seconds
 

@@ -1,7 +1,8 @@
 """Closed-loop load generator: exactly N requests in flight, a finished one replaced at once.
 
 Each of the N streams first sends its warmup request(s) (recorded, phase "warmup", left out
-of every metric), then takes measured requests from one shared queue until it is empty.
+of every metric), then takes measured requests from one shared queue until it is empty (a chat
+conversation's turns as one item, sent in order after each turn's think time).
 Every finished request becomes a `RequestEvent` written at once, so a crash loses at most
 the requests in flight. Python's cyclic garbage collector is paused while a level runs and
 run between levels: its pauses (measured: p99 first-chunk stamp 2.6 ms late at 64 streams
@@ -70,6 +71,23 @@ class LevelPlan:
     background: list[CompletionRequest] = field(default_factory=list)
     check: str | None = None
     session: int = 0
+
+
+Chain = list[tuple[int, CompletionRequest]]  # (seq, request) that one stream sends in order
+
+
+def chains(measured: list[CompletionRequest]) -> list[Chain]:
+    """`measured` as (seq, request) chains: a conversation's turns (turn 2, 3, … after turn 1 of the
+    same conversation) stay on one stream in order; every other request is a chain of its own."""
+    out: list[Chain] = []
+    for seq, req in enumerate(measured):
+        prev = out[-1][-1][1] if out else None
+        if (prev is not None and req.turn is not None and req.turn > 1
+                and req.conversation == prev.conversation and req.turn == (prev.turn or 0) + 1):
+            out[-1].append((seq, req))
+        else:
+            out.append([(seq, req)])
+    return out
 
 
 def server_timings(raw: dict) -> ServerTimings:
@@ -228,7 +246,7 @@ class _Level:
     measured_done: Callable[[], None] | None
     start_offsets_s: list[float] | None
     limit: int  # unreachable failures in a row that stop the level
-    queue: deque[tuple[int, CompletionRequest]]
+    queue: deque[Chain]
     streams_left: int  # streams whose measured part has not ended
     turns: TurnGate = field(default_factory=TurnGate)
     told: bool = False  # measured_done was called
@@ -279,7 +297,9 @@ class _Level:
             self.measured_errors[err.type] += 1
 
     async def measured_part(self, stream: int) -> None:
-        """Stream `stream`'s warmup requests, then measured ones from the shared queue until it is empty."""
+        """Stream `stream`'s warmup requests, then measured chains (`chains`) from the shared queue
+        until it is empty: a chain's requests in order, each after its `think_s` (a conversation's
+        user between turns)."""
         n = self.plan.level
         if self.start_offsets_s:
             await asyncio.sleep(self.start_offsets_s[stream])
@@ -288,8 +308,12 @@ class _Level:
                 return
             await self.one(stream, seq, "warmup", self.plan.warmup[seq])
         while self.queue and not self.abort_reason:
-            seq, req = self.queue.popleft()
-            await self.one(stream, seq, "measured", req)
+            for seq, req in self.queue.popleft():
+                if self.abort_reason:
+                    return
+                if req.think_s:
+                    await asyncio.sleep(req.think_s)
+                await self.one(stream, seq, "measured", req)
 
     async def stream_loop(self, stream: int) -> None:
         """One of the N streams: its measured part, then background requests while `keep_busy` is unset."""
@@ -345,7 +369,7 @@ async def run_level(
     """
     n = plan.level
     level = _Level(client, plan, sink, clock, activity, on_done, keep_busy, measured_done, start_offsets_s,
-                   limit=max_consecutive_unreachable or (n + 3), queue=deque(enumerate(plan.measured)),
+                   limit=max_consecutive_unreachable or (n + 3), queue=deque(chains(plan.measured)),
                    streams_left=n)
     sink.write(level.mark("level_start"))
     status: LevelStatus = "complete"
