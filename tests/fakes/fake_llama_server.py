@@ -37,6 +37,7 @@ try:
         tokenize,
         usage_json,
     )
+    from .prompt_cache import CHAT_TEMPLATE_TOKENS, chat_template
 except ImportError:  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from fake_scheduler import (
@@ -49,12 +50,9 @@ except ImportError:  # run as a script
         tokenize,
         usage_json,
     )
+    from prompt_cache import CHAT_TEMPLATE_TOKENS, chat_template  # type: ignore[no-redef]
 
 __all__ = ["CHAT_TEMPLATE_TOKENS", "FakeLlamaServer", "FakeScript", "main"]
-
-# /v1/chat/completions: the fake's "chat template" wraps the user message in this many tokens
-# (prompt_tokens = the message's tokens + CHAT_TEMPLATE_TOKENS), as a real template adds its markers
-CHAT_TEMPLATE_TOKENS = 5
 
 _perf_ns = time.perf_counter_ns
 _REASON = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 500: "Internal Server Error",
@@ -457,14 +455,13 @@ class FakeLlamaServer:
                     chat: bool = False):
         s, data = self.script, self._json(body)
         prompt = self._chat_prompt(data) if chat else data.get("prompt", "")
-        if chat:
-            prompt_n = len(tokenize(prompt)) + CHAT_TEMPLATE_TOKENS
-        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-            prompt_n = len(prompt)
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            ids = list(prompt)
         elif isinstance(prompt, str):
-            prompt_n = len(tokenize(prompt))
+            ids = tokenize(prompt)
         else:
             raise _HttpError(400, "\"prompt\" must be a string or a list of token ids")
+        prompt_n = len(ids)
         n_predict = data.get("max_tokens" if oai else "n_predict", data.get("n_predict"))
         if not isinstance(n_predict, int) or n_predict < 1:
             raise _HttpError(400, "the fake server needs n_predict / max_tokens >= 1 (it never emits EOS)")
@@ -476,7 +473,7 @@ class FakeLlamaServer:
         stream = bool(data.get("stream", False))
         params = {"n_predict": n_predict, "ignore_eos": bool(data.get("ignore_eos", False)), "stream": stream,
                   "cache_prompt": bool(data.get("cache_prompt", True))}
-        req = FakeRequest(headers.get("x-request-id"), prompt_n, n_predict, params, conn, arrival)
+        req = FakeRequest(headers.get("x-request-id"), prompt_n, n_predict, params, conn, arrival, ids)
         x = req.extra
         endpoint = "/v1/chat/completions" if chat else "/v1/completions" if oai else "/completion"
         x.update(stream=stream, oai=oai, chat=chat, text=[], endpoint=endpoint,
@@ -516,12 +513,14 @@ class FakeLlamaServer:
 
     @staticmethod
     def _chat_prompt(data: dict) -> str:
-        """The text of a chat request's messages (the fake's template adds CHAT_TEMPLATE_TOKENS)."""
+        """A chat request's prompt: its messages (system, user, assistant) through the fake's chat
+        template (prompt_cache.chat_template)."""
         messages = data.get("messages")
         if not isinstance(messages, list) or not messages or not all(
-                isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages):
+                isinstance(m, dict) and isinstance(m.get("role", "user"), str)
+                and isinstance(m.get("content"), str) for m in messages):
             raise _HttpError(400, "\"messages\" must be a non-empty list of {role, content} objects")
-        return "\n".join(m["content"] for m in messages)
+        return chat_template([{"role": m.get("role", "user"), "content": m["content"]} for m in messages])
 
     def _chat_chunk(self, x: dict, delta: dict, finish_reason: str | None = None) -> dict:
         choice = {"finish_reason": finish_reason, "index": 0, "delta": delta}

@@ -3,7 +3,11 @@
 Model (one engine "thread" like llama.cpp's ``update_slots``); every knob lives in `FakeScript`
 (fake_script.py):
 
-* A request takes the lowest free slot, else waits FIFO (``requests_deferred``).
+* A request takes the lowest free slot (or, with ``slot_prompt_similarity``, llama.cpp's choice by
+  prompt similarity, else LRU), else waits FIFO (``requests_deferred``). Each slot keeps a prompt
+  cache (prompt_cache.py): a request with ``cache_prompt`` (the default) prefills only the prompt
+  tokens after the prefix its slot already holds (``cache_n``); a request of the scripted_time
+  Sim has no prompt tokens and never hits it.
 * A request generates ``min(n_predict, n_ctx_slot - prompt_n)`` tokens: like llama.cpp
   without context shift it stops (``truncated``) when prompt + generated reach the slot
   context; a prompt of ``n_ctx_slot`` tokens or more is refused (HTTP 400, the server).
@@ -12,7 +16,7 @@ Model (one engine "thread" like llama.cpp's ``update_slots``); every knob lives 
   slots in slot-index order. It lasts::
 
       [T(n_generating)   if n_generating]
-      + prompt_tokens_in_batch * prefill_ms_per_token
+      + prompt_tokens_in_batch * prefill_ms_per_token   (cached tokens are not in a batch)
       + [first_token_extra_ms   if some prompt completes in this batch]
 
   where T(k), the decode ms with k generating slots, is ``decode_iteration_ms +
@@ -81,6 +85,7 @@ try:
         tokenize,
         usage_json,
     )
+    from .prompt_cache import PromptCache, retokenized
 except ImportError:  # run as a script (fake_llama_server.py puts this folder on sys.path)
     from fake_script import (  # type: ignore[no-redef]
         VOCAB,
@@ -93,6 +98,7 @@ except ImportError:  # run as a script (fake_llama_server.py puts this folder on
         tokenize,
         usage_json,
     )
+    from prompt_cache import PromptCache, retokenized  # type: ignore[no-redef]
 
 __all__ = ["VOCAB", "Engine", "FakeRequest", "FakeScript", "Sink", "generated_token", "models_json",
            "props_json", "tokenize", "usage_json"]
@@ -204,6 +210,7 @@ class Engine:
         self.s = script
         self.clock: Clock = clock or WallClock(script.precise_timing)
         self.slots: list[FakeRequest | None] = [None] * script.n_slots
+        self.cache = PromptCache(script.n_slots, script.slot_prompt_similarity)
         self.waiting: deque[FakeRequest] = deque()
         self._batch: list[tuple[FakeRequest, int]] = []  # (req, prompt tokens; 0 = decode)
         self._deadline = 0
@@ -213,9 +220,9 @@ class Engine:
         self._span_ns = int(max(self.decode_ms(k) for k in range(1, script.n_slots + 1)) * 1e6)
         self.before_death = lambda: None  # the server flushes its schedule log here
         # llama.cpp server_metrics
-        self.m = {"prompt_tokens_total": 0, "prompt_seconds_total": 0.0, "tokens_predicted_total": 0,
-                      "tokens_predicted_seconds_total": 0.0, "n_decode_total": 0, "n_busy_slots_total": 0,
-                      "n_tokens_max": 0}
+        self.m = {"prompt_tokens_total": 0, "prompt_tokens_cached_total": 0, "prompt_seconds_total": 0.0,
+                  "tokens_predicted_total": 0, "tokens_predicted_seconds_total": 0.0, "n_decode_total": 0,
+                  "n_busy_slots_total": 0, "n_tokens_max": 0}
         self.bucket = {"n_prompt": 0, "t_prompt_ms": 0.0, "n_pred": 0, "t_pred_ms": 0.0}
         self.stats = {"iterations": 0, "chunks": 0, "overruns": 0, "late_ns_max": 0, "deferred_total": 0}
 
@@ -258,7 +265,7 @@ class Engine:
             return
         req.cancelled = True
         if req.slot >= 0 and self.slots[req.slot] is req:
-            self.slots[req.slot] = None
+            self._release(req)
             self._admit()
         elif req in self.waiting:
             self.waiting.remove(req)
@@ -270,11 +277,23 @@ class Engine:
         return not self.s.admit_when_idle or all(r is None for r in self.slots)
 
     def _take_slot(self, req: FakeRequest, now_ns: int = 0) -> bool:
-        for i, r in enumerate(self.slots):
-            if r is None:
-                self.slots[i], req.slot, req.admit_ns = req, i, now_ns or self.now_ns()
-                return True
-        return False
+        """Put `req` in the idle slot the cache's rule chooses, its cached prefix already processed."""
+        idle = [i for i, r in enumerate(self.slots) if r is None]
+        if not idle:
+            return False
+        i = self.cache.choose(req.prompt_ids, idle)
+        self.slots[i], req.slot, req.admit_ns = req, i, now_ns or self.now_ns()
+        req.cache_n = req.n_processed = self.cache.reuse(i, req.prompt_ids,
+                                                         bool(req.params.get("cache_prompt", True)))
+        return True
+
+    def _release(self, req: FakeRequest) -> None:
+        """Free `req`'s slot; it keeps the prompt tokens processed and the decoded tokens (every
+        generated one but the last, which llama.cpp samples and never decodes)."""
+        self.slots[req.slot] = None
+        held = [] if req.prompt_ids is None else req.prompt_ids[:req.n_processed]
+        gen = [generated_token(k) for k in range(max(req.n_decoded - 1, 0))] if held else []
+        self.cache.release(req.slot, held + retokenized(gen))
 
     def _newest_first(self, n_ready: int) -> bool:
         """Whether a freed slot takes the most recently arrived of `n_ready` eligible waiters."""
@@ -325,7 +344,7 @@ class Engine:
                     skipped = True
                     continue
                 n = min(budget, r.prompt_n - r.n_processed)
-                if r.n_processed == 0:
+                if r.n_processed == r.cache_n:
                     r.prompt_start_ns = start_ns
                 batch.append((r, n))
                 budget -= n
@@ -373,9 +392,10 @@ class Engine:
                     continue
                 req.generating, req.gen_start_ns = True, now
                 p_ms = (now - req.prompt_start_ns) / 1e6
-                m["prompt_tokens_total"] += req.prompt_n
+                m["prompt_tokens_total"] += req.prefill_n
+                m["prompt_tokens_cached_total"] += req.cache_n
                 m["prompt_seconds_total"] += p_ms / 1e3
-                self.bucket["n_prompt"] += req.prompt_n
+                self.bucket["n_prompt"] += req.prefill_n
                 self.bucket["t_prompt_ms"] += p_ms
                 k = 1
             else:
@@ -395,7 +415,7 @@ class Engine:
                 completed = True
                 req.done = True
                 req.truncated = req.prompt_n + req.n_decoded >= s.n_ctx_slot  # llama.cpp: ctx check first
-                self.slots[req.slot] = None
+                self._release(req)
                 g_ms = (now - req.gen_start_ns) / 1e6
                 m["tokens_predicted_total"] += req.n_decoded
                 m["tokens_predicted_seconds_total"] += g_ms / 1e3
@@ -434,7 +454,8 @@ class Engine:
         return [
             (c, "prompt_tokens_total", "Number of prompt tokens processed.", m["prompt_tokens_total"]),
             (c, "prompt_seconds_total", "Prompt process time", m["prompt_seconds_total"]),
-            (c, "prompt_tokens_cached_total", "Number of prompt tokens served from the cache.", 0),
+            (c, "prompt_tokens_cached_total", "Number of prompt tokens served from the cache.",
+             m["prompt_tokens_cached_total"]),
             (c, "tokens_predicted_total", "Number of generation tokens processed.",
              m["tokens_predicted_total"]),
             (c, "tokens_predicted_seconds_total", "Predict process time",
@@ -463,7 +484,8 @@ class Engine:
             d = {"id": i, "n_ctx": self.s.n_ctx_slot, "speculative": False, "is_processing": r is not None}
             if r is not None:
                 d.update(id_task=r.task_id, n_prompt_tokens=r.prompt_n,
-                         n_prompt_tokens_processed=r.n_processed, n_prompt_tokens_cache=0, params=r.params,
+                         n_prompt_tokens_processed=r.n_processed - r.cache_n, n_prompt_tokens_cache=r.cache_n,
+                         params=r.params,
                          next_token=[{"has_next_token": not r.done, "has_new_line": False,
                                       "n_remain": r.n_predict - r.n_decoded, "n_decoded": r.n_decoded}])
             out.append(d)

@@ -47,6 +47,7 @@ class FakeRequest:
     __slots__ = (
         "admit_ns",
         "arrival_ns",
+        "cache_n",
         "cancelled",
         "chunk_deadline_ns",
         "chunk_ns",
@@ -67,6 +68,7 @@ class FakeRequest:
         "n_processed",
         "n_stop",
         "params",
+        "prompt_ids",
         "prompt_n",
         "prompt_start_ns",
         "rid",
@@ -77,8 +79,11 @@ class FakeRequest:
         "truncated",
     )
 
-    def __init__(self, rid: str | None, prompt_n: int, n_predict: int, params: dict, sink, arrival_ns: int):
+    def __init__(self, rid: str | None, prompt_n: int, n_predict: int, params: dict, sink, arrival_ns: int,
+                 prompt_ids: list[int] | None = None):
         self.rid, self.prompt_n, self.n_predict = rid, prompt_n, n_predict
+        self.prompt_ids = prompt_ids  # the prompt's tokens (prompt_n of them), None when not known
+        self.cache_n = 0  # prompt tokens its slot's cache held (prompt_cache.py); prefill starts after them
         self.params, self.sink = params, sink
         self.task_id = -1
         self.slot = -1
@@ -96,13 +101,19 @@ class FakeRequest:
         self.hold_iters = self.skip_iters = 0  # admit_delay / second_prompt_delay: whole iterations left
         self.extra_iters = 0.0  # their fractions: decode iterations added to the one completing the prompt
 
+    @property
+    def prefill_n(self) -> int:
+        """The prompt tokens it prefills: prompt_n − cache_n (llama.cpp's timings.prompt_n, ≥ 1)."""
+        return self.prompt_n - self.cache_n
+
     def timings(self) -> dict:
-        """llama.cpp ``timings`` object (prompt_ms = measured prefill, predicted_ms = first→last token)."""
+        """llama.cpp ``timings`` object (prompt_ms = measured prefill, predicted_ms = first→last token;
+        cache_n + prompt_n = the whole prompt)."""
         p_ms = max(self.gen_start_ns - self.prompt_start_ns, 1000) / 1e6
         g_ms = max(self.last_token_ns - self.gen_start_ns, 1000) / 1e6
-        n = max(self.n_decoded, 1)
-        return {"cache_n": 0, "prompt_n": self.prompt_n, "prompt_ms": p_ms,
-                "prompt_per_token_ms": p_ms / self.prompt_n, "prompt_per_second": 1e3 / p_ms * self.prompt_n,
+        n, p = max(self.n_decoded, 1), self.prefill_n
+        return {"cache_n": self.cache_n, "prompt_n": p, "prompt_ms": p_ms,
+                "prompt_per_token_ms": p_ms / p, "prompt_per_second": 1e3 / p_ms * p,
                 "predicted_n": self.n_decoded, "predicted_ms": g_ms,
                 "predicted_per_token_ms": g_ms / n, "predicted_per_second": 1e3 / g_ms * self.n_decoded}
 
@@ -147,6 +158,12 @@ class FakeScript(BaseModel):
         None, ge=1, description="cpp-httplib pool: a connection holds a thread for its whole keep-alive "
         "life; connections beyond this wait unread (llama-server: max(n_parallel + 2, n_cpu - 1)); "
         "None = unlimited")
+    slot_prompt_similarity: float | None = Field(
+        None, ge=0, le=1, description="slot choice: None = the lowest idle slot (the rule the fairness "
+        "knobs' figures assume); a number s = llama-server's --slot-prompt-similarity (its default: "
+        "prompt_cache.LLAMACPP_SLOT_PROMPT_SIMILARITY): the idle slot whose cached tokens share the "
+        "largest fraction (> s) of the prompt, else the least recently used idle slot; 0 = LRU only "
+        "(prompt_cache.py). The prompt cache itself works under every rule")
     precise_timing: bool = Field(True, description="keep deadlines with a timer thread "
                                  "(else loop.call_later)")
     schedule_log: Path | None = None
@@ -248,8 +265,11 @@ class FakeScript(BaseModel):
 
 
 def usage_json(req: FakeRequest) -> dict:
+    """OpenAI ``usage`` as llama.cpp fills it: prompt_tokens = the whole prompt, cached_tokens of it
+    from the slot's cache."""
     return {"completion_tokens": req.n_decoded, "prompt_tokens": req.prompt_n,
-            "total_tokens": req.n_decoded + req.prompt_n, "prompt_tokens_details": {"cached_tokens": 0}}
+            "total_tokens": req.n_decoded + req.prompt_n,
+            "prompt_tokens_details": {"cached_tokens": req.cache_n}}
 
 
 def models_json(s: FakeScript) -> dict:
