@@ -66,10 +66,11 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
         missing += [f"{lane.lane}: {f.level} or more in flight — the server failed there ({f.scenario})"
                     for f in lane.server_failures if f.level]
         lengths = "/".join(lane.workload.length_texts())
-        missing.append(f"{lane.lane}: other prompt/output lengths than {lengths}"
-                       " tokens" + ("" if lane.workload.shared_prefix else
-                                                                  ", and prompt-cache reuse (no "
-                                                                  "--shared-prefix)"))
+        random = not lane.workload.shared_prefix and lane.workload.kind_text == "random"
+        missing.append(f"{lane.lane}: other prompt/output lengths than {lengths} tokens"
+                       + (", and prompt-cache reuse (no --shared-prefix)" if random else "")
+                       + (f", and other conversations than {lane.workload.kind_text}"
+                          if lane.workload.chat is not None else ""))
         if not lane.fairness:
             missing.append(f"{lane.lane}: fairness and starvation (run with --with-fairness)")
         if not lane.together_levels and len(results.lanes) > 1:
@@ -144,6 +145,12 @@ def prompt_form(lane: LaneResult) -> str:
     """How the lane's prompts were built (workload.py): token ids of exactly the asked length where the
     server tokenizes (llama.cpp's /tokenize), else text whose token count only the server knows."""
     w, shared = lane.workload, lane.workload.shared_prefix
+    if w.chat is not None:
+        system = (f"a {w.system_prompt_tokens}-token system prompt shared by every conversation, then "
+                  if w.system_prompt_tokens else "")
+        return (f"chat messages ({w.kind_text}): {system}each turn's history and a new user message of "
+                f"{w.length_texts()[0]} tokens, each starting with a unique prefix; earlier answers "
+                "resent as filler text of the length asked; the server's template builds the prompt")
     if lane.runtime.llamacpp:
         start = ("the same filler tokens for every request" if shared
                  else "a unique text prefix, then filler tokens")
