@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 
+from satbench.config.limits import MAX_CTX_TOKENS
 from satbench.config.ranges import MAX_LEVELS_PER_LANE, Level, number_chars
 from satbench.config.runtime import class_of
 from satbench.config.schema import (
@@ -37,8 +38,10 @@ from satbench.config.schema import (
     parse_duration,
     resolve_model_dir,
 )
+from satbench.server.checks import slot_ctx_at_most
 from satbench.workload.chat import parse_workload
 from satbench.workload.lengths import parse_lengths
+from satbench.workload.trace import TraceFieldError, trace_given
 
 ONE_LANE = "one lane (without --lanes)"
 WORKLOAD = "workload"
@@ -119,6 +122,13 @@ LANE_KEYS: tuple[LaneKey, ...] = (
     LaneKey("max_concurrency", "max_concurrency", "--max-concurrency", group=OPEN_LOOP, sweep_only=True,
             metavar="N",
             help="with --rate: requests in flight at most; later arrivals wait (default: slots × 2)"),
+    LaneKey("workload.trace", "trace", "--trace", group=OPEN_LOOP, sweep_only=True, metavar="FILE",
+            help="replay a Mooncake JSONL trace after the levels, open loop at its recorded times (its "
+                 "lengths and shared prefix blocks; the levels cycle its requests); excludes --rate and "
+                 "given lengths (docs/traces.md)", file_type=(str | None, None), text=True),
+    LaneKey("workload.trace.speed", "trace_speed", "--trace-speed", group=OPEN_LOOP, sweep_only=True,
+            metavar="X", help="with --trace: its recorded times divided by X (default {default})",
+            file_type=(float | None, None)),
     LaneKey("workload.prompt_tokens", "prompt_tokens", "--prompt-tokens", group=WORKLOAD,
             help="an integer (default {default}), or lengths drawn per request: normal:MEAN,SD, "
                  "uniform:LO-HI or jsonl:PATH", file_type=(Any, DEFAULT_PROMPT_TOKENS), text=True),
@@ -226,6 +236,20 @@ def _chat(given: dict[str, Any]) -> None:
         del workload["chat"]
     else:
         workload.setdefault("endpoint", "chat")
+
+
+def _trace(given: dict[str, Any]) -> None:
+    """A trace given (workload.trace: its path) read once and set on the lane (`trace_given`), its lines
+    checked against the per-slot context of a given --ctx-size (else MAX_CTX_TOKENS)."""
+    server, ctx = given.get("server", {}), MAX_CTX_TOKENS
+    if server.get("n_ctx"):
+        slots = server.get("n_parallel") or max(given.get("levels") or DEFAULT_LEVELS)
+        ctx = slot_ctx_at_most(server["n_ctx"], slots, bool(server.get("kv_unified")))
+    try:
+        trace_given(given, ctx)
+    except TraceFieldError as exc:
+        section, _, name = exc.field.rpartition(".")
+        raise LaneValueError(section, None, (name,), str(exc)) from exc
 
 
 def schema_field(path: str) -> FieldInfo:
@@ -339,6 +363,7 @@ def build_lane(values: Mapping[str, object]) -> LaneConfig:
     _adaptive(given)
     _lengths(given)
     _chat(given)
+    _trace(given)
     runtime = given.setdefault("runtime", {})
     runtime["model_dir"] = resolve_model_dir(runtime.get("model_dir"))
     if not class_of(runtime).starts_server:  # a running server's model is its own

@@ -5,9 +5,10 @@ load; a router's node faces arrivals instead. Here request i *arrives* at
 
     t_i = t_0 + Σ_{j ≤ i} X_j,   X_j ~ Exponential(rate_rps)   (seconds; X_0 = 0)
 
-drawn from `random.Random(seed)`, and is sent then, unless `max_concurrency` requests are already in
-flight: it then waits in the client (first come, first sent) until one finishes. Each event's
-`targeted_ns` is its arrival t_i and `sent_ns` when it was handed to the socket, so the client-side
+drawn from `random.Random(seed)` (a replayed trace gives its own t_i: `OpenPlan.offsets_ns`), and is
+sent then, unless `max_concurrency` requests are already in flight: it then waits in the client
+(first come, first sent) until one finishes. Each event's `targeted_ns` is its arrival t_i and
+`sent_ns` when it was handed to the socket, so the client-side
 wait is `sent_ns − targeted_ns` and latency *from arrival* is what a router's caller sees. `stream`
 is the in-flight slot (0 ≤ stream < max_concurrency) that carried it. Every request is recorded,
 failed ones too (loadgen.run_recorded); the level marks bracket the rate like a closed-loop level.
@@ -65,12 +66,15 @@ def open_seed(seed: int, rate_index: int, repetition: int) -> int:
 
 @dataclass
 class OpenPlan:
-    """One open-loop rate: its requests in arrival order, the rate, the in-flight cap and the seed."""
+    """One open-loop rate: its requests in arrival order, the rate, the in-flight cap and the seed of
+    its Poisson arrivals; or, for a replayed trace, its arrivals given (`offsets_ns`, one per request,
+    from the first: workload/trace.py), the seed then unused."""
 
     level: LevelPlan  # scenario "open"; level = the rate's position (1-based) in the lane's rates
     rate_rps: float
     max_concurrency: int
     seed: int
+    offsets_ns: list[int] | None = None
 
 
 class _OpenRate:
@@ -169,7 +173,8 @@ async def run_open(client: CompletionStreamer, plan: OpenPlan, sink: Sink, *,
     the end mark (also written to `sink`); a cancelled run records its requests in flight as
     cancelled and its end mark as interrupted, as a closed-loop level does."""
     lp = plan.level
-    offsets = arrival_offsets_ns(plan.rate_rps, len(lp.measured), plan.seed)
+    offsets = (plan.offsets_ns if plan.offsets_ns is not None
+               else arrival_offsets_ns(plan.rate_rps, len(lp.measured), plan.seed))
     rate = _OpenRate(client, plan, sink, clock, activity, on_done)
     sink.write(level_mark(lp, "level_start", clock()))
     status: LevelStatus = "complete"

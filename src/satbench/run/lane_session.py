@@ -41,6 +41,7 @@ from satbench.server.probe import (
 from satbench.server.remote import UrlRuntime, listening_pid, served_here
 from satbench.server.server_args import read_files
 from satbench.workload.builder import TOGETHER_SUFFIX, WorkloadBuilder
+from satbench.workload.trace import TracePrompts
 
 
 class Progress(Protocol):
@@ -144,6 +145,7 @@ class LaneSession:
         self._session: EndpointSession | None = None
         self.client: StreamClient | None = None
         self.workload: WorkloadBuilder | None = None
+        self.trace: TracePrompts | None = None  # a trace lane's requests (workload/trace.py), once open
         self.session_index = session_index  # the run's session (0, or the n-th --resume) its records are of
         self._on_this_machine: bool | None = None  # served_here(base URL), resolved once
         # failed when silent `liveness_timeout_s` with requests in flight, or PROGRESS_TIMEOUT_S without
@@ -169,7 +171,10 @@ class LaneSession:
         self.workload = WorkloadBuilder(self.lane.workload, tokenizer, self.nonce, detokenizer)
         await self.workload.prepare()
         lane = self.lane
-        if self.scenario != "fairness":  # the checks lengthen a prompt too short for its prefix
+        if lane.workload.trace is not None:
+            self.trace = TracePrompts(lane.workload, tokenizer, self.nonce)
+            await self.trace.prepare()
+        elif self.scenario != "fairness":  # the checks lengthen a prompt too short for its prefix
             await self.workload.check_prefix_fits(self.id_name, lane.ceiling(self.facts.total_slots),
                                                   lane.most_repetitions())
         # NVML sees this machine's GPUs: a server on another machine computes on its own

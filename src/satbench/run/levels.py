@@ -42,17 +42,17 @@ class LevelRunner:
     async def _plan(self, level: int, repetition: int, background: bool, warmup: bool = True,
                     measured: int | None = None) -> LevelPlan:
         assert self.s.workload is not None
-        lane, w = self.s.lane, self.s.workload
-        name = self.s.id_name
+        lane, name = self.s.lane, self.s.id_name
+        build = self.s.trace.build if self.s.trace is not None else self.s.workload.build  # trace: cycled
         return LevelPlan(
             lane=lane.name, level=level, repetition=repetition, scenario=self.s.scenario,
             session=self.s.session_index,
-            warmup=(await w.build(name, level, repetition, "warmup", level * lane.warmup_per_stream)
+            warmup=(await build(name, level, repetition, "warmup", level * lane.warmup_per_stream)
                     if warmup else []),
-            measured=await w.build(name, level, repetition, "measured",
-                                   measured or lane.measured_requests(level)),
-            background=(await w.build(name, level, repetition, "background",
-                                      level * BACKGROUND_POOL_PER_STREAM) if background else []),
+            measured=await build(name, level, repetition, "measured",
+                                 measured or lane.measured_requests(level)),
+            background=(await build(name, level, repetition, "background",
+                                    level * BACKGROUND_POOL_PER_STREAM) if background else []),
         )
 
     async def run(self, plan: LevelPlan, sink: JsonlWriter, progress: Progress,
@@ -70,16 +70,21 @@ class LevelRunner:
     async def run_open(self, rate_index: int, repetition: int, seed: int, sink: JsonlWriter,
                        progress: Progress) -> LevelMark:
         """The lane's `rate_index`-th open-loop rate (1-based), once (load/open_loop.py), under the
-        liveness watchdog; LevelFailedError if it lost the server (what finished is on disk)."""
+        liveness watchdog; LevelFailedError if it lost the server (what finished is on disk). A trace
+        lane's one rate is its replay: the trace's requests at the trace's arrivals."""
         s = self.s
         assert s.client is not None and s.workload is not None
         assert s.facts is not None and s.lane.rates is not None
         lane, rate, client = s.lane, s.lane.rates[rate_index - 1], s.client
-        reqs = await s.workload.build_open(s.id_name, rate_index, repetition, lane.arrivals_per_rate(rate))
+        if s.trace is not None:  # a replayed trace: its requests at its own arrivals
+            reqs, offsets = await s.trace.build_open(s.id_name, rate_index, repetition), s.trace.offsets_ns
+        else:
+            n = lane.arrivals_per_rate(rate)
+            reqs, offsets = await s.workload.build_open(s.id_name, rate_index, repetition, n), None
         plan = OpenPlan(LevelPlan(lane=lane.name, level=rate_index, repetition=repetition, warmup=[],
                                   measured=reqs, scenario="open", session=s.session_index),
                         rate, lane.open_cap(s.facts.total_slots or 1),
-                        open_seed(seed, rate_index, repetition))
+                        open_seed(seed, rate_index, repetition), offsets)
         return await self._drive(plan.level, progress, lambda done, activity: run_open(
             client, plan, sink, on_done=done, activity=activity))
 
