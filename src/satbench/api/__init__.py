@@ -211,9 +211,10 @@ def recommend(run_dir: str | Path) -> RecommendationsFile:
 @_edge
 def capability(config: RunConfig, recommendations: str | Path, *, max_age_days: float = 30.0,
                accept_contended: bool = False, node_id: str | None = None,
-               api_base: Sequence[str] = ()) -> CapabilityReport:
+               api_base: Sequence[str] = (), accept_workload: bool = False) -> CapabilityReport:
     """What this node may advertise per lane of `config`: its recommendations checked against the
-    node now (model, build, machine, age); `api_base` as `--api-base` takes it (URL or LANE=URL)."""
+    node now (model, build, machine, age) and against each lane's workload in `config` (refused when
+    it differs, unless `accept_workload`); `api_base` as `--api-base` takes it (URL or LANE=URL)."""
     from satbench.capability.identity import this_node
     from satbench.capability.report import capability_report
     from satbench.run.server_preflight import remote_preflight
@@ -232,6 +233,8 @@ def capability(config: RunConfig, recommendations: str | Path, *, max_age_days: 
         raise UserError(f"satbench.api.capability: api_base: an empty entry or one with surrounding "
                         f"whitespace: {padded[0]!r}"[:200])
     contended = _flag(accept_contended, "accept_contended", "capability")
+    workload = _flag(accept_workload, "accept_workload", "capability")
     remote_preflight(config)
     node = this_node(config.lanes, node_id, list(api_base))
-    return capability_report(config, recs, dt.timedelta(days=days), accept_contended=contended, block=node)
+    return capability_report(config, recs, dt.timedelta(days=days), accept_contended=contended, block=node,
+                             accept_workload=workload)

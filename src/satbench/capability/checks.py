@@ -6,8 +6,9 @@ predates OLDEST_TRUSTED (one the user named that cannot be read or is not JSON i
 instead); `check_lane` refuses a lane's recommendation measured on another machine, for a model of
 another architecture (general.architecture, as recorded and as the node's file says now), another
 model file or runtime build (or llama-server binary), by a url lane's server of another shape now
-or through a remote URL from another machine, one older than the allowed age, or one whose own
-numbers do not hold together; `slo_derived_too_early` one whose SLO bound predates SLO_TRUSTED.
+or through a remote URL from another machine, one older than the allowed age, one measured with
+another workload than the lane is configured with (`workload_diff`, unless accepted), or one
+whose own numbers do not hold together; `slo_derived_too_early` one whose SLO bound predates SLO_TRUSTED.
 Each returns the reason as text, None when the recommendation stands.
 """
 
@@ -23,6 +24,7 @@ from pydantic import ValidationError
 
 from satbench.capability.node import NodeLane, build_from_info, build_id
 from satbench.config.runtime import runtime_class
+from satbench.config.workload_profile import WorkloadProfile
 from satbench.gguf.architectures import described_architecture
 from satbench.records.artifacts import older_minor
 from satbench.records.manifest import HostInfo, RuntimeInfo
@@ -161,11 +163,14 @@ def recommendation_problems(rec: LaneRecommendation) -> list[str]:
 
 def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint: str, now: dt.datetime,
                max_age: dt.timedelta, host: HostInfo | None = None,
-               accept_contended: bool = False) -> str | None:
+               accept_contended: bool = False, configured: WorkloadProfile | None = None,
+               accept_workload: bool = False) -> str | None:
     """Why this recommendation may not be advertised on this node (None: it may): the first refusal
     of, in this order, `_unconfirmable_server`, `_other_machine`, `_other_model`, `_other_runtime`,
-    `_out_of_date` and `_not_advertisable`. A recommendation that rests on levels measured while other
-    processes took CPU is refused unless `accept_contended`."""
+    `_out_of_date`, `_other_workload` and `_not_advertisable`. A recommendation that rests on levels
+    measured while other processes took CPU is refused unless `accept_contended`; one measured with
+    another workload than `configured` (the lane's on this node; None: not compared) unless
+    `accept_workload`."""
     if rec is None:
         return "no recommendation for this lane"
     checks = (lambda: _unconfirmable_server(node),
@@ -173,6 +178,7 @@ def check_lane(rec: LaneRecommendation | None, node: NodeLane, host_fingerprint:
               lambda: _other_model(rec, node),
               lambda: _other_runtime(rec, node),
               lambda: _out_of_date(rec, now, max_age),
+              lambda: _other_workload(rec, configured, accept_workload),
               lambda: _not_advertisable(rec, accept_contended))
     return next((why for check in checks if (why := check()) is not None), None)
 
@@ -247,6 +253,27 @@ def _out_of_date(rec: LaneRecommendation, now: dt.datetime, max_age: dt.timedelt
     if age < dt.timedelta(minutes=-5):
         return "measured in the future (clock or file tampered)"
     return None
+
+
+def workload_diff(rec: LaneRecommendation, configured: WorkloadProfile | None) -> str | None:
+    """The one line naming the measured and the configured workload profiles and their first
+    difference (`WorkloadProfile.differs`: the kind of traffic, not the lengths); None when they send
+    the same traffic or `configured` is None. A file that did not record its workload reads as random
+    (`NOT_RECORDED`), and the line says how to record it."""
+    if configured is None or (diff := rec.workload.differs(configured)) is None:
+        return None
+    was = rec.workload.described() + ("" if "workload" in rec.model_fields_set else
+                                      " (not recorded by this file's satbench: read as random; "
+                                      "`satbench recommend` on its run directory records it)")
+    return f"measured with workload {was}, this node's lane is configured {configured.described()} ({diff})"
+
+
+def _other_workload(rec: LaneRecommendation, configured: WorkloadProfile | None,
+                    accept_workload: bool) -> str | None:
+    """Measured with another workload than the lane's configured one, and `accept_workload` not given."""
+    why = workload_diff(rec, configured)
+    return None if why is None or accept_workload else (
+        f"{why}: its figures hold for the measured traffic; measure this workload, or pass --accept-workload")
 
 
 def _not_advertisable(rec: LaneRecommendation, accept_contended: bool) -> str | None:

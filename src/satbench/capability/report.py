@@ -12,7 +12,9 @@ A url lane is also refused when its server now has another shape (slots, per-slo
 the one measured, or when it was measured through a remote URL from another machine (the
 fingerprint recorded is then the measuring machine's, not the server's). A lane whose model file
 here is of another architecture (general.architecture) than the one recorded is refused by that
-name before its sha256 is compared.
+name before its sha256 is compared. A lane configured with another workload than the one measured
+(its kind, a chat's turns, a trace's file: config/workload_profile.py) is refused naming both,
+unless accepted (`accept_workload`: then advertised, with `workload_accepted` and a note).
 
 Every lane says what its model file is, from the file's GGUF header as found on this node
 (architecture, name, parameter count, file type, trained context, experts, synthetic weights);
@@ -28,12 +30,13 @@ from typing import Annotated, Literal, TypedDict
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from satbench.capability.checks import check_lane, load_recommendations, slo_derived_too_early
+from satbench.capability.checks import check_lane, load_recommendations, slo_derived_too_early, workload_diff
 from satbench.capability.identity import LaneName, NodeBlock, this_node
 from satbench.capability.node import NodeLane, node_lane
 from satbench.config.limits import MAX_CTX_TOKENS
 from satbench.config.ranges import MAX_BYTES, ByteCount, IntRange, LatencyMs, Level, TokPerS, shown
 from satbench.config.schema import RunConfig, Strict
+from satbench.config.workload_profile import WorkloadProfile, profile_of
 from satbench.gguf.architectures import architecture_label
 from satbench.host.gpu import open_nvml
 from satbench.host.hardware import describe_host
@@ -41,7 +44,7 @@ from satbench.records.artifacts import published_schema, render
 from satbench.records.manifest import HostInfo, ModelInfo
 from satbench.saturation.recommendations_file import LaneRecommendation, RecommendationsFile
 
-CAPABILITY_SCHEMA_VERSION = "1.5"  # what each version added: docs/schemas.md
+CAPABILITY_SCHEMA_VERSION = "1.6"  # what each version added: docs/schemas.md
 CONSERVATIVE_CONCURRENCY = 1
 # a recommendation whose run predates run.json 2.10 (recommendations 1.12): not compared, and said so
 NOT_RECORDED = ("architecture not recorded when measured (a run before run.json 2.10): not compared; the "
@@ -106,6 +109,10 @@ class LaneCapability(Strict):
     model_expert_used_count: int | None = Field(None, description="experts used per token")
     notes: list[str] = Field(default_factory=list, description="what the report could not check or say, "
                              "e.g. an architecture the recommendation did not record")
+    workload: WorkloadProfile | None = Field(None, description="the workload the recommendation was "
+                                             "measured with, which its figures hold for (null: none read)")
+    workload_accepted: bool = Field(False, description="measured with another workload than the lane's "
+                                    "configured one, advertised by --accept-workload (a note names both)")
     max_concurrency: Level
     concurrency_range: tuple[Level, Level] | None = Field(
         None, description="the recommendation was not settled: the useful concurrency lies between these "
@@ -133,7 +140,8 @@ class LaneCapability(Strict):
             if self.max_concurrency != CONSERVATIVE_CONCURRENCY:
                 raise ValueError(f"an unmeasured lane advertises max_concurrency {CONSERVATIVE_CONCURRENCY}, "
                                  f"got {self.max_concurrency}")
-            if (given := [name for name in FIGURES if getattr(self, name) is not None]):
+            if (given := [name for name in FIGURES if getattr(self, name) is not None]
+                    + ["workload_accepted"] * self.workload_accepted):
                 raise ValueError(f"an unmeasured lane advertises no figures, got {', '.join(given)}")
             return self
         if self.expected_output_tok_per_s is None or self.measured_at is None:
@@ -162,6 +170,7 @@ class _LaneIdentity(TypedDict):
     model_expert_count: int | None
     model_expert_used_count: int | None
     notes: list[str]
+    workload: WorkloadProfile | None
 
 
 class _LaneMemoryFigures(TypedDict, total=False):
@@ -206,20 +215,23 @@ def pick(recs: RecommendationsFile | None, lane: str, fingerprint: str) -> LaneR
 def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedelta,
                       nodes: list[NodeLane] | None = None, host: HostInfo | None = None,
                       now: dt.datetime | None = None, accept_contended: bool = False,
-                      block: NodeBlock | None = None) -> CapabilityReport:
+                      block: NodeBlock | None = None, accept_workload: bool = False) -> CapabilityReport:
     """Each lane's recommendation checked against this node (`nodes`: what it runs now, else asked;
-    `host`: its machine, else described; `block`: its node block, else this machine's). A
-    recommendations file that cannot be read or is not JSON is a RunDirError, before anything is asked."""
+    `host`: its machine, else described; `block`: its node block, else this machine's) and against
+    the lane's workload in `cfg`. A recommendations file that cannot be read or is not JSON is a
+    RunDirError, before anything is asked."""
     now = now or dt.datetime.now(dt.timezone.utc)
     recs, refused, digest = load_recommendations(recommendations, must_read=True)
     host = host or describe_host(open_nvml())
     nodes = nodes or [node_lane(lane) for lane in cfg.lanes]
     configured = {lane.name: lane.runtime.served_model for lane in cfg.lanes}
+    workloads = {lane.name: profile_of(lane.workload) for lane in cfg.lanes}
     out = []
     for node in nodes:
         rec = pick(recs, node.lane, host.fingerprint_sha256)
         # the SLO-schema refusal last: re-deriving cannot mend another machine, model or build
-        why = (refused or check_lane(rec, node, host.fingerprint_sha256, now, max_age, host, accept_contended)
+        why = (refused or check_lane(rec, node, host.fingerprint_sha256, now, max_age, host, accept_contended,
+                                     workloads.get(node.lane), accept_workload)
                or slo_derived_too_early(recs, rec))
         # a model id only means something to a running server's API; for a server satbench starts,
         # llama-server's alias is the measuring machine's file path
@@ -243,9 +255,12 @@ def capability_report(cfg: RunConfig, recommendations: Path, max_age: dt.timedel
         base["notes"] = [*base["notes"], *(f"marginal fairness check (does not bind): {m}"
                                            for m in rec.fairness_marginal),
                          *(f"unverified fairness check: {m}" for m in rec.fairness_unverified)]
+        if (accepted := workload_diff(rec, workloads.get(node.lane))) is not None:
+            base["notes"] = [*base["notes"], f"accepted by --accept-workload: {accepted}"]
         out.append(LaneCapability(**memory,
             **base, status="measured", synthetic_model=rec.model.synthetic,
             max_concurrency=rec.recommended_concurrency, concurrency_range=rec.recommended_range,
+            workload_accepted=accepted is not None,
             expected_output_tok_per_s=e.output_tok_per_s.value, expected_p95_ttft_ms=e.p95_ttft_ms,
             expected_p95_tpot_ms=e.p95_tpot_ms, peak_rss_bytes=e.peak_rss_bytes,
             peak_gpu_mem_bytes=e.peak_gpu_mem_bytes,
@@ -270,7 +285,8 @@ def _identity(node: NodeLane, rec: LaneRecommendation | None, served: str | None
         model_architecture=m.architecture, model_name=m.name,
         model_parameter_count=m.parameter_count, model_file_type=m.file_type,
         model_context_length=m.context_length, model_expert_count=m.expert_count,
-        model_expert_used_count=m.expert_used_count, notes=notes)
+        model_expert_used_count=m.expert_used_count, notes=notes,
+        workload=None if rec is None else rec.workload)
 
 
 def render_json(report: CapabilityReport) -> str:
@@ -303,7 +319,8 @@ def litellm_deployment(report: CapabilityReport, lane: LaneCapability) -> dict:
     model, or sends the router host's OPENAI_API_KEY to the node. `model` names the lane's
     served model (a strict server such as vLLM answers 404 to an id it does not serve; llama.cpp
     ignores the field), else the lane's name. `model_info` also describes the model file
-    (model_info_of) and says when its weights are satbench's synthetic ones."""
+    (model_info_of), says when its weights are satbench's synthetic ones and, for a measured lane,
+    the workload its figures hold for (`satbench_workload`: the profile's recorded fields)."""
     node = report.node
     base = node.api_base.get(lane.lane) or f"os.environ/{api_base_env(node.node_id, lane.lane)}"
     info: dict = {"id": f"{node.node_id}/{lane.lane}", "satbench_node": node.node_id,
@@ -312,6 +329,10 @@ def litellm_deployment(report: CapabilityReport, lane: LaneCapability) -> dict:
         info |= {"satbench_expected_output_tok_per_s": _rounded(lane.expected_output_tok_per_s, 1),
                  "satbench_expected_p95_ttft_ms": _rounded(lane.expected_p95_ttft_ms, 0),
                  "satbench_measured_at": lane.measured_at}
+        if lane.workload is not None:
+            info["satbench_workload"] = lane.workload.model_dump(mode="json", exclude_none=True)
+        if lane.workload_accepted:
+            info["satbench_workload_accepted"] = True
     else:
         info["satbench_reason"] = lane.reason
     if lane.synthetic_model:

@@ -151,6 +151,8 @@ def build_parser() -> _Parser:
                     help="json: the capability report; litellm: a LiteLLM proxy model_list fragment")
     ca.add_argument("--accept-contended", action="store_true", help="advertise a recommendation measured "
                     "while other processes took CPU (refused by default)")
+    ca.add_argument("--accept-workload", action="store_true", help="advertise a recommendation measured "
+                    "with another workload than the lane's (kind, chat turns, trace; refused by default)")
     ca.add_argument("--node-id", help="the node's name for the router and a fleet merge (default: the "
                     "hostname)")
     ca.add_argument("--api-base", action="append", default=[], metavar="[LANE=]URL",

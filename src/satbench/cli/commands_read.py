@@ -59,7 +59,8 @@ def cmd_capability(a: argparse.Namespace) -> int:
     from satbench.capability.report import render_json, render_litellm
 
     report = api.capability(lanes_config(a), a.recommendations, max_age_days=a.max_age_days,
-                            accept_contended=a.accept_contended, node_id=a.node_id, api_base=a.api_base or [])
+                            accept_contended=a.accept_contended, node_id=a.node_id, api_base=a.api_base or [],
+                            accept_workload=a.accept_workload)
     text = render_json(report) if a.format == "json" else render_litellm(report)
     if a.output:
         from satbench.records.manifest import write_text_atomic

@@ -5,7 +5,8 @@ recommended = the largest measured level ≤ min(knee, SLO bound, slots, slots t
 fairness cap, server-failure cap, error cap), with the binding reason named; None when no measured
 level is that low (the capability report then refuses to advertise the lane as measured).
 Everything comes from results.json; the file is byte-identical for the same run directory except
-`created_at`. The file's model and schema are saturation/recommendations_file.
+`created_at`. Each lane names the workload its figures hold for (`profile_of` its workload in
+results.json). The file's model and schema are saturation/recommendations_file.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from satbench.analysis.results import RESULTS_FILE, LaneResult, ResultsFile, read_results
+from satbench.config.workload_profile import profile_of
 from satbench.errors import RunDirError
 from satbench.metrics.level_result import LevelResult
 from satbench.metrics.stats import Distribution, Interval
@@ -321,7 +323,8 @@ def recommend_lane(lane: LaneResult, results: ResultsFile) -> LaneRecommendation
     return LaneRecommendation(
         lane=lane.lane, hardware_fingerprint=lane.hardware.fingerprint_sha256, hardware=lane.hardware,
         server_on_measuring_machine=lane.network.server_on_this_machine,
-        model=lane.model, runtime=lane.runtime, recommended_concurrency=rec, recommended_range=span,
+        model=lane.model, runtime=lane.runtime, workload=profile_of(lane.workload),
+        recommended_concurrency=rec, recommended_range=span,
         max_concurrency_under_slo=slo.bound,
         slo=lane.slo, knee=k.knee, knee_reason=k.reason, curve_shape=k.shape, knee_ceiling=ceiling,
         kneedle_knee=kneedle(points), slots=slots,

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 from satbench.config.schema import SloConfig, Strict
+from satbench.config.workload_profile import NOT_RECORDED, WorkloadProfile
 from satbench.metrics.slot_memory import MARGIN_TEXT, LaneMemory
 from satbench.metrics.stats import Estimate, Interval
 from satbench.records.artifacts import published_schema, write_artifact
@@ -25,7 +26,7 @@ from satbench.saturation.confidence import Confidence
 from satbench.saturation.open_rate import RateRecommendation
 from satbench.saturation.usl import UslFit
 
-RECOMMENDATIONS_SCHEMA_VERSION = "1.14"  # what each version added: docs/schemas.md
+RECOMMENDATIONS_SCHEMA_VERSION = "1.15"  # what each version added: docs/schemas.md
 ERROR_SHARE_MAX = 0.01  # a level where more than 1 % of measured requests failed is not a safe limit
 Reason = Literal["server_failed", "errors", "fairness", "slo", "slots", "memory", "knee", "highest_measured",
                  "undetermined"]
@@ -84,6 +85,9 @@ class LaneRecommendation(Strict):
     hardware: HostInfo
     model: ModelInfo
     runtime: RuntimeInfo
+    workload: WorkloadProfile = Field(
+        NOT_RECORDED, description="the traffic every figure was measured with (the lane's workload in "
+        "results.json); a file before schema 1.15 did not record it and reads as random, lengths null")
     server_on_measuring_machine: bool | None = Field(
         None, description="the server ran on the machine that measured it, whose hardware this describes "
                           "(false: a url lane measured from another machine; null: recorded before this was)")
@@ -193,6 +197,9 @@ DEFINITIONS = {
                          "p95 TTFT from arrival, p95 TPOT and (when set) p95 E2E from arrival within the "
                          "SLO; null without an SLO or when the lowest rate misses",
     "rate.goodput_rps": "requests that met every SLO target from their arrival, per second of the rate's run",
+    "workload": "the traffic the lane was measured with (kind, lengths, a chat's turns, think time and "
+                "system prompt, a trace's sha256 and speed): every figure holds for it; the capability "
+                "report refuses a lane configured for other traffic unless --accept-workload",
     "confidence": "for every clean measured level h above the recommendation r and within the other limits, "
                   "P(X(h) >= 1.1^log2(h/r) X(r)) by Welch's t over their repetitions; settled when each is "
                   "below 5% and the ceiling is measured or reached",
