@@ -188,3 +188,40 @@ def test_trace_flags_refused_in_one_line(flags, message):
     with pytest.raises(UserError) as exc:
         sweep_lane(*flags)
     assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_trace_lane_replays_its_arrivals_and_its_prefixes_reach_the_cache(tmp_path):
+    """A 2-slot fake, one closed-loop level cycling the trace, then the replay at speed 2: the arrivals
+    are the trace's, the rate is filed as an open-loop rate, and shared blocks are served from cache."""
+    from satbench.config.schema import RunConfig
+    from satbench.pipeline import new_sweep as Sweep
+    from satbench.records.events import RequestEvent, read_events
+    from tests.conftest import FakeProcess
+
+    rows = [{"timestamp": 100 + 60 * i, "input_length": 1100 + 7 * i, "output_length": 4,
+             "hash_ids": [i % 2, 10 + i % 2, 100 + i]} for i in range(10)]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fake = FakeProcess(tmp_path, dict(n_slots=2, prefill_ms_per_token=0.01, decode_iteration_ms=2.0,
+                                      slot_prompt_similarity=0.1))  # llama.cpp's slot choice
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    try:
+        lane = sweep_lane("--url", fake.base_url, "--trace", str(path), "--trace-speed", "2",
+                          "--concurrency", "1", "--requests-per-level", "12", "--repetitions", "1")
+        results = Sweep(RunConfig(lanes=[lane]), run_dir, ["satbench", "test"]).run()
+    finally:
+        fake.stop()
+    events = [e for e in read_events(run_dir) if isinstance(e, RequestEvent)]
+    replay = sorted((e for e in events if e.scenario == "open"), key=lambda e: e.seq)
+    assert len(replay) == 10 and all(e.ok for e in replay)
+    start = replay[0].targeted_ns
+    assert [e.targeted_ns - start for e in replay] == [30_000_000 * i for i in range(10)]
+    assert [e.prompt_tokens for e in replay] == [r["input_length"] for r in rows]
+    cached = [e.timings.cache_n or 0 if e.timings else 0 for e in replay]
+    assert max(cached[2:]) >= 2 * BLOCK_TOKENS  # blocks i % 2 and 10 + i % 2 are shared
+    closed = [e for e in events if e.scenario == "solo" and e.phase == "measured"]
+    cycled = [r["input_length"] for r in rows + rows[:2]]  # 12 requests: the 10 records, then 2 again
+    assert sorted(e.prompt_tokens for e in closed) == sorted(cycled)
+    (rate,) = results.lanes[0].rates
+    assert rate.rate_rps == pytest.approx(10 / 0.54 * 2) and rate.requests == 10
