@@ -46,8 +46,8 @@ def test_the_level_table_and_compare_are_built_from_the_specs():
                              "E2E p50/p95", "queue p50", "slots t/d/c", "RSS MiB", "flags")
     assert len(level_row(level(2))) == len(LEVEL_HEADERS)
     assert [s.compare_name for s in COMPARED] == ["output_tok_per_s", "p95_ttft_ms", "p95_itl_ms",
-                                                  "p95_e2e_ms"]
-    assert [s.compare_label for s in COMPARED] == ["out tok/s", "p95 TTFT", "p95 ITL", "p95 E2E"]
+                                                  "p95_e2e_ms", "cache_hit_ratio"]
+    assert [s.compare_label for s in COMPARED] == ["out tok/s", "p95 TTFT", "p95 ITL", "p95 E2E", "cache hit"]
     few = level(1).model_copy(update={"latency": level(1).latency.model_copy(update={
         "ttft_ms": level(1).latency.ttft_ms.model_copy(update={"few_samples": True})})})
     assert all(n.startswith("TTFT p95") for n in level_ci_notes(few))

@@ -2,7 +2,8 @@
 
 Pure function of the raw records (`summarize_level`); `analyze` calls it per lane and level. The
 repetitions are read first (`_pool`), then each family of figures is computed from them in one
-step (throughput, latency, occupancy, memory and GPU, SLO, counts), and the level is built once.
+step (throughput, latency, occupancy, memory and GPU, prompt cache, SLO, counts), and the level is
+built once.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from satbench.config.schema import SloConfig
-from satbench.metrics import latency, memory, occupancy, throughput
+from satbench.metrics import cache, latency, memory, occupancy, throughput
 from satbench.metrics.gpu import gpu_use
 from satbench.metrics.level_flags import few_occupancy_flag, level_flags
 from satbench.metrics.level_result import (
@@ -77,6 +78,7 @@ def _repetition(
         requests_measured=len(measured),
         errors=sum(1 for e in measured if not e.ok),
         retries=sum(e.retries for e in events),
+        cache_hit_ratio=cache.hit_ratio(events),
         **(_window_figures(events, steady, n) if steady is not None else {}),
     )
     return res, steady
@@ -187,6 +189,14 @@ def _throughput(reps: list[RepetitionResult]) -> Throughput:
                          for s in family("throughput")})
 
 
+def _cache(events: Sequence[RequestEvent], reps: list[RepetitionResult]) -> cache.CacheFigures | None:
+    """The prompt-cache figures: the hit ratio as the throughput figures combine (mean over the
+    repetitions that have one, Student-t CI floored at 0), the rest pooled over the repetitions."""
+    hit = mean_estimate([v for r in reps if (v := r.cache_hit_ratio) is not None], "t over repetitions",
+                        floor=0.0)
+    return cache.cache_figures(events, hit)
+
+
 def _latency(p: _Pooled, overhead_ms: float) -> Latency:
     """Each latency figure (metrics/specs.py): the distribution of its per-request values, pooled
     over the windows' successful requests (ITL: over their inter-token gaps)."""
@@ -257,7 +267,7 @@ def summarize_level(
     figures = LevelResult(
         concurrency=ctx.level, repetitions=p.repetitions, throughput=thr,
         latency=_latency(p, ctx.overhead_ms), occupancy=_occupancy(ctx.slots, p.occupancy), memory=mem,
-        gpu=gpu_use(lane.process, spans, mem.peak_gpu_mem_bytes),
+        gpu=gpu_use(lane.process, spans, mem.peak_gpu_mem_bytes), cache=_cache(events, p.repetitions),
         littles_law=littles_law(ctx.level, p.completed), slo_attainment=attainment, goodput_req_per_s=goodput,
         counts=_counts(events, len(p.done)),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from satbench.config.schema import SloConfig
+from satbench.metrics.cache import CacheFigures
 from satbench.metrics.flags import Flag
 from satbench.metrics.gpu import GpuUse
 from satbench.metrics.little import LittleCheck
@@ -55,6 +56,8 @@ class RepetitionResult(Record):
                                       "their CI)")
     p95_itl_ms: float | None = None
     p95_e2e_ms: float | None = None
+    cache_hit_ratio: float | None = Field(None, description="this repetition's prompt-cache hit ratio "
+                                          "(metrics/cache.py hit_ratio); None without llama.cpp timings")
     requests_completed_in_window: int = 0
     requests_measured: int = 0
     errors: int = 0
@@ -117,6 +120,8 @@ class LevelResult(Record):
     occupancy: Occupancy
     memory: Memory
     gpu: GpuUse | None = Field(None, description="NVML figures; None (unavailable) without a GPU")
+    cache: CacheFigures | None = Field(None, description="prompt-cache figures from llama.cpp's timings "
+                                       "cache_n and prompt_n; None when no measured request has them")
     littles_law: LittleCheck | None = None
     slo_attainment: float | None = Field(None, description="share of window requests meeting both SLO "
                                                            "targets "

@@ -10,12 +10,13 @@ checks each spec's `path` against LevelResult and the docs table against `docs_t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from satbench.metrics.stats import Estimate
 
-Family = Literal["level", "throughput", "latency", "occupancy", "memory", "slo", "counts"]
+Family = Literal["level", "throughput", "latency", "occupancy", "memory", "cache", "slo", "counts"]
 Compare = Literal["mean", "p95"]
 
 # the pieces of a figure a results.csv column can hold (`part_of`): "" is the figure itself (an
@@ -24,20 +25,23 @@ Compare = Literal["mean", "p95"]
 Part = Literal["", "ci_low", "ci_high", "p50", "p95", "p99", "n", "p95_ci_low", "p95_ci_high", "total",
                "joined"]
 # how the console table prints a figure (report/table.py LEVEL_CELLS): as an integer, an Estimate with
-# its CI, "p50/p95" of a Distribution, its p50, a number to one decimal, bytes in MiB, a list's length
-Cell = Literal["int", "estimate", "p50/p95", "p50", "num1", "mib", "count"]
+# its CI, "p50/p95" of a Distribution, its p50, a number to one decimal, bytes in MiB, a list's length,
+# a share (an Estimate's value, or a number) as a percentage
+Cell = Literal["int", "estimate", "p50/p95", "p50", "num1", "mib", "count", "pct"]
 
 
 @dataclass(frozen=True)
 class TableCell:
     """A figure's cell in the level table: its column's header (figures sharing a header share the
-    cell, joined by "/"), how it prints, its decimals, and whether it counts tokens (≈ when the server
-    gave no count)."""
+    cell, joined by "/"), how it prints, its decimals, whether it counts tokens (≈ when the server
+    gave no count), and `when`: "" for a column every table has, else the path of a LevelResult truth
+    (e.g. "cache.in_play") that must hold at one of the table's levels for the column to show."""
 
     header: str
     cell: Cell
     digits: int = 0
     approx: bool = False
+    when: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,9 @@ _POOLED = "pooled over the repetitions' windows; percentiles with order-statisti
 _WINDOW_MEAN = "mean over the repetitions with a steady window"
 _REQUESTS = "request events (client stamps)"
 _PROCESS = "process samples (10 Hz)"
+_TIMED = "measured request events with the server's timings cache_n and prompt_n (llama.cpp)"
+_POOLED_TIMED = "pooled over the repetitions' timed requests"
+_CACHE_CELL = TableCell("cache hit/found", "pct", when="cache.in_play")
 _THROUGHPUT_FORMULA = (
     "per stream from the start of a whole request to the window's end E: N / used * sum over streams of "
     "(sum over its measured requests sent in [A_s, E] of output tokens * share) / (E - A_s), A_s the send "
@@ -162,6 +169,38 @@ LEVEL_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("peak_rss_bytes", "memory", "memory.peak_rss_bytes", "bytes",
                "the server process's highest resident set size", _PROCESS, "max over repetitions",
                csv=_one("peak_rss_bytes"), table=TableCell("RSS MiB", "mib")),
+    MetricSpec("cache_hit_ratio", "cache", "cache.cache_hit_ratio", "share",
+               "prompt tokens the server took from its prompt cache: sum of cache_n / sum of (cache_n + "
+               "prompt_n) over a repetition's successful measured requests with both (timed requests)",
+               _TIMED, _MEAN_T, csv=_estimate_csv("cache_hit_ratio"), table=_CACHE_CELL, label="cache hit",
+               compare="mean", higher_is_better=True, defined=True),
+    MetricSpec("cache_hit_ratio_p50", "cache", "cache.cache_hit_ratio_p50", "share",
+               "median over timed requests of cache_n / (cache_n + prompt_n)", _TIMED, _POOLED_TIMED,
+               csv=_one("cache_hit_ratio_p50"), defined=True),
+    MetricSpec("cached_prompt_tokens_p50", "cache", "cache.cached_prompt_tokens_p50", "tokens",
+               "median cache_n of the timed requests", _TIMED, _POOLED_TIMED,
+               csv=_one("cached_prompt_tokens_p50")),
+    MetricSpec("new_prompt_tokens_p50", "cache", "cache.new_prompt_tokens_p50", "tokens",
+               "median prompt_n (prompt tokens evaluated anew) of the timed requests", _TIMED, _POOLED_TIMED,
+               csv=_one("new_prompt_tokens_p50")),
+    MetricSpec("ttft_cache_hit_p50_ms", "cache", "cache.ttft_cache_hit_p50_ms", "ms",
+               "median TTFT of the timed requests with cache_n > 0", _TIMED, _POOLED_TIMED,
+               csv=_one("ttft_cache_hit_p50_ms"), defined=True),
+    MetricSpec("ttft_cache_miss_p50_ms", "cache", "cache.ttft_cache_miss_p50_ms", "ms",
+               "median TTFT of the timed requests with cache_n = 0", _TIMED, _POOLED_TIMED,
+               csv=_one("ttft_cache_miss_p50_ms"), defined=True),
+    MetricSpec("prefill_ms_per_new_token", "cache", "cache.prefill_ms_per_new_token", "ms/token",
+               "sum of prompt_ms / sum of prompt_n over the timed requests with prompt_ms", _TIMED,
+               _POOLED_TIMED, csv=_one("prefill_ms_per_new_token"), defined=True),
+    MetricSpec("returning_turns", "cache", "cache.returning_turns", "requests",
+               "timed conversation turns >= 2 whose previous turn (same stream, repetition, phase and "
+               "conversation) is timed too", _TIMED + " of the chat workload", "sum over repetitions",
+               csv=_one("returning_turns")),
+    MetricSpec("history_found_rate", "cache", "cache.history_found_rate", "share",
+               "share of the returning turns with cache_n >= 0.9 (metrics/cache.py HISTORY_FOUND) * the "
+               "previous turn's cache_n + prompt_n; null without a returning turn",
+               _TIMED + " of the chat workload", "pooled over the repetitions' returning turns",
+               csv=_one("history_found_rate"), table=_CACHE_CELL, defined=True, reads=("returning_turns",)),
     MetricSpec("peak_gpu_mem_bytes", "memory", "memory.peak_gpu_mem_bytes", "bytes",
                "the highest GPU memory used (NVML, all GPUs)", _PROCESS + " (NVML)", "max over repetitions",
                csv=_one("peak_gpu_mem_bytes")),
@@ -200,6 +239,7 @@ LEVEL_METRICS: tuple[MetricSpec, ...] = (
 )
 
 BY_NAME = {s.name: s for s in LEVEL_METRICS}
+Columns = tuple[tuple[str, tuple[MetricSpec, ...]], ...]  # a level table's (header, figures in its cell)
 
 
 def family(name: Family) -> tuple[MetricSpec, ...]:
@@ -208,14 +248,19 @@ def family(name: Family) -> tuple[MetricSpec, ...]:
 
 
 def figure(obj: Any, path: str) -> Any:
-    """The figure at `path` ("latency.ttft_ms") of a LevelResult."""
+    """The figure at `path` ("latency.ttft_ms") of a LevelResult; None where a part on the way is None
+    (a level without cache figures has no "cache.cache_hit_ratio")."""
     for attr in path.split("."):
+        if obj is None:
+            return None
         obj = getattr(obj, attr)
     return obj
 
 
 def part_of(value: object, part: Part) -> object:
     """One piece of a figure (see `Part`); None where the figure has none."""
+    if value is None:
+        return None
     if part == "":
         return value.value if isinstance(value, Estimate) else value
     if part == "total":
@@ -226,6 +271,17 @@ def part_of(value: object, part: Part) -> object:
         ci = value.ci.get("p95")  # type: ignore[attr-defined]
         return None if ci is None else getattr(ci, part.removeprefix("p95_ci_"))
     return getattr(value, part)
+
+
+def table_columns(levels: Iterable[Any] = ()) -> Columns:
+    """The level table's columns for a table of `levels` (LevelResults): (header, the figures in its
+    cell), in LEVEL_METRICS order; a column whose figures name a `when` only where that holds at one of
+    them (so the table of a run without those figures is what it was before them)."""
+    at = tuple(levels)
+    shown = [(s, t) for s in LEVEL_METRICS if (t := s.table) is not None
+             and (not t.when or any(figure(lv, t.when) for lv in at))]
+    return tuple((header, tuple(s for s, t in shown if t.header == header))
+                 for header in dict.fromkeys(t.header for _, t in shown))
 
 
 def csv_columns() -> list[tuple[str, MetricSpec, Part]]:

@@ -166,10 +166,13 @@ COMPARED = tuple(s for s in LEVEL_METRICS if s.compare is not None)  # compare's
 def compare_level(a: LevelResult, b: LevelResult, scenario: Scenario,
                   min_effect: float = MIN_EFFECT) -> LevelComparison:
     """Each compared figure of one level (metrics/specs.py: throughput as the mean over repetitions,
-    latencies as their pooled p95): B ÷ A, a p95's CI from its spread over repetitions (`ratio_of_p95`)."""
+    latencies as their pooled p95): B ÷ A, a p95's CI from its spread over repetitions (`ratio_of_p95`);
+    a figure one of the levels lacks (the prompt cache's, without llama.cpp timings) is left out."""
     metrics = []
     for spec in COMPARED:
         fa, fb = figure(a, spec.path), figure(b, spec.path)
+        if fa is None or fb is None:
+            continue
         if spec.compare == "mean":
             ratio, va, vb = ratio_of_estimates(fb, fa), fa.value, fb.value
         else:
@@ -307,12 +310,14 @@ def ratio_cell(m: MetricComparison, min_effect: float = MIN_EFFECT) -> Text:
 
 def lane_comparison_table(lane: LaneComparison, min_effect: float = MIN_EFFECT) -> Table:
     t = Table(title=f"lane {lane.lane}: B ÷ A (95% CI)", title_justify="left")
-    for col in ("N", "scenario") + tuple(label for _, label in _COLUMNS):
+    held = {m.metric for lv in lane.levels for m in lv.metrics}
+    columns = [(k, label) for k, label in _COLUMNS if k in held]  # a figure no level compared: no column
+    for col in ("N", "scenario") + tuple(label for _, label in columns):
         t.add_column(col, justify="right", no_wrap=True)
     for lv in lane.levels:
         by_name = {m.metric: m for m in lv.metrics}
         t.add_row(str(lv.concurrency), lv.scenario,
-                  *(ratio_cell(by_name[k], min_effect) if k in by_name else Text("n/a") for k, _ in _COLUMNS))
+                  *(ratio_cell(by_name[k], min_effect) if k in by_name else Text("n/a") for k, _ in columns))
     return t
 
 

@@ -17,7 +17,7 @@ from satbench.metrics.flags import FlagKind, has_flag
 from satbench.metrics.interference import Interference
 from satbench.metrics.level_result import LevelResult
 from satbench.metrics.slot_memory import size_text
-from satbench.metrics.specs import LEVEL_METRICS, Cell, MetricSpec, figure
+from satbench.metrics.specs import LEVEL_METRICS, Cell, Columns, MetricSpec, figure, table_columns
 from satbench.metrics.stats import Distribution, Estimate, Interval
 from satbench.records.manifest import RuntimeInfo
 from satbench.report.cells import num_cell, pct_cell
@@ -72,11 +72,10 @@ _CELLS: dict[Cell, Callable[[Any, int], str]] = {
     "num1": lambda v, _: num_cell(v, "{:.1f}"),
     "mib": lambda v, _: _mib(v),
     "count": lambda v, _: str(len(v)) if v else "-",
+    "pct": lambda v, digits: num_cell(v.value if isinstance(v, Estimate) else v, f"{{:.{digits}%}}"),
 }
-# the level table's columns: (header, the figures in its cell), from the figures' specs
-LEVEL_TABLE: tuple[tuple[str, tuple[MetricSpec, ...]], ...] = tuple(
-    (header, tuple(s for s in LEVEL_METRICS if s.table is not None and s.table.header == header))
-    for header in dict.fromkeys(s.table.header for s in LEVEL_METRICS if s.table is not None))
+# the level table's columns every table has: (header, the figures in its cell), from the figures' specs
+LEVEL_TABLE = table_columns()
 LEVEL_HEADERS = tuple(header for header, _ in LEVEL_TABLE)
 LEVEL_LEGEND = ("latencies in ms; ± = half the 95% CI over repetitions, [low–high] = the 95% CI where it is "
                 "not symmetric (a rate's CI is clipped at 0); * = p95 from < 100 samples (CI below); "
@@ -146,9 +145,11 @@ def fitted_tables(console: Console, title: str, more_title: str, headers: Sequen
 
 def lane_tables(console: Console, lane: LaneResult, levels: list[LevelResult] | None = None,
                 scenario: str = "alone") -> list[Table]:
+    """The lane's level table, with the columns its levels have figures for (specs.table_columns)."""
+    levels = lane.levels if levels is None else levels
+    columns = table_columns(levels)
     return fitted_tables(console, f"{lane_title(lane)} · {scenario}", f"lane {lane.lane} · {scenario}, "
-                                                                      "continued",
-                         LEVEL_HEADERS, [level_row(lv) for lv in (lane.levels if levels is None else levels)])
+                         "continued", [h for h, _ in columns], [level_row(lv, columns) for lv in levels])
 
 
 def _ratio(r) -> str:
@@ -181,10 +182,10 @@ def _spec_cell(lv: LevelResult, spec: MetricSpec, approx: str) -> str:
     return (approx if t.approx else "") + _CELLS[t.cell](figure(lv, spec.path), t.digits)
 
 
-def level_row(lv: LevelResult) -> list[str]:
-    """The level's cells under LEVEL_HEADERS."""
+def level_row(lv: LevelResult, columns: Columns = LEVEL_TABLE) -> list[str]:
+    """The level's cells under `columns`' headers (LEVEL_HEADERS unless given)."""
     approx = approx_tokens(lv)
-    return ["/".join(_spec_cell(lv, spec, approx) for spec in specs) for _, specs in LEVEL_TABLE]
+    return ["/".join(_spec_cell(lv, spec, approx) for spec in specs) for _, specs in columns]
 
 
 def ci_note(name: str, d: Distribution, digits: int = 0) -> str | None:
