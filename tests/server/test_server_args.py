@@ -172,3 +172,14 @@ def test_a_started_server_that_serves_another_model_is_refused(tmp_path, capsys,
                  "--requests-per-level", "4", "--repetitions", "1", "-o", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 3 and "serves '/elsewhere/other.gguf', not the lane's model" in err, err
+
+
+def test_the_prompt_cache_settings_reach_the_embedded_server():
+    """The prompt cache's settings (docs/workloads.md) set xllamacpp's own parameters; a value out
+    of range is one line naming the flag."""
+    args = ["-sps", "0", "--cache-reuse", "256", "--cache-ram", "0", "--ctx-checkpoints", "4"]
+    assert parse_embedded(args) == [("slot_prompt_similarity", 0.0, "value"), ("n_cache_reuse", 256, "value"),
+            ("cache_ram_mib", 0, "value"), ("n_ctx_checkpoints", 4, "value")]
+    for bad, says in ((["--slot-prompt-similarity", "1.5"], "fraction"), (["--cache-ram", "lots"], "MiB")):
+        with pytest.raises(UserError, match=says):
+            parse_embedded(bad)

@@ -265,6 +265,20 @@ def _floats(v: list[str]) -> list[float]:
     return out
 
 
+def _fraction(v: list[str]) -> float:
+    """A fraction from 0 to 1 (llama.cpp's --slot-prompt-similarity)."""
+    if len(v) != 1 or not re.fullmatch(r"(0(\.[0-9]{1,6})?|1(\.0{1,6})?|\.[0-9]{1,6})", v[0]):
+        raise ValueError("expected a fraction from 0 to 1")
+    return float(v[0])
+
+
+def _mib_value(v: list[str]) -> int:
+    """MiB, or -1 for no limit (llama.cpp's --cache-ram)."""
+    if len(v) != 1 or not re.fullmatch(r"(-1|[0-9]{1,7})", v[0]):
+        raise ValueError("expected MiB (0 turns it off, -1 means no limit)")
+    return int(v[0])
+
+
 def _none(v: list[str]) -> bool:
     if v:
         raise ValueError("takes no value")
@@ -286,6 +300,10 @@ EMBEDDED: dict[str, tuple[str, Callable[[list[str]], Any], str]] = {
     **dict.fromkeys(("-nkvo", "--no-kv-offload"), ("no_kv_offload", _none, "value")),
     **dict.fromkeys(("--no-warmup",), ("warmup", lambda v: not _none(v), "value")),
     **dict.fromkeys(("--swa-full",), ("swa_full", _none, "value")),
+    **dict.fromkeys(("-sps", "--slot-prompt-similarity"), ("slot_prompt_similarity", _fraction, "value")),
+    **dict.fromkeys(("--cache-reuse",), ("n_cache_reuse", _int, "value")),
+    **dict.fromkeys(("-cram", "--cache-ram"), ("cache_ram_mib", _mib_value, "value")),
+    **dict.fromkeys(("--ctx-checkpoints", "--swa-checkpoints"), ("n_ctx_checkpoints", _int, "value")),
 }
 
 
