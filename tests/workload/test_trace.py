@@ -115,9 +115,8 @@ async def test_equal_hash_ids_give_equal_tokens_and_a_new_one_differs_at_once(tm
     assert [(r.prompt_tokens, r.max_tokens, r.cache_prompt) for r in (a, d)] == [(1100, 20, True),
                                                                                  (600, 5, True)]
     assert a.prompt[:2 * BLOCK_TOKENS] == b.prompt[:2 * BLOCK_TOKENS]  # blocks 0 and 1: hash ids 0, 1
-    marker_2 = len(block_marker("abc-lane-q1-r1-o", "2"))  # its last character is the hash id's
-    assert a.prompt[1024:1024 + marker_2 - 3] == b.prompt[1024:1024 + marker_2 - 3]
-    assert a.prompt[1024 + marker_2 - 3] != b.prompt[1024 + marker_2 - 3]  # "#2" and "#3": at once
+    assert block_marker("abc-lane-q1-r1-o", "2").startswith("[#2 ")  # the hash id first
+    assert a.prompt[1024:1026] == b.prompt[1024:1026] and a.prompt[1026] != b.prompt[1026]  # 2, 3: at once
     assert a.prompt[0] == 1 and a.prompt[BLOCK_TOKENS] != 1  # BOS begins block 0 only
     assert c.prompt[:30] != a.prompt[:30] != d.prompt[:30]  # a block past hash_ids is the request's own
     assert len({r.request_id for r in (a, b, c, d)}) == 4
@@ -126,13 +125,14 @@ async def test_equal_hash_ids_give_equal_tokens_and_a_new_one_differs_at_once(tm
 async def test_no_run_level_or_pass_shares_a_block_with_another(tmp_path):
     p, q = await prompts(tmp_path, GOLDEN, "abc"), await prompts(tmp_path, GOLDEN, "xyz")
     first = (await p.build_open("lane", 1, 1))[0].prompt
-    assert (await q.build_open("lane", 1, 1))[0].prompt[:20] != first[:20]  # another run's nonce
+    n = BLOCK_TOKENS
+    assert (await q.build_open("lane", 1, 1))[0].prompt[:n] != first[:n]  # another run's nonce
     level = await p.build("lane", 2, 1, "measured", 9)  # 4 records, cycled: passes 0, 1, 2
     assert [r.prompt_tokens for r in level] == [1100, 1200, 300, 600] * 2 + [1100]
     assert level[0].prompt[:1024] == level[1].prompt[:1024]  # inside one pass, the trace's sharing
-    assert level[0].prompt[:20] != level[4].prompt[:20] != first[:20]  # another pass, another scope
+    assert level[0].prompt[:n] != level[4].prompt[:n] != first[:n]  # another pass, another scope
     other = await p.build("lane", 2, 2, "measured", 1)
-    assert other[0].prompt[:20] != level[0].prompt[:20]  # another repetition
+    assert other[0].prompt[:n] != level[0].prompt[:n]  # another repetition
 
 
 async def test_without_a_tokenizer_the_blocks_are_words(tmp_path):

@@ -19,10 +19,12 @@ the trace's rate is requests ÷ duration × speed (`rate_rps`), the figure its r
 as an open-loop rate.
 
 The prompts (`TracePrompts`): block j of a request is BLOCK_TOKENS tokens, its marker (the text
-"[SCOPE #HASH] ", tokenized by the server, with BOS for block 0) followed by filler ids; the prompt is
-its blocks end to end cut to input_length. SCOPE names the run's nonce, the lane and the pass, so an
-equal hash_id gives equal tokens inside one pass only: equal hash_ids prefixes reach the server's
-prompt cache as equal token prefixes, and nothing is shared with another run, level or repetition.
+"[#HASH SCOPE] ", tokenized by the server, with BOS for block 0) followed by filler ids; the prompt is
+its blocks end to end cut to input_length. HASH comes first, so blocks of different hash ids differ
+within their first tokens; SCOPE names the run's nonce, the lane and the pass, so an equal hash_id
+gives equal tokens inside one pass only: equal hash_ids prefixes reach the server's prompt cache as
+equal token prefixes, and nothing but a marker's first tokens is shared with another run, level or
+repetition.
 Requests are sent with cache_prompt true. A server that does not tokenize (or the chat endpoint)
 gets the same blocks as text, words for tokens.
 """
@@ -265,9 +267,9 @@ def trace_given(given: dict, max_ctx_tokens: int = MAX_CTX_TOKENS) -> None:
 
 
 def block_marker(scope: str, block: str) -> str:
-    """The text a prompt block starts with: its pass (`scope`) and its hash id (or, for a block past a
-    request's hash_ids, the request's own name for it)."""
-    return f"[{scope} #{block}] "
+    """The text a prompt block starts with: its hash id (or, for a block past a request's hash_ids, the
+    request's own name for it) first, then its pass (`scope`)."""
+    return f"[#{block} {scope}] "
 
 
 class TracePrompts:
