@@ -257,3 +257,24 @@ def test_a_report_of_an_earlier_minor_is_read_with_its_missing_fields_null(tmp_p
     (tmp_path / "newer.json").write_text(json.dumps(newer))
     err = merge(capsys, tmp_path / "newer.json")[2]
     assert f"capability schema 1.99, not {CAPABILITY_SCHEMA_VERSION}: written by another satbench" in err
+
+
+def test_litellm_carries_each_deployments_workload_and_names_a_lane_of_mixed_workloads(tmp_path, capsys):
+    from satbench.config.workload import ChatWorkload, WorkloadConfig
+    from satbench.config.workload_profile import profile_of
+
+    chat = profile_of(WorkloadConfig(endpoint="chat", chat=ChatWorkload(turns=4)))
+    random = profile_of(WorkloadConfig())
+    a = write(tmp_path, "a", report("node-a", [lane("dense").model_copy(update={"workload": chat})]))
+    b = write(tmp_path, "b", report("node-b", [lane("dense").model_copy(
+        update={"workload": random, "workload_accepted": True})]))
+    code, out, err = merge(capsys, a, b, "--format", "litellm")
+    assert code == 0, err
+    info = [d["model_info"] for d in yaml.safe_load(out)["model_list"]]
+    assert [i["satbench_workload"]["text"] for i in info] == ["chat:4", "random"]
+    assert info[0]["satbench_workload"]["chat_turns"] == 4
+    assert "chat_turns" not in info[1]["satbench_workload"]
+    assert [i.get("satbench_workload_accepted") for i in info] == [None, True]
+    assert "# lane dense: its nodes were measured with different workloads (chat:4, random)\n" in out
+    code, out, _ = merge(capsys, a, "--format", "litellm")
+    assert code == 0 and "different workloads" not in out

@@ -115,7 +115,9 @@ def render_fleet_json(merged: list[MergedReport], now: dt.datetime) -> str:
 def render_fleet_litellm(merged: list[MergedReport], now: dt.datetime) -> str:
     """One LiteLLM deployment per node × lane (capability.report.litellm_deployment): `model_name` the
     lane, shared across nodes; `model_info.id` `<node>/<lane>`; each its own api_base,
-    max_parallel_requests and weight (its expected output tok/s)."""
+    max_parallel_requests and weight (its expected output tok/s), and its workload profile in
+    model_info. A header line names a lane whose measured nodes ran different workloads: its weights
+    then compare figures of unlike traffic."""
     header = [f"satbench fleet merge {now.isoformat(timespec='seconds')}: {len(merged)} nodes",
               "LiteLLM config: one deployment per node x lane; max_parallel_requests = satbench's measured",
               "recommendation on that node, weight = its expected output tok/s there; lanes not confirmed",
@@ -123,6 +125,12 @@ def render_fleet_litellm(merged: list[MergedReport], now: dt.datetime) -> str:
     synthetic = sorted({lane.lane for m in merged for lane in m.report.lanes if lane.synthetic_model})
     header += [f"lane {name}: SYNTHETIC random weights on some node (stand-in model, meaningless output)"
                for name in synthetic]
+    workloads: dict[str, dict[str, None]] = {}
+    for lane in (lane for m in merged for lane in m.report.lanes if lane.status == "measured"):
+        if lane.workload is not None:
+            workloads.setdefault(lane.lane, {})[lane.workload.text] = None
+    header += [f"lane {name}: its nodes were measured with different workloads ({', '.join(texts)})"
+               for name, texts in workloads.items() if len(texts) > 1]
     deployments = [litellm_deployment(m.report, lane) for m in merged for lane in m.report.lanes]
     return litellm_yaml(deployments, header)
 
