@@ -173,6 +173,10 @@ def test_trace_flags_make_a_lane_with_one_replayed_rate():
     assert lane.workload.prompt_tokens == longest_in and lane.workload.longest_request() == longest
     assert lane.open_loop is not None and lane.open_loop.cap(2) == 4
     assert lane.workload.kind_text == f"trace:{t.sha256[:12]},speed=2"
+    from satbench.config.schema import RunConfig
+    from satbench.run.preflight import _needs_check
+
+    assert not _needs_check(RunConfig(lanes=[lane]), lane)  # a trace's blocks carry no request prefix
 
 
 @pytest.mark.parametrize(("flags", "message"), [

@@ -35,8 +35,9 @@ def _where(lane: LaneConfig, lane_file: bool) -> str:
 
 
 def _needs_check(cfg: RunConfig, lane: LaneConfig) -> bool:
-    """Fairness checks lengthen a prompt too short for its prefix; a shared prefix has none."""
-    return not cfg.fairness_only and not lane.workload.shared_prefix
+    """Fairness checks lengthen a prompt too short for its prefix; a shared prefix has none, and a
+    trace's prompts are its blocks (workload/trace.py), which start with no request prefix."""
+    return not cfg.fairness_only and not lane.workload.shared_prefix and lane.workload.trace is None
 
 
 def _names(cfg: RunConfig, lane: LaneConfig) -> list[str]:
