@@ -210,7 +210,7 @@ class Engine:
         self.s = script
         self.clock: Clock = clock or WallClock(script.precise_timing)
         self.slots: list[FakeRequest | None] = [None] * script.n_slots
-        self.cache = PromptCache(script.n_slots, script.slot_prompt_similarity)
+        self.cache = PromptCache(script.n_slots, script.slot_prompt_similarity, script.cache_ram_tokens)
         self.waiting: deque[FakeRequest] = deque()
         self._batch: list[tuple[FakeRequest, int]] = []  # (req, prompt tokens; 0 = decode)
         self._deadline = 0
@@ -281,7 +281,7 @@ class Engine:
         idle = [i for i, r in enumerate(self.slots) if r is None]
         if not idle:
             return False
-        i = self.cache.choose(req.prompt_ids, idle)
+        i = self.cache.take(req.prompt_ids, idle)
         self.slots[i], req.slot, req.admit_ns = req, i, now_ns or self.now_ns()
         req.cache_n = req.n_processed = self.cache.reuse(i, req.prompt_ids,
                                                          bool(req.params.get("cache_prompt", True)))

@@ -164,6 +164,11 @@ class FakeScript(BaseModel):
         "prompt_cache.LLAMACPP_SLOT_PROMPT_SIMILARITY): the idle slot whose cached tokens share the "
         "largest fraction (> s) of the prompt, else the least recently used idle slot; 0 = LRU only "
         "(prompt_cache.py). The prompt cache itself works under every rule")
+    cache_ram_tokens: int | None = Field(
+        None, ge=1, description="llama-server's host-memory prompt cache (--cache-ram, 8192 MiB by "
+        "default there): a slot's sequence is saved when another request takes the slot, and the saved "
+        "one that best serves a prompt is restored into its slot (prompt_cache.py); this many tokens in "
+        "all at most, oldest dropped first. None = off (llama-server --cache-ram 0)")
     precise_timing: bool = Field(True, description="keep deadlines with a timer thread "
                                  "(else loop.call_later)")
     schedule_log: Path | None = None

@@ -88,6 +88,38 @@ def test_without_the_knob_a_request_takes_the_lowest_idle_slot():
     assert send(sim, "a2", A + [1]).cache_n == 0  # b overwrote a's tokens in slot 0
 
 
+@pytest.mark.parametrize("ram_tokens", [None, 10_000])
+def test_the_host_cache_gives_a_conversation_its_prefix_back_in_another_slot(ram_tokens):
+    """The sequence llama.cpp b11549 (xllamacpp, 2 slots, default similarity) was seen to run: a1, b1,
+    c1 (c1 evicts a1 from slot 1), then a2 and b2, each 60 tokens resent with 15 new. With
+    --cache-ram 8192 the server answered cache_n 60 for both (restored from host memory into the other
+    slot), with --cache-ram 0 it answered 0; slots 1, 0, 1, 0, 1 either way."""
+    sim = Sim(FakeScript(**SCRIPT, slot_prompt_similarity=LLAMACPP_SLOT_PROMPT_SIMILARITY,
+                         cache_ram_tokens=ram_tokens))
+    a, b, c = (list(range(k, k + 60)) for k in (1000, 2000, 3000))
+    reqs = [send(sim, "a1", a, 4), send(sim, "b1", b, 4), send(sim, "c1", c, 4),
+            send(sim, "a2", a + [7, 8, 9] * 5, 4), send(sim, "b2", b + [7, 8, 9] * 5, 4)]
+    assert [r.slot for r in reqs] == [1, 0, 1, 0, 1]
+    hit = 60 if ram_tokens else 0
+    assert [(r.cache_n, r.timings()["prompt_n"]) for r in reqs[3:]] == [(hit, 75 - hit)] * 2
+    assert ttft_ms(reqs[3]) == pytest.approx((75 - hit) * P_MS)
+
+
+def test_the_host_cache_saves_each_sequence_once_and_drops_the_oldest_past_its_size():
+    cache = PromptCache(1, 0.0, ram_tokens=10)
+    cache.release(0, [1, 2, 3, 4])
+    assert cache.take([9], [0]) == 0 and cache.saved == [[1, 2, 3, 4]]
+    cache.release(0, [1, 2, 3, 4, 5])  # contains the saved one, which goes
+    cache.take([9], [0])
+    assert cache.saved == [[1, 2, 3, 4, 5]]
+    cache.release(0, [6, 7, 8, 9])
+    cache.take([1, 2, 3, 4, 5, 6], [0])  # saves 6..9, restores 1..5 (keep 5/5, sim 5/6)
+    assert cache.tokens[0] == [1, 2, 3, 4, 5] and cache.saved == [[6, 7, 8, 9]]
+    cache.release(0, [20] * 8)
+    cache.take([30], [0])  # 4 + 8 tokens > 10: the oldest goes
+    assert cache.saved == [[20] * 8]
+
+
 def test_choice_needs_a_similarity_above_the_threshold():
     cache = PromptCache(3, 0.5)
     cache.release(0, [1, 2, 3, 4, 5])

@@ -2,7 +2,8 @@
 fake llama.cpp server's per-slot prompt cache (tests/fakes/prompt_cache.py, llama.cpp's slot choice
 by prompt similarity): a conversation that finds its slot again reuses its whole history, while more
 conversations than slots take each other's slots and keep only the prefix they all share (the
-system prompt), as the events' `timings.cache_n` show."""
+system prompt), as the events' `timings.cache_n` show, unless llama-server's host-memory cache
+(--cache-ram, on by default there) gives each its history back."""
 
 from __future__ import annotations
 
@@ -30,11 +31,11 @@ async def conversations(n: int, turns: int) -> list[CompletionRequest]:
     return await builder.build("a", n, 1, "measured", n * turns)
 
 
-async def run(reqs: list[CompletionRequest], streams: int,
-              decode_ms: float) -> dict[tuple[int, int], RequestEvent]:
-    """One closed-loop level of `streams` against a fake of SLOTS slots with llama.cpp's slot choice;
-    its measured events by (conversation, turn)."""
-    script = FakeScript(n_slots=SLOTS, decode_iteration_ms=decode_ms,
+async def run(reqs: list[CompletionRequest], streams: int, decode_ms: float,
+              ram_tokens: int | None = None) -> dict[tuple[int, int], RequestEvent]:
+    """One closed-loop level of `streams` against a fake of SLOTS slots with llama.cpp's slot choice
+    (and host-memory cache of `ram_tokens`); its measured events by (conversation, turn)."""
+    script = FakeScript(n_slots=SLOTS, decode_iteration_ms=decode_ms, cache_ram_tokens=ram_tokens,
                         slot_prompt_similarity=LLAMACPP_SLOT_PROMPT_SIMILARITY)
     sink = ListSink()
     async with FakeLlamaServer(script) as srv:
@@ -66,9 +67,10 @@ async def test_a_conversation_that_keeps_its_slot_reuses_its_whole_history():
 
 
 async def test_more_conversations_than_slots_lose_their_history_but_keep_the_system_prompt():
-    """4 conversations on 4 streams, 2 slots: a finished turn's slot goes at once to a request already
-    waiting (FIFO), so every returning turn finds its slot held by another conversation; llama.cpp's
-    similarity choice still finds a slot with the shared system prompt."""
+    """4 conversations on 4 streams, 2 slots, no host-memory cache (llama-server --cache-ram 0): a
+    finished turn's slot goes at once to a request already waiting (FIFO), so every returning turn
+    finds its slot held by another conversation; llama.cpp's similarity choice still finds a slot
+    with the shared system prompt."""
     n = 2 * SLOTS
     reqs = await conversations(n, turns=2)
     firsts = [r for r in reqs if r.turn == 1]
@@ -82,3 +84,13 @@ async def test_more_conversations_than_slots_lose_their_history_but_keep_the_sys
         assert first.server_prompt_tokens is not None
         assert cached(second) == shared < first.server_prompt_tokens  # turn 1's history is gone
         assert second.timings.prompt_n == second.server_prompt_tokens - shared
+
+
+async def test_with_the_host_cache_returning_turns_get_their_history_back():
+    """The same traffic with llama-server's default host-memory cache: the sequence another
+    conversation evicted from a slot was saved, and comes back into whichever slot the turn takes."""
+    n = 2 * SLOTS
+    events = await run(await conversations(n, turns=2), streams=n, decode_ms=30.0, ram_tokens=100_000)
+    for c in range(n):
+        before = events[c, 1].server_prompt_tokens
+        assert before is not None and cached(events[c, 2]) >= before
