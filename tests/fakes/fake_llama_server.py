@@ -360,7 +360,7 @@ class FakeLlamaServer:
     # -- records --------------------------------------------------------
     def _record(self, req: FakeRequest, status: str):
         rec = {"id": req.rid, "task_id": req.task_id, "slot": req.slot, "status": status,
-               "endpoint": req.extra.get("endpoint"), "prompt_tokens": req.prompt_n,
+               "endpoint": req.extra.get("endpoint"), "prompt_tokens": req.prompt_n, "cache_n": req.cache_n,
                "n_predict": req.n_predict, "n_decoded": req.n_decoded, "truncated": req.truncated,
                "arrival_ns": req.arrival_ns, "admit_ns": req.admit_ns, "prompt_start_ns": req.prompt_start_ns,
                "headers_ns": req.headers_ns, "chunk_ns": req.chunk_ns,

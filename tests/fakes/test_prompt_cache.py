@@ -4,6 +4,7 @@ clock of `scripted_time.Sim` (exact figures) and over HTTP (every endpoint's fin
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -154,6 +155,7 @@ async def test_every_endpoint_reports_cache_n_in_its_final_timings():
         off = (await c.post("/v1/completions", json={"prompt": ids + [1, 2, 3], "max_tokens": 2,
                                                      "cache_prompt": False})).json()
         metrics = (await c.get("/metrics")).text
+        logged = [r["cache_n"] for r in srv.schedule()]
     assert first["timings"]["cache_n"] == 0 and first["timings"]["prompt_n"] == 30
     assert native["timings"]["cache_n"] == 30 and native["timings"]["prompt_n"] == 2
     assert native["tokens_evaluated"] == 32
@@ -161,6 +163,7 @@ async def test_every_endpoint_reports_cache_n_in_its_final_timings():
     assert oai["usage"]["prompt_tokens"] == 33
     assert oai["usage"]["prompt_tokens_details"]["cached_tokens"] == 32
     assert off["timings"]["cache_n"] == 0 and off["timings"]["prompt_n"] == 33
+    assert logged == [0, 30, 32, 0]
     assert "llamacpp:prompt_tokens_cached_total 62" in metrics  # 0 + 30 + 32 + 0
     assert "llamacpp:prompt_tokens_total 66" in metrics  # 30 + 2 + 1 + 33
 
@@ -184,3 +187,20 @@ async def test_a_chat_history_resent_with_its_answer_hits_the_cache_through_the_
     assert final["timings"]["cache_n"] == n1 + 3  # turn 1's prompt and its decoded answer (4 − 1)
     assert final["usage"]["prompt_tokens"] == n1 + 4 + 2 + 2 * CHAT_MESSAGE_TOKENS
     assert final["timings"]["cache_n"] + final["timings"]["prompt_n"] == final["usage"]["prompt_tokens"]
+
+
+async def test_slots_show_a_busy_slots_cached_and_processed_prompt_tokens():
+    script = FakeScript(n_slots=1, decode_iteration_ms=5.0)
+    ids = list(range(50, 80))
+    async with FakeLlamaServer(script) as srv, httpx.AsyncClient(base_url=srv.base_url) as c:
+        await c.post("/completion", json={"prompt": ids, "n_predict": 1})
+        task = asyncio.create_task(c.post("/completion", json={"prompt": ids + [1, 2], "n_predict": 40}))
+        busy: dict = {}
+        for _ in range(400):
+            busy = (await c.get("/slots")).json()[0]
+            if busy["is_processing"] and busy["next_token"][0]["n_decoded"] >= 1:
+                break
+            await asyncio.sleep(0.005)
+        await task
+    assert busy["n_prompt_tokens"] == 32 and busy["n_prompt_tokens_cache"] == 30
+    assert busy["n_prompt_tokens_processed"] == 2
