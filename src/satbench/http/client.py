@@ -33,13 +33,10 @@ NO_TEXT = "no_text"  # error type of an answer whose chunks held tool calls, con
 COMPRESSED = "compressed_stream"  # error type of an answer sent with a Content-Encoding
 
 
-Role = Literal["system", "user", "assistant"]
-
-
 class ChatMessage(Strict):
     """One message of a conversation's history, as /v1/chat/completions takes it."""
 
-    role: Role
+    role: Literal["system", "user", "assistant"]
     content: str
 
 

@@ -18,16 +18,15 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Literal
 
 from satbench.config.schema import WorkloadConfig
 from satbench.errors import UserError
 from satbench.http.client import CompletionRequest
+from satbench.workload.chat import Phase, conversations
 from satbench.workload.lengths import Lengths
 
 Tokenizer = Callable[[str, bool], Awaitable[list[int]]]  # (text, add_special) -> ids
 Detokenizer = Callable[[list[int]], Awaitable[str]]  # ids -> text
-Phase = Literal["warmup", "measured", "background"]
 
 FILLER_TEXT = (
     "The river ran past the old mill and under the stone bridge where the children of the "
@@ -90,8 +89,6 @@ class WorkloadBuilder:
         (`Lengths.of(phase, repetition, seq)`: the fixed ones, or its draw under the lane's seed); the
         chat workload's are conversations (workload/chat.py)."""
         if self.cfg.chat is not None:
-            from satbench.workload.chat import conversations
-
             return await conversations(self, lane, level, repetition, phase, count)
         out = []
         for seq in range(count):
@@ -149,6 +146,11 @@ class WorkloadBuilder:
     @property
     def nonce(self) -> str:
         return self._nonce
+
+    @staticmethod
+    def prefix(request_id: str) -> str:
+        """The text a request's prompt starts with (`prefix_of`)."""
+        return prefix_of(request_id)
 
 
 def _fitted(n_prefix: int, n_prompt: int, grow: bool) -> int:

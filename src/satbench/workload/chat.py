@@ -7,7 +7,7 @@ template builds the prompt from these messages. Each request asks for the prompt
 (`cache_prompt`), as a chat client does.
 
 What is seeded and what is not:
-- Every user message starts with its request's unique prefix (workload.builder.prefix_of), so
+- Every user message starts with its request's unique prefix (`MessageSource.prefix`), so
   conversations share nothing after the system prompt, and no run shares a prompt with another (the
   request id starts with the run's nonce, and so does the system prompt).
 - Message and answer lengths are `Lengths.of(phase, repetition, seq)` of the turn's position
@@ -26,13 +26,32 @@ Only the measured phase holds whole conversations. Warmup and background request
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Literal, Protocol
 
+from satbench.config.workload import WorkloadConfig
 from satbench.http.client import ChatMessage, CompletionRequest
-from satbench.workload.builder import Phase, prefix_of
+from satbench.workload.lengths import Lengths
 
-if TYPE_CHECKING:
-    from satbench.workload.builder import WorkloadBuilder
+Phase = Literal["warmup", "measured", "background"]  # a request's part of its level
+
+
+class MessageSource(Protocol):
+    """What conversations are built from (workload.builder.WorkloadBuilder is the one): the lane's
+    workload, the run's nonce, its seeded lengths, request ids and their prefixes, and message text."""
+
+    cfg: WorkloadConfig
+
+    @property
+    def nonce(self) -> str: ...
+
+    @property
+    def lengths(self) -> Lengths: ...
+
+    def request_id(self, lane: str, level: int, repetition: int, phase: Phase, seq: int) -> str: ...
+
+    def prefix(self, request_id: str) -> str: ...
+
+    async def text(self, prefix_text: str, n_tokens: int, grow: bool = False) -> tuple[str, int]: ...
 
 
 def conversation_count(requests: int, turns: int) -> int:
@@ -40,7 +59,7 @@ def conversation_count(requests: int, turns: int) -> int:
     return math.ceil(requests / turns)
 
 
-async def system_message(builder: WorkloadBuilder) -> ChatMessage | None:
+async def system_message(builder: MessageSource) -> ChatMessage | None:
     """The system prompt every conversation of the run starts with: "[NONCE system] " and filler text,
     `system_prompt_tokens` long; None when the workload has none."""
     n = builder.cfg.system_prompt_tokens
@@ -50,7 +69,7 @@ async def system_message(builder: WorkloadBuilder) -> ChatMessage | None:
     return ChatMessage(role="system", content=text)
 
 
-async def conversations(builder: WorkloadBuilder, lane: str, level: int, repetition: int, phase: Phase,
+async def conversations(builder: MessageSource, lane: str, level: int, repetition: int, phase: Phase,
                         count: int) -> list[CompletionRequest]:
     """The requests of one level repetition and phase: for "measured", `conversation_count(count, T)`
     whole conversations, each its turns in order (turn 1 first), so ⌈count ÷ T⌉ × T requests; for
@@ -68,7 +87,7 @@ async def conversations(builder: WorkloadBuilder, lane: str, level: int, repetit
             seq = conversation * turns + turn - 1
             rid = builder.request_id(lane, level, repetition, phase, seq)
             n_user, n_out = builder.lengths.of(phase, repetition, seq)
-            text, n_user = await builder.text(prefix_of(rid), n_user)
+            text, n_user = await builder.text(builder.prefix(rid), n_user)
             history.append(ChatMessage(role="user", content=text))
             sent += n_user
             out.append(CompletionRequest(
