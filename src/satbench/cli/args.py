@@ -149,10 +149,9 @@ def build_parser() -> _Parser:
                     help="refuse older recommendations (default 30)")
     ca.add_argument("--format", choices=["json", "litellm"], default="json",
                     help="json: the capability report; litellm: a LiteLLM proxy model_list fragment")
-    ca.add_argument("--accept-contended", action="store_true", help="advertise a recommendation measured "
-                    "while other processes took CPU (refused by default)")
-    ca.add_argument("--accept-workload", action="store_true", help="advertise a recommendation measured "
-                    "with another workload than the lane's (kind, chat turns, trace; refused by default)")
+    for f, w in (("--accept-contended", "while other processes took CPU"),
+                 ("--accept-workload", "with another workload than the lane's (kind, chat turns, trace)")):
+        ca.add_argument(f, action="store_true", help=f"advertise a figure measured {w} (refused by default)")
     ca.add_argument("--node-id", help="the node's name for the router and a fleet merge (default: the "
                     "hostname)")
     ca.add_argument("--api-base", action="append", default=[], metavar="[LANE=]URL",
