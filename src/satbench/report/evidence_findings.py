@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.gguf.architectures import described_architecture
 from satbench.metrics.flags import FlagKind, has_flag
+from satbench.metrics.specs import table_columns
 from satbench.report.document import Block, Bullets, Heading, Image, Para, TableBlock
 from satbench.report.evidence_setup import afar, mib, server_where
 from satbench.report.plot_file import PlotFile
 from satbench.report.rates import rate_blocks, rate_line
 from satbench.report.table import (
     INTERFERENCE_HEADERS,
-    LEVEL_HEADERS,
     LEVEL_LEGEND,
     RECOMMENDATION_HEADERS,
     VERDICT_HEADERS,
@@ -54,6 +54,11 @@ def _plots_for(plots: Sequence[PlotFile], lane: str) -> list[Block]:
     return [Image(file=p.file, title=p.title, caption=p.caption) for p in plots if p.lane == lane]
 
 
+CACHE_HEADER = "cache hit/found"  # the prompt cache's column (metrics/specs.py), shown where it was in play
+CACHE_LEGEND = ("; cache hit/found = share of prompt tokens the prompt cache supplied / share of a "
+                "conversation's returning turns that found their history in it (docs/workloads.md)")
+
+
 def lane_section(lane: LaneResult, plots: Sequence[PlotFile]) -> list[Block]:
     blocks: list[Block] = [Heading(level=2, text=f"Lane {lane.lane}"), Para(text=lane_title(lane))]
     if lane.slo is not None:
@@ -61,12 +66,15 @@ def lane_section(lane: LaneResult, plots: Sequence[PlotFile]) -> list[Block]:
     for label, levels in (("alone on the machine", lane.levels), ("together with the run's other lanes",
                                                                    lane.together_levels)):
         if levels:
-            blocks.append(TableBlock(headers=list(LEVEL_HEADERS), rows=[level_row(lv) for lv in levels],
-                                     caption=f"{lane.lane}, {label}"))
+            columns = table_columns(levels)
+            blocks.append(TableBlock(headers=[h for h, _ in columns], caption=f"{lane.lane}, {label}",
+                                     rows=[level_row(lv, columns) for lv in levels]))
     if lane.levels or lane.together_levels:
         notes = [n for tag, levels in (("", lane.levels), ("together ", lane.together_levels))
                  for lv in levels for n in level_ci_notes(lv, f"{tag}N={lv.concurrency} ")]
-        blocks.append(Para(text=LEVEL_LEGEND + "."))
+        cached = any(h == CACHE_HEADER for lv in (lane.levels, lane.together_levels) if lv
+                     for h, _ in table_columns(lv))
+        blocks.append(Para(text=LEVEL_LEGEND + (CACHE_LEGEND if cached else "") + "."))
         if notes:
             blocks.append(Bullets(items=notes))
     blocks += gpu_table(lane)
