@@ -157,3 +157,19 @@ def test_the_api_passes_accept_workload_on(monkeypatch, tmp_path):
     assert api.capability(cfg, path, accept_workload=True) == "report" and seen["accept_workload"] is True
     with pytest.raises(UserError, match="accept_workload"):
         api.capability(cfg, path, accept_workload="yes")  # type: ignore[arg-type]
+
+
+def test_the_capability_command_takes_the_lanes_traffic_as_flags():
+    """Without a lane file, capability's single-lane flags say the traffic the lane is configured for
+    (cli/lanekeys TRAFFIC_FIELDS): a chat-measured lane can then be checked against chat, while the
+    knobs of a measurement (levels, lengths) stay sweep's."""
+    from satbench.cli.args import lanes_config
+    from satbench.errors import UserError
+
+    a = build_parser().parse_args(["capability", "--recommendations", "r.json", "--workload", "chat:4",
+                                   "--system-prompt-tokens", "256"])
+    workload = lanes_config(a).lanes[0].workload
+    assert workload.kind_text == "chat:4,system=256" and workload.endpoint == "chat"
+    assert profile_of(workload).text == "chat:4,system=256"
+    with pytest.raises(UserError, match="unrecognized arguments: --concurrency"):
+        build_parser().parse_args(["capability", "--recommendations", "r.json", "--concurrency", "1,2"])

@@ -17,6 +17,7 @@ from satbench.cli.lanekeys import (
     FLAG_KEYS,
     ONE_LANE,
     SERVER,
+    TRAFFIC_FIELDS,
     LaneKey,
     LaneValueError,
     build_lane,
@@ -87,11 +88,11 @@ def _sweep_args(p: argparse.ArgumentParser, fairness: bool = False) -> None:
 
 
 def _capability_lane_args(p: argparse.ArgumentParser) -> None:
-    """What capability reads of the lanes: the lane file, or one lane's model and runtime (the
-    workload and server knobs describe a measurement, which capability does not make)."""
+    """What capability reads of the lanes: the lane file, or one lane's model, runtime and traffic
+    (TRAFFIC_FIELDS: what its figures must be measured with), not the knobs of a measurement."""
     p.add_argument_group("several lanes").add_argument(
         "--lanes", help="lane file (TOML): several models/runtimes, each with its knobs and SLO")
-    _lane_args(p, groups=(ONE_LANE,))
+    _lane_args(p, groups=(ONE_LANE, *TRAFFIC_FIELDS))
     p.set_defaults(together=False, **{key.dest: None for key in FLAG_KEYS if key.group != ONE_LANE})
     p.add_argument("-o", "--output", help="write the report here instead of stdout")
 
@@ -101,7 +102,7 @@ def _lane_args(p: argparse.ArgumentParser, groups: tuple[str, ...] | None = None
     sweep's own: `LaneKey.sweep_only`); each flag's type and stated default are its schema field's."""
     made: dict[str | None, argparse._ArgumentGroup] = {}
     for key in FLAG_KEYS:
-        if (groups is not None and key.group not in groups) or (key.sweep_only and not sweep):
+        if (groups is not None and not {key.group, key.field} & {*groups}) or (key.sweep_only and not sweep):
             continue
         if key.group not in made:
             made[key.group] = p.add_argument_group(key.group)
@@ -205,7 +206,6 @@ def _models_args(mo: argparse.ArgumentParser) -> None:
 
 
 QUIET_HELP = "no progress bar and no tables; warnings and errors still on stderr"
-
 
 def _output_args(p: argparse.ArgumentParser, name: str, what: str, product: bool = False) -> None:
     """--json and --quiet, on every command. `product`: the command's stdout is what it makes (a

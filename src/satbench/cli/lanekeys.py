@@ -177,6 +177,10 @@ LANE_KEYS: tuple[LaneKey, ...] = (
 )
 
 BY_FIELD = {key.field: key for key in LANE_KEYS}
+# the fields that say what kind of traffic a lane serves (config/workload_profile.py): capability takes
+# their flags too, to check a recommendation against the traffic the lane is configured for
+TRAFFIC_FIELDS = ("workload.shared_prefix", "workload.chat", "workload.system_prompt_tokens",
+                  "workload.trace", "workload.trace.speed")
 FLAG_KEYS = tuple(key for key in LANE_KEYS if key.flag)
 
 

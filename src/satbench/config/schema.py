@@ -286,6 +286,9 @@ NEEDS: tuple[tuple[str, Callable[[LaneConfig], bool], str], ...] = (
     ("workload.chat", lambda lane: lane.open_loop is None,
      "conversations run closed loop, and open-loop rates send independent arrivals: drop the rates "
      "(--rate) or the chat workload"),
+    ("workload.trace", lambda lane: lane.open_loop is not None and len(lane.open_loop.rates) == 1,
+     "a trace replays as the lane's one open-loop rate, which its reader sets (--trace, or trace in a "
+     "lane file): give it there"),
 )
 # repetitions act on fixed levels and on the together scenario's steps, which a lane cannot see: the
 # lane file and the flags check them where `together` is known (cli.lanefile, cli.args)

@@ -24,7 +24,7 @@ from satbench.records.atomic import write_text_atomic as write_text_atomic  # it
 from satbench.records.record import Record
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.11"  # what each version added: docs/schemas.md
+MANIFEST_SCHEMA_VERSION = "2.12"  # what each version added: docs/schemas.md
 MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers: a few hundred KiB at most
 
 
