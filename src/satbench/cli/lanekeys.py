@@ -144,14 +144,15 @@ LANE_KEYS: tuple[LaneKey, ...] = (
             help="default {default}"),
     LaneKey("workload.shared_prefix", "shared_prefix", "--shared-prefix", group=WORKLOAD,
             help="same prompt for all, prompt cache on"),
-    LaneKey("workload.chat", "workload", "--workload", group=WORKLOAD, metavar="KIND",
+    LaneKey("workload.chat", "workload", "--workload", group=WORKLOAD, sweep_only=True, metavar="KIND",
             help="random (default: independent prompts, no cache) or chat:TURNS[,think=SECONDS]: each "
                  "stream holds conversations that resend their history (prompt cache on; --prompt-tokens "
                  "is each user message, --output-tokens each answer)", file_type=(str | None, None),
             text=True),
     LaneKey("workload.system_prompt_tokens", "system_prompt_tokens", "--system-prompt-tokens",
-            group=WORKLOAD, help="with --workload chat: a system prompt this long, shared by every "
-                                 "conversation (default {default}: none)"),
+            group=WORKLOAD, sweep_only=True,
+            help="with --workload chat: a system prompt this long, shared by every conversation "
+                 "(default {default}: none)"),
     LaneKey("workload.endpoint", "endpoint", "--endpoint", group=WORKLOAD,
             help="completions (default: raw prompts of exact length) or chat (/v1/chat/completions "
                  "through the server's chat template; prompt and output counts from its usage)"),
