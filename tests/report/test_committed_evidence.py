@@ -54,3 +54,21 @@ def test_the_h200_runs_without_the_ram_cache_verify(tmp_path, name):
     assert v.ok and not v.modified and not v.inconsistent, (v.modified, v.missing, v.inconsistent)
     lanes = json.loads((copy / "run.json").read_text())["config"]["lanes"]
     assert all(lane["server"]["extra_args"] == ["--cache-ram", "0"] for lane in lanes)
+
+
+@pytest.mark.parametrize("name", ["run", "v4/run", "levers/run"])
+def test_the_chat_bundles_verify_and_show_what_the_cache_did(tmp_path, name):
+    """Random prompts against conversations (docs/workloads.md): each chat lane's levels carry cache
+    figures, every conversation found its history below the slot count, and fewer did past it."""
+    copy = _unpacked(EVIDENCE / "cpu-2core-2026-12-04-chat" / name, tmp_path)
+    v = verify(copy)
+    assert v.ok and not v.modified and not v.inconsistent, (v.modified, v.missing, v.inconsistent)
+    results = json.loads((copy / "results.json").read_text())
+    slots = {lane["lane"]: lane["memory"]["slots"] for lane in results["lanes"]}
+    chat = [lane for lane in results["lanes"] if lane["workload"].get("chat")
+            and lane["server_params"].get("extra_args") != ["--slot-prompt-similarity", "0"]]
+    assert chat and "cache hit/found" in (copy / "EVIDENCE.md").read_text()
+    for lane in chat:
+        found = {lv["concurrency"]: lv["cache"]["history_found_rate"] for lv in lane["levels"]}
+        assert all(rate == 1.0 for n, rate in found.items() if n <= slots[lane["lane"]]), found
+        assert found[max(found)] < 0.5, found
