@@ -70,6 +70,19 @@ def test_history_found_rate_falls_when_a_returning_turn_finds_little():
     assert c.history_found_rate == pytest.approx(2 / 3)
 
 
+def test_ttft_splits_by_whether_a_returning_turn_found_its_history():
+    """What losing the slot cost: the median TTFT of the returning turns that found their history
+    against those that did not; first turns count in neither."""
+    events = [turn(0, 1, 0, 100, ttft_ms=500), turn(0, 2, 100, 50, ttft_ms=40),
+              turn(0, 3, 150, 50, ttft_ms=60), turn(1, 1, 0, 100, ttft_ms=500),
+              turn(1, 2, 20, 140, ttft_ms=300)]
+    c = cache_figures(events, HIT)
+    assert c is not None and c.ttft_history_found_p50_ms == pytest.approx(50.0)
+    assert c.ttft_history_lost_p50_ms == pytest.approx(300.0)
+    c = cache_figures(events[:3], HIT)
+    assert c is not None and c.ttft_history_lost_p50_ms is None
+
+
 def test_the_threshold_is_a_share_of_the_previous_turns_whole_prompt():
     previous = turn(0, 1, 40, 160)  # the server's prompt: 40 + 160 = 200 tokens
     at = int(HISTORY_FOUND * 200)

@@ -49,6 +49,10 @@ class CacheFigures(Record):
                                  "the count history_found_rate is a share of")
     history_found_rate: float | None = Field(description="share of returning_turns with cache_n ≥ "
                                              "HISTORY_FOUND × the previous turn's prompt; None without one")
+    ttft_history_found_p50_ms: float | None = Field(
+        None, description="median TTFT of the returning turns that found their history; None without one")
+    ttft_history_lost_p50_ms: float | None = Field(
+        None, description="median TTFT of the returning turns that did not; None without one")
 
     @property
     def in_play(self) -> bool:
@@ -118,7 +122,7 @@ def cache_figures(events: Sequence[RequestEvent], hit: Estimate) -> CacheFigures
     prefill = [(e.timings.prompt_ms, _prompt_n(e)) for e in reqs
                if e.timings is not None and e.timings.prompt_ms is not None]
     prefill_n = sum(n for _, n in prefill)
-    returning = _previous_turns(reqs)
+    returning = [(history_found(t, p), latency.ttft_ms(t)) for t, p in _previous_turns(reqs)]
     return CacheFigures(
         requests=len(reqs), cache_hit_ratio=hit, cache_hit_ratio_p50=_p50(per_request),
         cached_prompt_tokens_p50=percentile([_cache_n(e) for e in reqs], 50),
@@ -127,6 +131,7 @@ def cache_figures(events: Sequence[RequestEvent], hit: Estimate) -> CacheFigures
         ttft_cache_miss_p50_ms=_p50([v for hit_, v in ttft if not hit_]),
         prefill_ms_per_new_token=sum(ms for ms, _ in prefill) / prefill_n if prefill_n else None,
         returning_turns=len(returning),
-        history_found_rate=(sum(history_found(t, p) for t, p in returning) / len(returning)
-                            if returning else None),
+        history_found_rate=sum(found for found, _ in returning) / len(returning) if returning else None,
+        ttft_history_found_p50_ms=_p50([v for found, v in returning if found and v is not None]),
+        ttft_history_lost_p50_ms=_p50([v for found, v in returning if not found and v is not None]),
     )

@@ -94,6 +94,7 @@ _REQUESTS = "request events (client stamps)"
 _PROCESS = "process samples (10 Hz)"
 _TIMED = "measured request events with the server's timings cache_n and prompt_n (llama.cpp)"
 _POOLED_TIMED = "pooled over the repetitions' timed requests"
+_POOLED_TURNS = "pooled over the repetitions' returning turns"
 _CACHE_CELL = TableCell("cache hit/found", "pct", when="cache.in_play")
 _THROUGHPUT_FORMULA = (
     "per stream from the start of a whole request to the window's end E: N / used * sum over streams of "
@@ -199,8 +200,14 @@ LEVEL_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("history_found_rate", "cache", "cache.history_found_rate", "share",
                "share of the returning turns with cache_n >= 0.9 (metrics/cache.py HISTORY_FOUND) * the "
                "previous turn's cache_n + prompt_n; null without a returning turn",
-               _TIMED + " of the chat workload", "pooled over the repetitions' returning turns",
+               _TIMED + " of the chat workload", _POOLED_TURNS,
                csv=_one("history_found_rate"), table=_CACHE_CELL, defined=True, reads=("returning_turns",)),
+    MetricSpec("ttft_history_found_p50_ms", "cache", "cache.ttft_history_found_p50_ms", "ms",
+               "median TTFT of the returning turns that found their history", _TIMED + " of the chat "
+               "workload", _POOLED_TURNS, csv=_one("ttft_history_found_p50_ms"), defined=True),
+    MetricSpec("ttft_history_lost_p50_ms", "cache", "cache.ttft_history_lost_p50_ms", "ms",
+               "median TTFT of the returning turns that did not find their history", _TIMED + " of the chat "
+               "workload", _POOLED_TURNS, csv=_one("ttft_history_lost_p50_ms"), defined=True),
     MetricSpec("peak_gpu_mem_bytes", "memory", "memory.peak_gpu_mem_bytes", "bytes",
                "the highest GPU memory used (NVML, all GPUs)", _PROCESS + " (NVML)", "max over repetitions",
                csv=_one("peak_gpu_mem_bytes")),
