@@ -78,7 +78,7 @@ def test_a_ctx_size_too_small_for_a_slot_is_refused_before_a_server_or_run_direc
 
 
 def test_the_planned_fit_refuses_only_what_cannot_fit():
-    from satbench.server.checks import slot_ctx_at_most
+    from satbench.config.schema import slot_ctx_at_most
 
     # b11434 said so
     assert slot_ctx_at_most(500, 3, False) == 256 and slot_ctx_at_most(1000, 3, False) == 512

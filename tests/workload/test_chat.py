@@ -3,10 +3,9 @@
 import pytest
 
 from satbench.cli.lanekeys import LaneValueError, build_lane
-from satbench.config.workload import ChatWorkload, LengthDistribution, WorkloadConfig
+from satbench.config.workload import ChatWorkload, LengthDistribution, WorkloadConfig, parse_workload
 from satbench.load.loadgen import chains
 from satbench.workload.builder import WorkloadBuilder
-from satbench.workload.chat import parse_workload
 
 
 async def fake_tokenize(text: str, add_special: bool) -> list[int]:

@@ -1,5 +1,6 @@
-"""The trace reader (workload/trace.py): a Mooncake JSONL trace parsed, each bad field refused in one
-line, its prefix blocks made into equal tokens, its arrivals, the shipped example, and --trace."""
+"""The trace reader (workload/trace_file.py) and its prompts (workload/trace.py): a Mooncake JSONL
+trace parsed, each bad field refused in one line, its prefix blocks made into equal tokens, its
+arrivals, the shipped example, and --trace."""
 
 from __future__ import annotations
 
@@ -12,11 +13,10 @@ from satbench.cli.args import build_parser, lane_config
 from satbench.config.workload import WorkloadConfig
 from satbench.errors import UserError
 from satbench.workload.example_trace import EXAMPLE_PATH, example_text
-from satbench.workload.trace import (
+from satbench.workload.trace import TracePrompts, block_marker
+from satbench.workload.trace_file import (
     BLOCK_TOKENS,
-    TracePrompts,
     TraceRecord,
-    block_marker,
     offsets_ns,
     parse_trace,
     rate_rps,

@@ -37,11 +37,11 @@ from satbench.config.schema import (
     NeedsError,
     parse_duration,
     resolve_model_dir,
+    slot_ctx_at_most,
 )
-from satbench.server.checks import slot_ctx_at_most
-from satbench.workload.chat import parse_workload
+from satbench.config.workload import parse_workload
 from satbench.workload.lengths import parse_lengths
-from satbench.workload.trace import TraceFieldError, trace_given
+from satbench.workload.trace_file import TraceFieldError, trace_given
 
 ONE_LANE = "one lane (without --lanes)"
 WORKLOAD = "workload"
@@ -229,7 +229,8 @@ def _lengths(given: dict[str, Any]) -> None:
 
 def _chat(given: dict[str, Any]) -> None:
     """The workload's kind as given (workload.chat: "random" or "chat:TURNS[,think=SECONDS]",
-    workload/chat.py), as ChatWorkload's fields; the chat workload's endpoint is chat unless given."""
+    config.workload.parse_workload), as ChatWorkload's fields; the chat workload's endpoint is chat
+    unless given."""
     workload = given.get("workload", {})
     if not isinstance(workload.get("chat"), str):
         return

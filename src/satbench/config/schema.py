@@ -240,15 +240,27 @@ class LaneConfig(Strict):
 
         Per-slot context is n_ctx / n_parallel unless the KV cache is unified, so each
         slot gets the longest request (`WorkloadConfig.longest_request`) + 16 tokens of margin (+
-        CHAT_TEMPLATE_TOKENS with endpoint chat, for the template's own tokens), rounded up to 256.
+        CHAT_TEMPLATE_TOKENS with endpoint chat, for the template's own tokens), rounded up to CTX_PAD.
         """
         if self.server.n_ctx is not None:
             return self.server.n_ctx
         per_slot = self.workload.longest_request() + 16
         if self.workload.endpoint == "chat":
             per_slot += CHAT_TEMPLATE_TOKENS
-        per_slot = math.ceil(per_slot / 256.0) * 256
+        per_slot = math.ceil(per_slot / CTX_PAD) * CTX_PAD
         return per_slot * self.slots_wanted()
+
+
+CTX_PAD = 256  # llama.cpp pads a slot's context up to a multiple of this
+
+
+def slot_ctx_at_most(n_ctx: int, n_parallel: int, kv_unified: bool) -> int:
+    """The most context one slot can get from `-c n_ctx -np n_parallel`: llama.cpp gives each slot
+    ceil(n_ctx / n_parallel) (all of n_ctx when the KV cache is unified) padded up to a multiple of
+    CTX_PAD, and may cap it lower (the model's training context), never higher. b11434 measured:
+    -c 500 -np 3 → 256, -c 1000 -np 3 → 512."""
+    per_slot = n_ctx if kv_unified else -(-n_ctx // max(1, n_parallel))
+    return -(-per_slot // CTX_PAD) * CTX_PAD
 
 
 class NeedsError(ValueError):

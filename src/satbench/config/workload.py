@@ -76,11 +76,35 @@ class ChatWorkload(Strict):
         return f"chat:{self.turns}" + (f",think={self.think_s:g}" if self.think_s else "")
 
 
+def parse_workload(text: str) -> dict | None:
+    """--workload's text as WorkloadConfig.chat's value: None for "random", else the fields of
+    "chat:TURNS[,think=SECONDS]" (their ranges are ChatWorkload's). ValueError names what is wrong."""
+    value = text.strip().lower()
+    if value == "random":
+        return None
+    kind, _, rest = value.partition(":")
+    if kind != "chat" or not rest:
+        raise ValueError(f"{text!r}: expected random or chat:TURNS[,think=SECONDS], e.g. chat:4,think=2")
+    turns, *options = rest.split(",")
+    if not turns.strip().isdigit():
+        raise ValueError(f"{text!r}: TURNS must be a whole number of turns, e.g. chat:4")
+    out: dict = {"turns": int(turns)}
+    for option in options:
+        name, _, number = option.partition("=")
+        if name.strip() != "think" or not number.strip():
+            raise ValueError(f"{text!r}: the chat workload's one option is think=SECONDS")
+        try:
+            out["think_s"] = float(number)
+        except ValueError:
+            raise ValueError(f"{text!r}: think=SECONDS takes a number of seconds") from None
+    return out
+
+
 MAX_TRACE_SPEED = 1000.0  # a trace's times compressed at most this many times
 
 
 class TraceWorkload(Strict):
-    """A replayed trace (`--trace FILE`, Mooncake JSONL; workload/trace.py reads and checks it): each
+    """A replayed trace (`--trace FILE`, Mooncake JSONL; workload/trace_file.py reads and checks it): each
     line's request is sent at its `timestamp` ÷ `speed`, with its `input_length` prompt tokens (equal
     `hash_ids` blocks give equal tokens) and `output_length` output tokens."""
 

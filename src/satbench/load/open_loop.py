@@ -68,7 +68,7 @@ def open_seed(seed: int, rate_index: int, repetition: int) -> int:
 class OpenPlan:
     """One open-loop rate: its requests in arrival order, the rate, the in-flight cap and the seed of
     its Poisson arrivals; or, for a replayed trace, its arrivals given (`offsets_ns`, one per request,
-    from the first: workload/trace.py), the seed then unused."""
+    from the first: workload/trace_file.py), the seed then unused."""
 
     level: LevelPlan  # scenario "open"; level = the rate's position (1-based) in the lane's rates
     rate_rps: float

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from satbench.config.schema import LaneConfig
+from satbench.config.schema import LaneConfig, slot_ctx_at_most
 from satbench.errors import RuntimeStartError, UserError
 from satbench.http.access import Answer
 from satbench.http.errors import BadAnswer, TimedOut, TlsRefused, TooLarge
@@ -33,8 +33,6 @@ from satbench.server.facts import (
     still_loading,
 )
 
-CTX_PAD = 256  # llama.cpp pads a slot's context up to a multiple of this
-
 
 def _does_not_fit(lane: LaneConfig, have: str) -> UserError:
     w = lane.workload
@@ -45,15 +43,6 @@ def _does_not_fit(lane: LaneConfig, have: str) -> UserError:
         f"but {have} "
         "(llama.cpp would cut every answer short); lower --prompt-tokens/--output-tokens, or give the server "
         "more context (-c) or fewer slots (-np)")
-
-
-def slot_ctx_at_most(n_ctx: int, n_parallel: int, kv_unified: bool) -> int:
-    """The most context one slot can get from `-c n_ctx -np n_parallel`: llama.cpp gives each slot
-    ceil(n_ctx / n_parallel) (all of n_ctx when the KV cache is unified) padded up to a multiple of
-    256, and may cap it lower (the model's training context), never higher. b11434 measured:
-    -c 500 -np 3 → 256, -c 1000 -np 3 → 512."""
-    per_slot = n_ctx if kv_unified else -(-n_ctx // max(1, n_parallel))
-    return -(-per_slot // CTX_PAD) * CTX_PAD
 
 
 def check_planned_fit(lane: LaneConfig) -> None:

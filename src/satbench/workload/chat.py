@@ -98,27 +98,3 @@ async def conversations(builder: MessageSource, lane: str, level: int, repetitio
             history.append(ChatMessage(role="assistant", content=answer))
             sent += n_out
     return out
-
-
-def parse_workload(text: str) -> dict | None:
-    """--workload's text as WorkloadConfig.chat's value: None for "random", else the fields of
-    "chat:TURNS[,think=SECONDS]" (their ranges are ChatWorkload's). ValueError names what is wrong."""
-    value = text.strip().lower()
-    if value == "random":
-        return None
-    kind, _, rest = value.partition(":")
-    if kind != "chat" or not rest:
-        raise ValueError(f"{text!r}: expected random or chat:TURNS[,think=SECONDS], e.g. chat:4,think=2")
-    turns, *options = rest.split(",")
-    if not turns.strip().isdigit():
-        raise ValueError(f"{text!r}: TURNS must be a whole number of turns, e.g. chat:4")
-    out: dict = {"turns": int(turns)}
-    for option in options:
-        name, _, number = option.partition("=")
-        if name.strip() != "think" or not number.strip():
-            raise ValueError(f"{text!r}: the chat workload's one option is think=SECONDS")
-        try:
-            out["think_s"] = float(number)
-        except ValueError:
-            raise ValueError(f"{text!r}: think=SECONDS takes a number of seconds") from None
-    return out

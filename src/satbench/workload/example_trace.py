@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from satbench.workload.trace import BLOCK_TOKENS
+from satbench.workload.trace_file import BLOCK_TOKENS
 
 EXAMPLE_SEED = 34
 EXAMPLE_REQUESTS = 200
