@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 from pydantic import ValidationError
 
 from satbench.analysis.results import ResultsFile, read_results
-from satbench.capability.report import CapabilityReport
 from satbench.config.schema import REPETITIONS_NEED, NeedsError, RunConfig, idle_repetitions
 from satbench.errors import UserError
 from satbench.saturation.recommendations_file import RecommendationsFile
 
 if TYPE_CHECKING:
+    from satbench.capability.report import CapabilityReport
     from satbench.report.bundle import ReportFiles
     from satbench.run.lane_session import Progress
     from satbench.run.sweep import Sweep
