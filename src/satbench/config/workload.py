@@ -53,6 +53,7 @@ def _unset(value: object) -> bool:
 
 
 EndpointKind = Literal["completions", "chat"]
+WorkloadKind = Literal["random", "shared-prefix", "chat", "trace"]  # `WorkloadConfig.kind`
 CHAT_TEMPLATE_TOKENS = 64  # context allowed per slot for a chat template's own tokens (endpoint chat)
 CHAT_MESSAGE_TOKENS = 16  # chat workload: context allowed per message of a history for its template tokens
 MAX_TURNS = 64  # turns of one conversation at most
@@ -161,17 +162,27 @@ class WorkloadConfig(Strict):
         return self
 
     @property
+    def kind(self) -> WorkloadKind:
+        """What kind of traffic this is: trace when it replays one, else chat when it holds
+        conversations, else shared-prefix or random."""
+        if self.trace is not None:
+            return "trace"
+        if self.chat is not None:
+            return "chat"
+        return "shared-prefix" if self.shared_prefix else "random"
+
+    @property
     def kind_text(self) -> str:
-        """What kind of traffic this is, as reports and recommendations name it: random, shared-prefix,
-        the chat workload's canonical text with its system prompt (chat:4,think=2,system=256), or
-        trace: and the first 12 hex digits of the trace's sha256 (with its speed when not 1)."""
+        """The kind as reports and recommendations name it: random, shared-prefix, the chat workload's
+        canonical text with its system prompt (chat:4,think=2,system=256), or trace: and the first 12
+        hex digits of the trace's sha256 (with its speed when not 1)."""
         if self.trace is not None:
             return f"trace:{self.trace.sha256[:12]}" + (f",speed={self.trace.speed:g}"
                                                         if self.trace.speed != 1 else "")
         if self.chat is not None:
             return self.chat.spec + (f",system={self.system_prompt_tokens}" if self.system_prompt_tokens
                                      else "")
-        return "shared-prefix" if self.shared_prefix else "random"
+        return self.kind
 
     def message_bounds(self) -> tuple[int, int]:
         """(shortest, longest) prompt or user message a request can get, tokens."""

@@ -10,14 +10,10 @@ described and compared only when asked (docs/definitions.md#not-compared).
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import ConfigDict, Field, model_validator
 
 from satbench.config.strict import Strict
-from satbench.config.workload import Sha256, SystemPromptTokens, WorkloadConfig
-
-WorkloadKind = Literal["random", "shared-prefix", "chat", "trace"]
+from satbench.config.workload import Sha256, SystemPromptTokens, WorkloadConfig, WorkloadKind
 
 
 class WorkloadProfile(Strict):
@@ -88,14 +84,11 @@ def _shown(value: object) -> str:
 
 
 def profile_of(workload: WorkloadConfig) -> WorkloadProfile:
-    """The profile of a lane's workload: trace when it replays one, else chat when it holds
-    conversations, else shared-prefix or random (the order of `WorkloadConfig.kind_text`)."""
+    """The profile of a lane's workload (its kind: `WorkloadConfig.kind`)."""
     prompt, output = (None, None) if workload.trace is not None else workload.length_texts()
-    kind: WorkloadKind = ("trace" if workload.trace is not None else "chat" if workload.chat is not None
-                          else "shared-prefix" if workload.shared_prefix else "random")
     chat, trace = workload.chat, workload.trace
     return WorkloadProfile(
-        kind=kind, text=workload.kind_text, prompt_lengths=prompt, output_lengths=output,
+        kind=workload.kind, text=workload.kind_text, prompt_lengths=prompt, output_lengths=output,
         chat_turns=None if chat is None else chat.turns, chat_think_s=None if chat is None else chat.think_s,
         system_prompt_tokens=None if chat is None else workload.system_prompt_tokens,
         trace_sha256=None if trace is None else trace.sha256,

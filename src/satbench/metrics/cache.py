@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from satbench.metrics import latency
-from satbench.metrics.stats import Estimate, percentile
+from satbench.metrics.stats import Estimate, percentile, percentile_of
 from satbench.records.events import RequestEvent
 from satbench.records.record import Record
 
@@ -91,10 +91,6 @@ def hit_ratio(events: Sequence[RequestEvent]) -> float | None:
     return sum(_cache_n(e) for e in reqs) / total if total else None
 
 
-def _p50(values: list[float]) -> float | None:
-    return percentile(values, 50) if values else None
-
-
 def _previous_turns(reqs: list[RequestEvent]) -> list[tuple[RequestEvent, RequestEvent]]:
     """(turn k, turn k − 1) of the same conversation (same lane, scenario, repetition, phase, stream
     and conversation number), for every timed turn k ≥ 2 whose previous turn is timed too."""
@@ -123,15 +119,17 @@ def cache_figures(events: Sequence[RequestEvent], hit: Estimate) -> CacheFigures
                if e.timings is not None and e.timings.prompt_ms is not None]
     prefill_n = sum(n for _, n in prefill)
     returning = [(history_found(t, p), latency.ttft_ms(t)) for t, p in _previous_turns(reqs)]
+    found_ms = [v for found, v in returning if found and v is not None]
+    lost_ms = [v for found, v in returning if not found and v is not None]
     return CacheFigures(
-        requests=len(reqs), cache_hit_ratio=hit, cache_hit_ratio_p50=_p50(per_request),
+        requests=len(reqs), cache_hit_ratio=hit, cache_hit_ratio_p50=percentile_of(per_request, 50),
         cached_prompt_tokens_p50=percentile([_cache_n(e) for e in reqs], 50),
         new_prompt_tokens_p50=percentile([_prompt_n(e) for e in reqs], 50),
-        ttft_cache_hit_p50_ms=_p50([v for hit_, v in ttft if hit_]),
-        ttft_cache_miss_p50_ms=_p50([v for hit_, v in ttft if not hit_]),
+        ttft_cache_hit_p50_ms=percentile_of([v for hit_, v in ttft if hit_], 50),
+        ttft_cache_miss_p50_ms=percentile_of([v for hit_, v in ttft if not hit_], 50),
         prefill_ms_per_new_token=sum(ms for ms, _ in prefill) / prefill_n if prefill_n else None,
         returning_turns=len(returning),
         history_found_rate=sum(found for found, _ in returning) / len(returning) if returning else None,
-        ttft_history_found_p50_ms=_p50([v for found, v in returning if found and v is not None]),
-        ttft_history_lost_p50_ms=_p50([v for found, v in returning if not found and v is not None]),
+        ttft_history_found_p50_ms=percentile_of(found_ms, 50),
+        ttft_history_lost_p50_ms=percentile_of(lost_ms, 50),
     )

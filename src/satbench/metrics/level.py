@@ -32,7 +32,7 @@ from satbench.metrics.level_result import (
 from satbench.metrics.little import littles_law
 from satbench.metrics.slo import goodput_req_per_s, slo_attainment, slo_met
 from satbench.metrics.specs import family
-from satbench.metrics.stats import distribution, mean_estimate, percentile
+from satbench.metrics.stats import distribution, mean_estimate, percentile_of
 from satbench.metrics.unavailable import (
     cpu_failures,
     endpoint_failures,
@@ -95,15 +95,10 @@ def _window_figures(events: list[RequestEvent], steady: _Window, n: int) -> dict
         "total_tok_per_s": throughput.total_tok_per_s(events, win, n),
         "req_per_s": throughput.req_per_s(events, win, n),
         "requests_completed_in_window": len(done),
-        "p95_ttft_ms": _p95([v for e in done if (v := latency.ttft_ms(e)) is not None]),
-        "p95_itl_ms": _p95(steady.itl_ms),
-        "p95_e2e_ms": _p95([latency.e2e_ms(e) for e in done]),
+        "p95_ttft_ms": percentile_of([v for e in done if (v := latency.ttft_ms(e)) is not None], 95),
+        "p95_itl_ms": percentile_of(steady.itl_ms, 95),
+        "p95_e2e_ms": percentile_of([latency.e2e_ms(e) for e in done], 95),
     }
-
-
-def _p95(values: list[float]) -> float | None:
-    """p95 (linear interpolation) of one repetition's sample; None when it is empty."""
-    return percentile(values, 95) if values else None
 
 
 @dataclass

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from satbench.metrics.cache import HISTORY_FOUND
 from satbench.metrics.stats import Estimate
 
 Family = Literal["level", "throughput", "latency", "occupancy", "memory", "cache", "slo", "counts"]
@@ -95,7 +96,7 @@ _PROCESS = "process samples (10 Hz)"
 _TIMED = "measured request events with the server's timings cache_n and prompt_n (llama.cpp)"
 _POOLED_TIMED = "pooled over the repetitions' timed requests"
 _POOLED_TURNS = "pooled over the repetitions' returning turns"
-_CACHE_CELL = TableCell("cache hit/found", "pct", when="cache.in_play")
+CACHE_CELL = TableCell("cache hit/found", "pct", when="cache.in_play")  # shown where the cache was in play
 _THROUGHPUT_FORMULA = (
     "per stream from the start of a whole request to the window's end E: N / used * sum over streams of "
     "(sum over its measured requests sent in [A_s, E] of output tokens * share) / (E - A_s), A_s the send "
@@ -173,7 +174,7 @@ LEVEL_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("cache_hit_ratio", "cache", "cache.cache_hit_ratio", "share",
                "prompt tokens the server took from its prompt cache: sum of cache_n / sum of (cache_n + "
                "prompt_n) over a repetition's successful measured requests with both (timed requests)",
-               _TIMED, _MEAN_T, csv=_estimate_csv("cache_hit_ratio"), table=_CACHE_CELL, label="cache hit",
+               _TIMED, _MEAN_T, csv=_estimate_csv("cache_hit_ratio"), table=CACHE_CELL, label="cache hit",
                compare="mean", higher_is_better=True, defined=True),
     MetricSpec("cache_hit_ratio_p50", "cache", "cache.cache_hit_ratio_p50", "share",
                "median over timed requests of cache_n / (cache_n + prompt_n)", _TIMED, _POOLED_TIMED,
@@ -198,10 +199,10 @@ LEVEL_METRICS: tuple[MetricSpec, ...] = (
                "conversation) is timed too", _TIMED + " of the chat workload", "sum over repetitions",
                csv=_one("returning_turns")),
     MetricSpec("history_found_rate", "cache", "cache.history_found_rate", "share",
-               "share of the returning turns with cache_n >= 0.9 (metrics/cache.py HISTORY_FOUND) * the "
-               "previous turn's cache_n + prompt_n; null without a returning turn",
+               f"share of the returning turns with cache_n >= {HISTORY_FOUND} (metrics/cache.py "
+               "HISTORY_FOUND) * the previous turn's cache_n + prompt_n; null without a returning turn",
                _TIMED + " of the chat workload", _POOLED_TURNS,
-               csv=_one("history_found_rate"), table=_CACHE_CELL, defined=True, reads=("returning_turns",)),
+               csv=_one("history_found_rate"), table=CACHE_CELL, defined=True, reads=("returning_turns",)),
     MetricSpec("ttft_history_found_p50_ms", "cache", "cache.ttft_history_found_p50_ms", "ms",
                "median TTFT of the returning turns that found their history", _TIMED + " of the chat "
                "workload", _POOLED_TURNS, csv=_one("ttft_history_found_p50_ms"), defined=True),

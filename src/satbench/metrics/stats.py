@@ -63,6 +63,11 @@ def percentile(values: Sequence[float], pct: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), pct))
 
 
+def percentile_of(values: Sequence[float], pct: float) -> float | None:
+    """`percentile` of `values`, or None when there are none."""
+    return percentile(values, pct) if values else None
+
+
 def percentile_ci(sorted_values: Sequence[float], pct: float) -> Interval:
     """Order-statistic 95 % CI of the `pct` percentile (see module docstring), widened where needed
     to contain `percentile(sorted_values, pct)`; `sorted_values` must be non-empty."""

@@ -66,9 +66,9 @@ def handoff(results: ResultsFile, recs: RecommendationsFile | None,
         missing += [f"{lane.lane}: {f.level} or more in flight — the server failed there ({f.scenario})"
                     for f in lane.server_failures if f.level]
         lengths = "/".join(lane.workload.length_texts())
-        random = not lane.workload.shared_prefix and lane.workload.kind_text == "random"
         missing.append(f"{lane.lane}: other prompt/output lengths than {lengths} tokens"
-                       + (", and prompt-cache reuse (no --shared-prefix)" if random else "")
+                       + (", and prompt-cache reuse (no --shared-prefix)" if lane.workload.kind == "random"
+                          else "")
                        + (f", and other conversations than {lane.workload.kind_text}"
                           if lane.workload.chat is not None else ""))
         if not lane.fairness:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.gguf.architectures import described_architecture
 from satbench.metrics.flags import FlagKind, has_flag
-from satbench.metrics.specs import table_columns
+from satbench.metrics.specs import CACHE_CELL, table_columns
 from satbench.report.document import Block, Bullets, Heading, Image, Para, TableBlock
 from satbench.report.evidence_setup import afar, mib, server_where
 from satbench.report.plot_file import PlotFile
@@ -54,8 +54,7 @@ def _plots_for(plots: Sequence[PlotFile], lane: str) -> list[Block]:
     return [Image(file=p.file, title=p.title, caption=p.caption) for p in plots if p.lane == lane]
 
 
-CACHE_HEADER = "cache hit/found"  # the prompt cache's column (metrics/specs.py), shown where it was in play
-CACHE_LEGEND = ("; cache hit/found = share of prompt tokens the prompt cache supplied / share of a "
+CACHE_LEGEND = (f"; {CACHE_CELL.header} = share of prompt tokens the prompt cache supplied / share of a "
                 "conversation's returning turns that found their history in it (docs/workloads.md)")
 
 
@@ -63,17 +62,17 @@ def lane_section(lane: LaneResult, plots: Sequence[PlotFile]) -> list[Block]:
     blocks: list[Block] = [Heading(level=2, text=f"Lane {lane.lane}"), Para(text=lane_title(lane))]
     if lane.slo is not None:
         blocks.append(Para(text=f"SLO: {lane.slo.model_dump_json()}"))
+    cached = False  # a table shows the prompt cache's column
     for label, levels in (("alone on the machine", lane.levels), ("together with the run's other lanes",
                                                                    lane.together_levels)):
         if levels:
             columns = table_columns(levels)
+            cached = cached or any(h == CACHE_CELL.header for h, _ in columns)
             blocks.append(TableBlock(headers=[h for h, _ in columns], caption=f"{lane.lane}, {label}",
                                      rows=[level_row(lv, columns) for lv in levels]))
     if lane.levels or lane.together_levels:
         notes = [n for tag, levels in (("", lane.levels), ("together ", lane.together_levels))
                  for lv in levels for n in level_ci_notes(lv, f"{tag}N={lv.concurrency} ")]
-        cached = any(h == CACHE_HEADER for lv in (lane.levels, lane.together_levels) if lv
-                     for h, _ in table_columns(lv))
         blocks.append(Para(text=LEVEL_LEGEND + (CACHE_LEGEND if cached else "") + "."))
         if notes:
             blocks.append(Bullets(items=notes))

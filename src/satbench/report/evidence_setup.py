@@ -175,7 +175,7 @@ def lanes_table(results: ResultsFile) -> list[Block]:
                          " / ".join(lane.workload.length_texts())
                          + (f" seed {lane.workload.seed}" if lane.workload.seed else "")
                          + (" shared prefix" if lane.workload.shared_prefix else "")
-                         + (f" {lane.workload.kind_text}" if lane.workload.chat or lane.workload.trace
+                         + (f" {lane.workload.kind_text}" if lane.workload.kind in ("chat", "trace")
                             else "")])
     return [Heading(level=2, text="Lanes: models and runtimes"),
             TableBlock(headers=["lane", "model file", "size", "weights", "sha256"], rows=models),
