@@ -9,6 +9,13 @@ costs more CPU than deriving a whole run):
 - `t_quantile_975(df)`: the 0.975 quantile of Student's t with `df` degrees of freedom (a 95 %
   two-sided CI), bit for bit as `scipy.special.stdtrit(df, 0.975)` gives it: a table for df = 1..99
   (a mean over up to MAX_REPETITIONS repetitions), scipy itself above.
+
+And one distribution function, for the Welch tests of `satbench.saturation.gain`:
+
+- `t_cdf(t, df)`: P(T <= t) for Student's t with a real `df` > 0 (Welch–Satterthwaite's is not an
+  integer), as `scipy.stats.t.cdf` gives it to ~1e-14: with x = df / (df + t²), the tail P(T <= −|t|)
+  is I_x(df/2, 1/2) / 2, I the regularized incomplete beta function, evaluated by its continued
+  fraction (modified Lentz, BETACF_EPS) on the side of x where it converges fast.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ import math
 from itertools import accumulate
 
 TAIL = 1e-30  # binomial terms below this fraction of the mode's are left out
+BETACF_EPS = 1e-16  # the continued fraction stops when a step changes it by less than this fraction
+BETACF_MAX_STEPS = 10_000  # a guard: for the df and t a Welch test meets it converges in < 200
 
 
 def binomial_quantile(q: float, n: int, p: float) -> int:
@@ -125,3 +134,46 @@ def t_two_sided_quantile(df: int, level: float) -> float:
             break
         lo, hi = (mid, hi) if inside(mid) < level else (lo, mid)
     return hi
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with `df` > 0 degrees of freedom (module docstring)."""
+    if not df > 0 or math.isnan(t):
+        raise ValueError(f"t_cdf needs df > 0 and a number t, got {df}, {t}")
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    t2 = t * t
+    tail = 0.5 * _betainc(df / 2, 0.5, df / (df + t2), t2 / (df + t2))
+    return 1.0 - tail if t > 0 else tail
+
+
+def _betainc(a: float, b: float, x: float, y: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), 0 <= x <= 1, with y = 1 − x computed by the
+    caller (a subtraction would lose y's digits where x is near 1)."""
+    if x <= 0.0:
+        return 0.0
+    if y <= 0.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(y))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, y) / b
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of I_x(a, b) (modified Lentz), converging for x < (a + 1)/(a + b + 2)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, BETACF_MAX_STEPS):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < BETACF_EPS:
+            return h
+    raise ArithmeticError(f"the incomplete beta's continued fraction did not converge (a={a}, b={b}, x={x})")

@@ -13,9 +13,9 @@ X(b) ≥ g·X(a) with g = 1.1^log2(b/a).
 
 Formula of P(gain) (`p_gain`): with the repetitions' output tok/s at a and b (n values each, means
 m, variances s²), d = m_b − g·m_a has standard error se = sqrt(s_b²/n_b + g²·s_a²/n_a) (Welch) and
-P(gain) = T_ν(d / se), T_ν the Student-t CDF with the Welch–Satterthwaite ν. Points without two
-repetitions a side fall back to their 95 % CIs read as normal (se = half-width ÷ 1.96); with neither,
-P(gain) is unknown (None) and no gain can be shown.
+P(gain) = T_ν(d / se), T_ν the Student-t CDF (metrics.quantiles.t_cdf) with the Welch–Satterthwaite ν.
+Points without two repetitions a side fall back to their 95 % CIs read as normal (se = half-width ÷
+1.96); with neither, P(gain) is unknown (None) and no gain can be shown.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Literal
 from pydantic import Field
 
 from satbench.config.schema import Strict
+from satbench.metrics.quantiles import t_cdf
 
 MIN_GAIN_PER_DOUBLING = 0.10
 P_GAIN_MAX = 0.05  # P(a higher level gains) below this: no gain shown (the knee may stand)
@@ -67,8 +68,6 @@ def welch_p(low: Sequence[float], high: Sequence[float], factor: float) -> float
     """P(mean(high) ≥ factor × mean(low)) by Welch's t (module formula); None with < 2 values a side."""
     if len(low) < 2 or len(high) < 2:
         return None
-    from scipy import stats as sps
-
     m_l, m_h = statistics.fmean(low), statistics.fmean(high)
     v_l, v_h = statistics.variance(low) / len(low), statistics.variance(high) / len(high)
     var = v_h + factor * factor * v_l
@@ -76,7 +75,7 @@ def welch_p(low: Sequence[float], high: Sequence[float], factor: float) -> float
     if var <= 0:
         return 1.0 if d >= 0 else 0.0
     df = var * var / ((v_h * v_h) / (len(high) - 1) + (factor ** 4) * (v_l * v_l) / (len(low) - 1))
-    return float(sps.t.cdf(d / math.sqrt(var), df))
+    return t_cdf(d / math.sqrt(var), df)
 
 
 def _ci_p(a: Point, b: Point, factor: float) -> float | None:
