@@ -8,28 +8,23 @@ from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from satbench.analysis.analyze import analyze_and_write, analyze_run, solo_levels
-from satbench.analysis.checks import check_verdict, unsteady_references
 from satbench.analysis.results import ResultsFile, read_results
-from satbench.analysis.verdicts import calibrate
-from satbench.config.profiles import AdaptiveSweep
-from satbench.config.schema import CheckName, FairnessConfig, LaneConfig, RunConfig
-from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, RequestEvent
 from satbench.records.layout import RECOMMENDATIONS_FILE, RESULTS_FILE
-from satbench.records.manifest import PlanDecision, RunManifest, read_manifest
-from satbench.records.samples import SampleBuilder
-from satbench.records.tail import JsonlTail
-from satbench.report import bundle, integrity
-from satbench.saturation.planner import Feedback, PlanContext, plan_lane
-from satbench.saturation.recommend import checks_cap, recommend
-from satbench.saturation.recommendations_file import RecommendationsFile, write_recommendations
-from satbench.saturation.refine import refine_levels
-from satbench.workload.fairness_plan import FairnessPlan
 
 if TYPE_CHECKING:  # the measuring side is imported by a sweep alone: analyze, recommend, report need none
+    from satbench.config.schema import CheckName, FairnessConfig, LaneConfig, RunConfig
+    from satbench.records.events import RequestEvent
+    from satbench.records.manifest import PlanDecision, RunManifest
+    from satbench.report.bundle import ReportFiles
+    from satbench.report.integrity import Verification
     from satbench.run.context import PlanTick
     from satbench.run.lane_session import Progress
     from satbench.run.sweep import Sweep
+    from satbench.saturation.recommendations_file import RecommendationsFile
+    from satbench.workload.fairness_plan import FairnessPlan
+
+# Each stage is imported where it is first used: `recommend` needs neither the per-level metrics
+# (numpy) nor the report; `analyze` needs neither the planner nor the report.
 
 
 class Judge:
@@ -38,12 +33,18 @@ class Judge:
 
     def verdict(self, check: CheckName, events: Sequence[RequestEvent], plan: FairnessPlan,
                 cfg: FairnessConfig) -> str:
+        from satbench.analysis.checks import check_verdict
+
         return check_verdict(check, events, plan, cfg).verdict
 
     def prefill_tok_per_s(self, calibration: Sequence[RequestEvent]) -> float | None:
+        from satbench.analysis.verdicts import calibrate
+
         return calibrate(calibration).prefill_tok_per_s
 
     def references_unsteady(self, check: CheckName, events: Sequence[RequestEvent]) -> bool:
+        from satbench.analysis.checks import unsteady_references
+
         return unsteady_references(check, events) is not None
 
 
@@ -57,6 +58,9 @@ class SweepDerivation:
     judge = FAIRNESS_JUDGE
 
     def refine_levels(self, run_dir: Path, lane: LaneConfig) -> list[int]:
+        from satbench.analysis.analyze import analyze_run
+        from satbench.saturation.refine import refine_levels
+
         results = analyze_run(run_dir)
         return refine_levels(next((r for r in results.lanes if r.lane == lane.name), None))
 
@@ -64,6 +68,15 @@ class SweepDerivation:
                 recorded: list[PlanDecision]) -> Generator[PlanDecision, PlanTick, None]:
         """saturation.planner.plan_lane, each tick turned into its Feedback: the lane's solo levels as
         the raw files hold them now."""
+        from satbench.analysis.analyze import analyze_run, solo_levels
+        from satbench.config.profiles import AdaptiveSweep
+        from satbench.records.events import EVENTS_FILE, SAMPLES_FILE
+        from satbench.records.manifest import read_manifest
+        from satbench.records.samples import SampleBuilder
+        from satbench.records.tail import JsonlTail
+        from satbench.saturation.planner import Feedback, PlanContext, plan_lane
+        from satbench.saturation.recommend import checks_cap
+
         profile = lane.profile
         assert isinstance(profile, AdaptiveSweep)
         ceiling, why = lane.ceiling(slots), None
@@ -97,7 +110,9 @@ class SweepDerivation:
         return analyze_and_write(run_dir)
 
     def stale_note(self, run_dir: Path, rewritten: list[str]) -> str | None:
-        return integrity.stale_sums_note(run_dir, rewritten)
+        from satbench.report.integrity import stale_sums_note
+
+        return stale_sums_note(run_dir, rewritten)
 
 
 def new_sweep(cfg: RunConfig, run_dir: Path, command_line: list[str], progress: Progress | None = None,
@@ -112,6 +127,14 @@ def new_sweep(cfg: RunConfig, run_dir: Path, command_line: list[str], progress: 
     return Sweep(cfg, run_dir, command_line, SweepDerivation(), progress, resume, bound_s)
 
 
+def analyze_and_write(run_dir: Path) -> ResultsFile:
+    """analysis.analyze.analyze_and_write: results.json (and verdicts.json) derived from the raw files
+    and written."""
+    from satbench.analysis import analyze
+
+    return analyze.analyze_and_write(run_dir)
+
+
 def results(run_dir: Path) -> ResultsFile:
     """results.json, computed from the raw files (and written) first when it is missing."""
     if not (run_dir / RESULTS_FILE).exists():
@@ -122,13 +145,16 @@ def results(run_dir: Path) -> ResultsFile:
 def recommendations(run_dir: Path, found: ResultsFile | None = None) -> tuple[RecommendationsFile, Path]:
     """recommendations.json from results.json (`found`: its content, in memory), written:
     (recommendations, its path)."""
+    from satbench.saturation.recommend import recommend
+    from satbench.saturation.recommendations_file import write_recommendations
+
     recs = recommend(run_dir, found)
     return recs, write_recommendations(run_dir, recs)
 
 
 def derive_after_sweep(run_dir: Path, found: ResultsFile,
                        on_recommendations: Callable[[RecommendationsFile, Path], None],
-                       on_report: Callable[[bundle.ReportFiles], None]) -> None:
+                       on_report: Callable[[ReportFiles], None]) -> None:
     """After a sweep's results (`found`, derived once and handed on in memory): its recommendations
     (when a lane has levels), then the report; each handed to its callback as soon as it is written."""
     if any(lane.levels for lane in found.lanes):
@@ -136,10 +162,14 @@ def derive_after_sweep(run_dir: Path, found: ResultsFile,
     on_report(report(run_dir, found))
 
 
-def report(run_dir: Path, found: ResultsFile | None = None) -> bundle.ReportFiles:
+def report(run_dir: Path, found: ResultsFile | None = None) -> ReportFiles:
     """The evidence bundle; results.json and recommendations.json (when a lane has levels) are
     computed first when missing (`found`: results.json's content, in memory). Nothing is written
     when the bundle's targets are refused."""
+    from satbench.report import bundle
+    from satbench.saturation.recommend import recommend
+    from satbench.saturation.recommendations_file import write_recommendations
+
     bundle.check_targets(run_dir)
     found = found if found is not None else results(run_dir)
     if not (run_dir / RECOMMENDATIONS_FILE).exists() and any(lane.levels for lane in found.lanes):
@@ -147,6 +177,9 @@ def report(run_dir: Path, found: ResultsFile | None = None) -> bundle.ReportFile
     return bundle.write_bundle(run_dir, found)
 
 
-def verify(run_dir: Path) -> integrity.Verification:
+def verify(run_dir: Path) -> Verification:
     """SHA256SUMS checked, and the derived files compared with a fresh derivation of the raw files."""
+    from satbench.analysis.analyze import analyze_run
+    from satbench.report import integrity
+
     return integrity.verify(run_dir, analyze_run)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-import numpy as np
-
 from satbench.analysis.guards import (
     BACKLOG_SHARE_MIN,
     MIN_SHARED_TOKENS,
@@ -156,6 +154,8 @@ def equal_requests(events: Sequence[RequestEvent], plan: FairnessPlan, cal: Cali
 
 
 def mixed_sizes(events: Sequence[RequestEvent], plan: FairnessPlan, cfg: FairnessConfig) -> Verdict:
+    import numpy as np
+
     n = len(plan.f2_sizes)
     if n < 2:
         return inconclusive("F2", f"needs at least 2 slots (server has {plan.slots})")

@@ -26,14 +26,16 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterator, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import Field
 
 from satbench.metrics.quantiles import binomial_quantile, t_two_sided_quantile
 from satbench.metrics.stats import CONFIDENCE
 from satbench.records.record import Record
+
+if TYPE_CHECKING:  # numpy is imported where a CI is computed: reading results.json needs none of it
+    import numpy as np
 
 BOOTSTRAP_RESAMPLES = 2000
 Decision = Literal["pass", "fail", "marginal"]
@@ -91,6 +93,8 @@ def t_interval(values: Sequence[float], level: float) -> tuple[float | None, flo
 
 def quantile_estimate(values: Sequence[float], q: float) -> float:
     """The q quantile by linear interpolation (numpy's default); `values` non-empty."""
+    import numpy as np
+
     return float(np.percentile(np.asarray(values, dtype=float), 100.0 * q))
 
 
@@ -110,12 +114,16 @@ def quantile_interval(values: Sequence[float], q: float, level: float) -> tuple[
 
 def seeded(*parts: object) -> np.random.Generator:
     """A generator seeded from the sha256 of `parts` (the check's name and its data)."""
+    import numpy as np
+
     digest = hashlib.sha256(repr(parts).encode()).digest()
     return np.random.Generator(np.random.PCG64(int.from_bytes(digest[:8], "little")))
 
 
 def percentile_interval(resampled: np.ndarray, level: float) -> tuple[float, float]:
     """The percentile bootstrap's CI: the (1 ∓ level) ÷ 2 quantiles of the resampled statistic."""
+    import numpy as np
+
     lo, hi = np.percentile(resampled, [50.0 * (1.0 - level), 50.0 * (1.0 + level)])
     return float(lo), float(hi)
 
@@ -137,6 +145,8 @@ def resampled_sums(values: np.ndarray, rng: np.random.Generator, resamples: int 
                    ) -> np.ndarray:
     """Σ over a resample (with replacement, same size) of the rows of `values` (units × columns),
     for each of `resamples` resamples: shape (resamples, columns)."""
+    import numpy as np
+
     return np.concatenate([values[picks].sum(axis=1) for picks in _picks(rng, values.shape[0], resamples)])
 
 
@@ -144,6 +154,8 @@ def median_interval(values: Sequence[float], level: float, *seed: object
                     ) -> tuple[float | None, float | None]:
     """Percentile-bootstrap CI of the median, seeded from `seed` and the values; unbounded for fewer
     than 2 values. (The order-statistic CI needs 7 values before it bounds a median at 98.3 %.)"""
+    import numpy as np
+
     if len(values) < 2:
         return None, None
     data = np.asarray(values, dtype=float)

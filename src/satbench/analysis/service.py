@@ -23,14 +23,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from itertools import pairwise
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from satbench.analysis.guards import MIN_SHARED_TOKENS, tokens_between
 from satbench.analysis.intervals import BOOTSTRAP_RESAMPLES, percentile_interval, resampled_sums, seeded
 from satbench.metrics.latency import first_token_ns
 from satbench.records.events import RequestEvent
 from satbench.workload.fairness_plan import EDGE_MS, MIN_SHARED_MS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 BLOCK_MS = MIN_SHARED_MS  # F1's resampling unit: a shared interval is cut into blocks this long
 Pair = tuple[int, int]
@@ -52,6 +54,8 @@ def _overlapping(spans: Sequence[Span]) -> Iterator[tuple[Span, Span]]:
 def pair_blocks(events: Sequence[RequestEvent]) -> dict[Pair, np.ndarray]:
     """For each pair of streams (i < j) that decoded side by side: (tokens of i, tokens of j) in each
     block of their shared intervals, rows in time order (request pairs in send order)."""
+    import numpy as np
+
     spans = [(e, t, e.end_ns) for e in sorted(events, key=lambda e: (e.sent_ns, e.stream))
              if (t := first_token_ns(e)) is not None and e.end_ns > t]
     edge, block = int(EDGE_MS * 1e6), BLOCK_MS * 1e6
@@ -74,6 +78,8 @@ def pair_blocks(events: Sequence[RequestEvent]) -> dict[Pair, np.ndarray]:
 
 def _ratio(sums: np.ndarray) -> np.ndarray:
     """max(r, 1/r) of r = (Σ first + 1) ÷ (Σ second + 1), along the last axis (2 columns)."""
+    import numpy as np
+
     r = (sums[..., 0] + 1.0) / (sums[..., 1] + 1.0)
     return np.maximum(r, 1.0 / r)
 
@@ -85,6 +91,8 @@ def pair_ratios(blocks: dict[Pair, np.ndarray]) -> dict[Pair, float]:
 
 def service_ratio(blocks: dict[Pair, np.ndarray], level: float) -> tuple[float, tuple[float, float]]:
     """(max over pairs of max(r_ij, 1/r_ij), its percentile-bootstrap CI at `level`)."""
+    import numpy as np
+
     estimate = max(float(_ratio(b.sum(axis=0))) for b in blocks.values())
     rng = seeded("F1", [(p, b.tolist()) for p, b in blocks.items()])
     resampled = np.max([_ratio(resampled_sums(b, rng)) for b in blocks.values()], axis=0)
@@ -118,12 +126,16 @@ def _moving_blocks(series: Sequence[np.ndarray], length: int) -> list[np.ndarray
 
 def _resample(blocks: list[np.ndarray], size: int, rng: np.random.Generator) -> np.ndarray:
     """Blocks drawn with replacement, joined and cut to `size` values."""
+    import numpy as np
+
     need = math.ceil(size / min(len(b) for b in blocks))
     return np.concatenate([blocks[i] for i in rng.integers(0, len(blocks), size=need)])[:size]
 
 
 def _drift_fit(series: Sequence[np.ndarray], cycle: int) -> tuple[float, list[np.ndarray]]:
     """(OLS slope of the gap per client cycle with an intercept per round, each round's residuals)."""
+    import numpy as np
+
     xs = [np.arange(len(g), dtype=float) / cycle for g in series]
     dx = [x - x.mean() for x in xs]
     den = float(sum((d * d).sum() for d in dx))
@@ -136,6 +148,8 @@ def gap_statistics(series: Sequence[Sequence[float]], clients: int, q: float, le
     """((q quantile of the gap, CI), (drift per client cycle, CI)) over the rounds' gap series.
     CIs by moving-block bootstrap with blocks of one client cycle: the quantile from resampled
     gaps; the drift from the fit plus block-resampled residuals, refitted."""
+    import numpy as np
+
     rounds = [np.asarray(g, dtype=float) for g in series]
     pooled = np.concatenate(rounds)
     quantile = float(np.quantile(pooled, q))

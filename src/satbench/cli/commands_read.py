@@ -1,6 +1,7 @@
 """The commands that measure nothing: they read a run directory (analyze, recommend, report, verify,
 compare), a lane file and recommendations (capability), or write a schema or a synthetic model. Each
-takes the parsed arguments and returns the exit code; a user error is a SatbenchError (cli.main)."""
+takes the parsed arguments and returns the exit code; a user error is a SatbenchError (cli.main).
+cli.output (its models import the fleet, capability and HTTP modules) is imported only under --json."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ def cmd_analyze(a: argparse.Namespace) -> int:
     results = api.analyze(a.run_dir)
     print_results(results, run_dir=Path(a.run_dir))
     note_stale_report(Path(a.run_dir), ["results.json", "verdicts.json"])
-    from satbench.cli.output import AnalyzeOutput, emit
+    if a.json:
+        from satbench.cli.output import AnalyzeOutput, emit
 
-    emit(a, AnalyzeOutput(run_dir=a.run_dir, results=results))
+        emit(a, AnalyzeOutput(run_dir=a.run_dir, results=results))
     return OK
 
 
@@ -88,9 +90,10 @@ def cmd_report(a: argparse.Namespace) -> int:
     refuse_if_in_use(Path(a.run_dir))
     files = report(Path(a.run_dir))
     show_report(files)
-    from satbench.cli.output import ReportOutput, emit
+    if a.json:
+        from satbench.cli.output import ReportOutput, emit
 
-    emit(a, ReportOutput(run_dir=a.run_dir, report=files))
+        emit(a, ReportOutput(run_dir=a.run_dir, report=files))
     return OK
 
 
@@ -115,9 +118,10 @@ def cmd_verify(a: argparse.Namespace) -> int:
           f"{len(v.uncovered)} not covered; "
           f"bundle digest {v.bundle_digest}")
     code = OK if v.ok else VERIFY_FAILED
-    from satbench.cli.output import VerifyOutput, emit
+    if a.json:
+        from satbench.cli.output import VerifyOutput, emit
 
-    emit(a, VerifyOutput(exit_code=code, verification=v))
+        emit(a, VerifyOutput(exit_code=code, verification=v))
     return code
 
 
@@ -126,9 +130,10 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
     comparison = compare_runs(Path(a.run_a), Path(a.run_b))
     print_comparison(comparison)
-    from satbench.cli.output import CompareOutput, emit
+    if a.json:
+        from satbench.cli.output import CompareOutput, emit
 
-    emit(a, CompareOutput(run_a=a.run_a, run_b=a.run_b, comparison=comparison))
+        emit(a, CompareOutput(run_a=a.run_a, run_b=a.run_b, comparison=comparison))
     return OK
 
 
@@ -140,9 +145,10 @@ def cmd_recommend(a: argparse.Namespace) -> int:
     path = Path(a.run_dir) / RECOMMENDATIONS_FILE
     show_recommendations(recs, path)
     note_stale_report(Path(a.run_dir), ["recommendations.json"])
-    from satbench.cli.output import emit
+    if a.json:
+        from satbench.cli.output import emit
 
-    emit(a, path.read_text())  # the file as written: its schema is `satbench schema recommendations`
+        emit(a, path.read_text())  # the file as written: its schema is `satbench schema recommendations`
     return OK
 
 

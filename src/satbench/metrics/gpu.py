@@ -8,12 +8,16 @@ whole level, like RSS. NVML figures are device-wide (gpu.py): another process on
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import Field
 
 from satbench.records.record import Record
-from satbench.records.samples import ProcessColumns, SampleColumns, as_columns
+
+if TYPE_CHECKING:  # reading results.json (its GpuUse) needs neither numpy nor the sample columns
+    import numpy as np
+
+    from satbench.records.samples import ProcessColumns, SampleColumns
 
 
 class GpuUse(Record):
@@ -27,6 +31,8 @@ class GpuUse(Record):
 
 def _inside(samples: ProcessColumns, spans: Sequence[tuple[int, int]]) -> tuple[SampleColumns, np.ndarray]:
     """The table, and its good readings inside any of `spans`, in file order."""
+    from satbench.records.samples import as_columns
+
     c = as_columns(samples, "process")
     rows = c.in_spans(spans)
     return c, rows[~c.failed()[rows]]
@@ -34,6 +40,8 @@ def _inside(samples: ProcessColumns, spans: Sequence[tuple[int, int]]) -> tuple[
 
 def _values(samples: ProcessColumns, spans: Sequence[tuple[int, int]], field: str) -> list:
     """The recorded values of `field` of the readings inside the spans, in file order."""
+    import numpy as np
+
     c, rows = _inside(samples, spans)
     col = c.column(field)[rows]
     return col[~np.isnan(col) if col.dtype.kind == "f" else col >= 0].tolist()
@@ -63,6 +71,8 @@ def gpu_mem_used_mean_bytes(samples: ProcessColumns, spans: Sequence[tuple[int, 
 def gpu_use(samples: ProcessColumns, windows: Sequence[tuple[int, int]],
             peak_mem_bytes: int | None) -> GpuUse | None:
     """The level's GPU block; None when no NVML reading exists at all (no GPU: unavailable, not 0)."""
+    import numpy as np
+
     c, rows = _inside(samples, windows)
     readings = rows[c.column("gpu_mem_used_bytes")[rows] >= 0]
     if not len(readings) and peak_mem_bytes is None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
 from pydantic import Field
 
 from satbench.metrics.quantiles import binomial_quantile, t_quantile_975
@@ -60,6 +59,8 @@ class Estimate(Record):
 
 def percentile(values: Sequence[float], pct: float) -> float:
     """Linear-interpolation percentile (numpy 'linear'); `values` must be non-empty."""
+    import numpy as np
+
     return float(np.percentile(np.asarray(values, dtype=float), pct))
 
 
@@ -89,6 +90,8 @@ def _ci(sorted_values: Sequence[float], pct: float, point: float) -> Interval:
 
 def distribution(values: Sequence[float]) -> Distribution:
     """n, mean, p50/p90/p95/p99, max and their CIs; empty input gives n=0 and nulls."""
+    import numpy as np
+
     n = len(values)
     if n == 0:
         return Distribution(n=0, few_samples=True)
@@ -106,6 +109,8 @@ def mean_estimate(values: Sequence[float], method: str = "t over repetitions",
                   floor: float | None = None) -> Estimate:
     """Mean with a Student-t 95 % CI; one value gives no CI. `floor` clips the CI's lower end
     for quantities that cannot go below it (a rate is never negative)."""
+    import numpy as np
+
     n = len(values)
     if n == 0:
         return Estimate(value=None, n=0)

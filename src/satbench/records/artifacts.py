@@ -8,7 +8,6 @@ import math
 from pathlib import Path
 from typing import Any, overload
 
-import jsonschema
 from pydantic import BaseModel
 
 from satbench.config.ranges import RECORDED
@@ -33,7 +32,10 @@ def render(obj: BaseModel) -> str:
 
 def validate_text(text: str, schema: dict, filename: str) -> None:
     """RunDirError unless `text` is JSON that holds to `schema` (draft 2020-12; the published schemas
-    themselves are checked against their metaschema by the tests, not on every write)."""
+    themselves are checked against their metaschema by the tests, not on every write). jsonschema is
+    imported here, where a document is checked: reading one needs none of it."""
+    import jsonschema
+
     try:
         error = jsonschema.exceptions.best_match(
             jsonschema.Draft202012Validator(schema).iter_errors(json.loads(text)))

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from satbench.config.schema import Strict
 from satbench.metrics.quantiles import t_quantile_975
+
+if TYPE_CHECKING:  # reading recommendations.json (its UslFit) needs no numpy
+    import numpy as np
 
 MIN_R2 = 0.9
 
@@ -40,6 +42,8 @@ def usl(n: np.ndarray, lam: float, alpha: float, beta: float) -> np.ndarray:
 
 def usl_jacobian(n: np.ndarray, lam: float, alpha: float, beta: float) -> np.ndarray:
     """∂X/∂(λ, α, β), with D = 1 + α(N−1) + βN(N−1): N/D, −λN(N−1)/D², −λN²(N−1)/D²."""
+    import numpy as np
+
     d = 1.0 + alpha * (n - 1.0) + beta * n * (n - 1.0)
     return np.column_stack([n / d, -lam * n * (n - 1.0) / d ** 2, -lam * n * n * (n - 1.0) / d ** 2])
 
@@ -60,6 +64,8 @@ def fit_usl_exact(samples: Sequence[tuple[int, float]]) -> UslFit:
     levels = {n for n, _ in pts}
     if len(pts) < 4 or len(levels) < 3:
         return UslFit(fitted=False, points=len(pts), why_not="needs ≥ 4 samples over ≥ 3 levels")
+    import numpy as np
+
     n = np.array([p[0] for p in pts])
     x = np.array([p[1] for p in pts])
     x1 = float(np.mean(x[n == n.min()])) / n.min()
