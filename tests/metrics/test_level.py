@@ -126,3 +126,19 @@ def test_an_e2e_target_counts_in_attainment_when_the_slo_sets_one():
     tight = summarize_level(ctx(slo=SloConfig(p95_ttft_ms=100.0, p95_tpot_ms=100.0, p95_e2e_ms=90.0)),
                             events, marks, [])
     assert loose.slo_attainment == 1.0 and tight.slo_attainment == 0.0
+
+
+def test_a_level_measured_once_gets_its_batch_means_ci_only_where_the_lane_asks():
+    events = closed_loop_n1(n_requests=9)
+    marks = [mark("level_start", 0), mark("level_end", 1000)]
+    off = summarize_level(ctx(), events, marks, []).throughput.output_tok_per_s
+    assert off.ci_low is None and off.ci_method == "none (one value)"
+    on = summarize_level(ctx(one_repetition_ci=True), events, marks, []).throughput.output_tok_per_s
+    assert on.value == off.value == pytest.approx(30.0)
+    assert on.ci_method == "batch means of one repetition (8 spans), at least ±10%"
+    # window [140, 1000] ms in 8 spans of 107.5 ms hold 4, 3, 3, 3, 4, 3, 3, 4 tokens: sd 0.5175 of
+    # mean 3.375 tokens, t(7) = 2.3646 → ±12.82 %, wider than the ±10 % floor
+    assert on.ci_low == pytest.approx(26.153938, rel=1e-6)
+    assert on.ci_high == pytest.approx(33.846062, rel=1e-6)
+    # the request rate keeps its one value
+    assert summarize_level(ctx(one_repetition_ci=True), events, marks, []).throughput.req_per_s.ci_low is None

@@ -146,3 +146,25 @@ def test_prompt_tokens_as_the_server_counted_them():
     assert throughput.prompt_tokens_of(counted) == 100
     assert throughput.prompt_tokens_of(usage) == 48
     assert throughput.prompt_tokens_of(asked) == asked.prompt_tokens
+
+
+def test_batch_rates_cut_the_window_into_equal_spans():
+    # 1 s window in 8 spans of 125 ms: tokens at 100 (span 0, on the start), 300 (span 1), 1100 (the
+    # end: the last span), and a chunk of 3 tokens at 700 (span 4); warmup chunks never count
+    events = [ev(seq=0, sent_ms=0, chunks_ms=[100, 300, 1100]),
+              ev(seq=1, sent_ms=0, chunks_ms=[700], tokens_per_chunk=3),
+              ev(seq=2, phase="warmup", sent_ms=0, chunks_ms=[500])]
+    assert throughput.batch_rates(events, W) == [8.0, 8.0, 0.0, 0.0, 24.0, 0.0, 0.0, 8.0]
+    assert throughput.batch_rates(events, SteadyWindow(start_ns=W.start_ns, end_ns=W.start_ns)) == []
+
+
+def test_one_repetition_half_width_is_the_batch_means_ci_at_least_the_floor():
+    # steady batches: the floor (±10 %) holds
+    assert throughput.one_repetition_half_width(200.0, [100.0] * 8) == pytest.approx(20.0)
+    # noisy batches, sd 40 on mean 100: t(7, 0.975) = 2.3646 → ±2.3646 · 40 ÷ √8 ÷ 100 = ±33.4 %
+    noisy = [60.0, 140.0] * 4
+    sd = 42.76179
+    assert throughput.one_repetition_half_width(100.0, noisy) == pytest.approx(2.364624 * sd / 8 ** 0.5,
+                                                                              rel=1e-5)
+    assert throughput.one_repetition_half_width(100.0, [5.0]) is None
+    assert throughput.one_repetition_half_width(100.0, [0.0, 0.0]) is None

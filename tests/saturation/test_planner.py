@@ -18,9 +18,10 @@ def ctx(**kw) -> PlanContext:
 
 
 def run(planner_ctx: PlanContext, curve: dict[int, list[float]], step_s: float = 1.0,
-        contended: dict[int, int] | None = None, limit: int = 60) -> list:
+        contended: dict[int, int] | None = None, limit: int = 60, once_ci: float | None = None) -> list:
     """Drive plan_lane: each measured repetition of level n yields curve[n][rep - 1] tok/s (the last
-    value repeating); `contended[n]` repetitions of n are contended first."""
+    value repeating); `contended[n]` repetitions of n are contended first; a level measured once has
+    a CI of ± `once_ci` (None: none)."""
     got: dict[int, list[float]] = {}
     contended = dict(contended or {})
     gen = plan_lane(planner_ctx)
@@ -38,7 +39,7 @@ def run(planner_ctx: PlanContext, curve: dict[int, list[float]], step_s: float =
             bad = False
         elapsed += step_s
         contended_now = {n} if bad and not got.get(n) else set()
-        d = gen.send(Feedback(lane_result(got, contended_levels=contended_now).levels,
+        d = gen.send(Feedback(lane_result(got, contended_levels=contended_now, once_ci=once_ci).levels,
                               elapsed, step_s))
         out.append(d)
     return out
@@ -53,6 +54,34 @@ def test_doubles_from_1_confirms_past_the_slots_once_and_answers_the_slots():
         ("repeat", 4), ("stop", None)]
     assert "N=8 reaches the server's 4 slots" in steps[-1].reason
     assert "up to the highest level N=4 (the ceiling N=4)" in steps[-1].reason
+
+
+BATCH_MEANS = AdaptiveConfig(one_repetition_ci="batch_means")
+
+
+def test_a_level_whose_one_repetition_decides_its_steps_is_not_repeated():
+    # ±10 % from one repetition: 1 → 2 → 4 each doubles, far past the 10 % a gain needs, so no level
+    # needs a second; the confirm past the slots runs 2 requests per stream
+    steps = run(ctx(adaptive=BATCH_MEANS), {1: [100], 2: [200], 4: [390], 8: [392]}, once_ci=0.10)
+    assert [(d.action, d.level, d.requests) for d in steps] == [
+        ("measure", 1, None), ("measure", 2, None), ("measure", 4, None), ("confirm", 8, 16),
+        ("stop", None, None)]
+    assert "2 requests per stream" in steps[3].reason
+
+
+def test_a_step_one_repetition_cannot_decide_gets_the_second_repetition():
+    # 1 → 2 gains 8 %: within ±10 % from one repetition each, neither rising nor flat is shown
+    steps = run(ctx(adaptive=BATCH_MEANS), {1: [100, 100.2], 2: [108, 108.1], 4: [300], 8: [301]},
+                once_ci=0.10)
+    assert ("repeat", 1) in [(d.action, d.level) for d in steps]
+    assert ("repeat", 2) in [(d.action, d.level) for d in steps]
+    assert ("repeat", 4) not in [(d.action, d.level) for d in steps]
+
+
+def test_without_batch_means_one_repetition_never_stands_alone():
+    steps = run(ctx(), {1: [100, 100.2], 2: [200, 200.4], 4: [390, 390.6], 8: [392]}, once_ci=0.10)
+    assert [(d.action, d.level) for d in steps if d.action == "repeat"] == [("repeat", 1), ("repeat", 2),
+                                                                           ("repeat", 4)]
 
 
 def test_a_server_satbench_sized_stops_at_its_slots():

@@ -59,6 +59,7 @@ def _levels(lane: LaneConfig, prov: LaneProvenance, scenario: str, records: list
             overhead_ms=prov.network.rtt_ms_median or 0.0, llamacpp=prov.runtime.llamacpp, slo=lane.slo,
             host_cores=host_cores, server_remote=not prov.network.on_this_machine,
             level_total_planned=totals.get(n) if plan else None,
+            one_repetition_ci=lane.adaptive is not None and lane.adaptive.one_repetition_ci == "batch_means",
         )
         out.append(summarize_guarded(ctx, [e for e in events if e.level == n],
                                    [m for m in marks if m.level == n], lane_samples))

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 
 from satbench.config.limits import MAX_CTX_TOKENS
+from satbench.config.profiles import NEW_RUN_ADAPTIVE
 from satbench.config.ranges import MAX_LEVELS_PER_LANE, Level, number_chars
 from satbench.config.runtime import class_of
 from satbench.config.schema import (
@@ -202,7 +203,7 @@ def _adaptive(given: dict[str, Any]) -> None:
         except ValueError as exc:
             raise LaneValueError("adaptive", None, ("budget_s",), str(exc)) from exc
     if given.get("levels") is None:
-        given["adaptive"] = knobs
+        given["adaptive"] = {**NEW_RUN_ADAPTIVE, **knobs}
     elif knobs:
         raise LaneValueError("adaptive", None, ("budget_s",), "a budget applies to the adaptive sweep: "
                              "drop the fixed levels (concurrency) to use it")

@@ -32,6 +32,11 @@ DEFAULT_CI_TARGET = 0.05
 RATE_WINDOW_S = 20.0  # an open-loop rate's default arrivals span about this long
 RATE_MIN_REQUESTS = 100  # an open-loop rate's fewest default arrivals: a p95 needs 59 for an upper bound
 MAX_RATE_SPAN_S = 86_400.0  # one day: the longest an open-loop rate's arrivals may span
+OneRepetitionCi = Literal["none", "batch_means"]
+Warmup = Literal["every_level", "first_level"]
+# what a new adaptive lane runs with; a run.json written before these fields existed reads as the
+# models' defaults, the behaviour it was measured and derived with
+NEW_RUN_ADAPTIVE: dict[str, str] = {"one_repetition_ci": "batch_means", "warmup": "first_level"}
 
 
 class AdaptiveConfig(Strict):
@@ -50,6 +55,14 @@ class AdaptiveConfig(Strict):
                                        "processes took CPU")
     budget_s: Budget | None = Field(None, description="wall-clock budget of the lane's adaptive sweep, "
                                     "at least 1 s; None: no budget")
+    one_repetition_ci: OneRepetitionCi = Field(
+        "none", description="a level measured once: batch_means gives its throughput a CI from the batch "
+        "means of its steady window, at least ±ONE_REPETITION_CI_FLOOR (metrics/throughput.py), and it "
+        "needs no second repetition when every step to its neighbours is decided (saturation/planner.py); "
+        "none: no CI from one repetition (runs made before it)")
+    warmup: Warmup = Field("every_level", description="first_level: one warmup per stream before the "
+                           "first level a server runs, later levels start warm; every_level: before each "
+                           "level's first repetition (runs made before it)")
 
     @model_validator(mode="after")
     def _reps_ordered(self) -> AdaptiveConfig:

@@ -150,6 +150,7 @@ class _Pooled:
     failed: list[RequestEvent] = field(default_factory=list)
     completed: list[tuple[float | None, list[RequestEvent]]] = field(default_factory=list)
     occupancy: _OccupancyReadings = field(default_factory=_OccupancyReadings)
+    batch_rates: dict[int, list[float]] = field(default_factory=dict)  # repetition → its window's batches
 
 
 def _pool(n: int, events: Sequence[RequestEvent], marks: Sequence[LevelMark], lane: LaneSamples) -> _Pooled:
@@ -167,6 +168,7 @@ def _pool(n: int, events: Sequence[RequestEvent], marks: Sequence[LevelMark], la
         p.itl_ms += steady.itl_ms
         p.failed += throughput.failed_in_window(rep_events, steady.window)
         p.completed.append((res.req_per_s, steady.done))
+        p.batch_rates[rep] = throughput.batch_rates(rep_events, steady.window)
         p.occupancy.read(rep, rep_events, steady.window, lane)
     return p
 
@@ -176,12 +178,23 @@ def _window_mean(values: list[float | None]) -> float | None:
     return sum(good) / len(good) if good else None
 
 
-def _throughput(reps: list[RepetitionResult]) -> Throughput:
+def _throughput(p: _Pooled, one_repetition_ci: bool) -> Throughput:
     """Each throughput figure (metrics/specs.py): the mean over the repetitions that have one, with a
-    Student-t CI floored at 0."""
-    return Throughput(**{s.name: mean_estimate([v for r in reps if (v := getattr(r, s.name)) is not None],
-                                               "t over repetitions", floor=0.0)
-                         for s in family("throughput")})
+    Student-t CI floored at 0; with `one_repetition_ci`, output tok/s measured in one repetition gets
+    the CI of its batch means (throughput.one_repetition_half_width)."""
+    figures = {s.name: mean_estimate([v for r in p.repetitions if (v := getattr(r, s.name)) is not None],
+                                     "t over repetitions", floor=0.0)
+               for s in family("throughput")}
+    out = figures["output_tok_per_s"]
+    once = [r for r in p.repetitions if r.output_tok_per_s is not None]
+    if one_repetition_ci and out.value is not None and len(once) == 1:
+        half = throughput.one_repetition_half_width(out.value, p.batch_rates.get(once[0].repetition, []))
+        if half is not None:
+            figures["output_tok_per_s"] = out.model_copy(update={
+                "ci_low": max(0.0, out.value - half), "ci_high": out.value + half,
+                "ci_method": f"batch means of one repetition ({throughput.BATCHES} spans), at least "
+                             f"±{throughput.ONE_REPETITION_CI_FLOOR:.0%}"})
+    return Throughput(**figures)
 
 
 def _cache(events: Sequence[RequestEvent], reps: list[RepetitionResult]) -> cache.CacheFigures | None:
@@ -255,7 +268,7 @@ def summarize_level(
     lane = lane_samples(samples)
     p = _pool(ctx.level, events, marks, lane)
     intervals = _rep_intervals(events, marks)
-    thr = _throughput(p.repetitions)
+    thr = _throughput(p, ctx.one_repetition_ci)
     mem = _memory(intervals, lane.process)
     spans = [(w.start_ns, w.end_ns) for w in p.windows] or intervals
     attainment, goodput = _slo(ctx.slo, p, thr.req_per_s.value)

@@ -35,6 +35,8 @@ class LevelContext(Record):
                                             "to them); None: fixed levels (it applies per repetition)")
     server_remote: bool = Field(False, description="a url lane over a remote network path: the server's "
                                 "process and GPU are on another machine")
+    one_repetition_ci: bool = Field(False, description="a level measured once gets a throughput CI from "
+                                    "its batch means (metrics/throughput.py)")
 
 
 class RepetitionResult(Record):

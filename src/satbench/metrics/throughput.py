@@ -17,6 +17,16 @@ the share of its life elapsed by E for the one still running then. A request sta
 life runs far past it, thus holds its stream's rate down by the time it took; one that is merely
 queued or prefilling at E is not counted as if it had stalled.
 
+A level measured once (the adaptive sweep's `one_repetition_ci = batch_means`) has no spread over
+repetitions to give its CI. Its steady window is cut into BATCHES equal spans, each span's rate
+taken as its measured chunks' tokens ÷ its length (`batch_rates`), and the CI's half-width is
+
+    h = max(t_{k−1} · sd(b) ÷ √k ÷ mean(b), ONE_REPETITION_CI_FLOOR) · X
+
+(`one_repetition_half_width`; k spans b, t the Student-t 0.975 quantile). The batch means see the
+noise inside the run; the floor stands for what one run cannot see, how the next run would differ
+(repetitions of one level on a quiet 2-core host differ by up to ~7 %).
+
 Not used, and why: all the window's tokens ÷ its length is biased when the streams move in step
 (the window opens at a first token, so it holds one prefill fewer than its requests took);
 counting only requests that end inside the window hides a stream stalled at its end; crediting
@@ -25,12 +35,18 @@ the running request by the tokens it delivered by E treats a queue or a prefill 
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from satbench.metrics.latency import first_token_ns
+from satbench.metrics.quantiles import t_quantile_975
 from satbench.metrics.window import SteadyWindow
 from satbench.records.events import CANCELLED, RequestEvent
+
+BATCHES = 8  # equal spans of a steady window, for the batch means of a level measured once
+ONE_REPETITION_CI_FLOOR = 0.10  # a level measured once: its throughput CI is at least ± this fraction
 
 
 def output_tokens_in_window(events: list[RequestEvent], w: SteadyWindow) -> int:
@@ -129,3 +145,31 @@ def failed_in_window(events: list[RequestEvent], w: SteadyWindow) -> list[Reques
     those cancelled when satbench stopped the level: that is not the server missing an SLO)."""
     return [ev for ev in events if ev.phase == "measured" and ev.error is not None
             and ev.error.type != CANCELLED and w.contains(ev.end_ns)]
+
+
+def batch_rates(events: list[RequestEvent], w: SteadyWindow, k: int = BATCHES) -> list[float]:
+    """Output tok/s in each of `k` equal spans of the window: the measured chunks' tokens stamped in
+    the span ÷ its length (a chunk on a boundary counts in the later span, the window's end in the
+    last); empty when the window has no length."""
+    span_ns = w.end_ns - w.start_ns
+    if span_ns <= 0:
+        return []
+    counts = [0] * k
+    lo, hi = w.start_ns, w.end_ns
+    for ev in events:
+        if ev.phase == "measured":
+            for t, n in ev.chunks:
+                if lo <= t <= hi:
+                    counts[min(k - 1, (t - lo) * k // span_ns)] += n
+    return [c / (span_ns / k / 1e9) for c in counts]
+
+
+def one_repetition_half_width(x: float, rates: Sequence[float]) -> float | None:
+    """The 95 % CI half-width (tok/s) of a level measured once, of throughput `x`, from its window's
+    batch rates (module docstring); None with fewer than 2 rates or none above 0."""
+    k = len(rates)
+    mean = statistics.fmean(rates) if k >= 2 else 0.0
+    if k < 2 or mean <= 0:
+        return None
+    rel = t_quantile_975(k - 1) * statistics.stdev(rates) / math.sqrt(k) / mean
+    return max(rel, ONE_REPETITION_CI_FLOOR) * x

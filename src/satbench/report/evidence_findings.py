@@ -13,6 +13,7 @@ from satbench.analysis.results import LaneResult, ResultsFile
 from satbench.gguf.architectures import described_architecture
 from satbench.metrics.flags import FlagKind, has_flag
 from satbench.metrics.specs import CACHE_CELL, table_columns
+from satbench.metrics.throughput import ONE_REPETITION_CI_FLOOR
 from satbench.report.document import Block, Bullets, Heading, Image, Para, TableBlock
 from satbench.report.evidence_setup import afar, mib, server_where
 from satbench.report.plot_file import PlotFile
@@ -133,13 +134,17 @@ def plan_section(results: ResultsFile) -> list[Block]:
                               rows=[[f"{d.elapsed_s:.1f}", d.action, str(d.level or ""),
                                      str(d.repetition or ""), d.reason] for d in lane.plan])]
         if a is not None:
+            warm = ("one warmup per stream before the first level the server runs (later levels start warm; "
+                    "their first requests fall before the steady window)" if a.warmup == "first_level"
+                    else "one warmup per stream before its first")
             blocks.append(Bullets(items=[
                 f"shortcut: a repetition is N × {a.requests_per_stream} measured requests (a fixed sweep's "
-                "is max(8N, 32)); a level's repetitions are interleaved with its neighbours', one warmup per "
-                "stream before its first; p95s rest on fewer requests (their CIs say how few)",
+                f"is max(8N, 32)); a level's repetitions are interleaved with its neighbours', {warm}; "
+                "p95s rest on fewer requests (their CIs say how few)",
                 f"shortcut: a level stops at {a.min_repetitions} to {a.max_repetitions} repetitions, once "
                 f"the throughput CI is within ±{a.ci_target:.0%} or no value within it would change the "
                 "knee's answer; levels are doubled from 1, not all run",
+                *_one_repetition(lane, a.one_repetition_ci == "batch_means"),
                 "levels the sweep did not measure are not evidence: their figures are absent, not inferred",
             ] + ([f"shortcut: with the SLO, only the level the answer rests on is measured until its p95s "
                   f"can be bounded ({fewest_to_bound_p95()} requests in the window); a lower level is not, "
@@ -148,6 +153,23 @@ def plan_section(results: ResultsFile) -> list[Block]:
     if blocks:
         blocks.insert(0, Heading(level=2, text="How the levels were chosen"))
     return blocks
+
+
+def _one_repetition(lane: LaneResult, batch_means: bool) -> list[str]:
+    """The shortcuts of levels measured once: the confirm past the slots, and (with batch means) the
+    levels that stood on one repetition."""
+    confirms = [d for d in lane.plan if d.action == "confirm" and d.requests]
+    out = [f"shortcut: N={d.level}, past the slots, ran {d.requests} requests: it shows the server's queue, "
+           "and the slots bind the answer below it" for d in confirms]
+    once = [lv.concurrency for lv in lane.levels if len(lv.repetitions) == 1
+            and lv.concurrency not in {d.level for d in confirms}
+            and lv.throughput.output_tok_per_s.ci_method.startswith("batch means")]
+    if batch_means:
+        out.append("shortcut: a level measured once has a throughput CI from the batch means of its steady "
+                   f"window, at least ±{ONE_REPETITION_CI_FLOOR:.0%}, and gets no second repetition where "
+                   "that CI already decides its steps to its neighbours" +
+                   (f": {', '.join(f'N={n}' for n in once)} stood on one" if once else ""))
+    return out
 
 
 def flags(results: ResultsFile) -> list[Block]:

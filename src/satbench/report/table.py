@@ -77,7 +77,8 @@ _CELLS: dict[Cell, Callable[[Any, int], str]] = {
 # the level table's columns every table has: (header, the figures in its cell), from the figures' specs
 LEVEL_TABLE = table_columns()
 LEVEL_HEADERS = tuple(header for header, _ in LEVEL_TABLE)
-LEVEL_LEGEND = ("latencies in ms; ± = half the 95% CI over repetitions, [low–high] = the 95% CI where it is "
+LEVEL_LEGEND = ("latencies in ms; ± = half the 95% CI over repetitions (a level measured once: from its "
+                "batch means, where the sweep takes them), [low–high] = the 95% CI where it is "
                 "not symmetric (a rate's CI is clipped at 0); * = p95 from < 100 samples (CI below); "
                 "≈ = tokens counted as SSE chunks (the server reported no count); "
                 "slots t/d/c = busy slots time-weighted / decode-weighted / client in-flight; "

@@ -92,8 +92,10 @@ class AdaptiveSolo:
             t0 = time.monotonic()
             if climb.warmed[0] is not climb.session:  # a fresh server after a failure warms up again
                 climb.warmed = (climb.session, set())
-            climb.session = await solo_units(ctx, climb.session, [(rep, level)],
-                                             warmup=level not in climb.warmed[1], requests=requests)
+            warm = climb.warmed[1]  # the levels this server has run
+            shared = lane.adaptive is None or lane.adaptive.warmup == "first_level"
+            climb.session = await solo_units(ctx, climb.session, [(rep, level)], requests=requests,
+                                             warmup=not warm if shared else level not in warm)
             climb.warmed[1].add(level)
             ran_s = time.monotonic() - t0
         climb.planned.discard(unit)

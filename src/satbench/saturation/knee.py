@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 from pydantic import Field
@@ -38,9 +39,11 @@ from satbench.saturation.gain import (
     p_gain,
     real_gain,
     shape,
+    step,
 )
 
-__all__ = ["Knee", "Point", "answer_holds_within_ci", "kneedle", "marginal_gain_knee", "points_of"]
+__all__ = ["Knee", "Point", "answer_holds_within_ci", "kneedle", "marginal_gain_knee", "points_of",
+           "stands_alone"]
 
 
 class Knee(Strict):
@@ -182,6 +185,18 @@ def answer_holds_within_ci(points: Sequence[Point], n: int, ceiling: int, cap: i
         return False
     now = answer(points)
     return all(answer(_shifted(points, n, end)) == now for end in (p.ci_low, p.ci_high))
+
+
+def stands_alone(points: Sequence[Point], n: int, ceiling: int) -> bool:
+    """Level n needs no second repetition: it has one clean repetition with a CI (a level measured
+    once gets one from its batch means, metrics/throughput.py), and the step to each clean neighbour
+    at or below `ceiling` is decided with it (rising, flat or falling: gain.step), so a second
+    repetition cannot change how the curve reads there."""
+    pts = [p for p in points if not p.contended and p.n <= ceiling]
+    at = next((i for i, p in enumerate(pts) if p.n == n), None)
+    if at is None or len(pts) < 2 or len(pts[at].reps) != 1 or pts[at].ci_high is None:
+        return False
+    return all(step(a, b) != "unclear" for a, b in pairwise(pts[max(0, at - 1):at + 2]))
 
 
 def kneedle(points: Sequence[Point]) -> int | None:

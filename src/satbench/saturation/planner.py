@@ -12,7 +12,10 @@ Rules, in the order `decide` applies them after each step:
    `min_repetitions` until the climb is over (or the budget leaves no room to climb); then the level
    with the fewest goes first. Each level's repetitions thus span the sweep, so a host that speeds up
    or slows down mid-sweep widens their CIs instead of making a step between levels. A level past the
-   slot count gets one repetition: it shows the server's queue, and the slots bind the answer below it.
+   slot count gets one repetition of CONFIRM_REQUESTS_PER_STREAM per stream: it shows the server's
+   queue, and the slots bind the answer below it. Where the lane gives a level measured once a CI from
+   its batch means (`one_repetition_ci`), a level whose steps to its neighbours that CI already
+   decides stands on one repetition (knee.stands_alone); the CI rule, and rules 4 to 6, still apply.
 2. A level seen to miss the lane's SLO (saturation/slo.py; docs/definitions.md#shown-to-meet-seen-to-miss)
    ends the climb: higher levels only wait longer.
 3. Otherwise the climb goes on to the ceiling, whatever the curve did below it (a flat step may be a
@@ -53,7 +56,14 @@ from dataclasses import dataclass
 from satbench.config.schema import AdaptiveConfig, SloConfig
 from satbench.metrics.level_result import LevelResult
 from satbench.records.manifest import PlanAction, PlanDecision
-from satbench.saturation.knee import Knee, Point, answer_holds_within_ci, marginal_gain_knee, points_of
+from satbench.saturation.knee import (
+    Knee,
+    Point,
+    answer_holds_within_ci,
+    marginal_gain_knee,
+    points_of,
+    stands_alone,
+)
 from satbench.saturation.refine import refine_between
 from satbench.saturation.slo import (
     SloStanding,
@@ -67,6 +77,7 @@ MAX_DECISIONS = 500  # a lane's sweep never takes more steps than this (a guard,
 SLO_MAX_REPETITIONS = 30  # repetitions a level may get to bound the p95 its SLO judges
 SLO_RAMP_REQUESTS = 2  # per stream beyond the samples missing: its first and last fall outside the window
 GROWTH_EXPONENT = 0.75  # a repetition's length grows ~(N'/N)^this up to the slots (E2E rises sub-linearly)
+CONFIRM_REQUESTS_PER_STREAM = 2  # the level past the slots: enough to fill the queue, not to measure a curve
 
 
 @dataclass(frozen=True)
@@ -173,7 +184,7 @@ class _Judged:
     points: list[Point]
     knee: Knee
     standing: SloStanding
-    nxt: tuple[PlanAction, int, str] | None
+    nxt: tuple[PlanAction, int, str, int | None] | None
     below_miss: int | None
 
     @classmethod
@@ -238,7 +249,7 @@ def _wants(t: _Tally, j: _Judged, n: int) -> str | None:
     missed = t.ctx.slo is not None and bool(estimate_misses(lv, t.ctx.slo)) and reps >= a.min_repetitions
     if reps >= a.max_repetitions or missed:
         return None
-    if len(lv.repetitions) < a.min_repetitions:
+    if _below_minimum(t, j, n):
         return f"N={n}: {len(lv.repetitions)} clean repetition(s), at least {a.min_repetitions}"
     frac = _ci_fraction(lv)
     if frac is None:
@@ -249,6 +260,14 @@ def _wants(t: _Tally, j: _Judged, n: int) -> str | None:
     return None
 
 
+def _below_minimum(t: _Tally, j: _Judged, n: int) -> bool:
+    """Level n has fewer than `min_repetitions` clean repetitions and does not stand on one: the lane
+    gives a level measured once a CI from its batch means, and that CI decides its steps (rule 1)."""
+    a = t.ctx.adaptive
+    return len(t.levels[n].repetitions) < a.min_repetitions and not (
+        a.one_repetition_ci == "batch_means" and stands_alone(j.points, n, j.ceiling))
+
+
 def _interleaved(t: _Tally, j: _Judged, climbing: bool) -> PlanDecision | None:
     """Rule 1, interleaved: the next repetition a level wants (`_wants`), None when none is due. While
     `climbing` (the climb's next step passes the budget), only a level below `min_repetitions` with a
@@ -257,7 +276,7 @@ def _interleaved(t: _Tally, j: _Judged, climbing: bool) -> PlanDecision | None:
     least = t.ctx.adaptive.min_repetitions
     pending = [(n, need) for n in t.measured if (need := _wants(t, j, n)) is not None]
     ready = [(n, need) for n, need in pending if not climbing or (
-        any(m > n for m in t.runs) and len(t.levels[n].repetitions) < least)]
+        any(m > n for m in t.runs) and _below_minimum(t, j, n))]
     if not ready:
         return None
     n, need = min(ready, key=lambda p: (len(t.levels[p[0]].repetitions), p[0]))
@@ -350,7 +369,7 @@ def _skipped(skipped: list[str]) -> str:
 
 
 def _next_level(ctx: PlanContext, high: int, top: int, ceiling: int,
-                knee: Knee) -> tuple[PlanAction, int, str] | None:
+                knee: Knee) -> tuple[PlanAction, int, str, int | None] | None:
     """Rule 4: the next level of the climb, or None when it is over. The level doubles up to the
     ceiling (the slot count, at most the lane's ceiling; a level that is not a power of two is measured
     itself), whatever the curve did below it: a flat step may be a plateau that rises again. At the
@@ -358,14 +377,17 @@ def _next_level(ctx: PlanContext, high: int, top: int, ceiling: int,
     to see whether the server queues. After a server failure no level between is tried."""
     if ctx.slots and high >= ctx.slots:
         if ctx.past_slots and high == ctx.slots and 2 * high <= top and knee.last_real_gain_to == high:
+            per = min(CONFIRM_REQUESTS_PER_STREAM, ctx.adaptive.requests_per_stream)
             return ("confirm", 2 * high, f"N={high} is the server's slot count and still gains: "
-                                         f"N={2 * high} shows whether the server queues beyond it")
+                                         f"N={2 * high} shows whether the server queues beyond it "
+                                         f"({per} requests per stream: the slots bind the answer below it)",
+                    2 * high * per)
         return None
     if high >= ceiling or (top < ctx.ceiling and 2 * high > top):
         return None
     n = min(2 * high, ceiling)
     return ("measure", n, f"climbing to the ceiling N={ceiling} ({knee.shape or 'one level so far'}): "
-                          f"{knee.reason}")
+                          f"{knee.reason}", None)
 
 
 def plan_lane(ctx: PlanContext,
