@@ -13,9 +13,8 @@ Rules, in the order `decide` applies them after each step:
    with the fewest goes first. Each level's repetitions thus span the sweep, so a host that speeds up
    or slows down mid-sweep widens their CIs instead of making a step between levels. A level past the
    slot count gets one repetition of CONFIRM_REQUESTS_PER_STREAM per stream: it shows the server's
-   queue, and the slots bind the answer below it. Where the lane gives a level measured once a CI from
-   its batch means (`one_repetition_ci`), a level whose steps to its neighbours that CI already
-   decides stands on one repetition (knee.stands_alone); the CI rule, and rules 4 to 6, still apply.
+   queue, and the slots bind the answer below it. A level whose batch-means CI (`one_repetition_ci`)
+   decides its steps to its neighbours stands on one repetition (knee.stands_alone).
 2. A level seen to miss the lane's SLO (saturation/slo.py; docs/definitions.md#shown-to-meet-seen-to-miss)
    ends the climb: higher levels only wait longer.
 3. Otherwise the climb goes on to the ceiling, whatever the curve did below it (a flat step may be a
@@ -56,14 +55,8 @@ from dataclasses import dataclass
 from satbench.config.schema import AdaptiveConfig, SloConfig
 from satbench.metrics.level_result import LevelResult
 from satbench.records.manifest import PlanAction, PlanDecision
-from satbench.saturation.knee import (
-    Knee,
-    Point,
-    answer_holds_within_ci,
-    marginal_gain_knee,
-    points_of,
-    stands_alone,
-)
+from satbench.saturation import knee as curve
+from satbench.saturation.knee import Knee, Point, answer_holds_within_ci, marginal_gain_knee, points_of
 from satbench.saturation.refine import refine_between
 from satbench.saturation.slo import (
     SloStanding,
@@ -265,7 +258,7 @@ def _below_minimum(t: _Tally, j: _Judged, n: int) -> bool:
     gives a level measured once a CI from its batch means, and that CI decides its steps (rule 1)."""
     a = t.ctx.adaptive
     return len(t.levels[n].repetitions) < a.min_repetitions and not (
-        a.one_repetition_ci == "batch_means" and stands_alone(j.points, n, j.ceiling))
+        a.one_repetition_ci == "batch_means" and curve.stands_alone(j.points, n, j.ceiling))
 
 
 def _interleaved(t: _Tally, j: _Judged, climbing: bool) -> PlanDecision | None:
