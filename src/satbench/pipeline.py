@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from satbench.analysis.results import ResultsFile, read_results
 from satbench.records.layout import RECOMMENDATIONS_FILE, RESULTS_FILE
 
-if TYPE_CHECKING:  # the measuring side is imported by a sweep alone: analyze, recommend, report need none
+if TYPE_CHECKING:  # annotations only (the measuring side, run.*, is imported by a sweep alone)
     from satbench.config.schema import CheckName, FairnessConfig, LaneConfig, RunConfig
     from satbench.records.events import RequestEvent
     from satbench.records.manifest import PlanDecision, RunManifest
