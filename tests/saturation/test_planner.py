@@ -270,3 +270,13 @@ def test_a_level_with_a_sample_over_the_slo_is_not_topped_up_to_a_bound_it_canno
 def test_the_bound_is_the_largest_sample_from_59_until_the_ci_has_an_upper_end():
     from satbench.saturation.slo import upper_is_largest
     assert [n for n in range(40, 100) if upper_is_largest(n)] == list(range(59, 72))
+
+
+def test_after_the_climb_an_undetermined_range_is_repeated_before_the_other_levels():
+    # N=8 may still gain over N=4 (an 8 % step, two noisy repetitions each): its range's levels get
+    # their third repetitions before N=1 and N=2, whose CIs are also wider than ±5 %
+    steps = run(ctx(slots=8, past_slots=False, adaptive=AdaptiveConfig(max_repetitions=3)),
+                {1: [100, 108], 2: [200, 216], 4: [400, 440], 8: [470, 440]})
+    after = [(d.action, d.level) for d in steps][8:]
+    assert after[:2] == [("repeat", 4), ("repeat", 8)]
+    assert "the range's levels first" in steps[8].reason

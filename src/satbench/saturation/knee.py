@@ -42,8 +42,8 @@ from satbench.saturation.gain import (
     step,
 )
 
-__all__ = ["Knee", "Point", "answer_holds_within_ci", "kneedle", "marginal_gain_knee", "points_of",
-           "stands_alone"]
+__all__ = ["Knee", "Point", "answer_holds_within_ci", "ci_fraction", "kneedle", "marginal_gain_knee",
+           "points_of", "stands_alone"]
 
 
 class Knee(Strict):
@@ -185,6 +185,14 @@ def answer_holds_within_ci(points: Sequence[Point], n: int, ceiling: int, cap: i
         return False
     now = answer(points)
     return all(answer(_shifted(points, n, end)) == now for end in (p.ci_low, p.ci_high))
+
+
+def ci_fraction(lv: LevelResult) -> float | None:
+    """A level's throughput 95 % CI half-width ÷ mean; None without a CI."""
+    est = lv.throughput.output_tok_per_s
+    if est.value is None or not est.value or est.ci_high is None:
+        return None
+    return (est.ci_high - est.value) / est.value
 
 
 def stands_alone(points: Sequence[Point], n: int, ceiling: int) -> bool:

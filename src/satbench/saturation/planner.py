@@ -7,10 +7,10 @@ Rules, in the order `decide` applies them after each step:
    throughput 95 % CI half-width ÷ mean exceeds `ci_target`, up to `max_repetitions`; one whose p95
    estimate is over an SLO target needs no more, nor, once the climb is over, one whose throughput
    anywhere in its CI leaves the knee's answer as it is, at most one below a level seen to miss the
-   SLO (knee.answer_holds_within_ci). These repetitions
-   are interleaved: a level's second waits until the next level up has its first, and those beyond
-   `min_repetitions` until the climb is over (or the budget leaves no room to climb); then the level
-   with the fewest goes first. Each level's repetitions thus span the sweep, so a host that speeds up
+   SLO (knee.answer_holds_within_ci). These repetitions are interleaved: a level's second waits until
+   the next level up has its first, and those beyond `min_repetitions` until the climb is over (or the
+   budget leaves no room to climb); then rule 4's levels first, and the level with the fewest
+   repetitions first. Each level's repetitions thus span the sweep, so a host that speeds up
    or slows down mid-sweep widens their CIs instead of making a step between levels. A level past the
    slot count gets one repetition of CONFIRM_REQUESTS_PER_STREAM per stream: it shows the server's
    queue, and the slots bind the answer below it. A level whose batch-means CI (`one_repetition_ci`)
@@ -34,13 +34,12 @@ Rules, in the order `decide` applies them after each step:
    one longer repetition (the samples missing ÷ N + SLO_RAMP_REQUESTS per stream) when its p95s
    cannot be bounded yet (59 samples in the window, docs/definitions.md#p95-upper-bound; at most
    SLO_MAX_REPETITIONS in all). If it then misses, the level below it is the one the answer rests on.
-   A level that repetition cannot bound
-   (a sample over a target already, and the bound from the samples it brings is their largest:
-   slo.cannot_bound) is left unbounded and the level below it is bounded instead; where the curve
-   allows it, the answer is then a range up to it (recommend.slo_range_high). Lower levels are not
-   bounded: they cannot move the SLO bound unless they are seen to miss it, and a level shown to meet the SLO
-   shows every level below it does (their p95s are taken not to exceed its), so bounding a range's
-   upper end covers the whole range, however the repetitions then settle it.
+   A level that repetition cannot bound (a sample over a target already, and the bound from the
+   samples it brings is their largest: slo.cannot_bound) is left unbounded and the level below it is
+   bounded instead; where the curve allows it, the answer is then a range up to it
+   (recommend.slo_range_high). Lower levels are not bounded: they cannot move the SLO bound unless
+   seen to miss it, and a level shown to meet the SLO shows every level below it does (their p95s are
+   taken not to exceed its), so bounding a range's upper end covers the whole range.
 Before any step the time budget is checked: a step whose estimated length (the last repetition's,
 scaled by (N'/N)^0.75 to a higher level, ^1 past the slots) would end past it is not taken.
 Every decision carries its reason and figures; the sweep writes them to run.json, and a resume
@@ -95,14 +94,6 @@ class Feedback:
     elapsed_s: float
     last_step_s: float | None
     failed_at: int | None = None
-
-
-def _ci_fraction(lv: LevelResult) -> float | None:
-    """Throughput 95 % CI half-width ÷ mean; None without a CI."""
-    est = lv.throughput.output_tok_per_s
-    if est.value is None or not est.value or est.ci_high is None:
-        return None
-    return (est.ci_high - est.value) / est.value
 
 
 def _step(action: PlanAction, level: int | None, rep: int | None, reason: str, fb: Feedback,
@@ -244,7 +235,7 @@ def _wants(t: _Tally, j: _Judged, n: int) -> str | None:
         return None
     if _below_minimum(t, j, n):
         return f"N={n}: {len(lv.repetitions)} clean repetition(s), at least {a.min_repetitions}"
-    frac = _ci_fraction(lv)
+    frac = curve.ci_fraction(lv)
     if frac is None:
         return f"N={n}: no CI after {reps} repetitions"
     settled = j.nxt is None and answer_holds_within_ci(j.points, n, j.ceiling, j.below_miss)
@@ -264,16 +255,20 @@ def _below_minimum(t: _Tally, j: _Judged, n: int) -> bool:
 def _interleaved(t: _Tally, j: _Judged, climbing: bool) -> PlanDecision | None:
     """Rule 1, interleaved: the next repetition a level wants (`_wants`), None when none is due. While
     `climbing` (the climb's next step passes the budget), only a level below `min_repetitions` with a
-    level above it already run is due; else every level that wants one. The fewest-measured level
-    goes first (then the lowest), so that each level's repetitions span the sweep."""
+    level above it already run is due; else every level that wants one, rule 4's first (narrowing
+    them may settle the others), then the fewest-measured (then the lowest) first."""
     least = t.ctx.adaptive.min_repetitions
     pending = [(n, need) for n in t.measured if (need := _wants(t, j, n)) is not None]
     ready = [(n, need) for n, need in pending if not climbing or (
         any(m > n for m in t.runs) and _below_minimum(t, j, n))]
     if not ready:
         return None
-    n, need = min(ready, key=lambda p: (len(t.levels[p[0]].repetitions), p[0]))
+    unsure = set() if climbing else set(_unsure(t, j))
+    n, need = min(ready, key=lambda p: (p[0] not in unsure and not _below_minimum(t, j, p[0]),
+                                        len(t.levels[p[0]].repetitions), p[0]))
     later = [m for m in t.runs if m > n]
+    if n in unsure:
+        return t.go("repeat", n, need + f" ({j.knee.undetermined}: the range's levels first)")
     if len(t.levels[n].repetitions) >= least:
         return t.go("repeat", n, need + " (interleaved: the fewest-measured level first)")
     return t.go("repeat", n, need + (f" (after N={min(later)}'s first: interleaved)" if later else ""))
@@ -285,9 +280,7 @@ def _after_climb(t: _Tally, j: _Judged, done: Sequence[PlanDecision]) -> PlanDec
     knee's refinement), and the stop at the highest level the climb could reach; each stop by rule 6
     (`_settle`)."""
     a, knee = t.ctx.adaptive, j.knee
-    allowed = t.top if j.below_miss is None else j.below_miss
-    unsure = [n for n in knee.unresolved if n <= allowed]
-    if knee.undetermined is not None and len(unsure) >= 2:
+    if unsure := _unsure(t, j):
         more = sorted((n for n in unsure if t.runs.get(n, 0) < a.max_repetitions),
                       key=lambda n: (len(t.levels[n].repetitions), n))
         if more:
@@ -298,6 +291,14 @@ def _after_climb(t: _Tally, j: _Judged, done: Sequence[PlanDecision]) -> PlanDec
     if knee.knee is not None:
         return _refine(t, j, done)
     return _settle(t, j, _climb_end(t, j))
+
+
+def _unsure(t: _Tally, j: _Judged) -> list[int]:
+    """Rule 4's levels: the candidate and those above it that may still gain, at most the level the SLO
+    allows; empty unless the knee is undetermined across two or more."""
+    allowed = t.top if j.below_miss is None else j.below_miss
+    unsure = [n for n in j.knee.unresolved if n <= allowed]
+    return unsure if j.knee.undetermined is not None and len(unsure) >= 2 else []
 
 
 def _refine(t: _Tally, j: _Judged, done: Sequence[PlanDecision]) -> PlanDecision:
