@@ -275,18 +275,65 @@ class ServerSampler:
         return gpu, None
 
 
-def process_tree_usage(pid: int) -> tuple[int, float]:
-    """(RSS bytes, user+system CPU seconds) of a process and all its descendants."""
+CHILDREN_REFRESH_S = 1.0  # how long process_tree_usage goes on reading a server's descendants as listed
+_MAX_TREES = 16  # server process trees remembered at once (the least recently read is forgotten)
+
+
+class _Tree:
+    """A server's psutil.Process and those of its descendants, as listed at `listed_s` (_clock's seconds)."""
+
+    def __init__(self, root: psutil.Process, children: list[psutil.Process], listed_s: float) -> None:
+        self.root, self.children, self.listed_s = root, children, listed_s
+
+    def read(self) -> tuple[int, float, bool]:
+        """(RSS bytes, user+system CPU seconds, whether every process was still there), summed over
+        the processes still there."""
+        rss, cpu, whole = 0, 0.0, True
+        for p in [self.root, *self.children]:
+            try:
+                rss += p.memory_info().rss
+                t = p.cpu_times()
+                cpu += t.user + t.system
+            except psutil.NoSuchProcess:
+                whole = False
+        return rss, cpu, whole
+
+
+_trees: dict[int, _Tree] = {}
+_clock: Callable[[], float] = time.monotonic
+
+
+def _listed(pid: int, old: _Tree | None, now_s: float) -> _Tree:
+    """The tree under `pid` listed now (NoSuchProcess when there is no such process), keeping the
+    psutil.Process objects `old` already has for the same processes."""
     root = psutil.Process(pid)
-    procs = [root] + root.children(recursive=True)
-    rss, cpu = 0, 0.0
-    for p in procs:
-        try:
-            rss += p.memory_info().rss
-            t = p.cpu_times()
-            cpu += t.user + t.system
-        except psutil.NoSuchProcess:
-            continue
+    known = {p: p for p in ([old.root, *old.children] if old is not None else [])}
+    return _Tree(known.get(root, root), [known.get(p, p) for p in root.children(recursive=True)], now_s)
+
+
+def process_tree_usage(pid: int) -> tuple[int, float]:
+    """(RSS bytes, user+system CPU seconds) of a process and all its descendants.
+
+    Listing the descendants walks every process of the machine, so it is done once per
+    CHILDREN_REFRESH_S per server, and again at once when a listed process is gone; in between, the
+    processes listed are read. A descendant started since the last listing is missed until the next
+    one, at most CHILDREN_REFRESH_S later: every descendant that lives longer than that is in the
+    samples from then on until it exits. For a tree that does not change, the figures are the same
+    as listing it at every sample. NoSuchProcess when `pid` is gone, or when every process read is
+    gone or a zombie (no resident memory)."""
+    now_s = _clock()
+    tree = _trees.pop(pid, None)
+    fresh = tree is None or now_s - tree.listed_s >= CHILDREN_REFRESH_S
+    if fresh:
+        tree = _listed(pid, tree, now_s)
+    assert tree is not None
+    rss, cpu, whole = tree.read()
+    if not whole and not fresh:
+        tree = _listed(pid, tree, now_s)
+        rss, cpu, _ = tree.read()
+    _trees[pid] = tree
+    while len(_trees) > _MAX_TREES:
+        del _trees[next(iter(_trees))]
     if rss == 0:  # every process gone or a zombie (killed, not yet reaped): no reading, not a zero
         raise psutil.NoSuchProcess(pid, msg="no resident memory: the server exited (not reaped yet)")
     return rss, cpu
