@@ -22,8 +22,14 @@ from satbench.config.limits import MAX_EXTRA_TOKENS, AnswerTooLarge, stream_limi
 from satbench.config.schema import Strict
 from satbench.errors import ParseError, UserError
 from satbench.http.endpoint import Endpoint
-from satbench.http.errors import NETWORK_ERRORS
-from satbench.http.sse import StreamUpdate, interpret_native, interpret_openai, interpret_openai_chat
+from satbench.http.errors import NETWORK_ERRORS, error_body_message
+from satbench.http.sse import (
+    StreamUpdate,
+    interpret_native,
+    interpret_openai,
+    interpret_openai_chat,
+    native_partial_so_far,
+)
 from satbench.http.transport import HttpResult, HttpStream, ReadBuffer, StreamTimeout, Watchdog, request_bytes
 
 Api = Literal["native", "openai", "chat"]  # /completion, /v1/completions, /v1/chat/completions
@@ -255,7 +261,7 @@ class StreamClient:
             self._fail(out, "stream_broken", "connection closed inside the response head")
             return
         if r.status != 200:
-            self._fail(out, f"http_{r.status}", _error_message(r.error_body.decode("utf-8", "replace")))
+            self._fail(out, f"http_{r.status}", error_body_message(r.error_body.decode("utf-8", "replace")))
             return
         if out.error_type is not None:  # set by a payload as it arrived
             return
@@ -285,11 +291,8 @@ class StreamClient:
             self._fail(out, "server_error_event", upd.error)
             return False
         # llama.cpp's running count (tokens_so_far) covers held-back tokens
-        n = upd.n_tokens if upd.tokens_so_far is None else max(0, upd.tokens_so_far - out.output_tokens)
-        if n:
-            out.chunks.append((t_ns, n))
-            out.output_tokens += n
-            out.token_count_exact = out.token_count_exact and upd.exact
+        n = upd.n_tokens if upd.tokens_so_far is None else upd.tokens_so_far - out.output_tokens
+        add_tokens(out, t_ns, n, upd.exact)
         out.saw_final = out.saw_final or upd.final
         if upd.textless is not None and upd.textless not in out.textless:
             out.textless.append(upd.textless)
@@ -314,6 +317,14 @@ class StreamClient:
                 "wrong_token_count",
                 f"asked for {req.max_tokens} tokens, received {out.output_tokens}",
             )
+
+
+def add_tokens(out: StreamOutcome, t_ns: int, n: int, exact: bool) -> None:
+    """`n` tokens read at `t_ns` (none when `n` ≤ 0) as one chunk; `exact` False: the count is inexact."""
+    if n > 0:
+        out.chunks.append((t_ns, n))
+        out.output_tokens += n
+        out.token_count_exact = out.token_count_exact and exact
 
 
 def settle_usage(out: StreamOutcome) -> None:
@@ -349,29 +360,32 @@ class _PayloadReader:
 
     With `max_tokens`, an answer whose counted output tokens pass max_tokens + MAX_EXTRA_TOKENS is
     failed as `wrong_token_count` at once (keeping the chunks up to there) and `stop` (the
-    exchange's abort) ends the read, so a server that never stops costs bounded memory."""
+    exchange's abort) ends the read, so a server that never stops costs bounded memory. A llama.cpp
+    partial event (`native_partial_so_far`) adds its tokens without an update: all `_apply` takes of one."""
 
     def __init__(self, client: StreamClient, out: StreamOutcome, max_tokens: int | None = None) -> None:
-        self.client, self.out = client, out
-        self.finished = False
+        self.client, self.out, self.finished = client, out, False
         self.cap_tokens = None if max_tokens is None else max(0, max_tokens) + MAX_EXTRA_TOKENS
         self.stop: Callable[[BaseException], None] | None = None
+        self.so_far = native_partial_so_far if client.api == "native" else None
         out.chunks.clear()
-        out.saw_final, out.pending_usage = False, None
-        out.output_tokens, out.token_count_exact = 0, True
+        out.saw_final, out.pending_usage, out.output_tokens, out.token_count_exact = False, None, 0, True
 
     def feed(self, t_ns: int, payload: bytes) -> None:
         out = self.out
         if out.error_type is not None:
             return
-        try:
-            upd = self.client._interpret(payload)
-        except ParseError as exc:
-            self.client._fail(out, "malformed_stream", str(exc))
-            out.end_ns = t_ns
-            return
         n_chunks = len(out.chunks)
-        self.finished = self.client._apply(upd, t_ns, out) or self.finished
+        if self.so_far is not None and (so_far := self.so_far(payload)) is not None:
+            add_tokens(out, t_ns, so_far - out.output_tokens, True)
+        else:
+            try:
+                upd = self.client._interpret(payload)
+            except ParseError as exc:
+                self.client._fail(out, "malformed_stream", str(exc))
+                out.end_ns = t_ns
+                return
+            self.finished = self.client._apply(upd, t_ns, out) or self.finished
         grew = len(out.chunks) > n_chunks  # the cap is on tokens streamed, not on a usage total
         cap = self.cap_tokens
         if grew and cap is not None and out.output_tokens > cap and out.error_type is None:
@@ -384,16 +398,3 @@ class _PayloadReader:
         if out.error_type is not None:
             out.end_ns = t_ns
 
-
-def _error_message(text: str) -> str:
-    """The `error.message` of a JSON error body, else the body itself (first line)."""
-    try:
-        obj = json.loads(text)
-        err = obj.get("error") if isinstance(obj, dict) else None
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-    except (ValueError, RecursionError):
-        pass
-    return text.strip().splitlines()[0][:300] if text.strip() else "(empty body)"

@@ -13,6 +13,7 @@ record: a RequestFailed's `detail`), `status_phrase` ('HTTP 401 Unauthorized'), 
 from __future__ import annotations
 
 import http
+import json
 import os
 import ssl
 
@@ -122,3 +123,17 @@ def request_failed(url: str, exc: BaseException) -> RequestFailed:
     if isinstance(exc, OSError):
         return Unreachable(url, _strerror(exc), detail, stale)
     return Unreachable(url, str(exc) or exc.__class__.__name__, detail, stale)
+
+
+def error_body_message(text: str) -> str:
+    """The `error.message` of a JSON error body, else the body itself (first line)."""
+    try:
+        obj = json.loads(text)
+        err = obj.get("error") if isinstance(obj, dict) else None
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    except (ValueError, RecursionError):
+        pass
+    return text.strip().splitlines()[0][:300] if text.strip() else "(empty body)"

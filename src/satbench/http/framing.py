@@ -36,11 +36,15 @@ class ChunkedDecoder:
         self._remaining = -1  # -1: expecting a size line; -2: expecting CRLF after data
         self.done = False
 
+    def between_chunks(self) -> bool:
+        """True when the next byte starts a chunk's size line (nothing of a chunk pending, body not over)."""
+        return self._remaining == -1 and not self._buf and not self.done
+
     def whole_chunk(self, data: bytes) -> bytes | None:
         """The data of `data` when it is exactly one whole non-empty chunk (`<hex size>\\r\\n<data>\\r\\n`,
         no extensions) and the decoder is between chunks, as `feed` would return it (the decoder's
         state is the same after either); else None, and nothing changed."""
-        if self._remaining != -1 or self._buf or self.done:
+        if not self.between_chunks():
             return None
         nl = data.find(b"\r\n", 0, _CRLF_WINDOW)
         if nl <= 0 or not _HEX_SIZE.fullmatch(data, 0, nl):

@@ -55,12 +55,17 @@ class SseSplitter:
         self._after_cr = False  # the last chunk ended with CR: an LF next completes that CRLF
         self.uncommented_bytes = 0  # of lines other than comments and blank lines: fields, data
 
+    def between_events(self) -> bool:
+        """True when nothing of an event is pending: no unfinished line, no data gathered, no CR
+        whose LF may follow."""
+        return not self._buf and not self._data and not self._after_cr
+
     def one_event(self, chunk: bytes) -> bytes | None:
         """The payload of `chunk` when it is exactly one event of one `data: ` line ending in
         `\\n\\n` and the splitter is between events, as `feed` would return it (the splitter's
         state is the same after either); else None, and nothing changed."""
         n = len(chunk)
-        if (self._buf or self._data or self._after_cr or n > MAX_EVENT_BYTES
+        if (not self.between_events() or n > MAX_EVENT_BYTES
                 or not chunk.startswith(b"data: ") or chunk.find(b"\n", 6) != n - 2
                 or not chunk.endswith(b"\n\n") or b"\r" in chunk):
             return None
@@ -232,12 +237,27 @@ def interpret_native(payload: bytes) -> StreamUpdate:
     the two equal); anything else, or a figure out of range, takes the general path.
     """
     m = _NATIVE_PARTIAL.fullmatch(payload)
-    if m is not None:
-        content, ids, so_far_text = m.groups()
-        so_far = int(so_far_text)
-        if so_far <= MAX_CTX_TOKENS and (content.isascii() or _utf8(content)):
-            return StreamUpdate(n_tokens=ids.count(b",") + 1 if ids else 0, tokens_so_far=so_far)
+    so_far = _partial_so_far(m)
+    if so_far is not None:
+        ids = m[2]  # type: ignore[index]  # a match, as so_far is not None
+        return StreamUpdate(n_tokens=ids.count(b",") + 1 if ids else 0, tokens_so_far=so_far)
     return _interpret_native_json(payload)
+
+
+def native_partial_so_far(payload: bytes) -> int | None:
+    """`tokens_predicted` of `payload` when it is a partial event as llama.cpp writes it, read by
+    `interpret_native`'s one match (its update then says this count and nothing more that counts: no
+    stop, error, timings or usage); None when it is anything else."""
+    return _partial_so_far(_NATIVE_PARTIAL.fullmatch(payload))
+
+
+def _partial_so_far(m: re.Match[bytes] | None) -> int | None:
+    """The running count of a `_NATIVE_PARTIAL` match when it is in 0..MAX_CTX_TOKENS and the
+    event's text is UTF-8; else None (the JSON path reads the event)."""
+    if m is None:
+        return None
+    so_far, content = int(m[3]), m[1]
+    return so_far if so_far <= MAX_CTX_TOKENS and (content.isascii() or _utf8(content)) else None
 
 
 def _interpret_native_json(payload: bytes) -> StreamUpdate:
