@@ -24,6 +24,7 @@ from typing import Literal, Protocol
 from satbench.config.limits import MAX_CTX_TOKENS, MAX_SERVER_MS
 from satbench.config.schema import Strict
 from satbench.http.client import CompletionRequest, StreamOutcome
+from satbench.load.eventloop import sleep_until
 from satbench.load.liveness import SERVER_UNRESPONSIVE, StreamActivity
 from satbench.records.events import (
     CANCELLED,
@@ -302,7 +303,7 @@ class _Level:
         user between turns)."""
         n = self.plan.level
         if self.start_offsets_s:
-            await asyncio.sleep(self.start_offsets_s[stream])
+            await sleep_until(self.clock, self.clock() + int(self.start_offsets_s[stream] * 1e9))
         for seq in range(stream, len(self.plan.warmup), n):
             if self.abort_reason:
                 return
@@ -312,7 +313,7 @@ class _Level:
                 if self.abort_reason:
                     return
                 if req.think_s:
-                    await asyncio.sleep(req.think_s)
+                    await sleep_until(self.clock, self.clock() + int(req.think_s * 1e9))
                 await self.one(stream, seq, "measured", req)
 
     async def stream_loop(self, stream: int) -> None:

@@ -138,7 +138,8 @@ class _OpenRate:
         start = self.clock()
         for seq, (req, off) in enumerate(zip(self.plan.measured, offsets_ns)):
             arrival = start + off
-            await self.until((arrival - self.clock()) / NS_PER_S)
+            while (left_ns := arrival - self.clock()) > 0:  # uvloop's timers can wake up ~1 ms early
+                await self.until(left_ns / NS_PER_S)
             async with self.slot_free:
                 await self.slot_free.wait_for(lambda: bool(self.free) or self.failure is not None)
                 await self.until(0)

@@ -15,7 +15,6 @@ raw files that exist.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -27,6 +26,7 @@ from satbench.errors import RunDirError, RuntimeStartError, SatbenchError, UserE
 from satbench.gguf.resolve import resolve_model
 from satbench.host.gpu import NvmlGpus, open_nvml
 from satbench.host.hardware import describe_host
+from satbench.load import eventloop
 from satbench.load.liveness import LIVENESS_TIMEOUT_S
 from satbench.records.events import EVENTS_FILE, SAMPLES_FILE, LevelMark, Scenario
 from satbench.records.layout import clear_derived
@@ -154,7 +154,7 @@ class Sweep(Generic[R]):
         self.ledger.hold_room()  # so that a disk filled by the run still records how it ended
         ok, refused = False, None
         try:
-            asyncio.run(self._run_all())
+            eventloop.run(self._run_all())
         except KeyboardInterrupt:
             self._finish_quietly("interrupted", f"interrupted by {self.interrupted_by}")
             raise
