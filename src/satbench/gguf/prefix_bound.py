@@ -17,13 +17,14 @@ characters (a run's random nonce) are matched by any of them: the bound holds fo
 from __future__ import annotations
 
 import os
+import re
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from satbench.errors import ModelError
-from satbench.gguf.files import _GGUF_ARRAY, _GGUF_SCALARS, _GGUF_STRING, _Header, key_count
+from satbench.gguf.files import _BLOCK, _GGUF_ARRAY, _GGUF_SCALARS, _GGUF_STRING, _Header, key_count
 
 SPM_SPACE = "\u2581"
 GPT2_SPACE = "\u0120"
@@ -31,6 +32,8 @@ _KEYS = ("tokenizer.ggml.model", "tokenizer.ggml.add_bos_token")
 _TOKENS_KEY = "tokenizer.ggml.tokens"
 MAX_PIECE_CHARS = 256  # the longest text bounded (a prefix is ~110 at most); longer pieces cannot cover it
 MAX_VOCAB_TOKENS = 4_000_000
+# what _joined may put between pieces: the first that no piece contains
+_SEPARATORS = "".join(map(chr, (*range(0x20), 0xFFFE, 0xFFFF)))
 
 Pattern = list[frozenset[str]]  # the characters allowed at each position of a text
 
@@ -51,7 +54,7 @@ def read_vocabulary(path: Path) -> Vocabulary | None:
         with open(path, "rb") as fh:
             h = _Header(fh, os.fstat(fh.fileno()).st_size)
             found: dict[str, object] = {}
-            pieces: set[str] | None = None
+            pieces: frozenset[str] | None = None
             for _ in range(key_count(h)):
                 key, vtype = h.string(), h.unpack("I")
                 if key in _KEYS and vtype == _GGUF_STRING:
@@ -73,18 +76,40 @@ def read_vocabulary(path: Path) -> Vocabulary | None:
                       pieces=frozenset(pieces))
 
 
-def _read_pieces(h: _Header) -> set[str] | None:
+def _read_pieces(h: _Header) -> frozenset[str]:
+    """The token array's strings, from `h` at its element type, leaving `h` just past the array. Read in
+    blocks of _BLOCK bytes (a piece is sliced out of its block, never read on its own); a piece longer
+    than 4 × MAX_PIECE_CHARS bytes is skipped unread; bytes that are not UTF-8 decode as U+FFFD. EOFError
+    when the array runs past the end of the file."""
     etype, count = h.unpack("I"), h.unpack("Q")
     if etype != _GGUF_STRING or count > MAX_VOCAB_TOKENS:
         raise ValueError(f"{_TOKENS_KEY} is not a list of at most {MAX_VOCAB_TOKENS:,} strings")
-    out: set[str] = set()
+    fh, size, length = h.fh, h.size, struct.Struct(h.order + "Q").unpack_from
+    longest = 4 * MAX_PIECE_CHARS
+    out: list[str] = []
+    pos = start = fh.tell()  # pos: the next length field; start: where `buf` begins in the file
+    buf = b""
     for _ in range(count):
-        n = h.unpack("Q")
-        if n > 4 * MAX_PIECE_CHARS:
-            h.skip(n)
-            continue
-        out.add(h.take(n).decode("utf-8", errors="replace"))
-    return out
+        at = pos - start
+        if at + 8 > len(buf):
+            fh.seek(pos)
+            start, at, buf = pos, 0, fh.read(max(_BLOCK, 8 + longest))
+            if len(buf) < 8:
+                raise EOFError("the file ends inside its header")
+        n = length(buf, at)[0]
+        end = pos + 8 + n
+        if end > size:
+            raise EOFError("the file ends inside its header")
+        if n <= longest:
+            if end - start > len(buf):  # the piece runs past its block: a new block starts at it
+                fh.seek(pos)
+                start, at, buf = pos, 0, fh.read(max(_BLOCK, 8 + longest))
+                if 8 + n > len(buf):
+                    raise EOFError("the file ends inside its header")
+            out.append(buf[at + 8:at + 8 + n].decode("utf-8", errors="replace"))
+        pos = end
+    fh.seek(pos)
+    return frozenset(out)
 
 
 def _byte_piece(piece: str) -> str | None:
@@ -98,10 +123,41 @@ def _byte_piece(piece: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=2)
+def _joined(pieces: frozenset[str]) -> tuple[str, str] | None:
+    """(sep, the pieces in the frozenset's order, each between two `sep`s): the whole vocabulary as one
+    string, for scans in C (re) instead of a Python loop over its pieces. `sep` is the first character of
+    _SEPARATORS that no piece contains (so no match can span two pieces); None when each one is in some
+    piece."""
+    for sep in _SEPARATORS:
+        text = f"{sep}{sep.join(pieces)}{sep}"
+        if text.count(sep) == len(pieces) + 1:  # no piece contains it
+            return sep, text
+    return None
+
+
+def _spelled_in(pieces: frozenset[str], alphabet: frozenset[str]) -> list[str]:
+    """The nonempty pieces all of whose characters are in `alphabet`, in the frozenset's order."""
+    if not alphabet:
+        return []
+    joined = _joined(pieces)
+    if joined is None or joined[0] in alphabet:
+        return [p for p in pieces if p and set(p) <= alphabet]
+    sep = re.escape(joined[0])
+    chars = "".join(re.escape(c) for c in sorted(alphabet))
+    return re.findall(f"{sep}([{chars}]+)(?={sep})", joined[1])
+
+
 @lru_cache(maxsize=4)
 def _with_bytes(pieces: frozenset[str]) -> frozenset[str]:
     """SentencePiece pieces and the characters its byte-fallback pieces stand for."""
-    return pieces | {c for p in pieces if p.startswith("<0x") and (c := _byte_piece(p)) is not None}
+    joined = _joined(pieces)
+    if joined is None:
+        named = [p for p in pieces if p.startswith("<0x")]
+    else:  # exactly the pieces of 6 characters that start with "<0x" and end with ">"
+        sep = re.escape(joined[0])
+        named = re.findall(f"{sep}(<0x[^{sep}]{{2}}>)(?={sep})", joined[1])
+    return pieces | {c for p in named if (c := _byte_piece(p)) is not None}
 
 
 def _spelled(pattern: Pattern, space: str) -> Pattern:
@@ -110,18 +166,20 @@ def _spelled(pattern: Pattern, space: str) -> Pattern:
 
 @lru_cache(maxsize=16)
 def _usable(pieces: frozenset[str], alphabet: frozenset[str], longest: int) -> dict[str, tuple[str, ...]]:
-    """The pieces spelled in `alphabet` and at most `longest` long, by their first character."""
-    by_first: dict[str, list[str]] = {}
-    for p in pieces:
-        if 0 < len(p) <= longest and set(p) <= alphabet:
-            by_first.setdefault(p[0], []).append(p)
-    return {c: tuple(ps) for c, ps in by_first.items()}
+    """The pieces spelled in `alphabet` and at most `longest` long, by their first two characters (a
+    piece of one character by itself), each group shortest first."""
+    by_head: dict[str, list[str]] = {}
+    for p in _spelled_in(pieces, alphabet):
+        if len(p) <= longest:
+            by_head.setdefault(p[:2], []).append(p)
+    return {head: tuple(sorted(ps, key=len)) for head, ps in by_head.items()}
 
 
 def min_cover(pattern: Pattern, pieces: frozenset[str]) -> int | None:
     """The fewest pieces whose concatenation matches `pattern` (each position one of its characters),
     or None when some allowed character is covered by no single piece, or the pattern is longer than
-    MAX_PIECE_CHARS."""
+    MAX_PIECE_CHARS. A dynamic program over the positions: best[j] = min over the pieces p that match
+    the pattern at i = j − len(p) of best[i] + 1, best[0] = 0."""
     alphabet = frozenset().union(*pattern) if pattern else frozenset()
     if len(pattern) > MAX_PIECE_CHARS or any(c not in pieces for c in alphabet):
         return None  # too long: pieces past MAX_PIECE_CHARS were not read
@@ -129,11 +187,17 @@ def min_cover(pattern: Pattern, pieces: frozenset[str]) -> int | None:
     n = len(pattern)
     best = [0] + [n + 1] * n
     for i in range(n):
+        step = best[i] + 1
         for first in pattern[i]:
-            for p in usable.get(first, ()):
-                j = i + len(p)
-                if j <= n and best[i] + 1 < best[j] and all(c in pattern[i + k] for k, c in enumerate(p)):
-                    best[j] = best[i] + 1
+            if first in usable and step < best[i + 1]:
+                best[i + 1] = step
+            for second in pattern[i + 1] if i + 1 < n else ():
+                for p in usable.get(first + second, ()):
+                    j = i + len(p)
+                    if j > n:
+                        break  # the rest of the group is longer still
+                    if step < best[j] and all(p[k] in pattern[i + k] for k in range(2, len(p))):
+                        best[j] = step
     return best[n] if best[n] <= n else None
 
 
