@@ -29,6 +29,9 @@ session reuses a connection that llama.cpp's server closed after its stream, and
 then fails (ServerDisconnectedError), which a fake that keeps connections open would not show. So
 aiohttp runs with `force_close=True` and httpx without keep-alive.
 
+`satbench-uvloop` is satbench's transport on uvloop's event loop, as `satbench sweep` runs it where
+uvloop is installed (satbench.load.eventloop); `satbench` is the same on asyncio's own loop.
+
 The printed table is also written, dated, to benchmarks/results/client_choice-YYYY-MM-DD.txt
 (--out to choose the file, --out - for none).
 
@@ -134,7 +137,7 @@ async def closed_loop(client_name: str, mode: str, base_url: str, n: int, durati
     traces: list[Trace] = []
     stop_at = time.monotonic() + duration_s
     url = base_url + "/completion"
-    if client_name == "satbench":
+    if client_name.startswith("satbench"):
         from satbench.http.client import StreamClient
         from satbench.http.endpoint import Endpoint
 
@@ -202,7 +205,11 @@ def run_one(client_name: str, mode: str, n: int, args) -> dict:
                 "stream": True, "cache_prompt": False}
         try:
             fake_c0 = cpu_s(proc.pid)
-            traces, t0, t1, client_cpu = asyncio.run(closed_loop(client_name, mode, base, n, args.duration, body))
+            from satbench.load.eventloop import run
+
+            loop = "uvloop" if client_name.endswith("-uvloop") else "asyncio"
+            traces, t0, t1, client_cpu = run(closed_loop(client_name, mode, base, n, args.duration, body),
+                                             loop)
             fake_cpu = (cpu_s(proc.pid) - fake_c0) / ((t1 - t0) / 1e9)
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -238,12 +245,18 @@ def run_one(client_name: str, mode: str, n: int, args) -> dict:
             "first_error": next((tr.error for tr in traces if tr.error), None)}
 
 
+def host_cpu() -> str:
+    models = [ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+              if ln.startswith("model name")] if Path("/proc/cpuinfo").exists() else []
+    return f"{models[0] if models else 'CPU'}, {os.cpu_count()} CPUs"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--levels", default="64,128")
-    ap.add_argument("--clients", default="satbench,aiohttp,httpx")
+    ap.add_argument("--clients", default="satbench,satbench-uvloop,aiohttp,httpx")
     ap.add_argument("--modes", default="raw")
     ap.add_argument("--iteration-ms", type=float, default=3.0)
     ap.add_argument("--n-predict", type=int, default=64)
@@ -264,8 +277,9 @@ def main() -> int:
         os.sched_setaffinity(0, {0})
     print(f"fake: {args.iteration_ms} ms decode iteration, slots = N, prompt {args.prompt_tokens} tok, "
           f"n_predict {args.n_predict}; {args.duration:g} s per row, first {args.warmup:g} s discarded; "
-          f"client pinned to CPU 0, fake to CPU {(os.cpu_count() or 1) - 1}; load avg {os.getloadavg()[0]:.2f}")
-    head = (f"{'client':8} {'mode':5} {'N':>4} {'req/s':>7} {'sched':>6} {'tok/s':>8} {'cli CPU%':>8} "
+          f"client pinned to CPU 0, fake to CPU {(os.cpu_count() or 1) - 1}; {host_cpu()}; "
+          f"load avg {os.getloadavg()[0]:.2f}")
+    head = (f"{'client':15} {'mode':5} {'N':>4} {'req/s':>7} {'sched':>6} {'tok/s':>8} {'cli CPU%':>8} "
             f"{'fake CPU%':>9} {'lag p50':>8} {'lag p99':>8} {'TTFTerr50':>9} {'TTFTerr99':>9} "
             f"{'send p50':>8} {'send p99':>8} "
             f"{'fake late p99':>13} {'iter ms':>7} {'overruns':>8} {'conns':>5} {'errors':>6}")
@@ -275,7 +289,7 @@ def main() -> int:
         for mode in args.modes.split(","):
             for client in args.clients.split(","):
                 r = run_one(client, mode, n, args)
-                print(f"{r['client']:8} {r['mode']:5} {r['n']:>4} {r['req_s']:>7.1f} {r['ideal_req_s']:>6.0f} "
+                print(f"{r['client']:15} {r['mode']:5} {r['n']:>4} {r['req_s']:>7.1f} {r['ideal_req_s']:>6.0f} "
                       f"{r['tok_s']:>8.0f} {r['cpu']:>8.0f} {r['fake_cpu']:>9.0f} {r['lag50']:>6.2f}ms "
                       f"{r['lag99']:>6.2f}ms {r['ttft50']:>7.2f}ms {r['ttft99']:>7.2f}ms {r['send50']:>6.2f}ms "
                       f"{r['send99']:>6.2f}ms {r['late99']:>11.2f}ms {r['iter_ms']:>7.2f} "
