@@ -33,3 +33,16 @@ def test_a_run_json_from_before_the_shortcuts_reads_as_it_was_measured():
     old = AdaptiveConfig.model_validate({"ci_target": 0.05, "min_repetitions": 2, "max_repetitions": 5,
                                          "requests_per_stream": 4, "contended_retries": 2, "budget_s": None})
     assert (old.one_repetition_ci, old.warmup) == ("none", "every_level")
+
+
+def test_run_json_names_the_event_loop_the_load_generator_ran_on(fake_server, tmp_path):
+    from satbench.load.eventloop import loop_factory
+
+    fake = fake_server(n_slots=1, decode_iteration_ms=2.0)
+    run_dir = tmp_path / "run"
+    assert main(["sweep", "--url", fake.base_url, *FLAGS, "--concurrency", "1", "--repetitions", "1",
+                 "--requests-per-level", "2", "-q", "-o", str(run_dir)]) == 0
+    provenance = read_manifest(run_dir).provenance
+    assert provenance is not None
+    assert provenance.event_loop == ("asyncio" if loop_factory() is None else "uvloop")
+    assert f"load generator on the {provenance.event_loop} event loop" in (run_dir / "EVIDENCE.md").read_text()

@@ -24,7 +24,7 @@ from satbench.records.atomic import write_text_atomic as write_text_atomic  # it
 from satbench.records.record import Record
 
 MANIFEST_FILE = "run.json"
-MANIFEST_SCHEMA_VERSION = "2.12"  # what each version added: docs/schemas.md
+MANIFEST_SCHEMA_VERSION = "2.13"  # what each version added: docs/schemas.md
 MAX_MANIFEST_BYTES = 64 << 20  # run.json holds a config, provenance and ledgers: a few hundred KiB at most
 
 
@@ -226,6 +226,9 @@ class Provenance(Record):
         default_factory=list, description="files of the satbench checkout modified since that commit")
     host: HostInfo
     lanes: dict[str, LaneProvenance] = Field(default_factory=dict)
+    event_loop: Literal["uvloop", "asyncio"] | None = Field(
+        None, description="the event loop the load generator ran on (load/eventloop.py); null in runs "
+                          "made before it was recorded")
 
 
 class ClockAnchor(Record):

@@ -44,7 +44,8 @@ def run_status(results: ResultsFile) -> list[Block]:
         Para(text=f"Status: {results.status}"
                   f"{' — ' + results.status_reason if results.status_reason else ''}. "
                   f"Started {results.started_at}, finished {results.finished_at or 'n/a'}. "
-                  f"satbench {p.satbench_version}, commit `{commit}`."),
+                  f"satbench {p.satbench_version}, commit `{commit}`"
+                  f"{f', load generator on the {p.event_loop} event loop' if p.event_loop else ''}."),
     ]
     if p.satbench_modified_files:
         blocks.append(Para(text="The satbench checkout was modified when this ran; changed files: "

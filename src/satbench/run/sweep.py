@@ -214,7 +214,7 @@ class Sweep(Generic[R]):
             commit, changed = satbench_source()
             self.ledger.keep_provenance(Provenance(
                 satbench_version=satbench.__version__, satbench_commit=commit,
-                satbench_modified_files=changed, host=host))
+                satbench_modified_files=changed, host=host, event_loop=eventloop.running_loop_name()))
         else:
             self.ledger.write()
         if not self._models:
