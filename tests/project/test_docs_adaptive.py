@@ -18,7 +18,8 @@ def test_every_bold_figure_is_the_codes():
     a = AdaptiveConfig()
     expected = [a.min_repetitions, a.contended_retries, a.ci_target * 100, a.max_repetitions,
                 planner.CONFIRM_REQUESTS_PER_STREAM, throughput.BATCHES,
-                throughput.ONE_REPETITION_CI_FLOOR * 100, fewest_to_bound_p95(), planner.SLO_MAX_REPETITIONS, planner.GROWTH_EXPONENT,
+                throughput.ONE_REPETITION_CI_FLOOR * 100, fewest_to_bound_p95(), planner.SLO_MAX_REPETITIONS,
+                planner.GROWTH_EXPONENT,
                 a.requests_per_stream,
                 level_flags.NEIGHBOUR_CORES, level_flags.CONTENDED_FRACTION * 100,
                 contention.SATURATED_OTHERS_CORES,

@@ -45,4 +45,5 @@ def test_run_json_names_the_event_loop_the_load_generator_ran_on(fake_server, tm
     provenance = read_manifest(run_dir).provenance
     assert provenance is not None
     assert provenance.event_loop == ("asyncio" if loop_factory() is None else "uvloop")
-    assert f"load generator on the {provenance.event_loop} event loop" in (run_dir / "EVIDENCE.md").read_text()
+    evidence = (run_dir / "EVIDENCE.md").read_text()
+    assert f"load generator on the {provenance.event_loop} event loop" in evidence
