@@ -83,17 +83,18 @@ async def test_a_conversation_stays_on_its_stream_in_order_and_waits_its_think_t
     order, each turn after 2 and 3 waits its think time, and events carry conversation and turn."""
     slept: list[float] = []
     real_sleep = asyncio.sleep
+    clock = [0]  # the scripted clock (ns): a sleep moves it on by its delay, as time would
 
     async def sleep(delay: float, *args):
         if delay:
             slept.append(delay)
+            clock[0] += round(delay * 1e9)
         await real_sleep(0)
 
     monkeypatch.setattr(asyncio, "sleep", sleep)
     turns = [CompletionRequest(request_id=f"c{c}t{t}", prompt="hi", prompt_tokens=8, max_tokens=2,
                                cache_prompt=True, conversation=c, turn=t, think_s=0.25 if t > 1 else 0.0)
              for c in range(2) for t in (1, 2, 3)]
-    clock = [0]
     client = ScriptedStreamer(clock, tokens=2)
     sink = ListSink()
     plan = LevelPlan(lane="a", level=2, repetition=1, warmup=[], measured=turns)
@@ -102,4 +103,5 @@ async def test_a_conversation_stays_on_its_stream_in_order_and_waits_its_think_t
     for c in range(2):
         mine = sorted((e for e in events if e.conversation == c), key=lambda e: e.sent_ns)
         assert [e.turn for e in mine] == [1, 2, 3] and len({e.stream for e in mine}) == 1
-    assert slept == [0.25] * 4
+    # each think is one sleep to its deadline, less the tick the scripted clock moves per reading
+    assert slept == [0.249999999] * 4
