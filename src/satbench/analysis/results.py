@@ -35,7 +35,7 @@ from satbench.records.rundir import read_regular_file
 from satbench.server.memlog import LOG_VERBOSITY
 
 MAX_RESULTS_BYTES = 64 << 20  # figures per level and lane, no raw records: far below this
-RESULTS_SCHEMA_VERSION = "3.8"  # what each version added: docs/schemas.md
+RESULTS_SCHEMA_VERSION = "3.9"  # what each version added: docs/schemas.md
 
 DEFINITIONS = {
     **definitions(),  # the figures of a level (metrics/specs.py)
