@@ -397,4 +397,3 @@ class _PayloadReader:
                 self.stop(_TooManyTokens(out.error_message))
         if out.error_type is not None:
             out.end_ns = t_ns
-
