@@ -198,8 +198,9 @@ def run_one(client_name: str, mode: str, n: int, args) -> dict:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         log = tmp / "schedule.jsonl"
-        script = {"n_slots": n, "decode_iteration_ms": args.iteration_ms, "prefill_ms_per_token": PREFILL_MS_PER_TOKEN,
-                  "schedule_log": str(log), **json.loads(args.script_extra)}
+        script = {"n_slots": n, "decode_iteration_ms": args.iteration_ms,
+                  "prefill_ms_per_token": PREFILL_MS_PER_TOKEN, "schedule_log": str(log),
+                  **json.loads(args.script_extra)}
         proc, base = start_fake(script, tmp)
         body = {"prompt": list(range(args.prompt_tokens)), "n_predict": args.n_predict, "ignore_eos": True,
                 "stream": True, "cache_prompt": False}
@@ -261,7 +262,8 @@ def main() -> int:
     ap.add_argument("--iteration-ms", type=float, default=3.0)
     ap.add_argument("--n-predict", type=int, default=64)
     ap.add_argument("--prompt-tokens", type=int, default=16)
-    ap.add_argument("--script-extra", default="{}", help="more FakeScript fields as JSON (e.g. llamacpp: false)")
+    ap.add_argument("--script-extra", default="{}",
+                    help="more FakeScript fields as JSON (e.g. llamacpp: false)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" /
                                          f"client_choice-{time.strftime('%Y-%m-%d')}.txt"),
                     help="also write the output here ('-': nowhere)")
@@ -289,15 +291,17 @@ def main() -> int:
         for mode in args.modes.split(","):
             for client in args.clients.split(","):
                 r = run_one(client, mode, n, args)
-                print(f"{r['client']:15} {r['mode']:5} {r['n']:>4} {r['req_s']:>7.1f} {r['ideal_req_s']:>6.0f} "
-                      f"{r['tok_s']:>8.0f} {r['cpu']:>8.0f} {r['fake_cpu']:>9.0f} {r['lag50']:>6.2f}ms "
-                      f"{r['lag99']:>6.2f}ms {r['ttft50']:>7.2f}ms {r['ttft99']:>7.2f}ms {r['send50']:>6.2f}ms "
-                      f"{r['send99']:>6.2f}ms {r['late99']:>11.2f}ms {r['iter_ms']:>7.2f} "
+                print(f"{r['client']:15} {r['mode']:5} {r['n']:>4} {r['req_s']:>7.1f} "
+                      f"{r['ideal_req_s']:>6.0f} {r['tok_s']:>8.0f} {r['cpu']:>8.0f} {r['fake_cpu']:>9.0f} "
+                      f"{r['lag50']:>6.2f}ms {r['lag99']:>6.2f}ms {r['ttft50']:>7.2f}ms "
+                      f"{r['ttft99']:>7.2f}ms {r['send50']:>6.2f}ms {r['send99']:>6.2f}ms "
+                      f"{r['late99']:>11.2f}ms {r['iter_ms']:>7.2f} "
                       f"{r['overruns']:>8} {r['conns']:>5} {r['errors']:>6}", flush=True)
                 if r["first_error"]:
                     print(f"   first error: {r['first_error']}")
-    print(f"load avg after: {os.getloadavg()[0]:.2f}. lag = client chunk arrival - fake write; TTFTerr = client "
-          "TTFT - (fake first write - fake arrival); send = fake arrival - client send stamp (part of TTFTerr)")
+    print(f"load avg after: {os.getloadavg()[0]:.2f}. lag = client chunk arrival - fake write; TTFTerr = "
+          "client TTFT - (fake first write - fake arrival); send = fake arrival - client send stamp (part of "
+          "TTFTerr)")
     if args.out != "-":
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)

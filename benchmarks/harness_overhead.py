@@ -383,8 +383,8 @@ def main() -> None:
                 r = measure(n, dec, a.output_tokens, a.seconds, variant, a.workers)
                 print(row(r))
     print(f"load avg after: {os.getloadavg()[0]:.2f}. TTFT err = |satbench TTFT − (fake first write − "
-          "satbench send)|; ITL err = |satbench gap − fake write gap|; fake read = fake's arrival − satbench "
-          "send "
+          "satbench send)|; ITL err = |satbench gap − fake write gap|; fake read = fake's arrival − "
+          "satbench send "
           "(server-side delay, part of the true TTFT); issue = satbench send − the moment the stream was "
           "free (connect + waiting for the connect gate; outside TTFT); wire tok/s = tokens stamped in the "
           "steady window ÷ its length")
