@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
@@ -44,12 +44,14 @@ def event_loop_runner(name: LoopName | None = None) -> Callable[[Coroutine[Any, 
     return lambda main: run(main, name)
 
 
-async def sleep_until(clock: Callable[[], int], deadline_ns: int) -> None:
+async def sleep_until(clock: Callable[[], int], deadline_ns: int,
+                      sleep: Callable[[float], Awaitable[None]] | None = None) -> None:
     """Return once `clock()` ≥ `deadline_ns`, never before: uvloop's timers count whole milliseconds
     from the time its loop cached at the start of an iteration, so one sleep can end up to ~1.3 ms
-    early (asyncio's never does); the rest is slept again."""
+    early (asyncio's never does); the rest is slept again. `sleep(seconds)` sleeps (None:
+    asyncio.sleep as it is when called; one that raises ends the wait early)."""
     while (left_ns := deadline_ns - clock()) > 0:
-        await asyncio.sleep(left_ns / 1e9)
+        await (sleep or asyncio.sleep)(left_ns / 1e9)
 
 
 def running_loop_name() -> LoopName:

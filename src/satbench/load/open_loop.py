@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from satbench.http.client import CompletionRequest
+from satbench.load.eventloop import sleep_until
 from satbench.load.liveness import StreamActivity
 from satbench.load.loadgen import (
     CompletionStreamer,
@@ -138,8 +139,7 @@ class _OpenRate:
         start = self.clock()
         for seq, (req, off) in enumerate(zip(self.plan.measured, offsets_ns)):
             arrival = start + off
-            while (left_ns := arrival - self.clock()) > 0:  # uvloop's timers can wake up ~1 ms early
-                await self.until(left_ns / NS_PER_S)
+            await sleep_until(self.clock, arrival, self.until)
             async with self.slot_free:
                 await self.slot_free.wait_for(lambda: bool(self.free) or self.failure is not None)
                 await self.until(0)
